@@ -1,0 +1,3 @@
+from vibesys.cli import main
+
+main()

@@ -1,0 +1,108 @@
+"""The adapter protocol. Adapters do side effects and speak their own vocabulary (RemoteState);
+they never import the journal or the engine. `engine.observe` maps RemoteStatus to events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class RemoteState(StrEnum):
+    PENDING = "PENDING"  # queued, held, configuring: not yet running
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"  # ended on its own, exit_code says how
+    FAILED = "FAILED"  # ended on its own with a non-zero exit or a signal
+    CANCELLED = "CANCELLED"  # cancelled; `cancelled_by` says by whom when known
+    TIMEOUT = "TIMEOUT"  # hit its own time limit
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    NODE_FAIL = "NODE_FAIL"
+    BOOT_FAIL = "BOOT_FAIL"
+    PREEMPTED = "PREEMPTED"
+    LAUNCH_FAILED = "LAUNCH_FAILED"
+    ALLOCATION_EXPIRED = "ALLOCATION_EXPIRED"  # the allocation it ran in ended under it
+    NOT_FOUND = "NOT_FOUND"  # proven absent: the scheduler answered and knows no such job
+    UNKNOWN = "UNKNOWN"  # cannot tell; never read as success or failure
+
+
+TERMINAL_REMOTE = frozenset(RemoteState) - {
+    RemoteState.PENDING,
+    RemoteState.RUNNING,
+    RemoteState.NOT_FOUND,
+    RemoteState.UNKNOWN,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """What the engine knows of one attempt: enough to find it again after a crash."""
+
+    job_name: str
+    job_id: str | None
+    run_dir: Path
+    #: when the intent to submit was committed: lookups by name search from here on
+    intended_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitRequest:
+    invocation_id: str
+    attempt: int
+    job_name: str
+    command: Sequence[str]
+    run_dir: Path
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitReceipt:
+    job_id: str
+    observation: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStatus:
+    job_name: str
+    job_id: str | None
+    state: RemoteState
+    #: the command's own exit status (0-255, or 128+N for death by signal N) when known
+    exit_code: int | None = None
+    #: who cancelled it, when the scheduler says ("vibesys" when we asked)
+    cancelled_by: str | None = None
+    #: the raw observation (a scheduler line, a marker's content, an error), kept as evidence
+    observation: str = ""
+
+
+class Backend(Protocol):
+    """A place jobs run. Every method may raise a `vibesys.errors.BackendError`."""
+
+    name: str
+
+    def submit(self, request: SubmitRequest) -> SubmitReceipt:
+        """Start the job under `request.job_name`. SubmitRejected: proven nothing was submitted.
+        BackendUnavailable: could not tell; `maybe_submitted` says whether it may have run."""
+        ...
+
+    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
+        """The state of every job, keyed by job name, in as few scheduler calls as possible.
+        A job without a job id is looked up by name (NOT_FOUND only when proven absent)."""
+        ...
+
+    def cancel(self, job: JobRef) -> None:
+        """Ask for cancellation (by id, or by name when no id was recorded). Idempotent."""
+        ...
+
+    def collect(self, job: JobRef) -> str:
+        """Bring logs and results of a finished job home; return what was done, as evidence."""
+        ...
+
+    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
+        """Local files holding the job's stdout and stderr as far as they are known."""
+        ...
+
+    def poll_interval(self, age_seconds: float) -> float:
+        """Seconds to wait between status rounds for a job this old."""
+        ...

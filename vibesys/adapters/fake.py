@@ -1,0 +1,104 @@
+"""FakeBackend: a scripted, in-memory adapter for tests and examples. It records every call, so
+a test can assert, for instance, that a crash never led to a second submit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.errors import BackendError
+
+
+@dataclass
+class FakeAttempt:
+    """How one submitted attempt behaves: the states its status rounds report, in order (the
+    last one repeats), or an error its submit raises."""
+
+    states: Sequence[RemoteState] = (RemoteState.RUNNING, RemoteState.COMPLETED)
+    exit_code: int | None = 0
+    submit_error: BackendError | None = None
+    #: when the submit error is raised, whether the job was queued all the same
+    submitted_despite_error: bool = False
+
+
+@dataclass
+class _Job:
+    name: str
+    job_id: str
+    script: FakeAttempt
+    rounds: int = 0
+    cancelled: bool = False
+
+
+@dataclass
+class FakeBackend:
+    attempts: list[FakeAttempt] = field(default_factory=list)
+    name: str = "fake"
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    #: status() raises this while set (an unreachable scheduler)
+    status_error: BackendError | None = None
+
+    def submit(self, request: SubmitRequest) -> SubmitReceipt:
+        self.calls.append(("submit", request.job_name))
+        index = sum(1 for kind, _ in self.calls if kind == "submit") - 1
+        script = self.attempts[index] if index < len(self.attempts) else FakeAttempt()
+        if script.submit_error is None or script.submitted_despite_error:
+            job_id = str(1000 + len(self.jobs))
+            self.jobs[request.job_name] = _Job(request.job_name, job_id, script)
+        if script.submit_error is not None:
+            raise script.submit_error
+        return SubmitReceipt(self.jobs[request.job_name].job_id, f"fake job {request.job_name}")
+
+    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
+        self.calls.append(("status", ",".join(j.job_name for j in jobs)))
+        if self.status_error is not None:
+            raise self.status_error
+        return {job.job_name: self._status_of(job) for job in jobs}
+
+    def _status_of(self, ref: JobRef) -> RemoteStatus:
+        job = self.jobs.get(ref.job_name)
+        if job is None:
+            return RemoteStatus(ref.job_name, None, RemoteState.NOT_FOUND, observation="no job")
+        if job.cancelled:
+            return RemoteStatus(
+                job.name,
+                job.job_id,
+                RemoteState.CANCELLED,
+                exit_code=143,
+                cancelled_by="vibesys",
+                observation="fake: cancelled",
+            )
+        states = job.script.states
+        state = states[min(job.rounds, len(states) - 1)]
+        job.rounds += 1
+        code = (
+            job.script.exit_code if state in (RemoteState.COMPLETED, RemoteState.FAILED) else None
+        )
+        return RemoteStatus(
+            job.name,
+            job.job_id,
+            state,
+            exit_code=code,
+            observation=f"fake: {state} round {job.rounds}",
+        )
+
+    def cancel(self, job: JobRef) -> None:
+        self.calls.append(("cancel", job.job_name))
+        if job.job_name in self.jobs:
+            self.jobs[job.job_name].cancelled = True
+
+    def collect(self, job: JobRef) -> str:
+        self.calls.append(("collect", job.job_name))
+        return "fake: nothing to collect"
+
+    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
+        return job.run_dir / "stdout", job.run_dir / "stderr"
+
+    def poll_interval(self, age_seconds: float) -> float:
+        return 0.0
+
+    def submits(self) -> list[str]:
+        return [name for kind, name in self.calls if kind == "submit"]

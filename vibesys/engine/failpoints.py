@@ -1,0 +1,44 @@
+"""Named failpoints for crash tests.
+
+`VIBESYS_FAILPOINTS=name[,name...]` makes the process exit at once, with status 137 and no
+cleanup (`os._exit`), when it reaches one of those points: as if it had been SIGKILLed there.
+There is one after every commit and before its effect, and one after every effect and before
+the next commit.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+ENV = "VIBESYS_FAILPOINTS"
+CRASH_STATUS = 137
+
+FAILPOINTS: Final[dict[str, str]] = {
+    "after_prepare_commit": "PREPARED is committed; nothing submitted yet",
+    "after_submit_intent": "SUBMITTING (attempt, job name) is committed; submit not yet called",
+    "after_submit_effect": "the job was submitted; its id is not yet committed",
+    "after_submitted_commit": "RUNNING (job id) is committed; not yet polled",
+    "after_terminal_observed": "the job's end was observed; not yet committed",
+    "after_finished_commit": "COLLECTING is committed; nothing collected yet",
+    "after_collect_effect": "logs and results are home; DONE not yet committed",
+    "after_done_commit": "DONE is committed; the run has not yet reported",
+    "after_infra_failed_commit": "RETRYING is committed; the next attempt is not yet intended",
+    "after_cancel_intent": "the cancel request is committed; the cancel not yet sent",
+    "after_cancel_effect": "the cancel was sent; its settlement not yet committed",
+    "after_unknown_commit": "UNRESOLVED is committed",
+}
+
+
+def failpoint(name: str) -> None:
+    """Crash here if the environment names this point."""
+    if name not in FAILPOINTS:
+        raise KeyError(f"unknown failpoint {name}")
+    armed = os.environ.get(ENV)
+    if armed and name in armed.split(","):
+        os._exit(CRASH_STATUS)
+
+
+def validate(names: str) -> list[str]:
+    """Unknown names in a VIBESYS_FAILPOINTS value (empty when all are known)."""
+    return [n for n in names.split(",") if n and n not in FAILPOINTS]

@@ -1,0 +1,97 @@
+"""The typed error tree.
+
+Foreign exceptions (subprocess, sqlite3, paramiko, sky) are translated into these at the edge
+that meets them. Decisions (retry, reject, mark unresolved) read the type and its attributes,
+never the message text.
+
+    VibesysError
+    ├── UsageError                 bad input from a person: a CLI argument, an unknown invocation
+    ├── ConfigError                a configuration file or value is invalid (names the key)
+    ├── JournalError               the journal cannot be used
+    │   ├── NotAJournal            the file is not a vibesys journal (or not SQLite at all)
+    │   ├── JournalTooNew          written by a newer vibesys; refused, never downgraded
+    │   ├── JournalOnNetworkFS     WAL needs one host's shared memory; refused on NFS/Lustre/...
+    │   └── StaleState             compare-and-swap lost: someone else moved the invocation
+    ├── InvalidTransition          the transition table does not allow this event here
+    └── BackendError               an adapter's side effect failed
+        ├── SubmitRejected         the scheduler refused the request; nothing was submitted
+        ├── BackendUnavailable     could not reach the scheduler; `maybe_submitted` says whether
+        │                          a submit may have gone through anyway
+        └── TransportLost          the connection to the remote side broke mid-operation
+"""
+
+from __future__ import annotations
+
+
+class VibesysError(Exception):
+    """Base of every error vibesys raises on purpose."""
+
+
+class UsageError(VibesysError):
+    """Bad input from a person (argument, option, unknown invocation)."""
+
+
+class ConfigError(VibesysError):
+    """A configuration value is invalid; the message names the key."""
+
+
+class JournalError(VibesysError):
+    """The journal cannot be opened or used."""
+
+
+class NotAJournal(JournalError):
+    """The file exists but is not a vibesys journal."""
+
+
+class JournalTooNew(JournalError):
+    """The journal was written by a newer schema than this vibesys knows."""
+
+
+class JournalOnNetworkFS(JournalError):
+    """SQLite WAL needs the journal on a local file system."""
+
+
+class StaleState(JournalError):
+    """A compare-and-swap on an invocation's state lost to another writer."""
+
+
+class InvalidTransition(VibesysError):
+    """An event was applied to a state that does not accept it."""
+
+    def __init__(self, state: str, event: str) -> None:
+        super().__init__(f"event {event} is not allowed in state {state}")
+        self.state = state
+        self.event = event
+
+
+class BackendError(VibesysError):
+    """An adapter's side effect failed."""
+
+    retryable: bool = False
+    #: True when the failed operation may still have taken effect remotely
+    #: (a submit that timed out may have queued the job).
+    maybe_submitted: bool = False
+
+    def __init__(self, message: str, *, evidence: str = "") -> None:
+        super().__init__(message)
+        self.evidence = evidence or message
+
+
+class SubmitRejected(BackendError):
+    """The scheduler refused the request; it is proven that nothing was submitted."""
+
+    retryable = False
+
+
+class BackendUnavailable(BackendError):
+    """The scheduler could not be reached or did not answer."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, evidence: str = "", maybe_submitted: bool = False) -> None:
+        super().__init__(message, evidence=evidence)
+        self.maybe_submitted = maybe_submitted
+
+
+class TransportLost(BackendUnavailable):
+    """The connection to the remote side dropped during an operation."""

@@ -1,0 +1,420 @@
+"""The journal: one SQLite file, WAL with synchronous=FULL, one writer at a time.
+
+Every transition is one `BEGIN IMMEDIATE` transaction that compare-and-swaps the invocation's
+(state, version), appends to the append-only history with the event's evidence, and updates
+the current row. The engine performs the effect a transition authorizes only after
+`commit_transition` has returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from vibesys.errors import (
+    JournalError,
+    JournalOnNetworkFS,
+    JournalTooNew,
+    NotAJournal,
+    StaleState,
+    UsageError,
+)
+from vibesys.journal_schema.codec import encode_event
+from vibesys.journal_schema.migrations import KNOWN, migrations
+from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
+from vibesys.proc import identity_alive
+from vibesys.states import (
+    CancelRequested,
+    Collected,
+    Decision,
+    Event,
+    FailureClass,
+    Finish,
+    Finished,
+    InfraFailed,
+    JobState,
+    SubmitIntended,
+    Submitted,
+    decide,
+)
+
+DEFAULT_PATH = Path(".vibesys") / "journal.db"
+BUSY_TIMEOUT_MS = 30_000
+#: File systems where SQLite's WAL (shared memory between processes on one host) is unsafe.
+NETWORK_FS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "lustre",
+        "gpfs",
+        "ceph",
+        "glusterfs",
+        "fuse.glusterfs",
+        "fuse.sshfs",
+        "beegfs",
+        "afs",
+        "9p",
+    }
+)
+_ROW_COLUMNS = (
+    "id, label, adapter, command, options, state, version, attempt, max_retries, retries, "
+    "outcome, exit_code, failure_class, cancel_requested, not_before, run_dir, created_at, "
+    "updated_at, lease_owner, lease_expires_at"
+)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def journal_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """--journal, else $VIBESYS_JOURNAL, else .vibesys/journal.db in the current directory."""
+    if explicit:
+        return Path(explicit)
+    from_env = os.environ.get("VIBESYS_JOURNAL")
+    return Path(from_env) if from_env else DEFAULT_PATH
+
+
+def filesystem_type(directory: Path) -> str | None:
+    """The type of the file system holding `directory`, from /proc/mounts."""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as handle:
+            mounts = [line.split()[1:3] for line in handle if len(line.split()) >= 3]
+    except OSError:
+        return None
+    target = str(directory.resolve())
+    best: tuple[int, str | None] = (-1, None)
+    for mount_point, fs_type in mounts:
+        mount_point = mount_point.replace("\\040", " ")
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) > best[0]:
+            best = (len(mount_point), fs_type)
+    return best[1]
+
+
+def open_journal(path: Path, *, readonly: bool = False) -> Journal:
+    """Open (and, unless `readonly`, create or upgrade) the journal at `path`.
+
+    Refuses, without writing anything: a file that is not a vibesys journal, a journal written
+    by a newer schema, and a journal on a network file system.
+    """
+    if readonly and not path.exists():
+        raise UsageError(f"no journal at {path}")
+    if not readonly:
+        if path.exists() and path.is_dir():
+            raise NotAJournal(f"{path} is a directory, not a journal file")
+        fs_type = filesystem_type(path.parent if path.parent.exists() else Path.cwd())
+        if fs_type in NETWORK_FS:
+            raise JournalOnNetworkFS(
+                f"{path} is on a {fs_type} file system; SQLite WAL needs a local disk "
+                "(set --journal or VIBESYS_JOURNAL to a node-local path)"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+    uri = f"file:{path.resolve()}{'?mode=ro' if readonly else ''}"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise NotAJournal(f"{path} is not a vibesys journal ({exc})") from exc
+    db = Database(conn)
+    try:
+        _check_schema(db, path, readonly)
+        if not readonly:
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        if not readonly:
+            migrations.apply(db)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise NotAJournal(f"{path} is not a usable vibesys journal ({exc})") from exc
+    except JournalError:
+        conn.close()
+        raise
+    return Journal(db, path)
+
+
+def _check_schema(db: Database, path: Path, readonly: bool) -> None:
+    tables = set(db.table_names())
+    if not tables:
+        if readonly:
+            raise NotAJournal(f"{path} is an empty database, not a vibesys journal")
+        return
+    applied = {m.name for m in migrations.applied(db)}
+    if not applied or "invocations" not in tables:
+        raise NotAJournal(f"{path} is an SQLite database but not a vibesys journal")
+    newer = sorted(applied - KNOWN)
+    if newer:
+        raise JournalTooNew(
+            f"{path} was written by a newer vibesys (schema step {newer[0]}); upgrade vibesys"
+        )
+    if readonly and KNOWN - applied:
+        raise JournalError(f"{path} has an older schema; run `vibesys reconcile` to upgrade it")
+
+
+class Journal:
+    def __init__(self, db: Database, path: Path) -> None:
+        self.db = db
+        self.conn: sqlite3.Connection = db.conn
+        self.path = path
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def write_txn(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taking the write lock up front (BEGIN IMMEDIATE)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def create_invocation(
+        self,
+        *,
+        invocation_id: str,
+        adapter: str,
+        command: list[str],
+        options: dict[str, Any],
+        label: str | None,
+        max_retries: int,
+        run_dir: str,
+        lease_owner: str | None = None,
+        lease_ttl: timedelta = timedelta(seconds=30),
+        now: datetime | None = None,
+    ) -> Invocation:
+        moment = now or utc_now()
+        at = iso(moment)
+        with self.write_txn() as conn:
+            conn.execute(
+                "INSERT INTO invocations (id, label, adapter, command, options, state, version, "
+                "attempt, max_retries, retries, cancel_requested, run_dir, created_at, updated_at,"
+                " lease_owner, lease_expires_at) VALUES (?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?)",
+                (
+                    invocation_id,
+                    label,
+                    adapter,
+                    json.dumps(command),
+                    json.dumps(options),
+                    JobState.PREPARED,
+                    max_retries,
+                    run_dir,
+                    at,
+                    at,
+                    lease_owner,
+                    iso(moment + lease_ttl) if lease_owner else None,
+                ),
+            )
+        return self.get(invocation_id)
+
+    def commit_transition(
+        self, current: Invocation, event: Event, *, now: datetime | None = None
+    ) -> tuple[Invocation, Decision]:
+        """Move `current` by `event` if, and only if, nobody moved it since it was read."""
+        decision = decide(current.state, event)
+        at = iso(now or utc_now())
+        kind, evidence = encode_event(event)
+        sets, params = _row_updates(current, event, decision, at)
+        with self.write_txn() as conn:
+            cursor = conn.execute(
+                f"UPDATE invocations SET state=?, version=version+1, updated_at=?{sets} "
+                "WHERE id=? AND state=? AND version=?",
+                (decision.state, at, *params, current.id, current.state, current.version),
+            )
+            if cursor.rowcount != 1:
+                raise StaleState(f"invocation {current.id} moved since it was read")
+            conn.execute(
+                "INSERT INTO history (invocation_id, seq, from_state, to_state, event, evidence,"
+                " at) VALUES (?,?,?,?,?,?,?)",
+                (
+                    current.id,
+                    current.version + 1,
+                    current.state,
+                    decision.state,
+                    kind,
+                    evidence,
+                    at,
+                ),
+            )
+            _attempt_updates(conn, current, event, at)
+        return self.get(current.id), decision
+
+    def acquire_lease(
+        self, invocation_id: str, owner: str, ttl: timedelta, *, now: datetime | None = None
+    ) -> bool:
+        """Take (or renew) the lease unless another live owner holds an unexpired one."""
+        moment = now or utc_now()
+        with self.write_txn() as conn:
+            row = conn.execute(
+                "SELECT lease_owner, lease_expires_at FROM invocations WHERE id=?",
+                (invocation_id,),
+            ).fetchone()
+            if row is None:
+                raise UsageError(f"unknown invocation {invocation_id}")
+            if not lease_free(row[0], row[1], owner, moment):
+                return False
+            conn.execute(
+                "UPDATE invocations SET lease_owner=?, lease_expires_at=? WHERE id=?",
+                (owner, iso(moment + ttl), invocation_id),
+            )
+        return True
+
+    def release_lease(self, invocation_id: str, owner: str) -> None:
+        with self.write_txn() as conn:
+            conn.execute(
+                "UPDATE invocations SET lease_owner=NULL, lease_expires_at=NULL "
+                "WHERE id=? AND lease_owner=?",
+                (invocation_id, owner),
+            )
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, invocation_id: str) -> Invocation:
+        cursor = self.conn.execute(
+            f"SELECT {_ROW_COLUMNS} FROM invocations WHERE id=?", (invocation_id,)
+        )
+        row = cursor.fetchone()
+        if row is None:
+            raise UsageError(f"unknown invocation {invocation_id}")
+        return Invocation.from_row(_as_dict(cursor, row))
+
+    def resolve(self, prefix: str) -> Invocation:
+        """The one invocation whose id starts with `prefix` (an index range scan)."""
+        if not prefix:
+            raise UsageError("an invocation id (or a unique prefix of one) is required")
+        cursor = self.conn.execute(
+            f"SELECT {_ROW_COLUMNS} FROM invocations WHERE id >= ? AND id < ? ORDER BY id LIMIT 2",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        rows = cursor.fetchall()
+        if not rows:
+            raise UsageError(f"unknown invocation {prefix}")
+        if len(rows) > 1:
+            raise UsageError(f"invocation prefix {prefix} is ambiguous; give more characters")
+        return Invocation.from_row(_as_dict(cursor, rows[0]))
+
+    def list_invocations(self, state: JobState | None = None) -> list[Invocation]:
+        where, params = ("WHERE state=?", (state,)) if state else ("", ())
+        cursor = self.conn.execute(
+            f"SELECT {_ROW_COLUMNS} FROM invocations {where} ORDER BY created_at, id", params
+        )
+        return [Invocation.from_row(_as_dict(cursor, row)) for row in cursor.fetchall()]
+
+    def active(self) -> list[Invocation]:
+        cursor = self.conn.execute(
+            f"SELECT {_ROW_COLUMNS} FROM invocations WHERE state != ? ORDER BY created_at, id",
+            (JobState.DONE,),
+        )
+        return [Invocation.from_row(_as_dict(cursor, row)) for row in cursor.fetchall()]
+
+    def attempts(self, invocation_id: str) -> list[Attempt]:
+        rows = self.conn.execute(
+            "SELECT attempt, job_name, job_id, failure_class, intended_at, submitted_at "
+            "FROM attempts WHERE invocation_id=? ORDER BY attempt",
+            (invocation_id,),
+        ).fetchall()
+        return [
+            Attempt(a, name, job_id, FailureClass(fc) if fc else None, intended, submitted)
+            for a, name, job_id, fc, intended, submitted in rows
+        ]
+
+    def history(self, invocation_id: str) -> list[HistoryRow]:
+        rows = self.conn.execute(
+            "SELECT seq, from_state, to_state, event, at, evidence FROM history "
+            "WHERE invocation_id=? ORDER BY seq",
+            (invocation_id,),
+        ).fetchall()
+        return [
+            HistoryRow(seq, JobState(src), JobState(dst), event, at, json.loads(evidence))
+            for seq, src, dst, event, at, evidence in rows
+        ]
+
+    def raw_history(self, invocation_id: str) -> list[tuple[int, str, str, str, str]]:
+        """(seq, from, to, event, evidence) exactly as stored, for verification."""
+        return self.conn.execute(
+            "SELECT seq, from_state, to_state, event, evidence FROM history "
+            "WHERE invocation_id=? ORDER BY seq",
+            (invocation_id,),
+        ).fetchall()
+
+    def all_ids(self) -> list[str]:
+        return [row[0] for row in self.conn.execute("SELECT id FROM invocations ORDER BY id")]
+
+
+def lease_free(holder: str | None, expires: str | None, owner: str, now: datetime) -> bool:
+    """Whether `owner` may take the lease: free, its own, expired, or its holder provably dead."""
+    if holder is None or holder == owner:
+        return True
+    if expires is None or datetime.fromisoformat(expires) <= now:
+        return True
+    return identity_alive(holder) is False
+
+
+def _as_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+def _row_updates(
+    current: Invocation, event: Event, decision: Decision, at: str
+) -> tuple[str, tuple[Any, ...]]:
+    """The columns of the invocation row an event changes besides state and version."""
+    columns: dict[str, Any] = {}
+    match event:
+        case SubmitIntended(attempt=attempt):
+            columns.update(attempt=attempt, not_before=None)
+        case Finished(failure_class=fc, exit_code=code):
+            columns.update(failure_class=fc, exit_code=code)
+        case InfraFailed(failure_class=fc, not_before=not_before):
+            columns.update(
+                failure_class=fc, retries=current.retries + 1, not_before=not_before or None
+            )
+        case CancelRequested():
+            columns.update(cancel_requested=1)
+        case Collected(exit_code=code):
+            columns.update(exit_code=code)
+    for effect in decision.effects:
+        if isinstance(effect, Finish):
+            columns.update(outcome=effect.outcome)
+    sets = "".join(f", {name}=?" for name in columns)
+    return sets, tuple(columns.values())
+
+
+def _attempt_updates(conn: sqlite3.Connection, current: Invocation, event: Event, at: str) -> None:
+    match event:
+        case SubmitIntended(attempt=attempt, job_name=name):
+            conn.execute(
+                "INSERT INTO attempts (invocation_id, attempt, job_name, intended_at) "
+                "VALUES (?,?,?,?)",
+                (current.id, attempt, name, at),
+            )
+        case Submitted(job_id=job_id):
+            conn.execute(
+                "UPDATE attempts SET job_id=?, submitted_at=? WHERE invocation_id=? AND attempt=?",
+                (job_id, at, current.id, current.attempt),
+            )
+        case Finished(failure_class=fc) | InfraFailed(failure_class=fc):
+            conn.execute(
+                "UPDATE attempts SET failure_class=? WHERE invocation_id=? AND attempt=?",
+                (fc, current.id, current.attempt),
+            )

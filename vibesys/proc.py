@@ -1,0 +1,47 @@
+"""Process identity on Linux: a pid plus its start time, so a reused pid is never mistaken for
+the process we started. Stdlib only; used by the journal's leases and the local adapter."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), or None
+    when there is no such process or it is a zombie (dead, waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode("ascii", "replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+def is_alive(pid: int, started: str | None) -> bool:
+    """True when `pid` runs and, if `started` is given, is the same process that started then."""
+    now = start_time(pid)
+    return now is not None and (started is None or now == started)
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def self_identity() -> str:
+    """host:pid:start, unique for this process across pid reuse."""
+    pid = os.getpid()
+    return f"{hostname()}:{pid}:{start_time(pid)}"
+
+
+def identity_alive(identity: str) -> bool | None:
+    """Whether the process named by `self_identity()` lives; None when it is on another host."""
+    host, _, rest = identity.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != hostname() or not pid_text.isdigit():
+        return None
+    return is_alive(int(pid_text), started or None)

@@ -1,0 +1,118 @@
+"""Events: one frozen dataclass per fact that can move an invocation.
+
+The class name is the trigger name in the transition table and the `event` column of the
+journal's history; the fields are the evidence. Times are ISO-8601 UTC strings supplied by
+the engine (this package has no clock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vibesys.states.job_state import FailureClass, Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitIntended:
+    """The engine is about to submit `attempt` under the stable `job_name`."""
+
+    attempt: int
+    job_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """The scheduler accepted the job (or a lookup by name found it)."""
+
+    job_id: str
+    observation: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """The request is invalid; it is proven that nothing runs."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeUnknown:
+    """The remote state cannot be proven; the observation says why."""
+
+    observation: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The job reached a terminal state that is not an infrastructure failure."""
+
+    failure_class: FailureClass
+    exit_code: int | None
+    observation: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InfraFailed:
+    """The infrastructure failed and it is proven that nothing of this attempt runs."""
+
+    failure_class: FailureClass
+    observation: str
+    not_before: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """Logs and results are home; the outcome is final."""
+
+    outcome: Outcome
+    exit_code: int | None
+    observation: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryBudgetSpent:
+    """No attempts are left after an infrastructure failure."""
+
+    failure_class: FailureClass
+    retries: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested:
+    """Someone asked for cancellation; authorizes the cancel effect."""
+
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """Cancellation is settled: nothing of the invocation runs any more."""
+
+    observation: str
+
+
+Event = (
+    SubmitIntended
+    | Submitted
+    | Rejected
+    | OutcomeUnknown
+    | Finished
+    | InfraFailed
+    | Collected
+    | RetryBudgetSpent
+    | CancelRequested
+    | Cancelled
+)
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    SubmitIntended,
+    Submitted,
+    Rejected,
+    OutcomeUnknown,
+    Finished,
+    InfraFailed,
+    Collected,
+    RetryBudgetSpent,
+    CancelRequested,
+    Cancelled,
+)

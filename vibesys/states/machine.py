@@ -1,0 +1,143 @@
+"""The `transitions` machine built from the table, and `decide()`, the pure core.
+
+`decide(state, event)` answers: may this event happen here, which state follows, and which
+effects must the engine carry out once the transition is committed. It does no I/O and reads
+no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Final
+
+from transitions import EventData, Machine, MachineError
+
+from vibesys.errors import InvalidTransition
+from vibesys.states.effects import (
+    Cancel,
+    Collect,
+    Effect,
+    Finish,
+    Poll,
+    Resolve,
+    ScheduleRetry,
+    Submit,
+)
+from vibesys.states.events import (
+    Cancelled,
+    Collected,
+    Event,
+    InfraFailed,
+    Rejected,
+    RetryBudgetSpent,
+    SubmitIntended,
+)
+from vibesys.states.job_state import INITIAL, JobState, Outcome
+from vibesys.states.table import TRANSITIONS, dest_of, sources_of
+from vibesys.states.validate import validate_table
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    state: JobState
+    effects: tuple[Effect, ...]
+
+
+@dataclass
+class _Model:
+    """What the machine moves; callbacks only append effects, the engine performs them."""
+
+    state: JobState
+    effects: list[Effect] = field(default_factory=list)
+
+    def emit_submit(self, data: EventData) -> None:
+        ev: SubmitIntended = data.kwargs["event"]
+        self.effects.append(Submit(ev.attempt, ev.job_name))
+
+    def emit_poll(self, data: EventData) -> None:
+        self.effects.append(Poll())
+
+    def emit_resolve(self, data: EventData) -> None:
+        self.effects.append(Resolve())
+
+    def emit_collect(self, data: EventData) -> None:
+        self.effects.append(Collect())
+
+    def emit_retry(self, data: EventData) -> None:
+        ev: InfraFailed = data.kwargs["event"]
+        self.effects.append(ScheduleRetry(ev.not_before))
+
+    def emit_cancel(self, data: EventData) -> None:
+        self.effects.append(Cancel())
+
+    def emit_finish(self, data: EventData) -> None:
+        outcome, code = final_outcome(data.kwargs["event"])
+        self.effects.append(Finish(outcome, code))
+
+
+def final_outcome(event: Event) -> tuple[Outcome, int | None]:
+    """The outcome and exit code recorded with a transition into DONE."""
+    match event:
+        case Collected(outcome=outcome, exit_code=code):
+            return outcome, code
+        case Rejected():
+            return Outcome.REJECTED, None
+        case RetryBudgetSpent():
+            return Outcome.INFRA_FAILED, None
+        case Cancelled():
+            return Outcome.CANCELLED, None
+    raise InvalidTransition("DONE", type(event).__name__)
+
+
+@cache
+def build_machine() -> Machine:
+    """Validate the table and build the machine (once per process)."""
+    validate_table(TRANSITIONS)
+    return Machine(
+        model=None,
+        states=list(JobState),
+        transitions=TRANSITIONS,
+        initial=INITIAL,
+        auto_transitions=False,
+        queued=True,
+        send_event=True,
+        model_override=True,
+    )
+
+
+def _next_states() -> dict[tuple[JobState, str], JobState | None]:
+    return {
+        (source, row["trigger"]): dest_of(row) for row in TRANSITIONS for source in sources_of(row)
+    }
+
+
+#: (state, trigger) -> next state, None for an internal transition. A fast path for the
+#: journal's compare-and-swap; `decide()` is checked against it in the tests.
+NEXT: Final = _next_states()
+
+
+def next_state(state: JobState, event: Event) -> JobState:
+    """The state after `event`, or InvalidTransition. Cheap: a dict lookup."""
+    trigger = type(event).__name__
+    key = (state, trigger)
+    if key not in NEXT:
+        raise InvalidTransition(state, trigger)
+    dest = NEXT[key]
+    return state if dest is None else dest
+
+
+def decide(state: JobState, event: Event) -> Decision:
+    """Apply `event` in `state` through the machine: next state and the effects it authorizes."""
+    machine = build_machine()
+    trigger = type(event).__name__
+    if (state, trigger) not in NEXT:
+        raise InvalidTransition(state, trigger)
+    # The model is never added to the machine: the event is fired on it directly, so no
+    # trigger methods are bound and a decision costs no more than the callbacks it runs.
+    model = _Model(state)
+    try:
+        machine.events[trigger].trigger(model, event=event)
+    except MachineError as exc:
+        raise InvalidTransition(state, trigger) from exc
+    return Decision(JobState(model.state), tuple(model.effects))

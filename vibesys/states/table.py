@@ -1,0 +1,86 @@
+"""The one transition table. Everything else (the machine, the journal's compare-and-swap,
+`journal verify`, the diagrams in docs/) is derived from this data; nothing else adds an edge.
+
+Each row's `after` names the effect the engine must carry out once the transition is committed.
+A row with `dest: None` is internal: the state does not change, but the history records the
+event and its effect is authorized (cancellation of a job whose fate is still open).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from vibesys.states.job_state import JobState
+from vibesys.states.job_state import JobState as S
+
+if TYPE_CHECKING:
+    from transitions.core import TransitionConfigDict
+
+NON_TERMINAL: Final = [S.PREPARED, S.SUBMITTING, S.RUNNING, S.COLLECTING, S.RETRYING, S.UNRESOLVED]
+
+TRANSITIONS: Final[list[TransitionConfigDict]] = [
+    # First attempt, and every later one once its backoff has passed.
+    {
+        "trigger": "SubmitIntended",
+        "source": [S.PREPARED, S.RETRYING],
+        "dest": S.SUBMITTING,
+        "after": "emit_submit",
+    },
+    # The scheduler accepted the job, or a lookup by stable name found it again.
+    {
+        "trigger": "Submitted",
+        "source": [S.SUBMITTING, S.UNRESOLVED],
+        "dest": S.RUNNING,
+        "after": "emit_poll",
+    },
+    # The request itself is invalid: nothing was or will be submitted.
+    {
+        "trigger": "Rejected",
+        "source": [S.PREPARED, S.SUBMITTING],
+        "dest": S.DONE,
+        "after": "emit_finish",
+    },
+    # Nobody can say whether the job exists or how it ended.
+    {
+        "trigger": "OutcomeUnknown",
+        "source": [S.SUBMITTING, S.RUNNING],
+        "dest": S.UNRESOLVED,
+        "after": "emit_resolve",
+    },
+    # The job reached a terminal state (success, its own failure, or a cancellation).
+    {
+        "trigger": "Finished",
+        "source": [S.RUNNING, S.UNRESOLVED],
+        "dest": S.COLLECTING,
+        "after": "emit_collect",
+    },
+    # Infrastructure failure, proven to leave nothing of the attempt running.
+    {
+        "trigger": "InfraFailed",
+        "source": [S.SUBMITTING, S.RUNNING, S.UNRESOLVED],
+        "dest": S.RETRYING,
+        "after": "emit_retry",
+    },
+    {"trigger": "Collected", "source": S.COLLECTING, "dest": S.DONE, "after": "emit_finish"},
+    {"trigger": "RetryBudgetSpent", "source": S.RETRYING, "dest": S.DONE, "after": "emit_finish"},
+    # Cancellation: first the committed intent (authorizes the cancel effect) ...
+    {
+        "trigger": "CancelRequested",
+        "source": [S.SUBMITTING, S.RUNNING, S.UNRESOLVED, S.COLLECTING],
+        "dest": None,
+        "after": "emit_cancel",
+    },
+    # ... then the settled fact. PREPARED and RETRYING have nothing running, so they go at once.
+    {"trigger": "Cancelled", "source": NON_TERMINAL, "dest": S.DONE, "after": "emit_finish"},
+]
+
+
+def sources_of(row: Mapping[str, Any]) -> list[JobState]:
+    """A row's source states as a list, whether it names one or several."""
+    sources = row["source"]
+    return [S(sources)] if isinstance(sources, str) else [S(s) for s in sources]
+
+
+def dest_of(row: Mapping[str, Any]) -> JobState | None:
+    return None if row["dest"] is None else S(row["dest"])
