@@ -140,7 +140,18 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys=ON")
         if not readonly:
-            migrations.apply(db)
+            # Check again and migrate under the write lock, in one transaction (sqlite-utils
+            # nests its steps as savepoints): two processes opening a fresh journal at once
+            # must neither both run m001 nor see the other's half-created schema.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _check_schema(db, path, readonly)
+                migrations.apply(db)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise NotAJournal(f"{path} is not a usable vibesys journal ({exc})") from exc

@@ -7,6 +7,7 @@ no clock.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Final
@@ -116,6 +117,11 @@ def _next_states() -> dict[tuple[JobState, str], JobState | None]:
 #: journal's compare-and-swap; `decide()` is checked against it in the tests.
 NEXT: Final = _next_states()
 
+#: The machine is shared and queued: its transition queue is one deque for every caller, so a
+#: second thread's trigger would be appended behind the first and return at once, unapplied.
+#: Decisions are serialized; each is a handful of callbacks.
+_DECIDE_LOCK: Final = threading.Lock()
+
 
 def next_state(state: JobState, event: Event) -> JobState:
     """The state after `event`, or InvalidTransition. Cheap: a dict lookup."""
@@ -137,7 +143,8 @@ def decide(state: JobState, event: Event) -> Decision:
     # trigger methods are bound and a decision costs no more than the callbacks it runs.
     model = _Model(state)
     try:
-        machine.events[trigger].trigger(model, event=event)
+        with _DECIDE_LOCK:
+            machine.events[trigger].trigger(model, event=event)
     except MachineError as exc:
         raise InvalidTransition(state, trigger) from exc
     return Decision(JobState(model.state), tuple(model.effects))

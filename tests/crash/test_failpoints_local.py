@@ -1,0 +1,115 @@
+"""Kill `vibesys run` at every failpoint (and at random moments), reconcile, and check that the
+command ran exactly once, nothing was lost, and the recorded outcome is the true one."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import vibesys_cli as cli
+
+pytestmark = pytest.mark.crash
+
+#: The failpoints a plain run through the local adapter passes.
+RUN_FAILPOINTS = [
+    "after_prepare_commit",
+    "after_submit_intent",
+    "after_submit_effect",
+    "after_submitted_commit",
+    "after_terminal_observed",
+    "after_finished_commit",
+    "after_collect_effect",
+    "after_done_commit",
+]
+
+
+def job_script(counter: Path, code: int, pause: float = 0.0) -> str:
+    return f"echo ran >> {counter}; sleep {pause}; echo out; exit {code}"
+
+
+def finish(cwd: Path) -> dict[str, object]:
+    """Reconcile, then wait for whatever reconcile reattached; return the invocation."""
+    reconciled = cli("reconcile", "--json", cwd=cwd)
+    assert reconciled.returncode in (0, 4), reconciled.stderr
+    listed = json.loads(cli("journal", "list", "--json", cwd=cwd).stdout)
+    assert len(listed) == 1, "the invocation must not be lost"
+    inv_id = str(listed[0]["id"])
+    waited = cli("wait", inv_id, cwd=cwd)
+    assert "Traceback" not in waited.stderr
+    # Idempotent: a second reconcile changes nothing.
+    before = cli("journal", "show", inv_id, "--json", cwd=cwd).stdout
+    assert cli("reconcile", cwd=cwd).returncode == 0
+    assert cli("journal", "show", inv_id, "--json", cwd=cwd).stdout == before
+    verified = cli("journal", "verify", cwd=cwd)
+    assert verified.returncode == 0, verified.stderr
+    return dict(json.loads(before))
+
+
+@pytest.mark.parametrize("point", RUN_FAILPOINTS)
+def test_crash_at_failpoint_then_reconcile(tmp_path: Path, point: str) -> None:
+    counter = tmp_path / "counter"
+    crashed = cli("run", "--", "sh", "-c", job_script(counter, 3), cwd=tmp_path,
+                  env={"VIBESYS_FAILPOINTS": point})
+    assert crashed.returncode == 137, crashed.stderr
+    inv = finish(tmp_path)
+    assert (inv["state"], inv["outcome"], inv["exit_code"]) == ("DONE", "APPLICATION_FAILED", 3)
+    assert counter.read_text() == "ran\n", "the command must run exactly once"
+    attempts = inv["attempts"]
+    assert isinstance(attempts, list) and len(attempts) == 1
+
+
+def test_every_failpoint_is_covered_somewhere() -> None:
+    from vibesys.engine.failpoints import FAILPOINTS
+
+    here = set(RUN_FAILPOINTS) | set(CANCEL_FAILPOINTS)
+    from tests.crash import test_failpoints_fake
+
+    assert set(FAILPOINTS) <= here | set(test_failpoints_fake.FAKE_FAILPOINTS)
+
+
+CANCEL_FAILPOINTS = ["after_cancel_intent", "after_cancel_effect"]
+
+
+@pytest.mark.parametrize("point", CANCEL_FAILPOINTS)
+def test_crash_while_cancelling(tmp_path: Path, point: str) -> None:
+    counter = tmp_path / "counter"
+    inv_id = cli("run", "--detach", "--", "sh", "-c", job_script(counter, 0, 30),
+                 cwd=tmp_path).stdout.strip()
+    crashed = cli("cancel", inv_id, cwd=tmp_path, env={"VIBESYS_FAILPOINTS": point})
+    assert crashed.returncode == 137
+    inv = finish(tmp_path)
+    assert (inv["state"], inv["outcome"]) == ("DONE", "CANCELLED")
+    assert counter.read_text() == "ran\n"
+
+
+def test_random_sigkill_then_reconcile(tmp_path: Path) -> None:
+    rng = random.Random(os.environ.get("VIBESYS_CRASH_SEED", "7"))
+    rounds = int(os.environ.get("VIBESYS_CRASH_ROUNDS", "8"))
+    for round_number in range(rounds):
+        cwd = tmp_path / f"round{round_number}"
+        cwd.mkdir()
+        counter = cwd / "counter"
+        with subprocess.Popen(
+            [sys.executable, "-m", "vibesys", "run", "--", "sh", "-c",
+             job_script(counter, 5, 0.2)],
+            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ) as proc:
+            time.sleep(rng.uniform(0.0, 0.9))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        listed = json.loads(cli("journal", "list", "--json", cwd=cwd).stdout or "[]") \
+            if (cwd / ".vibesys" / "journal.db").exists() else []
+        if not listed:
+            assert not counter.exists(), "a command ran with no invocation recorded"
+            continue
+        inv = finish(cwd)
+        assert (inv["state"], inv["exit_code"]) == ("DONE", 5), inv
+        assert counter.read_text() == "ran\n"

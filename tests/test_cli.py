@@ -1,0 +1,233 @@
+"""The CLI contract, through the real `vibesys` command in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import vibesys_cli as cli
+
+
+def last_id(cwd: Path) -> str:
+    out = cli("journal", "list", "--json", cwd=cwd)
+    return str(json.loads(out.stdout)[-1]["id"])
+
+
+@pytest.mark.parametrize(
+    ("script", "status"),
+    [("exit 0", 0), ("exit 3", 3), ("kill -9 $$", 137), ("exit 255", 255)],
+)
+def test_run_exits_with_the_commands_status(tmp_path: Path, script: str, status: int) -> None:
+    result = cli("run", "--", "sh", "-c", f"echo out; echo err >&2; {script}", cwd=tmp_path)
+    assert result.returncode == status
+    assert result.stdout == "out\n"
+    assert result.stderr.startswith("err\n")
+    assert f"exit {status}" in result.stderr
+    assert (tmp_path / ".vibesys" / "journal.db").exists()
+
+
+def test_run_json_is_journal_show_json(tmp_path: Path) -> None:
+    result = cli("run", "--json", "--name", "acc", "--", "sh", "-c", "echo hi; exit 4",
+                 cwd=tmp_path)
+    assert result.returncode == 4
+    shown = json.loads(result.stdout)
+    assert "hi\n" in result.stderr  # the command's output does not pollute the JSON
+    again = json.loads(cli("journal", "show", shown["id"][:6], "--json", cwd=tmp_path).stdout)
+    assert shown == again
+    for key in ("id", "state", "outcome", "exit_code", "adapter", "command", "attempts",
+                "history"):
+        assert key in shown
+    assert shown["command"] == ["sh", "-c", "echo hi; exit 4"]
+    assert (shown["state"], shown["outcome"], shown["exit_code"]) == ("DONE",
+                                                                      "APPLICATION_FAILED", 4)
+    assert set(shown["attempts"][0]) >= {"attempt", "job_name", "job_id", "failure_class"}
+    assert set(shown["history"][0]) >= {"seq", "from", "to", "event", "at", "evidence"}
+    assert shown["attempts"][0]["job_name"] == f"vibesys-{shown['id']}-1"
+
+
+def test_output_streams_live(tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "vibesys", "run", "--", "sh", "-c",
+         "echo first; sleep 3; echo second"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as proc:
+        started = time.monotonic()
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "first\n"
+        assert time.monotonic() - started < 2.5, "first line should arrive before the job ends"
+        assert proc.wait(timeout=30) == 0
+        assert proc.stdout.read() == "second\n"
+
+
+def test_detach_then_wait_and_logs(tmp_path: Path) -> None:
+    result = cli("run", "--detach", "--", "sh", "-c", "sleep 1; echo done; exit 6", cwd=tmp_path)
+    assert result.returncode == 0
+    inv = result.stdout.strip()
+    shown = json.loads(cli("journal", "show", inv, "--json", cwd=tmp_path).stdout)
+    assert shown["state"] == "RUNNING"
+    waited = cli("wait", inv, cwd=tmp_path)
+    assert waited.returncode == 6
+    assert cli("logs", inv, cwd=tmp_path).stdout == "done\n"
+
+
+def test_interrupt_cancels_the_job_first(tmp_path: Path) -> None:
+    marker = tmp_path / "finished"
+    with subprocess.Popen(
+        [sys.executable, "-m", "vibesys", "run", "--", "sh", "-c",
+         f"echo started; sleep 30; touch {marker}"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 130
+    shown = json.loads(cli("journal", "show", last_id(tmp_path), "--json", cwd=tmp_path).stdout)
+    assert (shown["state"], shown["outcome"]) == ("DONE", "CANCELLED")
+    assert [h["event"] for h in shown["history"]][-3:] == ["CancelRequested", "Finished",
+                                                          "Collected"]
+    assert not marker.exists()
+
+
+def test_cancel_from_another_process(tmp_path: Path) -> None:
+    inv = cli("run", "--detach", "--", "sleep", "30", cwd=tmp_path).stdout.strip()
+    result = cli("cancel", inv, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "CANCELLED" in result.stderr
+    assert cli("wait", inv, cwd=tmp_path).returncode == 130
+
+
+def test_logs_follow_streams_until_the_end(tmp_path: Path) -> None:
+    inv = cli("run", "--detach", "--", "sh", "-c", "echo a; sleep 1; echo b", cwd=tmp_path)
+    followed = cli("logs", "--follow", inv.stdout.strip(), cwd=tmp_path)
+    assert followed.returncode == 0
+    assert followed.stdout == "a\nb\n"
+
+
+def test_reconcile_with_nothing_to_do(tmp_path: Path) -> None:
+    cli("run", "--", "true", cwd=tmp_path)
+    result = cli("reconcile", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "nothing to reconcile" in result.stdout
+
+
+def test_journal_list_filters_and_verify(tmp_path: Path) -> None:
+    cli("run", "--", "true", cwd=tmp_path)
+    cli("run", "--", "false", cwd=tmp_path)
+    listed = json.loads(cli("journal", "list", "--state", "done", "--json", cwd=tmp_path).stdout)
+    assert sorted(i["exit_code"] for i in listed) == [0, 1]
+    assert cli("journal", "list", "--state", "running", "--json", cwd=tmp_path).stdout.strip() \
+        == "[]"
+    verified = cli("journal", "verify", cwd=tmp_path)
+    assert verified.returncode == 0 and "2 invocations" in verified.stdout
+
+
+def test_journal_option_and_env(tmp_path: Path) -> None:
+    custom = tmp_path / "elsewhere" / "j.db"
+    assert cli("run", "--journal", str(custom), "--", "true", cwd=tmp_path).returncode == 0
+    assert custom.exists() and not (tmp_path / ".vibesys").exists()
+    listed = cli("journal", "list", cwd=tmp_path, env={"VIBESYS_JOURNAL": str(custom)})
+    assert listed.returncode == 0 and "true" in listed.stdout
+
+
+@pytest.mark.parametrize("fmt", ["mermaid", "dot"])
+def test_states_diagram(tmp_path: Path, fmt: str) -> None:
+    out = cli("states", "--format", fmt, cwd=tmp_path).stdout
+    for state in ("PREPARED", "SUBMITTING", "RUNNING", "COLLECTING", "DONE", "RETRYING",
+                  "UNRESOLVED"):
+        assert state in out
+
+
+def test_debug_failpoints_lists_one_per_line(tmp_path: Path) -> None:
+    from vibesys.engine.failpoints import FAILPOINTS
+
+    out = cli("debug", "failpoints", cwd=tmp_path).stdout.splitlines()
+    assert out == list(FAILPOINTS)
+
+
+# -- bad input: one line, exit 2, no traceback, nothing written -------------------------------
+
+
+def assert_clean_failure(result: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert needle in result.stderr, result.stderr
+    assert len([ln for ln in lines if "error" in ln.lower()]) == 1, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("run", "--adapter", "nosuch", "--", "true"), "nosuch"),
+        (("run",), "no command"),
+        (("run", "--max-retries", "-1", "--", "true"), "--max-retries"),
+        (("journal", "show", "deadbeef"), "no journal"),
+        (("journal", "list", "--state", "weird"), "weird"),
+        (("states", "--format", "png"), "png"),
+    ],
+)
+def test_bad_arguments(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
+    assert_clean_failure(cli(*args, cwd=tmp_path), needle)
+    assert not (tmp_path / ".vibesys").exists()
+
+
+def test_unknown_failpoint_is_refused(tmp_path: Path) -> None:
+    result = cli("run", "--", "true", cwd=tmp_path, env={"VIBESYS_FAILPOINTS": "nope"})
+    assert_clean_failure(result, "nope")
+    assert not (tmp_path / ".vibesys").exists()
+
+
+def test_unknown_and_ambiguous_invocation(tmp_path: Path) -> None:
+    for _ in range(20):
+        cli("run", "--", "true", cwd=tmp_path)
+    assert_clean_failure(cli("journal", "show", "zzzz", cwd=tmp_path), "unknown invocation")
+    ids = [i["id"] for i in json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)]
+    firsts = [i[0] for i in ids]
+    shared = next(c for c in firsts if firsts.count(c) > 1)
+    assert_clean_failure(cli("journal", "show", shared, cwd=tmp_path), "ambiguous")
+    assert_clean_failure(cli("cancel", "zzzz", cwd=tmp_path), "unknown invocation")
+    assert_clean_failure(cli("wait", "zzzz", cwd=tmp_path), "unknown invocation")
+
+
+def test_not_a_journal(tmp_path: Path) -> None:
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("hello, I am not a database\n" * 100)
+    before = bogus.read_bytes()
+    for args in (("run", "--journal", str(bogus), "--", "true"),
+                 ("journal", "list", "--journal", str(bogus)),
+                 ("reconcile", "--journal", str(bogus))):
+        assert_clean_failure(cli(*args, cwd=tmp_path), "not a vibesys journal")
+    assert bogus.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_journal_from_a_newer_schema(tmp_path: Path) -> None:
+    cli("run", "--", "true", cwd=tmp_path)
+    path = tmp_path / ".vibesys" / "journal.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+                     "VALUES ('vibesys', 'm999_from_the_future', 'later')")
+    conn.close()
+    before = path.read_bytes()
+    for args in (("run", "--", "true"), ("journal", "list"), ("reconcile",)):
+        assert_clean_failure(cli(*args, cwd=tmp_path), "newer vibesys")
+    assert path.read_bytes() == before
+
+
+def test_help_loads_no_adapter(tmp_path: Path) -> None:
+    code = ("import sys, runpy; sys.argv=['vibesys','--help']\n"
+            "try:\n runpy.run_module('vibesys', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "bad=[m for m in sys.modules if m.startswith(('paramiko','sky','vibesys.adapters',"
+            "'vibesys.engine','vibesys.journal_schema'))]\n"
+            "print('LOADED', bad)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, env={**os.environ}).stdout
+    assert out.strip().endswith("LOADED []"), out

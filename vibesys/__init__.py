@@ -1,0 +1,67 @@
+"""vibesys: durable, explicit state machines for remote evaluation jobs.
+
+The public names are loaded on first use, so `vibesys --help` stays as quick as a bare CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_PUBLIC = {
+    "Engine": "vibesys.engine",
+    "DriveOptions": "vibesys.engine",
+    "RetryPolicy": "vibesys.engine",
+    "drive": "vibesys.engine",
+    "reconcile": "vibesys.engine",
+    "wait_for": "vibesys.engine",
+    "open_journal": "vibesys.journal_schema",
+    "journal_path": "vibesys.journal_schema",
+    "Journal": "vibesys.journal_schema",
+    "JobState": "vibesys.states",
+    "Outcome": "vibesys.states",
+    "FailureClass": "vibesys.states",
+    "replay": "vibesys.states",
+    "get_backend": "vibesys.adapters",
+    "FakeBackend": "vibesys.adapters.fake",
+    "FakeAttempt": "vibesys.adapters.fake",
+    "VibesysError": "vibesys.errors",
+}
+
+if TYPE_CHECKING:
+    from vibesys.adapters import get_backend
+    from vibesys.adapters.fake import FakeAttempt, FakeBackend
+    from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile, wait_for
+    from vibesys.errors import VibesysError
+    from vibesys.journal_schema import Journal, journal_path, open_journal
+    from vibesys.states import FailureClass, JobState, Outcome, replay
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'vibesys' has no attribute {name!r}")
+
+
+__all__ = [
+    "DriveOptions",
+    "Engine",
+    "FailureClass",
+    "FakeAttempt",
+    "FakeBackend",
+    "JobState",
+    "Journal",
+    "Outcome",
+    "RetryPolicy",
+    "VibesysError",
+    "__version__",
+    "drive",
+    "get_backend",
+    "journal_path",
+    "open_journal",
+    "reconcile",
+    "replay",
+    "wait_for",
+]
