@@ -33,7 +33,7 @@ def crash_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
 
 def new_engine(path: Path, fake: FakeBackend, owner: str) -> Engine:
     policy = RetryPolicy(max_retries=2, initial_delay_seconds=0.0)
-    return Engine(open_journal(path), lambda _: fake, retry=policy, owner=owner)  # type: ignore[arg-type,return-value]
+    return Engine(open_journal(path), lambda name, options: fake, retry=policy, owner=owner)  # type: ignore[arg-type,return-value]
 
 
 def test_crash_after_infra_failure_is_retried_once(

@@ -20,7 +20,7 @@ S = RemoteState
 
 def make_engine(journal: Journal, fake: FakeBackend, **kw: object) -> Engine:
     policy = RetryPolicy(max_retries=2, initial_delay_seconds=0.0)
-    return Engine(journal, lambda name: fake, retry=policy, **kw)  # type: ignore[arg-type]
+    return Engine(journal, lambda name, options: fake, retry=policy, **kw)  # type: ignore[arg-type]
 
 
 def run_to_end(engine: Engine, tmp_path: Path) -> object:
@@ -189,7 +189,7 @@ def test_cancel_before_submission_submits_nothing(journal: Journal, tmp_path: Pa
 def test_retry_waits_for_backoff(journal: Journal, tmp_path: Path) -> None:
     fake = FakeBackend([FakeAttempt((S.NODE_FAIL,)), FakeAttempt((S.COMPLETED,))])
     policy = RetryPolicy(max_retries=2, initial_delay_seconds=60.0)
-    engine = Engine(journal, lambda name: fake, retry=policy)  # type: ignore[arg-type,return-value]
+    engine = Engine(journal, lambda name, options: fake, retry=policy)  # type: ignore[arg-type,return-value]
     with freeze_time("2026-01-01 00:00:00") as clock:
         inv = engine.prepare(adapter="fake", command=["x"], run_root=tmp_path)
         inv = engine.advance(inv)

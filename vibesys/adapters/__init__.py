@@ -3,6 +3,7 @@ import the journal or the engine. Concrete adapters are imported lazily, by name
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from vibesys.adapters.base import (
@@ -19,7 +20,7 @@ from vibesys.errors import UsageError
 ADAPTER_NAMES = ("local",)
 
 
-def get_backend(name: str, **settings: Any) -> Backend:
+def get_backend(name: str, options: Mapping[str, Any]) -> Backend:
     """Build the adapter called `name`, importing its module only now."""
     if name == "local":
         from vibesys.adapters.local import LocalBackend

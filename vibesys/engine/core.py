@@ -8,7 +8,7 @@ every effect, so crash tests can stop the process at each seam.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,7 +37,9 @@ from vibesys.states import (
     Submitted,
 )
 
-BackendFactory = Callable[[str], Backend]
+#: Builds the adapter an invocation names, from its adapter name and recorded options (for
+#: instance the site configuration file of a Slurm adapter).
+BackendFactory = Callable[[str, Mapping[str, Any]], Backend]
 #: An observation of one job: its status, or the error that kept us from seeing it.
 Observation = RemoteStatus | BackendError
 
@@ -45,6 +47,11 @@ Observation = RemoteStatus | BackendError
 def job_name(invocation_id: str, attempt: int) -> str:
     """The stable, scheduler-visible name of one attempt: the key every lookup uses."""
     return f"vibesys-{invocation_id}-{attempt}"
+
+
+def backend_key(inv: Invocation) -> tuple[str, str]:
+    """Invocations with the same key share one adapter (and one batched status call)."""
+    return inv.adapter, str(inv.options.get("site_config", ""))
 
 
 def new_invocation_id() -> str:
@@ -61,12 +68,13 @@ class Engine:
     #: (invocation, attempt) pairs whose intent this process committed and has not yet acted
     #: on: only for those is it certain that nothing was submitted.
     _fresh_intents: set[tuple[str, int]] = field(default_factory=set)
-    _backends: dict[str, Backend] = field(default_factory=dict)
+    _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
 
-    def backend(self, name: str) -> Backend:
-        if name not in self._backends:
-            self._backends[name] = self.backends(name)
-        return self._backends[name]
+    def backend(self, inv: Invocation) -> Backend:
+        key = backend_key(inv)
+        if key not in self._backends:
+            self._backends[key] = self.backends(inv.adapter, inv.options)
+        return self._backends[key]
 
     # -- creating ---------------------------------------------------------------------------
 
@@ -119,7 +127,7 @@ class Engine:
     def observe(self, invocation: Invocation) -> Observation:
         ref = self.job_ref(invocation)
         try:
-            return self.backend(invocation.adapter).status([ref])[ref.job_name]
+            return self.backend(invocation).status([ref])[ref.job_name]
         except BackendError as exc:
             return exc
 
@@ -191,7 +199,7 @@ class Engine:
         request = SubmitRequest(
             inv.id, inv.attempt, ref.job_name, inv.command, ref.run_dir, inv.options
         )
-        backend = self.backend(inv.adapter)
+        backend = self.backend(inv)
         try:
             receipt = backend.submit(request)
         except SubmitRejected as exc:
@@ -244,7 +252,7 @@ class Engine:
         if inv.cancel_requested and inv.failure_class is not FailureClass.CANCELLED:
             # Asked to stop while results come home: stop collecting, keep the job's exit code.
             return self._commit(inv, Cancelled("cancelled during collection"))
-        evidence = self.backend(inv.adapter).collect(self.job_ref(inv))
+        evidence = self.backend(inv).collect(self.job_ref(inv))
         failpoint("after_collect_effect")
         assert inv.failure_class is not None
         outcome = OUTCOME_OF[inv.failure_class]
@@ -303,11 +311,11 @@ class Engine:
         return inv
 
     def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
-        return self.backend(inv.adapter).log_paths(self.job_ref(inv))
+        return self.backend(inv).log_paths(self.job_ref(inv))
 
     def all_log_paths(self, inv: Invocation) -> list[tuple[Path, Path]]:
         """The log files of every attempt, oldest first."""
-        backend = self.backend(inv.adapter)
+        backend = self.backend(inv)
         return [
             backend.log_paths(JobRef(a.job_name, a.job_id, Path(inv.run_dir) / str(a.attempt)))
             for a in self.journal.attempts(inv.id)
@@ -336,7 +344,7 @@ class Engine:
             JobState.RUNNING,
             JobState.UNRESOLVED,
         ):
-            self.backend(inv.adapter).cancel(self.job_ref(inv))
+            self.backend(inv).cancel(self.job_ref(inv))
             failpoint("after_cancel_effect")
 
     def abandon_unresolved(self, inv: Invocation, observation: str) -> Invocation:

@@ -71,7 +71,7 @@ def _pause(engine: Engine, inv: Invocation) -> float:
         return min(max(remaining, 0.0), 1.0)
     if inv.state in (JobState.RUNNING, JobState.SUBMITTING):
         age = (utc_now() - datetime.fromisoformat(inv.updated_at)).total_seconds()
-        return engine.backend(inv.adapter).poll_interval(age)
+        return engine.backend(inv).poll_interval(age)
     return 0.05
 
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from vibesys.adapters.base import JobRef
-from vibesys.engine.core import Engine, Observation
+from vibesys.engine.core import Engine, Observation, backend_key
 from vibesys.engine.observe import describe
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
@@ -60,14 +60,14 @@ def reconcile(engine: Engine) -> list[ReconcileRow]:
 
 def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str, Observation]:
     """One status call per adapter for every invocation that needs one."""
-    by_adapter: dict[str, list[tuple[Invocation, JobRef]]] = defaultdict(list)
+    by_backend: dict[tuple[str, str], list[tuple[Invocation, JobRef]]] = defaultdict(list)
     for inv in invocations:
         if engine.needs_observation(inv):
-            by_adapter[inv.adapter].append((inv, engine.job_ref(inv)))
+            by_backend[backend_key(inv)].append((inv, engine.job_ref(inv)))
     seen: dict[str, Observation] = {}
-    for adapter, pairs in by_adapter.items():
+    for pairs in by_backend.values():
         try:
-            statuses = engine.backend(adapter).status([ref for _, ref in pairs])
+            statuses = engine.backend(pairs[0][0]).status([ref for _, ref in pairs])
         except BackendError as exc:
             seen.update({inv.id: exc for inv, _ in pairs})
             continue
