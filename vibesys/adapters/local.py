@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,9 +37,6 @@ CANCEL_MARKER = "cancel_requested"
 
 class LocalBackend:
     name = "local"
-
-    def __init__(self) -> None:
-        self._children: list[subprocess.Popen[bytes]] = []
 
     def submit(self, request: SubmitRequest) -> SubmitReceipt:
         if not request.command:
@@ -68,7 +66,8 @@ class LocalBackend:
             )
         except OSError as exc:
             raise BackendUnavailable(f"cannot start the local wrapper: {exc}") from exc
-        self._children.append(child)
+        # Reap the wrapper whenever it ends, so it never lingers as a zombie of this process.
+        threading.Thread(target=child.wait, daemon=True).start()
         record = _wait_for_record(run_dir, child)
         if record is None:
             raise BackendUnavailable(
@@ -77,7 +76,6 @@ class LocalBackend:
         return SubmitReceipt(str(record["pid"]), f"local pid {record['pid']} in {run_dir}")
 
     def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
-        self._reap()
         return {job.job_name: _status_of(job) for job in jobs}
 
     def cancel(self, job: JobRef) -> None:
@@ -99,9 +97,6 @@ class LocalBackend:
     def poll_interval(self, age_seconds: float) -> float:
         # A local check costs two stat() calls: poll fast so short jobs finish promptly.
         return 0.02 if age_seconds < 2 else 0.1 if age_seconds < 60 else 0.5
-
-    def _reap(self) -> None:
-        self._children = [c for c in self._children if c.poll() is None]
 
 
 def _status_of(job: JobRef) -> RemoteStatus:

@@ -1,0 +1,306 @@
+"""The batch script and srun argv: golden files, shell validity, and argv surviving for real."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+import tempfile
+from pathlib import Path, PurePosixPath
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vibesys.adapters.slurm.script import (
+    EXIT_CODE_FILE,
+    SRUN_WRAPPER,
+    STARTED_FILE,
+    InvalidJobSpec,
+    SlurmJobSpec,
+    render_sbatch,
+    sbatch_argv,
+    srun_argv,
+)
+from vibesys.adapters.transports import LocalTransport
+from vibesys.errors import UsageError
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "sbatch"
+UPDATE = "VIBESYS_UPDATE_GOLDEN=1 .venv/bin/pytest tests/adapters/test_slurm_script.py"
+ROOT = PurePosixPath("/shared/vibesys")
+
+ARG = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=20)
+NAME = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,40}\Z")
+
+CASES = {
+    "basic": SlurmJobSpec(
+        job_name="vibesys-0123abcd-1",
+        command=("python3", "eval.py", "--out", "results.json"),
+        run_dir=ROOT / "0123abcd" / "1",
+        time_minutes=30,
+        partitions=("main",),
+    ),
+    "gpus_dependency_site_args": SlurmJobSpec(
+        job_name="vibesys-0123abcd-bench-2",
+        command=("./bench", "--iterations=10"),
+        run_dir=ROOT / "0123abcd" / "2",
+        time_minutes=120,
+        gpus=2,
+        partitions=("main", "priority"),
+        extra_arguments=("--account=lab", "--qos=normal"),
+        dependency="22",
+        workdir=PurePosixPath("/shared/projects/kernel"),
+    ),
+    "odd_argv": SlurmJobSpec(
+        job_name="vibesys-odd-1",
+        command=("A=1", "it's", "$(rm -rf /)", "`id`", "two words", "line\nbreak", "$HOME", ""),
+        run_dir=ROOT / "odd" / "1",
+        time_minutes=5,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_render_sbatch_matches_the_golden_file(case: str) -> None:
+    rendered = render_sbatch(CASES[case])
+    path = GOLDEN / f"{case}.sh"
+    if os.environ.get("VIBESYS_UPDATE_GOLDEN") == "1":
+        path.write_text(rendered, encoding="utf-8")
+    expected = path.read_text(encoding="utf-8") if path.exists() else ""
+    if rendered != expected:
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                rendered.splitlines(keepends=True),
+                f"{path.name} (golden)",
+                f"{path.name} (rendered)",
+            )
+        )
+        pytest.fail(
+            f"{path} differs from the rendering:\n{diff}\nIf intended, regenerate: {UPDATE}"
+        )
+
+
+def test_there_is_no_stale_golden_file() -> None:
+    assert sorted(p.stem for p in GOLDEN.glob("*.sh")) == sorted(CASES)
+
+
+def directives(script: str) -> list[str]:
+    return [
+        line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH")
+    ]
+
+
+def test_directives_without_gpus_or_dependency() -> None:
+    assert directives(render_sbatch(CASES["basic"])) == [
+        "--job-name=vibesys-0123abcd-1",
+        "--no-requeue",
+        "--time=30",
+        "--partition=main",
+        "--output=/shared/vibesys/0123abcd/1/stdout",
+        "--error=/shared/vibesys/0123abcd/1/stderr",
+        "--chdir=/shared/vibesys/0123abcd/1",
+    ]
+
+
+def test_a_dependency_always_comes_with_kill_on_invalid_dep() -> None:
+    lines = directives(render_sbatch(CASES["gpus_dependency_site_args"]))
+    assert lines[-2:] == ["--dependency=afterok:22", "--kill-on-invalid-dep=yes"]
+    assert "--gres=gpu:2" in lines
+    assert "--partition=main,priority" in lines
+    assert "--chdir=/shared/projects/kernel" in lines
+    assert lines.index("--account=lab") < lines.index("--dependency=afterok:22")
+
+
+def test_sbatch_argv_is_parsable() -> None:
+    assert sbatch_argv(PurePosixPath("/shared/v/1/job.sbatch")) == [
+        "sbatch",
+        "--parsable",
+        "/shared/v/1/job.sbatch",
+    ]
+
+
+def test_srun_argv_carries_the_resources_then_the_wrapper() -> None:
+    spec = SlurmJobSpec(
+        job_name="vibesys-gpu-7",
+        command=("nvidia-smi", "-L"),
+        run_dir=ROOT / "gpu" / "7",
+        time_minutes=10,
+        gpus=1,
+        partitions=("main", "priority"),
+        extra_arguments=("--account=lab",),
+        workdir=PurePosixPath("/work/space"),
+    )
+    assert srun_argv(spec) == [
+        "srun",
+        "--job-name=vibesys-gpu-7",
+        "--gres=gpu:1",
+        "--time=10",
+        "--partition=main,priority",
+        "--chdir=/work/space",
+        "--account=lab",
+        "bash",
+        "-c",
+        SRUN_WRAPPER,
+        "vibesys-srun",
+        "/shared/vibesys/gpu/7",
+        "nvidia-smi",
+        "-L",
+    ]
+
+
+def test_srun_omits_gres_without_gpus_and_refuses_dependencies() -> None:
+    spec = SlurmJobSpec(job_name="j", command=("true",), run_dir=ROOT / "j", time_minutes=1)
+    assert not any(word.startswith("--gres") for word in srun_argv(spec))
+    with pytest.raises(InvalidJobSpec):
+        srun_argv(
+            SlurmJobSpec(
+                job_name="j", command=("true",), run_dir=ROOT / "j", time_minutes=1, dependency="5"
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"job_name": "has space"}, "job name"),
+        ({"job_name": "new\nline"}, "job name"),
+        ({"job_name": "-x"}, "job name"),
+        ({"run_dir": PurePosixPath("relative/dir")}, "run_dir"),
+        ({"run_dir": PurePosixPath("/shared/%j")}, "run_dir"),
+        ({"run_dir": PurePosixPath("/shared/a b")}, "run_dir"),
+        ({"run_dir": PurePosixPath("/shared/../etc")}, "run_dir"),
+        ({"workdir": PurePosixPath("/a\nb")}, "workdir"),
+        ({"time_minutes": 0}, "time limit"),
+        ({"gpus": -1}, "gpus"),
+        ({"partitions": ("main,priority",)}, "partition"),
+        ({"extra_arguments": ("--comment=a\n#SBATCH --x",)}, "site argument"),
+        ({"extra_arguments": ("lab",)}, "site argument"),
+        ({"dependency": "22 --x"}, "dependency"),
+        ({"command": ()}, "empty command"),
+    ],
+)
+def test_unsafe_specs_are_refused(changes: dict[str, object], message: str) -> None:
+    fields: dict[str, object] = {
+        "job_name": "ok",
+        "command": ("true",),
+        "run_dir": ROOT / "ok",
+        "time_minutes": 1,
+        **changes,
+    }
+    with pytest.raises(UsageError, match=message) as caught:
+        SlurmJobSpec(**fields)  # type: ignore[arg-type]
+    if message != "empty command":
+        assert isinstance(caught.value, ValueError)
+
+
+def bash_syntax_ok(script: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["bash", "-n"], input=script.encode(), capture_output=True, check=False)
+
+
+@settings(deadline=None, max_examples=40)
+@given(name=NAME, command=st.lists(ARG, min_size=1, max_size=5), gpus=st.integers(0, 8))
+def test_every_rendering_is_valid_bash(name: str, command: list[str], gpus: int) -> None:
+    spec = SlurmJobSpec(
+        job_name=name, command=tuple(command), run_dir=ROOT / name, time_minutes=1, gpus=gpus
+    )
+    result = bash_syntax_ok(render_sbatch(spec))
+    assert result.returncode == 0, result.stderr
+    assert bash_syntax_ok(SRUN_WRAPPER).returncode == 0
+
+
+def run_batch_script_locally(
+    run_dir: Path, args: list[str], exit_with: int
+) -> tuple[list[str], int]:
+    """Render a job printing its argv, then run the script with bash instead of sbatch."""
+    program = f'for a in "$@"; do printf "%s\\0" "$a"; done; exit {exit_with}'
+    spec = SlurmJobSpec(
+        job_name="local-check",
+        command=("bash", "-c", program, "argv0", *args),
+        run_dir=PurePosixPath(run_dir),
+        time_minutes=1,
+    )
+    script = run_dir / "job.sbatch"
+    script.write_text(render_sbatch(spec), encoding="utf-8")
+    result = subprocess.run(["bash", str(script)], capture_output=True, check=False, cwd=run_dir)
+    return result.stdout.decode().split("\0")[:-1], result.returncode
+
+
+@settings(deadline=None, max_examples=40)
+@given(args=st.lists(ARG, max_size=5), exit_with=st.sampled_from([0, 1, 3, 255]))
+def test_the_batch_script_passes_argv_intact_and_writes_the_marker(
+    args: list[str], exit_with: int
+) -> None:
+    with tempfile.TemporaryDirectory(prefix="vibesys-sbatch-") as directory:
+        run_dir = Path(directory)
+        received, returncode = run_batch_script_locally(run_dir, args, exit_with)
+        check_batch_run(run_dir, args, received, returncode, exit_with)
+
+
+def check_batch_run(
+    run_dir: Path, args: list[str], received: list[str], returncode: int, exit_with: int
+) -> None:
+    assert received == args
+    assert returncode == exit_with
+    assert (run_dir / EXIT_CODE_FILE).read_text() == f"{exit_with}\n"
+    assert not (run_dir / f"{EXIT_CODE_FILE}.tmp").exists()
+    started = (run_dir / STARTED_FILE).read_text().splitlines()
+    assert [line.split("=", 1)[0] for line in started] == ["host", "started_at", "slurm_job_id"]
+
+
+@pytest.mark.parametrize(("signal_name", "code"), [("KILL", 137), ("TERM", 143)])
+def test_a_command_killed_by_a_signal_leaves_128_plus_n(
+    signal_name: str, code: int, tmp_path: Path
+) -> None:
+    run_dir = tmp_path
+    spec = SlurmJobSpec(
+        job_name="killed",
+        command=("bash", "-c", f"kill -{signal_name} $$"),
+        run_dir=PurePosixPath(run_dir),
+        time_minutes=1,
+    )
+    script = run_dir / "job.sbatch"
+    script.write_text(render_sbatch(spec), encoding="utf-8")
+    result = subprocess.run(["bash", str(script)], capture_output=True, check=False)
+    assert result.returncode == code
+    assert (run_dir / EXIT_CODE_FILE).read_text() == f"{code}\n"
+
+
+@settings(deadline=None, max_examples=40)
+@given(args=st.lists(ARG, min_size=1, max_size=5))
+def test_the_srun_command_passes_argv_intact_through_the_transport(args: list[str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="vibesys-srun-") as directory:
+        check_srun_run(Path(directory), args)
+
+
+def check_srun_run(run_dir: Path, args: list[str]) -> None:
+    spec = SlurmJobSpec(
+        job_name="local-check",
+        command=("printf", "%s\\0", *args),
+        run_dir=PurePosixPath(run_dir),
+        time_minutes=1,
+        gpus=1,
+        partitions=("main",),
+    )
+    argv = srun_argv(spec)
+    # What srun would run on the node: everything after srun and its options.
+    after_options = next(i for i, word in enumerate(argv[1:], 1) if not word.startswith("-"))
+    result = LocalTransport().run(argv[after_options:], timeout=10)
+    assert result.returncode == 0, result.evidence()
+    assert result.stdout.split("\0")[:-1] == args
+    assert (run_dir / EXIT_CODE_FILE).read_text() == "0\n"
+    assert (run_dir / STARTED_FILE).exists()
+
+
+def test_the_srun_wrapper_keeps_the_command_status(tmp_path: Path) -> None:
+    run_dir = tmp_path
+    spec = SlurmJobSpec(
+        job_name="j",
+        command=("bash", "-c", "kill -KILL $$"),
+        run_dir=PurePosixPath(run_dir),
+        time_minutes=1,
+    )
+    argv = srun_argv(spec)
+    result = LocalTransport().run(argv[argv.index("bash") :], timeout=10)
+    assert result.returncode == 137
+    assert (run_dir / EXIT_CODE_FILE).read_text() == "137\n"

@@ -1,0 +1,1 @@
+"""Slurm adapters: pure render (script.py) and parse (parse.py); execution lives beside them."""

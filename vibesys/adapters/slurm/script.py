@@ -1,0 +1,170 @@
+"""Pure rendering of what vibesys hands to Slurm: the batch script and the srun argv.
+
+Both wrap the command the same way, so every Slurm job leaves the same files in its run
+directory (the contract the local adapter also keeps):
+- `started`    host, UTC start time and Slurm job id, written before the command runs, so its
+               absence proves the command never started;
+- `exit_code`  the command's own exit status (bash reports 128+N when signal N killed it),
+               written via a temporary file and a rename, so a reader never sees half of it;
+- `stdout`, `stderr` (batch jobs only; srun streams them to its caller).
+When the whole job is killed (scancel, time limit, node failure) no marker is written and the
+scheduler's record is the only evidence.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Final
+
+from vibesys.adapters.transports.base import check_argv, shell_join
+from vibesys.errors import UsageError
+
+__all__ = [
+    "EXIT_CODE_FILE",
+    "SCRIPT_FILE",
+    "SRUN_WRAPPER",
+    "STARTED_FILE",
+    "STDERR_FILE",
+    "STDOUT_FILE",
+    "InvalidJobSpec",
+    "SlurmJobSpec",
+    "render_sbatch",
+    "sbatch_argv",
+    "srun_argv",
+]
+
+SCRIPT_FILE: Final = "job.sbatch"
+STARTED_FILE: Final = "started"
+EXIT_CODE_FILE: Final = "exit_code"
+STDOUT_FILE: Final = "stdout"
+STDERR_FILE: Final = "stderr"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# sbatch expands `%` in --output/--error and splits #SBATCH lines on whitespace; a path that
+# needs neither quoting nor escaping there is also safe unquoted in the shell.
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@:,=-]*$")
+_JOB_ID = re.compile(r"^[0-9]+$")
+
+# `uname -n`, not $HOSTNAME: srun exports the submitter's environment, HOSTNAME included.
+_STARTED = (
+    "printf 'host=%s\\nstarted_at=%s\\nslurm_job_id=%s\\n'"
+    ' "$(uname -n)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-}"'
+    f' > "$run_dir/{STARTED_FILE}.tmp"'
+    f' && mv "$run_dir/{STARTED_FILE}.tmp" "$run_dir/{STARTED_FILE}"'
+)
+_MARKER = (
+    "rc=$?\n"
+    f'printf \'%s\\n\' "$rc" > "$run_dir/{EXIT_CODE_FILE}.tmp"'
+    f' && mv "$run_dir/{EXIT_CODE_FILE}.tmp" "$run_dir/{EXIT_CODE_FILE}"\n'
+    'exit "$rc"\n'
+)
+
+#: The `bash -c` program srun runs: `bash -c SRUN_WRAPPER vibesys-srun RUN_DIR CMD...`. The
+#: command arrives as positional arguments, so it is never re-parsed by any shell.
+SRUN_WRAPPER: Final = f'run_dir=$1\nshift\n{_STARTED}\n"$@"\n{_MARKER}'
+
+
+class InvalidJobSpec(UsageError, ValueError):
+    """A job spec that cannot be rendered safely; nothing was submitted."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJobSpec:
+    """One Slurm job as vibesys renders it (sbatch or srun)."""
+
+    job_name: str
+    command: tuple[str, ...]
+    #: the attempt's directory on the cluster's shared file system (markers, logs)
+    run_dir: PurePosixPath
+    time_minutes: int
+    gpus: int = 0
+    #: candidate partitions; Slurm starts the job in whichever can run it first
+    partitions: tuple[str, ...] = ()
+    #: site options: [slurm] sbatch_arguments, or [vibesys.agent_gpu] srun_arguments
+    extra_arguments: tuple[str, ...] = ()
+    #: job id this one runs after (afterok); a failed parent cancels it
+    dependency: str | None = None
+    #: the command's working directory; batch jobs default to `run_dir`
+    workdir: PurePosixPath | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.job_name):
+            raise InvalidJobSpec(f"job name {self.job_name!r}: use letters, digits, . _ -")
+        check_argv(self.command)
+        _check_path("run_dir", self.run_dir)
+        if self.workdir is not None:
+            _check_path("workdir", self.workdir)
+        if self.time_minutes <= 0:
+            raise InvalidJobSpec(f"time limit {self.time_minutes}: must be at least 1 minute")
+        if self.gpus < 0:
+            raise InvalidJobSpec(f"gpus {self.gpus}: must be 0 or more")
+        for partition in self.partitions:
+            if not _NAME.match(partition):
+                raise InvalidJobSpec(f"partition {partition!r}: not a partition name")
+        for argument in self.extra_arguments:
+            if not argument.startswith("-") or any(ch.isspace() for ch in argument):
+                raise InvalidJobSpec(f"site argument {argument!r}: must be one '--option=value'")
+        if self.dependency is not None and not _JOB_ID.match(self.dependency):
+            raise InvalidJobSpec(f"dependency {self.dependency!r}: not a job id")
+
+
+def _check_path(what: str, path: PurePosixPath) -> None:
+    text = str(path)
+    if not _SAFE_PATH.match(text) or text == "/" or ".." in path.parts:
+        raise InvalidJobSpec(f"{what} {text!r}: must be absolute and use only . _ / + @ : , = -")
+
+
+def _resource_options(spec: SlurmJobSpec) -> list[str]:
+    options = [f"--job-name={spec.job_name}"]
+    if spec.gpus > 0:
+        options.append(f"--gres=gpu:{spec.gpus}")
+    options.append(f"--time={spec.time_minutes}")
+    if spec.partitions:
+        options.append(f"--partition={','.join(spec.partitions)}")
+    return options
+
+
+def render_sbatch(spec: SlurmJobSpec) -> str:
+    """The batch script for `spec`. Submit it with `sbatch_argv(path)`."""
+    run_dir = str(spec.run_dir)
+    options = _resource_options(spec)
+    # vibesys owns retries: a requeue by Slurm would run an attempt twice under one name.
+    options.insert(1, "--no-requeue")
+    options += [
+        f"--output={run_dir}/{STDOUT_FILE}",
+        f"--error={run_dir}/{STDERR_FILE}",
+        f"--chdir={spec.workdir or spec.run_dir}",
+        *spec.extra_arguments,
+    ]
+    if spec.dependency is not None:
+        # Without kill-on-invalid-dep a child of a failed parent stays PENDING forever.
+        options += [f"--dependency=afterok:{spec.dependency}", "--kill-on-invalid-dep=yes"]
+    lines = ["#!/bin/bash", *(f"#SBATCH {option}" for option in options)]
+    lines += [
+        "# Written by vibesys. exit_code is the command's own status (128+N for signal N),",
+        "# written atomically after it ends; started is written before it begins.",
+        f"run_dir={shlex.quote(run_dir)}",
+        _STARTED,
+        shell_join(spec.command),
+    ]
+    return "\n".join(lines) + "\n" + _MARKER
+
+
+def sbatch_argv(script_path: str | PurePosixPath) -> list[str]:
+    """Submit a rendered script; `--parsable` makes stdout just `jobid[;cluster]`."""
+    return ["sbatch", "--parsable", str(script_path)]
+
+
+def srun_argv(spec: SlurmJobSpec) -> list[str]:
+    """A foreground srun of `spec.command` that leaves the same markers as a batch job.
+    Dependencies do not apply to a foreground job and are refused."""
+    if spec.dependency is not None:
+        raise InvalidJobSpec("srun jobs cannot depend on another job")
+    argv = ["srun", *_resource_options(spec)]
+    if spec.workdir is not None:
+        argv.append(f"--chdir={spec.workdir}")
+    argv += [*spec.extra_arguments, "bash", "-c", SRUN_WRAPPER, "vibesys-srun", str(spec.run_dir)]
+    return [*argv, *spec.command]

@@ -1,0 +1,131 @@
+"""What every transport offers: run one argv on the Slurm side and return what it printed.
+
+A transport never interprets a command's exit status (sbatch's 1 is a rejection, squeue's 1 may
+be a purged job id: only the adapter knows). It only reports failures to run the command at all,
+as `BackendUnavailable`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from vibesys.errors import BackendUnavailable, UsageError
+
+__all__ = ["CommandResult", "Runner", "check_argv", "map_transport_errors", "shell_join"]
+
+#: Words a shell reads as syntax in command position even though shlex leaves them unquoted.
+_RESERVED: frozenset[str] = frozenset(
+    [
+        "case",
+        "coproc",
+        "do",
+        "done",
+        "elif",
+        "else",
+        "esac",
+        "fi",
+        "for",
+        "function",
+        "if",
+        "in",
+        "select",
+        "then",
+        "time",
+        "until",
+        "while",
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    argv: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def evidence(self) -> str:
+        """One line for the journal: what ran, how it ended, and the start of its stderr."""
+        line = f"{shlex.join(self.argv)} -> rc={self.returncode}"
+        stderr = " ".join(self.stderr.split())
+        if stderr:
+            line += f" stderr: {stderr[:500]}"
+        return line
+
+
+class Runner(Protocol):
+    """Runs one command where Slurm is (this host, or a login node)."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        maybe_effect: bool = False,
+    ) -> CommandResult:
+        """Run `argv` to completion. `maybe_effect=True` marks a command (sbatch) that may take
+        effect even when we never see its answer: a timeout then raises BackendUnavailable with
+        `maybe_submitted=True`. Raises BackendUnavailable when the command cannot be run."""
+        ...
+
+
+def check_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """`argv` as a tuple, refusing what no command line can carry."""
+    if isinstance(argv, str):
+        raise UsageError("argv must be a sequence of arguments, not one string")
+    if not argv:
+        raise UsageError("empty command")
+    if any("\0" in argument for argument in argv):
+        raise UsageError("an argument holds a NUL byte, which no command line can carry")
+    return tuple(argv)
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    """`shlex.join`, except that the program name is always read as a program: shlex leaves
+    `if` or `A=1` unquoted, and a shell would take them for a keyword or an assignment."""
+    words = check_argv(argv)
+    first = words[0]
+    if first in _RESERVED or "=" in first:
+        head = "'" + first.replace("'", "'\"'\"'") + "'"
+        return " ".join([head, *(shlex.quote(word) for word in words[1:])])
+    return shlex.join(words)
+
+
+@contextmanager
+def map_transport_errors(what: str, *, maybe_effect: bool = False) -> Iterator[None]:
+    """Translate the OS's failures to run `what` into BackendUnavailable.
+
+    A timeout means the command started and we lost sight of it, so it may have taken effect
+    when `maybe_effect` is set. A failure to start (missing shell, permissions) proves it did
+    not, whatever `maybe_effect` says: wrap only the start in a `maybe_effect=False` block.
+    """
+    try:
+        yield
+    except subprocess.TimeoutExpired as exc:
+        raise BackendUnavailable(
+            f"{what}: no answer within {exc.timeout:g} s",
+            evidence=f"{what}: timed out after {exc.timeout:g} s",
+            maybe_submitted=maybe_effect,
+        ) from exc
+    except FileNotFoundError as exc:
+        raise BackendUnavailable(
+            f"{what}: {exc.filename or 'program'} not found",
+            evidence=f"{what}: {exc}",
+            maybe_submitted=False,
+        ) from exc
+    except OSError as exc:
+        raise BackendUnavailable(
+            f"{what}: {exc.strerror or exc}",
+            evidence=f"{what}: {exc}",
+            maybe_submitted=maybe_effect,
+        ) from exc

@@ -1,0 +1,125 @@
+"""The `local` transport: Slurm commands run on this host through a configurable shell prefix.
+
+`shell_command` (default `bash -c`) receives the command as ONE argument built by `shlex.join`,
+so a site's login-container wrapper can precede the shell and user input is never spliced into
+a command line by string concatenation (`shell_join` also keeps a program named like a keyword
+or an assignment from being read as one).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
+
+from vibesys.adapters.transports.base import (
+    CommandResult,
+    check_argv,
+    map_transport_errors,
+    shell_join,
+)
+from vibesys.errors import UsageError
+
+__all__ = ["DEFAULT_SHELL_COMMAND", "LocalTransport"]
+
+DEFAULT_SHELL_COMMAND: tuple[str, ...] = ("bash", "-c")
+
+_File = int | IO[Any] | None
+
+
+class LocalTransport:
+    """Runs argv as `[*shell_command, shlex.join(argv)]` in a new session."""
+
+    def __init__(
+        self,
+        shell_command: Sequence[str] = DEFAULT_SHELL_COMMAND,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if isinstance(shell_command, str) or not shell_command:
+            raise UsageError("shell_command must be a non-empty list of arguments")
+        self.shell_command = tuple(shell_command)
+        self._env = dict(env) if env is not None else None
+
+    def command_line(self, argv: Sequence[str]) -> list[str]:
+        """The argv actually executed for `argv`."""
+        return [*self.shell_command, shell_join(argv)]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        maybe_effect: bool = False,
+    ) -> CommandResult:
+        wanted = check_argv(argv)
+        what = shlex.join(wanted)
+        with map_transport_errors(what, maybe_effect=False):
+            process = subprocess.Popen(
+                self.command_line(wanted),
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                # Its own process group, so a timeout can kill everything the shell started:
+                # killing only the shell leaves grandchildren holding our pipes open.
+                start_new_session=True,
+            )
+        with map_transport_errors(what, maybe_effect=maybe_effect):
+            try:
+                out, err = process.communicate(input, timeout=timeout)
+            except BaseException:
+                _kill_group(process)
+                _reap(process)
+                raise
+        return CommandResult(
+            returncode=process.returncode,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            argv=wanted,
+        )
+
+    def popen(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: _File = None,
+        stderr: _File = None,
+        stdin: _File = subprocess.DEVNULL,
+    ) -> subprocess.Popen[bytes]:
+        """Start `argv` (a foreground srun) and return at once, output going to `stdout` and
+        `stderr` as it is produced. The child runs in its own session so a Ctrl-C at the
+        terminal reaches vibesys only, which then cancels the job by name; srun's own SIGINT
+        handling would otherwise race with that."""
+        wanted = check_argv(argv)
+        with map_transport_errors(shlex.join(wanted), maybe_effect=False):
+            return subprocess.Popen(
+                self.command_line(wanted),
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                env=self._env,
+                start_new_session=True,
+            )
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    try:
+        process.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        # A process that left the group still holds our pipes: stop reading rather than hang.
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        process.wait()
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()

@@ -1,0 +1,79 @@
+"""A person's request for Slurm resources, checked against the operator's limits.
+
+Over-limit requests are rejected, never clamped: a job silently given less time or fewer GPUs
+than asked for fails later in a way that is much harder to understand.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vibesys.config.slurm import AgentGpuConfig
+from vibesys.errors import UsageError
+
+__all__ = ["CheckedRequest", "SlurmRequest", "check_request"]
+
+
+class SlurmRequest(BaseModel):
+    """What was asked for (`--gpus N --time MINUTES --partition P`), not yet checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    gpus: int = Field(default=0, description="GPUs for the job (generic resource gpu:N).")
+    time_minutes: int | None = Field(
+        default=None, description="Time limit; None means the configured default."
+    )
+    partition: str | None = Field(
+        default=None, description="One partition; None means the configured preference list."
+    )
+
+
+class CheckedRequest(BaseModel):
+    """A request within the limits, with the defaults filled in."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    gpus: int = Field(ge=0, description="GPUs for the job.")
+    time_minutes: int = Field(gt=0, description="Time limit in whole minutes.")
+    partitions: tuple[str, ...] = Field(
+        description="Candidate partitions in preference order; empty lets Slurm choose."
+    )
+
+
+def check_request(request: SlurmRequest, limits: AgentGpuConfig | None) -> CheckedRequest:
+    """Fill in defaults and check `request` against `limits` ([vibesys.agent_gpu], or None
+    when the file has no such table). Raises UsageError naming the offending value."""
+    if request.gpus < 0:
+        raise UsageError(f"--gpus {request.gpus}: must be 0 or more")
+    time_minutes = request.time_minutes
+    if time_minutes is not None and time_minutes <= 0:
+        raise UsageError(f"--time {time_minutes}: must be at least 1 minute")
+    if request.partition is not None and not request.partition:
+        raise UsageError("--partition: must not be empty")
+    if limits is None:
+        if time_minutes is None:
+            raise UsageError("--time is required: slurm.toml has no [vibesys.agent_gpu] table")
+        chosen: tuple[str, ...] = (request.partition,) if request.partition else ()
+        return CheckedRequest(gpus=request.gpus, time_minutes=time_minutes, partitions=chosen)
+    if request.gpus > limits.max_gpus:
+        raise UsageError(
+            f"--gpus {request.gpus} exceeds vibesys.agent_gpu.max_gpus ({limits.max_gpus})"
+        )
+    if time_minutes is None:
+        time_minutes = limits.default_time_minutes
+    elif time_minutes > limits.max_time_minutes:
+        raise UsageError(
+            f"--time {time_minutes} exceeds vibesys.agent_gpu.max_time_minutes "
+            f"({limits.max_time_minutes})"
+        )
+    partitions: tuple[str, ...]
+    if request.partition is None:
+        partitions = limits.partitions
+    elif request.partition in limits.partitions:
+        partitions = (request.partition,)
+    else:
+        raise UsageError(
+            f"--partition {request.partition} is not one of vibesys.agent_gpu.partitions "
+            f"({', '.join(limits.partitions)})"
+        )
+    return CheckedRequest(gpus=request.gpus, time_minutes=time_minutes, partitions=partitions)

@@ -1,0 +1,332 @@
+"""The operator's Slurm site configuration (`slurm.toml`): strict, frozen pydantic models.
+
+Strict mode: TOML already carries types, so `max_gpus = "8"` or `max_gpus = true` is a mistake
+to report, not a value to coerce. Sequences are tuples so a loaded config cannot be mutated.
+Only typed objects leave this package; nothing here runs a command or touches the network.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+__all__ = [
+    "AgentGpuConfig",
+    "LocalTransportConfig",
+    "SlurmConfig",
+    "SlurmSiteConfig",
+    "SshTransportConfig",
+    "TransportConfig",
+    "VibesysTable",
+]
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+#: TOML arrays arrive as lists; lax mode for the container only (items stay strict).
+StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: Characters allowed in a remote path that is also written into `#SBATCH --output=` lines:
+#: sbatch expands `%` there and splits directives on whitespace, so both are excluded.
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@:,=-]*$")
+
+#: sbatch options vibesys sets itself: a site value would break naming, logs or retries.
+_SBATCH_OWNED: Final = (
+    ("--job-name", "-J"),
+    ("--output", "-o"),
+    ("--error", "-e"),
+    ("--chdir", "-D"),
+    ("--dependency", "-d"),
+    ("--array", "-a"),
+    ("--clusters", "-M"),
+    ("--wait", "-W"),
+    ("--parsable", None),
+    ("--requeue", None),
+    ("--no-requeue", None),
+    ("--kill-on-invalid-dep", None),
+    ("--wrap", None),
+)
+#: srun options vibesys sets from the request, or that would attach to someone else's job.
+_SRUN_OWNED: Final = (
+    ("--job-name", "-J"),
+    ("--partition", "-p"),
+    ("--time", "-t"),
+    ("--gpus", "-G"),
+    ("--gres", None),
+    ("--jobid", None),
+    ("--chdir", "-D"),
+)
+
+
+def _owned_option(argument: str, owned: tuple[tuple[str, str | None], ...]) -> str | None:
+    for long, short in owned:
+        if argument == long or argument.startswith(long + "="):
+            return long
+        if short is not None and argument.startswith(short):
+            return long
+    return None
+
+
+def _check_arguments(
+    values: tuple[str, ...], owned: tuple[tuple[str, str | None], ...], program: str
+) -> tuple[str, ...]:
+    for argument in values:
+        if not argument.startswith("-"):
+            raise ValueError(
+                f"{argument!r} is not an option; write each one as a single item such as "
+                f"'--account=lab'"
+            )
+        if any(ch.isspace() for ch in argument):
+            raise ValueError(f"{argument!r} contains whitespace; write it as '--option=value'")
+        taken = _owned_option(argument, owned)
+        if taken is not None:
+            raise ValueError(f"{argument!r}: vibesys sets {taken} for every {program} job itself")
+    return values
+
+
+def _check_absolute(path: str) -> str:
+    if not path.startswith("/") or path == "/":
+        raise ValueError(f"{path!r} must be an absolute path other than /")
+    if posixpath.normpath(path) != path or path.startswith("//"):
+        raise ValueError(f"{path!r} is not normalized (no '.', '..', repeated or trailing '/')")
+    return path
+
+
+class LocalTransportConfig(BaseModel):
+    """Slurm commands run on this host, through `shell_command`."""
+
+    model_config = _STRICT
+
+    kind: Literal["local"] = Field(description="Selects this transport.")
+    shell_command: StrTuple = Field(
+        default=("bash", "-c"),
+        min_length=1,
+        description="The argv prefix that runs one shell command line; the quoted Slurm "
+        "command is appended as the last argument (a login-container wrapper may precede it).",
+    )
+
+
+class SshTransportConfig(BaseModel):
+    """Slurm commands run on a login node over SSH (validated here; run by the SSH transport)."""
+
+    model_config = _STRICT
+
+    kind: Literal["ssh"] = Field(description="Selects this transport.")
+    host: str = Field(min_length=1, description="Login node host name or address.")
+    port: int = Field(default=22, ge=1, le=65535, description="SSH port.")
+    user: str | None = Field(default=None, min_length=1, description="Remote user name.")
+    identity_file: str | None = Field(
+        default=None, min_length=1, description="Private key file; `~` is expanded at use."
+    )
+    known_hosts: str | None = Field(
+        default=None,
+        min_length=1,
+        description="known_hosts file used to verify the host key; unknown hosts are refused.",
+    )
+    connect_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="How long to wait for the connection to open."
+    )
+    keepalive_seconds: float = Field(
+        default=30.0, ge=0, description="Interval of SSH keepalives; 0 turns them off."
+    )
+    shell_command: StrTuple = Field(
+        default=("bash", "-c"),
+        min_length=1,
+        description="The remote argv prefix that runs one shell command line.",
+    )
+
+
+TransportConfig = Annotated[LocalTransportConfig | SshTransportConfig, Field(discriminator="kind")]
+
+
+class SlurmConfig(BaseModel):
+    """The `[slurm]` table: which cluster, where jobs keep their files, how to poll."""
+
+    model_config = _STRICT
+
+    name: str = Field(description="A short name for this cluster, used in logs and evidence.")
+    remote_workspace_root: str = Field(
+        description="Absolute directory shared with the compute nodes; each attempt runs in "
+        "<root>/<invocation>/<attempt>/."
+    )
+    sbatch_arguments: StrTuple = Field(
+        default=(),
+        description="Site options added to every batch script, one option per item "
+        "(for example '--account=lab').",
+    )
+    poll_initial_seconds: float = Field(
+        default=1.0, gt=0, description="Delay between status rounds while a job is new."
+    )
+    poll_max_seconds: float = Field(
+        default=30.0, gt=0, description="The ceiling the status delay backs off to."
+    )
+    poll_backoff: float = Field(
+        default=1.5, ge=1.0, description="Factor applied to the delay after each round."
+    )
+    sacct_lag_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="How long after a job's end (or submission) sacct may not yet show it; "
+        "absence from sacct proves nothing before this has passed.",
+    )
+    command_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="Time limit for one scheduler command (sbatch, sacct, ...)."
+    )
+    transport: TransportConfig = Field(description="How this host reaches Slurm.")
+
+    def poll_interval(self, age_seconds: float) -> float:
+        """Seconds to wait before the next status round for a job this old.
+
+        Waiting a fixed fraction of the job's age grows the delay geometrically by
+        `poll_backoff` per round without keeping any state: new jobs are seen finishing
+        quickly, old ones cost the scheduler little."""
+        grown = max(age_seconds, 0.0) * (self.poll_backoff - 1.0)
+        return min(self.poll_max_seconds, max(self.poll_initial_seconds, grown))
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("remote_workspace_root")
+    @classmethod
+    def _root(cls, value: str) -> str:
+        _check_absolute(value)
+        if not _SAFE_PATH.match(value):
+            raise ValueError(
+                f"{value!r} may hold only letters, digits and . _ / + @ : , = - "
+                "(it is written into #SBATCH lines)"
+            )
+        return value
+
+    @field_validator("sbatch_arguments")
+    @classmethod
+    def _sbatch_arguments(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_arguments(value, _SBATCH_OWNED, "sbatch")
+
+    @field_validator("poll_max_seconds")
+    @classmethod
+    def _poll_max(cls, value: float, info: ValidationInfo) -> float:
+        initial = info.data.get("poll_initial_seconds")
+        if initial is not None and value < initial:
+            raise ValueError(f"{value} is less than poll_initial_seconds ({initial})")
+        return value
+
+
+class AgentGpuConfig(BaseModel):
+    """The `[vibesys.agent_gpu]` table: limits for the agent's own GPU commands (srun)."""
+
+    model_config = _STRICT
+
+    partitions: StrTuple = Field(
+        min_length=1,
+        description="Partitions in preference order; one is used only if its sinfo time "
+        "limit fits the request.",
+    )
+    max_gpus: int = Field(gt=0, description="Most GPUs one command may request.")
+    max_time_minutes: int = Field(gt=0, description="Longest time limit one command may request.")
+    default_time_minutes: int = Field(
+        gt=0, description="Time limit when the request names none; at most max_time_minutes."
+    )
+    windows_command: StrTuple | None = Field(
+        default=None,
+        min_length=1,
+        description="argv of a command reporting which partitions start a job now; when it "
+        "fails only that preference is dropped.",
+    )
+    job_name_prefix: str = Field(
+        default="vibesys-gpu-", description="Prefix of every agent job's Slurm job name."
+    )
+    srun_arguments: StrTuple = Field(
+        default=(),
+        description="Site options added to every agent srun, one option per item; never to "
+        "batch jobs.",
+    )
+    read_only_paths: StrTuple = Field(
+        default=(),
+        description="Absolute, normalized host paths the agent's jobs may read (never write) "
+        "besides the workspace and the system directories.",
+    )
+    max_concurrent_jobs: int | None = Field(
+        default=None,
+        gt=0,
+        description="At most this many of one run's GPU jobs are submitted at once; "
+        "omit for no cap.",
+    )
+
+    @field_validator("partitions")
+    @classmethod
+    def _partitions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for partition in value:
+            if not _NAME.match(partition):
+                raise ValueError(f"{partition!r} is not a partition name")
+        if len(set(value)) != len(value):
+            raise ValueError("lists a partition twice")
+        return value
+
+    @field_validator("default_time_minutes")
+    @classmethod
+    def _default_time(cls, value: int, info: ValidationInfo) -> int:
+        limit = info.data.get("max_time_minutes")
+        if limit is not None and value > limit:
+            raise ValueError(f"{value} exceeds max_time_minutes ({limit})")
+        return value
+
+    @field_validator("job_name_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("srun_arguments")
+    @classmethod
+    def _srun_arguments(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_arguments(value, _SRUN_OWNED, "srun")
+
+    @field_validator("read_only_paths")
+    @classmethod
+    def _read_only_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            _check_absolute(path)
+        return value
+
+
+class VibesysTable(BaseModel):
+    """The `[vibesys]` table of slurm.toml."""
+
+    model_config = _STRICT
+
+    agent_gpu: AgentGpuConfig | None = Field(
+        default=None, description="Lets the agent run its own GPU commands through srun."
+    )
+
+
+class SlurmSiteConfig(BaseModel):
+    """The whole of slurm.toml."""
+
+    model_config = _STRICT
+
+    slurm: SlurmConfig = Field(description="The cluster and how to reach it.")
+    vibesys: VibesysTable = Field(
+        default_factory=VibesysTable, description="vibesys features that use this cluster."
+    )
+
+    @model_validator(mode="after")
+    def _agent_gpu_needs_local(self) -> SlurmSiteConfig:
+        # The agent's jobs share the workspace path with this host: only true on a submit node.
+        if self.vibesys.agent_gpu is not None and self.slurm.transport.kind != "local":
+            raise ValueError(
+                'vibesys.agent_gpu needs [slurm.transport] kind = "local" (this host must be '
+                f"a Slurm submit node), not {self.slurm.transport.kind!r}"
+            )
+        return self
+
+    @property
+    def agent_gpu(self) -> AgentGpuConfig | None:
+        return self.vibesys.agent_gpu
