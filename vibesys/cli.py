@@ -116,6 +116,18 @@ def run(
     retry_delay: Annotated[float, typer.Option(help="Seconds before the first retry.")] = 2.0,
     detach: Annotated[bool, typer.Option(help="Return once the job runs.")] = False,
     as_json: JsonOption = False,
+    slurm_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Site configuration for sbatch/srun [default: ~/.config/vibesys/slurm.toml]",
+            show_default=False,
+        ),
+    ] = None,
+    gpus: Annotated[int | None, typer.Option(help="GPUs (sbatch/srun).")] = None,
+    time_minutes: Annotated[
+        int | None, typer.Option("--time", help="Time limit in minutes (sbatch/srun).")
+    ] = None,
+    partition: Annotated[str | None, typer.Option(help="Partition (sbatch/srun).")] = None,
 ) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
     from vibesys.adapters import ADAPTER_NAMES
@@ -132,9 +144,10 @@ def run(
     with clean_errors():
         from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
 
+        options = _adapter_options(adapter, slurm_config, gpus, time_minutes, partition)
         store = _open(journal)
         engine = _engine(store, retry=RetryPolicy(max_retries, retry_delay))
-        inv = engine.prepare(adapter=adapter, command=list(command), label=name)
+        inv = engine.prepare(adapter=adapter, command=list(command), label=name, options=options)
         if detach:
             typer.echo(inv.id)
         sink = sys.stderr.buffer if as_json else sys.stdout.buffer
@@ -144,6 +157,39 @@ def run(
         if detach and inv.state in ("RUNNING", "SUBMITTING"):
             raise typer.Exit(0)
         _finish(store, inv, as_json)
+
+
+def _adapter_options(
+    adapter: str,
+    slurm_config: Path | None,
+    gpus: int | None,
+    time_minutes: int | None,
+    partition: str | None,
+) -> dict[str, Any]:
+    """Check the resource request against the site configuration, before anything is written."""
+    from vibesys.adapters import SLURM_ADAPTERS
+
+    if adapter not in SLURM_ADAPTERS:
+        if any(v is not None for v in (slurm_config, gpus, time_minutes, partition)):
+            fail("--slurm-config, --gpus, --time and --partition need --adapter sbatch or srun")
+        return {}
+    from vibesys.config import (
+        SlurmRequest,
+        check_request,
+        default_slurm_config_path,
+        load_slurm_config,
+    )
+
+    path = (slurm_config or default_slurm_config_path()).expanduser().resolve()
+    config = load_slurm_config(path)
+    request = SlurmRequest(gpus=gpus or 0, time_minutes=time_minutes, partition=partition)
+    checked = check_request(request, config.agent_gpu)
+    return {
+        "site_config": str(path),
+        "gpus": checked.gpus,
+        "time_minutes": checked.time_minutes,
+        "partitions": list(checked.partitions),
+    }
 
 
 @app.command("reconcile")

@@ -45,6 +45,8 @@ class JobRef:
     run_dir: Path
     #: when the intent to submit was committed: lookups by name search from here on
     intended_at: datetime | None = None
+    invocation_id: str = ""
+    attempt: int = 0
 
 
 @dataclass(frozen=True, slots=True)

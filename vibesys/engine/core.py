@@ -116,6 +116,8 @@ class Engine:
             current.job_id if current else None,
             Path(invocation.run_dir) / str(invocation.attempt),
             intended,
+            invocation.id,
+            invocation.attempt,
         )
 
     def needs_observation(self, invocation: Invocation) -> bool:
@@ -317,7 +319,16 @@ class Engine:
         """The log files of every attempt, oldest first."""
         backend = self.backend(inv)
         return [
-            backend.log_paths(JobRef(a.job_name, a.job_id, Path(inv.run_dir) / str(a.attempt)))
+            backend.log_paths(
+                JobRef(
+                    a.job_name,
+                    a.job_id,
+                    Path(inv.run_dir) / str(a.attempt),
+                    None,
+                    inv.id,
+                    a.attempt,
+                )
+            )
             for a in self.journal.attempts(inv.id)
         ]
 

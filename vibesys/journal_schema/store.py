@@ -118,7 +118,11 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
     if not readonly:
         if path.exists() and path.is_dir():
             raise NotAJournal(f"{path} is a directory, not a journal file")
-        fs_type = filesystem_type(path.parent if path.parent.exists() else Path.cwd())
+        # The nearest existing directory: where missing parents would be created.
+        probe = path.parent
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+        fs_type = filesystem_type(probe)
         if fs_type in NETWORK_FS:
             raise JournalOnNetworkFS(
                 f"{path} is on a {fs_type} file system; SQLite WAL needs a local disk "

@@ -1,0 +1,102 @@
+"""The sbatch adapter: the trusted evaluation path. Every job is named before it is submitted
+(`--job-name=<stable name>`), never requeued by Slurm, and found again by that name."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from vibesys.adapters.base import JobRef, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.adapters.slurm.parse import parse_sbatch_parsable
+from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.script import SCRIPT_FILE, SlurmJobSpec, render_sbatch, sbatch_argv
+from vibesys.adapters.transports import Runner, runner_from_config
+from vibesys.config import SlurmSiteConfig
+from vibesys.errors import BackendUnavailable, SubmitRejected, UsageError
+
+#: sbatch's answers that prove the request itself is invalid (nothing runs, retrying is futile).
+REJECTIONS = re.compile(
+    r"invalid partition|Requested time limit is invalid|node configuration is not available|"
+    r"Memory specification can not be satisfied|Invalid generic resource|Invalid account|"
+    r"Invalid qos|violates accounting/QOS policy|Invalid dependency|Job dependency problem",
+    re.IGNORECASE,
+)
+
+
+def job_spec(request: SubmitRequest, remote: PurePosixPath, extra: Sequence[str]) -> SlurmJobSpec:
+    """The job as Slurm will see it, from the options recorded with the invocation."""
+    options = request.options
+    try:
+        return SlurmJobSpec(
+            job_name=request.job_name,
+            command=tuple(request.command),
+            run_dir=remote,
+            time_minutes=int(options["time_minutes"]),
+            gpus=int(options.get("gpus", 0)),
+            partitions=tuple(options.get("partitions", ())),
+            extra_arguments=tuple(extra),
+            dependency=options.get("dependency"),
+        )
+    except KeyError as exc:
+        raise SubmitRejected(f"invalid request: no {exc.args[0]}") from exc
+    except UsageError as exc:
+        raise SubmitRejected(f"invalid request: {exc}") from exc
+
+
+def request_ref(request: SubmitRequest) -> JobRef:
+    return JobRef(
+        request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
+    )
+
+
+class SbatchBackend:
+    name = "sbatch"
+
+    def __init__(self, config: SlurmSiteConfig, runner: Runner | None = None) -> None:
+        runner = runner or runner_from_config(config.slurm.transport)
+        self.scheduler = SlurmScheduler(config, runner)
+
+    def submit(self, request: SubmitRequest) -> SubmitReceipt:
+        scheduler = self.scheduler
+        remote = scheduler.remote_dir(request_ref(request))
+        spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
+        script = render_sbatch(spec)
+        request.run_dir.mkdir(parents=True, exist_ok=True)
+        (request.run_dir / SCRIPT_FILE).write_text(script)
+        script_path = str(remote / SCRIPT_FILE)
+        scheduler.checked(["mkdir", "-p", str(remote)])
+        upload = ["sh", "-c", 'cat > "$1"', "vibesys-upload", script_path]
+        code, _, _, evidence = scheduler.run(upload, input=script.encode())
+        if code != 0:
+            raise BackendUnavailable("could not write the batch script", evidence=evidence)
+        code, out, err, evidence = scheduler.run(sbatch_argv(script_path), maybe_effect=True)
+        if code == 0:
+            try:
+                job_id = parse_sbatch_parsable(out)
+            except BackendUnavailable as exc:
+                # sbatch said yes in words we do not read: it may well have queued the job.
+                raise BackendUnavailable(str(exc), evidence=evidence, maybe_submitted=True) from exc
+            return SubmitReceipt(job_id, evidence)
+        if REJECTIONS.search(err):
+            raise SubmitRejected(
+                f"sbatch refused the job: {' '.join(err.split())}", evidence=evidence
+            )
+        # Anything else (a timeout, "Socket timed out", a busy controller) may still have
+        # queued the job: only a lookup by name can tell.
+        raise BackendUnavailable("sbatch failed", evidence=evidence, maybe_submitted=True)
+
+    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
+        return self.scheduler.status(jobs)
+
+    def cancel(self, job: JobRef) -> None:
+        self.scheduler.cancel(job)
+
+    def collect(self, job: JobRef) -> str:
+        return self.scheduler.collect(job)
+
+    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
+        return self.scheduler.log_paths(job)
+
+    def poll_interval(self, age_seconds: float) -> float:
+        return self.scheduler.poll_interval(age_seconds)

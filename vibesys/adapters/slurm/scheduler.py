@@ -1,0 +1,234 @@
+"""What the sbatch and srun adapters share: batched status, lookup by name, cancel, collect.
+
+One status round asks the scheduler at most twice for any number of jobs: one `squeue` over
+all states for every name, then one `sacct` for the jobs squeue no longer knows (or that ended
+without a marker). Markers are read in one more (non-scheduler) command.
+
+A job is reported NOT_FOUND (proven never submitted) only when neither squeue nor sacct knows
+its name and one of these holds: its intent is younger than the site's MinJobAge (squeue shows
+every job, even finished ones, for that long), or its intent is older than the sacct lag (sacct
+has caught up). Anything less is UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+
+from vibesys.adapters.base import TERMINAL_REMOTE, JobRef, RemoteState, RemoteStatus
+from vibesys.adapters.slurm.parse import (
+    SLURM_STATES,
+    SacctRow,
+    SqueueRow,
+    classify,
+    parse_sacct,
+    parse_squeue,
+    sacct_argv,
+    squeue_argv,
+)
+from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE
+from vibesys.adapters.transports import LocalTransport, Runner
+from vibesys.config import SlurmSiteConfig
+from vibesys.errors import BackendUnavailable
+
+CANCEL_MARKER = "cancel_requested"
+_MIN_JOB_AGE = re.compile(r"^MinJobAge\s*=\s*(\d+)", re.MULTILINE)
+# Reads every marker in one command: "<dir>\t<content>" per directory.
+_READ_MARKERS = (
+    'for d in "$@"; do printf "%s\\t%s\\n" "$d" "$(cat "$d/exit_code" 2>/dev/null)"; done'
+)
+
+
+class SlurmScheduler:
+    def __init__(self, config: SlurmSiteConfig, runner: Runner) -> None:
+        self.config = config
+        self.runner = runner
+        self._min_job_age: float | None = None
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def remote_dir(self, job: JobRef) -> PurePosixPath:
+        root = PurePosixPath(self.config.slurm.remote_workspace_root)
+        return root / job.invocation_id / str(job.attempt)
+
+    @property
+    def shares_filesystem(self) -> bool:
+        """With the local transport the cluster's files are this host's files."""
+        return isinstance(self.runner, LocalTransport)
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def run(
+        self, argv: Sequence[str], *, input: bytes | None = None, maybe_effect: bool = False
+    ) -> tuple[int, str, str, str]:
+        result = self.runner.run(
+            argv,
+            input=input,
+            maybe_effect=maybe_effect,
+            timeout=self.config.slurm.command_timeout_seconds,
+        )
+        return result.returncode, result.stdout, result.stderr, result.evidence()
+
+    def checked(self, argv: Sequence[str]) -> str:
+        code, out, _, evidence = self.run(argv)
+        if code != 0:
+            raise BackendUnavailable(f"{argv[0]} failed", evidence=evidence)
+        return out
+
+    def min_job_age(self) -> float:
+        """The site's MinJobAge (how long squeue keeps finished jobs), read once."""
+        if self._min_job_age is None:
+            code, out, _, _ = self.run(["scontrol", "show", "config"])
+            found = _MIN_JOB_AGE.search(out) if code == 0 else None
+            self._min_job_age = float(found.group(1)) if found else 0.0
+        return self._min_job_age
+
+    # -- status -----------------------------------------------------------------------------
+
+    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
+        if not jobs:
+            return {}
+        queued = _by_name(parse_squeue(self.checked(squeue_argv(names=[j.job_name for j in jobs]))))
+        markers = self._markers([j for j in jobs if _terminal(queued.get(j.job_name))])
+        # squeue forgets finished jobs after MinJobAge; a job that ended without a marker
+        # needs sacct's ExitCode too.
+        ask_sacct = [
+            j
+            for j in jobs
+            if j.job_name not in queued
+            or (_terminal(queued[j.job_name]) and j.job_name not in markers)
+        ]
+        accounted = self._sacct(ask_sacct)
+        markers |= self._markers(
+            [
+                j
+                for j in ask_sacct
+                if j.job_name not in markers and _terminal(accounted.get(j.job_name))
+            ]
+        )
+        result: dict[str, RemoteStatus] = {}
+        for job in jobs:
+            cancelled_by_us = (job.run_dir / CANCEL_MARKER).exists()
+            marker = markers.get(job.job_name)
+            live, record = queued.get(job.job_name), accounted.get(job.job_name)
+            # squeue is the fresher view; sacct speaks for jobs squeue forgot, and for the
+            # exit code of a job that ended without a marker.
+            use_live = live is not None and (
+                not _terminal(live) or marker is not None or record is None
+            )
+            row: SqueueRow | SacctRow | None = live if use_live else record
+            if row is not None:
+                result[job.job_name] = classify(row, marker, cancelled_by_us, job_name=job.job_name)
+            else:
+                result[job.job_name] = self._absent(job)
+        return result
+
+    def _absent(self, job: JobRef) -> RemoteStatus:
+        if job.job_id is not None:
+            return RemoteStatus(
+                job.job_name,
+                job.job_id,
+                RemoteState.UNKNOWN,
+                observation=f"job {job.job_id} known to neither squeue nor sacct",
+            )
+        age = _age(job.intended_at)
+        lag = self.config.slurm.sacct_lag_seconds
+        if age is not None and (age >= lag or age < self.min_job_age() - 30):
+            return RemoteStatus(
+                job.job_name,
+                None,
+                RemoteState.NOT_FOUND,
+                observation=f"no job named {job.job_name} in squeue (all states) "
+                f"or sacct, {age:.0f}s after the intent",
+            )
+        return RemoteStatus(
+            job.job_name,
+            None,
+            RemoteState.UNKNOWN,
+            observation=f"no job named {job.job_name} yet; too early to prove absence",
+        )
+
+    def _sacct(self, jobs: Sequence[JobRef]) -> dict[str, SacctRow]:
+        with_id = [j for j in jobs if j.job_id]
+        by_name = [j for j in jobs if not j.job_id]
+        rows: list[SacctRow] = []
+        if with_id:
+            rows += parse_sacct(self.checked(sacct_argv(job_ids=[str(j.job_id) for j in with_id])))
+        if by_name:
+            oldest = max((_age(j.intended_at) or 0.0) for j in by_name)
+            since = f"now-{int(oldest) + 600}"
+            rows += parse_sacct(
+                self.checked(sacct_argv(names=[j.job_name for j in by_name], since=since))
+            )
+        names = {str(j.job_id): j.job_name for j in with_id}
+        found: dict[str, SacctRow] = {}
+        for row in rows:
+            name = names.get(row.job_id, row.job_name)
+            # The latest record of a name wins (sacct lists them oldest first).
+            found[name] = row
+        return found
+
+    def _markers(self, jobs: Sequence[JobRef]) -> dict[str, int]:
+        if not jobs:
+            return {}
+        dirs = {str(self.remote_dir(j)): j.job_name for j in jobs}
+        out = self.checked(["sh", "-c", _READ_MARKERS, "vibesys-markers", *dirs])
+        markers: dict[str, int] = {}
+        for line in out.splitlines():
+            directory, _, content = line.partition("\t")
+            if directory in dirs and content.strip().lstrip("-").isdigit():
+                markers[dirs[directory]] = int(content.strip())
+        return markers
+
+    # -- effects ----------------------------------------------------------------------------
+
+    def cancel(self, job: JobRef) -> None:
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        (job.run_dir / CANCEL_MARKER).touch()
+        target = [job.job_id] if job.job_id else ["--name", job.job_name]
+        self.checked(["scancel", *target])
+
+    def collect(self, job: JobRef) -> str:
+        """Copy the job's logs home before anything may clean the remote directory."""
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        remote = self.remote_dir(job)
+        copied = []
+        for name in (STDOUT_FILE, STDERR_FILE, EXIT_CODE_FILE):
+            source, target = Path(str(remote / name)), job.run_dir / name
+            if self.shares_filesystem:
+                if source.exists() and source != target:
+                    shutil.copyfile(source, target)
+                    copied.append(f"{name} {target.stat().st_size} bytes")
+            else:
+                code, out, _, _ = self.run(["cat", str(remote / name)])
+                if code == 0:
+                    target.write_text(out)
+                    copied.append(f"{name} {len(out)} bytes")
+        return f"copied from {remote}: " + (", ".join(copied) or "nothing")
+
+    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
+        if self.shares_filesystem and job.invocation_id:
+            remote = Path(str(self.remote_dir(job)))
+            if remote.exists():
+                return remote / STDOUT_FILE, remote / STDERR_FILE
+        return job.run_dir / STDOUT_FILE, job.run_dir / STDERR_FILE
+
+    def poll_interval(self, age_seconds: float) -> float:
+        return self.config.slurm.poll_interval(age_seconds)
+
+
+def _by_name(rows: Sequence[SqueueRow]) -> dict[str, SqueueRow]:
+    return {row.job_name: row for row in rows}
+
+
+def _terminal(row: SqueueRow | SacctRow | None) -> bool:
+    return row is not None and SLURM_STATES.get(row.state, RemoteState.UNKNOWN) in TERMINAL_REMOTE
+
+
+def _age(moment: datetime | None) -> float | None:
+    if moment is None:
+        return None
+    return (datetime.now(UTC) - moment).total_seconds()
