@@ -296,11 +296,42 @@ class Journal:
         return True
 
     def release_lease(self, invocation_id: str, owner: str) -> None:
+        self.release_leases([invocation_id], owner)
+
+    def acquire_leases(
+        self,
+        invocation_ids: list[str],
+        owner: str,
+        ttl: timedelta,
+        *,
+        now: datetime | None = None,
+    ) -> set[str]:
+        """Take every lease that is free, in one transaction (one fsync for a whole reconcile
+        round); return the ids taken."""
+        moment = now or utc_now()
+        taken: set[str] = set()
         with self.write_txn() as conn:
-            conn.execute(
+            for start in range(0, len(invocation_ids), 500):
+                chunk = invocation_ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT id, lease_owner, lease_expires_at FROM invocations "
+                    f"WHERE id IN ({marks})",
+                    chunk,
+                ).fetchall()
+                taken.update(i for i, holder, exp in rows if lease_free(holder, exp, owner, moment))
+            conn.executemany(
+                "UPDATE invocations SET lease_owner=?, lease_expires_at=? WHERE id=?",
+                [(owner, iso(moment + ttl), i) for i in sorted(taken)],
+            )
+        return taken
+
+    def release_leases(self, invocation_ids: list[str], owner: str) -> None:
+        with self.write_txn() as conn:
+            conn.executemany(
                 "UPDATE invocations SET lease_owner=NULL, lease_expires_at=NULL "
                 "WHERE id=? AND lease_owner=?",
-                (invocation_id, owner),
+                [(i, owner) for i in invocation_ids],
             )
 
     # -- reads ------------------------------------------------------------------------------

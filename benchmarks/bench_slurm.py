@@ -1,0 +1,241 @@
+"""Slurm adapter costs on the project's local cluster (scripts/local-slurm up).
+
+1. Reconcile of N active sbatch invocations (held jobs, so they stay PENDING): the scheduler
+   commands one round issues, counted by shims on PATH that log and then exec the real client
+   (target: at most 2), and the engine's own time per invocation, i.e. the round's wall time
+   minus the time spent inside scheduler commands (target: under 1 ms).
+2. Completion latency: how long after a short job's end (its marker's mtime) the journal
+   records the end (the Finished transition). Target: about 2 s.
+3. `vibesys run --adapter sbatch -- true` against `sbatch --wait --wrap true`, interleaved.
+   Target: ratio of medians <= 1.5.
+
+    .venv/bin/python benchmarks/bench_slurm.py [--quick] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from _common import ROOT, clean_env, interleave, median, parse_args, report, verdict, vibesys_argv
+
+CLIENTS = ("squeue", "sacct", "sbatch", "scancel", "scontrol", "sinfo")
+SCHEDULER = ("squeue", "sacct", "sbatch", "scancel", "scontrol", "sinfo")
+
+
+def main() -> int:
+    args = parse_args(__doc__.splitlines()[0])
+    subprocess.run(
+        [str(ROOT / "scripts" / "local-slurm"), "up"], check=True, stdout=subprocess.DEVNULL
+    )
+    env_file = subprocess.run(
+        [str(ROOT / "scripts" / "local-slurm"), "env"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    for line in Path(env_file).read_text().splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export ") :].partition("=")
+            os.environ[key] = value.strip("'\"")
+    count, runs = (40, 2) if args.quick else (1000, 5)
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="vibesys-bench-slurm-") as scratch:
+        base = Path(scratch)
+        config = write_config(base)
+        results = [
+            bench_reconcile(base, config, count),
+            bench_latency(base, config, runs),
+            bench_wall(base, config, runs),
+        ]
+    return max(results)
+
+
+def write_config(base: Path) -> Path:
+    path = base / "slurm.toml"
+    path.write_text(
+        '[slurm]\nname = "bench"\n'
+        f'remote_workspace_root = "{base / "remote"}"\n'
+        'poll_initial_seconds = 1.0\n\n[slurm.transport]\nkind = "local"\n\n'
+        '[vibesys.agent_gpu]\npartitions = ["main"]\nmax_gpus = 2\n'
+        "max_time_minutes = 30\ndefault_time_minutes = 5\n"
+    )
+    return path
+
+
+def shims(base: Path) -> tuple[Path, Path]:
+    """A PATH directory whose scheduler clients log one line per call, then exec the real one."""
+    directory, log = base / "shims", base / "calls.log"
+    directory.mkdir()
+    for client in CLIENTS:
+        real = shutil.which(client)
+        assert real, f"{client} not found: is the local Slurm cluster installed?"
+        shim = directory / client
+        shim.write_text(f'#!/bin/sh\necho {client} >> {log}\nexec {real} "$@"\n')
+        shim.chmod(0o755)
+    return directory, log
+
+
+def bench_reconcile(base: Path, config: Path, count: int) -> int:
+    from vibesys.adapters import get_backend
+    from vibesys.adapters.slurm.sbatch import SbatchBackend
+    from vibesys.engine import Engine, job_name, reconcile
+    from vibesys.journal_schema import open_journal
+    from vibesys.states import Submitted, SubmitIntended
+
+    journal = open_journal(base / "reconcile" / "journal.db")
+    engine = Engine(journal, get_backend)
+    options = {"site_config": str(config), "gpus": 0, "time_minutes": 5, "partitions": ["main"]}
+    names = []
+    for _ in range(count):
+        inv = engine.prepare(adapter="sbatch", command=["true"], options=options)
+        name = job_name(inv.id, 1)
+        inv, _ = journal.commit_transition(inv, SubmitIntended(1, name))
+        names.append((inv, name))
+    started = time.perf_counter()
+    script = "".join(
+        f"sbatch --parsable --hold --job-name={n} -o /dev/null --wrap true\n" for _, n in names
+    )
+    out = subprocess.run(["bash"], input=script, capture_output=True, text=True, check=True)
+    submit_seconds = time.perf_counter() - started
+    for (inv, _), job_id in zip(names, out.stdout.split(), strict=True):
+        journal.commit_transition(inv, Submitted(job_id, "held for the benchmark"))
+        journal.release_lease(inv.id, engine.owner)
+    shim_dir, log = shims(base)
+    os.environ["PATH"] = f"{shim_dir}:{os.environ['PATH']}"
+    inside = [0.0]
+
+    def timed_factory(adapter: str, opts: object) -> SbatchBackend:
+        backend = get_backend(adapter, opts)  # type: ignore[arg-type]
+        assert isinstance(backend, SbatchBackend)
+        runner = backend.scheduler.runner
+        real_run = runner.run
+
+        def run(*args: object, **kwargs: object) -> object:
+            t0 = time.perf_counter()
+            try:
+                return real_run(*args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                inside[0] += time.perf_counter() - t0
+
+        runner.run = run  # type: ignore[method-assign]
+        return backend
+
+    try:
+        rounds = []
+        for _ in range(3):
+            log.write_text("")
+            inside[0] = 0.0
+            t0 = time.perf_counter()
+            rows = reconcile(Engine(journal, timed_factory))  # type: ignore[arg-type]
+            wall = time.perf_counter() - t0
+            calls = [c for c in log.read_text().split() if c in SCHEDULER]
+            assert len(rows) == count and all(r.after == r.before for r in rows)
+            rounds.append((wall, inside[0], calls))
+    finally:
+        os.environ["PATH"] = os.environ["PATH"].split(":", 1)[1]
+        subprocess.run(["scancel", "--name", ",".join(n for _, n in names)], check=False)
+    wall, scheduler_time, calls = min(rounds, key=lambda r: r[0] - r[1])
+    engine_per_inv = (wall - scheduler_time) / count
+    report(
+        [
+            ("reconcile: active sbatch invocations", str(count)),
+            ("reconcile: held jobs submitted in", f"{submit_seconds:.1f} s"),
+            ("reconcile: scheduler commands per round", f"{len(calls)} ({', '.join(calls)})"),
+            ("reconcile: round wall time", f"{wall * 1e3:.0f} ms"),
+            ("reconcile: inside scheduler commands", f"{scheduler_time * 1e3:.0f} ms"),
+            ("reconcile: engine time per invocation", f"{engine_per_inv * 1e3:.3f} ms"),
+        ]
+    )
+    ok_calls = verdict(len(calls) <= 2, f"scheduler commands per round {len(calls)} <= 2")
+    ok_time = verdict(engine_per_inv < 1e-3, f"engine time {engine_per_inv * 1e3:.3f} ms < 1 ms")
+    return max(ok_calls, ok_time)
+
+
+def bench_latency(base: Path, config: Path, runs: int) -> int:
+    cwd = base / "latency"
+    cwd.mkdir()
+    lags = []
+    for _ in range(runs):
+        result = subprocess.run(
+            [
+                *vibesys_argv(),
+                "run",
+                "--json",
+                "--adapter",
+                "sbatch",
+                "--slurm-config",
+                str(config),
+                "--",
+                "true",
+            ],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+        )
+        shown = json.loads(result.stdout)
+        finished = next(h for h in shown["history"] if h["event"] == "Finished")
+        marker = base / "remote" / shown["id"] / "1" / "exit_code"
+        ended = marker.stat().st_mtime
+        recorded = datetime.fromisoformat(finished["at"]).timestamp()
+        lags.append(recorded - ended)
+    report(
+        [
+            ("completion recorded after job end (median)", f"{median(lags):.2f} s"),
+            ("completion recorded after job end (max)", f"{max(lags):.2f} s"),
+        ]
+    )
+    return verdict(median(lags) <= 2.5, f"median completion latency {median(lags):.2f} s <= ~2 s")
+
+
+def bench_wall(base: Path, config: Path, runs: int) -> int:
+    cwd = base / "wall"
+    cwd.mkdir()
+
+    def ours() -> float:
+        t0 = time.perf_counter()
+        subprocess.run(
+            [
+                *vibesys_argv(),
+                "run",
+                "--adapter",
+                "sbatch",
+                "--slurm-config",
+                str(config),
+                "--",
+                "true",
+            ],
+            cwd=cwd,
+            capture_output=True,
+            check=True,
+            env=clean_env(),
+        )
+        return time.perf_counter() - t0
+
+    def plain() -> float:
+        t0 = time.perf_counter()
+        subprocess.run(
+            ["sbatch", "--wait", "-o", "/dev/null", "--wrap", "true"],
+            cwd=cwd,
+            capture_output=True,
+            check=True,
+        )
+        return time.perf_counter() - t0
+
+    a, b = interleave(runs, ours, plain)
+    ratio = median(a) / median(b)
+    report(
+        [
+            ("vibesys run --adapter sbatch -- true (median)", f"{median(a):.2f} s"),
+            ("sbatch --wait --wrap true (median)", f"{median(b):.2f} s"),
+            ("ratio", f"{ratio:.2f}"),
+        ]
+    )
+    return verdict(ratio <= 1.5, f"run/sbatch --wait ratio {ratio:.2f} <= 1.5")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
