@@ -1,0 +1,210 @@
+"""Shared helpers for the benchmark scripts (not a benchmark itself).
+
+Every benchmark prints its measured figures, a `ratio` line measured side by side in the same
+run, and one final `PASS` or `FAIL` line against its target. Exit status: 0 on PASS, 1 on FAIL.
+Timings are never asserted in tests: `tests/test_benchmarks_smoke.py` only runs `--quick`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run from a checkout without installing: find `vibesys` here
+    sys.path.insert(0, str(ROOT))
+
+#: Variables that would change what the CLI does under measurement.
+_SCRUB = ("VIBESYS_JOURNAL", "VIBESYS_FAILPOINTS")
+
+
+def parse_args(description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="a small smoke run (seconds)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where to put scratch files (default: a fresh temporary directory)",
+    )
+    return parser.parse_args()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env.update(extra)
+    return env
+
+
+def vibesys_argv() -> list[str]:
+    """How a user starts vibesys: the console script next to this interpreter, if installed."""
+    script = Path(sys.executable).with_name("vibesys")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "vibesys"]
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def interleave(
+    rounds: int, a: Callable[[], float], b: Callable[[], float]
+) -> tuple[list[float], list[float]]:
+    """Run `a` and `b` alternately, flipping which goes first each round, so slow phases of the
+    machine hit both alike. Each callable returns one measured duration in seconds."""
+    first: list[float] = []
+    second: list[float] = []
+    for index in range(rounds):
+        if index % 2 == 0:
+            first.append(a())
+            second.append(b())
+        else:
+            second.append(b())
+            first.append(a())
+    return first, second
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:8.2f} ms"
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:8.1f} us"
+
+
+def report(rows: Iterable[tuple[str, str]]) -> None:
+    rows = list(rows)
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}", flush=True)
+
+
+def verdict(ok: bool, text: str) -> int:
+    print(f"{'PASS' if ok else 'FAIL'} {text}", flush=True)
+    return 0 if ok else 1
+
+
+def filesystem_of(path: Path) -> str:
+    from vibesys.journal_schema.store import filesystem_type
+
+    return filesystem_type(path) or "unknown"
+
+
+# -- synthetic journals ---------------------------------------------------------------------
+
+
+def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
+    """A journal of `count` finished invocations, written fast with plain SQL in one transaction.
+
+    The schema comes from `open_journal` (the real migrations). Each invocation is DONE /
+    COMPLETED with one attempt and the four history rows a successful local run records
+    (SubmitIntended, Submitted, Finished, Collected), encoded by the real event codec, so the
+    result passes `vibesys journal verify`. Returns the invocation ids in insertion order.
+    """
+    from vibesys.engine import job_name
+    from vibesys.journal_schema import encode_event, iso, open_journal
+    from vibesys.states import (
+        Collected,
+        Event,
+        FailureClass,
+        Finished,
+        JobState,
+        Outcome,
+        SubmitIntended,
+        Submitted,
+    )
+
+    open_journal(path).close()
+    rng = random.Random(seed)
+    ids: list[str] = []
+    seen: set[str] = set()
+    while len(ids) < count:
+        candidate = f"{rng.getrandbits(48):012x}"
+        if candidate not in seen:
+            seen.add(candidate)
+            ids.append(candidate)
+    base = datetime(2025, 1, 1, tzinfo=UTC)
+    run_root = path.parent / "runs"
+    invocations = []
+    attempts = []
+    history = []
+    steps = (
+        (JobState.PREPARED, JobState.SUBMITTING),
+        (JobState.SUBMITTING, JobState.RUNNING),
+        (JobState.RUNNING, JobState.COLLECTING),
+        (JobState.COLLECTING, JobState.DONE),
+    )
+    for index, invocation_id in enumerate(ids):
+        at = [iso(base + timedelta(seconds=index, microseconds=step)) for step in range(5)]
+        name = job_name(invocation_id, 1)
+        run_dir = f"{run_root}/{invocation_id}"
+        pid = str(10_000 + index % 50_000)
+        events: tuple[Event, ...] = (
+            SubmitIntended(1, name),
+            Submitted(pid, f"local pid {pid} in {run_dir}/1"),
+            Finished(FailureClass.COMPLETED, 0, f"COMPLETED job {pid} exit 0: marker exit_code=0"),
+            Collected(Outcome.COMPLETED, 0, f"logs in {run_dir}/1: stdout 12 bytes"),
+        )
+        invocations.append(
+            (
+                invocation_id,
+                json.dumps(["python", "eval.py", "--shard", str(index)]),
+                JobState.DONE,
+                Outcome.COMPLETED,
+                FailureClass.COMPLETED,
+                run_dir,
+                at[0],
+                at[4],
+            )
+        )
+        attempts.append((invocation_id, name, pid, FailureClass.COMPLETED, at[1], at[2]))
+        for seq, ((src, dst), event) in enumerate(zip(steps, events, strict=True), start=1):
+            kind, evidence = encode_event(event)
+            history.append((invocation_id, seq, src, dst, kind, evidence, at[seq]))
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA synchronous=OFF")  # building only; readers see the same file
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO invocations (id, label, adapter, command, options, state, version,"
+            " attempt, max_retries, retries, outcome, exit_code, failure_class,"
+            " cancel_requested, run_dir, created_at, updated_at)"
+            " VALUES (?, NULL, 'local', ?, '{}', ?, 4, 1, 2, 0, ?, 0, ?, 0, ?, ?, ?)",
+            invocations,
+        )
+        conn.executemany(
+            "INSERT INTO attempts (invocation_id, attempt, job_name, job_id, failure_class,"
+            " intended_at, submitted_at) VALUES (?, 1, ?, ?, ?, ?, ?)",
+            attempts,
+        )
+        conn.executemany(
+            "INSERT INTO history (invocation_id, seq, from_state, to_state, event, evidence, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            history,
+        )
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return ids

@@ -1,0 +1,160 @@
+"""What `vibesys --help` and `vibesys journal show` import, and how fast `--help` starts.
+
+1. Imports (the hard check): each command runs in a fresh interpreter through the real entry
+   point (`vibesys.cli.main`), then dumps `sys.modules`. Neither may import paramiko, SkyPilot
+   (`sky`) or any `vibesys.adapters` module (issue 2, Performance).
+2. Startup (informational, target <= 1.5x): `python -m vibesys --help` against a bare typer app
+   with one command and the same app settings, written to a temporary file, run alternately.
+   `python -c pass` is timed too, to show the interpreter's own share.
+
+    .venv/bin/python benchmarks/bench_startup.py [--quick] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from _common import (
+    ROOT,
+    build_journal,
+    clean_env,
+    interleave,
+    median,
+    ms,
+    parse_args,
+    report,
+    verdict,
+)
+
+TARGET = 1.5
+FORBIDDEN = ("paramiko", "sky", "vibesys.adapters")
+
+#: Runs the real entry point with the given argv, then writes the loaded module names as JSON.
+DUMP_MODULES = textwrap.dedent(
+    """
+    import json, sys
+    out, argv = sys.argv[1], sys.argv[2:]
+    sys.argv = ["vibesys", *argv]
+    from vibesys.cli import main
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        code = 0
+    with open(out, "w") as handle:
+        json.dump({"code": code, "modules": sorted(sys.modules)}, handle)
+    """
+)
+
+BARE_TYPER = textwrap.dedent(
+    '''
+    import typer
+
+    app = typer.Typer(
+        name="bare", help="A bare typer app.", pretty_exceptions_enable=False, add_completion=False
+    )
+
+
+    @app.command()
+    def hello(name: str = "world") -> None:
+        """Say hello."""
+        typer.echo(f"hello {name}")
+
+
+    app()
+    '''
+)
+
+
+def main() -> int:
+    args = parse_args(__doc__.splitlines()[0])
+    reps = 5 if args.quick else 40
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="vibesys-bench-startup-") as scratch:
+        return run(Path(scratch), reps)
+
+
+def forbidden_in(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
+
+
+def run(scratch: Path, reps: int) -> int:
+    env = clean_env()
+    journal = scratch / "journal.db"
+    target_id = build_journal(journal, 3)[1]
+
+    ok = True
+    for label, argv in (
+        ("vibesys --help", ["--help"]),
+        ("vibesys journal show", ["journal", "show", target_id, "--journal", str(journal)]),
+    ):
+        out = scratch / "modules.json"
+        done = subprocess.run(
+            [sys.executable, "-c", DUMP_MODULES, str(out), *argv],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        result = json.loads(out.read_text())
+        if result["code"] not in (0, None):
+            print(f"{label}: exited {result['code']}: {done.stderr.strip()}")
+            ok = False
+        bad = forbidden_in(result["modules"])
+        vibesys_modules = [m for m in result["modules"] if m.startswith("vibesys")]
+        print(f"{label}: {len(result['modules'])} modules, {len(vibesys_modules)} of vibesys")
+        print(f"  forbidden imported: {', '.join(bad) if bad else 'none'}")
+        ok = ok and not bad
+
+    bare = scratch / "bare_typer.py"
+    bare.write_text(BARE_TYPER)
+    checked = subprocess.run(
+        [sys.executable, str(bare), "--help"], capture_output=True, text=True, check=False
+    )
+    if checked.returncode != 0 or "Say hello" not in checked.stdout:
+        return verdict(False, f"the bare typer app failed: {checked.stderr.strip()}")
+
+    def run_cmd(argv: list[str]) -> float:
+        start = time.perf_counter()
+        subprocess.run(argv, env=env, cwd=scratch, capture_output=True, check=True)
+        return time.perf_counter() - start
+
+    vibesys_help = [sys.executable, "-m", "vibesys", "--help"]
+    bare_help = [sys.executable, str(bare), "--help"]
+    for _ in range(2):  # warm the bytecode caches of both
+        run_cmd(vibesys_help), run_cmd(bare_help)
+    ours, theirs = interleave(reps, lambda: run_cmd(vibesys_help), lambda: run_cmd(bare_help))
+    few = max(3, reps // 4)
+    empty = [run_cmd([sys.executable, "-c", "pass"]) for _ in range(few)]
+    show = [*vibesys_help[:-1], "journal", "show", target_id, "--journal", str(journal)]
+    shows = [run_cmd(show) for _ in range(few)]
+
+    ratio = median(ours) / median(theirs)
+    print(f"{reps} runs each, alternating")
+    report(
+        [
+            ("python -m vibesys --help", ms(median(ours))),
+            ("bare typer app --help", ms(median(theirs))),
+            ("python -c pass", ms(median(empty))),
+            ("python -m vibesys journal show", ms(median(shows)) + "  (informational)"),
+        ]
+    )
+    print(
+        f"ratio vibesys --help / bare typer --help = {ratio:.2f}"
+        f" (target <= {TARGET}, informational)"
+    )
+    note = (
+        "" if ratio <= TARGET else f"; startup ratio {ratio:.2f} is above {TARGET} (informational)"
+    )
+    return verdict(ok, f"no paramiko, sky or adapter imported by --help or journal show{note}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""Every script in examples/ runs standalone in an empty directory and exits 0."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# slurm_*.py need the local cluster and run in tests/slurm/test_examples_slurm.py.
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("slurm_"))
+
+#: Lines each example must print; every example found must be listed here.
+EXPECTED: dict[str, list[str]] = {
+    "local_run.py": [
+        "accuracy 0.93",
+        "state DONE",
+        "outcome COMPLETED",
+        "exit code 0",
+        "  4  COLLECTING -> DONE  Collected",
+        "journal verify: ok",
+    ],
+    "fake_backend_retry.py": [
+        "state DONE outcome COMPLETED exit 0",
+        "attempts 2, retries 1",
+        "RUNNING -> RETRYING  InfraFailed  failure_class=NODE_FAILED",
+        "RETRYING -> SUBMITTING  SubmitIntended  attempt=2",
+        "journal verify: ok",
+    ],
+}
+
+
+def test_every_example_is_checked() -> None:
+    assert sorted(p.name for p in EXAMPLES) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs_in_an_empty_directory(script: Path, tmp_path: Path) -> None:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIBESYS_JOURNAL", "VIBESYS_FAILPOINTS")
+    }
+    # This checkout's vibesys, whether or not it is installed.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, (
+        f"{script.name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    )
+    assert "Traceback" not in done.stderr
+    for line in EXPECTED[script.name]:
+        assert line in done.stdout, f"{script.name} did not print {line!r}:\n{done.stdout}"
+    # The journal went where the defaults say: the current directory.
+    assert (tmp_path / ".vibesys" / "journal.db").is_file()
