@@ -38,7 +38,7 @@ JournalOption = Annotated[
     typer.Option(
         "--journal",
         envvar="VIBESYS_JOURNAL",
-        help="Journal file [default: .vibesys/journal.db]",
+        help="Journal file \\[default: .vibesys/journal.db]",
         show_default=False,
     ),
 ]
@@ -119,7 +119,7 @@ def run(
     slurm_config: Annotated[
         Path | None,
         typer.Option(
-            help="Site configuration for sbatch/srun [default: ~/.config/vibesys/slurm.toml]",
+            help="Site configuration for sbatch/srun \\[default: ~/.config/vibesys/slurm.toml]",
             show_default=False,
         ),
     ] = None,
@@ -248,7 +248,7 @@ def journal_list(
         store = _open(journal, readonly=True)
         invs = store.list_invocations(JobState(state.upper()) if state else None)
         if as_json:
-            typer.echo(json.dumps([_show_json(store, i) | {"history": None} for i in invs]))
+            typer.echo(json.dumps([i.to_json(store.attempts(i.id), []) for i in invs]))
             return
         typer.echo(
             table(

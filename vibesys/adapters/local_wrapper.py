@@ -52,6 +52,27 @@ def main(argv: list[str]) -> int:
         print("usage: local_wrapper.py RUN_DIR JOB_NAME -- CMD...", file=sys.stderr)
         return 2
     directory = Path(run_dir)
+    stop = threading.Event()
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward(signum: int, _frame: object) -> None:
+        # Before the command starts, a signal only marks it as cancelled: it never starts.
+        if stop.is_set():
+            return
+        stop.set()
+        if child is None:
+            return
+        _signal_group(child.pid, signal.SIGTERM)
+
+        def escalate() -> None:
+            if child is not None and child.poll() is None:
+                _signal_group(child.pid, signal.SIGKILL)
+
+        threading.Timer(GRACE_SECONDS, escalate).start()
+
+    # Handlers first: a cancel that arrives while the record is being written is not lost.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
     pid = os.getpid()
     record = {
         "job_name": job_name,
@@ -61,34 +82,23 @@ def main(argv: list[str]) -> int:
         "started_at": time.time(),
     }
     _write_atomic(directory / "job.json", json.dumps(record) + "\n")
-    stop = threading.Event()
-    child: subprocess.Popen[bytes] | None = None
-
-    def forward(signum: int, _frame: object) -> None:
-        if child is None or stop.is_set():
-            return
-        stop.set()
-        _signal_group(child.pid, signal.SIGTERM)
-
-        def escalate() -> None:
-            if child is not None and child.poll() is None:
-                _signal_group(child.pid, signal.SIGKILL)
-
-        threading.Timer(GRACE_SECONDS, escalate).start()
-
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, forward)
     with open(directory / "stdout", "ab") as out, open(directory / "stderr", "ab") as err:
-        try:
-            child = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, process_group=0
-            )
-        except OSError as exc:
-            err.write(f"vibesys: cannot start {command[0]!r}: {exc.strerror}\n".encode())
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
+        if stop.is_set():
+            err.write(b"vibesys: cancelled before the command started\n")
+            code = 128 + signal.SIGTERM
         else:
-            returned = child.wait()
-            code = 128 - returned if returned < 0 else returned
+            try:
+                child = subprocess.Popen(
+                    command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, process_group=0
+                )
+            except OSError as exc:
+                err.write(f"vibesys: cannot start {command[0]!r}: {exc.strerror}\n".encode())
+                code = 127 if isinstance(exc, FileNotFoundError) else 126
+            else:
+                if stop.is_set():  # the signal came between the check and the start
+                    _signal_group(child.pid, signal.SIGTERM)
+                returned = child.wait()
+                code = 128 - returned if returned < 0 else returned
     # Whatever the command left behind in its group goes with it.
     if child is not None:
         _signal_group(child.pid, signal.SIGKILL)

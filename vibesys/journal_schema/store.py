@@ -8,6 +8,7 @@ the current row. The engine performs the effect a transition authorizes only aft
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -250,12 +251,13 @@ class Journal:
         decision = decide(current.state, event)
         at = iso(now or utc_now())
         kind, evidence = encode_event(event)
-        sets, params = _row_updates(current, event, decision, at)
+        columns = _row_updates(current, event, decision)
+        sets = "".join(f", {name}=?" for name in columns)
         with self.write_txn() as conn:
             cursor = conn.execute(
                 f"UPDATE invocations SET state=?, version=version+1, updated_at=?{sets} "
                 "WHERE id=? AND state=? AND version=?",
-                (decision.state, at, *params, current.id, current.state, current.version),
+                (decision.state, at, *columns.values(), current.id, current.state, current.version),
             )
             if cursor.rowcount != 1:
                 raise StaleState(f"invocation {current.id} moved since it was read")
@@ -273,7 +275,12 @@ class Journal:
                 ),
             )
             _attempt_updates(conn, current, event, at)
-        return self.get(current.id), decision
+        # The row as committed, without reading it back: the compare-and-swap proved that
+        # `current` was the whole truth until this transaction.
+        after = dataclasses.replace(
+            current, state=decision.state, version=current.version + 1, updated_at=at, **columns
+        )
+        return after, decision
 
     def acquire_lease(
         self, invocation_id: str, owner: str, ttl: timedelta, *, now: datetime | None = None
@@ -421,9 +428,7 @@ def _as_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
 
-def _row_updates(
-    current: Invocation, event: Event, decision: Decision, at: str
-) -> tuple[str, tuple[Any, ...]]:
+def _row_updates(current: Invocation, event: Event, decision: Decision) -> dict[str, Any]:
     """The columns of the invocation row an event changes besides state and version."""
     columns: dict[str, Any] = {}
     match event:
@@ -436,14 +441,13 @@ def _row_updates(
                 failure_class=fc, retries=current.retries + 1, not_before=not_before or None
             )
         case CancelRequested():
-            columns.update(cancel_requested=1)
+            columns.update(cancel_requested=True)
         case Collected(exit_code=code):
             columns.update(exit_code=code)
     for effect in decision.effects:
         if isinstance(effect, Finish):
             columns.update(outcome=effect.outcome)
-    sets = "".join(f", {name}=?" for name in columns)
-    return sets, tuple(columns.values())
+    return columns
 
 
 def _attempt_updates(conn: sqlite3.Connection, current: Invocation, event: Event, at: str) -> None:
