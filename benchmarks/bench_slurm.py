@@ -83,7 +83,7 @@ def bench_reconcile(base: Path, config: Path, count: int) -> int:
     from vibesys.adapters.slurm.sbatch import SbatchBackend
     from vibesys.engine import Engine, job_name, reconcile
     from vibesys.journal_schema import open_journal
-    from vibesys.states import Submitted, SubmitIntended
+    from vibesys.states import SubmitIntended, Submitted
 
     journal = open_journal(base / "reconcile" / "journal.db")
     engine = Engine(journal, get_backend)
