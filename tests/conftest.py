@@ -21,14 +21,22 @@ def journal(tmp_path: Path) -> Iterator[Journal]:
 
 
 def vibesys_cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60,
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
     stdin: int | None = subprocess.DEVNULL,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `vibesys` command in a subprocess, as a user would."""
     full_env = {**os.environ, **(env or {})}
-    full_env.pop("VIBESYS_FAILPOINTS", None) if env is None or "VIBESYS_FAILPOINTS" not in env \
-        else None
+    if "VIBESYS_FAILPOINTS" not in (env or {}):
+        full_env.pop("VIBESYS_FAILPOINTS", None)
     return subprocess.run(
-        [sys.executable, "-m", "vibesys", *args], cwd=cwd, env=full_env, text=True,
-        capture_output=True, timeout=timeout, stdin=stdin,
+        [sys.executable, "-m", "vibesys", *args],
+        cwd=cwd,
+        env=full_env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        stdin=stdin,
     )

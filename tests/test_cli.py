@@ -35,19 +35,22 @@ def test_run_exits_with_the_commands_status(tmp_path: Path, script: str, status:
 
 
 def test_run_json_is_journal_show_json(tmp_path: Path) -> None:
-    result = cli("run", "--json", "--name", "acc", "--", "sh", "-c", "echo hi; exit 4",
-                 cwd=tmp_path)
+    result = cli(
+        "run", "--json", "--name", "acc", "--", "sh", "-c", "echo hi; exit 4", cwd=tmp_path
+    )
     assert result.returncode == 4
     shown = json.loads(result.stdout)
     assert "hi\n" in result.stderr  # the command's output does not pollute the JSON
     again = json.loads(cli("journal", "show", shown["id"][:6], "--json", cwd=tmp_path).stdout)
     assert shown == again
-    for key in ("id", "state", "outcome", "exit_code", "adapter", "command", "attempts",
-                "history"):
+    for key in ("id", "state", "outcome", "exit_code", "adapter", "command", "attempts", "history"):
         assert key in shown
     assert shown["command"] == ["sh", "-c", "echo hi; exit 4"]
-    assert (shown["state"], shown["outcome"], shown["exit_code"]) == ("DONE",
-                                                                      "APPLICATION_FAILED", 4)
+    assert (shown["state"], shown["outcome"], shown["exit_code"]) == (
+        "DONE",
+        "APPLICATION_FAILED",
+        4,
+    )
     assert set(shown["attempts"][0]) >= {"attempt", "job_name", "job_id", "failure_class"}
     assert set(shown["history"][0]) >= {"seq", "from", "to", "event", "at", "evidence"}
     assert shown["attempts"][0]["job_name"] == f"vibesys-{shown['id']}-1"
@@ -55,9 +58,20 @@ def test_run_json_is_journal_show_json(tmp_path: Path) -> None:
 
 def test_output_streams_live(tmp_path: Path) -> None:
     with subprocess.Popen(
-        [sys.executable, "-m", "vibesys", "run", "--", "sh", "-c",
-         "echo first; sleep 3; echo second"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "vibesys",
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo first; sleep 3; echo second",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     ) as proc:
         started = time.monotonic()
         assert proc.stdout is not None
@@ -81,17 +95,31 @@ def test_detach_then_wait_and_logs(tmp_path: Path) -> None:
 def test_interrupt_cancels_the_job_first(tmp_path: Path) -> None:
     marker = tmp_path / "finished"
     with subprocess.Popen(
-        [sys.executable, "-m", "vibesys", "run", "--", "sh", "-c",
-         f"echo started; sleep 30; touch {marker}"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "vibesys",
+            "run",
+            "--",
+            "sh",
+            "-c",
+            f"echo started; sleep 30; touch {marker}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     ) as proc:
         assert proc.stdout is not None and proc.stdout.readline() == "started\n"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 130
     shown = json.loads(cli("journal", "show", last_id(tmp_path), "--json", cwd=tmp_path).stdout)
     assert (shown["state"], shown["outcome"]) == ("DONE", "CANCELLED")
-    assert [h["event"] for h in shown["history"]][-3:] == ["CancelRequested", "Finished",
-                                                          "Collected"]
+    assert [h["event"] for h in shown["history"]][-3:] == [
+        "CancelRequested",
+        "Finished",
+        "Collected",
+    ]
     assert not marker.exists()
 
 
@@ -122,8 +150,9 @@ def test_journal_list_filters_and_verify(tmp_path: Path) -> None:
     cli("run", "--", "false", cwd=tmp_path)
     listed = json.loads(cli("journal", "list", "--state", "done", "--json", cwd=tmp_path).stdout)
     assert sorted(i["exit_code"] for i in listed) == [0, 1]
-    assert cli("journal", "list", "--state", "running", "--json", cwd=tmp_path).stdout.strip() \
-        == "[]"
+    assert (
+        cli("journal", "list", "--state", "running", "--json", cwd=tmp_path).stdout.strip() == "[]"
+    )
     verified = cli("journal", "verify", cwd=tmp_path)
     assert verified.returncode == 0 and "2 invocations" in verified.stdout
 
@@ -139,8 +168,15 @@ def test_journal_option_and_env(tmp_path: Path) -> None:
 @pytest.mark.parametrize("fmt", ["mermaid", "dot"])
 def test_states_diagram(tmp_path: Path, fmt: str) -> None:
     out = cli("states", "--format", fmt, cwd=tmp_path).stdout
-    for state in ("PREPARED", "SUBMITTING", "RUNNING", "COLLECTING", "DONE", "RETRYING",
-                  "UNRESOLVED"):
+    for state in (
+        "PREPARED",
+        "SUBMITTING",
+        "RUNNING",
+        "COLLECTING",
+        "DONE",
+        "RETRYING",
+        "UNRESOLVED",
+    ):
         assert state in out
 
 
@@ -200,9 +236,11 @@ def test_not_a_journal(tmp_path: Path) -> None:
     bogus = tmp_path / "notes.txt"
     bogus.write_text("hello, I am not a database\n" * 100)
     before = bogus.read_bytes()
-    for args in (("run", "--journal", str(bogus), "--", "true"),
-                 ("journal", "list", "--journal", str(bogus)),
-                 ("reconcile", "--journal", str(bogus))):
+    for args in (
+        ("run", "--journal", str(bogus), "--", "true"),
+        ("journal", "list", "--journal", str(bogus)),
+        ("reconcile", "--journal", str(bogus)),
+    ):
         assert_clean_failure(cli(*args, cwd=tmp_path), "not a vibesys journal")
     assert bogus.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
@@ -212,8 +250,10 @@ def test_journal_from_a_newer_schema(tmp_path: Path) -> None:
     cli("run", "--", "true", cwd=tmp_path)
     path = tmp_path / ".vibesys" / "journal.db"
     with sqlite3.connect(path) as conn:
-        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
-                     "VALUES ('vibesys', 'm999_from_the_future', 'later')")
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+            "VALUES ('vibesys', 'm999_from_the_future', 'later')"
+        )
     conn.close()
     before = path.read_bytes()
     for args in (("run", "--", "true"), ("journal", "list"), ("reconcile",)):
@@ -222,12 +262,19 @@ def test_journal_from_a_newer_schema(tmp_path: Path) -> None:
 
 
 def test_help_loads_no_adapter(tmp_path: Path) -> None:
-    code = ("import sys, runpy; sys.argv=['vibesys','--help']\n"
-            "try:\n runpy.run_module('vibesys', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "bad=[m for m in sys.modules if m.startswith(('paramiko','sky','vibesys.adapters',"
-            "'vibesys.engine','vibesys.journal_schema'))]\n"
-            "print('LOADED', bad)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                         text=True, env={**os.environ}).stdout
+    code = (
+        "import sys, runpy; sys.argv=['vibesys','--help']\n"
+        "try:\n runpy.run_module('vibesys', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "bad=[m for m in sys.modules if m.startswith(('paramiko','sky','vibesys.adapters',"
+        "'vibesys.engine','vibesys.journal_schema'))]\n"
+        "print('LOADED', bad)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    ).stdout
     assert out.strip().endswith("LOADED []"), out

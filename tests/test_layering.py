@@ -14,21 +14,46 @@ import vibesys
 
 PACKAGE = Path(vibesys.__file__).parent
 MODULES = sorted(
-    m.name for m in pkgutil.walk_packages([str(PACKAGE)], prefix="vibesys.")
+    m.name
+    for m in pkgutil.walk_packages([str(PACKAGE)], prefix="vibesys.")
     if not m.name.endswith(("local_wrapper", "__main__"))
 )
 
 #: package -> prefixes its modules must never import
 FORBIDDEN = {
-    "vibesys.states": ("vibesys.journal_schema", "vibesys.engine", "vibesys.adapters",
-                       "vibesys.cli", "vibesys.config", "sqlite3", "sqlite_utils", "subprocess",
-                       "socket", "paramiko", "pydantic", "time", "datetime", "os", "io",
-                       "pathlib", "random"),
+    "vibesys.states": (
+        "vibesys.journal_schema",
+        "vibesys.engine",
+        "vibesys.adapters",
+        "vibesys.cli",
+        "vibesys.config",
+        "sqlite3",
+        "sqlite_utils",
+        "subprocess",
+        "socket",
+        "paramiko",
+        "pydantic",
+        "time",
+        "datetime",
+        "os",
+        "io",
+        "pathlib",
+        "random",
+    ),
     "vibesys.journal_schema": ("vibesys.engine", "vibesys.adapters", "vibesys.cli"),
-    "vibesys.adapters": ("vibesys.journal_schema", "vibesys.engine", "vibesys.states",
-                         "vibesys.cli"),
-    "vibesys.config": ("vibesys.journal_schema", "vibesys.engine", "vibesys.states",
-                       "vibesys.cli", "vibesys.adapters"),
+    "vibesys.adapters": (
+        "vibesys.journal_schema",
+        "vibesys.engine",
+        "vibesys.states",
+        "vibesys.cli",
+    ),
+    "vibesys.config": (
+        "vibesys.journal_schema",
+        "vibesys.engine",
+        "vibesys.states",
+        "vibesys.cli",
+        "vibesys.adapters",
+    ),
     "vibesys.engine": ("vibesys.cli",),
 }
 

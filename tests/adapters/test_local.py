@@ -53,7 +53,7 @@ def test_exit_status_contract(
 
 def test_output_goes_to_files_with_hostile_arguments(tmp_path: Path) -> None:
     backend = LocalBackend()
-    odd = "it's $(whoami) `id` \"quoted\"\nnew line"
+    odd = 'it\'s $(whoami) `id` "quoted"\nnew line'
     ref = submit(backend, tmp_path / "run", "printf", "%s|", odd, "two words")
     assert wait_terminal(backend, ref).exit_code == 0
     assert (tmp_path / "run" / "stdout").read_text() == f"{odd}|two words|"

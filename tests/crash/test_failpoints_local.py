@@ -56,8 +56,15 @@ def finish(cwd: Path) -> dict[str, object]:
 @pytest.mark.parametrize("point", RUN_FAILPOINTS)
 def test_crash_at_failpoint_then_reconcile(tmp_path: Path, point: str) -> None:
     counter = tmp_path / "counter"
-    crashed = cli("run", "--", "sh", "-c", job_script(counter, 3), cwd=tmp_path,
-                  env={"VIBESYS_FAILPOINTS": point})
+    crashed = cli(
+        "run",
+        "--",
+        "sh",
+        "-c",
+        job_script(counter, 3),
+        cwd=tmp_path,
+        env={"VIBESYS_FAILPOINTS": point},
+    )
     assert crashed.returncode == 137, crashed.stderr
     inv = finish(tmp_path)
     assert (inv["state"], inv["outcome"], inv["exit_code"]) == ("DONE", "APPLICATION_FAILED", 3)
@@ -81,8 +88,9 @@ CANCEL_FAILPOINTS = ["after_cancel_intent", "after_cancel_effect"]
 @pytest.mark.parametrize("point", CANCEL_FAILPOINTS)
 def test_crash_while_cancelling(tmp_path: Path, point: str) -> None:
     counter = tmp_path / "counter"
-    inv_id = cli("run", "--detach", "--", "sh", "-c", job_script(counter, 0, 30),
-                 cwd=tmp_path).stdout.strip()
+    inv_id = cli(
+        "run", "--detach", "--", "sh", "-c", job_script(counter, 0, 30), cwd=tmp_path
+    ).stdout.strip()
     crashed = cli("cancel", inv_id, cwd=tmp_path, env={"VIBESYS_FAILPOINTS": point})
     assert crashed.returncode == 137
     inv = finish(tmp_path)
@@ -98,15 +106,19 @@ def test_random_sigkill_then_reconcile(tmp_path: Path) -> None:
         cwd.mkdir()
         counter = cwd / "counter"
         with subprocess.Popen(
-            [sys.executable, "-m", "vibesys", "run", "--", "sh", "-c",
-             job_script(counter, 5, 0.2)],
-            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, "-m", "vibesys", "run", "--", "sh", "-c", job_script(counter, 5, 0.2)],
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         ) as proc:
             time.sleep(rng.uniform(0.0, 0.9))
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-        listed = json.loads(cli("journal", "list", "--json", cwd=cwd).stdout or "[]") \
-            if (cwd / ".vibesys" / "journal.db").exists() else []
+        listed = (
+            json.loads(cli("journal", "list", "--json", cwd=cwd).stdout or "[]")
+            if (cwd / ".vibesys" / "journal.db").exists()
+            else []
+        )
         if not listed:
             assert not counter.exists(), "a command ran with no invocation recorded"
             continue

@@ -64,9 +64,13 @@ def test_own_limits_are_application_failures(
 
 @pytest.mark.parametrize(
     ("remote", "failure"),
-    [(S.NODE_FAIL, FailureClass.NODE_FAILED), (S.PREEMPTED, FailureClass.PREEMPTED),
-     (S.BOOT_FAIL, FailureClass.NODE_FAILED), (S.LAUNCH_FAILED, FailureClass.NODE_FAILED),
-     (S.ALLOCATION_EXPIRED, FailureClass.ALLOCATION_EXPIRED)],
+    [
+        (S.NODE_FAIL, FailureClass.NODE_FAILED),
+        (S.PREEMPTED, FailureClass.PREEMPTED),
+        (S.BOOT_FAIL, FailureClass.NODE_FAILED),
+        (S.LAUNCH_FAILED, FailureClass.NODE_FAILED),
+        (S.ALLOCATION_EXPIRED, FailureClass.ALLOCATION_EXPIRED),
+    ],
 )
 def test_infra_failure_is_retried_then_completes(
     journal: Journal, tmp_path: Path, remote: RemoteState, failure: FailureClass
@@ -118,8 +122,9 @@ def test_ambiguous_submit_that_went_through_is_adopted_not_resubmitted(
     journal: Journal, tmp_path: Path
 ) -> None:
     timeout = BackendUnavailable("sbatch timed out", maybe_submitted=True)
-    fake = FakeBackend([FakeAttempt((S.COMPLETED,), submit_error=timeout,
-                                    submitted_despite_error=True)])
+    fake = FakeBackend(
+        [FakeAttempt((S.COMPLETED,), submit_error=timeout, submitted_despite_error=True)]
+    )
     inv = run_to_end(make_engine(journal, fake), tmp_path)
     assert inv.outcome is Outcome.COMPLETED  # type: ignore[attr-defined]
     assert len(fake.submits()) == 1
