@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from vibesys.errors import BackendUnavailable, UsageError
 
@@ -76,6 +76,14 @@ class Runner(Protocol):
         """Run `argv` to completion. `maybe_effect=True` marks a command (sbatch) that may take
         effect even when we never see its answer: a timeout then raises BackendUnavailable with
         `maybe_submitted=True`. Raises BackendUnavailable when the command cannot be run."""
+        ...
+
+    def stream(
+        self, argv: Sequence[str], sink: BinaryIO, *, timeout: float | None = None
+    ) -> CommandResult:
+        """Run `argv`, copying its stdout into `sink` as it arrives, in bounded chunks (a log
+        of gigabytes never sits in memory). The result's `stdout` is empty; its `stderr` is
+        kept. A connection lost mid-way raises TransportLost after the bytes already copied."""
         ...
 
 

@@ -12,8 +12,9 @@ import os
 import shlex
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from vibesys.adapters.transports.base import (
     CommandResult,
@@ -26,6 +27,8 @@ from vibesys.errors import UsageError
 __all__ = ["DEFAULT_SHELL_COMMAND", "LocalTransport"]
 
 DEFAULT_SHELL_COMMAND: tuple[str, ...] = ("bash", "-c")
+#: Bytes copied per read when streaming a command's output.
+CHUNK = 1 << 20
 
 _File = int | IO[Any] | None
 
@@ -80,6 +83,45 @@ class LocalTransport:
             returncode=process.returncode,
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
+            argv=wanted,
+        )
+
+    def stream(
+        self, argv: Sequence[str], sink: BinaryIO, *, timeout: float | None = None
+    ) -> CommandResult:
+        wanted = check_argv(argv)
+        what = shlex.join(wanted)
+        with map_transport_errors(what, maybe_effect=False):
+            process = subprocess.Popen(
+                self.command_line(wanted),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                start_new_session=True,
+            )
+        assert process.stdout is not None and process.stderr is not None
+        errors: list[bytes] = []
+        # stderr drains on its own thread so a chatty command cannot block on a full pipe.
+        stderr = process.stderr
+        drain = threading.Thread(target=lambda: errors.append(stderr.read()))
+        drain.start()
+        try:
+            while chunk := os.read(process.stdout.fileno(), CHUNK):
+                sink.write(chunk)
+            process.wait(timeout=timeout)
+        except BaseException:
+            _kill_group(process)
+            process.wait()
+            raise
+        finally:
+            drain.join()
+            process.stdout.close()
+            process.stderr.close()
+        return CommandResult(
+            returncode=process.returncode,
+            stdout="",
+            stderr=b"".join(errors).decode("utf-8", "replace"),
             argv=wanted,
         )
 
