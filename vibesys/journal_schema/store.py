@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -140,7 +141,7 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
     try:
         _check_schema(db, path, readonly)
         if not readonly:
-            conn.execute("PRAGMA journal_mode=WAL")
+            _enter_wal(conn)
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -164,6 +165,20 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
         conn.close()
         raise
     return Journal(db, path)
+
+
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. SQLite answers SQLITE_BUSY at once, without the busy handler, while
+    another connection is switching the same fresh file: wait for it up to the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def _check_schema(db: Database, path: Path, readonly: bool) -> None:
@@ -363,7 +378,7 @@ class Journal:
         rows = cursor.fetchall()
         if not rows:
             raise UsageError(f"unknown invocation {prefix}")
-        if len(rows) > 1:
+        if len(rows) > 1 and rows[0][0] != prefix:  # an exact id wins over longer ones
             raise UsageError(f"invocation prefix {prefix} is ambiguous; give more characters")
         return Invocation.from_row(_as_dict(cursor, rows[0]))
 

@@ -1,0 +1,56 @@
+CREATE TABLE "_sqlite_migrations" (
+   "id" INTEGER PRIMARY KEY,
+   "migration_set" TEXT,
+   "name" TEXT,
+   "applied_at" TEXT
+);
+CREATE UNIQUE INDEX "idx__sqlite_migrations_migration_set_name"
+    ON "_sqlite_migrations" ("migration_set", "name");
+CREATE TABLE "invocations" (
+   "id" TEXT PRIMARY KEY,
+   "label" TEXT,
+   "adapter" TEXT NOT NULL,
+   "command" TEXT NOT NULL,
+   "options" TEXT NOT NULL DEFAULT '{}',
+   "state" TEXT NOT NULL,
+   "version" INTEGER NOT NULL,
+   "attempt" INTEGER NOT NULL DEFAULT 0,
+   "max_retries" INTEGER NOT NULL,
+   "retries" INTEGER NOT NULL DEFAULT 0,
+   "outcome" TEXT,
+   "exit_code" INTEGER,
+   "failure_class" TEXT,
+   "cancel_requested" INTEGER NOT NULL DEFAULT 0,
+   "not_before" TEXT,
+   "run_dir" TEXT NOT NULL,
+   "created_at" TEXT NOT NULL,
+   "updated_at" TEXT NOT NULL,
+   "lease_owner" TEXT,
+   "lease_expires_at" TEXT
+);
+CREATE INDEX "idx_invocations_state"
+    ON "invocations" ("state");
+CREATE TABLE "attempts" (
+   "invocation_id" TEXT REFERENCES "invocations"("id"),
+   "attempt" INTEGER,
+   "job_name" TEXT NOT NULL,
+   "job_id" TEXT,
+   "failure_class" TEXT,
+   "intended_at" TEXT NOT NULL,
+   "submitted_at" TEXT,
+   PRIMARY KEY ("invocation_id", "attempt")
+);
+CREATE UNIQUE INDEX "idx_attempts_job_name"
+    ON "attempts" ("job_name");
+CREATE TABLE "history" (
+   "invocation_id" TEXT REFERENCES "invocations"("id"),
+   "seq" INTEGER,
+   "from_state" TEXT NOT NULL,
+   "to_state" TEXT NOT NULL,
+   "event" TEXT NOT NULL,
+   "evidence" TEXT NOT NULL,
+   "at" TEXT NOT NULL,
+   PRIMARY KEY ("invocation_id", "seq")
+);
+CREATE TRIGGER history_no_update BEFORE UPDATE ON history BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
+CREATE TRIGGER history_no_delete BEFORE DELETE ON history BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;

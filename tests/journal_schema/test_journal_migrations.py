@@ -1,0 +1,139 @@
+"""The schema: migrations against a golden schema.sql, the pragmas, and the append-only history."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.journal_schema.conftest import NewInvocation
+from vibesys.journal_schema import Journal, open_journal
+from vibesys.journal_schema.migrations import KNOWN, MIGRATION_SET, migrations
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "schema.sql"
+REGENERATE = "VIBESYS_UPDATE_GOLDEN=1 .venv/bin/pytest tests/journal_schema -k golden_schema"
+
+
+def test_a_fresh_journal_has_exactly_the_golden_schema(journal: Journal) -> None:
+    actual = journal.db.schema.strip() + "\n"
+    if os.environ.get("VIBESYS_UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(actual, encoding="utf-8")
+    expected = GOLDEN.read_text(encoding="utf-8")
+    if actual != expected:
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                actual.splitlines(keepends=True),
+                fromfile=str(GOLDEN),
+                tofile="migrated fresh journal",
+            )
+        )
+        pytest.fail(
+            f"the migrated schema differs from {GOLDEN.name}:\n{diff}\n"
+            "Released migration steps must never change. If you added a new step on purpose, "
+            f"regenerate the golden file with:\n    {REGENERATE}",
+            pytrace=False,
+        )
+
+
+def test_the_golden_schema_pins_the_contract() -> None:
+    # Guards against a regenerated golden file that lost what the issue requires.
+    text = GOLDEN.read_text(encoding="utf-8")
+    for needle in (
+        'CREATE TABLE "invocations"',
+        'CREATE TABLE "attempts"',
+        'CREATE TABLE "history"',
+        'PRIMARY KEY ("invocation_id", "seq")',
+        'CREATE UNIQUE INDEX "idx_attempts_job_name"',
+        "CREATE TRIGGER history_no_update BEFORE UPDATE ON history",
+        "CREATE TRIGGER history_no_delete BEFORE DELETE ON history",
+        '"version" INTEGER NOT NULL',
+        '"evidence" TEXT NOT NULL',
+    ):
+        assert needle in text, needle
+
+
+PRAGMAS = {"journal_mode": "wal", "synchronous": 2, "foreign_keys": 1, "busy_timeout": 30000}
+
+
+def _pragmas(journal: Journal) -> dict[str, object]:
+    return {name: journal.conn.execute(f"PRAGMA {name}").fetchone()[0] for name in PRAGMAS}
+
+
+def test_pragmas_of_a_fresh_journal(journal: Journal) -> None:
+    assert _pragmas(journal) == PRAGMAS
+    assert journal.conn.isolation_level is None, "transactions are explicit (BEGIN IMMEDIATE)"
+
+
+def test_pragmas_after_reopening(journal: Journal, journal_file: Path) -> None:
+    journal.close()
+    again = open_journal(journal_file)
+    try:
+        assert _pragmas(again) == PRAGMAS
+    finally:
+        again.close()
+    readonly = open_journal(journal_file, readonly=True)
+    try:
+        assert _pragmas(readonly) == PRAGMAS  # WAL is a property of the file
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            readonly.conn.execute("DELETE FROM invocations")
+    finally:
+        readonly.close()
+
+
+def test_every_known_step_is_recorded_once(journal: Journal) -> None:
+    rows = journal.conn.execute(
+        "SELECT migration_set, name FROM _sqlite_migrations ORDER BY id"
+    ).fetchall()
+    assert rows == [(MIGRATION_SET, m.name) for m in migrations._migrations]
+    assert {name for _, name in rows} == KNOWN
+    assert migrations.pending(journal.db) == []
+
+
+def test_reopening_changes_nothing(
+    journal: Journal, journal_file: Path, new_invocation: NewInvocation
+) -> None:
+    new_invocation("inv-keep")
+    schema = journal.db.schema
+    journal.close()
+    for _ in range(2):
+        again = open_journal(journal_file)
+        try:
+            assert again.db.schema == schema
+            assert again.conn.execute("SELECT count(*) FROM _sqlite_migrations").fetchone() == (
+                len(KNOWN),
+            )
+            assert again.all_ids() == ["inv-keep"]
+        finally:
+            again.close()
+
+
+def test_history_refuses_update_and_delete(journal: Journal, new_invocation: NewInvocation) -> None:
+    from vibesys.states import SubmitIntended
+
+    journal.commit_transition(new_invocation("inv-ao"), SubmitIntended(1, "vibesys-inv-ao-1"))
+    before = journal.raw_history("inv-ao")
+    assert len(before) == 1
+    with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
+        journal.conn.execute("UPDATE history SET to_state='DONE' WHERE invocation_id='inv-ao'")
+    with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
+        journal.conn.execute("DELETE FROM history WHERE invocation_id='inv-ao'")
+    with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
+        journal.conn.execute("DELETE FROM history")
+    assert journal.raw_history("inv-ao") == before
+
+
+def test_foreign_keys_are_enforced(journal: Journal) -> None:
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+        journal.conn.execute(
+            "INSERT INTO history (invocation_id, seq, from_state, to_state, event, evidence, at)"
+            " VALUES ('nobody', 1, 'PREPARED', 'SUBMITTING', 'SubmitIntended', '{}', 'now')"
+        )
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+        journal.conn.execute(
+            "INSERT INTO attempts (invocation_id, attempt, job_name, intended_at)"
+            " VALUES ('nobody', 1, 'vibesys-nobody-1', 'now')"
+        )

@@ -1,0 +1,183 @@
+"""`decide()` over the whole (state x event) matrix, and the effects each decision authorizes."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+from tests.states.state_strategies import EXPECTED, SAMPLES
+from vibesys.errors import InvalidTransition
+from vibesys.states import (
+    EVENT_TYPES,
+    TERMINAL,
+    Cancel,
+    Cancelled,
+    CancelRequested,
+    Collect,
+    Collected,
+    Decision,
+    FailureClass,
+    Finish,
+    Finished,
+    InfraFailed,
+    JobState,
+    Outcome,
+    OutcomeUnknown,
+    Poll,
+    Rejected,
+    Resolve,
+    RetryBudgetSpent,
+    ScheduleRetry,
+    Submit,
+    SubmitIntended,
+    Submitted,
+    decide,
+    next_state,
+)
+from vibesys.states import JobState as S
+from vibesys.states.machine import NEXT
+
+CANCELLABLE = sorted({s for (s, t) in EXPECTED if t == "Cancelled"})
+MATRIX = [(state, cls.__name__) for state in JobState for cls in EVENT_TYPES]
+
+
+def test_the_matrix_covers_every_state_and_event() -> None:
+    assert len(MATRIX) == len(JobState) * len(EVENT_TYPES) == 70
+
+
+def test_next_is_the_table() -> None:
+    assert {key: dest or key[0] for key, dest in NEXT.items()} == EXPECTED
+
+
+@pytest.mark.parametrize(("state", "trigger"), MATRIX)
+def test_decide_follows_the_table_or_refuses(state: JobState, trigger: str) -> None:
+    event = SAMPLES[trigger]
+    if (state, trigger) in EXPECTED:
+        decision = decide(state, event)
+        assert decision.state is EXPECTED[(state, trigger)]
+        assert next_state(state, event) is decision.state
+        assert len(decision.effects) == 1, "every transition authorizes exactly one effect"
+    else:
+        with pytest.raises(InvalidTransition) as refused:
+            decide(state, event)
+        assert (refused.value.state, refused.value.event) == (state, trigger)
+        assert f"event {trigger} is not allowed in state {state}" in str(refused.value)
+        with pytest.raises(InvalidTransition):
+            next_state(state, event)
+
+
+@pytest.mark.parametrize("trigger", sorted(SAMPLES))
+def test_done_accepts_nothing(trigger: str) -> None:
+    for terminal in TERMINAL:
+        with pytest.raises(InvalidTransition):
+            decide(terminal, SAMPLES[trigger])
+
+
+def test_decide_is_pure_and_repeatable() -> None:
+    event = SubmitIntended(attempt=1, job_name="vibesys-x-1")
+    first = decide(S.PREPARED, event)
+    assert decide(S.PREPARED, event) == first
+    # A refused event leaves nothing behind in the shared machine.
+    with pytest.raises(InvalidTransition):
+        decide(S.PREPARED, Collected(Outcome.COMPLETED, 0))
+    assert decide(S.PREPARED, event) == first
+
+
+@pytest.mark.parametrize(("attempt", "name"), [(1, "vibesys-a1b2-1"), (3, "vibesys-a1b2-3")])
+@pytest.mark.parametrize("source", [S.PREPARED, S.RETRYING])
+def test_submit_carries_attempt_and_job_name(source: JobState, attempt: int, name: str) -> None:
+    decision = decide(source, SubmitIntended(attempt=attempt, job_name=name))
+    assert decision == Decision(S.SUBMITTING, (Submit(attempt=attempt, job_name=name),))
+
+
+@pytest.mark.parametrize("source", [S.SUBMITTING, S.UNRESOLVED])
+def test_submitted_starts_polling(source: JobState) -> None:
+    assert decide(source, Submitted(job_id="77")).effects == (Poll(),)
+
+
+@pytest.mark.parametrize("source", [S.SUBMITTING, S.RUNNING])
+def test_unknown_outcome_asks_to_resolve(source: JobState) -> None:
+    assert decide(source, OutcomeUnknown("ssh timed out")) == Decision(S.UNRESOLVED, (Resolve(),))
+
+
+@pytest.mark.parametrize("source", [S.RUNNING, S.UNRESOLVED])
+def test_finished_collects(source: JobState) -> None:
+    decision = decide(source, Finished(FailureClass.APPLICATION_FAILED, 1))
+    assert decision == Decision(S.COLLECTING, (Collect(),))
+
+
+@pytest.mark.parametrize("source", [S.SUBMITTING, S.RUNNING, S.UNRESOLVED])
+def test_infra_failure_schedules_a_retry_not_before(source: JobState) -> None:
+    moment = "2030-01-01T00:05:00.000000+00:00"
+    decision = decide(source, InfraFailed(FailureClass.PREEMPTED, "PREEMPTED", moment))
+    assert decision == Decision(S.RETRYING, (ScheduleRetry(not_before=moment),))
+
+
+@pytest.mark.parametrize("source", [S.SUBMITTING, S.RUNNING, S.UNRESOLVED, S.COLLECTING])
+def test_cancel_request_stays_and_authorizes_cancel(source: JobState) -> None:
+    assert decide(source, CancelRequested(by="me")) == Decision(source, (Cancel(),))
+
+
+@pytest.mark.parametrize(
+    ("source", "event", "finish"),
+    [
+        (S.COLLECTING, Collected(Outcome.COMPLETED, 0), Finish(Outcome.COMPLETED, 0)),
+        (
+            S.COLLECTING,
+            Collected(Outcome.APPLICATION_FAILED, 137, "SIGKILL"),
+            Finish(Outcome.APPLICATION_FAILED, 137),
+        ),
+        (S.COLLECTING, Collected(Outcome.CANCELLED, None), Finish(Outcome.CANCELLED, None)),
+        (S.PREPARED, Rejected("bad partition"), Finish(Outcome.REJECTED, None)),
+        (S.SUBMITTING, Rejected("bad partition"), Finish(Outcome.REJECTED, None)),
+        (
+            S.RETRYING,
+            RetryBudgetSpent(FailureClass.NODE_FAILED, 2),
+            Finish(Outcome.INFRA_FAILED, None),
+        ),
+        *[(s, Cancelled("gone"), Finish(Outcome.CANCELLED, None)) for s in CANCELLABLE],
+    ],
+)
+def test_into_done_finish_carries_the_outcome(
+    source: JobState, event: Collected | Rejected | RetryBudgetSpent | Cancelled, finish: Finish
+) -> None:
+    assert decide(source, event) == Decision(S.DONE, (finish,))
+
+
+def test_every_non_terminal_state_can_be_cancelled_to_done() -> None:
+    assert set(CANCELLABLE) == set(JobState) - TERMINAL
+    for state in CANCELLABLE:
+        if (state, "CancelRequested") in EXPECTED:
+            state = decide(state, CancelRequested(by="me")).state
+        decision = decide(state, Cancelled("settled"))
+        assert decision.state is S.DONE
+        assert decision.effects == (Finish(Outcome.CANCELLED, None),)
+
+
+def test_decide_is_safe_from_several_threads() -> None:
+    # The machine is shared by every caller: concurrent decisions must not see each other.
+    cases = [(s, SAMPLES[t], EXPECTED[(s, t)]) for (s, t) in sorted(EXPECTED)]
+    wrong: list[tuple[JobState, str, Decision]] = []
+    start = threading.Barrier(6)
+
+    def worker(offset: int) -> None:
+        start.wait()
+        for i in range(1500):
+            state, event, dest = cases[(i + offset) % len(cases)]
+            decision = decide(state, event)
+            if decision.state is not dest or len(decision.effects) != 1:
+                wrong.append((state, type(event).__name__, decision))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []
