@@ -27,7 +27,7 @@ CREATE TABLE "invocations" (
    "updated_at" TEXT NOT NULL,
    "lease_owner" TEXT,
    "lease_expires_at" TEXT
-);
+, "snapshot_digest" TEXT);
 CREATE INDEX "idx_invocations_state"
     ON "invocations" ("state");
 CREATE TABLE "attempts" (
@@ -54,3 +54,23 @@ CREATE TABLE "history" (
 );
 CREATE TRIGGER history_no_update BEFORE UPDATE ON history BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
 CREATE TRIGGER history_no_delete BEFORE DELETE ON history BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
+CREATE TABLE "spool" (
+   "invocation_id" TEXT REFERENCES "invocations"("id"),
+   "attempt" INTEGER,
+   "stream" TEXT,
+   "offset" INTEGER NOT NULL,
+   "updated_at" TEXT NOT NULL,
+   PRIMARY KEY ("invocation_id", "attempt", "stream")
+);
+CREATE TABLE "artifacts" (
+   "invocation_id" TEXT REFERENCES "invocations"("id"),
+   "attempt" INTEGER,
+   "path" TEXT,
+   "size" INTEGER,
+   "sha256" TEXT,
+   "state" TEXT NOT NULL,
+   "local_path" TEXT,
+   "detail" TEXT,
+   "updated_at" TEXT NOT NULL,
+   PRIMARY KEY ("invocation_id", "attempt", "path")
+);

@@ -1,20 +1,17 @@
 """The durable record: schema migrations, the event codec and the Journal."""
 
+from vibesys.journal_schema.clock import iso, utc_now
 from vibesys.journal_schema.codec import decode_event, encode_event
+from vibesys.journal_schema.leases import lease_free
+from vibesys.journal_schema.progress import ArtifactRow, ArtifactState
 from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
-from vibesys.journal_schema.store import (
-    DEFAULT_PATH,
-    Journal,
-    iso,
-    journal_path,
-    lease_free,
-    open_journal,
-    utc_now,
-)
+from vibesys.journal_schema.store import DEFAULT_PATH, Journal, journal_path, open_journal
 from vibesys.journal_schema.verify import verify_journal
 
 __all__ = [
     "DEFAULT_PATH",
+    "ArtifactRow",
+    "ArtifactState",
     "Attempt",
     "HistoryRow",
     "Invocation",

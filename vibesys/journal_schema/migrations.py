@@ -94,4 +94,36 @@ def m001_invocations_attempts_history(db: Database) -> None:
         )
 
 
+@migrations()
+def m002_spool_artifacts_snapshot(db: Database) -> None:
+    # How far each log of each attempt has been copied home: reading resumes here after a
+    # reconnect or a crash, so the local spool ends byte-identical to the remote file.
+    db.table("spool").create(
+        {"invocation_id": str, "attempt": int, "stream": str, "offset": int, "updated_at": str},
+        pk=("invocation_id", "attempt", "stream"),
+        not_null={"offset", "updated_at"},
+        foreign_keys=[("invocation_id", "invocations", "id")],
+    )
+    # Declared artifacts of each attempt: listed remotely with size and sha256, downloaded,
+    # verified, then acknowledged (only then may the remote side be cleaned).
+    db.table("artifacts").create(
+        {
+            "invocation_id": str,
+            "attempt": int,
+            "path": str,
+            "size": int,
+            "sha256": str,
+            "state": str,  # listed | verified | acknowledged | missing | mismatch
+            "local_path": str,
+            "detail": str,
+            "updated_at": str,
+        },
+        pk=("invocation_id", "attempt", "path"),
+        not_null={"state", "updated_at"},
+        foreign_keys=[("invocation_id", "invocations", "id")],
+    )
+    # The candidate snapshot's content digest, recorded at PREPARED.
+    db.table("invocations").add_column("snapshot_digest", str)
+
+
 KNOWN = frozenset(m.name for m in migrations._migrations)

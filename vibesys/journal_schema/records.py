@@ -71,6 +71,7 @@ class Invocation:
     updated_at: str
     lease_owner: str | None
     lease_expires_at: str | None
+    snapshot_digest: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Invocation:
@@ -95,6 +96,7 @@ class Invocation:
             updated_at=row["updated_at"],
             lease_owner=row["lease_owner"],
             lease_expires_at=row["lease_expires_at"],
+            snapshot_digest=row.get("snapshot_digest"),
         )
 
     def to_json(self, attempts: list[Attempt], history: list[HistoryRow]) -> dict[str, Any]:
@@ -113,6 +115,7 @@ class Invocation:
             "max_retries": self.max_retries,
             "cancel_requested": self.cancel_requested,
             "run_dir": self.run_dir,
+            "snapshot_digest": self.snapshot_digest,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "attempts": [a.to_json() for a in attempts],

@@ -15,7 +15,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,22 +29,18 @@ from vibesys.errors import (
     StaleState,
     UsageError,
 )
+from vibesys.journal_schema.clock import iso, utc_now
 from vibesys.journal_schema.codec import encode_event
+from vibesys.journal_schema.leases import LeaseRecords
 from vibesys.journal_schema.migrations import KNOWN, migrations
+from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
-from vibesys.proc import identity_alive
+from vibesys.journal_schema.rows import attempt_updates, row_updates
 from vibesys.states import (
-    CancelRequested,
-    Collected,
     Decision,
     Event,
     FailureClass,
-    Finish,
-    Finished,
-    InfraFailed,
     JobState,
-    SubmitIntended,
-    Submitted,
     decide,
 )
 
@@ -72,16 +68,8 @@ NETWORK_FS = frozenset(
 _ROW_COLUMNS = (
     "id, label, adapter, command, options, state, version, attempt, max_retries, retries, "
     "outcome, exit_code, failure_class, cancel_requested, not_before, run_dir, created_at, "
-    "updated_at, lease_owner, lease_expires_at"
+    "updated_at, lease_owner, lease_expires_at, snapshot_digest"
 )
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def journal_path(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -199,7 +187,7 @@ def _check_schema(db: Database, path: Path, readonly: bool) -> None:
         raise JournalError(f"{path} has an older schema; run `vibesys reconcile` to upgrade it")
 
 
-class Journal:
+class Journal(LeaseRecords, ProgressRecords):
     def __init__(self, db: Database, path: Path) -> None:
         self.db = db
         self.conn: sqlite3.Connection = db.conn
@@ -234,6 +222,7 @@ class Journal:
         lease_owner: str | None = None,
         lease_ttl: timedelta = timedelta(seconds=30),
         now: datetime | None = None,
+        snapshot_digest: str | None = None,
     ) -> Invocation:
         moment = now or utc_now()
         at = iso(moment)
@@ -241,7 +230,8 @@ class Journal:
             conn.execute(
                 "INSERT INTO invocations (id, label, adapter, command, options, state, version, "
                 "attempt, max_retries, retries, cancel_requested, run_dir, created_at, updated_at,"
-                " lease_owner, lease_expires_at) VALUES (?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?)",
+                " lease_owner, lease_expires_at, snapshot_digest)"
+                " VALUES (?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?,?)",
                 (
                     invocation_id,
                     label,
@@ -255,6 +245,7 @@ class Journal:
                     at,
                     lease_owner,
                     iso(moment + lease_ttl) if lease_owner else None,
+                    snapshot_digest,
                 ),
             )
         return self.get(invocation_id)
@@ -266,7 +257,7 @@ class Journal:
         decision = decide(current.state, event)
         at = iso(now or utc_now())
         kind, evidence = encode_event(event)
-        columns = _row_updates(current, event, decision)
+        columns = row_updates(current, event, decision)
         sets = "".join(f", {name}=?" for name in columns)
         with self.write_txn() as conn:
             cursor = conn.execute(
@@ -289,72 +280,13 @@ class Journal:
                     at,
                 ),
             )
-            _attempt_updates(conn, current, event, at)
+            attempt_updates(conn, current, event, at)
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
         after = dataclasses.replace(
             current, state=decision.state, version=current.version + 1, updated_at=at, **columns
         )
         return after, decision
-
-    def acquire_lease(
-        self, invocation_id: str, owner: str, ttl: timedelta, *, now: datetime | None = None
-    ) -> bool:
-        """Take (or renew) the lease unless another live owner holds an unexpired one."""
-        moment = now or utc_now()
-        with self.write_txn() as conn:
-            row = conn.execute(
-                "SELECT lease_owner, lease_expires_at FROM invocations WHERE id=?",
-                (invocation_id,),
-            ).fetchone()
-            if row is None:
-                raise UsageError(f"unknown invocation {invocation_id}")
-            if not lease_free(row[0], row[1], owner, moment):
-                return False
-            conn.execute(
-                "UPDATE invocations SET lease_owner=?, lease_expires_at=? WHERE id=?",
-                (owner, iso(moment + ttl), invocation_id),
-            )
-        return True
-
-    def release_lease(self, invocation_id: str, owner: str) -> None:
-        self.release_leases([invocation_id], owner)
-
-    def acquire_leases(
-        self,
-        invocation_ids: list[str],
-        owner: str,
-        ttl: timedelta,
-        *,
-        now: datetime | None = None,
-    ) -> set[str]:
-        """Take every lease that is free, in one transaction (one fsync for a whole reconcile
-        round); return the ids taken."""
-        moment = now or utc_now()
-        taken: set[str] = set()
-        with self.write_txn() as conn:
-            for start in range(0, len(invocation_ids), 500):
-                chunk = invocation_ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = conn.execute(
-                    f"SELECT id, lease_owner, lease_expires_at FROM invocations "
-                    f"WHERE id IN ({marks})",
-                    chunk,
-                ).fetchall()
-                taken.update(i for i, holder, exp in rows if lease_free(holder, exp, owner, moment))
-            conn.executemany(
-                "UPDATE invocations SET lease_owner=?, lease_expires_at=? WHERE id=?",
-                [(owner, iso(moment + ttl), i) for i in sorted(taken)],
-            )
-        return taken
-
-    def release_leases(self, invocation_ids: list[str], owner: str) -> None:
-        with self.write_txn() as conn:
-            conn.executemany(
-                "UPDATE invocations SET lease_owner=NULL, lease_expires_at=NULL "
-                "WHERE id=? AND lease_owner=?",
-                [(i, owner) for i in invocation_ids],
-            )
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -430,56 +362,5 @@ class Journal:
         return [row[0] for row in self.conn.execute("SELECT id FROM invocations ORDER BY id")]
 
 
-def lease_free(holder: str | None, expires: str | None, owner: str, now: datetime) -> bool:
-    """Whether `owner` may take the lease: free, its own, expired, or its holder provably dead."""
-    if holder is None or holder == owner:
-        return True
-    if expires is None or datetime.fromisoformat(expires) <= now:
-        return True
-    return identity_alive(holder) is False
-
-
 def _as_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
-
-
-def _row_updates(current: Invocation, event: Event, decision: Decision) -> dict[str, Any]:
-    """The columns of the invocation row an event changes besides state and version."""
-    columns: dict[str, Any] = {}
-    match event:
-        case SubmitIntended(attempt=attempt):
-            columns.update(attempt=attempt, not_before=None)
-        case Finished(failure_class=fc, exit_code=code):
-            columns.update(failure_class=fc, exit_code=code)
-        case InfraFailed(failure_class=fc, not_before=not_before):
-            columns.update(
-                failure_class=fc, retries=current.retries + 1, not_before=not_before or None
-            )
-        case CancelRequested():
-            columns.update(cancel_requested=True)
-        case Collected(exit_code=code):
-            columns.update(exit_code=code)
-    for effect in decision.effects:
-        if isinstance(effect, Finish):
-            columns.update(outcome=effect.outcome)
-    return columns
-
-
-def _attempt_updates(conn: sqlite3.Connection, current: Invocation, event: Event, at: str) -> None:
-    match event:
-        case SubmitIntended(attempt=attempt, job_name=name):
-            conn.execute(
-                "INSERT INTO attempts (invocation_id, attempt, job_name, intended_at) "
-                "VALUES (?,?,?,?)",
-                (current.id, attempt, name, at),
-            )
-        case Submitted(job_id=job_id):
-            conn.execute(
-                "UPDATE attempts SET job_id=?, submitted_at=? WHERE invocation_id=? AND attempt=?",
-                (job_id, at, current.id, current.attempt),
-            )
-        case Finished(failure_class=fc) | InfraFailed(failure_class=fc):
-            conn.execute(
-                "UPDATE attempts SET failure_class=? WHERE invocation_id=? AND attempt=?",
-                (fc, current.id, current.attempt),
-            )

@@ -1,0 +1,89 @@
+"""One owner at a time: a live `vibesys` process holds a lease (host:pid:start, expiry) on each
+invocation it drives; others leave it alone until it expires or its holder is provably dead."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+
+from vibesys.errors import UsageError
+from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.proc import identity_alive
+
+
+def lease_free(holder: str | None, expires: str | None, owner: str, now: datetime) -> bool:
+    """Whether `owner` may take the lease: free, its own, expired, or its holder provably dead."""
+    if holder is None or holder == owner:
+        return True
+    if expires is None or datetime.fromisoformat(expires) <= now:
+        return True
+    return identity_alive(holder) is False
+
+
+class LeaseRecords:
+    """Lease methods of the Journal."""
+
+    conn: sqlite3.Connection
+
+    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def acquire_lease(
+        self, invocation_id: str, owner: str, ttl: timedelta, *, now: datetime | None = None
+    ) -> bool:
+        """Take (or renew) the lease unless another live owner holds an unexpired one."""
+        moment = now or utc_now()
+        with self.write_txn() as conn:
+            row = conn.execute(
+                "SELECT lease_owner, lease_expires_at FROM invocations WHERE id=?",
+                (invocation_id,),
+            ).fetchone()
+            if row is None:
+                raise UsageError(f"unknown invocation {invocation_id}")
+            if not lease_free(row[0], row[1], owner, moment):
+                return False
+            conn.execute(
+                "UPDATE invocations SET lease_owner=?, lease_expires_at=? WHERE id=?",
+                (owner, iso(moment + ttl), invocation_id),
+            )
+        return True
+
+    def release_lease(self, invocation_id: str, owner: str) -> None:
+        self.release_leases([invocation_id], owner)
+
+    def acquire_leases(
+        self,
+        invocation_ids: list[str],
+        owner: str,
+        ttl: timedelta,
+        *,
+        now: datetime | None = None,
+    ) -> set[str]:
+        """Take every lease that is free, in one transaction (one fsync for a whole reconcile
+        round); return the ids taken."""
+        moment = now or utc_now()
+        taken: set[str] = set()
+        with self.write_txn() as conn:
+            for start in range(0, len(invocation_ids), 500):
+                chunk = invocation_ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT id, lease_owner, lease_expires_at FROM invocations "
+                    f"WHERE id IN ({marks})",
+                    chunk,
+                ).fetchall()
+                taken.update(i for i, holder, exp in rows if lease_free(holder, exp, owner, moment))
+            conn.executemany(
+                "UPDATE invocations SET lease_owner=?, lease_expires_at=? WHERE id=?",
+                [(owner, iso(moment + ttl), i) for i in sorted(taken)],
+            )
+        return taken
+
+    def release_leases(self, invocation_ids: list[str], owner: str) -> None:
+        with self.write_txn() as conn:
+            conn.executemany(
+                "UPDATE invocations SET lease_owner=NULL, lease_expires_at=NULL "
+                "WHERE id=? AND lease_owner=?",
+                [(i, owner) for i in invocation_ids],
+            )
