@@ -73,7 +73,9 @@ def _engine(journal: Journal, **settings: Any) -> Engine:
 
 
 def _show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
-    return inv.to_json(journal.attempts(inv.id), journal.history(inv.id))
+    shown = inv.to_json(journal.attempts(inv.id), journal.history(inv.id))
+    shown["artifacts"] = [a.to_json() for a in journal.artifacts(inv.id)]
+    return shown
 
 
 @contextmanager
@@ -102,6 +104,9 @@ def _finish(journal: Journal, inv: Invocation, as_json: bool) -> NoReturn:
     if as_json:
         typer.echo(json.dumps(_show_json(journal, inv), indent=2))
     else:
+        for art in journal.artifacts(inv.id):
+            if art.state in ("missing", "mismatch"):
+                typer.echo(f"vibesys: artifact {art.path}: {art.state}: {art.detail}", err=True)
         typer.echo(summary(inv), err=True)
     raise typer.Exit(exit_status(inv))
 
@@ -128,6 +133,10 @@ def run(
         int | None, typer.Option("--time", help="Time limit in minutes (sbatch/srun).")
     ] = None,
     partition: Annotated[str | None, typer.Option(help="Partition (sbatch/srun).")] = None,
+    artifact: Annotated[
+        list[str] | None,
+        typer.Option(help="A file or glob the job leaves, to bring home (repeatable)."),
+    ] = None,
 ) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
     from vibesys.adapters import ADAPTER_NAMES
@@ -145,6 +154,10 @@ def run(
         from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
 
         options = _adapter_options(adapter, slurm_config, gpus, time_minutes, partition)
+        if artifact:
+            from vibesys.adapters.listing import check_pattern
+
+            options["artifacts"] = [check_pattern(p) for p in artifact]
         store = _open(journal)
         engine = _engine(store, retry=RetryPolicy(max_retries, retry_delay))
         inv = engine.prepare(adapter=adapter, command=list(command), label=name, options=options)
@@ -229,7 +242,9 @@ def journal_show(
         if as_json:
             typer.echo(json.dumps(_show_json(store, inv), indent=2))
         else:
-            typer.echo(show(inv, store.attempts(inv.id), store.history(inv.id)))
+            typer.echo(
+                show(inv, store.attempts(inv.id), store.history(inv.id), store.artifacts(inv.id))
+            )
 
 
 @journal_app.command("list")

@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from vibesys.journal_schema import Attempt, HistoryRow, Invocation
+from vibesys.journal_schema import ArtifactRow, Attempt, HistoryRow, Invocation
 from vibesys.states import JobState, Outcome
 
 #: Exit statuses of `run` and `wait` besides the command's own.
@@ -52,7 +52,12 @@ def _evidence_text(evidence: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in evidence.items() if v not in ("", None))
 
 
-def show(inv: Invocation, attempts: Sequence[Attempt], history: Sequence[HistoryRow]) -> str:
+def show(
+    inv: Invocation,
+    attempts: Sequence[Attempt],
+    history: Sequence[HistoryRow],
+    artifacts: Sequence[ArtifactRow] = (),
+) -> str:
     lines = [
         f"invocation  {inv.id}" + (f"  ({inv.label})" if inv.label else ""),
         f"state       {inv.state}"
@@ -61,6 +66,7 @@ def show(inv: Invocation, attempts: Sequence[Attempt], history: Sequence[History
         f"adapter     {inv.adapter}",
         f"command     {shlex.join(inv.command)}",
         f"run dir     {inv.run_dir}",
+        *([f"snapshot    sha256:{inv.snapshot_digest}"] if inv.snapshot_digest else []),
         f"retries     {inv.retries} of {inv.max_retries}",
         "attempts",
     ]
@@ -68,6 +74,13 @@ def show(inv: Invocation, attempts: Sequence[Attempt], history: Sequence[History
         lines.append(
             f"  {a.attempt}  {a.job_name}  job {a.job_id or '-'}  {a.failure_class or ''}".rstrip()
         )
+    if artifacts:
+        lines.append("artifacts")
+        for art in artifacts:
+            size = "-" if art.size is None else f"{art.size} bytes"
+            lines.append(
+                f"  {art.attempt}  {art.path}  {art.state}  {size}  {art.detail or ''}".rstrip()
+            )
     lines.append("history")
     for h in history:
         lines.append(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 class RemoteState(StrEnum):
@@ -107,4 +107,43 @@ class Backend(Protocol):
 
     def poll_interval(self, age_seconds: float) -> float:
         """Seconds to wait between status rounds for a job this old."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactInfo:
+    """One file the remote side reports for a declared artifact pattern."""
+
+    path: str  # relative to the job's working directory
+    size: int
+    sha256: str
+
+
+class Sink(Protocol):
+    """Where streamed output goes: a binary file, or anything that writes bytes."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+
+@runtime_checkable
+class RemoteFiles(Protocol):
+    """Adapters whose job files live elsewhere: logs are copied home by byte offset, declared
+    artifacts are listed with their digests and downloaded one by one."""
+
+    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
+        """Append the bytes of log `stream` (stdout or stderr) from `offset` to `sink`; return
+        how many. A log that does not exist yet has 0 bytes."""
+        ...
+
+    def list_artifacts(
+        self, job: JobRef, patterns: Sequence[str]
+    ) -> tuple[list[ArtifactInfo], list[str]]:
+        """The files matching `patterns` (relative globs) with size and sha256, and the
+        patterns nothing matched."""
+        ...
+
+    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
+        """Copy one listed artifact's bytes into `sink`."""
         ...

@@ -3,11 +3,21 @@ a test can assert, for instance, that a crash never led to a second submit."""
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import (
+    ArtifactInfo,
+    JobRef,
+    RemoteState,
+    RemoteStatus,
+    Sink,
+    SubmitReceipt,
+    SubmitRequest,
+)
 from vibesys.errors import BackendError
 
 
@@ -40,6 +50,12 @@ class FakeBackend:
     jobs: dict[str, _Job] = field(default_factory=dict)
     #: status() raises this while set (an unreachable scheduler)
     status_error: BackendError | None = None
+    #: remote log bytes per (job name, stream); tests append to them while a job "runs"
+    logs: dict[tuple[str, str], bytearray] = field(default_factory=dict)
+    #: remote files per job name (path relative to the job's directory -> bytes)
+    files: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    #: bytes served instead of a file's real content (a tampered download)
+    tampered: dict[str, bytes] = field(default_factory=dict)
 
     def submit(self, request: SubmitRequest) -> SubmitReceipt:
         self.calls.append(("submit", request.job_name))
@@ -99,6 +115,31 @@ class FakeBackend:
 
     def poll_interval(self, age_seconds: float) -> float:
         return 0.0
+
+    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
+        self.calls.append(("read_log", f"{job.job_name}:{stream}@{offset}"))
+        data = bytes(self.logs.get((job.job_name, stream), b""))[offset:]
+        sink.write(data)
+        return len(data)
+
+    def list_artifacts(
+        self, job: JobRef, patterns: Sequence[str]
+    ) -> tuple[list[ArtifactInfo], list[str]]:
+        files = self.files.get(job.job_name, {})
+        found: dict[str, ArtifactInfo] = {}
+        missing = []
+        for pattern in patterns:
+            matched = sorted(p for p in files if fnmatch.fnmatchcase(p, pattern))
+            if not matched:
+                missing.append(pattern)
+            for path in matched:
+                body = files[path]
+                found[path] = ArtifactInfo(path, len(body), hashlib.sha256(body).hexdigest())
+        return list(found.values()), missing
+
+    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
+        self.calls.append(("fetch", path))
+        sink.write(self.tampered.get(path, self.files[job.job_name][path]))
 
     def submits(self) -> list[str]:
         return [name for kind, name in self.calls if kind == "submit"]

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from vibesys.adapters.base import Backend, JobRef, RemoteState, RemoteStatus, SubmitRequest
+from vibesys.engine.artifacts import collect_artifacts
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import describe, terminal_event
 from vibesys.engine.retry import RetryPolicy, next_attempt_at
+from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState, SubmitRejected
 from vibesys.journal_schema import Invocation, Journal, iso, utc_now
 from vibesys.proc import self_identity
@@ -254,7 +256,13 @@ class Engine:
         if inv.cancel_requested and inv.failure_class is not FailureClass.CANCELLED:
             # Asked to stop while results come home: stop collecting, keep the job's exit code.
             return self._commit(inv, Cancelled("cancelled during collection"))
-        evidence = self.backend(inv).collect(self.job_ref(inv))
+        ref, backend = self.job_ref(inv), self.backend(inv)
+        # Logs and artifacts come home before anything may clean the remote directory.
+        spool_logs(self.journal, backend, ref)
+        patterns = list(inv.options.get("artifacts", []))
+        collected = backend.collect(ref)
+        artifacts = collect_artifacts(self.journal, backend, ref, patterns)
+        evidence = "; ".join(text for text in (collected, artifacts) if text)
         failpoint("after_collect_effect")
         assert inv.failure_class is not None
         outcome = OUTCOME_OF[inv.failure_class]
@@ -311,6 +319,12 @@ class Engine:
         if inv.state in (JobState.SUBMITTING, JobState.RUNNING):
             return self._unknown(inv, observation)
         return inv
+
+    def spool(self, inv: Invocation) -> int:
+        """Copy new log bytes of the current attempt home (remote adapters only)."""
+        if inv.attempt < 1:
+            return 0
+        return spool_logs(self.journal, self.backend(inv), self.job_ref(inv))
 
     def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
         return self.backend(inv).log_paths(self.job_ref(inv))

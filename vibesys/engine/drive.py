@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -54,6 +55,8 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
             else:
                 unreachable_since = None
             inv = engine.advance(inv, observed)
+            if options.tail is not None and inv.state is not JobState.DONE:
+                _spool_quietly(engine, inv)
             if options.tail is not None:
                 options.tail.pump(engine.log_paths(inv))
             if inv.state in (JobState.DONE, JobState.UNRESOLVED):
@@ -63,6 +66,13 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
             stop.wait(_pause(engine, inv))
     finally:
         engine.journal.release_lease(inv.id, engine.owner)
+
+
+def _spool_quietly(engine: Engine, inv: Invocation) -> None:
+    """Stream logs while the job runs; a lost connection only delays them (the offset is
+    committed, so the next round resumes where this one stopped)."""
+    with contextlib.suppress(BackendError):
+        engine.spool(inv)
 
 
 def _pause(engine: Engine, inv: Invocation) -> float:

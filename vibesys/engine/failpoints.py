@@ -27,6 +27,8 @@ FAILPOINTS: Final[dict[str, str]] = {
     "after_cancel_intent": "the cancel request is committed; the cancel not yet sent",
     "after_cancel_effect": "the cancel was sent; its settlement not yet committed",
     "after_unknown_commit": "UNRESOLVED is committed",
+    "after_spool_append": "log bytes are appended and fsynced; their offset not committed",
+    "after_artifact_download": "an artifact is downloaded and verified; not yet recorded",
 }
 
 

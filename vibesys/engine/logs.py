@@ -1,7 +1,11 @@
-"""Streaming a job's log files to the terminal as they grow, in bounded chunks."""
+"""Streaming a job's log files to the terminal as they grow, in bounded chunks.
+
+The files keep the raw bytes; the terminal gets them decoded as UTF-8 with invalid bytes
+replaced (a multi-byte character split across two reads is decoded whole)."""
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 from typing import BinaryIO
 
@@ -14,18 +18,22 @@ class LogTail:
     def __init__(self, stdout: BinaryIO, stderr: BinaryIO) -> None:
         self._sinks = (stdout, stderr)
         self._offsets: dict[Path, int] = {}
+        self._decoders: dict[Path, codecs.IncrementalDecoder] = {}
 
     def pump(self, paths: tuple[Path, Path]) -> int:
-        """Copy whatever is new; return the number of bytes copied."""
+        """Copy whatever is new; return the number of bytes read."""
         copied = 0
         for path, sink in zip(paths, self._sinks, strict=True):
             offset = self._offsets.get(path, 0)
             if not path.exists():
                 continue
+            decoder = self._decoders.setdefault(
+                path, codecs.getincrementaldecoder("utf-8")(errors="replace")
+            )
             with open(path, "rb") as handle:
                 handle.seek(offset)
                 while chunk := handle.read(CHUNK):
-                    sink.write(chunk)
+                    sink.write(decoder.decode(chunk).encode("utf-8"))
                     offset += len(chunk)
                     copied += len(chunk)
             sink.flush()

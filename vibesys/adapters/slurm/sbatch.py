@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
-from vibesys.adapters.base import JobRef, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import JobRef, SubmitReceipt, SubmitRequest
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
 from vibesys.adapters.slurm.script import SCRIPT_FILE, SlurmJobSpec, render_sbatch, sbatch_argv
 from vibesys.adapters.transports import Runner, runner_from_config
 from vibesys.config import SlurmSiteConfig
@@ -37,6 +37,7 @@ def job_spec(request: SubmitRequest, remote: PurePosixPath, extra: Sequence[str]
             partitions=tuple(options.get("partitions", ())),
             extra_arguments=tuple(extra),
             dependency=options.get("dependency"),
+            workdir=remote / WORK_DIR,
         )
     except KeyError as exc:
         raise SubmitRejected(f"invalid request: no {exc.args[0]}") from exc
@@ -50,7 +51,7 @@ def request_ref(request: SubmitRequest) -> JobRef:
     )
 
 
-class SbatchBackend:
+class SbatchBackend(SlurmBackendBase):
     name = "sbatch"
 
     def __init__(self, config: SlurmSiteConfig, runner: Runner | None = None) -> None:
@@ -65,7 +66,7 @@ class SbatchBackend:
         request.run_dir.mkdir(parents=True, exist_ok=True)
         (request.run_dir / SCRIPT_FILE).write_text(script)
         script_path = str(remote / SCRIPT_FILE)
-        scheduler.checked(["mkdir", "-p", str(remote)])
+        scheduler.checked(["mkdir", "-p", str(remote / WORK_DIR)])
         upload = ["sh", "-c", 'cat > "$1"', "vibesys-upload", script_path]
         code, _, _, evidence = scheduler.run(upload, input=script.encode())
         if code != 0:
@@ -85,18 +86,3 @@ class SbatchBackend:
         # Anything else (a timeout, "Socket timed out", a busy controller) may still have
         # queued the job: only a lookup by name can tell.
         raise BackendUnavailable("sbatch failed", evidence=evidence, maybe_submitted=True)
-
-    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
-        return self.scheduler.status(jobs)
-
-    def cancel(self, job: JobRef) -> None:
-        self.scheduler.cancel(job)
-
-    def collect(self, job: JobRef) -> str:
-        return self.scheduler.collect(job)
-
-    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        return self.scheduler.log_paths(job)
-
-    def poll_interval(self, age_seconds: float) -> float:
-        return self.scheduler.poll_interval(age_seconds)

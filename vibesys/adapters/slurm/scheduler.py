@@ -13,13 +13,21 @@ has caught up). Anything less is UNKNOWN.
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from vibesys.adapters.base import TERMINAL_REMOTE, JobRef, RemoteState, RemoteStatus
+from vibesys.adapters.base import (
+    TERMINAL_REMOTE,
+    ArtifactInfo,
+    JobRef,
+    RemoteState,
+    RemoteStatus,
+    Sink,
+)
+from vibesys.adapters.listing import LIST_SCRIPT, parse_listing
 from vibesys.adapters.slurm.parse import (
+    SACCT_PLACEHOLDER_NAME,
     SLURM_STATES,
     SacctRow,
     SqueueRow,
@@ -35,6 +43,9 @@ from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable
 
 CANCEL_MARKER = "cancel_requested"
+WORK_DIR = "work"
+# Prints nothing (rc 0) for a log that does not exist yet, else its bytes from an offset.
+_READ_FROM = 'test -e "$1" || exit 0; exec tail -c +"$2" "$1"'
 _MIN_JOB_AGE = re.compile(r"^MinJobAge\s*=\s*(\d+)", re.MULTILINE)
 # Reads every marker in one command: "<dir>\t<content>" per directory.
 _READ_MARKERS = (
@@ -53,6 +64,10 @@ class SlurmScheduler:
     def remote_dir(self, job: JobRef) -> PurePosixPath:
         root = PurePosixPath(self.config.slurm.remote_workspace_root)
         return root / job.invocation_id / str(job.attempt)
+
+    def work_dir(self, job: JobRef) -> PurePosixPath:
+        """Where the command runs (and declared artifacts are found)."""
+        return self.remote_dir(job) / WORK_DIR
 
     @property
     def shares_filesystem(self) -> bool:
@@ -115,9 +130,10 @@ class SlurmScheduler:
             marker = markers.get(job.job_name)
             live, record = queued.get(job.job_name), accounted.get(job.job_name)
             # squeue is the fresher view; sacct speaks for jobs squeue forgot, and for the
-            # exit code of a job that ended without a marker.
+            # exit code of a job that ended without a marker, once it has caught up (until
+            # then its row is a placeholder that proves nothing, and squeue's end stands).
             use_live = live is not None and (
-                not _terminal(live) or marker is not None or record is None
+                not _terminal(live) or marker is not None or record is None or _lagging(record)
             )
             row: SqueueRow | SacctRow | None = live if use_live else record
             if row is not None:
@@ -192,36 +208,72 @@ class SlurmScheduler:
         self.checked(["scancel", *target])
 
     def collect(self, job: JobRef) -> str:
-        """Copy the job's logs home before anything may clean the remote directory."""
+        """The logs come home through the spool; here only the marker, as a record."""
         job.run_dir.mkdir(parents=True, exist_ok=True)
         remote = self.remote_dir(job)
-        copied = []
-        for name in (STDOUT_FILE, STDERR_FILE, EXIT_CODE_FILE):
-            source, target = Path(str(remote / name)), job.run_dir / name
-            if self.shares_filesystem:
-                if source.exists() and source != target:
-                    shutil.copyfile(source, target)
-                    copied.append(f"{name} {target.stat().st_size} bytes")
-            else:
-                code, out, _, _ = self.run(["cat", str(remote / name)])
-                if code == 0:
-                    target.write_text(out)
-                    copied.append(f"{name} {len(out)} bytes")
-        return f"copied from {remote}: " + (", ".join(copied) or "nothing")
+        code, out, _, _ = self.run(["cat", str(remote / EXIT_CODE_FILE)])
+        if code == 0:
+            (job.run_dir / EXIT_CODE_FILE).write_text(out)
+            return f"marker from {remote}: exit_code={out.strip()}"
+        return f"no marker in {remote}"
+
+    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
+        if stream not in (STDOUT_FILE, STDERR_FILE):
+            raise ValueError(f"unknown log stream {stream!r}")
+        counter = _Counting(sink)
+        path = str(self.remote_dir(job) / stream)
+        result = self.runner.stream(
+            ["sh", "-c", _READ_FROM, "vibesys-log", path, str(offset + 1)],
+            counter,
+            timeout=None,
+        )
+        if result.returncode != 0:
+            raise BackendUnavailable(f"reading {path} failed", evidence=result.evidence())
+        return counter.count
+
+    def list_artifacts(
+        self, job: JobRef, patterns: Sequence[str]
+    ) -> tuple[list[ArtifactInfo], list[str]]:
+        out = self.checked(["python3", "-c", LIST_SCRIPT, str(self.work_dir(job)), *patterns])
+        found, missing = parse_listing(out)
+        infos = [ArtifactInfo(str(f["path"]), int(str(f["size"])), str(f["sha256"])) for f in found]
+        return infos, missing
+
+    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
+        result = self.runner.stream(["cat", str(self.work_dir(job) / path)], sink)
+        if result.returncode != 0:
+            raise BackendUnavailable(f"downloading {path} failed", evidence=result.evidence())
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        if self.shares_filesystem and job.invocation_id:
-            remote = Path(str(self.remote_dir(job)))
-            if remote.exists():
-                return remote / STDOUT_FILE, remote / STDERR_FILE
+        # The local spool: the engine copies the remote logs there by byte offset.
         return job.run_dir / STDOUT_FILE, job.run_dir / STDERR_FILE
 
     def poll_interval(self, age_seconds: float) -> float:
         return self.config.slurm.poll_interval(age_seconds)
 
 
+class _Counting:
+    """A sink that counts what passes through it."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.count = 0
+
+    def write(self, data: bytes, /) -> object:
+        self.count += len(data)
+        return self.sink.write(data)
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+
 def _by_name(rows: Sequence[SqueueRow]) -> dict[str, SqueueRow]:
     return {row.job_name: row for row in rows}
+
+
+def _lagging(row: SacctRow) -> bool:
+    """sacct has not yet written the job's real record (its name reads `allocation`)."""
+    return row.job_name == SACCT_PLACEHOLDER_NAME
 
 
 def _terminal(row: SqueueRow | SacctRow | None) -> bool:
@@ -232,3 +284,35 @@ def _age(moment: datetime | None) -> float | None:
     if moment is None:
         return None
     return (datetime.now(UTC) - moment).total_seconds()
+
+
+class SlurmBackendBase:
+    """What the sbatch and srun backends do alike: everything but submitting."""
+
+    scheduler: SlurmScheduler
+
+    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
+        return self.scheduler.status(jobs)
+
+    def cancel(self, job: JobRef) -> None:
+        self.scheduler.cancel(job)
+
+    def collect(self, job: JobRef) -> str:
+        return self.scheduler.collect(job)
+
+    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
+        return self.scheduler.log_paths(job)
+
+    def poll_interval(self, age_seconds: float) -> float:
+        return self.scheduler.poll_interval(age_seconds)
+
+    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
+        return self.scheduler.read_log(job, stream, offset, sink)
+
+    def list_artifacts(
+        self, job: JobRef, patterns: Sequence[str]
+    ) -> tuple[list[ArtifactInfo], list[str]]:
+        return self.scheduler.list_artifacts(job, patterns)
+
+    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
+        self.scheduler.fetch_artifact(job, path, sink)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
-from vibesys.adapters.base import JobRef, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import SubmitReceipt, SubmitRequest
 from vibesys.adapters.slurm.parse import (
     parse_sinfo_partitions,
     parse_squeue,
@@ -23,7 +22,7 @@ from vibesys.adapters.slurm.parse import (
 )
 from vibesys.adapters.slurm.partitions import choose_partition, parse_windows
 from vibesys.adapters.slurm.sbatch import REJECTIONS, job_spec, request_ref
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
 from vibesys.adapters.slurm.script import STARTED_FILE, STDERR_FILE, STDOUT_FILE, srun_argv
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import SlurmSiteConfig
@@ -33,7 +32,7 @@ from vibesys.errors import BackendUnavailable, ConfigError, SubmitRejected
 _LOOKUP_EVERY = 0.5
 
 
-class SrunBackend:
+class SrunBackend(SlurmBackendBase):
     name = "srun"
 
     def __init__(self, config: SlurmSiteConfig, runner: LocalTransport | None = None) -> None:
@@ -83,7 +82,7 @@ class SrunBackend:
             extra,
         )
         local = Path(str(remote))
-        local.mkdir(parents=True, exist_ok=True)
+        (local / WORK_DIR).mkdir(parents=True, exist_ok=True)
         with open(local / STDOUT_FILE, "ab") as out, open(local / STDERR_FILE, "ab") as err:
             process = self.transport.popen(srun_argv(spec), stdout=out, stderr=err)
         threading.Thread(target=process.wait, daemon=True).start()
@@ -122,21 +121,6 @@ class SrunBackend:
             evidence=_tail(local / STDERR_FILE),
             maybe_submitted=True,
         )
-
-    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
-        return self.scheduler.status(jobs)
-
-    def cancel(self, job: JobRef) -> None:
-        self.scheduler.cancel(job)
-
-    def collect(self, job: JobRef) -> str:
-        return self.scheduler.collect(job)
-
-    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        return self.scheduler.log_paths(job)
-
-    def poll_interval(self, age_seconds: float) -> float:
-        return self.scheduler.poll_interval(age_seconds)
 
 
 def _tail(path: Path, limit: int = 2000) -> str:

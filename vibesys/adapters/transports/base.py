@@ -12,11 +12,12 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
+from vibesys.adapters.base import Sink
 from vibesys.errors import BackendUnavailable, UsageError
 
-__all__ = ["CommandResult", "Runner", "check_argv", "map_transport_errors", "shell_join"]
+__all__ = ["CommandResult", "Runner", "Sink", "check_argv", "map_transport_errors", "shell_join"]
 
 #: Words a shell reads as syntax in command position even though shlex leaves them unquoted.
 _RESERVED: frozenset[str] = frozenset(
@@ -79,7 +80,7 @@ class Runner(Protocol):
         ...
 
     def stream(
-        self, argv: Sequence[str], sink: BinaryIO, *, timeout: float | None = None
+        self, argv: Sequence[str], sink: Sink, *, timeout: float | None = None
     ) -> CommandResult:
         """Run `argv`, copying its stdout into `sink` as it arrives, in bounded chunks (a log
         of gigabytes never sits in memory). The result's `stdout` is empty; its `stderr` is

@@ -14,10 +14,11 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from typing import IO, Any, BinaryIO
+from typing import IO, Any
 
 from vibesys.adapters.transports.base import (
     CommandResult,
+    Sink,
     check_argv,
     map_transport_errors,
     shell_join,
@@ -87,7 +88,7 @@ class LocalTransport:
         )
 
     def stream(
-        self, argv: Sequence[str], sink: BinaryIO, *, timeout: float | None = None
+        self, argv: Sequence[str], sink: Sink, *, timeout: float | None = None
     ) -> CommandResult:
         wanted = check_argv(argv)
         what = shlex.join(wanted)

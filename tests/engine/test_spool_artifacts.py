@@ -1,0 +1,138 @@
+"""The log spool and artifact collection, against the FakeBackend's remote files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from vibesys.adapters.base import RemoteState
+from vibesys.adapters.fake import FakeAttempt, FakeBackend
+from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
+from vibesys.engine import failpoints as fp
+from vibesys.journal_schema import ArtifactState, Journal, open_journal
+from vibesys.states import JobState, Outcome
+
+S = RemoteState
+
+
+class Crash(BaseException):
+    pass
+
+
+def crash_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    monkeypatch.setenv(fp.ENV, point)
+
+    def exit_now(status: int) -> None:
+        raise Crash(status)
+
+    monkeypatch.setattr(fp.os, "_exit", exit_now)
+
+
+def engine_for(journal: Journal, fake: FakeBackend) -> Engine:
+    policy = RetryPolicy(max_retries=2, initial_delay_seconds=0.0)
+    return Engine(journal, lambda name, options: fake, retry=policy, owner="host:1:1")  # type: ignore[arg-type,return-value]
+
+
+def running(engine: Engine, tmp_path: Path, **options: object) -> str:
+    inv = engine.prepare(adapter="fake", command=["x"], options=dict(options), run_root=tmp_path)
+    return drive(engine, inv, DriveOptions(detach=True)).id
+
+
+def test_spool_appends_by_offset_and_ends_identical(journal: Journal, tmp_path: Path) -> None:
+    fake = FakeBackend([FakeAttempt((S.RUNNING,))])
+    engine = engine_for(journal, fake)
+    inv_id = running(engine, tmp_path)
+    name = f"vibesys-{inv_id}-1"
+    remote = bytearray()
+    fake.logs[(name, "stdout")] = remote
+    chunks = [os.urandom(1000), b"\xff\xfe not utf-8 \xc3", b"", os.urandom(70_000)]
+    for chunk in chunks:
+        remote += chunk
+        engine.spool(journal.get(inv_id))
+        assert journal.spool_offset(inv_id, 1, "stdout") == len(remote)
+    local = Path(journal.get(inv_id).run_dir) / "1" / "stdout"
+    assert local.read_bytes() == bytes(remote)
+    reads = [c for c in fake.calls if c[0] == "read_log" and ":stdout@" in c[1]]
+    offsets = [sum(len(c) for c in chunks[:i]) for i in range(len(chunks))]
+    assert [int(c[1].rsplit("@", 1)[1]) for c in reads] == offsets
+
+
+def test_crash_between_append_and_commit_duplicates_nothing(
+    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeBackend([FakeAttempt((S.RUNNING,))])
+    engine = engine_for(journal, fake)
+    inv_id = running(engine, tmp_path)
+    remote = bytearray(b"first part\n")
+    fake.logs[(f"vibesys-{inv_id}-1", "stdout")] = remote
+    engine.spool(journal.get(inv_id))
+    remote += b"second part\n"
+    crash_at(monkeypatch, "after_spool_append")
+    with pytest.raises(Crash):
+        engine.spool(journal.get(inv_id))
+    monkeypatch.delenv(fp.ENV)
+    local = Path(journal.get(inv_id).run_dir) / "1" / "stdout"
+    assert local.read_bytes() == bytes(remote)  # appended ...
+    assert journal.spool_offset(inv_id, 1, "stdout") == len(b"first part\n")  # ... not committed
+    remote += b"third\n"
+    engine.spool(journal.get(inv_id))
+    assert local.read_bytes() == bytes(remote)
+
+
+def test_artifacts_verified_missing_and_mismatched(journal: Journal, tmp_path: Path) -> None:
+    fake = FakeBackend([FakeAttempt((S.RUNNING, S.COMPLETED))])
+    engine = engine_for(journal, fake)
+    patterns = ["results/*.json", "model.bin", "nothing-*.txt"]
+    inv = engine.prepare(
+        adapter="fake", command=["x"], options={"artifacts": patterns}, run_root=tmp_path
+    )
+    name = f"vibesys-{inv.id}-1"
+    good = b'{"accuracy": 0.93}'
+    fake.files[name] = {"results/a.json": good, "results/b.json": b"{}", "model.bin": b"w" * 10}
+    fake.tampered["model.bin"] = b"x" * 10
+    inv = drive(engine, inv, DriveOptions())
+    assert inv.outcome is Outcome.COMPLETED
+    rows = {row.path: row for row in journal.artifacts(inv.id)}
+    assert rows["results/a.json"].state is ArtifactState.ACKNOWLEDGED
+    assert rows["results/a.json"].sha256 == hashlib.sha256(good).hexdigest()
+    assert Path(str(rows["results/a.json"].local_path)).read_bytes() == good
+    assert rows["model.bin"].state is ArtifactState.MISMATCH
+    assert "sha256" in str(rows["model.bin"].detail)
+    assert not (Path(inv.run_dir) / "1" / "artifacts" / "model.bin").exists()
+    assert rows["nothing-*.txt"].state is ArtifactState.MISSING
+    assert "artifacts: 2 acknowledged, 1 missing, 1 mismatch" in str(
+        journal.history(inv.id)[-1].evidence["observation"]
+    )
+
+
+@pytest.mark.parametrize("point", ["after_artifact_download", "after_collect_effect"])
+def test_collection_resumes_without_downloading_verified_files_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    path = tmp_path / "j.db"
+    fake = FakeBackend([FakeAttempt((S.RUNNING, S.COMPLETED))])
+    engine = engine_for(open_journal(path), fake)
+    inv = engine.prepare(
+        adapter="fake", command=["x"], options={"artifacts": ["*.txt"]}, run_root=tmp_path
+    )
+    fake.files[f"vibesys-{inv.id}-1"] = {"a.txt": b"a", "b.txt": b"b", "c.txt": b"c"}
+    crash_at(monkeypatch, point)
+    with pytest.raises(Crash):
+        drive(engine, inv, DriveOptions())
+    monkeypatch.delenv(fp.ENV)
+    before = [p for kind, p in fake.calls if kind == "fetch"]
+    survivor = engine_for(open_journal(path), fake)
+    assert survivor.journal.get(inv.id).state is JobState.COLLECTING
+    reconcile(survivor)
+    final = survivor.journal.get(inv.id)
+    assert final.state is JobState.DONE and final.outcome is Outcome.COMPLETED
+    again = [p for kind, p in fake.calls if kind == "fetch"][len(before) :]
+    if point == "after_collect_effect":
+        assert again == []  # everything was verified and recorded before the crash
+    else:
+        assert again == ["a.txt", "b.txt", "c.txt"][len(before) - 1 :]
+    states = {r.path: r.state for r in survivor.journal.artifacts(inv.id)}
+    assert states == dict.fromkeys(("a.txt", "b.txt", "c.txt"), ArtifactState.ACKNOWLEDGED)
