@@ -7,28 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults import Crash, crash_at, recover
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
-from vibesys.engine import failpoints as fp
 from vibesys.journal_schema import open_journal, verify_journal
 from vibesys.states import JobState, Outcome
 
 S = RemoteState
 FAKE_FAILPOINTS = ["after_infra_failed_commit", "after_unknown_commit"]
-
-
-class Crash(BaseException):
-    pass
-
-
-def crash_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
-    monkeypatch.setenv(fp.ENV, point)
-
-    def exit_now(status: int) -> None:
-        raise Crash(status)
-
-    monkeypatch.setattr(fp.os, "_exit", exit_now)
 
 
 def new_engine(path: Path, fake: FakeBackend, owner: str) -> Engine:
@@ -45,7 +32,7 @@ def test_crash_after_infra_failure_is_retried_once(
     crash_at(monkeypatch, "after_infra_failed_commit")
     with pytest.raises(Crash):
         drive(engine, inv, DriveOptions())
-    monkeypatch.delenv(fp.ENV)
+    recover(monkeypatch)
     # The crashed process's lease is on "host": pretend it expired by taking it over by name.
     survivor = new_engine(tmp_path / "j.db", fake, "host:1:1")
     assert survivor.journal.get(inv.id).state is JobState.RETRYING
@@ -65,7 +52,7 @@ def test_crash_after_unknown_then_evidence_arrives(
     crash_at(monkeypatch, "after_unknown_commit")
     with pytest.raises(Crash):
         drive(engine, inv, DriveOptions())
-    monkeypatch.delenv(fp.ENV)
+    recover(monkeypatch)
     survivor = new_engine(tmp_path / "j.db", fake, "host:1:1")
     assert survivor.journal.get(inv.id).state is JobState.UNRESOLVED
     rows = reconcile(survivor)

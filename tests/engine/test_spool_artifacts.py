@@ -8,27 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults import Crash, crash_at, recover
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
-from vibesys.engine import failpoints as fp
 from vibesys.journal_schema import ArtifactState, Journal, open_journal
 from vibesys.states import JobState, Outcome
 
 S = RemoteState
-
-
-class Crash(BaseException):
-    pass
-
-
-def crash_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
-    monkeypatch.setenv(fp.ENV, point)
-
-    def exit_now(status: int) -> None:
-        raise Crash(status)
-
-    monkeypatch.setattr(fp.os, "_exit", exit_now)
 
 
 def engine_for(journal: Journal, fake: FakeBackend) -> Engine:
@@ -73,7 +60,7 @@ def test_crash_between_append_and_commit_duplicates_nothing(
     crash_at(monkeypatch, "after_spool_append")
     with pytest.raises(Crash):
         engine.spool(journal.get(inv_id))
-    monkeypatch.delenv(fp.ENV)
+    recover(monkeypatch)
     local = Path(journal.get(inv_id).run_dir) / "1" / "stdout"
     assert local.read_bytes() == bytes(remote)  # appended ...
     assert journal.spool_offset(inv_id, 1, "stdout") == len(b"first part\n")  # ... not committed
@@ -122,7 +109,7 @@ def test_collection_resumes_without_downloading_verified_files_again(
     crash_at(monkeypatch, point)
     with pytest.raises(Crash):
         drive(engine, inv, DriveOptions())
-    monkeypatch.delenv(fp.ENV)
+    recover(monkeypatch)
     before = [p for kind, p in fake.calls if kind == "fetch"]
     survivor = engine_for(open_journal(path), fake)
     assert survivor.journal.get(inv.id).state is JobState.COLLECTING
