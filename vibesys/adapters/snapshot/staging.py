@@ -1,0 +1,371 @@
+"""Putting a manifest's snapshot on the cluster through a Runner, and the argv a job wrapper
+runs to copy and verify it.
+
+Remote layout under `remote_root`:
+    snapshots/<digest>/                    an installed snapshot (entries + `.vibesys-snapshot`)
+    snapshots/.incoming-<token>[.tar]      a stage in progress (removed when it ends, even badly)
+    snapshots/.quarantine-<digest>-<token> a copy that failed to verify, kept for inspection
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.resources
+import io
+import os
+import re
+import secrets
+import tarfile
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+from types import TracebackType
+from typing import Final
+
+from vibesys.adapters.snapshot import _remote
+from vibesys.adapters.snapshot.errors import CandidateError, SnapshotMismatch, StagingFailed
+from vibesys.adapters.snapshot.manifest import EntryKind, Manifest, ManifestEntry
+from vibesys.adapters.transports.base import CommandResult, Runner
+from vibesys.errors import BackendError, UsageError
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "SNAPSHOTS_DIR",
+    "VERIFY_MISMATCH_EXIT",
+    "StageOutcome",
+    "StageResult",
+    "copy_command",
+    "snapshot_path",
+    "stage",
+    "verify_command",
+    "verify_script",
+]
+
+#: Exit status of `verify_command` (and of `copy_command` when its source is not a snapshot)
+#: when the directory is not exactly the snapshot: an infrastructure error, the command must
+#: not run.
+VERIFY_MISMATCH_EXIT: Final = _remote.EXIT_MISMATCH
+#: Tar bytes sent per remote command; local memory stays within about twice this.
+DEFAULT_CHUNK_BYTES: Final = 16 * 1024 * 1024
+SNAPSHOTS_DIR: Final = "snapshots"
+_DIGEST = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+class StageOutcome(StrEnum):
+    #: a verified copy was already there; nothing was uploaded
+    REUSED = "reused"
+    #: uploaded, verified and put in place
+    UPLOADED = "uploaded"
+    #: uploaded, but a concurrent stager put its (verified) copy in place first
+    RACED = "raced"
+    #: uploaded; the copy that was there did not verify and was moved to quarantine
+    REPLACED = "replaced"
+
+
+@dataclass(frozen=True, slots=True)
+class StageResult:
+    digest: str
+    #: `<remote_root>/snapshots/<digest>`, verified
+    snapshot_dir: PurePosixPath
+    outcome: StageOutcome
+    #: tar bytes sent to the remote side (0 when reused)
+    uploaded_bytes: int
+    #: remote commands run
+    commands: int
+    #: where a copy that failed to verify was moved (REPLACED only)
+    quarantined: PurePosixPath | None
+    #: one line for the journal
+    evidence: str
+
+    @property
+    def reused(self) -> bool:
+        return self.outcome is StageOutcome.REUSED
+
+
+@functools.cache
+def verify_script() -> str:
+    """The remote helper's source (stdlib only, Python 3.6+). As a verifier:
+    `python3 -I -c SCRIPT DIR DIGEST` exits 0 when DIR is exactly the snapshot DIGEST (the
+    top-level marker aside), else VERIFY_MISMATCH_EXIT with one line on stderr."""
+    source = importlib.resources.files(__package__).joinpath("_remote.py")
+    return source.read_text(encoding="utf-8")
+
+
+def snapshot_path(remote_root: PurePosixPath | str, digest: str) -> PurePosixPath:
+    """Where the snapshot `digest` lives under `remote_root`."""
+    return _remote_path("remote_root", remote_root) / SNAPSHOTS_DIR / _check_digest(digest)
+
+
+def verify_command(
+    directory: PurePosixPath | str, digest: str, *, python: str = "python3"
+) -> list[str]:
+    """argv that exits 0 when `directory` holds exactly the snapshot `digest`, and
+    VERIFY_MISMATCH_EXIT (86) otherwise. `-I` keeps the candidate's own modules (a `hashlib.py`
+    in the working directory) and PYTHON* variables out of the verifier."""
+    path = _remote_path("directory", directory)
+    return [python, "-I", "-c", verify_script(), str(path), _check_digest(digest)]
+
+
+#: `sh -c _COPY vibesys-copy SNAPSHOT WORK`: paths arrive as positional arguments, never
+#: re-parsed by a shell.
+_COPY: Final = f"""set -eu
+src=$1
+dst=$2
+tmp=$dst.vibesys-copy.$$
+if [ ! -f "$src/{_remote.MARKER}" ]; then
+  printf 'vibesys-snapshot: %s is not a snapshot\\n' "$src" >&2
+  exit {_remote.EXIT_MISMATCH}
+fi
+parent=${{dst%/*}}
+mkdir -p -- "${{parent:-/}}"
+rm -rf -- "$tmp"
+cp -a -- "$src" "$tmp"
+rm -rf -- "$dst"
+mv -- "$tmp" "$dst"
+"""
+
+
+def copy_command(snapshot_dir: PurePosixPath | str, work_dir: PurePosixPath | str) -> list[str]:
+    """argv that makes `work_dir` a fresh, complete copy of the snapshot (`cp -a`, marker
+    included), replacing whatever was there: running it again leaves the same state, so an
+    attempt never sees files an earlier attempt left. The copy is made beside `work_dir` and
+    renamed into place. Exits VERIFY_MISMATCH_EXIT when `snapshot_dir` is not a snapshot.
+    Not for concurrent use on one `work_dir` (each invocation has its own)."""
+    source = _remote_path("snapshot_dir", snapshot_dir)
+    target = _remote_path("work_dir", work_dir)
+    if source == target or source in target.parents or target in source.parents:
+        raise UsageError(f"work_dir {str(target)!r} overlaps the snapshot {str(source)!r}")
+    return ["sh", "-c", _COPY, "vibesys-copy", str(source), str(target)]
+
+
+def stage(
+    manifest: Manifest,
+    root: str | os.PathLike[str],
+    runner: Runner,
+    remote_root: PurePosixPath | str,
+    *,
+    python: str = "python3",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    timeout: float | None = None,
+) -> StageResult:
+    """Make `<remote_root>/snapshots/<digest>/` hold exactly `manifest`'s entries, read from
+    `root`, uploading only when no verified copy is there already.
+
+    Raises CandidateError when a file in `root` no longer matches the manifest, SnapshotMismatch
+    when the uploaded copy fails to verify, StagingFailed when the remote side cannot store it,
+    and the Runner's BackendUnavailable or TransportLost when it cannot be reached. `timeout`
+    applies to each remote command."""
+    if chunk_bytes < 1:
+        raise UsageError("chunk_bytes must be at least 1")
+    digest = manifest.digest
+    snapshots = _remote_path("remote_root", remote_root) / SNAPSHOTS_DIR
+    final = snapshots / digest
+    helper = _Helper(runner, python, timeout)
+    probe = helper.run("--probe", str(final), digest)
+    if probe.returncode == _remote.EXIT_OK:
+        evidence = f"snapshot {digest} verified at {final}: reused, nothing uploaded"
+        return StageResult(digest, final, StageOutcome.REUSED, 0, helper.count, None, evidence)
+    if probe.returncode not in (_remote.EXIT_ABSENT, _remote.EXIT_MISMATCH):
+        raise helper.failure(probe, StagingFailed)
+    upload = _Upload(helper, snapshots, secrets.token_hex(8), chunk_bytes)
+    try:
+        _write_tar(manifest, Path(root), upload)
+        answer = upload.finish(digest)
+    except BaseException:
+        upload.abort()
+        raise
+    words = answer.stdout.split()
+    done = f"snapshot {digest} uploaded to {final}: {upload.sent} bytes in {helper.count} commands"
+    quarantined = None
+    if words == ["installed"]:
+        outcome, evidence = StageOutcome.UPLOADED, done
+    elif words == ["present"]:
+        outcome = StageOutcome.RACED
+        evidence = f"{done}; a concurrent stager put a verified copy in place first"
+    elif len(words) == 2 and words[0] == "replaced":
+        outcome, quarantined = StageOutcome.REPLACED, snapshots / words[1]
+        why = " ".join(probe.stderr.split())[:300]
+        evidence = f"{done}; the copy there did not verify ({why}) and was moved to {quarantined}"
+    else:
+        raise StagingFailed(f"unexpected answer from the remote stager: {answer.stdout!r}")
+    return StageResult(
+        digest=digest,
+        snapshot_dir=final,
+        outcome=outcome,
+        uploaded_bytes=upload.sent,
+        commands=helper.count,
+        quarantined=quarantined,
+        evidence=evidence,
+    )
+
+
+class _Helper:
+    """Runs the remote helper through the Runner and counts the commands."""
+
+    def __init__(self, runner: Runner, python: str, timeout: float | None) -> None:
+        self.runner = runner
+        self.python = python
+        self.timeout = timeout
+        self.count = 0
+
+    def run(self, mode: str, *args: str, input: bytes | None = None) -> CommandResult:
+        self.count += 1
+        argv = [self.python, "-I", "-c", verify_script(), mode, *args]
+        return self.runner.run(argv, input=input, timeout=self.timeout)
+
+    @staticmethod
+    def failure(result: CommandResult, kind: type[BackendError]) -> BackendError:
+        # Not CommandResult.evidence(): the argv holds the whole helper script.
+        what = " ".join(result.argv[4:])
+        stderr = " ".join(result.stderr.split())[:500] or "(no stderr)"
+        if result.returncode == 127:
+            stderr += f" ({result.argv[0]} not found on the remote side?)"
+        line = f"snapshot helper {what} -> rc={result.returncode}: {stderr}"
+        return kind(line, evidence=line)
+
+
+class _Upload:
+    """Where tarfile writes the archive: sent in pieces of `chunk_bytes`, each with one
+    `--append` command; the rest goes with the final `--install`."""
+
+    def __init__(
+        self, helper: _Helper, snapshots: PurePosixPath, token: str, chunk_bytes: int
+    ) -> None:
+        self.helper = helper
+        self.snapshots = str(snapshots)
+        self.token = token
+        self.chunk_bytes = chunk_bytes
+        self.buffer = bytearray()
+        self.position = 0
+        self.sent = 0
+
+    def write(self, data: bytes) -> int:
+        self.buffer += data
+        self.position += len(data)
+        while len(self.buffer) >= self.chunk_bytes:
+            piece = bytes(self.buffer[: self.chunk_bytes])
+            del self.buffer[: self.chunk_bytes]
+            result = self.helper.run("--append", self.snapshots, self.token, input=piece)
+            if not result.ok:
+                raise self.helper.failure(result, StagingFailed)
+            self.sent += len(piece)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    # The rest of what tarfile's file protocol names; a write-only stream never uses them.
+    def read(self, size: int, /) -> bytes:
+        raise io.UnsupportedOperation("read")
+
+    def seek(self, pos: int, /) -> int:
+        raise io.UnsupportedOperation("seek")
+
+    def close(self) -> None:
+        pass
+
+    def finish(self, digest: str) -> CommandResult:
+        piece = bytes(self.buffer)
+        self.buffer.clear()
+        result = self.helper.run("--install", self.snapshots, digest, self.token, input=piece)
+        self.sent += len(piece)
+        if result.returncode == _remote.EXIT_MISMATCH:
+            raise self.helper.failure(result, SnapshotMismatch)
+        if not result.ok:
+            raise self.helper.failure(result, StagingFailed)
+        return result
+
+    def abort(self) -> None:
+        """Best effort: remove the partial upload (the remote side already cleans up after a
+        failed install; this covers a failure between pieces)."""
+        with contextlib.suppress(BackendError):
+            self.helper.run("--abort", self.snapshots, self.token)
+
+
+class _Reader:
+    """A candidate file read for the archive, checked against its manifest entry as it goes."""
+
+    def __init__(self, root: Path, entry: ManifestEntry) -> None:
+        self.entry = entry
+        fd = os.open(root / entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self.file = open(fd, "rb", buffering=0)  # noqa: SIM115 (closed by __exit__)
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def read(self, count: int = -1, /) -> bytes:
+        data = self.file.read(count)
+        self.hash.update(data)
+        self.size += len(data)
+        return data
+
+    def unchanged(self) -> bool:
+        return (
+            not self.file.read(1)
+            and self.size == self.entry.size
+            and self.hash.hexdigest() == self.entry.sha256
+        )
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.file.close()
+
+
+def _write_tar(manifest: Manifest, root: Path, sink: _Upload) -> None:
+    """The manifest's entries as a PAX archive, in digest order (parents before children):
+    regular files, directories and symbolic links only, owner 0, time 0, normalized modes."""
+    with tarfile.TarFile(
+        fileobj=sink,  # tarfile needs only write() and tell() of it
+        mode="w",
+        format=tarfile.PAX_FORMAT,
+        encoding="utf-8",
+        copybufsize=_remote.CHUNK,
+    ) as tar:
+        for entry in manifest.entries:
+            info = tarfile.TarInfo(entry.path)
+            info.mode = entry.mode
+            info.mtime = 0
+            try:
+                if entry.kind is EntryKind.DIRECTORY:
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+                elif entry.kind is EntryKind.SYMLINK:
+                    if os.readlink(root / entry.path) != entry.target:
+                        raise _changed(entry)
+                    info.type = tarfile.SYMTYPE
+                    info.linkname = entry.target or ""
+                    tar.addfile(info)
+                else:
+                    info.size = entry.size
+                    with _Reader(root, entry) as reader:
+                        tar.addfile(info, reader)
+                        if not reader.unchanged():
+                            raise _changed(entry)
+            except OSError as exc:
+                raise _changed(entry) from exc
+
+
+def _changed(entry: ManifestEntry) -> CandidateError:
+    return CandidateError(
+        f"{entry.path!r} changed after the manifest was built; build the manifest again"
+    )
+
+
+def _check_digest(digest: str) -> str:
+    if not _DIGEST.match(digest):
+        raise UsageError(f"{digest!r} is not a snapshot digest (64 lowercase hex digits)")
+    return digest
+
+
+def _remote_path(what: str, path: PurePosixPath | str) -> PurePosixPath:
+    pure = PurePosixPath(path)
+    if not pure.is_absolute() or ".." in pure.parts or pure == PurePosixPath("/"):
+        raise UsageError(f"{what} {str(pure)!r}: must be an absolute path below /, without '..'")
+    if "\0" in str(pure):
+        raise UsageError(f"{what} holds a NUL byte")
+    return pure
