@@ -137,6 +137,13 @@ def run(
         list[str] | None,
         typer.Option(help="A file or glob the job leaves, to bring home (repeatable)."),
     ] = None,
+    candidate: Annotated[
+        Path | None,
+        typer.Option(help="Directory to snapshot and run in (sbatch/srun).", show_default=False),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None, typer.Option(help="Extra snapshot exclusion pattern (repeatable).")
+    ] = None,
 ) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
     from vibesys.adapters import ADAPTER_NAMES
@@ -158,9 +165,26 @@ def run(
             from vibesys.adapters.listing import check_pattern
 
             options["artifacts"] = [check_pattern(p) for p in artifact]
+        digest = None
+        if candidate is not None or exclude:
+            if adapter == "local" or candidate is None:
+                fail("--candidate (and --exclude) need --adapter sbatch or srun and a directory")
+            manifest = _manifest(candidate, exclude or [])
+            digest = manifest.digest
+            options |= {
+                "candidate": str(candidate.resolve()),
+                "snapshot_exclude": list(exclude or []),
+                "snapshot_digest": digest,
+            }
         store = _open(journal)
         engine = _engine(store, retry=RetryPolicy(max_retries, retry_delay))
-        inv = engine.prepare(adapter=adapter, command=list(command), label=name, options=options)
+        inv = engine.prepare(
+            adapter=adapter,
+            command=list(command),
+            label=name,
+            options=options,
+            snapshot_digest=digest,
+        )
         if detach:
             typer.echo(inv.id)
         sink = sys.stderr.buffer if as_json else sys.stdout.buffer
@@ -203,6 +227,33 @@ def _adapter_options(
         "time_minutes": checked.time_minutes,
         "partitions": list(checked.partitions),
     }
+
+
+def _manifest(directory: Path, exclude: list[str]) -> Any:
+    from vibesys.adapters.snapshot import SnapshotPolicy, build_manifest
+
+    if not directory.is_dir():
+        fail(f"candidate {directory} is not a directory")
+    return build_manifest(directory, SnapshotPolicy(exclude=tuple(exclude)))
+
+
+@app.command()
+def snapshot(
+    directory: Annotated[Path, typer.Argument(help="The candidate directory.")] = Path("."),
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List every file and why.")] = False,
+    exclude: Annotated[
+        list[str] | None, typer.Option(help="Extra exclusion pattern (repeatable).")
+    ] = None,
+) -> None:
+    """Show the candidate snapshot: its digest, and with --dry-run what goes in and what not."""
+    with clean_errors():
+        from vibesys.adapters.snapshot import render_manifest_text
+
+        manifest = _manifest(directory, exclude or [])
+        if dry_run:
+            typer.echo(render_manifest_text(manifest), nl=False)
+        else:
+            typer.echo(f"sha256:{manifest.digest}")
 
 
 @app.command("reconcile")

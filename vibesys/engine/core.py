@@ -89,6 +89,7 @@ class Engine:
         label: str | None = None,
         max_retries: int | None = None,
         run_root: Path | None = None,
+        snapshot_digest: str | None = None,
     ) -> Invocation:
         invocation_id = new_invocation_id()
         root = run_root or self.journal.path.parent / "runs"
@@ -102,6 +103,7 @@ class Engine:
             run_dir=str((root / invocation_id).resolve()),
             lease_owner=self.owner,
             lease_ttl=self.lease_ttl,
+            snapshot_digest=snapshot_digest,
         )
         failpoint("after_prepare_commit")
         return invocation

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath
@@ -10,7 +11,20 @@ from pathlib import PurePosixPath
 from vibesys.adapters.base import JobRef, SubmitReceipt, SubmitRequest
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
 from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
-from vibesys.adapters.slurm.script import SCRIPT_FILE, SlurmJobSpec, render_sbatch, sbatch_argv
+from vibesys.adapters.slurm.script import (
+    SCRIPT_FILE,
+    SlurmJobSpec,
+    render_sbatch,
+    sbatch_argv,
+    with_setup,
+)
+from vibesys.adapters.snapshot import (
+    SnapshotPolicy,
+    build_manifest,
+    copy_command,
+    stage,
+    verify_command,
+)
 from vibesys.adapters.transports import Runner, runner_from_config
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable, SubmitRejected, UsageError
@@ -45,6 +59,36 @@ def job_spec(request: SubmitRequest, remote: PurePosixPath, extra: Sequence[str]
         raise SubmitRejected(f"invalid request: {exc}") from exc
 
 
+def stage_candidate(
+    scheduler: SlurmScheduler, request: SubmitRequest, spec: SlurmJobSpec
+) -> SlurmJobSpec:
+    """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
+    its work directory before the command runs. The candidate must still have the digest
+    recorded at PREPARED: vibesys never runs code other than what it recorded."""
+    candidate = request.options.get("candidate")
+    if not candidate:
+        return spec
+    policy = SnapshotPolicy(exclude=tuple(request.options.get("snapshot_exclude", ())))
+    manifest = build_manifest(candidate, policy)
+    recorded = request.options.get("snapshot_digest")
+    if manifest.digest != recorded:
+        raise SubmitRejected(
+            f"the candidate {candidate} changed since it was recorded (digest {recorded}, "
+            f"now {manifest.digest}); run again to record the new one"
+        )
+    root = PurePosixPath(scheduler.config.slurm.remote_workspace_root)
+    staged = stage(manifest, candidate, scheduler.runner, root)
+    work = spec.workdir or spec.run_dir
+    setup = (
+        tuple(copy_command(staged.snapshot_dir, work)),
+        tuple(verify_command(work, manifest.digest)),
+    )
+    # The copy replaces the work directory: the job starts in its run directory and enters
+    # the fresh copy only once it is verified.
+    command = with_setup(spec.command, setup, spec.run_dir, work)
+    return dataclasses.replace(spec, command=command, workdir=None)
+
+
 def request_ref(request: SubmitRequest) -> JobRef:
     return JobRef(
         request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
@@ -62,6 +106,7 @@ class SbatchBackend(SlurmBackendBase):
         scheduler = self.scheduler
         remote = scheduler.remote_dir(request_ref(request))
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
+        spec = stage_candidate(scheduler, request, spec)
         script = render_sbatch(spec)
         request.run_dir.mkdir(parents=True, exist_ok=True)
         (request.run_dir / SCRIPT_FILE).write_text(script)

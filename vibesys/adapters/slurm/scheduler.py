@@ -49,7 +49,8 @@ _READ_FROM = 'test -e "$1" || exit 0; exec tail -c +"$2" "$1"'
 _MIN_JOB_AGE = re.compile(r"^MinJobAge\s*=\s*(\d+)", re.MULTILINE)
 # Reads every marker in one command: "<dir>\t<content>" per directory.
 _READ_MARKERS = (
-    'for d in "$@"; do printf "%s\\t%s\\n" "$d" "$(cat "$d/exit_code" 2>/dev/null)"; done'
+    'for d in "$@"; do printf "%s\\t%s\\t%s\\n" "$d" "$(cat "$d/exit_code" 2>/dev/null)"'
+    ' "$(cat "$d/setup_failed" 2>/dev/null)"; done'
 )
 
 
@@ -58,6 +59,8 @@ class SlurmScheduler:
         self.config = config
         self.runner = runner
         self._min_job_age: float | None = None
+        #: jobs whose setup step failed, by name, with the failing step's status
+        self.setup_failed: dict[str, int] = {}
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -136,7 +139,15 @@ class SlurmScheduler:
                 not _terminal(live) or marker is not None or record is None or _lagging(record)
             )
             row: SqueueRow | SacctRow | None = live if use_live else record
-            if row is not None:
+            if job.job_name in self.setup_failed and row is not None and _terminal(row):
+                result[job.job_name] = RemoteStatus(
+                    job.job_name,
+                    row.job_id,
+                    RemoteState.LAUNCH_FAILED,
+                    observation=f"setup failed with status {self.setup_failed[job.job_name]} "
+                    f"(snapshot copy or digest verification); the command did not run: {row.line}",
+                )
+            elif row is not None:
                 result[job.job_name] = classify(row, marker, cancelled_by_us, job_name=job.job_name)
             else:
                 result[job.job_name] = self._absent(job)
@@ -188,14 +199,21 @@ class SlurmScheduler:
         return found
 
     def _markers(self, jobs: Sequence[JobRef]) -> dict[str, int]:
+        """Exit code markers by job name; a job whose setup failed (its snapshot did not
+        verify, so the command never ran) is noted in `self.setup_failed` instead."""
         if not jobs:
             return {}
         dirs = {str(self.remote_dir(j)): j.job_name for j in jobs}
         out = self.checked(["sh", "-c", _READ_MARKERS, "vibesys-markers", *dirs])
         markers: dict[str, int] = {}
         for line in out.splitlines():
-            directory, _, content = line.partition("\t")
-            if directory in dirs and content.strip().lstrip("-").isdigit():
+            directory, _, rest = line.partition("\t")
+            content, _, setup = rest.partition("\t")
+            if directory not in dirs:
+                continue
+            if setup.strip().isdigit():
+                self.setup_failed[dirs[directory]] = int(setup.strip())
+            elif content.strip().lstrip("-").isdigit():
                 markers[dirs[directory]] = int(content.strip())
         return markers
 

@@ -34,6 +34,7 @@ __all__ = [
     "render_sbatch",
     "sbatch_argv",
     "srun_argv",
+    "with_setup",
 ]
 
 SCRIPT_FILE: Final = "job.sbatch"
@@ -168,3 +169,31 @@ def srun_argv(spec: SlurmJobSpec) -> list[str]:
         argv.append(f"--chdir={spec.workdir}")
     argv += [*spec.extra_arguments, "bash", "-c", SRUN_WRAPPER, "vibesys-srun", str(spec.run_dir)]
     return [*argv, *spec.command]
+
+
+SETUP_FAILED_FILE: Final = "setup_failed"
+#: The exit status of a job whose setup (snapshot copy and verification) failed: the command
+#: never ran, and `setup_failed` (not `exit_code`) tells the reader why.
+SETUP_FAILED_EXIT: Final = 86
+_FAILED = f'"$run_dir/{SETUP_FAILED_FILE}'
+_SETUP = (
+    "run_dir=$1; work=$2; setup=$3; shift 3\n"
+    f'sh -c "$setup" || {{ rc=$?; printf "%s\\n" "$rc" > {_FAILED}.tmp"'
+    f' && mv {_FAILED}.tmp" {_FAILED}"; exit {SETUP_FAILED_EXIT}; }}\n'
+    'cd "$work" && exec "$@"\n'
+)
+
+
+def with_setup(
+    command: tuple[str, ...],
+    setup: tuple[tuple[str, ...], ...],
+    run_dir: PurePosixPath,
+    work_dir: PurePosixPath,
+) -> tuple[str, ...]:
+    """`command` preceded by `setup` commands that must all succeed first (copy the candidate
+    snapshot into `work_dir`, verify its digest). When one fails the command never runs: the
+    job leaves `setup_failed` with the failing status and exits SETUP_FAILED_EXIT."""
+    if not setup:
+        return command
+    chained = " && ".join(shell_join(step) for step in setup)
+    return ("sh", "-c", _SETUP, "vibesys-setup", str(run_dir), str(work_dir), chained, *command)

@@ -21,7 +21,7 @@ from vibesys.adapters.slurm.parse import (
     squeue_argv,
 )
 from vibesys.adapters.slurm.partitions import choose_partition, parse_windows
-from vibesys.adapters.slurm.sbatch import REJECTIONS, job_spec, request_ref
+from vibesys.adapters.slurm.sbatch import REJECTIONS, job_spec, request_ref, stage_candidate
 from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
 from vibesys.adapters.slurm.script import STARTED_FILE, STDERR_FILE, STDOUT_FILE, srun_argv
 from vibesys.adapters.transports import LocalTransport
@@ -81,6 +81,7 @@ class SrunBackend(SlurmBackendBase):
             remote,
             extra,
         )
+        spec = stage_candidate(scheduler, request, spec)
         local = Path(str(remote))
         (local / WORK_DIR).mkdir(parents=True, exist_ok=True)
         with open(local / STDOUT_FILE, "ab") as out, open(local / STDERR_FILE, "ab") as err:
