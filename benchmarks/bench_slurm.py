@@ -136,7 +136,10 @@ def bench_reconcile(base: Path, config: Path, count: int) -> int:
             rounds.append((wall, inside[0], calls))
     finally:
         os.environ["PATH"] = os.environ["PATH"].split(":", 1)[1]
-        subprocess.run(["scancel", "--name", ",".join(n for _, n in names)], check=False)
+        # By id, in chunks: scancel takes one --name only, and a command line has a limit.
+        ids = out.stdout.split()
+        for start in range(0, len(ids), 200):
+            subprocess.run(["scancel", *ids[start : start + 200]], check=False)
     wall, scheduler_time, calls = min(rounds, key=lambda r: r[0] - r[1])
     engine_per_inv = (wall - scheduler_time) / count
     report(

@@ -1,0 +1,134 @@
+"""Resource requests on the real cluster: fake GPUs reach the job, requests nothing fits are
+rejected (by vibesys before anything is written, or by Slurm itself), and the srun adapter's
+partition choice follows the time limits and the windows command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.slurm.helpers import (
+    cli,
+    finished_evidence,
+    job_output,
+    only_invocation,
+    run_args,
+    write_slurm_toml,
+)
+
+pytestmark = pytest.mark.slurm
+
+ADAPTERS = ["sbatch", "srun"]
+SHOW_ENV = 'echo "gpus=$CUDA_VISIBLE_DEVICES partition=$SLURM_JOB_PARTITION"'
+
+
+# -- fake GPUs -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_gpus_reach_the_job(tmp_path: Path, slurm_toml: Path, adapter: str) -> None:
+    result = cli(*run_args(adapter, slurm_toml, "--gpus", "2"), "sh", "-c", SHOW_ENV, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "gpus=0,1 " in result.stdout
+    inv = only_invocation(tmp_path)
+    assert "gpus=0,1 " in job_output(inv)
+
+
+# -- rejections ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_unknown_partition_is_refused_before_anything_is_written(
+    tmp_path: Path, slurm_toml: Path, adapter: str
+) -> None:
+    result = cli(*run_args(adapter, slurm_toml, "--partition", "nosuch"), "true", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "nosuch" in lines[0] and "vibesys.agent_gpu.partitions" in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / ".vibesys").exists(), "nothing may be written for a refused request"
+    assert not (tmp_path / "remote").exists()
+
+
+def test_srun_request_no_partition_fits_is_rejected(tmp_path: Path) -> None:
+    """60 minutes is within agent_gpu.max_time_minutes, but main (the only configured
+    partition) allows 30 minutes per sinfo: rejected before submission, naming the limit."""
+    config = write_slurm_toml(tmp_path / "slurm.toml", tmp_path / "remote", partitions=["main"])
+    result = cli(*run_args("srun", config, "--time", "60"), "true", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    inv = only_invocation(tmp_path)
+    assert (inv["state"], inv["outcome"]) == ("DONE", "REJECTED")
+    evidence = finished_evidence(inv)
+    assert "no partition fits --time 60" in evidence and "main 30 min" in evidence, evidence
+    assert inv["attempts"][0]["job_id"] is None, "nothing may have been submitted"
+
+
+def test_sbatch_request_slurm_refuses_is_rejected(tmp_path: Path, slurm_toml: Path) -> None:
+    """agent_gpu allows 60 minutes in main, Slurm does not (MaxTime 30, EnforcePartLimits=ANY):
+    sbatch itself refuses the job."""
+    result = cli(
+        *run_args("sbatch", slurm_toml, "--time", "60", "--partition", "main"),
+        "true",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    inv = only_invocation(tmp_path)
+    assert (inv["state"], inv["outcome"]) == ("DONE", "REJECTED")
+    assert len(inv["attempts"]) == 1 and inv["attempts"][0]["job_id"] is None
+    evidence = finished_evidence(inv)
+    assert "Requested time limit is invalid" in evidence, evidence
+
+
+# -- partition choice (srun) -----------------------------------------------------------------
+
+
+def _partition_of_srun_job(tmp_path: Path, config: Path, *options: str) -> str:
+    result = cli(*run_args("srun", config, *options), "sh", "-c", SHOW_ENV, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    partition = result.stdout.split("partition=")[1].split()[0]
+    assert f"partition={partition}" in job_output(only_invocation(tmp_path))
+    return partition
+
+
+def test_srun_uses_the_first_preferred_partition_that_fits(
+    tmp_path: Path, slurm_toml: Path
+) -> None:
+    assert _partition_of_srun_job(tmp_path, slurm_toml) == "main"
+
+
+def test_srun_skips_a_partition_whose_time_limit_is_too_short(
+    tmp_path: Path, slurm_toml: Path
+) -> None:
+    # main allows 30 minutes, priority 120: a 60-minute request can only go to priority.
+    assert _partition_of_srun_job(tmp_path, slurm_toml, "--time", "60") == "priority"
+
+
+def test_windows_command_picks_the_partition_open_now(tmp_path: Path) -> None:
+    windows = ["sh", "-c", "echo '" + json.dumps({"main": False, "priority": True}) + "'"]
+    config = write_slurm_toml(tmp_path / "slurm.toml", tmp_path / "remote", windows_command=windows)
+    assert _partition_of_srun_job(tmp_path, config) == "priority"
+
+
+@pytest.mark.parametrize(
+    "windows",
+    [["sh", "-c", "echo broken >&2; exit 1"], ["sh", "-c", "echo not json"]],
+    ids=["fails", "unreadable"],
+)
+def test_failing_windows_command_falls_back_to_the_first_fitting_partition(
+    tmp_path: Path, windows: list[str]
+) -> None:
+    config = write_slurm_toml(
+        tmp_path / "slurm.toml",
+        tmp_path / "remote",
+        partitions=["priority", "main"],
+        windows_command=windows,
+    )
+    assert _partition_of_srun_job(tmp_path, config) == "priority"
+    # And with main preferred, main.
+    other = tmp_path / "other"
+    other.mkdir()
+    config = write_slurm_toml(other / "slurm.toml", other / "remote", windows_command=windows)
+    assert _partition_of_srun_job(other, config) == "main"

@@ -1,0 +1,92 @@
+"""The status round in sacct's lag window, with scripted Slurm answers in the exact 22.05
+formats (tests/data holds the observed outputs).
+
+Right after a job is killed (scancel, NODE_FAIL, TIMEOUT) squeue already shows the end but sacct
+still reads `ID|allocation|...`: a placeholder that proves nothing. squeue's end must stand
+then; reading the placeholder as "unknown" turned every external scancel and node failure
+observed within ~5 s into UNRESOLVED (exit 4) on the real cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from vibesys.adapters.base import JobRef, RemoteState
+from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.transports import CommandResult
+from vibesys.config import parse_slurm_config
+
+pytestmark = pytest.mark.slurm
+
+NAME = "vibesys-0123456789ab-1"
+CONFIG = """
+[slurm]
+name = "scripted"
+remote_workspace_root = "/nonexistent/vibesys-remote"
+[slurm.transport]
+kind = "local"
+"""
+
+
+class ScriptedSlurm:
+    """A Runner answering squeue, sacct and the marker read from fixed text."""
+
+    def __init__(self, squeue: str, sacct: str) -> None:
+        self.answers = {"squeue": squeue, "sacct": sacct, "sh": ""}
+        self.calls: list[str] = []
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        maybe_effect: bool = False,
+    ) -> CommandResult:
+        self.calls.append(argv[0])
+        return CommandResult(0, self.answers[argv[0]], "", tuple(argv))
+
+
+def status_of(tmp_path: Path, squeue: str, sacct: str) -> tuple[RemoteState, str, list[str]]:
+    runner = ScriptedSlurm(squeue, sacct)
+    scheduler = SlurmScheduler(parse_slurm_config(CONFIG), runner)
+    job = JobRef(NAME, "581", tmp_path / "1", None, "0123456789ab", 1)
+    status = scheduler.status([job])[NAME]
+    return status.state, status.observation, runner.calls
+
+
+@pytest.mark.parametrize(
+    ("squeue_state", "reason", "expected"),
+    [
+        ("CANCELLED", "None", RemoteState.CANCELLED),
+        ("NODE_FAIL", "NodeDown", RemoteState.NODE_FAIL),
+        ("TIMEOUT", "TimeLimit", RemoteState.TIMEOUT),
+    ],
+)
+def test_squeue_end_stands_while_sacct_lags(
+    tmp_path: Path, squeue_state: str, reason: str, expected: RemoteState
+) -> None:
+    squeue = f"581|{NAME}|{squeue_state}|{reason}|priority|N/A\n"
+    sacct = f"581|allocation|{squeue_state}|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None\n"
+    state, observation, calls = status_of(tmp_path, squeue, sacct)
+    assert state is expected, observation
+    assert observation.startswith("squeue: "), observation
+    assert calls.count("squeue") == 1 and calls.count("sacct") == 1
+
+
+def test_sacct_speaks_once_it_has_caught_up(tmp_path: Path) -> None:
+    squeue = f"581|{NAME}|CANCELLED|None|priority|N/A\n"
+    sacct = f"581|{NAME}|CANCELLED by 0|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None\n"
+    state, observation, _ = status_of(tmp_path, squeue, sacct)
+    assert state is RemoteState.CANCELLED
+    assert observation.startswith("sacct: ") and "CANCELLED by 0" in observation
+
+
+def test_placeholder_alone_proves_nothing(tmp_path: Path) -> None:
+    """squeue has forgotten the job and sacct has no real record yet: still unknown."""
+    sacct = "581|allocation|CANCELLED|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None\n"
+    state, observation, _ = status_of(tmp_path, "", sacct)
+    assert state is RemoteState.UNKNOWN, observation
