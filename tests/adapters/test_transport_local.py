@@ -19,8 +19,8 @@ from vibesys.adapters.transports import (
     runner_from_config,
     shell_join,
 )
-from vibesys.config import LocalTransportConfig, SshTransportConfig
-from vibesys.errors import BackendUnavailable, ConfigError, UsageError
+from vibesys.config import LocalTransportConfig
+from vibesys.errors import BackendUnavailable, UsageError
 
 #: Arguments as a person might type them: any text except NUL (no command line carries it)
 #: and lone surrogates (not encodable as a file-system argument).
@@ -194,5 +194,3 @@ def test_runner_from_config() -> None:
     assert isinstance(runner, LocalTransport)
     assert runner.shell_command == ("sh", "-c")
     assert runner.run(["echo", "ok"]).stdout == "ok\n"
-    with pytest.raises(ConfigError, match="ssh"):
-        runner_from_config(SshTransportConfig(kind="ssh", host="login"))

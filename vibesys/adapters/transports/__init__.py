@@ -1,7 +1,9 @@
 """How commands reach Slurm: a `Runner` runs one argv there and returns its output.
 
-`local` runs on this host; `ssh` (its own issue) will run on a login node behind the same
-interface. Adapters receive a Runner and never build one from strings themselves.
+`local` runs on this host; `ssh` runs on a login node over one paramiko connection
+(`vibesys.adapters.transports.ssh`, imported only when an ssh transport is built, so commands
+that never reach a cluster never import paramiko). Adapters receive a Runner and never build
+one from strings themselves.
 """
 
 from __future__ import annotations
@@ -33,4 +35,8 @@ def runner_from_config(config: LocalTransportConfig | SshTransportConfig) -> Run
     """The Runner a `[slurm.transport]` table describes."""
     if isinstance(config, LocalTransportConfig):
         return LocalTransport(config.shell_command)
-    raise ConfigError(f"slurm.transport.kind: {config.kind!r} is not implemented yet")
+    if isinstance(config, SshTransportConfig):
+        from vibesys.adapters.transports.ssh import SshTransport  # paramiko: only when needed
+
+        return SshTransport.from_config(config)
+    raise ConfigError(f"slurm.transport.kind: {config.kind!r} is not implemented")
