@@ -1,0 +1,226 @@
+"""sbatch over the SSH transport, end to end, against the real sshd and the real cluster:
+snapshot, log spool and artifacts; a dropped connection; crashes while logs stream and while
+artifacts come home; hostile strings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.slurm.helpers import LOCAL_SLURM, cli, run_args, show
+from vibesys.adapters import get_backend
+from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.engine import DriveOptions, Engine, drive
+from vibesys.journal_schema import ArtifactState, open_journal
+from vibesys.states import Outcome
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def ssh_toml(tmp_path: Path, slurm_cluster: dict[str, str]) -> Path:
+    ssh_dir = Path(slurm_cluster["VIBESYS_SLURM_DIR"]) / "ssh"
+    path = tmp_path / "ssh.toml"
+    path.write_text(
+        "[slurm]\n"
+        'name = "over-ssh"\n'
+        f"remote_workspace_root = {json.dumps(str(tmp_path / 'remote'))}\n"
+        "poll_initial_seconds = 0.2\npoll_max_seconds = 1\n\n"
+        "[slurm.transport]\n"
+        'kind = "ssh"\nhost = "127.0.0.1"\nport = 2222\nuser = "root"\n'
+        f"identity_file = {json.dumps(str(ssh_dir / 'id_ed25519'))}\n"
+        f"known_hosts = {json.dumps(str(ssh_dir / 'known_hosts'))}\n"
+        "reconnect_attempts = 8\nreconnect_backoff_seconds = 0.5\n"
+    )
+    return path
+
+
+def ssh_args(config: Path, *options: str) -> list[str]:
+    """`vibesys run --adapter sbatch` over SSH (no agent_gpu table there: --time is required)."""
+    return run_args("sbatch", config, "--time", "5", *options)
+
+
+def shown_id(stdout: str) -> str:
+    return str(json.loads(stdout)["id"])
+
+
+def remote_file(tmp_path: Path, inv: dict[str, Any], name: str, attempt: int = 1) -> bytes:
+    return (tmp_path / "remote" / inv["id"] / str(attempt) / name).read_bytes()
+
+
+def spooled(inv: dict[str, Any], name: str, attempt: int = 1) -> bytes:
+    return (Path(inv["run_dir"]) / str(attempt) / name).read_bytes()
+
+
+def test_end_to_end_snapshot_logs_artifacts(tmp_path: Path, ssh_toml: Path) -> None:
+    cand = tmp_path / "cand"
+    (cand / "src").mkdir(parents=True)
+    (cand / "src" / "eval.py").write_text(
+        "import json, os, sys\n"
+        "os.makedirs('out', exist_ok=True)\n"
+        "json.dump({'accuracy': 0.93}, open('out/result.json', 'w'))\n"
+        "sys.stdout.buffer.write(b'score 0.93\\n\\xff raw byte\\n')\n"
+        "print('to stderr', file=sys.stderr)\n"
+    )
+    args = ssh_args(ssh_toml, "--json", "--candidate", str(cand), "--artifact", "out/*.json")
+    result = cli(*args, "python3", "src/eval.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    inv = show(tmp_path, shown_id(result.stdout))
+    assert (inv["state"], inv["outcome"]) == ("DONE", "COMPLETED")
+    assert inv["snapshot_digest"]
+    for stream in ("stdout", "stderr"):
+        assert spooled(inv, stream) == remote_file(tmp_path, inv, stream)
+    assert spooled(inv, "stdout") == b"score 0.93\n\xff raw byte\n"
+    [artifact] = inv["artifacts"]
+    assert (artifact["path"], artifact["state"]) == ("out/result.json", "acknowledged")
+    local = Path(artifact["local_path"]).read_bytes()
+    assert json.loads(local) == {"accuracy": 0.93}
+    assert artifact["sha256"] == hashlib.sha256(local).hexdigest()
+
+
+def test_connection_dropped_while_the_job_writes(
+    tmp_path: Path, ssh_toml: Path, slurm_cluster: dict[str, str]
+) -> None:
+    script = "for i in $(seq 1 60); do echo line $i; sleep 0.1; done; echo end"
+    argv = [
+        sys.executable,
+        "-m",
+        "vibesys",
+        *ssh_args(ssh_toml, "--json"),
+        "sh",
+        "-c",
+        script,
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "VIBESYS_FAILPOINTS"}
+    with subprocess.Popen(
+        argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as proc:
+        time.sleep(3)
+        # Restart sshd: the listener and every session die, so our connection drops.
+        subprocess.run(["pkill", "-KILL", "-x", "sshd"], check=False)
+        time.sleep(1)
+        subprocess.run([str(LOCAL_SLURM), "up"], check=True, capture_output=True, timeout=120)
+        out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    inv = show(tmp_path, shown_id(out))
+    expected = "".join(f"line {i}\n" for i in range(1, 61)) + "end\n"
+    assert remote_file(tmp_path, inv, "stdout").decode() == expected
+    assert spooled(inv, "stdout") == remote_file(tmp_path, inv, "stdout")
+    assert len(inv["attempts"]) == 1, "a dropped connection must never resubmit"
+
+
+def finish(tmp_path: Path, inv_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while True:
+        reconciled = cli("reconcile", cwd=tmp_path)
+        if reconciled.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    waited = cli("wait", inv_id, cwd=tmp_path)
+    assert "Traceback" not in waited.stderr
+    assert cli("journal", "verify", cwd=tmp_path).returncode == 0
+    return show(tmp_path, inv_id)
+
+
+def test_crash_while_logs_stream_then_reconcile(tmp_path: Path, ssh_toml: Path) -> None:
+    script = "for i in $(seq 1 30); do echo line $i; sleep 0.1; done"
+    crashed = cli(
+        *ssh_args(ssh_toml),
+        "sh",
+        "-c",
+        script,
+        cwd=tmp_path,
+        env={"VIBESYS_FAILPOINTS": "after_spool_append"},
+    )
+    assert crashed.returncode == 137
+    [listed] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)
+    inv = finish(tmp_path, listed["id"])
+    assert (inv["state"], inv["exit_code"]) == ("DONE", 0)
+    assert spooled(inv, "stdout") == remote_file(tmp_path, inv, "stdout")
+    assert spooled(inv, "stdout").count(b"line 1\n") == 1
+
+
+def test_crash_while_artifacts_come_home_then_reconcile(tmp_path: Path, ssh_toml: Path) -> None:
+    script = "mkdir -p out; for i in 1 2 3; do head -c 100000 /dev/urandom > out/part$i.bin; done"
+    crashed = cli(
+        *ssh_args(ssh_toml, "--artifact", "out/*.bin"),
+        "sh",
+        "-c",
+        script,
+        cwd=tmp_path,
+        env={"VIBESYS_FAILPOINTS": "after_artifact_download"},
+    )
+    assert crashed.returncode == 137
+    [listed] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)
+    inv = finish(tmp_path, listed["id"])
+    assert (inv["state"], inv["outcome"]) == ("DONE", "COMPLETED")
+    assert [a["state"] for a in inv["artifacts"]] == ["acknowledged"] * 3
+    for artifact in inv["artifacts"]:
+        remote = tmp_path / "remote" / inv["id"] / "1" / "work" / artifact["path"]
+        assert Path(artifact["local_path"]).read_bytes() == remote.read_bytes()
+
+
+def test_tampered_artifact_download_is_detected(
+    tmp_path: Path, ssh_toml: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fetch = SlurmScheduler.fetch_artifact
+
+    def corrupted(self: SlurmScheduler, job: Any, path: str, sink: Any) -> None:
+        real_fetch(self, job, path, sink)
+        sink.write(b"!")  # a byte more than the remote side listed
+
+    monkeypatch.setattr(SlurmScheduler, "fetch_artifact", corrupted)
+    journal = open_journal(tmp_path / "j.db")
+    engine = Engine(journal, get_backend)
+    options = {
+        "site_config": str(ssh_toml),
+        "gpus": 0,
+        "time_minutes": 5,
+        "partitions": ["main"],
+        "artifacts": ["result.txt"],
+    }
+    inv = engine.prepare(
+        adapter="sbatch", command=["sh", "-c", "echo 42 > result.txt"], options=options
+    )
+    final = drive(engine, inv, DriveOptions())
+    assert final.outcome is Outcome.COMPLETED
+    [row] = journal.artifacts(inv.id)
+    assert row.state is ArtifactState.MISMATCH and "sha256" in str(row.detail)
+
+
+def test_hostile_strings_reach_the_remote_command_intact(tmp_path: Path, ssh_toml: Path) -> None:
+    hostile = [
+        "it's",
+        '"quoted"',
+        "$(touch PWNED)",
+        "`touch PWNED2`",
+        "two words",
+        "new\nline",
+        "*",
+        "a;b|c&d",
+        "$HOME",
+        "back\\slash",
+    ]
+    printer = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    result = cli(
+        *ssh_args(ssh_toml, "--json", "--artifact", "dir with space/*.txt"),
+        "sh",
+        "-c",
+        'mkdir -p "dir with space"; echo ok > "dir with space/f.txt"; exec python3 -c "$0" "$@"',
+        printer,
+        *hostile,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    inv = show(tmp_path, shown_id(result.stdout))
+    assert json.loads(spooled(inv, "stdout")) == hostile
+    assert not list(tmp_path.rglob("PWNED*"))
+    assert [a["path"] for a in inv["artifacts"]] == ["dir with space/f.txt"]
