@@ -19,19 +19,17 @@ for the project's local cluster (`scripts/local-slurm up`) is written to
 otherwise:
 
     python examples/slurm_srun.py [SLURM_TOML]
+
+The config lookup and steps 2-4 are shared with slurm_sbatch.py, in _slurm_common.py.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
-from vibesys.adapters import get_backend
+from _slurm_common import run_on_slurm, site_config
+
 from vibesys.config import SlurmRequest, check_request, load_slurm_config
-from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, drive
-from vibesys.journal_schema import journal_path, open_journal, verify_journal
-from vibesys.render import exit_status
 
 #: The agent's GPU command: reports the GPU it was given and where it ran.
 COMMAND = [
@@ -40,71 +38,19 @@ COMMAND = [
     'echo "gpu ${CUDA_VISIBLE_DEVICES:-none} (job $SLURM_JOB_ID in $SLURM_JOB_PARTITION)"',
 ]
 
-LOCAL_CLUSTER_TOML = """\
-[slurm]
-name = "local"
-remote_workspace_root = "{root}"
-poll_initial_seconds = 0.2
-poll_max_seconds = 2
-
-[slurm.transport]
-kind = "local"
-
-[vibesys.agent_gpu]
-partitions = ["main", "priority"]
-max_gpus = 2
-max_time_minutes = 120
-default_time_minutes = 5
-"""
-
-
-def site_config(argv: list[str]) -> Path:
-    """The slurm.toml to use: argv, then $VIBESYS_SLURM_CONFIG, else one for the local cluster."""
-    given = argv[0] if argv else os.environ.get("VIBESYS_SLURM_CONFIG")
-    if given:
-        return Path(given).expanduser().resolve()
-    state = Path(".vibesys").resolve()
-    state.mkdir(exist_ok=True)
-    path = state / "slurm.toml"
-    path.write_text(LOCAL_CLUSTER_TOML.format(root=state / "remote"))
-    return path
-
 
 def main(argv: list[str]) -> int:
     config_path = site_config(argv)
     config = load_slurm_config(config_path)
     # One GPU, the configured default time, the configured partition preference list.
     request = check_request(SlurmRequest(gpus=1), config.agent_gpu)
-    options = {
-        "site_config": str(config_path),
-        "gpus": request.gpus,
-        "time_minutes": request.time_minutes,
-        "partitions": list(request.partitions),
-    }
-
-    journal = open_journal(journal_path())
-    try:
-        engine = Engine(journal, get_backend, retry=RetryPolicy(max_retries=2))
-        invocation = engine.prepare(
-            adapter="srun", command=COMMAND, options=options, label="slurm-srun-example"
-        )
-        print(f"invocation {invocation.id} {invocation.state}", flush=True)
-
-        tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)  # live output, as `vibesys run`
-        invocation = drive(engine, invocation, DriveOptions(tail=tail))
-
-        print(f"state {invocation.state}")
-        print(f"outcome {invocation.outcome}")
-        print(f"exit code {invocation.exit_code}")
-        for attempt in journal.attempts(invocation.id):
-            print(f"attempt {attempt.attempt}: Slurm job {attempt.job_id} ({attempt.job_name})")
-        for row in journal.history(invocation.id):
-            print(f"  {row.seq}  {row.from_state} -> {row.to_state}  {row.event}")
-        problems = verify_journal(journal)
-        print("journal verify: " + ("ok" if not problems else str(problems[0])))
-        return exit_status(invocation) if not problems else 1
-    finally:
-        journal.close()
+    return run_on_slurm(
+        adapter="srun",
+        command=COMMAND,
+        label="slurm-srun-example",
+        config_path=config_path,
+        request=request,
+    )
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# slurm_*.py need the local cluster and run in tests/slurm/test_examples_slurm.py.
-EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("slurm_"))
+# slurm_*.py need the local cluster and run in tests/slurm/test_examples_slurm.py; _*.py are
+# modules the examples import, not examples.
+EXAMPLES = sorted(
+    p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith(("slurm_", "_"))
+)
 
 #: Lines each example must print; every example found must be listed here.
 EXPECTED: dict[str, list[str]] = {

@@ -144,6 +144,13 @@ def run(
     exclude: Annotated[
         list[str] | None, typer.Option(help="Extra snapshot exclusion pattern (repeatable).")
     ] = None,
+    after: Annotated[
+        str | None,
+        typer.Option(help="Start once this sbatch invocation's job succeeds (afterok)."),
+    ] = None,
+    unreachable_timeout: Annotated[
+        float, typer.Option(help="Seconds the scheduler may stay unreachable before UNRESOLVED.")
+    ] = 600.0,
 ) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
     from vibesys.adapters import ADAPTER_NAMES
@@ -158,83 +165,38 @@ def run(
     if unknown := validate(os.environ.get(ENV, "")):
         fail(f"{ENV} names unknown failpoint {unknown[0]!r} (see `vibesys debug failpoints`)")
     with clean_errors():
+        from vibesys.cli_options import (
+            adapter_options,
+            artifact_options,
+            dependency_options,
+            snapshot_options,
+        )
         from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
 
-        options = _adapter_options(adapter, slurm_config, gpus, time_minutes, partition)
-        if artifact:
-            from vibesys.adapters.listing import check_pattern
-
-            options["artifacts"] = [check_pattern(p) for p in artifact]
-        digest = None
-        if candidate is not None or exclude:
-            if adapter == "local" or candidate is None:
-                fail("--candidate (and --exclude) need --adapter sbatch or srun and a directory")
-            manifest = _manifest(candidate, exclude or [])
-            digest = manifest.digest
-            options |= {
-                "candidate": str(candidate.resolve()),
-                "snapshot_exclude": list(exclude or []),
-                "snapshot_digest": digest,
-            }
+        options = adapter_options(adapter, slurm_config, gpus, time_minutes, partition)
+        options |= artifact_options(artifact or [])
+        options |= snapshot_options(adapter, candidate, exclude or [])
         store = _open(journal)
+        if after is not None:
+            options |= dependency_options(store, after, adapter)
         engine = _engine(store, retry=RetryPolicy(max_retries, retry_delay))
         inv = engine.prepare(
             adapter=adapter,
             command=list(command),
             label=name,
             options=options,
-            snapshot_digest=digest,
+            snapshot_digest=options.get("snapshot_digest"),
         )
         if detach:
             typer.echo(inv.id)
         sink = sys.stderr.buffer if as_json else sys.stdout.buffer
         tail = None if detach else LogTail(sink, sys.stderr.buffer)
         with _interruptible() as interrupt:
-            inv = drive(engine, inv, DriveOptions(tail=tail, detach=detach, interrupt=interrupt))
+            settings = DriveOptions(tail, detach, interrupt, unreachable_timeout)
+            inv = drive(engine, inv, settings)
         if detach and inv.state in ("RUNNING", "SUBMITTING"):
             raise typer.Exit(0)
         _finish(store, inv, as_json)
-
-
-def _adapter_options(
-    adapter: str,
-    slurm_config: Path | None,
-    gpus: int | None,
-    time_minutes: int | None,
-    partition: str | None,
-) -> dict[str, Any]:
-    """Check the resource request against the site configuration, before anything is written."""
-    from vibesys.adapters import SLURM_ADAPTERS
-
-    if adapter not in SLURM_ADAPTERS:
-        if any(v is not None for v in (slurm_config, gpus, time_minutes, partition)):
-            fail("--slurm-config, --gpus, --time and --partition need --adapter sbatch or srun")
-        return {}
-    from vibesys.config import (
-        SlurmRequest,
-        check_request,
-        default_slurm_config_path,
-        load_slurm_config,
-    )
-
-    path = (slurm_config or default_slurm_config_path()).expanduser().resolve()
-    config = load_slurm_config(path)
-    request = SlurmRequest(gpus=gpus or 0, time_minutes=time_minutes, partition=partition)
-    checked = check_request(request, config.agent_gpu)
-    return {
-        "site_config": str(path),
-        "gpus": checked.gpus,
-        "time_minutes": checked.time_minutes,
-        "partitions": list(checked.partitions),
-    }
-
-
-def _manifest(directory: Path, exclude: list[str]) -> Any:
-    from vibesys.adapters.snapshot import SnapshotPolicy, build_manifest
-
-    if not directory.is_dir():
-        fail(f"candidate {directory} is not a directory")
-    return build_manifest(directory, SnapshotPolicy(exclude=tuple(exclude)))
 
 
 @app.command()
@@ -248,8 +210,9 @@ def snapshot(
     """Show the candidate snapshot: its digest, and with --dry-run what goes in and what not."""
     with clean_errors():
         from vibesys.adapters.snapshot import render_manifest_text
+        from vibesys.cli_options import candidate_manifest
 
-        manifest = _manifest(directory, exclude or [])
+        manifest = candidate_manifest(directory, exclude or [])
         if dry_run:
             typer.echo(render_manifest_text(manifest), nl=False)
         else:

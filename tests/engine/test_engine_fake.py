@@ -235,3 +235,22 @@ def test_reconcile_leaves_live_leases_alone(journal: Journal, tmp_path: Path) ->
         clock.tick(1)
         rows = reconcile(make_engine(journal, fake))
     assert rows[0].after is JobState.RUNNING
+
+
+def test_unreachable_past_the_deadline_is_unresolved_then_reconciled(
+    journal: Journal, tmp_path: Path
+) -> None:
+    fake = FakeBackend([FakeAttempt((S.RUNNING, S.COMPLETED))])
+    engine = make_engine(journal, fake)
+    inv = engine.prepare(adapter="fake", command=["x"], run_root=tmp_path)
+    inv = drive(engine, inv, DriveOptions(detach=True))
+    fake.status_error = BackendUnavailable("ssh: connection refused")
+    assert journal.acquire_lease(inv.id, engine.owner, timedelta(seconds=30))
+    inv = drive(engine, inv, DriveOptions(unreachable_seconds=0.2))
+    assert inv.state is JobState.UNRESOLVED
+    assert "connection refused" in journal.history(inv.id)[-1].evidence["observation"]
+    fake.status_error = None  # the cluster is back: a later reconcile finishes the job
+    rows = reconcile(make_engine(journal, fake))
+    assert rows[0].after is JobState.DONE
+    assert journal.get(inv.id).outcome is Outcome.COMPLETED
+    assert len(fake.submits()) == 1, "an unreachable cluster never causes a resubmit"

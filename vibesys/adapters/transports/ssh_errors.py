@@ -1,0 +1,157 @@
+"""How the `ssh` transport reports failures and keeps secrets out of what it reports.
+
+`map_ssh_errors` turns paramiko's and the socket's exceptions into our error types at this edge;
+`redact` removes secret values from every message, evidence and stderr. Both live apart from the
+transport so the error policy can be read (and tested) on its own. Imports paramiko: only
+`vibesys.adapters.transports.ssh`, itself imported when an ssh transport is built, imports this.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import shlex
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import paramiko  # type: ignore[import-untyped]
+
+from vibesys.errors import BackendUnavailable, TransportLost
+
+__all__ = [
+    "REDACTED",
+    "UnknownHostKey",
+    "describe_exception",
+    "host_key_fingerprint",
+    "is_secret_name",
+    "map_ssh_errors",
+    "not_retryable",
+    "redact",
+]
+
+REDACTED = "[REDACTED]"
+_SECRET_WORDS = r"token|secret|passw(?:or)?d|passphrase|credential|key"
+_SECRET_NAME = re.compile(_SECRET_WORDS, re.IGNORECASE)
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?P<name>[A-Za-z0-9_.-]*(?:" + _SECRET_WORDS + r")[A-Za-z0-9_.-]*)="
+    r"(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\"]+)",
+    re.IGNORECASE,
+)
+_PRIVATE_KEY_BLOCK = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+    re.DOTALL,
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable called `name` likely holds a secret (TOKEN, SECRET, PASSWORD, KEY)."""
+    return _SECRET_NAME.search(name) is not None
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` without the given secret values (also in their repr- and shell-quoted forms),
+    private key blocks, or the values of `NAME=value` assignments whose names look secret."""
+    out = _PRIVATE_KEY_BLOCK.sub("[REDACTED PRIVATE KEY]", text)
+    forms: set[str] = set()
+    for secret in secrets:
+        if secret:
+            forms.update((secret, repr(secret)[1:-1], shlex.quote(secret)))
+    for form in sorted(forms, key=len, reverse=True):
+        if form:
+            out = out.replace(form, REDACTED)
+    return _SECRET_ASSIGNMENT.sub(lambda m: f"{m['name']}={REDACTED}", out)
+
+
+def host_key_fingerprint(key: Any) -> str:
+    """`SHA256:...`, as `ssh-keygen -l` and ssh's own prompts print it."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode("ascii").rstrip("=")
+
+
+class UnknownHostKey(Exception):
+    """Raised by our host-key policy: the host is not in known_hosts and may not be trusted."""
+
+    def __init__(self, hostname: str, key_type: str, fingerprint: str, known_hosts: str) -> None:
+        super().__init__(f"{hostname} is not in {known_hosts}")
+        self.hostname = hostname
+        self.key_type = key_type
+        self.fingerprint = fingerprint
+        self.known_hosts = known_hosts
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`TypeName: message`, or just the type's name when the message is empty."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def not_retryable(error: BackendUnavailable) -> BackendUnavailable:
+    """`error`, marked as one that retrying will not cure."""
+    # Waiting does not fix a refused key or a host we may not trust: the operator must act.
+    error.retryable = False
+    return error
+
+
+@contextmanager
+def map_ssh_errors(
+    what: str,
+    *,
+    host: str = "",
+    maybe_effect: bool = False,
+    secrets: Iterable[str] = (),
+) -> Iterator[None]:
+    """Translate paramiko's and the socket's failures during `what` into our error types.
+
+    Authentication, host-key and key-file problems become BackendUnavailable with
+    `retryable=False` and `maybe_submitted=False` (nothing ran). A refused channel is
+    BackendUnavailable (the connection is fine). Anything else from the connection (socket
+    timeout, EOF, SSHException, OSError) is TransportLost with `maybe_submitted=maybe_effect`.
+    Messages and evidence are redacted of `secrets`, and paramiko's exception is not chained.
+    """
+    hidden = tuple(secrets)
+    where = f"ssh {host}: " if host else "ssh: "
+
+    def clean(text: str) -> str:
+        return redact(text, hidden)
+
+    try:
+        yield
+    except UnknownHostKey as exc:
+        message = (
+            f"{what}: refusing to connect: the host key of {exc.hostname} ({exc.key_type} "
+            f"{exc.fingerprint}) is not in {exc.known_hosts}; verify the fingerprint and add "
+            "the key there, or set accept_unknown_host = true"
+        )
+        raise not_retryable(
+            BackendUnavailable(clean(message), evidence=clean(where + message))
+        ) from None
+    except paramiko.BadHostKeyException as exc:
+        message = (
+            f"{what}: refusing to connect: the host key of {exc.hostname} changed (got "
+            f"{exc.key.get_name()} {host_key_fingerprint(exc.key)}, known_hosts has "
+            f"{exc.expected_key.get_name()} {host_key_fingerprint(exc.expected_key)}); "
+            "this may be an attack, or the host was reinstalled"
+        )
+        raise not_retryable(
+            BackendUnavailable(clean(message), evidence=clean(where + message))
+        ) from None
+    except paramiko.AuthenticationException as exc:
+        message = f"{what}: authentication failed for {host or 'the host'}"
+        raise not_retryable(
+            BackendUnavailable(
+                clean(message), evidence=clean(f"{where}{message}: {describe_exception(exc)}")
+            )
+        ) from None
+    except paramiko.ChannelException as exc:
+        message = f"{what}: the server refused a new session ({exc.text or exc.code})"
+        raise BackendUnavailable(
+            clean(message), evidence=clean(where + message), maybe_submitted=False
+        ) from None
+    # socket.timeout is an OSError; NoValidConnectionsError too.
+    except (EOFError, paramiko.SSHException, OSError) as exc:
+        message = f"{what}: connection lost ({describe_exception(exc)})"
+        raise TransportLost(
+            clean(message), evidence=clean(where + message), maybe_submitted=maybe_effect
+        ) from None
