@@ -41,16 +41,9 @@ def test_job_runs_the_recorded_snapshot(tmp_path: Path, slurm_toml: Path) -> Non
     assert [p.name for p in snapshots] == [digest]
 
 
-def test_candidate_changed_after_prepare_is_refused(tmp_path: Path, slurm_toml: Path) -> None:
-    cand = candidate(tmp_path / "cand")
-    original = sbatch_module.build_manifest
-
-    def edit_then_build(root: Any, policy: Any = None) -> Any:
-        (Path(root) / "src" / "main.py").write_text('print("edited after PREPARED")\n')
-        return original(root, policy)
-
-    journal = open_journal(tmp_path / "j.db")
-    engine = Engine(journal, get_backend)
+def prepare_candidate_run(tmp_path: Path, slurm_toml: Path, cand: Path) -> tuple[Engine, Any]:
+    """An sbatch invocation of `python3 src/main.py` in a snapshot of `cand`, PREPARED."""
+    engine = Engine(open_journal(tmp_path / "j.db"), get_backend, retry=RetryPolicy(2, 0.5))
     options = {
         "site_config": str(slurm_toml),
         "gpus": 0,
@@ -60,11 +53,23 @@ def test_candidate_changed_after_prepare_is_refused(tmp_path: Path, slurm_toml: 
         "snapshot_digest": build_manifest(cand).digest,
     }
     inv = engine.prepare(adapter="sbatch", command=["python3", "src/main.py"], options=options)
-    pytest.MonkeyPatch().setattr(sbatch_module, "build_manifest", edit_then_build)
-    try:
-        final = drive(engine, inv, DriveOptions())
-    finally:
-        sbatch_module.build_manifest = original
+    return engine, inv
+
+
+def test_candidate_changed_after_prepare_is_refused(
+    tmp_path: Path, slurm_toml: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cand = candidate(tmp_path / "cand")
+    original = sbatch_module.build_manifest
+
+    def edit_then_build(root: Any, policy: Any = None) -> Any:
+        (Path(root) / "src" / "main.py").write_text('print("edited after PREPARED")\n')
+        return original(root, policy)
+
+    engine, inv = prepare_candidate_run(tmp_path, slurm_toml, cand)
+    journal = engine.journal
+    monkeypatch.setattr(sbatch_module, "build_manifest", edit_then_build)
+    final = drive(engine, inv, DriveOptions())
     assert final.outcome is Outcome.REJECTED
     assert "changed since it was recorded" in journal.history(inv.id)[-1].evidence["reason"]
 
@@ -87,17 +92,8 @@ def test_tampered_snapshot_never_runs_and_is_replaced(
         return staged
 
     monkeypatch.setattr(sbatch_module, "stage", stage_then_tamper)
-    journal = open_journal(tmp_path / "j.db")
-    engine = Engine(journal, get_backend, retry=RetryPolicy(2, 0.5))
-    options = {
-        "site_config": str(slurm_toml),
-        "gpus": 0,
-        "time_minutes": 5,
-        "partitions": ["main"],
-        "candidate": str(cand),
-        "snapshot_digest": build_manifest(cand).digest,
-    }
-    inv = engine.prepare(adapter="sbatch", command=["python3", "src/main.py"], options=options)
+    engine, inv = prepare_candidate_run(tmp_path, slurm_toml, cand)
+    journal = engine.journal
     final = drive(engine, inv, DriveOptions())
     assert final.outcome is Outcome.COMPLETED
     assert not marker.exists(), "the tampered code must never run"
