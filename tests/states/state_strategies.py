@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from vibesys.states import (
     EVENT_TYPES,
     INITIAL,
+    OUTCOME_OF,
+    RETRYABLE,
     Cancelled,
     CancelRequested,
     Collected,
@@ -76,10 +78,16 @@ BY_NAME: dict[str, st.SearchStrategy[Any]] = {
     "Rejected": st.builds(Rejected, reason=text),
     "OutcomeUnknown": st.builds(OutcomeUnknown, observation=text),
     "Finished": st.builds(
-        Finished, failure_class=failure_classes, exit_code=exit_codes, observation=text
+        Finished,
+        failure_class=st.sampled_from(sorted(OUTCOME_OF)),
+        exit_code=exit_codes,
+        observation=text,
     ),
     "InfraFailed": st.builds(
-        InfraFailed, failure_class=failure_classes, observation=text, not_before=text
+        InfraFailed,
+        failure_class=st.sampled_from(sorted(RETRYABLE)),
+        observation=text,
+        not_before=text,
     ),
     "Collected": st.builds(
         Collected, outcome=st.sampled_from(Outcome), exit_code=exit_codes, observation=text

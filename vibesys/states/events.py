@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vibesys.states.job_state import FailureClass, Outcome
+from vibesys.states.job_state import OUTCOME_OF, RETRYABLE, FailureClass, Outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,10 @@ class Finished:
     exit_code: int | None
     observation: str = ""
 
+    def __post_init__(self) -> None:
+        if self.failure_class not in OUTCOME_OF:
+            raise ValueError(f"Finished cannot carry {self.failure_class}: use InfraFailed")
+
 
 @dataclass(frozen=True, slots=True)
 class InfraFailed:
@@ -58,6 +62,10 @@ class InfraFailed:
     failure_class: FailureClass
     observation: str
     not_before: str = ""
+
+    def __post_init__(self) -> None:
+        if self.failure_class not in RETRYABLE:
+            raise ValueError(f"InfraFailed cannot carry {self.failure_class}: use Finished")
 
 
 @dataclass(frozen=True, slots=True)
