@@ -4,9 +4,11 @@ artifacts come home; hostile strings."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +48,36 @@ def ssh_toml(tmp_path: Path, slurm_cluster: dict[str, str]) -> Path:
 def ssh_args(config: Path, *options: str) -> list[str]:
     """`vibesys run --adapter sbatch` over SSH (no agent_gpu table there: --time is required)."""
     return run_args("sbatch", config, "--time", "5", *options)
+
+
+def our_sshd(cluster: dict[str, str]) -> int:
+    """The pid of the project's sshd listener (never another sshd on this machine)."""
+    for line in (Path(cluster["VIBESYS_SLURM_DIR"]) / "pids").read_text().splitlines():
+        name, pid, _start = line.split()
+        if name == "sshd":
+            return int(pid)
+    raise AssertionError("scripts/local-slurm recorded no sshd")
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL `root` and every process descended from it."""
+    parents: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                stat = (proc / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(proc.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    doomed, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        doomed.update(children)
+        frontier.extend(children)
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def shown_id(stdout: str) -> str:
@@ -104,8 +136,8 @@ def test_connection_dropped_while_the_job_writes(
         argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as proc:
         time.sleep(3)
-        # Restart sshd: the listener and every session die, so our connection drops.
-        subprocess.run(["pkill", "-KILL", "-x", "sshd"], check=False)
+        # Restart our sshd: its listener and every session die, so our connection drops.
+        kill_tree(our_sshd(slurm_cluster))
         time.sleep(1)
         subprocess.run([str(LOCAL_SLURM), "up"], check=True, capture_output=True, timeout=120)
         out, err = proc.communicate(timeout=180)
