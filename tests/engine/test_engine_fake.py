@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from vibesys.adapters.base import RemoteState
+from vibesys.adapters.base import RemoteState, RemoteStatus
 from vibesys.adapters.fake import FakeAttempt, FakeBackend
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.errors import BackendUnavailable, SubmitRejected
 from vibesys.journal_schema import Journal
-from vibesys.states import FailureClass, JobState, Outcome
+from vibesys.states import FailureClass, JobState, Outcome, SubmitIntended
 
 S = RemoteState
 
@@ -254,3 +254,15 @@ def test_unreachable_past_the_deadline_is_unresolved_then_reconciled(
     assert rows[0].after is JobState.DONE
     assert journal.get(inv.id).outcome is Outcome.COMPLETED
     assert len(fake.submits()) == 1, "an unreachable cluster never causes a resubmit"
+
+
+def test_a_job_still_starting_after_a_crash_is_waited_for(journal: Journal, tmp_path: Path) -> None:
+    """A lookup that finds the launch under way (no job id yet) neither resubmits nor gives up."""
+    fake = FakeBackend([FakeAttempt((S.COMPLETED,))])
+    engine = make_engine(journal, fake)
+    inv = engine.prepare(adapter="fake", command=["x"], run_root=tmp_path)
+    inv = engine.journal.commit_transition(inv, SubmitIntended(1, f"vibesys-{inv.id}-1"))[0]
+    starting = RemoteStatus(f"vibesys-{inv.id}-1", None, S.PENDING, observation="starting")
+    survivor = make_engine(journal, fake)
+    assert survivor.advance(inv, starting).state is JobState.SUBMITTING
+    assert fake.submits() == []

@@ -196,6 +196,8 @@ class Engine:
             if inv.cancel_requested:
                 return self._commit(inv, Cancelled(f"proven never submitted: {describe(observed)}"))
             return self._submit(inv)
+        if observed.state is RemoteState.PENDING and observed.job_id is None:
+            return inv  # still starting (a launch under way): look again next round
         if observed.state is RemoteState.UNKNOWN or observed.job_id is None:
             return self._unknown(inv, describe(observed))
         return self._submitted(inv, observed.job_id, f"found by name: {describe(observed)}")
