@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.crash.test_failpoints_local import RUN_FAILPOINTS as LOCAL_RUN_FAILPOINTS
 from tests.slurm.helpers import (
     cli,
     history_text,
@@ -23,19 +24,9 @@ from tests.slurm.helpers import (
 
 pytestmark = [pytest.mark.slurm, pytest.mark.crash]
 
-#: The failpoints a plain Slurm run passes, in order.
-RUN_FAILPOINTS = [
-    "after_prepare_commit",
-    "after_submit_intent",
-    "after_submit_effect",
-    "after_submitted_commit",
-    "after_terminal_observed",
-    "after_finished_commit",
-    "after_collect_effect",
-    "after_done_commit",
-    # The job prints a line, so its log is spooled home (by byte offset) along the way.
-    "after_spool_append",
-]
+#: The failpoints a plain Slurm run passes: those of a local run, and, because the job prints
+#: a line, the log spool's (its log comes home by byte offset along the way).
+RUN_FAILPOINTS = [*LOCAL_RUN_FAILPOINTS, "after_spool_append"]
 
 #: How long reconcile may keep answering UNRESOLVED (exit 4) because a lookup came too early.
 RECONCILE_SECONDS = 20.0
