@@ -149,3 +149,17 @@ NOW = datetime(2030, 1, 1, tzinfo=UTC)
 )
 def test_lease_free(holder: str | None, expires: str | None, owner: str, free: bool) -> None:
     assert lease_free(holder, expires, owner, NOW) is free
+
+
+def test_a_live_owner_on_this_host_keeps_its_lease_past_expiry(
+    journal: Journal, new_invocation: NewInvocation
+) -> None:
+    """A live `vibesys run` blocked in a slow submit must not be taken over: the taker's
+    lookup could come before the scheduler knows the job and submit it a second time."""
+    inv = new_invocation()
+    me = proc.self_identity()
+    with freeze_time(NOW) as clock:
+        assert journal.acquire_lease(inv.id, me, TTL)
+        clock.tick(TTL.total_seconds() * 10)
+        assert not journal.acquire_lease(inv.id, "otherhost:1:1", TTL)
+        assert not lease_free(me, iso(NOW), "otherhost:1:1", NOW + TTL * 10)

@@ -13,12 +13,17 @@ from vibesys.proc import identity_alive
 
 
 def lease_free(holder: str | None, expires: str | None, owner: str, now: datetime) -> bool:
-    """Whether `owner` may take the lease: free, its own, expired, or its holder provably dead."""
+    """Whether `owner` may take the lease: free, its own, its holder provably dead, or expired
+    while its holder's liveness cannot be checked (another host).
+
+    A holder on this host that provably lives keeps its lease even past expiry: it may be
+    blocked in a slow submit, and taking over then could submit the same attempt twice."""
     if holder is None or holder == owner:
         return True
-    if expires is None or datetime.fromisoformat(expires) <= now:
-        return True
-    return identity_alive(holder) is False
+    alive = identity_alive(holder)
+    if alive is not None:
+        return not alive
+    return expires is None or datetime.fromisoformat(expires) <= now
 
 
 class LeaseRecords:
