@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ from vibesys.errors import VibesysError
 
 if TYPE_CHECKING:
     from vibesys.engine import Engine
+    from vibesys.engine.drive import StopFlag
     from vibesys.journal_schema import Invocation, Journal
 
 app = typer.Typer(
@@ -79,9 +79,11 @@ def _show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
 
 
 @contextmanager
-def _interruptible() -> Iterator[threading.Event]:
+def _interruptible() -> Iterator[StopFlag]:
     """First SIGINT/SIGTERM asks for a clean cancel; a second one leaves at once."""
-    event = threading.Event()
+    from vibesys.engine.drive import StopFlag
+
+    event = StopFlag()
 
     def handler(signum: int, _frame: object) -> None:
         if event.is_set():

@@ -59,15 +59,19 @@ def our_sshd(cluster: dict[str, str]) -> int:
     raise AssertionError("scripts/local-slurm recorded no sshd")
 
 
-def kill_tree(root: int) -> None:
-    """SIGKILL `root` and every process descended from it."""
+def kill_sshd_tree(root: int) -> None:
+    """SIGKILL the sshd listener `root` and every sshd process below it: every connection
+    drops. The shells and commands they ran are left to end on their own (a SIGKILLed login
+    shell can leave its profile's lock files behind for every later login)."""
     parents: dict[int, int] = {}
+    names: dict[int, str] = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
                 stat = (proc / "stat").read_text()
             except OSError:
                 continue
+            names[int(proc.name)] = stat[stat.index("(") + 1 : stat.rindex(")")]
             parents[int(proc.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
     doomed, frontier = {root}, [root]
     while frontier:
@@ -76,8 +80,9 @@ def kill_tree(root: int) -> None:
         doomed.update(children)
         frontier.extend(children)
     for pid in doomed:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        if names.get(pid) == "sshd":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def shown_id(stdout: str) -> str:
@@ -137,7 +142,7 @@ def test_connection_dropped_while_the_job_writes(
     ) as proc:
         time.sleep(3)
         # Restart our sshd: its listener and every session die, so our connection drops.
-        kill_tree(our_sshd(slurm_cluster))
+        kill_sshd_tree(our_sshd(slurm_cluster))
         time.sleep(1)
         subprocess.run([str(LOCAL_SLURM), "up"], check=True, capture_output=True, timeout=120)
         out, err = proc.communicate(timeout=180)

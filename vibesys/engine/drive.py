@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,12 +17,36 @@ from vibesys.states import JobState
 UNREACHABLE_SECONDS = 600.0
 
 
+class StopFlag:
+    """A request to stop, set from a signal handler.
+
+    Deliberately lock-free: a handler runs between two bytecodes of the main thread, and
+    `threading.Event.set()` takes a lock that the interrupted `Event.wait()` may be holding,
+    which deadlocks the process for good."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to `timeout` seconds, waking within 50 ms of `set()`."""
+        deadline = time.monotonic() + timeout
+        while not self._set and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
+        return self._set
+
+
 @dataclass
 class DriveOptions:
     tail: LogTail | None = None
     detach: bool = False
     #: set from a signal handler: cancel the job, then keep driving until it has settled
-    interrupt: threading.Event | None = None
+    interrupt: StopFlag | None = None
     unreachable_seconds: float = UNREACHABLE_SECONDS
 
 
@@ -32,7 +55,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
 
     The caller must hold the invocation's lease; it is renewed here and released at the end.
     """
-    stop = options.interrupt or threading.Event()
+    stop = options.interrupt or StopFlag()
     renew_every = engine.lease_ttl.total_seconds() / 3
     renewed = time.monotonic()
     unreachable_since: float | None = None
