@@ -194,3 +194,14 @@ def test_runner_from_config() -> None:
     assert isinstance(runner, LocalTransport)
     assert runner.shell_command == ("sh", "-c")
     assert runner.run(["echo", "ok"]).stdout == "ok\n"
+
+
+def test_stream_timeout_is_a_backend_error_not_a_crash() -> None:
+    import io
+
+    from vibesys.errors import BackendUnavailable
+
+    sink = io.BytesIO()
+    with pytest.raises(BackendUnavailable, match="no answer"):
+        LocalTransport().stream(["sh", "-c", "echo early; exec 1>&-; sleep 30"], sink, timeout=0.3)
+    assert sink.getvalue() == b"early\n"

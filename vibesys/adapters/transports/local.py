@@ -62,17 +62,7 @@ class LocalTransport:
     ) -> CommandResult:
         wanted = check_argv(argv)
         what = shlex.join(wanted)
-        with map_transport_errors(what, maybe_effect=False):
-            process = subprocess.Popen(
-                self.command_line(wanted),
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self._env,
-                # Its own process group, so a timeout can kill everything the shell started:
-                # killing only the shell leaves grandchildren holding our pipes open.
-                start_new_session=True,
-            )
+        process = self._start(wanted, with_stdin=input is not None)
         with map_transport_errors(what, maybe_effect=maybe_effect):
             try:
                 out, err = process.communicate(input, timeout=timeout)
@@ -91,16 +81,7 @@ class LocalTransport:
         self, argv: Sequence[str], sink: Sink, *, timeout: float | None = None
     ) -> CommandResult:
         wanted = check_argv(argv)
-        what = shlex.join(wanted)
-        with map_transport_errors(what, maybe_effect=False):
-            process = subprocess.Popen(
-                self.command_line(wanted),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self._env,
-                start_new_session=True,
-            )
+        process = self._start(wanted, with_stdin=False)
         assert process.stdout is not None and process.stderr is not None
         errors: list[bytes] = []
         # stderr drains on its own thread so a chatty command cannot block on a full pipe.
@@ -108,9 +89,10 @@ class LocalTransport:
         drain = threading.Thread(target=lambda: errors.append(stderr.read()))
         drain.start()
         try:
-            while chunk := os.read(process.stdout.fileno(), CHUNK):
-                sink.write(chunk)
-            process.wait(timeout=timeout)
+            with map_transport_errors(shlex.join(wanted), maybe_effect=False):
+                while chunk := os.read(process.stdout.fileno(), CHUNK):
+                    sink.write(chunk)
+                process.wait(timeout=timeout)
         except BaseException:
             _kill_group(process)
             process.wait()
@@ -125,6 +107,20 @@ class LocalTransport:
             stderr=b"".join(errors).decode("utf-8", "replace"),
             argv=wanted,
         )
+
+    def _start(self, wanted: tuple[str, ...], *, with_stdin: bool) -> subprocess.Popen[bytes]:
+        """Start `wanted` with piped output. A failure to start proves it did not run."""
+        with map_transport_errors(shlex.join(wanted), maybe_effect=False):
+            return subprocess.Popen(
+                self.command_line(wanted),
+                stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                # Its own process group, so a timeout can kill everything the shell started:
+                # killing only the shell leaves grandchildren holding our pipes open.
+                start_new_session=True,
+            )
 
     def popen(
         self,
