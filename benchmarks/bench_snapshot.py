@@ -76,7 +76,8 @@ def bare_hash(paths: list[Path]) -> None:
 
 
 def run(scratch: Path, files: int, rounds: int) -> int:
-    from vibesys.adapters.snapshot import EntryKind, build_manifest, stage
+    from vibesys.adapters.staging import stage
+    from vibesys.snapshot import EntryKind, build_manifest
     from vibesys.adapters.transports import LocalTransport
 
     candidate = scratch / "candidate"

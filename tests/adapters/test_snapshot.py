@@ -20,28 +20,30 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from vibesys.adapters.snapshot import (
+from vibesys.adapters.staging import (
+    VERIFY_MISMATCH_EXIT,
+    SnapshotMismatch,
+    StageOutcome,
+    StagingFailed,
+    copy_command,
+    snapshot_path,
+    stage,
+    verify_command,
+    verify_script,
+)
+from vibesys.snapshot import (
     DEFAULT_EXCLUSIONS,
     MARKER,
-    VERIFY_MISMATCH_EXIT,
     CandidateError,
     EntryKind,
     ExclusionReason,
     Manifest,
     ManifestEntry,
-    SnapshotMismatch,
     SnapshotPolicy,
-    StageOutcome,
-    StagingFailed,
     _remote,
     build_manifest,
     compute_digest,
-    copy_command,
     render_manifest_text,
-    snapshot_path,
-    stage,
-    verify_command,
-    verify_script,
 )
 from vibesys.adapters.transports import CommandResult, LocalTransport, Runner, shell_join
 from vibesys.adapters.transports.base import Sink

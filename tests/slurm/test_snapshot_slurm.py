@@ -11,7 +11,7 @@ import pytest
 from tests.slurm.helpers import cli, run_args, settled_sacct, show
 from vibesys.adapters import get_backend
 from vibesys.adapters.slurm import sbatch as sbatch_module
-from vibesys.adapters.snapshot import build_manifest
+from vibesys.snapshot import build_manifest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive
 from vibesys.journal_schema import open_journal
 from vibesys.states import FailureClass, Outcome

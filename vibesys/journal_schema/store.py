@@ -35,7 +35,7 @@ from vibesys.journal_schema.leases import LeaseRecords
 from vibesys.journal_schema.migrations import KNOWN, migrations
 from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
-from vibesys.journal_schema.rows import attempt_updates, row_updates
+from vibesys.journal_schema.rows import attempt_facts, attempt_updates, row_updates
 from vibesys.states import (
     Decision,
     Event,
@@ -65,10 +65,17 @@ NETWORK_FS = frozenset(
         "9p",
     }
 )
+#: The invocation row joined with its current attempt's facts (one indexed lookup each).
 _ROW_COLUMNS = (
-    "id, label, adapter, command, options, state, version, attempt, max_retries, retries, "
-    "outcome, exit_code, failure_class, cancel_requested, not_before, run_dir, created_at, "
-    "updated_at, lease_owner, lease_expires_at, snapshot_digest"
+    "i.id AS id, label, adapter, command, request, request_version, cwd, env_file, state, "
+    "version, i.attempt AS attempt, max_retries, retries, outcome, exit_code, "
+    "i.failure_class AS failure_class, cancel_requested, not_before, run_dir, created_at, "
+    "updated_at, lease_owner, lease_expires_at, a.job_id AS a_job_id, "
+    "a.dispatched_at AS a_dispatched_at, a.fence_intended_at AS a_fence_intended_at, "
+    "a.intended_at AS a_intended_at, a.job_name AS a_job_name"
+)
+_FROM = (
+    "FROM invocations i LEFT JOIN attempts a ON a.invocation_id = i.id AND a.attempt = i.attempt"
 )
 
 
@@ -215,29 +222,34 @@ class Journal(LeaseRecords, ProgressRecords):
         invocation_id: str,
         adapter: str,
         command: list[str],
-        options: dict[str, Any],
+        request: dict[str, Any],
         label: str | None,
         max_retries: int,
         run_dir: str,
+        request_version: int = 1,
+        cwd: str | None = None,
+        env_file: str | None = None,
         lease_owner: str | None = None,
         lease_ttl: timedelta = timedelta(seconds=30),
         now: datetime | None = None,
-        snapshot_digest: str | None = None,
     ) -> Invocation:
         moment = now or utc_now()
         at = iso(moment)
         with self.write_txn() as conn:
             conn.execute(
-                "INSERT INTO invocations (id, label, adapter, command, options, state, version, "
-                "attempt, max_retries, retries, cancel_requested, run_dir, created_at, updated_at,"
-                " lease_owner, lease_expires_at, snapshot_digest)"
-                " VALUES (?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?,?)",
+                "INSERT INTO invocations (id, label, adapter, command, request, request_version,"
+                " cwd, env_file, state, version, attempt, max_retries, retries, cancel_requested,"
+                " run_dir, created_at, updated_at, lease_owner, lease_expires_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?)",
                 (
                     invocation_id,
                     label,
                     adapter,
                     json.dumps(command),
-                    json.dumps(options),
+                    json.dumps(request, sort_keys=True),
+                    request_version,
+                    cwd,
+                    env_file,
                     JobState.PREPARED,
                     max_retries,
                     run_dir,
@@ -245,7 +257,6 @@ class Journal(LeaseRecords, ProgressRecords):
                     at,
                     lease_owner,
                     iso(moment + lease_ttl) if lease_owner else None,
-                    snapshot_digest,
                 ),
             )
         return self.get(invocation_id)
@@ -284,16 +295,19 @@ class Journal(LeaseRecords, ProgressRecords):
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
         after = dataclasses.replace(
-            current, state=decision.state, version=current.version + 1, updated_at=at, **columns
+            current,
+            state=decision.state,
+            version=current.version + 1,
+            updated_at=at,
+            **columns,
+            **attempt_facts(current, event, at),
         )
         return after, decision
 
     # -- reads ------------------------------------------------------------------------------
 
     def get(self, invocation_id: str) -> Invocation:
-        cursor = self.conn.execute(
-            f"SELECT {_ROW_COLUMNS} FROM invocations WHERE id=?", (invocation_id,)
-        )
+        cursor = self.conn.execute(f"SELECT {_ROW_COLUMNS} {_FROM} WHERE i.id=?", (invocation_id,))
         row = cursor.fetchone()
         if row is None:
             raise UsageError(f"unknown invocation {invocation_id}")
@@ -304,7 +318,7 @@ class Journal(LeaseRecords, ProgressRecords):
         if not prefix:
             raise UsageError("an invocation id (or a unique prefix of one) is required")
         cursor = self.conn.execute(
-            f"SELECT {_ROW_COLUMNS} FROM invocations WHERE id >= ? AND id < ? ORDER BY id LIMIT 2",
+            f"SELECT {_ROW_COLUMNS} {_FROM} WHERE i.id >= ? AND i.id < ? ORDER BY i.id LIMIT 2",
             (prefix, prefix + "\U0010ffff"),
         )
         rows = cursor.fetchall()
@@ -317,27 +331,66 @@ class Journal(LeaseRecords, ProgressRecords):
     def list_invocations(self, state: JobState | None = None) -> list[Invocation]:
         where, params = ("WHERE state=?", (state,)) if state else ("", ())
         cursor = self.conn.execute(
-            f"SELECT {_ROW_COLUMNS} FROM invocations {where} ORDER BY created_at, id", params
+            f"SELECT {_ROW_COLUMNS} {_FROM} {where} ORDER BY created_at, i.id", params
         )
         return [Invocation.from_row(_as_dict(cursor, row)) for row in cursor.fetchall()]
 
     def active(self) -> list[Invocation]:
         cursor = self.conn.execute(
-            f"SELECT {_ROW_COLUMNS} FROM invocations WHERE state != ? ORDER BY created_at, id",
+            f"SELECT {_ROW_COLUMNS} {_FROM} WHERE state != ? ORDER BY created_at, i.id",
             (JobState.DONE,),
         )
         return [Invocation.from_row(_as_dict(cursor, row)) for row in cursor.fetchall()]
 
     def attempts(self, invocation_id: str) -> list[Attempt]:
         rows = self.conn.execute(
-            "SELECT attempt, job_name, job_id, failure_class, intended_at, submitted_at "
+            "SELECT attempt, job_name, job_id, failure_class, intended_at, submitted_at, "
+            "dispatched_at, fence_intended_at, claim, provenance "
             "FROM attempts WHERE invocation_id=? ORDER BY attempt",
             (invocation_id,),
         ).fetchall()
         return [
-            Attempt(a, name, job_id, FailureClass(fc) if fc else None, intended, submitted)
-            for a, name, job_id, fc, intended, submitted in rows
+            Attempt(
+                attempt=row[0],
+                job_name=row[1],
+                job_id=row[2],
+                failure_class=FailureClass(row[3]) if row[3] else None,
+                intended_at=row[4],
+                submitted_at=row[5],
+                dispatched_at=row[6],
+                fence_intended_at=row[7],
+                claim=row[8],
+                provenance=json.loads(row[9]) if row[9] else {},
+            )
+            for row in rows
         ]
+
+    def record_attempt_detail(
+        self,
+        invocation_id: str,
+        attempt: int,
+        *,
+        claim: str | None = None,
+        provenance: dict[str, Any] | None = None,
+    ) -> None:
+        """Keep what was learnt about an attempt (its claim, where it ran) beside it. Not a
+        transition: it moves nothing, and a later reading may add to it."""
+        with self.write_txn() as conn:
+            if claim is not None:
+                conn.execute(
+                    "UPDATE attempts SET claim=? WHERE invocation_id=? AND attempt=?",
+                    (claim, invocation_id, attempt),
+                )
+            if provenance:
+                row = conn.execute(
+                    "SELECT provenance FROM attempts WHERE invocation_id=? AND attempt=?",
+                    (invocation_id, attempt),
+                ).fetchone()
+                merged = {**(json.loads(row[0]) if row and row[0] else {}), **provenance}
+                conn.execute(
+                    "UPDATE attempts SET provenance=? WHERE invocation_id=? AND attempt=?",
+                    (json.dumps(merged, sort_keys=True), invocation_id, attempt),
+                )
 
     def history(self, invocation_id: str) -> list[HistoryRow]:
         rows = self.conn.execute(
