@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from vibesys.adapters.fake import FAKE_ENTRY
+from vibesys.adapters.registry import register
 from vibesys.journal_schema import Journal, open_journal
+
+# The scripted fake adapter is an adapter like the others for the tests: one registry line.
+register(FAKE_ENTRY)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,7 @@ from vibesys.cli_run import RunCommand, with_run_signature
 from vibesys.errors import VibesysError
 
 if TYPE_CHECKING:
-    from vibesys.engine import DriveResult, Engine, StopFlag
+    from vibesys.engine import DriveOptions, Engine, StopFlag
     from vibesys.journal_schema import Invocation, Journal
 
 app = typer.Typer(
@@ -104,26 +104,25 @@ def _interruptible() -> Iterator[StopFlag]:
             signal.signal(signum, old)
 
 
-def _finish(journal: Journal, result: DriveResult, as_json: bool) -> NoReturn:
+def _finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: bool) -> NoReturn:
     from vibesys.render import EXIT_OUTPUT_FAILED, exit_status, summary
 
-    inv = result.invocation
     last = journal.history(inv.id)[-1:] or None
     lines = [summary(inv, last[0] if last else None)]
-    if result.output_error is not None:
-        lines.insert(0, f"vibesys: {result.output_error}; the job was cancelled")
+    if options.output_error is not None:
+        lines.insert(0, f"vibesys: {options.output_error}; the job was cancelled")
     for art in journal.artifacts(inv.id):
         if art.state in ("missing", "mismatch"):
             lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
     try:
-        if as_json and result.output_error is None:
+        if as_json and options.output_error is None:
             typer.echo(json.dumps(_show_json(journal, inv), indent=2))
         for line in lines:
             typer.echo(line, err=True)
     except OSError:
         pass  # stderr is gone too: the journal holds everything
     _quiet_streams()
-    raise typer.Exit(EXIT_OUTPUT_FAILED if result.output_error else exit_status(inv))
+    raise typer.Exit(EXIT_OUTPUT_FAILED if options.output_error else exit_status(inv))
 
 
 def _quiet_streams() -> None:
@@ -166,10 +165,11 @@ def run(ctx: typer.Context, **values: Any) -> None:
         sink = sys.stderr.buffer if values["as_json"] else sys.stdout.buffer
         tail = None if values["detach"] else LogTail(sink, sys.stderr.buffer)
         with _interruptible() as interrupt:
-            result = drive(engine, inv, DriveOptions(tail, values["detach"], interrupt))
-        if values["detach"] and result.invocation.state in ("RUNNING", "SUBMITTING"):
+            options = DriveOptions(tail, values["detach"], interrupt)
+            inv = drive(engine, inv, options)
+        if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
             raise typer.Exit(0)
-        _finish(store, result, values["as_json"])
+        _finish(store, inv, options, values["as_json"])
 
 
 app.command(
@@ -309,10 +309,7 @@ def cancel(
         from vibesys.render import exit_status, summary
 
         store = _open(journal)
-        result = cancel_invocation(
-            _engine(store, unreachable_timeout), store.resolve(invocation).id
-        )
-        inv = result.invocation
+        inv = cancel_invocation(_engine(store, unreachable_timeout), store.resolve(invocation).id)
         history = store.history(inv.id)
         typer.echo(summary(inv, history[-1] if history else None), err=True)
         if inv.state == "UNRESOLVED":
@@ -341,8 +338,8 @@ def logs(
             return
         with _interruptible() as interrupt:
             options = DriveOptions(tail=tail, interrupt=interrupt, owner=False)
-            result = wait_for(engine, inv.id, options)
-        if result.output_error is not None:
+            wait_for(engine, inv.id, options)
+        if options.output_error is not None:
             _quiet_streams()
             raise typer.Exit(74)
 
@@ -361,10 +358,9 @@ def wait(
         store = _open(journal)
         engine = _engine(store, unreachable_timeout)
         with _interruptible() as interrupt:
-            result = wait_for(
-                engine, store.resolve(invocation).id, DriveOptions(interrupt=interrupt)
-            )
-        _finish(store, result, as_json)
+            options = DriveOptions(interrupt=interrupt)
+            inv = wait_for(engine, store.resolve(invocation).id, options)
+        _finish(store, inv, options, as_json)
 
 
 @app.command()

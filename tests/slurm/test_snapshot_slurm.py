@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from tests.slurm.helpers import cli, run_args, settled_sacct, show
-from vibesys.adapters import get_backend
 from vibesys.adapters.slurm import sbatch as sbatch_module
 from vibesys.snapshot import build_manifest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive
@@ -43,7 +42,7 @@ def test_job_runs_the_recorded_snapshot(tmp_path: Path, slurm_toml: Path) -> Non
 
 def prepare_candidate_run(tmp_path: Path, slurm_toml: Path, cand: Path) -> tuple[Engine, Any]:
     """An sbatch invocation of `python3 src/main.py` in a snapshot of `cand`, PREPARED."""
-    engine = Engine(open_journal(tmp_path / "j.db"), get_backend, retry=RetryPolicy(2, 0.5))
+    engine = Engine(open_journal(tmp_path / "j.db"), retry=RetryPolicy(2, 0.5))
     options = {
         "site_config": str(slurm_toml),
         "gpus": 0,

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from tests.slurm.helpers import LOCAL_SLURM, cli, run_args, show
-from vibesys.adapters import get_backend
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.engine import DriveOptions, Engine, drive
 from vibesys.journal_schema import ArtifactState, open_journal
@@ -216,7 +215,7 @@ def test_tampered_artifact_download_is_detected(
 
     monkeypatch.setattr(SlurmScheduler, "fetch_artifact", corrupted)
     journal = open_journal(tmp_path / "j.db")
-    engine = Engine(journal, get_backend)
+    engine = Engine(journal)
     options = {
         "site_config": str(ssh_toml),
         "gpus": 0,

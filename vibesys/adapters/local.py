@@ -112,8 +112,12 @@ class LocalBackend:
     def cancel(self, job: JobRef) -> None:
         job.run_dir.mkdir(parents=True, exist_ok=True)
         marker = job.run_dir / CANCEL_FILE
-        first = not marker.exists()
-        marker.touch(exist_ok=True)
+        try:
+            # A cancel repeated after the grace period kills: the first one only asked.
+            late = time.time() - marker.stat().st_mtime >= KILL_AFTER_SECONDS
+        except FileNotFoundError:
+            late = False
+            marker.touch()
         claim = _read_claim(job.run_dir)
         if claim is None or claim.kind != "job":
             _kill_unclaimed_wrappers(job.job_name, signal.SIGTERM)
@@ -127,7 +131,6 @@ class LocalBackend:
         group = _read_json(job.run_dir / "group")
         if group is None:
             return
-        late = not first and time.time() - marker.stat().st_mtime >= KILL_AFTER_SECONDS
         # The supervisor is gone: signal the command's group directly, harder the second time.
         for member in group_members(int(group["pgid"]), group.get("start_time")):
             with contextlib.suppress(ProcessLookupError, PermissionError):

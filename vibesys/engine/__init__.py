@@ -1,7 +1,7 @@
 """The engine: ties the pure states, the journal and the adapters together."""
 
 from vibesys.engine.core import Engine, new_invocation_id
-from vibesys.engine.drive import DriveOptions, DriveResult, StopFlag, drive, wait_for
+from vibesys.engine.drive import DriveOptions, StopFlag, drive, wait_for
 from vibesys.engine.failpoints import FAILPOINTS, failpoint
 from vibesys.engine.logs import LogTail
 from vibesys.engine.plan import Commit, Hold, PlanContext, Redo, job_name, plan
@@ -12,7 +12,6 @@ __all__ = [
     "FAILPOINTS",
     "Commit",
     "DriveOptions",
-    "DriveResult",
     "Engine",
     "Hold",
     "LogTail",

@@ -9,10 +9,11 @@ evidence. A job whose end was proven before the cancel keeps its outcome.
 from __future__ import annotations
 
 from vibesys.engine.core import Engine
-from vibesys.engine.drive import DriveOptions, DriveResult, wait_for
+from vibesys.engine.drive import DriveOptions, wait_for
+from vibesys.journal_schema import Invocation
 
 
-def cancel_invocation(engine: Engine, invocation_id: str) -> DriveResult:
+def cancel_invocation(engine: Engine, invocation_id: str) -> Invocation:
     inv = engine.journal.get(invocation_id)
     engine.request_cancel(inv, "vibesys cancel")
     return wait_for(engine, invocation_id, DriveOptions())

@@ -133,7 +133,7 @@ class Engine:
         *,
         adapter: str,
         command: Sequence[str],
-        request: AdapterRequest,
+        request: AdapterRequest | None = None,
         label: str | None = None,
         max_retries: int | None = None,
         cwd: str | None = None,
@@ -141,6 +141,7 @@ class Engine:
         run_root: Path | None = None,
     ) -> Invocation:
         """Record a new invocation (PREPARED) with its request and context, leased to us."""
+        request = request or entry(adapter).parse_request({})
         invocation_id = new_invocation_id()
         root = run_root or self.journal.path.parent / "runs"
         run_dir = (root / invocation_id).resolve()

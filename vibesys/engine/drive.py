@@ -55,16 +55,11 @@ class DriveOptions:
     #: until it has settled. Followers: stop following, leave the job alone.
     interrupt: StopFlag | None = None
     owner: bool = True
-
-
-@dataclass
-class DriveResult:
-    invocation: Invocation
-    #: why the output stopped (a broken pipe, a full disk), when it did
+    #: set by `drive`/`wait_for`: why the output stopped (a broken pipe, a full disk)
     output_error: str | None = None
 
 
-def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> DriveResult:
+def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invocation:
     """Advance `invocation` until DONE, or UNRESOLVED (or COLLECTING) that waiting does not
     change within the engine's patience, or RUNNING with `detach`.
 
@@ -72,40 +67,34 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Driv
     """
     stop = options.interrupt or StopFlag()
     watch = _Watch(engine)
-    result = DriveResult(invocation)
     inv = invocation
     try:
         while True:
             if not watch.renew(inv):
-                return _end(result, engine.journal.get(inv.id))  # someone took over
+                return engine.journal.get(inv.id)  # someone took over
             inv = engine.journal.get(inv.id)  # picks up cancels from other processes
             if stop.is_set() and inv.state is not JobState.DONE:
                 if not options.owner:
-                    return _end(result, inv)
+                    return inv
                 inv = engine.request_cancel(inv, "interrupt")
             seen = watch.observe(inv) if needs_observation(inv) else None
             inv = engine.advance(inv, seen)
             if options.tail is not None:
                 error = _pump(engine, inv, options.tail)
                 if error is not None:
-                    result.output_error, options.tail = error, None
+                    options.output_error, options.tail = error, None
                     if not options.owner:
-                        return _end(result, inv)
+                        return inv
                     stop.set()  # an output that broke is handled like an interrupt
             if inv.state is JobState.DONE:
-                return _end(result, inv)
+                return inv
             if options.detach and inv.state is JobState.RUNNING:
-                return _end(result, inv)
+                return inv
             if watch.settled(inv, seen):
-                return _end(result, inv)
+                return inv
             stop.wait(_pause(engine, inv))
     finally:
         engine.journal.release_lease(inv.id, engine.owner)
-
-
-def _end(result: DriveResult, inv: Invocation) -> DriveResult:
-    result.invocation = inv
-    return result
 
 
 class _Watch:
@@ -172,7 +161,7 @@ def _pause(engine: Engine, inv: Invocation) -> float:
     return 0.2 if inv.state is JobState.COLLECTING else 0.05
 
 
-def wait_for(engine: Engine, invocation_id: str, options: DriveOptions) -> DriveResult:
+def wait_for(engine: Engine, invocation_id: str, options: DriveOptions) -> Invocation:
     """Block until the invocation ends; drive it whenever no live process does. A follower
     (`owner=False`) streams the logs meanwhile and stops at its interrupt."""
     stop = options.interrupt
@@ -182,14 +171,13 @@ def wait_for(engine: Engine, invocation_id: str, options: DriveOptions) -> Drive
             inv.id, engine.owner, engine.lease_ttl
         ):
             return drive(engine, inv, options)
-        result = DriveResult(inv)
         if options.tail is not None:
-            result.output_error = _pump(engine, inv, options.tail, spool=False)
-            if result.output_error is not None:
-                return result
+            options.output_error = _pump(engine, inv, options.tail, spool=False)
+            if options.output_error is not None:
+                return inv
         if inv.state is JobState.DONE:
-            return result
+            return inv
         if stop is not None and stop.wait(0.2):
-            return result
+            return inv
         if stop is None:
             time.sleep(0.2)

@@ -117,9 +117,10 @@ def _unsettled(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
     submitting = inv.state is JobState.SUBMITTING
     match seen.sight:
         case Sight.QUEUED | Sight.RUNNING if seen.job_id:
-            how = "found by name" if submitting else "reattached"
+            how = "reattached" if inv.job_id else "found by name"
             return Commit(Submitted(seen.job_id, f"{how}: {seen.evidence}"))
-        case Sight.ENDED if submitting and seen.job_id:
+        case Sight.ENDED if seen.job_id and inv.job_id is None:
+            # Record the job it found before its end, so the attempt names its job.
             return Commit(Submitted(seen.job_id, f"found by name: {seen.evidence}"))
         case Sight.ENDED:
             return _ended(inv, seen, ctx)
