@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from vibesys.adapters.base import JobContext, JobRef, RemoteState, RemoteStatus, SubmitRequest
-from vibesys.adapters.claim import parse_claim
 from vibesys import proc
 from vibesys.adapters import local as local_module
+from vibesys.adapters.base import JobContext, JobRef, RemoteState, RemoteStatus, SubmitRequest
+from vibesys.adapters.claim import parse_claim
 from vibesys.adapters.local import LocalBackend, LocalRequest
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 

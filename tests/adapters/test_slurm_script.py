@@ -341,7 +341,10 @@ def test_a_claimed_attempt_runs_nothing_under_srun(tmp_path: Path) -> None:
     (run_dir / CLAIM_FILE).write_text("kind=fence\nby=engine\n")
     witness = run_dir / "ran"
     spec = SlurmJobSpec(
-        job_name="j", command=("touch", str(witness)), run_dir=PurePosixPath(run_dir), time_minutes=1
+        job_name="j",
+        command=("touch", str(witness)),
+        run_dir=PurePosixPath(run_dir),
+        time_minutes=1,
     )
     argv = srun_argv(spec)
     result = LocalTransport().run(argv[argv.index("bash") :], timeout=10)

@@ -31,6 +31,9 @@ from vibesys.adapters.staging import (
     verify_command,
     verify_script,
 )
+from vibesys.adapters.transports import CommandResult, LocalTransport, Runner, shell_join
+from vibesys.adapters.transports.base import Sink
+from vibesys.errors import BackendUnavailable, UsageError
 from vibesys.snapshot import (
     DEFAULT_EXCLUSIONS,
     MARKER,
@@ -45,9 +48,6 @@ from vibesys.snapshot import (
     compute_digest,
     render_manifest_text,
 )
-from vibesys.adapters.transports import CommandResult, LocalTransport, Runner, shell_join
-from vibesys.adapters.transports.base import Sink
-from vibesys.errors import BackendUnavailable, UsageError
 
 #: A policy that leaves nothing out (but structural rules): the verifier has no exclusions.
 EVERYTHING = SnapshotPolicy(include=("*",), allow_external_symlinks=True)

@@ -20,7 +20,7 @@ from vibesys.adapters.transports import (
     shell_join,
 )
 from vibesys.config import LocalTransportConfig
-from vibesys.errors import BackendUnavailable, UsageError
+from vibesys.errors import BackendMisconfigured, BackendUnavailable, UsageError
 
 #: Arguments as a person might type them: any text except NUL (no command line carries it)
 #: and lone surrogates (not encodable as a file-system argument).
@@ -93,22 +93,32 @@ def test_shell_command_prefix_runs_the_command() -> None:
     ]
 
 
-def test_a_missing_shell_is_unavailable_and_proves_nothing_ran() -> None:
+def test_a_missing_shell_is_a_misconfiguration_and_proves_nothing_ran() -> None:
     transport = LocalTransport(["/nonexistent/vibesys-shell", "-c"])
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(BackendMisconfigured) as caught:
         transport.run(["sbatch", "x"], maybe_effect=True)
     assert caught.value.maybe_submitted is False
-    assert caught.value.retryable is True
-    assert "not found" in str(caught.value)
+    assert caught.value.retryable is False
+    assert "cannot execute /nonexistent/vibesys-shell" in str(caught.value)
+    assert "install the program" in caught.value.fix
 
 
-def test_a_non_executable_shell_is_unavailable(tmp_path: os.PathLike[str]) -> None:
+def test_a_non_executable_shell_is_a_misconfiguration(tmp_path: os.PathLike[str]) -> None:
     shell = os.path.join(tmp_path, "shell")
     with open(shell, "w", encoding="utf-8") as handle:
         handle.write("#!/bin/sh\n")
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(BackendMisconfigured) as caught:
         LocalTransport([shell, "-c"]).run(["true"], maybe_effect=True)
+    assert caught.value.maybe_submitted is False and caught.value.retryable is False
+
+
+def test_an_argument_list_too_long_is_a_misconfiguration() -> None:
+    """E2BIG from exec: nothing ran, and the same command fails the same way again."""
+    huge = "x" * (8 * 1024 * 1024)
+    with pytest.raises(BackendMisconfigured) as caught:
+        LocalTransport().run(["echo", huge], maybe_effect=True)
     assert caught.value.maybe_submitted is False
+    assert "too long" in caught.value.fix
 
 
 @pytest.mark.parametrize("maybe_effect", [True, False])
@@ -142,8 +152,8 @@ def test_popen_streams_in_its_own_session() -> None:
             process.stdout.close()
 
 
-def test_popen_of_a_missing_shell_is_unavailable() -> None:
-    with pytest.raises(BackendUnavailable):
+def test_popen_of_a_missing_shell_is_a_misconfiguration() -> None:
+    with pytest.raises(BackendMisconfigured):
         LocalTransport(["/nonexistent/vibesys-shell"]).popen(["srun", "true"])
 
 
@@ -173,9 +183,15 @@ def test_map_transport_errors_translates_os_errors() -> None:
         pytest.raises(BackendUnavailable) as caught,
         map_transport_errors("squeue", maybe_effect=True),
     ):
+        raise BrokenPipeError(32, "Broken pipe")
+    assert caught.value.maybe_submitted is True and caught.value.retryable is True
+    assert str(caught.value) == "squeue: Broken pipe"
+    with (
+        pytest.raises(BackendMisconfigured) as refused,
+        map_transport_errors("squeue", maybe_effect=True),
+    ):
         raise PermissionError(13, "Permission denied")
-    assert caught.value.maybe_submitted is True
-    assert str(caught.value) == "squeue: Permission denied"
+    assert refused.value.maybe_submitted is False and refused.value.retryable is False
     with pytest.raises(ValueError), map_transport_errors("squeue"):
         raise ValueError("not ours to translate")
 

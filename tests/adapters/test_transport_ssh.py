@@ -39,7 +39,13 @@ from vibesys.adapters.transports.ssh import (
     redact,
 )
 from vibesys.config import SshTransportConfig
-from vibesys.errors import BackendUnavailable, ConfigError, TransportLost
+from vibesys.errors import (
+    BackendError,
+    BackendMisconfigured,
+    BackendUnavailable,
+    ConfigError,
+    TransportLost,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm"
@@ -297,8 +303,8 @@ def test_is_secret_name(name: str, secret: bool) -> None:
 @pytest.mark.parametrize(
     ("raised", "expected", "retryable"),
     [
-        (paramiko.AuthenticationException("Authentication failed."), BackendUnavailable, False),
-        (paramiko.PasswordRequiredException("key is encrypted"), BackendUnavailable, False),
+        (paramiko.AuthenticationException("Authentication failed."), BackendMisconfigured, False),
+        (paramiko.PasswordRequiredException("key is encrypted"), BackendMisconfigured, False),
         (paramiko.ChannelException(1, "administratively prohibited"), BackendUnavailable, True),
         (paramiko.SSHException("Error reading SSH protocol banner"), TransportLost, True),
         (EOFError(), TransportLost, True),
@@ -310,10 +316,10 @@ def test_is_secret_name(name: str, secret: bool) -> None:
 )
 @pytest.mark.parametrize("maybe_effect", [False, True])
 def test_map_ssh_errors_translates_foreign_exceptions(
-    raised: BaseException, expected: type[BackendUnavailable], retryable: bool, maybe_effect: bool
+    raised: BaseException, expected: type[BackendError], retryable: bool, maybe_effect: bool
 ) -> None:
     with (
-        pytest.raises(BackendUnavailable) as caught,
+        pytest.raises(BackendError) as caught,
         map_ssh_errors("sbatch x", host="op@login:22", maybe_effect=maybe_effect),
     ):
         raise raised
@@ -324,6 +330,8 @@ def test_map_ssh_errors_translates_foreign_exceptions(
     assert "sbatch x" in str(error)
     assert "op@login:22" in error.evidence
     assert error.__suppress_context__ and error.__cause__ is None
+    if not retryable:
+        assert error.fix, "a failure a person must fix says how"
 
 
 def test_map_ssh_errors_leaves_our_own_errors_alone() -> None:
@@ -348,7 +356,7 @@ def test_secrets_in_paramikos_message_never_reach_message_evidence_or_traceback(
 def test_host_key_errors_name_the_host_and_the_fingerprints() -> None:
     key_a = paramiko.RSAKey.generate(2048)
     key_b = paramiko.RSAKey.generate(2048)
-    with pytest.raises(BackendUnavailable) as caught, map_ssh_errors("connect", host="h"):
+    with pytest.raises(BackendMisconfigured) as caught, map_ssh_errors("connect", host="h"):
         raise paramiko.BadHostKeyException("[login]:2222", key_a, key_b)
     message = str(caught.value)
     assert "[login]:2222" in message and "changed" in message

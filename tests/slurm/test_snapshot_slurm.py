@@ -10,9 +10,9 @@ import pytest
 
 from tests.slurm.helpers import cli, run_args, settled_sacct, show
 from vibesys.adapters.slurm import sbatch as sbatch_module
-from vibesys.snapshot import build_manifest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive
 from vibesys.journal_schema import open_journal
+from vibesys.snapshot import build_manifest
 from vibesys.states import FailureClass, Outcome
 
 pytestmark = pytest.mark.slurm

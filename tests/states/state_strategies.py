@@ -31,7 +31,6 @@ from vibesys.states import (
     Submitted,
 )
 
-
 S = JobState
 
 #: Every (state, trigger) -> state after it, written out by hand from the design (an internal
