@@ -187,7 +187,7 @@ def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
         conn.execute("PRAGMA synchronous=OFF")  # building only; readers see the same file
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
-            "INSERT INTO invocations (id, label, adapter, command, options, state, version,"
+            "INSERT INTO invocations (id, label, adapter, command, request, state, version,"
             " attempt, max_retries, retries, outcome, exit_code, failure_class,"
             " cancel_requested, run_dir, created_at, updated_at)"
             " VALUES (?, NULL, 'local', ?, '{}', ?, 4, 1, 2, 0, ?, 0, ?, 0, ?, ?, ?)",

@@ -93,7 +93,7 @@ def run(scratch: Path, rounds: int, per_round: int) -> int:
                 invocation_id=invocation_id,
                 adapter="local",
                 command=["python", "eval.py"],
-                options={},
+                request={},
                 label=None,
                 max_retries=2,
                 run_dir=str(scratch / "runs" / invocation_id),

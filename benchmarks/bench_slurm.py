@@ -79,20 +79,22 @@ def shims(base: Path) -> tuple[Path, Path]:
 
 
 def bench_reconcile(base: Path, config: Path, count: int) -> int:
-    from vibesys.adapters import get_backend
+    from vibesys.adapters.slurm.request import SbatchRequest
     from vibesys.adapters.slurm.sbatch import SbatchBackend
     from vibesys.engine import Engine, job_name, reconcile
+    from vibesys.engine.core import registry_backend
     from vibesys.journal_schema import open_journal
-    from vibesys.states import SubmitIntended, Submitted
+    from vibesys.states import SubmitDispatched, SubmitIntended, Submitted
 
     journal = open_journal(base / "reconcile" / "journal.db")
-    engine = Engine(journal, get_backend)
-    options = {"site_config": str(config), "gpus": 0, "time_minutes": 5, "partitions": ["main"]}
+    engine = Engine(journal)
+    request = SbatchRequest(site_config=str(config), time_minutes=5, partitions=("main",))
     names = []
     for _ in range(count):
-        inv = engine.prepare(adapter="sbatch", command=["true"], options=options)
+        inv = engine.prepare(adapter="sbatch", command=["true"], request=request)
         name = job_name(inv.id, 1)
         inv, _ = journal.commit_transition(inv, SubmitIntended(1, name))
+        inv, _ = journal.commit_transition(inv, SubmitDispatched(1, name))
         names.append((inv, name))
     started = time.perf_counter()
     script = "".join(
@@ -108,7 +110,7 @@ def bench_reconcile(base: Path, config: Path, count: int) -> int:
     inside = [0.0]
 
     def timed_factory(adapter: str, opts: object) -> SbatchBackend:
-        backend = get_backend(adapter, opts)  # type: ignore[arg-type]
+        backend = registry_backend(adapter, opts)  # type: ignore[arg-type]
         assert isinstance(backend, SbatchBackend)
         runner = backend.scheduler.runner
         real_run = runner.run
