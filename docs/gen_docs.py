@@ -144,9 +144,19 @@ def failpoints_block() -> str:
     return "\n".join(["| failpoint | where the process stops |", "|---|---|", *rows])
 
 
+def reconcile_block() -> str:
+    from vibesys.engine.plan_table import render_markdown
+
+    return render_markdown().rstrip()
+
+
 #: Blocks of docs/architecture.md kept between `<!-- BEGIN GENERATED: NAME ... -->` and
 #: `<!-- END GENERATED: NAME -->`, and what renders each.
-BLOCKS = {"state diagram": mermaid_block, "failpoints": failpoints_block}
+BLOCKS = {
+    "state diagram": mermaid_block,
+    "failpoints": failpoints_block,
+    "reconcile table": reconcile_block,
+}
 
 
 def begin_marker(name: str) -> str:

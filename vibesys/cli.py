@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,12 +55,17 @@ def fail(message: str, status: int = 2) -> NoReturn:
 
 
 @contextmanager
-def clean_errors() -> Iterator[None]:
-    """Our errors become one line and exit status 2, never a traceback."""
+def clean_errors(journal: Path | None = None) -> Iterator[None]:
+    """Our errors become one line and exit status 2, never a traceback; so does SQLite's,
+    when a damaged journal shows itself only half-way through a read."""
     try:
         yield
     except VibesysError as exc:
         fail(str(exc))
+    except sqlite3.Error as exc:
+        from vibesys.journal_schema import journal_error, journal_path
+
+        fail(str(journal_error(exc, journal_path(journal))))
 
 
 def _open(journal: Path | None, *, readonly: bool = False) -> Journal:
@@ -110,7 +116,8 @@ def _finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: b
     last = journal.history(inv.id)[-1:] or None
     lines = [summary(inv, last[0] if last else None)]
     if options.output_error is not None:
-        lines.insert(0, f"vibesys: {options.output_error}; the job was cancelled")
+        settled = "was cancelled" if inv.outcome == "CANCELLED" else f"ended {inv.state}"
+        lines.insert(0, f"vibesys: {options.output_error}; the job {settled}")
     for art in journal.artifacts(inv.id):
         if art.state in ("missing", "mismatch"):
             lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
@@ -229,7 +236,7 @@ def journal_show(
     as_json: JsonOption = False,
 ) -> None:
     """The whole history of one invocation."""
-    with clean_errors():
+    with clean_errors(journal):
         from vibesys.render import show
 
         store = _open(journal, readonly=True)
@@ -249,7 +256,7 @@ def journal_list(
     as_json: JsonOption = False,
 ) -> None:
     """One line per invocation."""
-    with clean_errors():
+    with clean_errors(journal):
         from vibesys.render import table
         from vibesys.states import JobState
 
@@ -282,7 +289,7 @@ def journal_list(
 @journal_app.command("verify")
 def journal_verify(journal: JournalOption = None) -> None:
     """Replay every history through the transition table and check integrity."""
-    with clean_errors():
+    with clean_errors(journal):
         from vibesys.journal_schema import verify_journal
 
         store = _open(journal, readonly=True)

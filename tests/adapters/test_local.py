@@ -182,7 +182,8 @@ def stalled_submit(backend: LocalBackend, run_dir: Path, *command: str) -> Submi
         request.command,
         run_dir,
         JobContext(
-            request.context.cwd, {**request.context.env, "VIBESYS_STALL": "wrapper_before_claim"}
+            request.context.cwd,
+            {**request.context.env, "VIBESYS_STALL": "first_wrapper_before_claim"},
         ),
         request.spec,
     )
@@ -194,7 +195,7 @@ def stalled_submit(backend: LocalBackend, run_dir: Path, *command: str) -> Submi
 
 def test_a_fence_stops_a_stalled_wrapper_from_ever_running(tmp_path: Path) -> None:
     backend = LocalBackend(launch_grace=0.4)
-    run = tmp_path / "run"
+    run = tmp_path / "1"
     witness = tmp_path / "ran"
     stalled_submit(backend, run, "touch", str(witness))
     [pid] = local_module._wrapper_pids(job_name_for(run))
@@ -216,7 +217,7 @@ def test_a_stalled_wrapper_that_resumes_after_the_fence_refuses(tmp_path: Path) 
     """The fence, not the kill, is what proves the attempt dead: a wrapper that wakes up after
     it (the kill missed it, or it is on another host) runs nothing and says why."""
     backend = LocalBackend(launch_grace=0.4)
-    run = tmp_path / "run"
+    run = tmp_path / "1"
     witness = tmp_path / "ran"
     stalled_submit(backend, run, "touch", str(witness))
     [pid] = local_module._wrapper_pids(job_name_for(run))
@@ -240,7 +241,7 @@ def test_a_claim_that_won_the_race_is_kept(tmp_path: Path) -> None:
 
 def test_a_cancel_before_the_claim_stops_the_command_from_starting(tmp_path: Path) -> None:
     backend = LocalBackend(launch_grace=0.4)
-    run = tmp_path / "run"
+    run = tmp_path / "1"
     witness = tmp_path / "ran"
     stalled_submit(backend, run, "touch", str(witness))
     [pid] = local_module._wrapper_pids(job_name_for(run))

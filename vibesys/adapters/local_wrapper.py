@@ -30,8 +30,9 @@ from pathlib import Path
 
 GRACE_SECONDS = 5.0
 REFUSED_EXIT = 85
-#: Test hook: `VIBESYS_STALL=wrapper_before_claim` stops this process (SIGSTOP) just before it
-#: claims its attempt, the way a frozen node or an overloaded host would.
+#: Test hook: `VIBESYS_STALL=first_wrapper_before_claim` stops the first attempt's wrapper
+#: (SIGSTOP) just before it claims, the way a frozen node or an overloaded host would; later
+#: attempts, which inherit the same recorded environment, run normally.
 STALL_ENV = "VIBESYS_STALL"
 
 
@@ -76,8 +77,8 @@ def _start_time(pid: int) -> str:
     return stat[stat.rindex(")") + 2 :].split()[19]
 
 
-def _stall_if_asked(point: str) -> None:
-    if point in os.environ.get(STALL_ENV, "").split(","):
+def _stall_if_asked(point: str, directory: Path) -> None:
+    if point in os.environ.get(STALL_ENV, "").split(",") and directory.name == "1":
         os.kill(os.getpid(), signal.SIGSTOP)
 
 
@@ -120,7 +121,7 @@ def main(argv: list[str]) -> int:
     # Handlers first: a cancel that arrives while the claim is being written is not lost.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
-    _stall_if_asked("wrapper_before_claim")
+    _stall_if_asked("first_wrapper_before_claim", directory)
     pid = os.getpid()
     record = {
         "kind": "job",

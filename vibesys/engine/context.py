@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from vibesys.adapters.base import JobContext
-from vibesys.errors import BackendMisconfigured
+from vibesys.errors import BackendMisconfigured, UsageError
 from vibesys.journal_schema import Invocation
 
 ENV_FILE = "context.env.json"
@@ -23,13 +23,18 @@ ENV_FILE = "context.env.json"
 
 def record_environment(run_dir: Path, env: Mapping[str, str]) -> Path:
     """Write `env` to the run directory, owner-only, before the invocation is recorded."""
-    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = run_dir / ENV_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump({"env": dict(env)}, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"env": dict(env)}, handle, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the run directory {run_dir}: {exc.strerror or exc}"
+        ) from None
     return path
 
 
