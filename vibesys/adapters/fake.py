@@ -70,6 +70,9 @@ class FakeBackend:
 
     #: claims by job name: kind "job" (the job's) or "fence" (the engine's)
     claims: dict[str, Claim] = field(default_factory=dict)
+    #: jobs the scheduler does not show (forgotten, or not yet visible): status reports
+    #: NOT_FOUND with whatever claim the attempt holds, as the Slurm adapter does
+    hidden: set[str] = field(default_factory=set)
     #: jobs whose command actually ran (claimed by the job itself)
     ran: list[str] = field(default_factory=list)
 
@@ -119,8 +122,10 @@ class FakeBackend:
             return RemoteStatus(
                 ref.job_name, None, RemoteState.NOT_FOUND, observation="fenced", claim=claim
             )
-        if job is None:
-            return RemoteStatus(ref.job_name, None, RemoteState.NOT_FOUND, observation="no job")
+        if job is None or ref.job_name in self.hidden:
+            return RemoteStatus(
+                ref.job_name, None, RemoteState.NOT_FOUND, observation="no job", claim=claim
+            )
         if claim is None:
             return RemoteStatus(
                 job.name, job.job_id, RemoteState.PENDING, observation="fake: not yet claimed"

@@ -184,26 +184,35 @@ class Engine:
         for _ in range(MAX_STEPS):
             if seen is None and needs_observation(inv):
                 seen = self.observe(inv)
-            step = plan(inv, seen if needs_observation(inv) else None, self.context())
-            match step:
-                case Hold():
-                    return inv
-                case Redo(effect=effect):
-                    follow = execute(self, inv, effect)
-                    if follow is None:
-                        return inv
-                    after = self.commit(inv, follow)
-                case Commit(event=event):
-                    if isinstance(event, Finished | InfraFailed) and seen is not None:
-                        failpoint("after_terminal_observed")
-                    after = self.commit(inv, event)
-            if after.version == inv.version:
-                return after  # someone else moved it; our observation is stale
+            after = self.step(inv, seen)
+            if after is inv or after.version == inv.version:
+                return after
             # A lookup that found the job also tells how it is doing: no second status call.
-            keep = after.state is JobState.RUNNING and inv.state is not JobState.RUNNING
-            adopted = keep and seen is not None and seen.job_id is not None
+            adopted = (
+                after.state is JobState.RUNNING
+                and inv.state is not JobState.RUNNING
+                and seen is not None
+                and seen.job_id is not None
+            )
             inv, seen = after, (seen if adopted else None)
         raise RuntimeError(f"the planner did not settle {inv.id} in {MAX_STEPS} steps")
+
+    def step(self, inv: Invocation, seen: Seen | None) -> Invocation:
+        """One decision of the planner, carried out: commit and execute exactly the effects
+        `decide()` returns (and commit what they prove), or redo an authorized effect, or hold.
+        Returns `inv` itself when nothing was written."""
+        step = plan(inv, seen if needs_observation(inv) else None, self.context())
+        match step:
+            case Hold():
+                return inv
+            case Redo(effect=effect):
+                follow = execute(self, inv, effect)
+                return inv if follow is None else self.commit(inv, follow)
+            case Commit(event=event):
+                if isinstance(event, Finished | InfraFailed) and seen is not None:
+                    failpoint("after_terminal_observed")
+                return self.commit(inv, event)
+        raise AssertionError(step)
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:
         """Commit `event` (write-ahead), then carry out its effects and commit what they

@@ -32,11 +32,11 @@ def describe(status: RemoteStatus) -> str:
 
 
 def claim_job_id(claim: Claim) -> str:
-    """The id a job's claim names (the scheduler's, else the process's)."""
-    for key in ("slurm_job_id", "sky_job_id", "pid"):
-        if claim.get(key):
-            return claim.get(key)
-    return "claimed"
+    """The id a job's claim names: the scheduler's (`*_job_id`), else the process's."""
+    for key, value in claim.fields.items():
+        if key.endswith("_job_id") and value:
+            return value
+    return claim.get("pid") or "claimed"
 
 
 def seen_error(error: BackendError, since: datetime | None = None) -> Seen:
