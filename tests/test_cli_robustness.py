@@ -72,7 +72,7 @@ def test_silly_numbers_are_refused_before_anything_is_recorded(
 
 def test_an_option_of_another_adapter_is_refused_naming_the_adapter(tmp_path: Path) -> None:
     result = cli("run", "--gpus", "1", "--", "true", cwd=tmp_path)
-    one_line_error(result, "--gpus is not an option of the local adapter", "sbatch or srun")
+    one_line_error(result, "--gpus is not an option of the local adapter", "only sbatch and srun")
     assert not (tmp_path / ".vibesys").exists()
 
 

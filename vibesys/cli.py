@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from vibesys.cli_run import RunCommand, with_run_signature
+from vibesys.cli_run import RunCommand, adapters_epilog, with_run_signature
 from vibesys.errors import VibesysError
 
 if TYPE_CHECKING:
@@ -183,6 +183,7 @@ app.command(
     "run",
     cls=RunCommand,
     context_settings={"allow_interspersed_args": False},
+    epilog=adapters_epilog(),
 )(with_run_signature(run))
 
 
@@ -405,8 +406,11 @@ def debug_failpoints() -> None:
 
 
 def refresh_run_options() -> None:
-    """Rebuild `run`'s options from the adapter registry (after a test registers one)."""
+    """Rebuild `run`'s options and adapter list from the registry (after one is registered)."""
     with_run_signature(run)
+    for info in app.registered_commands:
+        if info.name == "run":
+            info.epilog = adapters_epilog()
 
 
 def main() -> None:

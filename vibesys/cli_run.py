@@ -39,12 +39,18 @@ COMMON: list[tuple[str, Any, Any]] = [
     ("name", Annotated[str | None, typer.Option("--name", help="A label for people.")], None),
     (
         "max_retries",
-        Annotated[str, typer.Option(help="Retries after infrastructure failures (0-100).")],
+        Annotated[
+            str,
+            typer.Option(metavar="N", help="Retries after infrastructure failures (0-100)."),
+        ],
         "2",
     ),
     (
         "retry_delay",
-        Annotated[str, typer.Option(help="Seconds before the first retry (doubles after).")],
+        Annotated[
+            str,
+            typer.Option(metavar="SECONDS", help="Seconds before the first retry (doubles after)."),
+        ],
         "2",
     ),
     ("detach", Annotated[bool, typer.Option(help="Return once the job runs.")], False),
@@ -54,8 +60,9 @@ COMMON: list[tuple[str, Any, Any]] = [
         Annotated[
             str,
             typer.Option(
+                metavar="SECONDS",
                 help="Seconds a scheduler may stay unreachable (or an outcome open) before "
-                "the job's fate is reported as unknown."
+                "the job's fate is reported as unknown.",
             ),
         ],
         "600",
@@ -119,27 +126,33 @@ def _chosen_adapter(args: list[str]) -> str | None:
     return None
 
 
+def _asks_for_help(args: list[str]) -> bool:
+    before = args[: args.index("--")] if "--" in args else args
+    return "--help" in before
+
+
 class RunCommand(TyperCommand):
     """Shows, for `--adapter X --help`, only the options X takes."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        ctx.meta["vibesys.adapter"] = _chosen_adapter(args)
+        if _asks_for_help(args):
+            ctx.meta["vibesys.help_for"] = _chosen_adapter(args)
         return super().parse_args(ctx, args)
 
     def get_params(self, ctx: Any) -> list[Any]:
+        # Every option parses (so one given to the wrong adapter is refused by name, not as
+        # "no such option"); only the help narrows them to the chosen adapter's.
         params = super().get_params(ctx)
-        chosen = ctx.meta.get("vibesys.adapter")
+        chosen = ctx.meta.get("vibesys.help_for")
         if chosen not in ADAPTERS:
             return params
         own = {o.dest for o in ADAPTERS[chosen].options}
         others = set(adapter_options()) - own
         return [p for p in params if p.name not in others]
 
-    def format_epilog(self, ctx: Any, formatter: Any) -> None:
-        super().format_epilog(ctx, formatter)
-        formatter.write_paragraph()
-        formatter.write_text(
-            "Adapters: "
-            + "; ".join(f"{e.name} ({e.summary})" for e in ADAPTERS.values())
-            + ". `vibesys run --adapter NAME --help` shows one adapter's options."
-        )
+
+
+def adapters_epilog() -> str:
+    """The list of adapters under `vibesys run --help` (the registry, as it is now)."""
+    names = "; ".join(f"{e.name}: {e.summary}" for e in ADAPTERS.values())
+    return f"Adapters: {names}. `vibesys run --adapter NAME --help` shows one adapter's options."

@@ -61,10 +61,10 @@ def check_run(ctx: typer.Context, values: Mapping[str, Any]) -> CheckedRun:
         if value is None or value == [] or value == ():
             continue
         if dest not in own:
-            others = " or ".join(takers(dest))
+            others = " and ".join(takers(dest))
             raise UsageError(
-                f"{option.flag} is not an option of the {adapter.name} adapter (it is one of "
-                f"{others}); see `vibesys run --adapter {adapter.name} --help`"
+                f"{option.flag} is not an option of the {adapter.name} adapter (only {others} "
+                f"take it); see `vibesys run --adapter {adapter.name} --help`"
             )
         given[dest] = tuple(value) if isinstance(value, list) else value
     if unknown := validate(os.environ.get(ENV, "")):

@@ -11,7 +11,7 @@ import pytest
 
 from vibesys.errors import JournalOnNetworkFS, JournalTooNew, NotAJournal, UsageError
 from vibesys.journal_schema import open_journal
-from vibesys.journal_schema import store as store_module
+from vibesys.journal_schema import opening as store_module
 
 Snapshot = tuple[bytes, list[str]]
 
