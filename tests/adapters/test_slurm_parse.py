@@ -94,7 +94,9 @@ def test_anything_else_from_sbatch_is_unparseable_and_may_have_submitted(text: s
         parse_sbatch_parsable(text)
     assert isinstance(caught.value, BackendUnavailable)
     assert caught.value.maybe_submitted is True
-    assert caught.value.evidence == text or text == ""
+    # The raw output is the evidence; for an empty one, the message saying so.
+    assert caught.value.evidence == (text or str(caught.value))
+    assert f"printed {text.strip()!r}" in str(caught.value)
 
 
 # --- sacct ------------------------------------------------------------------------------------
