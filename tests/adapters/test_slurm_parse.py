@@ -493,7 +493,13 @@ CLASSIFY_ORACLE = [
 ]
 
 
-@pytest.mark.parametrize(("given", "expected"), CLASSIFY_ORACLE, ids=lambda v: repr(v))
+def case_id(value: object) -> str:
+    if isinstance(value, tuple):
+        return "-".join(str(part).replace(" ", "_") for part in value)
+    return str(value)
+
+
+@pytest.mark.parametrize(("given", "expected"), CLASSIFY_ORACLE, ids=case_id)
 def test_classify_outcomes(
     given: tuple[str, str, str | None, int | None, bool],
     expected: tuple[RemoteState, int | None, str | None],
