@@ -69,7 +69,7 @@ MUTANTS: list[Mutant] = [
     M("exit-bad-input-2-to-1", RENDER, "            return EXIT_BAD_INPUT", "            return 1", "a rejected request exits like a failed command"),
     M("exit-app-failure-without-code-is-0", RENDER, "inv.exit_code if inv.exit_code not in (None, 0) else 1", "inv.exit_code or 0", "a failure without a recorded code exits 0"),
     M("exit-detached-is-1", RENDER, "return 0  # detached", "return 1  # detached", "`run --detach` of a healthy job exits as a failure"),
-    M("exit-broken-done-is-0", RENDER, "            return EXIT_BAD_INPUT\n    return 1", "            return EXIT_BAD_INPUT\n    return 0", "a DONE record without an outcome exits as success"),
+    M("exit-broken-done-is-0", RENDER, "\n    return 1\n", "\n    return 0\n", "a DONE record without an outcome exits as success"),
     # -- the journal's compare-and-swap ------------------------------------------------------
     M("cas-ignores-version", STORE, '"WHERE id=? AND state=? AND version=?",', '"WHERE id=? AND state=? AND ?>=0",', "two writers that read the same state both win"),
     M("cas-ignores-state", STORE, '"WHERE id=? AND state=? AND version=?",', "\"WHERE id=? AND ?!='' AND version=?\",", "the state term alone dropped", equivalent="every transition bumps version (nothing else writes state), so id and version already pin the state"),

@@ -4,6 +4,7 @@ mutant from a survivor (tests/mutation/run.py; `scripts/mutants` runs the whole 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,8 @@ def test_the_contract_modules_are_covered() -> None:
 def test_a_scratch_copy_is_mutated_and_imports_itself(tmp_path: Path) -> None:
     mutant = BY_NAME["exit-infra-75-to-1"]
     copy = scratch_copy(tmp_path, mutant)
-    assert "EXIT_INFRA_FAILED = 1\n" in (copy / mutant.file).read_text(encoding="utf-8")
+    mutated = (copy / mutant.file).read_text(encoding="utf-8")
+    assert "EXIT_INFRA_FAILED = 1" in mutated and "EXIT_INFRA_FAILED = 75" not in mutated
     assert "EXIT_INFRA_FAILED = 75" in (ROOT / mutant.file).read_text(encoding="utf-8")
     assert imports_the_copy(copy)
 
@@ -75,3 +77,16 @@ def test_a_mutant_whose_text_is_gone_is_reported(tmp_path: Path) -> None:
         "twice: its text occurs 2 times in vibesys/render.py",
         "gone: its text occurs 0 times in vibesys/render.py",
     ]
+
+
+def test_the_reason_of_the_equivalent_cas_mutant_holds() -> None:
+    # cas-ignores-state is equivalent only while every SQL write of `state` bumps `version`.
+    writes = [
+        line
+        for path in sorted((ROOT / "vibesys").rglob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if re.search(r"\bSET\b.*\bstate\s*=", line)
+    ]
+    assert writes, "no SQL write of state found: update this check"
+    assert all("version=version+1" in line for line in writes), writes
+    assert BY_NAME["cas-ignores-state"].equivalent
