@@ -22,6 +22,7 @@ from pathlib import Path
 
 from _common import (
     ROOT,
+    Verdicts,
     build_journal,
     clean_env,
     interleave,
@@ -29,7 +30,6 @@ from _common import (
     ms,
     parse_args,
     report,
-    verdict,
 )
 
 TARGET = 1.5
@@ -89,10 +89,14 @@ def run(scratch: Path, reps: int) -> int:
     journal = scratch / "journal.db"
     target_id = build_journal(journal, 3)[1]
 
-    ok = True
-    for label, argv in (
-        ("vibesys --help", ["--help"]),
-        ("vibesys journal show", ["journal", "show", target_id, "--journal", str(journal)]),
+    verdicts = Verdicts()
+    for name, label, argv in (
+        ("help", "vibesys --help", ["--help"]),
+        (
+            "journal_show",
+            "vibesys journal show",
+            ["journal", "show", target_id, "--journal", str(journal)],
+        ),
     ):
         out = scratch / "modules.json"
         done = subprocess.run(
@@ -103,23 +107,31 @@ def run(scratch: Path, reps: int) -> int:
             text=True,
             check=False,
         )
+        if not out.exists():
+            verdicts.check(f"{name}_runs", False, f"{label} crashed: {done.stderr.strip()[-300:]}")
+            continue
         result = json.loads(out.read_text())
-        if result["code"] not in (0, None):
-            print(f"{label}: exited {result['code']}: {done.stderr.strip()}")
-            ok = False
+        out.unlink()
+        code = result["code"]
+        verdicts.check(f"{name}_runs", code in (0, None), f"{label} exited {code}")
         bad = forbidden_in(result["modules"])
         vibesys_modules = [m for m in result["modules"] if m.startswith("vibesys")]
         print(f"{label}: {len(result['modules'])} modules, {len(vibesys_modules)} of vibesys")
-        print(f"  forbidden imported: {', '.join(bad) if bad else 'none'}")
-        ok = ok and not bad
+        verdicts.check(
+            f"{name}_imports_no_paramiko_sky_or_adapter",
+            not bad,
+            f"{label} imported: {', '.join(bad) if bad else 'none of ' + ', '.join(FORBIDDEN)}",
+        )
 
     bare = scratch / "bare_typer.py"
     bare.write_text(BARE_TYPER)
     checked = subprocess.run(
         [sys.executable, str(bare), "--help"], capture_output=True, text=True, check=False
     )
-    if checked.returncode != 0 or "Say hello" not in checked.stdout:
-        return verdict(False, f"the bare typer app failed: {checked.stderr.strip()}")
+    baseline_ok = checked.returncode == 0 and "Say hello" in checked.stdout
+    detail = f"bare typer app --help exited {checked.returncode} {checked.stderr.strip()[-300:]}"
+    if not verdicts.check("baseline_app_runs", baseline_ok, detail.rstrip()):
+        return verdicts.finish()
 
     def run_cmd(argv: list[str]) -> float:
         start = time.perf_counter()
@@ -146,14 +158,10 @@ def run(scratch: Path, reps: int) -> int:
             ("python -m vibesys journal show", ms(median(shows)) + "  (informational)"),
         ]
     )
-    print(
-        f"ratio vibesys --help / bare typer --help = {ratio:.2f}"
-        f" (target <= {TARGET}, informational)"
-    )
-    note = (
-        "" if ratio <= TARGET else f"; startup ratio {ratio:.2f} is above {TARGET} (informational)"
-    )
-    return verdict(ok, f"no paramiko, sky or adapter imported by --help or journal show{note}")
+    verdicts.ratio("help_vs_bare_typer", ratio, f"(target <= {TARGET}, informational)")
+    if ratio > TARGET:
+        print(f"startup ratio {ratio:.2f} is above {TARGET} (informational, not a verdict)")
+    return verdicts.finish()
 
 
 if __name__ == "__main__":

@@ -81,8 +81,8 @@ Exit statuses of `vibesys run` and `vibesys wait`:
 |---|---|
 | the command's own | the command ran to an end (0 when it succeeded) |
 | 75 | infrastructure failures spent the retry budget (outcome INFRA_FAILED) |
-| 78 | a configuration or security failure a person must fix (outcome MISCONFIGURED): a changed host key, a refused key, a missing candidate; the last line names the cause and the fix |
-| 4 | the outcome cannot be proven: the invocation is UNRESOLVED (`vibesys reconcile` later), or the job ended but its results could not be brought home yet |
+| 78 | a configuration or security failure (MISCONFIGURED); the last line names cause and fix |
+| 4 | the outcome cannot be proven (UNRESOLVED), or the results could not be brought home yet |
 | 130 | interrupted: the job was cancelled first |
 | 74 | our own output broke (a closed pipe, a full disk): the job was cancelled first |
 | 2 | bad input (one line, nothing recorded), or a request the scheduler rejected |

@@ -151,7 +151,6 @@ class RunCommand(TyperCommand):
         return [p for p in params if p.name not in others]
 
 
-
 def adapters_epilog() -> str:
     """The list of adapters under `vibesys run --help` (the registry, as it is now)."""
     names = "; ".join(f"{e.name}: {e.summary}" for e in ADAPTERS.values())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-import os
 import subprocess
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -12,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.golden_files import assert_matches_golden
 from vibesys.adapters.claim import CLAIM_FILE, REFUSED_EXIT
 from vibesys.adapters.slurm.script import (
     EXIT_CODE_FILE,
@@ -26,7 +25,6 @@ from vibesys.adapters.transports import LocalTransport
 from vibesys.errors import UsageError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "sbatch"
-UPDATE = "VIBESYS_UPDATE_GOLDEN=1 .venv/bin/pytest tests/adapters/test_slurm_script.py"
 ROOT = PurePosixPath("/shared/vibesys")
 
 ARG = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=20)
@@ -62,23 +60,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_render_sbatch_matches_the_golden_file(case: str) -> None:
-    rendered = render_sbatch(CASES[case])
-    path = GOLDEN / f"{case}.sh"
-    if os.environ.get("VIBESYS_UPDATE_GOLDEN") == "1":
-        path.write_text(rendered, encoding="utf-8")
-    expected = path.read_text(encoding="utf-8") if path.exists() else ""
-    if rendered != expected:
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(keepends=True),
-                rendered.splitlines(keepends=True),
-                f"{path.name} (golden)",
-                f"{path.name} (rendered)",
-            )
-        )
-        pytest.fail(
-            f"{path} differs from the rendering:\n{diff}\nIf intended, regenerate: {UPDATE}"
-        )
+    assert_matches_golden(GOLDEN / f"{case}.sh", render_sbatch(CASES[case]))
 
 
 def test_there_is_no_stale_golden_file() -> None:

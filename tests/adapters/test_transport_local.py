@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hang_guard import hang_guard, process_is_gone, wait_until
 from vibesys.adapters.transports import (
     CommandResult,
     LocalTransport,
@@ -123,15 +124,21 @@ def test_an_argument_list_too_long_is_a_misconfiguration() -> None:
 
 @pytest.mark.parametrize("maybe_effect", [True, False])
 def test_a_timeout_kills_the_whole_group_and_says_whether_it_may_have_acted(
-    maybe_effect: bool,
+    maybe_effect: bool, tmp_path: Path
 ) -> None:
-    # The background sleep holds stdout open: killing only the shell would hang for 30 s.
-    started = time.monotonic()
-    with pytest.raises(BackendUnavailable) as caught:
+    # The background sleep holds stdout open: killing only the shell would leave it running
+    # and hang the call until it ended.
+    pid_file = tmp_path / "sleep.pid"
+    with (
+        hang_guard(60, "a run whose group survived its timeout"),
+        pytest.raises(BackendUnavailable) as caught,
+    ):
         LocalTransport().run(
-            ["bash", "-c", "sleep 30 & echo started; wait"], timeout=0.5, maybe_effect=maybe_effect
+            ["bash", "-c", f"sleep 600 & echo $! > {pid_file}; echo started; wait"],
+            timeout=0.5,
+            maybe_effect=maybe_effect,
         )
-    assert time.monotonic() - started < 10
+    wait_until(lambda: process_is_gone(int(pid_file.read_text())), 30, "the background sleep's end")
     assert caught.value.maybe_submitted is maybe_effect
     assert "no answer within 0.5 s" in str(caught.value)
 

@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-import difflib
-import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from tests.golden_files import assert_matches_golden
 from tests.journal_schema.conftest import NewInvocation
 from vibesys.journal_schema import Journal, open_journal
 from vibesys.journal_schema.migrations import KNOWN, MIGRATION_SET, migrations
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "schema.sql"
-REGENERATE = "VIBESYS_UPDATE_GOLDEN=1 .venv/bin/pytest tests/journal_schema -k golden_schema"
 
 
 def test_a_fresh_journal_has_exactly_the_golden_schema(journal: Journal) -> None:
-    actual = journal.db.schema.strip() + "\n"
-    if os.environ.get("VIBESYS_UPDATE_GOLDEN") == "1":
-        GOLDEN.write_text(actual, encoding="utf-8")
-    expected = GOLDEN.read_text(encoding="utf-8")
-    if actual != expected:
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(keepends=True),
-                actual.splitlines(keepends=True),
-                fromfile=str(GOLDEN),
-                tofile="migrated fresh journal",
-            )
-        )
-        pytest.fail(
-            f"the migrated schema differs from {GOLDEN.name}:\n{diff}\n"
-            "Released migration steps must never change. If you added a new step on purpose, "
-            f"regenerate the golden file with:\n    {REGENERATE}",
-            pytrace=False,
-        )
+    # Released migration steps must never change: regenerate only for a new step.
+    assert_matches_golden(GOLDEN, journal.db.schema.strip() + "\n")
 
 
 def test_the_golden_schema_pins_the_contract() -> None:
