@@ -133,6 +133,7 @@ def test_an_unwritable_journal_directory_is_one_line(tmp_path: Path) -> None:
 def damaged_journal(tmp_path: Path) -> Path:
     for _ in range(4):
         assert cli("run", "--name", "x" * 200, "--", "true", cwd=tmp_path).returncode == 0
+    (tmp_path / "an_id").write_text(str(listed(tmp_path)[0]["id"]))
     path = tmp_path / ".vibesys" / "journal.db"
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -144,19 +145,20 @@ def damaged_journal(tmp_path: Path) -> Path:
         )
     ]
     conn.close()
-    with open(path, "r+b") as handle:  # damage the data pages, not the schema
+    with open(path, "r+b") as handle:  # damage the tables' root pages, not the schema
         for page in roots:
-            handle.seek((page - 1) * size + 8)
-            handle.write(b"\xde\xad\xbe\xef" * 64)
+            handle.seek((page - 1) * size)
+            handle.write(b"\xde\xad\xbe\xef" * (size // 4))
     return path
 
 
 @pytest.mark.parametrize(
-    "command", [["journal", "list"], ["journal", "show", "a"], ["run", "--", "true"]]
+    "command", [["journal", "list"], ["journal", "show", "ID"], ["run", "--", "true"]]
 )
 def test_a_damaged_journal_is_reported_as_damaged(tmp_path: Path, command: list[str]) -> None:
     path = damaged_journal(tmp_path)
-    result = cli(*command, cwd=tmp_path)
+    an_id = (tmp_path / "an_id").read_text()
+    result = cli(*[an_id if word == "ID" else word for word in command], cwd=tmp_path)
     assert result.returncode in (1, 2) and "Traceback" not in result.stderr
     assert "damaged journal" in result.stderr and path.name in result.stderr, result.stderr
     assert "not a vibesys journal" not in result.stderr
