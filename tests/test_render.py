@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.journal_schema.journal_helpers import create
-from vibesys.journal_schema import Invocation, Journal, open_journal
-from vibesys.render import exit_status
+from vibesys.journal_schema import HistoryRow, Invocation, Journal, open_journal
+from vibesys.render import exit_status, show, summary
 from vibesys.states import JobState, Outcome
 
 S, Out = JobState, Outcome
@@ -89,3 +89,41 @@ def test_the_readme_states_the_same_contract() -> None:
         "2 for bad input",
     ):
         assert phrase in contract, phrase
+
+
+@pytest.mark.parametrize(
+    ("retries", "budget", "line"),
+    [
+        (0, 2, "retries     0 of 2"),
+        (1, 2, "retries     1 of 2"),
+        (2, 2, "retries     2 of 2"),
+        (3, 2, "retries     2 of 2 (3 infrastructure failures)"),  # not "3 of 2"
+        (1, 0, "retries     0 of 0 (1 infrastructure failures)"),
+    ],
+)
+def test_show_never_reports_more_retries_than_the_budget(
+    base: Invocation, retries: int, budget: int, line: str
+) -> None:
+    inv = dataclasses.replace(base, retries=retries, max_retries=budget)
+    assert line in show(inv, [], []).splitlines()
+
+
+@pytest.mark.parametrize(
+    ("outcome", "evidence", "cause"),
+    [
+        (
+            Outcome.MISCONFIGURED,
+            {"reason": "host key changed", "fix": "verify it"},
+            ": host key changed; fix: verify it",
+        ),
+        (Outcome.INFRA_FAILED, {"failure_class": "NODE_FAILED", "retries": 2}, ""),
+        (Outcome.COMPLETED, {"observation": "logs home"}, ""),
+    ],
+)
+def test_the_last_line_names_the_cause_when_the_command_did_not_decide(
+    base: Invocation, outcome: Outcome, evidence: dict[str, object], cause: str
+) -> None:
+    inv = dataclasses.replace(base, state=S.DONE, outcome=outcome)
+    last = HistoryRow(9, S.SUBMITTING, S.DONE, "X", "t", evidence)
+    line = summary(inv, last)
+    assert line.endswith(cause) if cause else ":" not in line.split("attempt")[-1]
