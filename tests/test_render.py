@@ -84,6 +84,8 @@ def test_the_readme_states_the_same_contract() -> None:
     contract = " ".join(readme.split())
     for phrase in (
         "75 when infrastructure failures spent the retry budget",
+        "78 when a configuration or security failure",
+        "74 when its own output broke",
         "4 when the outcome is UNRESOLVED",
         "130 when interrupted",
         "2 for bad input",
