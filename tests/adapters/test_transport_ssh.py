@@ -548,11 +548,11 @@ def test_unknown_host_is_refused_unless_the_operator_opted_in(
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     refused = make(ssh_dir, known_hosts=str(empty))
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(BackendMisconfigured) as caught:
         refused.run(["true"], maybe_effect=True)
     error = caught.value
-    assert type(error) is BackendUnavailable
     assert (error.retryable, error.maybe_submitted) == (False, False)
+    assert "add the key" in error.fix
     assert "[127.0.0.1]:2222" in str(error)
     assert "is not in" in str(error) and "accept_unknown_host" in str(error)
     key_type, key = host_key_line(ssh_dir)
@@ -581,9 +581,11 @@ def test_a_changed_host_key_is_refused_even_when_unknown_hosts_are_accepted(
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{SSHD_PORT} {public[0]} {public[1]}\n")
     transport = make(ssh_dir, known_hosts=str(known), accept_unknown_host=True)
-    with pytest.raises(BackendUnavailable, match=r"host key of .*127\.0\.0\.1.* changed") as caught:
+    with pytest.raises(
+        BackendMisconfigured, match=r"host key of .*127\.0\.0\.1.* changed"
+    ) as caught:
         transport.run(["true"])
-    assert caught.value.retryable is False
+    assert caught.value.retryable is False and "verified out of band" in caught.value.fix
     assert impostor.exists()
 
 
@@ -593,10 +595,9 @@ def test_a_wrong_key_fails_without_leaking_the_key_or_its_passphrase(
 ) -> None:
     stranger = new_key(tmp_path / "stranger", PASSPHRASE)
     transport = make(ssh_dir, identity_file=str(stranger), passphrase=PASSPHRASE)
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(BackendMisconfigured) as caught:
         transport.run(["true"], maybe_effect=True)
     error = caught.value
-    assert type(error) is BackendUnavailable
     assert (error.retryable, error.maybe_submitted) == (False, False)
     assert "authentication failed for root@127.0.0.1:2222" in str(error)
     said = everything_said(error)
@@ -615,7 +616,7 @@ def test_an_unusable_identity_file_is_a_clear_error(
 ) -> None:
     locked = new_key(tmp_path / "locked", PASSPHRASE)
     transport = make(ssh_dir, identity_file=str(locked), passphrase=passphrase)
-    with pytest.raises(BackendUnavailable, match=f"cannot load identity file .*: {reason}") as e:
+    with pytest.raises(BackendMisconfigured, match=f"cannot load identity file .*: {reason}") as e:
         transport.run(["true"])
     assert e.value.retryable is False
     said = everything_said(e.value)
