@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from vibesys.broker.cli import broker_app
 from vibesys.errors import VibesysError
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ journal_app = typer.Typer(help="Read and check the journal.", no_args_is_help=Tr
 debug_app = typer.Typer(help="Developer tools.", no_args_is_help=True)
 app.add_typer(journal_app, name="journal")
 app.add_typer(debug_app, name="debug")
+app.add_typer(broker_app, name="broker")
 
 JournalOption = Annotated[
     Path | None,

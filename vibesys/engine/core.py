@@ -46,9 +46,15 @@ BackendFactory = Callable[[str, Mapping[str, Any]], Backend]
 Observation = RemoteStatus | BackendError
 
 
-def job_name(invocation_id: str, attempt: int) -> str:
+def job_name(invocation_id: str, attempt: int, prefix: str = "vibesys") -> str:
     """The stable, scheduler-visible name of one attempt: the key every lookup uses."""
-    return f"vibesys-{invocation_id}-{attempt}"
+    return f"{prefix}-{invocation_id}-{attempt}"
+
+
+def job_name_of(inv: Invocation, attempt: int) -> str:
+    """An invocation's attempt name; `job_name_prefix` in its options replaces `vibesys`
+    (the broker's GPU jobs are `vibesys-gpu-<invocation>-<attempt>`)."""
+    return job_name(inv.id, attempt, str(inv.options.get("job_name_prefix", "vibesys")))
 
 
 def backend_key(inv: Invocation) -> tuple[str, str]:
@@ -113,7 +119,7 @@ class Engine:
     def job_ref(self, invocation: Invocation) -> JobRef:
         attempts = self.journal.attempts(invocation.id)
         current = attempts[-1] if attempts else None
-        name = current.job_name if current else job_name(invocation.id, invocation.attempt)
+        name = current.job_name if current else job_name_of(invocation, invocation.attempt)
         intended = datetime.fromisoformat(current.intended_at) if current else None
         return JobRef(
             name,
@@ -177,7 +183,7 @@ class Engine:
         return after
 
     def _intend(self, inv: Invocation, attempt: int) -> Invocation:
-        after = self._commit(inv, SubmitIntended(attempt, job_name(inv.id, attempt)))
+        after = self._commit(inv, SubmitIntended(attempt, job_name_of(inv, attempt)))
         self._fresh_intents.add((inv.id, attempt))
         failpoint("after_submit_intent")
         return after
