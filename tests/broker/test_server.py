@@ -3,6 +3,7 @@ place of Slurm: refusals, streaming, exit statuses, peer credentials, disconnect
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -79,6 +80,7 @@ class Broker:
         )
 
 
+@contextlib.contextmanager
 def make_broker(
     tmp_path: Path, cap: int | None = None, uids: frozenset[int] | None = None
 ) -> Iterator[Broker]:
@@ -110,7 +112,8 @@ def make_broker(
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    yield from make_broker(tmp_path)
+    with make_broker(tmp_path) as started:
+        yield started
 
 
 def finish(proc: subprocess.Popen[bytes]) -> tuple[int, str, str]:
@@ -161,7 +164,7 @@ def test_peer_credentials_are_recorded(broker: Broker) -> None:
 
 
 def test_a_uid_not_allowed_is_refused(tmp_path: Path) -> None:
-    for broker in make_broker(tmp_path, uids=frozenset({os.getuid() + 4242})):
+    with make_broker(tmp_path, uids=frozenset({os.getuid() + 4242})) as broker:
         code, _, err = finish(broker.client("--", "echo", "0"))
         assert code == 2 and f"refused: uid {os.getuid()} may not use this broker" in err
         assert broker.runner.started == []
@@ -226,7 +229,7 @@ def test_a_client_that_goes_away_stops_its_running_command(broker: Broker, how: 
 
 
 def test_cap_two_four_clients_fifo_and_a_stopped_waiter_never_runs(tmp_path: Path) -> None:
-    for broker in make_broker(tmp_path, cap=2):
+    with make_broker(tmp_path, cap=2) as broker:
         holders = [broker.client("--", "hold", str(i)) for i in range(2)]
         wait_until(lambda: len(broker.runner.started) == 2, "two commands to run")
         third = broker.client("--", "echo", "0")
@@ -260,17 +263,13 @@ def test_cap_two_four_clients_fifo_and_a_stopped_waiter_never_runs(tmp_path: Pat
 
 
 def test_too_many_connections_are_refused(tmp_path: Path) -> None:
-    for broker in make_broker(tmp_path):
-        idle = []
+    with make_broker(tmp_path) as broker, contextlib.ExitStack() as idle:
         for _ in range(8):
-            conn = socket.socket(socket.AF_UNIX)
+            conn = idle.enter_context(socket.socket(socket.AF_UNIX))
             conn.connect(str(broker.socket_path))
-            idle.append(conn)
         wait_until(lambda: len(broker.server._connections) == 8, "8 connections")
         code, _, err = finish(broker.client("--", "echo", "0"))
         assert code == 2 and "the broker is busy" in err
-        for conn in idle:
-            conn.close()
 
 
 def test_the_client_without_a_broker(tmp_path: Path) -> None:

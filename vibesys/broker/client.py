@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -110,7 +111,9 @@ def say(message: str) -> None:
 
 
 def converse(conn: socket.socket, line: bytes) -> int:
-    conn.sendall(line)
+    # Refused before the whole request arrived? The reason is still there to be read.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        conn.sendall(line)
     buffer = b""
     while True:
         data = conn.recv(65536)
