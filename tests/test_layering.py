@@ -46,6 +46,7 @@ FORBIDDEN = {
         "vibesys.engine",
         "vibesys.states",
         "vibesys.cli",
+        "vibesys.broker",
     ),
     "vibesys.config": (
         "vibesys.journal_schema",
@@ -53,8 +54,9 @@ FORBIDDEN = {
         "vibesys.states",
         "vibesys.cli",
         "vibesys.adapters",
+        "vibesys.broker",
     ),
-    "vibesys.engine": ("vibesys.cli",),
+    "vibesys.engine": ("vibesys.cli", "vibesys.broker"),
 }
 
 #: The broker's own rules: module -> the only vibesys packages (and I/O modules) it may import.
