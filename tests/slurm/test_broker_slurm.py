@@ -64,7 +64,7 @@ class Broker:
         return {name: state for name, state in pairs if name.startswith(self.prefix + "-")}
 
 
-def write_config(path: Path, remote: Path, prefix: str, cap: int | None) -> Path:
+def write_config(path: Path, remote: Path, prefix: str, cap: int | None, partitions: str) -> Path:
     lines = [
         "[slurm]",
         'name = "local"',
@@ -76,7 +76,7 @@ def write_config(path: Path, remote: Path, prefix: str, cap: int | None) -> Path
         'kind = "local"',
         "",
         "[vibesys.agent_gpu]",
-        'partitions = ["main", "priority"]',
+        f"partitions = {partitions}",
         "max_gpus = 2",
         "max_time_minutes = 60",
         "default_time_minutes = 5",
@@ -88,12 +88,14 @@ def write_config(path: Path, remote: Path, prefix: str, cap: int | None) -> Path
     return path
 
 
-def start_broker(root: Path, name: str, cap: int | None = None) -> Broker:
+def start_broker(
+    root: Path, name: str, cap: int | None = None, partitions: str = '["main", "priority"]'
+) -> Broker:
     root.mkdir(parents=True, exist_ok=True)
     workspace = root / "ws"
     workspace.mkdir()
     prefix = f"vbt-{name}-{os.getpid()}"
-    config = write_config(root / "slurm.toml", root / "remote", prefix, cap)
+    config = write_config(root / "slurm.toml", root / "remote", prefix, cap, partitions)
     journal = root / ".vibesys" / "journal.db"
     process = subprocess.Popen(
         [
@@ -430,3 +432,14 @@ def test_stopping_the_broker_cancels_its_jobs(broker: Broker) -> None:
     assert code == 130, log
     assert sacct_states(name) == ["CANCELLED"]
     assert journal_rows(broker)[0]["outcome"] == "CANCELLED"
+
+
+def test_no_partition_fits_exits_2_with_the_reason(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path, f"p{tmp_path.name[-8:]}", partitions='["short"]')
+    try:
+        code, out, err = finish(broker.client("--gpus", "0", "--time", "10", "--", "true"))
+    finally:
+        stop_broker(broker)
+    assert (code, out) == (2, "")
+    assert "REJECTED" in err and "no partition fits --time 10: short 5 min" in err
+    assert broker.jobs() == {}
