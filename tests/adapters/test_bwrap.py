@@ -25,7 +25,7 @@ CASES = {
     "read_only_nested": Sandbox(
         workspace="/tmp/ws",
         cwd="/tmp/ws",
-        read_only_paths=("/home/op/venvs/torch", "/tmp/ws/datasets", "/opt/rocm"),
+        read_only_paths=("/home/op/venvs/torch", "/tmp/datasets/imagenet", "/opt/rocm"),
         env={"ODD": "two words; $(id) `x` --", "A": ""},
     ),
 }
@@ -76,6 +76,7 @@ def test_the_command_follows_the_counted_options() -> None:
         ({"workspace": "/w", "cwd": "/v"}, "not inside the workspace"),
         ({"workspace": "/w", "cwd": "/w", "read_only_paths": ("/",)}, "other than /"),
         ({"workspace": "/w/sub", "cwd": "/w/sub", "read_only_paths": ("/w",)}, "lies inside"),
+        ({"workspace": "/w", "cwd": "/w", "read_only_paths": ("/w/data",)}, "inside the workspace"),
         ({"workspace": "/usr/local/ws", "cwd": "/usr/local/ws"}, "lies inside /usr"),
         ({"workspace": "/w", "cwd": "/w", "env": {"A=B": "1"}}, "not a usable name"),
     ],

@@ -90,3 +90,11 @@ def test_the_client_path_is_printed(tmp_path: Path) -> None:
     path = Path(done.stdout.strip())
     assert done.returncode == 0 and path.name == "client.py"
     assert "import vibesys" not in path.read_text()
+
+
+def test_a_read_only_path_inside_the_workspace(tmp_path: Path) -> None:
+    # The agent could swap it for a symlink to anything, and bwrap would mount what it names.
+    (tmp_path / "ws" / "data").mkdir(parents=True)
+    toml = config(tmp_path, read_only=(str(tmp_path / "ws" / "data"),))
+    code, err = serve(tmp_path, toml, tmp_path / "ws")
+    assert code == 2 and "lies inside the workspace" in err

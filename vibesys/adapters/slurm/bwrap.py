@@ -128,6 +128,12 @@ class Sandbox:
                 raise ValueError(
                     f"the workspace {self.workspace!r} lies inside the read-only path {path!r}"
                 )
+            if is_within(path, self.workspace):
+                # bwrap resolves a bind's source on the host: the agent could swap a path
+                # inside its workspace for a symlink to anything and have it mounted.
+                raise ValueError(
+                    f"the read-only path {path!r} lies inside the workspace {self.workspace!r}"
+                )
         for root in SYSTEM_DIRS + PRIVATE_DIRS:
             if is_within(self.workspace, root) and root != "/tmp":
                 raise ValueError(f"the workspace {self.workspace!r} lies inside {root}")
@@ -139,7 +145,7 @@ class Sandbox:
 def bwrap_options(sandbox: Sandbox) -> tuple[str, ...]:
     """The bwrap options for `sandbox`, up to (not including) the node's device additions."""
     # (depth, order, option...): a deeper mount is applied later, so it wins where paths nest
-    # (a workspace under /tmp, a read-only path inside the workspace).
+    # (a workspace or a read-only path under /tmp).
     mounts: list[tuple[int, int, tuple[str, ...]]] = []
     for path in SYSTEM_DIRS:
         mounts.append((_depth(path), 0, ("--ro-bind-try", path, path)))
