@@ -47,6 +47,7 @@ FORBIDDEN = {
         "vibesys.engine",
         "vibesys.states",
         "vibesys.cli",
+        "vibesys.broker",
     ),
     "vibesys.config": (
         "vibesys.journal_schema",
@@ -54,9 +55,31 @@ FORBIDDEN = {
         "vibesys.states",
         "vibesys.cli",
         "vibesys.adapters",
+        "vibesys.broker",
     ),
-    "vibesys.engine": ("vibesys.cli",),
+    "vibesys.engine": ("vibesys.cli", "vibesys.broker"),
 }
+
+#: The broker's own rules: module -> the only vibesys packages (and I/O modules) it may import.
+#: The protocol is pure; the server reaches the engine only through `engine_runner`.
+_BROKER_CORE = (
+    "vibesys.broker",
+    "vibesys.adapters.slurm.bwrap",
+    "vibesys.config",
+    "vibesys.errors",
+)
+BROKER_ALLOWED = {
+    "vibesys.broker.protocol": (),
+    "vibesys.broker.jobs": ("vibesys.adapters.slurm.bwrap",),
+    "vibesys.broker.environment": (),
+    "vibesys.broker.slots": ("vibesys.broker.jobs", "vibesys.broker.protocol"),
+    "vibesys.broker.admission": _BROKER_CORE,
+    "vibesys.broker.server": _BROKER_CORE,
+    "vibesys.broker.client": (),
+}
+#: I/O the pure broker modules must not use.
+BROKER_PURE = ("vibesys.broker.protocol", "vibesys.broker.jobs", "vibesys.broker.environment")
+IO_MODULES = ("socket", "subprocess", "os", "io", "pathlib", "threading", "time", "sqlite3")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -91,6 +114,40 @@ def test_the_checker_catches_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import sqlite3\nfrom vibesys.engine import Engine\n")
     assert imports_of(bad) == {"sqlite3", "vibesys.engine"}
+
+
+def test_broker_imports() -> None:
+    problems = []
+    for module, allowed in BROKER_ALLOWED.items():
+        path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        for imported in imports_of(path):
+            if imported.startswith("vibesys") and not any(
+                imported == a or imported.startswith(a + ".") for a in allowed
+            ):
+                problems.append(f"{module} imports {imported}")
+            if module in BROKER_PURE and imported.split(".")[0] in IO_MODULES:
+                problems.append(f"{module} (pure) imports {imported}")
+    assert problems == []
+
+
+def test_only_the_engine_runner_and_the_cli_reach_the_engine() -> None:
+    reaching = sorted(
+        "vibesys.broker." + path.stem
+        for path in (PACKAGE / "broker").glob("*.py")
+        if any(
+            imported.startswith(("vibesys.engine", "vibesys.journal_schema", "vibesys.states"))
+            for imported in imports_of(path)
+        )
+    )
+    assert reaching == ["vibesys.broker.cli", "vibesys.broker.engine_runner"]
+
+
+def test_the_client_is_stdlib_only() -> None:
+    import sys
+
+    client = PACKAGE / "broker" / "client.py"
+    outside = [m for m in imports_of(client) if m.split(".")[0] not in sys.stdlib_module_names]
+    assert outside == []
 
 
 def test_wrapper_is_stdlib_only() -> None:

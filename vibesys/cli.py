@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from vibesys.broker.cli import broker_app
 from vibesys.cli_run import RunCommand, adapters_epilog, with_run_signature
 from vibesys.errors import VibesysError
 
@@ -33,6 +34,7 @@ journal_app = typer.Typer(help="Read and check the journal.", no_args_is_help=Tr
 debug_app = typer.Typer(help="Developer tools.", no_args_is_help=True)
 app.add_typer(journal_app, name="journal")
 app.add_typer(debug_app, name="debug")
+app.add_typer(broker_app, name="broker")
 
 JournalOption = Annotated[
     Path | None,

@@ -56,7 +56,7 @@ def test_the_documented_example_loads_with_every_value() -> None:
     assert gpu.srun_arguments == ()
     assert gpu.read_only_paths == ("/opt/venvs/torch",)
     assert gpu.max_concurrent_jobs == 2
-    assert gpu.job_name_prefix == "vibesys-gpu-"
+    assert gpu.job_name_prefix == "vibesys-gpu"
 
 
 def test_defaults_of_a_minimal_file() -> None:

@@ -8,11 +8,14 @@ every attempt; the engine reads only the fields defined here.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["AdapterRequest"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class AdapterRequest(BaseModel):
@@ -28,6 +31,19 @@ class AdapterRequest(BaseModel):
         description="Files or globs, relative to the job's working directory, brought home, "
         "verified and acknowledged after the job ends.",
     )
+
+    job_name_prefix: str = Field(
+        default="vibesys",
+        description="Each attempt's scheduler-visible name is <prefix>-<invocation>-<attempt> "
+        "(the GPU broker's jobs use its own prefix).",
+    )
+
+    @field_validator("job_name_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
+        return value
 
     def backend_key(self) -> str:
         """Invocations whose requests share this key (and adapter) share one adapter instance,

@@ -320,7 +320,8 @@ class AgentGpuConfig(BaseModel):
         "fails only that preference is dropped.",
     )
     job_name_prefix: str = Field(
-        default="vibesys-gpu-", description="Prefix of every agent job's Slurm job name."
+        default="vibesys-gpu",
+        description="Prefix of every agent job's Slurm job name: <prefix>-<invocation>-<attempt>.",
     )
     srun_arguments: StrTuple = Field(
         default=(),

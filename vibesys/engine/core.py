@@ -139,10 +139,11 @@ class Engine:
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         run_root: Path | None = None,
+        invocation_id: str | None = None,
     ) -> Invocation:
         """Record a new invocation (PREPARED) with its request and context, leased to us."""
         request = request or entry(adapter).parse_request({})
-        invocation_id = new_invocation_id()
+        invocation_id = invocation_id or new_invocation_id()
         root = run_root or self.journal.path.parent / "runs"
         run_dir = (root / invocation_id).resolve()
         env_file = record_environment(run_dir, dict(os.environ) if env is None else env)

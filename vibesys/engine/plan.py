@@ -72,9 +72,13 @@ class PlanContext:
     patience: timedelta = timedelta(0)
 
 
-def job_name(invocation_id: str, attempt: int) -> str:
+def job_name(invocation_id: str, attempt: int, prefix: str = "vibesys") -> str:
     """The stable, scheduler-visible name of one attempt: the key every lookup uses."""
-    return f"vibesys-{invocation_id}-{attempt}"
+    return f"{prefix}-{invocation_id}-{attempt}"
+
+
+def _name(inv: Invocation, attempt: int) -> str:
+    return job_name(inv.id, attempt, str(inv.request.get("job_name_prefix") or "vibesys"))
 
 
 def needs_observation(inv: Invocation) -> bool:
@@ -88,11 +92,11 @@ def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
     """The next step for `inv`, given `seen` (None when it needs no observation)."""
     match inv.state:
         case JobState.PREPARED:
-            return Commit(SubmitIntended(1, job_name(inv.id, 1)))
+            return Commit(SubmitIntended(1, _name(inv, 1)))
         case JobState.SUBMITTING if not inv.dispatched:
             if inv.cancel_requested:
                 return Commit(Cancelled("cancelled before the submission began: nothing sent"))
-            return Commit(SubmitDispatched(inv.attempt, job_name(inv.id, inv.attempt)))
+            return Commit(SubmitDispatched(inv.attempt, inv.job_name or _name(inv, inv.attempt)))
         case JobState.SUBMITTING:
             return _unsettled(inv, _need(seen), ctx)
         case JobState.RUNNING:
@@ -196,7 +200,7 @@ def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
         return Commit(RetryBudgetSpent(inv.failure_class, inv.retries - 1))
     if inv.not_before and datetime.fromisoformat(inv.not_before) > ctx.now:
         return Hold(f"backoff until {inv.not_before}")
-    return Commit(SubmitIntended(inv.attempt + 1, job_name(inv.id, inv.attempt + 1)))
+    return Commit(SubmitIntended(inv.attempt + 1, _name(inv, inv.attempt + 1)))
 
 
 def _retry_at(inv: Invocation, ctx: PlanContext) -> str:

@@ -1,0 +1,15 @@
+env_file=$1; shift
+options=("${@:2:$1}")
+shift "$(($1 + 1))"
+if [ "$env_file" != - ]; then
+  while IFS= read -r -d '' pair; do
+    options+=(--setenv "${pair%%=*}" "${pair#*=}")
+  done < "$env_file" || exit 125
+fi
+for node in /dev/nvidia[0-9]* /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools /dev/nvidia-modeset /dev/nvidia-caps /dev/dri /dev/kfd; do
+  if [ -e "$node" ]; then options+=(--dev-bind "$node" "$node"); fi
+done
+for name in CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES GPU_DEVICE_ORDINAL; do
+  if [ -n "${!name+set}" ]; then options+=(--setenv "$name" "${!name}"); fi
+done
+exec bwrap "${options[@]}" -- "$@"

@@ -1,0 +1,15 @@
+"""The GPU broker: the host side of `vibesys-gpu`.
+
+An agent in a container without GPUs asks the broker, over a Unix socket, to run one command as
+its own confined Slurm job. The broker is a security boundary and a long-running client of the
+engine, so it sits beside the CLI, not among the adapters:
+
+- `protocol`: the wire format (pure);
+- `jobs`: the accepted job and the runner protocol the server drives (pure);
+- `admission`: a request checked against the workspace, the limits and the environment filter;
+- `slots`: the run's concurrency cap, first come, first served;
+- `server`: the socket, the token, peer credentials, one thread per connection;
+- `engine_runner`: the only module that touches the engine;
+- `client`: `vibesys-gpu`, one stdlib-only file;
+- `cli`: `vibesys broker serve`.
+"""

@@ -1,0 +1,82 @@
+"""Turning a decoded request into an accepted `GpuJob`, or a refusal that says why.
+
+Order: token (constant time), then the working directory (symlinks resolved once; the resolved
+path is what the sandbox mounts and enters, so swapping a symlink after this check changes
+nothing), then the operator's limits (rejected, never clamped), then the environment filter.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vibesys.adapters.slurm.bwrap import Sandbox, is_within
+from vibesys.broker.environment import job_environment
+from vibesys.broker.jobs import GpuJob
+from vibesys.broker.protocol import Request, token_matches
+from vibesys.config import AgentGpuConfig, SlurmRequest, check_request
+from vibesys.errors import UsageError
+
+__all__ = ["OUTSIDE_WORKSPACE", "Admission", "Refusal"]
+
+OUTSIDE_WORKSPACE = "commands must run from inside the run's workspace"
+
+
+class Refusal(Exception):
+    """A request the broker will not run; the message is for the client."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Everything a check needs: fixed when the broker starts."""
+
+    token: str
+    #: the workspace, symlinks resolved
+    workspace: str
+    limits: AgentGpuConfig
+    #: the broker's own environment: the source of the host baseline variables
+    host_env: Mapping[str, str]
+    #: read_only_paths as validated at start
+    read_only_paths: tuple[str, ...] = ()
+
+    def admit(self, request: Request) -> GpuJob:
+        if not token_matches(request, self.token):
+            raise Refusal("bad token: this broker serves another run (check VIBESYS_GPU_TOKEN)")
+        cwd = self.resolve_cwd(request.cwd)
+        try:
+            checked = check_request(
+                SlurmRequest(gpus=request.gpus, time_minutes=request.time_minutes), self.limits
+            )
+        except UsageError as exc:
+            raise Refusal(str(exc)) from None
+        sandbox = Sandbox(
+            workspace=self.workspace,
+            cwd=cwd,
+            read_only_paths=self.read_only_paths,
+            env=job_environment(self.host_env, request.env),
+        )
+        return GpuJob(
+            argv=request.argv,
+            sandbox=sandbox,
+            gpus=checked.gpus,
+            time_minutes=checked.time_minutes,
+            partitions=checked.partitions,
+            job_name_prefix=self.limits.job_name_prefix,
+        )
+
+    def resolve_cwd(self, cwd: str) -> str:
+        """`cwd` with every symlink resolved, if that is a directory inside the workspace."""
+        lexical = os.path.normpath(cwd)
+        try:
+            resolved = os.path.realpath(cwd, strict=True)
+        except OSError:
+            # Say "does not exist" only for paths inside: never probe the host for others.
+            if is_within(lexical, self.workspace):
+                raise Refusal(f"working directory {cwd} does not exist") from None
+            raise Refusal(OUTSIDE_WORKSPACE) from None
+        if not is_within(resolved, self.workspace):
+            raise Refusal(OUTSIDE_WORKSPACE)
+        if not os.path.isdir(resolved):
+            raise Refusal(f"working directory {cwd} is not a directory")
+        return resolved

@@ -1,0 +1,204 @@
+"""`vibesys broker ...`: start the GPU broker of one candidate session.
+
+Only typer is imported here at module level: `vibesys --help` must stay light.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from vibesys.errors import UsageError, VibesysError
+
+if TYPE_CHECKING:
+    from vibesys.config import AgentGpuConfig
+
+broker_app = typer.Typer(
+    help="The GPU broker: runs an agent's `vibesys-gpu` commands as confined Slurm jobs.",
+    no_args_is_help=True,
+)
+
+SOCKET_NAME = "gpu.sock"
+TOKEN_NAME = "token"
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"vibesys: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+@contextmanager
+def _clean_errors() -> Iterator[None]:
+    try:
+        yield
+    except VibesysError as exc:
+        _fail(str(exc))
+
+
+@broker_app.command()
+def serve(
+    slurm_config: Annotated[
+        Path, typer.Option(help="slurm.toml with a [vibesys.agent_gpu] table.", show_default=False)
+    ],
+    workspace: Annotated[
+        Path,
+        typer.Option(
+            help="The candidate's worktree: commands run only inside it.", show_default=False
+        ),
+    ],
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Private directory for the socket (in socket/) and the token file "
+            "\\[default: a new one under the temporary directory]",
+            show_default=False,
+        ),
+    ] = None,
+    journal: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="VIBESYS_JOURNAL",
+            help="Journal of the GPU jobs \\[default: .vibesys/journal.db]",
+            show_default=False,
+        ),
+    ] = None,
+    allow_uid: Annotated[
+        list[int] | None,
+        typer.Option(help="A uid that may connect (repeatable) \\[default: the broker's own]"),
+    ] = None,
+) -> None:
+    """Serve one session's GPU commands until interrupted. Prints the socket path, the token
+    file (readable only by its owner) and the client to give the container."""
+    with _clean_errors():
+        from vibesys.config import load_slurm_config
+
+        config_path = slurm_config.expanduser().resolve()
+        config = load_slurm_config(config_path)
+        agent = config.agent_gpu
+        if agent is None:
+            raise UsageError(f"{config_path}: no [vibesys.agent_gpu] table; GPU commands are off")
+        root = _checked_workspace(workspace, agent)
+        _check_bwrap()
+        state = _private_dir(state_dir)
+        _serve(
+            config_path, config.slurm.remote_workspace_root, agent, root, state, journal, allow_uid
+        )
+
+
+@broker_app.command("client-path")
+def client_path() -> None:
+    """Print the path of the stdlib-only client file, to mount into a container."""
+    from vibesys.broker import client
+
+    typer.echo(Path(client.__file__).resolve())
+
+
+def _checked_workspace(workspace: Path, agent: AgentGpuConfig) -> str:
+    from vibesys.adapters.slurm.bwrap import Sandbox
+    from vibesys.adapters.slurm.exposure import check_read_only_paths
+
+    try:
+        root = os.path.realpath(workspace, strict=True)
+    except OSError:
+        raise UsageError(f"--workspace {workspace}: no such directory") from None
+    if not os.path.isdir(root):
+        raise UsageError(f"--workspace {workspace}: not a directory")
+    check_read_only_paths(agent.read_only_paths, also_visible=(root,))
+    try:
+        Sandbox(workspace=root, cwd=root, read_only_paths=agent.read_only_paths)
+    except ValueError as exc:
+        raise UsageError(f"--workspace {workspace}: {exc}") from None
+    return root
+
+
+def _check_bwrap() -> None:
+    """The submit host must be able to confine a job (nodes find bwrap on their own PATH)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("bwrap") is None:
+        raise UsageError("bwrap is not on PATH: install bubblewrap (here and on the nodes)")
+    probe = ["bwrap", "--ro-bind", "/", "/", "--cap-drop", "ALL", "--unshare-pid", "true"]
+    done = subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        raise UsageError(f"bwrap cannot confine a job here: {' '.join(done.stderr.split())}")
+
+
+def _private_dir(state_dir: Path | None) -> Path:
+    import tempfile
+
+    if state_dir is None:
+        state = Path(tempfile.mkdtemp(prefix="vibesys-broker-"))
+    else:
+        state = state_dir.expanduser().absolute()
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for directory in (state, state / "socket"):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        info = directory.lstat()
+        if info.st_uid != os.getuid() or directory.is_symlink():
+            raise UsageError(f"{directory}: not a directory owned by this user")
+        os.chmod(directory, 0o700)
+    return state
+
+
+def _write_token(path: Path) -> str:
+    token = secrets.token_urlsafe(32)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    return token
+
+
+def _serve(
+    config_path: Path,
+    remote_root: str,
+    agent: AgentGpuConfig,
+    workspace: str,
+    state: Path,
+    journal: Path | None,
+    allow_uid: list[int] | None,
+) -> None:
+    import threading
+
+    from vibesys.broker import client
+    from vibesys.broker.admission import Admission
+    from vibesys.broker.engine_runner import EngineGpuJobRunner
+    from vibesys.broker.server import BrokerServer
+    from vibesys.broker.slots import JobSlots
+    from vibesys.journal_schema import journal_path, open_journal
+
+    journal_file = journal_path(journal).absolute()
+    open_journal(journal_file).close()  # refuse now (NFS, newer schema), not at the first job
+    socket_path = state / "socket" / SOCKET_NAME
+    if socket_path.exists():
+        raise UsageError(f"{socket_path} exists: another broker may be serving from {state}")
+    token = _write_token(state / TOKEN_NAME)
+    server = BrokerServer(
+        admission=Admission(token, workspace, agent, dict(os.environ), agent.read_only_paths),
+        runner=EngineGpuJobRunner(journal_file, config_path, remote_root),
+        slots=JobSlots(agent.max_concurrent_jobs),
+        socket_path=socket_path,
+        allowed_uids=frozenset(allow_uid or [os.getuid()]),
+    )
+    server.listen()
+    typer.echo(f"socket {socket_path}")
+    typer.echo(f"token_file {state / TOKEN_NAME}")
+    typer.echo(f"client {Path(client.__file__).resolve()}")
+    sys.stdout.flush()
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.serve_forever(stop)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        (state / TOKEN_NAME).unlink(missing_ok=True)

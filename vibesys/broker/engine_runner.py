@@ -1,0 +1,161 @@
+"""The one place the broker meets the engine: a `GpuJobRunner` that runs each accepted GPU
+command as a journaled invocation of the `srun` adapter.
+
+Its stable name `<job_name_prefix>-<invocation>-<attempt>` is committed before srun runs, the
+attempt is claimed (and, when its submission is ambiguous, fenced) like any other, it is driven
+to its end, and cancelled through the engine when the client goes away. After a crash of the
+broker, `vibesys reconcile` on the same journal finds the job by that name.
+
+The agent's variables never reach the journal, a command line or srun's own environment (where
+`BASH_ENV` or `LD_PRELOAD` would act outside the sandbox): they go to an owner-only file in the
+invocation's run directory on the shared file system, which the node-side prelude reads into
+the sandbox. The job's output is copied to the client from srun's files as it grows,
+independently of the engine's status polling.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Final
+
+from vibesys.adapters.slurm.bwrap import confined_command, env_file_bytes
+from vibesys.adapters.slurm.request import SrunRequest
+from vibesys.adapters.slurm.script import STDERR_FILE, STDOUT_FILE
+from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
+from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
+from vibesys.engine.drive import StopFlag
+from vibesys.journal_schema import Invocation, Journal, open_journal
+from vibesys.render import exit_status
+from vibesys.states import JobState, Outcome
+
+__all__ = ["FOLLOW_SECONDS", "EngineGpuJobRunner"]
+
+#: How often the job's output files are read while it runs.
+FOLLOW_SECONDS: Final = 0.1
+_CHUNK: Final = 1 << 16
+_STREAMS: Final = (("stdout", STDOUT_FILE), ("stderr", STDERR_FILE))
+AGENT_ENV_FILE: Final = "agent.env"
+
+
+class EngineGpuJobRunner:
+    def __init__(self, journal_path: Path, site_config: Path, remote_root: str) -> None:
+        self.journal_path = journal_path
+        self.site_config = site_config
+        self.remote_root = Path(remote_root)
+
+    def run(self, job: GpuJob, output: OutputSink, stop: StopSignal) -> int:
+        # One connection per job: SQLite connections stay in the thread that opened them.
+        journal = open_journal(self.journal_path)
+        try:
+            # An agent's command is never re-run on its behalf: a node failure is reported.
+            engine = Engine(journal, retry=RetryPolicy(max_retries=0))
+            request = SrunRequest(
+                site_config=str(self.site_config),
+                gpus=job.gpus,
+                time_minutes=job.time_minutes,
+                partitions=job.partitions,
+                job_name_prefix=job.job_name_prefix,
+            )
+            invocation_id = new_invocation_id()
+            env_file = _write_agent_env(self.remote_root / invocation_id, job)
+            inv = engine.prepare(
+                adapter="srun",
+                command=list(confined_command(job.sandbox, job.argv, str(env_file))),
+                request=request,
+                label="vibesys-gpu",
+                max_retries=0,
+                invocation_id=invocation_id,
+            )
+            follower = _Follower(self.remote_root / inv.id, output)
+            follower.start()
+            try:
+                inv = drive(engine, inv, DriveOptions(interrupt=_Bridge(stop)))
+            finally:
+                follower.finish()
+            return _report(journal, inv, output)
+        finally:
+            journal.close()
+
+
+def _write_agent_env(directory: Path, job: GpuJob) -> Path:
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / AGENT_ENV_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(env_file_bytes(job.sandbox))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return path
+
+
+def _report(journal: Journal, inv: Invocation, output: OutputSink) -> int:
+    """The client's exit status; for anything but the command's own end, the reason too."""
+    status = exit_status(inv)
+    ran = inv.state is JobState.DONE and inv.outcome in (
+        Outcome.COMPLETED,
+        Outcome.APPLICATION_FAILED,
+    )
+    if not ran:
+        last = journal.history(inv.id)[-1]
+        why = "; ".join(str(v) for v in last.evidence.values() if v not in ("", None))
+        what = inv.outcome or inv.state
+        output.write("stderr", f"[vibesys-gpu] {what} ({inv.id}): {why}\n".encode())
+    return status
+
+
+class _Bridge(StopFlag):
+    """The engine's stop flag, also set by the server's signal (the client went away)."""
+
+    def __init__(self, stop: StopSignal) -> None:
+        super().__init__()
+        self._stop = stop
+
+    def is_set(self) -> bool:
+        return super().is_set() or self._stop.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._stop.wait(timeout) or super().is_set()
+
+
+class _Follower:
+    """Copies what the job's output files gain to the sink, in a thread of its own."""
+
+    def __init__(self, invocation_dir: Path, output: OutputSink) -> None:
+        self._dir = invocation_dir
+        self._output = output
+        self._offsets: dict[Path, int] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="vibesys-gpu-follow", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self._pump()  # whatever arrived after the last round
+
+    def _loop(self) -> None:
+        while not self._done.wait(FOLLOW_SECONDS):
+            self._pump()
+
+    def _pump(self) -> None:
+        attempt = 1
+        while (directory := self._dir / str(attempt)).is_dir():
+            for stream, name in _STREAMS:
+                self._copy(directory / name, stream)
+            attempt += 1
+
+    def _copy(self, path: Path, stream: str) -> None:
+        offset = self._offsets.get(path, 0)
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                while chunk := handle.read(_CHUNK):
+                    self._output.write("stdout" if stream == "stdout" else "stderr", chunk)
+                    offset += len(chunk)
+        except FileNotFoundError:
+            return
+        self._offsets[path] = offset

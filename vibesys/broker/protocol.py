@@ -1,0 +1,308 @@
+"""The wire protocol between `vibesys-gpu` and the broker: typed, versioned JSON lines.
+
+Pure (sans-I/O, in the manner of h11): bytes go in, typed events come out, and replies are
+encoded to bytes; the caller owns the socket. The client sends exactly one request line:
+
+    {"version": 1, "token": "...", "cwd": "/abs/dir", "argv": ["python", "t.py"],
+     "gpus": 1, "time_minutes": 10, "env": {"NAME": "value"}}
+
+(`time_minutes` may be null: the operator's default applies.) It then keeps its end open; closing
+it, or losing it, means "stop the command". The broker answers with any number of lines:
+
+    {"version": 1, "type": "waiting", "active": 2, "cap": 2, "ahead": 1, "message": "..."}
+    {"version": 1, "type": "output", "stream": "stdout", "data": "<base64>"}
+    {"version": 1, "type": "exit", "status": 0}
+    {"version": 1, "type": "refused", "message": "commands must run from inside ..."}
+
+and closes after `exit` or `refused`. Output bytes travel as base64: a command's output is bytes,
+not text. Every bad line is refused with a message that says what is wrong; nothing in a
+refusal repeats the token.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+__all__ = [
+    "MAX_REPLY_BYTES",
+    "MAX_REQUEST_BYTES",
+    "PROTOCOL_VERSION",
+    "Exit",
+    "LineDecoder",
+    "LineTooLong",
+    "Output",
+    "ProtocolError",
+    "Refused",
+    "Reply",
+    "Request",
+    "Waiting",
+    "decode_reply",
+    "decode_request",
+    "encode_reply",
+    "encode_request",
+    "token_matches",
+    "waiting_line",
+]
+
+PROTOCOL_VERSION: Final = 1
+#: A request holds an argv and an environment; a megabyte is far beyond any honest one.
+MAX_REQUEST_BYTES: Final = 1 << 20
+#: Output is sent in chunks well below this (base64 grows them by a third).
+MAX_REPLY_BYTES: Final = 1 << 20
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REQUEST_FIELDS: Final = ("version", "token", "cwd", "argv", "gpus", "time_minutes", "env")
+
+Stream = Literal["stdout", "stderr"]
+
+
+class ProtocolError(ValueError):
+    """A line that is not a valid message; the text says why, for the peer to read."""
+
+
+class LineTooLong(ProtocolError):
+    """A line grew past the limit before its newline arrived."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One GPU command, as the client asked for it (not yet checked against anything)."""
+
+    token: str
+    cwd: str
+    argv: tuple[str, ...]
+    gpus: int
+    time_minutes: int | None
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    version: int = PROTOCOL_VERSION
+
+    def __post_init__(self) -> None:
+        # A read-only view, so a frozen request cannot be changed through its mapping.
+        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+
+    def __repr__(self) -> str:  # never print the token
+        return (
+            f"Request(cwd={self.cwd!r}, argv={self.argv!r}, gpus={self.gpus}, "
+            f"time_minutes={self.time_minutes}, env=<{len(self.env)} variables>)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    stream: Stream
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The command waits for a free slot under `max_concurrent_jobs`."""
+
+    active: int
+    cap: int
+    ahead: int
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    status: int
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    message: str
+
+
+Reply = Output | Waiting | Exit | Refused
+
+
+def waiting_line(waiting: Waiting) -> str:
+    jobs = "job is" if waiting.active == 1 else "jobs are"
+    return (
+        f"[vibesys-gpu] waiting: {waiting.active} of this run's GPU {jobs} active "
+        f"(cap {waiting.cap}), {waiting.ahead} queued ahead"
+    )
+
+
+def token_matches(request: Request, expected: str) -> bool:
+    """Constant-time comparison, so the time taken tells nothing about the token."""
+    return hmac.compare_digest(request.token.encode("utf-8"), expected.encode("utf-8"))
+
+
+# -- lines -----------------------------------------------------------------------------------
+
+
+class LineDecoder:
+    """Splits a byte stream into lines of at most `limit` bytes (newline excluded).
+
+    `feed` returns the complete lines received so far. A line longer than the limit raises
+    LineTooLong as soon as the limit is passed (the peer is not allowed to make us buffer an
+    unbounded amount), and the decoder stays broken afterwards.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._buffer = bytearray()
+        self._broken = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self._broken:
+            raise LineTooLong(f"line exceeds {self._limit} bytes")
+        self._buffer += data
+        lines: list[bytes] = []
+        while (end := self._buffer.find(b"\n")) >= 0:
+            line = bytes(self._buffer[:end])
+            del self._buffer[: end + 1]
+            self._check(len(line))
+            lines.append(line)
+        self._check(len(self._buffer))
+        return lines
+
+    def pending(self) -> bytes:
+        """Bytes received after the last newline (a truncated line at EOF)."""
+        return bytes(self._buffer)
+
+    def _check(self, size: int) -> None:
+        if size > self._limit:
+            self._broken = True
+            self._buffer.clear()
+            raise LineTooLong(f"line exceeds {self._limit} bytes")
+
+
+# -- requests --------------------------------------------------------------------------------
+
+
+def encode_request(request: Request) -> bytes:
+    body = {
+        "version": request.version,
+        "token": request.token,
+        "cwd": request.cwd,
+        "argv": list(request.argv),
+        "gpus": request.gpus,
+        "time_minutes": request.time_minutes,
+        "env": dict(request.env),
+    }
+    return _line(body)
+
+
+def decode_request(line: bytes) -> Request:
+    """The request on one line (without its newline). ProtocolError says what is wrong."""
+    data = _object(line)
+    version = data.get("version")
+    if type(version) is not int:
+        raise ProtocolError("request: 'version' must be an integer")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"unsupported protocol version {version} (this broker speaks {PROTOCOL_VERSION}); "
+            "use the vibesys-gpu that came with this broker"
+        )
+    unknown = sorted(set(data) - set(_REQUEST_FIELDS))
+    if unknown:
+        raise ProtocolError(f"request: unknown field {unknown[0]!r}")
+    missing = [name for name in _REQUEST_FIELDS if name not in data]
+    if missing:
+        raise ProtocolError(f"request: missing field {missing[0]!r}")
+    token, cwd, argv = data["token"], data["cwd"], data["argv"]
+    if not isinstance(token, str) or not token:
+        raise ProtocolError("request: 'token' must be a non-empty string")
+    if not isinstance(cwd, str) or not cwd.startswith("/") or "\0" in cwd:
+        raise ProtocolError("request: 'cwd' must be an absolute path")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise ProtocolError("request: 'argv' must be a non-empty list of strings")
+    if any("\0" in a for a in argv) or not argv[0]:
+        raise ProtocolError("request: 'argv' items may not contain NUL; the program may not be ''")
+    gpus = data["gpus"]
+    if type(gpus) is not int or gpus < 0:
+        raise ProtocolError("request: 'gpus' must be an integer >= 0")
+    minutes = data["time_minutes"]
+    if minutes is not None and (type(minutes) is not int or minutes <= 0):
+        raise ProtocolError("request: 'time_minutes' must be a positive integer or null")
+    return Request(
+        token=token,
+        cwd=cwd,
+        argv=tuple(argv),
+        gpus=gpus,
+        time_minutes=minutes,
+        env=_environment(data["env"]),
+        version=version,
+    )
+
+
+def _environment(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ProtocolError("request: 'env' must be an object of strings")
+    for name, text in value.items():
+        if not _ENV_NAME.match(name):
+            raise ProtocolError(f"request: env: {name[:64]!r} is not a variable name")
+        if not isinstance(text, str) or "\0" in text:
+            raise ProtocolError(f"request: env: {name} must be a string without NUL")
+    return dict(value)
+
+
+# -- replies ---------------------------------------------------------------------------------
+
+
+def encode_reply(reply: Reply) -> bytes:
+    body: dict[str, Any]
+    match reply:
+        case Output(stream, data):
+            body = {"type": "output", "stream": stream, "data": base64.b64encode(data).decode()}
+        case Waiting(active, cap, ahead):
+            message = waiting_line(reply)
+            body = {"type": "waiting", "active": active, "cap": cap, "ahead": ahead}
+            body["message"] = message
+        case Exit(status):
+            body = {"type": "exit", "status": status}
+        case Refused(message):
+            body = {"type": "refused", "message": message}
+    return _line({"version": PROTOCOL_VERSION, **body})
+
+
+def decode_reply(line: bytes) -> Reply:
+    data = _object(line)
+    if data.get("version") != PROTOCOL_VERSION:
+        raise ProtocolError(f"reply: unsupported protocol version {data.get('version')!r}")
+    kind = data.get("type")
+    try:
+        if kind == "output" and data["stream"] in ("stdout", "stderr"):
+            return Output(data["stream"], base64.b64decode(data["data"], validate=True))
+        if kind == "waiting":
+            return Waiting(_int(data["active"]), _int(data["cap"]), _int(data["ahead"]))
+        if kind == "exit":
+            return Exit(_int(data["status"]))
+        if kind == "refused" and isinstance(data["message"], str):
+            return Refused(data["message"])
+    except (KeyError, TypeError, binascii.Error) as exc:
+        raise ProtocolError(f"reply: malformed {kind} message") from exc
+    raise ProtocolError(f"reply: unknown message type {kind!r}")
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise TypeError(value)
+    return value
+
+
+def _object(line: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ProtocolError("malformed message: not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"malformed message: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ProtocolError("malformed message: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ProtocolError("malformed message: not a JSON object")
+    return data
+
+
+def _line(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
