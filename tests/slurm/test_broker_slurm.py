@@ -293,14 +293,16 @@ def test_a_broker_crash_is_reconciled_by_name(broker: Broker) -> None:
     (row,) = journal_rows(broker)
     journal = ["--journal", str(broker.journal)]
     run = {"capture_output": True, "text": True, "timeout": BUDGET, "check": False}
+    # The client went away with the broker: reconcile finds the job by its name and cancels
+    # it (nobody would read its output), and records CANCELLED once the scheduler shows it.
     done = subprocess.run([sys.executable, "-m", "vibesys", "reconcile", *journal], **run)  # type: ignore[call-overload]
-    assert done.returncode == 0, done.stderr
+    assert done.returncode in (0, 4), done.stderr
     assert name.endswith(f"-{row['id']}-1") and str(row["id"]) in done.stdout
+    wait_until(lambda: sacct_states(name) == ["CANCELLED"], "the job to be cancelled")
     done = subprocess.run(
-        [sys.executable, "-m", "vibesys", "cancel", str(row["id"]), *journal], **run
+        [sys.executable, "-m", "vibesys", "wait", str(row["id"]), *journal], **run
     )  # type: ignore[call-overload]
-    assert done.returncode == 0, done.stderr
-    assert sacct_states(name) == ["CANCELLED"]
+    assert done.returncode == 130, done.stderr
     assert journal_rows(broker)[0]["outcome"] == "CANCELLED"
 
 

@@ -38,6 +38,12 @@ class AdapterRequest(BaseModel):
         "(the GPU broker's jobs use its own prefix).",
     )
 
+    cancel_when_orphaned: bool = Field(
+        default=False,
+        description="The job serves a client that is gone once its driver is (the GPU "
+        "broker's jobs): `reconcile` cancels it instead of following it to its end.",
+    )
+
     @field_validator("job_name_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:

@@ -57,6 +57,7 @@ class EngineGpuJobRunner:
                 time_minutes=job.time_minutes,
                 partitions=job.partitions,
                 job_name_prefix=job.job_name_prefix,
+                cancel_when_orphaned=True,
             )
             invocation_id = new_invocation_id()
             env_file = _write_agent_env(self.remote_root / invocation_id, job)

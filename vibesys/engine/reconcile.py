@@ -100,6 +100,9 @@ def _as_backend_error(exc: Exception) -> BackendError:
 def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> ReconcileRow:
     before = inv
     try:
+        if inv.request.get("cancel_when_orphaned") and not inv.cancel_requested:
+            # Its client went away with its driver: nobody will read what it produces.
+            inv = engine.request_cancel(inv, "reconcile: its client is gone")
         after = engine.advance(inv, seen)
     except Exception as exc:
         facts = error_facts(exc)
