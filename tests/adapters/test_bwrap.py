@@ -19,7 +19,6 @@ from vibesys.adapters.slurm.bwrap import (
 )
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "bwrap"
-UPDATE = "VIBESYS_UPDATE_GOLDEN=1 .venv/bin/pytest tests/adapters/test_bwrap.py"
 
 CASES = {
     "basic": Sandbox(
