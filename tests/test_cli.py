@@ -277,3 +277,60 @@ def test_help_loads_no_adapter(tmp_path: Path) -> None:
         env={**os.environ},
     ).stdout
     assert out.strip().endswith("LOADED []"), out
+
+
+def test_run_help_shows_one_adapters_options(tmp_path: Path) -> None:
+    sbatch = cli("run", "--adapter", "sbatch", "--help", cwd=tmp_path).stdout
+    local = cli("run", "--adapter", "local", "--help", cwd=tmp_path).stdout
+    everything = cli("run", "--help", cwd=tmp_path).stdout
+    assert "--after" in sbatch and "--gpus" in sbatch
+    assert "--after" not in local and "--gpus" not in local and "--journal" in local
+    assert "--after" in everything and "--gpus" in everything
+    assert "srun: a foreground srun job" in " ".join(everything.split())
+
+
+def test_an_adapter_registered_in_one_line_appears_in_run_help() -> None:
+    """Adding an adapter is a module plus one registry line; `run --help` lists it, with its
+    own options, and `run --adapter NAME` accepts them."""
+    from typer.testing import CliRunner
+
+    from vibesys.adapters.registry import ADAPTERS, AdapterEntry, Option, register
+    from vibesys.cli import app, refresh_run_options
+
+    entry = AdapterEntry(
+        "tiny",
+        "a test adapter",
+        "vibesys.adapters.fake",
+        (Option("--tiny-knob", "tiny_knob", "A knob only tiny takes.", int),),
+    )
+    register(entry)
+    try:
+        refresh_run_options()
+        shown = CliRunner().invoke(app, ["run", "--adapter", "tiny", "--help"], prog_name="vibesys")
+        assert shown.exit_code == 0, shown.output
+        assert "tiny: a test adapter" in " ".join(shown.output.split())
+        assert "--tiny-knob" in shown.output and "--gpus" not in shown.output
+        refused = CliRunner().invoke(
+            app, ["run", "--tiny-knob", "3", "--", "true"], prog_name="vibesys"
+        )
+        assert refused.exit_code == 2
+        assert "--tiny-knob is not an option of the local adapter" in refused.output
+    finally:
+        del ADAPTERS["tiny"]
+        refresh_run_options()
+
+
+def test_snapshot_dry_run_loads_no_adapter_or_site_configuration(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("print(1)\n")
+    code = (
+        "import sys, runpy; sys.argv=['vibesys','snapshot','--dry-run','.']\n"
+        "try:\n runpy.run_module('vibesys', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "bad=[m for m in sys.modules if m.startswith(('vibesys.config','vibesys.adapters.'))"
+        " and m != 'vibesys.adapters.registry']\n"
+        "print('LOADED', bad)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False
+    ).stdout
+    assert "a.py" in out and out.strip().endswith("LOADED []"), out

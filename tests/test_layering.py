@@ -58,6 +58,32 @@ FORBIDDEN = {
         "vibesys.broker",
     ),
     "vibesys.engine": ("vibesys.cli", "vibesys.broker"),
+    # The candidate snapshot is computed before any adapter exists: pure and local.
+    "vibesys.snapshot": (
+        "vibesys.adapters",
+        "vibesys.config",
+        "vibesys.journal_schema",
+        "vibesys.engine",
+        "vibesys.states",
+        "vibesys.cli",
+        "subprocess",
+        "socket",
+        "paramiko",
+    ),
+    # The planner decides from data alone: no clock, no I/O, no adapter.
+    "vibesys.engine.plan": (
+        "vibesys.adapters",
+        "vibesys.engine.core",
+        "vibesys.engine.execute",
+        "sqlite3",
+        "subprocess",
+        "socket",
+        "os",
+        "time",
+        "pathlib",
+        "random",
+    ),
+    "vibesys.engine.seen": ("vibesys.adapters", "sqlite3", "subprocess", "os", "time"),
 }
 
 #: The broker's own rules: module -> the only vibesys packages (and I/O modules) it may import.

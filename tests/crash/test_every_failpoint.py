@@ -122,5 +122,9 @@ def test_crash_at_each_failpoint_then_recover(
             break
     assert (inv.state, inv.outcome) == (JobState.DONE, scenario.outcome)
     assert len(fake.ran) == scenario.runs, f"attempts that ran: {fake.ran}"
+    events = [h.event for h in survivor.journal.history(inv.id)]
+    if point == "after_fence_effect":
+        # The fence written before the crash is read back as a fence: not written again.
+        assert events.count("FenceIntended") == 1, events
     assert len(fake.submits()) == len(set(fake.submits())), "an attempt was submitted twice"
     assert verify_journal(survivor.journal) == []

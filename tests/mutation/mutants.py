@@ -16,6 +16,11 @@ PARSE = "vibesys/adapters/slurm/parse.py"
 RENDER = "vibesys/render.py"
 STORE = "vibesys/journal_schema/store.py"
 LEASES = "vibesys/journal_schema/leases.py"
+TABLE = "vibesys/states/table.py"
+JOB_STATE = "vibesys/states/job_state.py"
+PLAN = "vibesys/engine/plan.py"
+OBSERVE = "vibesys/engine/observe.py"
+EXECUTE = "vibesys/engine/execute.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -27,6 +32,20 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
         "tests/journal_schema/test_journal_golden.py",
     ),
     LEASES: ("tests/journal_schema/test_journal_leases.py",),
+    TABLE: ("tests/states",),
+    JOB_STATE: ("tests/states",),
+    PLAN: (
+        "tests/engine/test_fences.py",
+        "tests/engine/test_engine_fake.py",
+        "tests/crash/test_every_failpoint.py",
+        "tests/test_docs.py::test_generated_docs_are_fresh",
+    ),
+    OBSERVE: (
+        "tests/engine/test_engine_fake.py",
+        "tests/engine/test_fences.py",
+        "tests/crash/test_every_failpoint.py",
+    ),
+    EXECUTE: ("tests/engine/test_fences.py", "tests/engine/test_engine_fake.py"),
 }
 
 
@@ -49,6 +68,29 @@ M = Mutant
 # fmt: off
 MUTANTS: list[Mutant] = [
     # -- Slurm classification ----------------------------------------------------------------
+    # -- the state machine (the oracle in tests/states is written out by hand) ---------------
+    M("table-unresolved-cannot-reattach", TABLE, '"source": [S.SUBMITTING, S.UNRESOLVED],\n        "dest": S.RUNNING,', '"source": [S.SUBMITTING],\n        "dest": S.RUNNING,', "an UNRESOLVED job found running can never be followed again"),
+    M("table-fence-from-running", TABLE, '"source": [S.SUBMITTING, S.UNRESOLVED],\n        "dest": None,\n        "after": "emit_fence",', '"source": [S.SUBMITTING, S.RUNNING, S.UNRESOLVED],\n        "dest": None,\n        "after": "emit_fence",', "a running job's attempt could be fenced out from under it"),
+    M("table-dispatch-skips-submit", TABLE, '"after": "emit_submit"}', '"after": "emit_poll"}', "the dispatch no longer authorizes the submit"),
+    M("table-misconfigured-from-running", TABLE, '"source": [S.PREPARED, S.SUBMITTING],\n        "dest": S.DONE,\n        "after": "emit_finish",\n    },\n    # Silence', '"source": [S.PREPARED, S.SUBMITTING, S.RUNNING],\n        "dest": S.DONE,\n        "after": "emit_finish",\n    },\n    # Silence', "a job that may run is ended DONE on a configuration error"),
+    M("retryable-application-failure", JOB_STATE, "        FailureClass.TRANSPORT_LOST,\n    }", "        FailureClass.TRANSPORT_LOST,\n        FailureClass.APPLICATION_FAILED,\n    }", "an application failure is retried blindly"),
+    M("outcome-cancelled-is-completed", JOB_STATE, "FailureClass.CANCELLED: Outcome.CANCELLED,", "FailureClass.CANCELLED: Outcome.COMPLETED,", "a cancelled job reports success"),
+    # -- the planner -------------------------------------------------------------------------
+    M("plan-silence-is-absence", PLAN, "            return Commit(FenceIntended(inv.attempt))", "            return _fenced(inv, seen, ctx)", "an attempt nobody sees is called dead without a fence (the double run)"),
+    M("plan-redispatch", PLAN, "        case JobState.SUBMITTING:\n            return _unsettled(inv, _need(seen), ctx)", "        case JobState.SUBMITTING:\n            return Commit(SubmitDispatched(inv.attempt, _name(inv, inv.attempt)))", "an attempt whose submit may have happened is submitted again", tests=("tests/engine/test_fences.py", "tests/engine/test_plan_execute.py")),
+    M("plan-fence-ignored", PLAN, "        case Sight.FENCED:\n            return _fenced(inv, seen, ctx)\n        case Sight.ABSENT:", "        case Sight.ABSENT:", "a fence that won is never acted on: the invocation hangs"),
+    M("plan-unknown-while-running-holds", PLAN, '    return Commit(OutcomeUnknown(f"{seen.sight}: {seen.evidence}"))\n\n\ndef _ended', '    return Hold(f"{seen.sight}: {seen.evidence}")\n\n\ndef _ended', "a running job the scheduler lost is never marked UNRESOLVED", tests=("tests/engine/test_engine_fake.py", "tests/engine/test_plan_execute.py")),
+    M("plan-no-patience", PLAN, "            if ctx.now - since < ctx.patience:", "            if False:", "a short outage of the scheduler ends a running job's follow-up at once"),
+    M("plan-budget-off-by-one", PLAN, "    if inv.retries > inv.max_retries:", "    if inv.retries >= inv.max_retries:", "one retry fewer than the budget allows"),
+    M("plan-cancel-during-collection-cancels", PLAN, "    if inv.cancel_requested and inv.failure_class is not FailureClass.CANCELLED:", "    if False:", "a cancel during collection is ignored until the collection succeeds", tests=("tests/engine/test_fences.py", "tests/engine/test_plan_execute.py")),
+    # -- the classification of observations ---------------------------------------------------
+    M("observe-node-fail-is-application", OBSERVE, "    RemoteState.NODE_FAIL: FailureClass.NODE_FAILED,\n", "", "a node failure is blamed on the command, never retried"),
+    M("observe-fence-not-read", OBSERVE, "    if claim is not None and claim.fenced:\n        return Seen(Sight.FENCED, evidence, status.job_id, final=True)\n", "", "a fence in the run directory is read as plain absence"),
+    M("observe-timeout-is-infra", OBSERVE, "    if state in (RemoteState.TIMEOUT, RemoteState.OUT_OF_MEMORY):", "    if state in (RemoteState.OUT_OF_MEMORY,):", "a job's own time limit is not its own end"),
+    # -- the error boundary ---------------------------------------------------------------------
+    M("boundary-maybe-is-retried", EXECUTE, "    if facts.maybe_submitted:\n        return OutcomeUnknown", "    if False:\n        return OutcomeUnknown", "a submit that may have gone through is retried blind"),
+    M("boundary-misconfigured-is-retried", EXECUTE, "    if not facts.retryable:\n        return Misconfigured(facts.reason, facts.fix)", "    if False:\n        return Misconfigured(facts.reason, facts.fix)", "a changed host key is retried until the budget is spent"),
+    M("boundary-bug-is-nothing-submitted", EXECUTE, "    return ErrorFacts(True, True, False, f\"{type(error).__name__}: {error}\", \"\")", "    return ErrorFacts(False, True, False, f\"{type(error).__name__}: {error}\", \"\")", "an adapter bug is read as proof that nothing was submitted"),
     M("slurm-timeout-is-failed", PARSE, '"TIMEOUT": RemoteState.TIMEOUT,', '"TIMEOUT": RemoteState.FAILED,', "a job's own time limit reads as a plain failure"),
     M("slurm-node-fail-is-failed", PARSE, '"NODE_FAIL": RemoteState.NODE_FAIL,', '"NODE_FAIL": RemoteState.FAILED,', "an infrastructure failure is blamed on the command, never retried"),
     M("slurm-preempted-is-pending", PARSE, '"PREEMPTED": RemoteState.PREEMPTED,', '"PREEMPTED": RemoteState.PENDING,', "a preempted job is waited on forever"),
