@@ -11,7 +11,7 @@ adapter) count as "may have been submitted": the safe reading.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vibesys.adapters.claim import fence_text
 from vibesys.engine.artifacts import collect_artifacts
@@ -39,7 +39,32 @@ from vibesys.states import (
 )
 
 if TYPE_CHECKING:
-    from vibesys.engine.core import Engine
+    from datetime import datetime
+
+    from vibesys.adapters.base import Backend, JobRef, SubmitRequest
+    from vibesys.journal_schema import Journal
+
+
+class EffectContext(Protocol):
+    """What carrying out an effect needs of the engine (the engine is one)."""
+
+    journal: Journal
+    owner: str
+
+    def clock(self) -> datetime: ...
+
+    def backend(self, inv: Invocation) -> Backend: ...
+
+    def job_ref(self, inv: Invocation) -> JobRef: ...
+
+    def submit_request(self, inv: Invocation) -> SubmitRequest[Any]: ...
+
+    def retry_at(self, inv: Invocation) -> str: ...
+
+    def note(self, inv: Invocation, text: str) -> None: ...
+
+    def cancel_due(self, inv: Invocation) -> bool: ...
+
 
 #: Effects the engine does not call an adapter for: the drive loop carries them out (the next
 #: observation, the backoff), or the caller does (reporting the end).
@@ -85,7 +110,7 @@ def event_for_submit_error(facts: ErrorFacts, not_before: str) -> Event:
     )
 
 
-def execute(engine: Engine, inv: Invocation, effect: Effect) -> Event | None:
+def execute(engine: EffectContext, inv: Invocation, effect: Effect) -> Event | None:
     """Carry out `effect` for `inv`; return the event it proved, if any."""
     match effect:
         case Submit():
@@ -101,7 +126,7 @@ def execute(engine: Engine, inv: Invocation, effect: Effect) -> Event | None:
     return None
 
 
-def _submit(engine: Engine, inv: Invocation) -> Event:
+def _submit(engine: EffectContext, inv: Invocation) -> Event:
     try:
         request = engine.submit_request(inv)
         receipt = engine.backend(inv).submit(request)
@@ -111,7 +136,7 @@ def _submit(engine: Engine, inv: Invocation) -> Event:
     return Submitted(receipt.job_id, receipt.observation)
 
 
-def _fence(engine: Engine, inv: Invocation) -> Event | None:
+def _fence(engine: EffectContext, inv: Invocation) -> Event | None:
     ref = engine.job_ref(inv)
     text = fence_text(engine.owner, iso(engine.clock()), "the attempt's submission is ambiguous")
     try:
@@ -131,7 +156,7 @@ def _fence(engine: Engine, inv: Invocation) -> Event | None:
     )
 
 
-def _collect(engine: Engine, inv: Invocation) -> Event | None:
+def _collect(engine: EffectContext, inv: Invocation) -> Event | None:
     ref, backend = engine.job_ref(inv), engine.backend(inv)
     try:
         # Logs and artifacts come home before anything may clean the remote directory.
@@ -147,7 +172,7 @@ def _collect(engine: Engine, inv: Invocation) -> Event | None:
     return Collected(OUTCOME_OF[inv.failure_class], inv.exit_code, evidence)
 
 
-def _cancel(engine: Engine, inv: Invocation) -> None:
+def _cancel(engine: EffectContext, inv: Invocation) -> None:
     if not engine.cancel_due(inv):
         return
     try:

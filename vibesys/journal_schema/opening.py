@@ -8,7 +8,6 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sqlite_utils import Database
 
@@ -21,9 +20,6 @@ from vibesys.errors import (
     UsageError,
 )
 from vibesys.journal_schema.migrations import KNOWN, migrations
-
-if TYPE_CHECKING:
-    from vibesys.journal_schema.store import Journal
 
 DEFAULT_PATH = Path(".vibesys") / "journal.db"
 BUSY_TIMEOUT_MS = 30_000
@@ -73,12 +69,8 @@ def filesystem_type(directory: Path) -> str | None:
     return best[1]
 
 
-def open_journal(path: Path, *, readonly: bool = False) -> Journal:
-    """Open (and, unless `readonly`, create or upgrade) the journal at `path`.
-
-    Refuses, without writing anything: a file that is not a vibesys journal, a journal written
-    by a newer schema, and a journal on a network file system.
-    """
+def open_database(path: Path, *, readonly: bool = False) -> Database:
+    """The checked, migrated SQLite database of the journal at `path` (see `open_journal`)."""
     if readonly and not path.exists():
         raise UsageError(f"no journal at {path}")
     if not readonly:
@@ -135,9 +127,7 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
     except JournalError:
         conn.close()
         raise
-    from vibesys.journal_schema.store import Journal
-
-    return Journal(db, path)
+    return db
 
 
 def _connect(path: Path, readonly: bool) -> sqlite3.Connection:

@@ -30,7 +30,7 @@ from vibesys.journal_schema.opening import (
     filesystem_type,
     journal_error,
     journal_path,
-    open_journal,
+    open_database,
 )
 from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.reads import InvocationReads
@@ -159,3 +159,12 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords):
             **attempt_facts(current, event, at),
         )
         return after, decision
+
+
+def open_journal(path: Path, *, readonly: bool = False) -> Journal:
+    """Open (and, unless `readonly`, create or upgrade) the journal at `path`.
+
+    Refuses, without writing anything: a file that is not a vibesys journal, a journal written
+    by a newer schema, a damaged journal, and a journal on a network file system.
+    """
+    return Journal(open_database(path, readonly=readonly), path)
