@@ -8,6 +8,7 @@ every commit and after every effect, so crash tests can stop the process at each
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
@@ -89,12 +90,17 @@ class Engine:
     #: the last thing an effect could not do, per invocation (shown by reconcile and run)
     notes: dict[str, str] = field(default_factory=dict)
     _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
+    _requests: dict[tuple[str, str], AdapterRequest] = field(default_factory=dict)
     _cancel_sent: dict[tuple[str, int], float] = field(default_factory=dict)
 
     # -- adapters -----------------------------------------------------------------------------
 
     def request_of(self, inv: Invocation) -> AdapterRequest:
-        return entry(inv.adapter).parse_request(inv.request)
+        """The invocation's typed request (validated once per distinct request and adapter)."""
+        key = (inv.adapter, json.dumps(inv.request, sort_keys=True))
+        if key not in self._requests:
+            self._requests[key] = entry(inv.adapter).parse_request(inv.request)
+        return self._requests[key]
 
     def backend(self, inv: Invocation) -> Backend:
         request = self.request_of(inv)
