@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from vibesys.broker.cli import broker_app
-from vibesys.cli_run import RunCommand, adapters_epilog, with_run_signature
+from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
 from vibesys.errors import VibesysError
 
 if TYPE_CHECKING:
@@ -36,15 +36,6 @@ app.add_typer(journal_app, name="journal")
 app.add_typer(debug_app, name="debug")
 app.add_typer(broker_app, name="broker")
 
-JournalOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--journal",
-        envvar="VIBESYS_JOURNAL",
-        help="Journal file \\[default: .vibesys/journal.db]",
-        show_default=False,
-    ),
-]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 Patience = Annotated[
     float, typer.Option(help="Seconds an unreachable scheduler (or open outcome) is waited for.")

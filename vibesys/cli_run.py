@@ -15,6 +15,17 @@ from typer.core import TyperCommand
 
 from vibesys.adapters.registry import ADAPTERS, Option
 
+#: `--journal`, which every command takes.
+JournalOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--journal",
+        envvar="VIBESYS_JOURNAL",
+        help="Journal file \\[default: .vibesys/journal.db]",
+        show_default=False,
+    ),
+]
+
 #: The options every adapter takes (after the context parameter).
 COMMON: list[tuple[str, Any, Any]] = [
     (
@@ -22,19 +33,7 @@ COMMON: list[tuple[str, Any, Any]] = [
         Annotated[list[str] | None, typer.Argument(help="The command, after --.")],
         None,
     ),
-    (
-        "journal",
-        Annotated[
-            Path | None,
-            typer.Option(
-                "--journal",
-                envvar="VIBESYS_JOURNAL",
-                help="Journal file \\[default: .vibesys/journal.db]",
-                show_default=False,
-            ),
-        ],
-        None,
-    ),
+    ("journal", JournalOption, None),
     ("adapter", Annotated[str, typer.Option(help="Where the job runs (see below).")], "local"),
     ("name", Annotated[str | None, typer.Option("--name", help="A label for people.")], None),
     (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
 
 
 def start_time(pid: int) -> str | None:
@@ -58,15 +59,21 @@ def group_members(pgid: int, leader_start: str | None = None) -> list[int]:
         if now is not None and now != leader_start:
             return []
     members = []
+    for pid, stat in processes("stat"):
+        text = stat.decode("ascii", "replace")
+        fields = text[text.rindex(")") + 2 :].split()
+        if fields[0] not in ("Z", "X") and fields[2] == str(pgid):
+            members.append(pid)
+    return members
+
+
+def processes(what: str) -> Iterator[tuple[int, bytes]]:
+    """(pid, the content of /proc/PID/`what`) of every process that can be read now."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                stat = handle.read().decode("ascii", "replace")
+            with open(f"/proc/{entry.name}/{what}", "rb") as handle:
+                yield int(entry.name), handle.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] not in ("Z", "X") and fields[2] == str(pgid):
-            members.append(int(entry.name))
-    return members

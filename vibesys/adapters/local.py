@@ -35,7 +35,7 @@ from vibesys.adapters.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
-from vibesys.proc import group_members, is_alive
+from vibesys.proc import group_members, is_alive, processes
 
 WRAPPER = Path(__file__).with_name("local_wrapper.py")
 #: How long a launched wrapper may take to claim its attempt before it counts as lost (and the
@@ -258,18 +258,9 @@ def _wrapper_pids(job_name: str) -> list[int]:
     """Wrappers for `job_name` that still run (any of them may be stopped, not dead)."""
     needle = f"\0{job_name}\0--\0".encode()
     wrapper = str(WRAPPER).encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-        except OSError:
-            continue
-        if wrapper in cmdline and needle in cmdline:
-            found.append(int(entry.name))
-    return found
+    return [
+        pid for pid, cmdline in processes("cmdline") if wrapper in cmdline and needle in cmdline
+    ]
 
 
 def _kill_unclaimed_wrappers(job_name: str, signum: int) -> None:

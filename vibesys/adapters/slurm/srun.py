@@ -31,6 +31,7 @@ from vibesys.adapters.slurm.script import STDERR_FILE, STDOUT_FILE, srun_argv
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable, ConfigError, SubmitRejected
+from vibesys.proc import processes
 
 #: How often, while srun waits for its allocation, squeue is asked whether the job exists.
 _LOOKUP_EVERY = 0.5
@@ -132,17 +133,11 @@ class SrunBackend(SlurmBackendBase):
 
 def _kill_local_srun(job_name: str) -> None:
     wanted = f"--job-name={job_name}".encode()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except OSError:
-            continue
+    for pid, cmdline in processes("cmdline"):
+        argv = cmdline.split(b"\0")
         if argv and os.path.basename(argv[0]) == b"srun" and wanted in argv:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
 
 
 def _read_claim(directory: Path) -> Claim | None:
