@@ -140,10 +140,11 @@ class SkyPilotProfile(BaseModel):
     @field_validator("remote_artifact_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        plain = _REMOTE_VARIABLES.sub("x", value)
+        # Checked as it will be once expanded ($HOME is absolute, $USER one plain word).
+        plain = expand_remote_root(value, "user", "/home/user")
         if "$" in plain or "`" in value:
             raise ValueError(f"{value!r}: only $USER and $HOME may be expanded")
-        if not value.startswith("/") or value == "/" or posixpath.normpath(value) != value:
+        if not plain.startswith("/") or plain == "/" or posixpath.normpath(value) != value:
             raise ValueError(f"{value!r}: must be a normalized absolute path other than /")
         if any(ch.isspace() or ch in "'\"\\" for ch in value):
             raise ValueError(f"{value!r}: no whitespace, quotes or backslashes")
