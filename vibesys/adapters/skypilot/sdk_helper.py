@@ -27,8 +27,20 @@ def _validate(path: str) -> dict[str, Any]:
     return {
         "name": task.name,
         "num_nodes": task.num_nodes,
-        "resources": sorted(str(r) for r in task.resources),
+        "resources": [
+            {
+                "text": str(r),
+                "cloud": str(r.cloud) if r.cloud is not None else None,
+                "region": r.region,
+                "zone": r.zone,
+                "cpus": r.cpus,
+                "accelerators": r.accelerators,
+                "config": r.cluster_config_overrides,
+            }
+            for r in task.resources
+        ],
         "has_run": task.run is not None,
+        "run": task.run if isinstance(task.run, str) else None,
         "workdir": task.workdir,
         "envs": sorted(task.envs),
     }
