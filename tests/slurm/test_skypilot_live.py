@@ -173,6 +173,7 @@ def test_a_campaign_on_real_skypilot(live: Live, tmp_path: Path) -> None:
     assert backend.check_version() == "0.14.1"
     live.timed("version check", started)
 
+    assert backend.inspect(refresh=False) is None  # the empty state: no cluster yet
     started = time.monotonic()
     plan = backend.plan_lease()
     assert plan.action is LeaseAction.LAUNCH

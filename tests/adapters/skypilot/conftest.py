@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -54,9 +55,14 @@ class FakeSky:
             effective=effective,
             run_id=run_id,
             ops=SkyOps(self.cli()),
-            dirs=RunDirs(LocalTransport(), str(self.remote)),
+            dirs=RunDirs(LocalTransport(env=self.login_env()), str(self.remote)),
             state_dir=self.local / "state",
         )
+
+    def login_env(self) -> dict[str, str]:
+        """The "login node": this host, with the fake's squeue first on PATH."""
+        path = f"{self.venv / 'fakebin'}:{os.environ['PATH']}"
+        return {**os.environ, "PATH": path, "FAKE_SKY_STATE": str(self.state)}
 
     def calls(self, command: str | None = None) -> list[list[str]]:
         path = Path(f"{self.state}.calls")
@@ -77,9 +83,15 @@ class FakeSky:
 def fake_sky(tmp_path: Path) -> Iterator[FakeSky]:
     venv = tmp_path / "sky-venv"
     (venv / "bin").mkdir(parents=True)
-    shim = venv / "bin" / "sky"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_SKY}" "$@"\n')
-    shim.chmod(0o755)
+    (venv / "fakebin").mkdir()
+    for shim, mode in (
+        ("bin/sky", ""),
+        ("bin/python", "--helper "),
+        ("fakebin/squeue", "--squeue "),
+    ):
+        path = venv / shim
+        path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_SKY}" {mode}"$@"\n')
+        path.chmod(0o755)
     fake = FakeSky(venv, tmp_path / "fake-state.json", tmp_path / "remote", tmp_path / "local")
     yield fake
     # No job of the fake outlives its test.

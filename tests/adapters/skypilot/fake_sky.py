@@ -101,8 +101,9 @@ def cluster_json(name: str, cluster: dict[str, Any]) -> dict[str, Any]:
         "accelerators": accelerators,
         "resources_str": f"{cluster['nodes']}x(cpus={cluster['cpus']}, mem=0, ...)",
         "cluster_name_on_cloud": None,
-        "node_names": f"job{cluster['allocation']}-node1",
-        "user_hash": "0123abcd",
+        # Like 0.14.1: a refresh clears the node names (and with them the allocation id).
+        "node_names": None if cluster.get("refreshed") else f"job{cluster['allocation']}-node1",
+        "user_hash": USER_HASH,
     }
 
 
@@ -115,6 +116,9 @@ def cmd_status(state: dict[str, Any], args: list[str]) -> int:
             del clusters[name]
             out(f"\n{YELLOW}Cluster terminated on the cloud: {name}{RESET}\n")
     shown = [n for n in clusters if not names or n in names]
+    if refresh:
+        for name in shown:
+            clusters[name]["refreshed"] = True
     missing = [n for n in names if n not in clusters]
     if missing:
         out(f"Cluster(s) not found: \x1b[1m{', '.join(missing)}{RESET}.\n")
@@ -225,7 +229,7 @@ def cmd_queue(state: dict[str, Any], args: list[str]) -> int:
             "job_id": j["job_id"],
             "job_name": j["job_name"],
             "username": "root",
-            "user_hash": "0123abcd",
+            "user_hash": USER_HASH,
             "submitted_at": j["submitted_at"],
             "start_at": j["submitted_at"],
             "end_at": None,
@@ -304,9 +308,34 @@ def cmd_lose(state: dict[str, Any], args: list[str]) -> int:
     return 0
 
 
+USER_HASH = "0123abcd"
+
+
+def helper(argv: list[str]) -> int:
+    """`python sdk_helper.py COMMAND ...` of the fake venv."""
+    if argv[1:2] == ["name-on-cloud"]:
+        out(json.dumps({"ok": True, "name_on_cloud": f"{argv[2]}-{USER_HASH}"}) + "\n")
+        return 0
+    out(json.dumps({"ok": False, "error": "fake", "message": f"unsupported {argv}"}) + "\n")
+    return 1
+
+
+def squeue(argv: list[str]) -> int:
+    """`squeue -h --name NAME -o %i --states=...`: the live allocation of that cluster."""
+    wanted = argv[argv.index("--name") + 1]
+    for name, cluster in load()["clusters"].items():
+        if f"{name}-{USER_HASH}" == wanted and not cluster.get("lost"):
+            out(f"{cluster['allocation']}\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     with open(f"{STATE}.calls", "a") as calls:
         calls.write(json.dumps(argv) + "\n")
+    if argv[:1] == ["--helper"]:
+        return helper(argv[1:])
+    if argv[:1] == ["--squeue"]:
+        return squeue(argv[1:])
     if argv == ["--version"]:
         out(f"skypilot, version {VERSION}\n")
         return 0

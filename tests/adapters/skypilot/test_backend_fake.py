@@ -40,6 +40,8 @@ def test_launch_once_execute_twice_release_once(fake_sky: FakeSky) -> None:
 
     again = backend.ensure_lease()
     assert not again.launched and again.allocation == first.allocation
+    # The refresh cleared SkyPilot's node names: the allocation came from Slurm (squeue).
+    assert fake_sky.calls("--helper") and fake_sky.calls("--squeue")
     bad = request(fake_sky, "inv-b", 1, ["sh", "-c", "echo broken >&2; exit 3"])
     receipt = backend.submit(bad)
     assert receipt.job_id == "2@200"

@@ -41,7 +41,7 @@ from vibesys.adapters.skypilot.classify import (
     parse_job_ref_id,
     pick,
 )
-from vibesys.adapters.skypilot.errors import ClusterGone, ClusterIncompatible
+from vibesys.adapters.skypilot.errors import ClusterGone, ClusterIncompatible, SkyCommandFailed
 from vibesys.adapters.skypilot.lease import (
     LeaseAction,
     LeasePlan,
@@ -64,6 +64,8 @@ __all__ = ["SkyPilotBackend"]
 CANCEL_MARKER: Final = "cancel_requested"
 TASK_FILE: Final = "task.json"
 SKY_LOG_FILE: Final = "sky.log"
+#: Slurm states of an allocation that still holds (or is about to hold) the cluster.
+_LIVE: Final = "PENDING,CONFIGURING,RUNNING,COMPLETING"
 
 
 class SkyPilotBackend:
@@ -98,6 +100,7 @@ class SkyPilotBackend:
         self.fingerprint = fingerprint(effective)
         self.cluster = cluster_name(run_id, effective)
         self._record: ClusterRecord | None = None
+        self._name_on_cloud: str | None = None
 
     # -- the lease --------------------------------------------------------------------------
 
@@ -152,19 +155,41 @@ class SkyPilotBackend:
         return evidence
 
     def _receipt(self, record: ClusterRecord, *, launched: bool, evidence: str) -> LeaseReceipt:
+        allocation = record.allocation or tuple(filter(None, [self.allocation()]))
         return LeaseReceipt(
             self.cluster,
             self.fingerprint,
             self.effective.profile,
-            record.allocation,
+            allocation,
             launched,
             evidence,
             record,
         )
 
     def allocation(self) -> str | None:
+        """The Slurm job id of the allocation holding the cluster now. SkyPilot shows it in
+        `node_names` only until a refresh clears it (0.14.1), so Slurm is asked otherwise:
+        the allocation is the live job named after the cluster on the cloud."""
         record = self._record if self._record is not None else self.inspect(refresh=False)
-        return record.allocation[0] if record is not None and record.allocation else None
+        if record is None:
+            return None
+        if record.allocation:
+            return record.allocation[0]
+        if self._name_on_cloud is None:
+            answer = self.ops.helper("name-on-cloud", self.cluster)
+            self._name_on_cloud = str(answer["name_on_cloud"])
+        argv = ["squeue", "-h", "--name", self._name_on_cloud, "-o", "%i", f"--states={_LIVE}"]
+        result = self.dirs.runner.run(argv, timeout=self.dirs.timeout)
+        if result.returncode != 0:
+            raise SkyCommandFailed(
+                "squeue on the login node failed",
+                returncode=result.returncode,
+                evidence=result.evidence(),
+            )
+        found = sorted(
+            (int(word) for word in result.stdout.split() if word.isdigit()), reverse=True
+        )
+        return str(found[0]) if found else None
 
     # -- Backend ----------------------------------------------------------------------------
 
