@@ -25,7 +25,9 @@ from typing import Any, Final
 
 from vibesys.adapters.base import (
     ArtifactInfo,
+    Backend,
     JobRef,
+    RemoteFiles,
     RemoteState,
     RemoteStatus,
     Sink,
@@ -354,3 +356,8 @@ def _ref(request: SubmitRequest) -> JobRef:
 
 def _text(value: int | None) -> str | None:
     return None if value is None else str(value)
+
+
+def _conforms(backend: SkyPilotBackend) -> tuple[Backend, RemoteFiles]:
+    """Never called: mypy checks here that the adapter keeps both protocols."""
+    return backend, backend
