@@ -159,3 +159,8 @@ def test_malformed_json_is_typed() -> None:
         parse_queue("Fetching job queue for: x\n", "x")
     with pytest.raises(SkyMalformedOutput):
         parse_queue('{"other": []}\n', "x")
+
+
+def test_the_wrappers_last_line_in_a_real_skypilot_log() -> None:
+    # Captured by tests/slurm/test_skypilot_live.py: the command exited 3, SkyPilot says 100.
+    assert exit_code_line(out("wrapper_exit3_sky_log")) == 3
