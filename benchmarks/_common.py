@@ -1,8 +1,11 @@
 """Shared helpers for the benchmark scripts (not a benchmark itself).
 
-Every benchmark prints its measured figures, a `ratio` line measured side by side in the same
-run, and one final `PASS` or `FAIL` line against its target. Exit status: 0 on PASS, 1 on FAIL.
-Timings are never asserted in tests: `tests/test_benchmarks_smoke.py` only runs `--quick`.
+Every benchmark prints its measured figures for people, then machine-readable lines (see
+`Verdicts`): `CHECK` for correctness (bytes lost, forbidden imports, bytes re-sent...),
+`TARGET` for performance targets, `RATIO` for figures measured side by side, and one final
+`PASS` or `FAIL` line. Exit status: 0 when every check and target is met, 1 otherwise.
+`tests/test_benchmarks_smoke.py` runs each with `--quick` and fails on any failed CHECK;
+timings (TARGET, RATIO) are never asserted in tests.
 """
 
 from __future__ import annotations
@@ -100,9 +103,50 @@ def report(rows: Iterable[tuple[str, str]]) -> None:
         print(f"{name:<{width}}  {value}", flush=True)
 
 
-def verdict(ok: bool, text: str) -> int:
-    print(f"{'PASS' if ok else 'FAIL'} {text}", flush=True)
-    return 0 if ok else 1
+class Verdicts:
+    """The machine-readable lines of one benchmark run, one per line on stdout:
+
+        CHECK <name> PASS|FAIL <detail>    correctness: a smoke run fails on FAIL
+        TARGET <name> PASS|FAIL <detail>   a performance target: informational in a smoke run
+        RATIO <name> <value> <detail>      a figure measured side by side in this run
+        PASS|FAIL <summary>                the last line; `finish()` returns the exit status
+
+    Names are `[a-z0-9_]+`, stable across runs, so a reader can pin them.
+    """
+
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+        self.count = 0
+
+    def check(self, name: str, ok: bool, detail: str) -> bool:
+        return self._line("CHECK", name, ok, detail)
+
+    def target(self, name: str, ok: bool, detail: str) -> bool:
+        return self._line("TARGET", name, ok, detail)
+
+    def ratio(self, name: str, value: float, detail: str = "") -> None:
+        _check_name(name)
+        print(f"RATIO {name} {value:.2f} {detail}".rstrip(), flush=True)
+
+    def finish(self) -> int:
+        if self.failed:
+            print(f"FAIL {', '.join(self.failed)}", flush=True)
+            return 1
+        print(f"PASS all {self.count} checks and targets met", flush=True)
+        return 0
+
+    def _line(self, kind: str, name: str, ok: bool, detail: str) -> bool:
+        _check_name(name)
+        self.count += 1
+        if not ok:
+            self.failed.append(f"{kind.lower()} {name}")
+        print(f"{kind} {name} {'PASS' if ok else 'FAIL'} {detail}", flush=True)
+        return ok
+
+
+def _check_name(name: str) -> None:
+    if not name or not all(c.islower() or c.isdigit() or c == "_" for c in name):
+        raise ValueError(f"verdict names are [a-z0-9_]+: {name!r}")
 
 
 def filesystem_of(path: Path) -> str:
@@ -187,7 +231,7 @@ def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
         conn.execute("PRAGMA synchronous=OFF")  # building only; readers see the same file
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
-            "INSERT INTO invocations (id, label, adapter, command, options, state, version,"
+            "INSERT INTO invocations (id, label, adapter, command, request, state, version,"
             " attempt, max_retries, retries, outcome, exit_code, failure_class,"
             " cancel_requested, run_dir, created_at, updated_at)"
             " VALUES (?, NULL, 'local', ?, '{}', ?, 4, 1, 2, 0, ?, 0, ?, 0, ?, ?, ?)",

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from _common import (
+    Verdicts,
     filesystem_of,
     interleave,
     median,
@@ -32,7 +33,6 @@ from _common import (
     percentile,
     report,
     us,
-    verdict,
 )
 
 TARGET = 2.0
@@ -47,7 +47,7 @@ def main() -> int:
 
 def run(scratch: Path, rounds: int, per_round: int) -> int:
     from vibesys.engine import job_name, new_invocation_id
-    from vibesys.journal_schema import open_journal
+    from vibesys.journal_schema import open_journal, verify_journal
     from vibesys.journal_schema.store import BUSY_TIMEOUT_MS
     from vibesys.states import (
         Collected,
@@ -93,21 +93,25 @@ def run(scratch: Path, rounds: int, per_round: int) -> int:
                 invocation_id=invocation_id,
                 adapter="local",
                 command=["python", "eval.py"],
-                options={},
+                request={},
                 label=None,
                 max_retries=2,
                 run_dir=str(scratch / "runs" / invocation_id),
             )
             pending = cycle(invocation_id)
 
+    committed = 0
+
     def journal_op() -> float:
-        nonlocal current
+        nonlocal current, committed
         next_invocation()
         event = pending.pop(0)
         assert current is not None
         start = time.perf_counter()
         current, _ = journal.commit_transition(current, event)
-        return time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        committed += 1
+        return elapsed
 
     counter = 0
 
@@ -179,6 +183,9 @@ def run(scratch: Path, rounds: int, per_round: int) -> int:
         nosync[name] = median(samples)
         wal_bytes[name] = grown / nosync_ops
 
+    # What was timed must also be right: every commit recorded once, every history valid.
+    problems = verify_journal(journal)
+    recorded = journal.conn.execute("SELECT count(*) FROM history").fetchone()[0]
     journal.close()
     bare.close()
 
@@ -201,8 +208,16 @@ def run(scratch: Path, rounds: int, per_round: int) -> int:
             ("WAL bytes per bare commit", f"{wal_bytes['bare']:8.0f}"),
         ]
     )
-    print(f"ratio commit_transition / bare = {ratio:.2f} (target <= {TARGET})")
-    return verdict(ratio <= TARGET, f"commit ratio {ratio:.2f} <= {TARGET}")
+    verdicts = Verdicts()
+    verdicts.check(
+        "journal_verifies",
+        not problems and recorded == committed,
+        f"{recorded} history rows for {committed} commits; "
+        + (f"verify: {problems[0]}" if problems else "journal verify clean"),
+    )
+    verdicts.ratio("commit_transition_vs_bare", ratio, f"(target <= {TARGET})")
+    verdicts.target("commit_ratio", ratio <= TARGET, f"commit ratio {ratio:.2f} <= {TARGET}")
+    return verdicts.finish()
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import clean_env, parse_args, report, verdict, vibesys_argv
+from _common import Verdicts, clean_env, parse_args, report, vibesys_argv
 
 TARGET_MB = 100.0
 CHUNK = 1 << 20
@@ -141,16 +141,21 @@ def run(scratch: Path, megabytes: int) -> int:
         while chunk := child.stdout.read(CHUNK):
             received += len(chunk)
         child.stderr.read()
-    intact = child.returncode == 0 and received == expected
     print(f"piped run: {received:,} of {expected:,} bytes arrived, exit {child.returncode}")
 
     peak = exact[megabytes]
     ratio = peak / exact[0]
-    print(f"ratio peak RSS {megabytes} MB / 0 MB = {ratio:.2f} (peak {peak:.1f} MB)")
-    return verdict(
-        intact and peak < TARGET_MB,
-        f"peak RSS {peak:.1f} MB < {TARGET_MB:.0f} MB" + ("" if intact else "; BYTES LOST"),
+    verdicts = Verdicts()
+    verdicts.check(
+        "all_bytes_arrive",
+        child.returncode == 0 and received == expected,
+        f"{received:,} of {expected:,} bytes arrived, exit {child.returncode}",
     )
+    verdicts.check(
+        "peak_rss_bounded", peak < TARGET_MB, f"peak RSS {peak:.1f} MB < {TARGET_MB:.0f} MB"
+    )
+    verdicts.ratio(f"peak_rss_{megabytes}mb_vs_0mb", ratio, f"(peak {peak:.1f} MB)")
+    return verdicts.finish()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from _common import (
+    Verdicts,
     build_journal,
     clean_env,
     filesystem_of,
@@ -28,7 +29,6 @@ from _common import (
     parse_args,
     report,
     us,
-    verdict,
     vibesys_argv,
 )
 
@@ -59,11 +59,14 @@ def run(scratch: Path, large: int, cli_reps: int, inproc_reps: int) -> int:
         print(f"built journal of {count:>7,} invocations in {built:6.2f} s ({size_mb:.1f} MB)")
 
     # The synthetic rows are what vibesys itself records: the small journal must verify.
+    verdicts = Verdicts()
     small_store = open_journal(journals[SMALL][0], readonly=True)
     problems = verify_journal(small_store)
     small_store.close()
-    if problems:
-        return verdict(False, f"synthetic journal does not verify: {problems[0]}")
+    detail = f"verify: {problems[0]}" if problems else "journal verify clean"
+    if not verdicts.check("synthetic_journal_verifies", not problems, detail):
+        return verdicts.finish()
+    wrong: list[str] = []  # every `show` must print the invocation it was asked for
 
     env = clean_env()
     argv = vibesys_argv()
@@ -75,7 +78,7 @@ def run(scratch: Path, large: int, cli_reps: int, inproc_reps: int) -> int:
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         elapsed = time.perf_counter() - start
         if done.returncode != 0 or target_id not in done.stdout:
-            raise SystemExit(f"`journal show` failed ({done.returncode}): {done.stderr.strip()}")
+            wrong.append(f"CLI on {count:,}: exit {done.returncode} {done.stderr.strip()[:200]}")
         return elapsed
 
     def in_process(count: int) -> float:
@@ -88,7 +91,8 @@ def run(scratch: Path, large: int, cli_reps: int, inproc_reps: int) -> int:
         text = show(inv, store.attempts(inv.id), store.history(inv.id))
         store.close()
         elapsed = time.perf_counter() - start
-        assert target_id in text
+        if target_id not in text:
+            wrong.append(f"in-process on {count:,}: {target_id} not shown")
         return elapsed
 
     cli(SMALL), cli(large)  # warm the page cache and the interpreter's bytecode cache
@@ -110,11 +114,19 @@ def run(scratch: Path, large: int, cli_reps: int, inproc_reps: int) -> int:
             (f"CLI journal show, {large:,} invocations", ms(median(cli_large))),
             (f"in-process show, {SMALL:,} invocations", us(median(in_small))),
             (f"in-process show, {large:,} invocations", us(median(in_large))),
-            ("in-process ratio", f"{in_ratio:8.2f}  (informational: the journal's own cost)"),
         ]
     )
-    print(f"ratio CLI show {large:,} / {SMALL:,} = {cli_ratio:.2f} (target <= {TARGET})")
-    return verdict(cli_ratio <= TARGET, f"show ratio {cli_ratio:.2f} <= {TARGET}")
+    verdicts.check(
+        "show_prints_the_invocation",
+        not wrong,
+        f"{len(wrong)} wrong shows" + (f"; first: {wrong[0]}" if wrong else ""),
+    )
+    verdicts.ratio("in_process_show_large_vs_small", in_ratio, "(informational)")
+    verdicts.ratio(
+        "cli_show_large_vs_small", cli_ratio, f"({large:,} vs {SMALL:,}; target <= {TARGET})"
+    )
+    verdicts.target("show_ratio", cli_ratio <= TARGET, f"show ratio {cli_ratio:.2f} <= {TARGET}")
+    return verdicts.finish()
 
 
 if __name__ == "__main__":

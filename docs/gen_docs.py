@@ -81,9 +81,14 @@ Exit statuses of `vibesys run` and `vibesys wait`:
 |---|---|
 | the command's own | the command ran to an end (0 when it succeeded) |
 | 75 | infrastructure failures spent the retry budget (outcome INFRA_FAILED) |
-| 4 | the outcome cannot be proven: the invocation is UNRESOLVED (`vibesys reconcile` later) |
+| 78 | a configuration or security failure (MISCONFIGURED); the last line names cause and fix |
+| 4 | the outcome cannot be proven (UNRESOLVED), or the results could not be brought home yet |
 | 130 | interrupted: the job was cancelled first |
-| 2 | bad input, or a request the adapter rejected |
+| 74 | our own output broke (a closed pipe, a full disk): the job was cancelled first |
+| 2 | bad input (one line, nothing recorded), or a request the scheduler rejected |
+
+`vibesys run --adapter NAME --help` shows the options of one adapter; an option the chosen
+adapter does not take is refused, naming the adapter.
 
 `vibesys reconcile` exits 0 when no invocation is left UNRESOLVED and 4 otherwise;
 `vibesys journal verify` exits 1 and names the first bad row when a history does not replay.
@@ -144,9 +149,19 @@ def failpoints_block() -> str:
     return "\n".join(["| failpoint | where the process stops |", "|---|---|", *rows])
 
 
+def reconcile_block() -> str:
+    from vibesys.engine.plan_table import render_markdown
+
+    return render_markdown().rstrip()
+
+
 #: Blocks of docs/architecture.md kept between `<!-- BEGIN GENERATED: NAME ... -->` and
 #: `<!-- END GENERATED: NAME -->`, and what renders each.
-BLOCKS = {"state diagram": mermaid_block, "failpoints": failpoints_block}
+BLOCKS = {
+    "state diagram": mermaid_block,
+    "failpoints": failpoints_block,
+    "reconcile table": reconcile_block,
+}
 
 
 def begin_marker(name: str) -> str:

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from vibesys.adapters import get_backend
+from vibesys.adapters.slurm.request import SbatchRequest, SrunRequest
 from vibesys.config import CheckedRequest
 from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, drive
 from vibesys.journal_schema import journal_path, open_journal, verify_journal
@@ -57,17 +57,18 @@ def run_on_slurm(
 ) -> int:
     """Prepare and drive `command` through `adapter` with the checked `request`, print the
     outcome, the Slurm jobs and the journal's history, and return the exit status to use."""
-    options = {
-        "site_config": str(config_path),
-        "gpus": request.gpus,
-        "time_minutes": request.time_minutes,
-        "partitions": list(request.partitions),
-    }
+    model = SbatchRequest if adapter == "sbatch" else SrunRequest
+    typed = model(
+        site_config=str(config_path),
+        gpus=request.gpus,
+        time_minutes=request.time_minutes,
+        partitions=request.partitions,
+    )
 
     journal = open_journal(journal_path())
     try:
-        engine = Engine(journal, get_backend, retry=RetryPolicy(max_retries=2))
-        invocation = engine.prepare(adapter=adapter, command=command, options=options, label=label)
+        engine = Engine(journal, retry=RetryPolicy(max_retries=2))
+        invocation = engine.prepare(adapter=adapter, command=command, request=typed, label=label)
         print(f"invocation {invocation.id} {invocation.state}", flush=True)
 
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)  # live output, as `vibesys run`

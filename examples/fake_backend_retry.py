@@ -14,12 +14,14 @@ from __future__ import annotations
 import sys
 
 from vibesys.adapters import RemoteState
-from vibesys.adapters.fake import FakeAttempt, FakeBackend
+from vibesys.adapters.fake import FAKE_ENTRY, FakeAttempt, FakeBackend
+from vibesys.adapters.registry import register
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive
 from vibesys.journal_schema import journal_path, open_journal, verify_journal
 
 
 def main(argv: list[str]) -> int:
+    register(FAKE_ENTRY)  # one registry line makes the scripted adapter an adapter like the others
     fake = FakeBackend(
         attempts=[
             FakeAttempt(states=(RemoteState.RUNNING, RemoteState.NODE_FAIL), exit_code=None),
@@ -30,7 +32,7 @@ def main(argv: list[str]) -> int:
     try:
         engine = Engine(
             journal,
-            lambda *_: fake,  # every adapter (name, options) resolves to the scripted backend
+            lambda *_: fake,  # every adapter (name, request) resolves to this scripted backend
             retry=RetryPolicy(max_retries=2, initial_delay_seconds=0.05),
         )
         invocation = engine.prepare(adapter="fake", command=["python", "eval.py"], label="retry")
@@ -49,7 +51,7 @@ def main(argv: list[str]) -> int:
             print(f"  {row.seq:>2}  {row.from_state} -> {row.to_state}  {row.event}  {evidence}")
         problems = verify_journal(journal)
         print("journal verify: " + ("ok" if not problems else str(problems[0])))
-        retried = invocation.attempt == 2 and len(fake.submits()) == 2
+        retried = invocation.attempt == 2 and len(fake.submits()) == 2 == len(fake.ran)
         return 0 if retried and invocation.outcome == "COMPLETED" and not problems else 1
     finally:
         journal.close()

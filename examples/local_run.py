@@ -3,7 +3,7 @@
 This is what `vibesys run -- CMD...` does, with the public API:
 
 1. open (or create) the journal;
-2. build an Engine that finds adapters by name (`vibesys.adapters.get_backend`);
+2. build an Engine (it finds adapters by name in `vibesys.adapters.registry`);
 3. `prepare` records the invocation (PREPARED) and takes its lease;
 4. `drive` commits each transition before the effect it authorizes, streams the job's output,
    and returns once the invocation is DONE (or UNRESOLVED).
@@ -19,7 +19,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from vibesys.adapters import get_backend
 from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, drive
 from vibesys.journal_schema import journal_path, open_journal, verify_journal
 from vibesys.render import exit_status
@@ -35,7 +34,7 @@ COMMAND = [
 def main(argv: list[str]) -> int:
     journal = open_journal(journal_path(argv[0] if argv else None))
     try:
-        engine = Engine(journal, get_backend, retry=RetryPolicy(max_retries=2))
+        engine = Engine(journal, retry=RetryPolicy(max_retries=2))
         invocation = engine.prepare(adapter="local", command=COMMAND, label="example")
         print(f"invocation {invocation.id} {invocation.state}", flush=True)
 

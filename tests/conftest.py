@@ -1,16 +1,89 @@
 from __future__ import annotations
 
+import faulthandler
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
+from vibesys.adapters.fake import FAKE_ENTRY
+from vibesys.adapters.registry import register
 from vibesys.journal_schema import Journal, open_journal
 
+# The scripted fake adapter is an adapter like the others for the tests: one registry line.
+register(FAKE_ENTRY)
+
 ROOT = Path(__file__).resolve().parent.parent
+
+#: Per-test limits (seconds) by marker, over the default `timeout` in pyproject.toml. The Slurm
+#: tests wait on a real scheduler (requeues take ~15 s, a job's own `--time 1` a minute or
+#: more) and the first one may bring the cluster up; the crash tests kill and reconcile many
+#: times. An explicit `@pytest.mark.timeout(N)` on a test wins over these.
+MARKER_TIMEOUTS = {"slurm": 900.0, "crash": 300.0}
+#: pytest-timeout's signal method raises inside the test. A test that swallows that, or then
+#: waits without a limit (a `with Popen(...)` block waits for its child on the way out), would
+#: still hang: past its limit plus this grace (ini `hang_backstop_grace`), faulthandler dumps
+#: every thread and exits the run.
+HANG_BACKSTOP_GRACE = 60.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "hang_backstop_grace",
+        "seconds past a test's timeout before the whole run is stopped with a stack dump",
+        type="string",
+        default=str(HANG_BACKSTOP_GRACE),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The dump must reach the real stderr, not the capture of the test that hangs.
+    config.stash[_BACKSTOP_FD] = os.dup(sys.__stderr__.fileno() if sys.__stderr__ else 2)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    os.close(config.stash[_BACKSTOP_FD])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("timeout") is not None:
+            continue
+        limits = [s for name, s in MARKER_TIMEOUTS.items() if item.get_closest_marker(name)]
+        if limits:
+            item.add_marker(pytest.mark.timeout(max(limits)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    limit = timeout_of(item)
+    if limit <= 0:
+        return (yield)
+    faulthandler.dump_traceback_later(
+        limit + float(item.config.getini("hang_backstop_grace")),
+        exit=True,
+        file=item.config.stash[_BACKSTOP_FD],
+    )
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def timeout_of(item: pytest.Item) -> float:
+    """The pytest-timeout limit that applies to `item` (0: none): its marker, else `--timeout`,
+    else the `timeout` setting."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and (marker.args or "timeout" in marker.kwargs):
+        return float(marker.args[0] if marker.args else marker.kwargs["timeout"])
+    given = item.config.getoption("timeout", None)
+    return float(given if given is not None else item.config.getini("timeout") or 0)
+
+
+_BACKSTOP_FD = pytest.StashKey[int]()
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ EXPECTED: dict[str, list[str]] = {
         "state DONE",
         "outcome COMPLETED",
         "exit code 0",
-        "  4  COLLECTING -> DONE  Collected",
+        "  2  SUBMITTING -> SUBMITTING  SubmitDispatched",
+        "  5  COLLECTING -> DONE  Collected",
         "journal verify: ok",
     ],
     "fake_backend_retry.py": [

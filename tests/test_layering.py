@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -97,8 +98,34 @@ def test_wrapper_is_stdlib_only() -> None:
     assert not [m for m in imports_of(wrapper) if m.startswith("vibesys")]
 
 
+#: The public names and where each one is defined, written out (not read from vibesys._PUBLIC).
+PUBLIC_API = {
+    "DriveOptions": "vibesys.engine",
+    "Engine": "vibesys.engine",
+    "FailureClass": "vibesys.states",
+    "FakeAttempt": "vibesys.adapters.fake",
+    "FakeBackend": "vibesys.adapters.fake",
+    "JobState": "vibesys.states",
+    "Journal": "vibesys.journal_schema",
+    "Outcome": "vibesys.states",
+    "RetryPolicy": "vibesys.engine",
+    "VibesysError": "vibesys.errors",
+    "drive": "vibesys.engine",
+    "register": "vibesys.adapters.registry",
+    "AdapterEntry": "vibesys.adapters.registry",
+    "journal_path": "vibesys.journal_schema",
+    "open_journal": "vibesys.journal_schema",
+    "reconcile": "vibesys.engine",
+    "replay": "vibesys.states",
+    "wait_for": "vibesys.engine",
+}
+
+
 def test_public_api() -> None:
-    for name in vibesys.__all__:
-        assert getattr(vibesys, name) is not None
+    assert set(vibesys.__all__) == {*PUBLIC_API, "__version__"}
+    for name, module in PUBLIC_API.items():
+        assert getattr(vibesys, name) is getattr(importlib.import_module(module), name), name
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    assert vibesys.__version__ == project["project"]["version"]
     with pytest.raises(AttributeError):
         _ = vibesys.NoSuchThing  # type: ignore[attr-defined]

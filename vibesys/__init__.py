@@ -24,15 +24,16 @@ _PUBLIC = {
     "Outcome": "vibesys.states",
     "FailureClass": "vibesys.states",
     "replay": "vibesys.states",
-    "get_backend": "vibesys.adapters",
+    "register": "vibesys.adapters.registry",
+    "AdapterEntry": "vibesys.adapters.registry",
     "FakeBackend": "vibesys.adapters.fake",
     "FakeAttempt": "vibesys.adapters.fake",
     "VibesysError": "vibesys.errors",
 }
 
 if TYPE_CHECKING:
-    from vibesys.adapters import get_backend
     from vibesys.adapters.fake import FakeAttempt, FakeBackend
+    from vibesys.adapters.registry import AdapterEntry, register
     from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile, wait_for
     from vibesys.errors import VibesysError
     from vibesys.journal_schema import Journal, journal_path, open_journal
@@ -46,6 +47,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AdapterEntry",
     "DriveOptions",
     "Engine",
     "FailureClass",
@@ -58,10 +60,10 @@ __all__ = [
     "VibesysError",
     "__version__",
     "drive",
-    "get_backend",
     "journal_path",
     "open_journal",
     "reconcile",
+    "register",
     "replay",
     "wait_for",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,11 +15,11 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from vibesys.cli_run import RunCommand, adapters_epilog, with_run_signature
 from vibesys.errors import VibesysError
 
 if TYPE_CHECKING:
-    from vibesys.engine import Engine
-    from vibesys.engine.drive import StopFlag
+    from vibesys.engine import DriveOptions, Engine, StopFlag
     from vibesys.journal_schema import Invocation, Journal
 
 app = typer.Typer(
@@ -43,6 +44,9 @@ JournalOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+Patience = Annotated[
+    float, typer.Option(help="Seconds an unreachable scheduler (or open outcome) is waited for.")
+]
 
 
 def fail(message: str, status: int = 2) -> NoReturn:
@@ -51,12 +55,17 @@ def fail(message: str, status: int = 2) -> NoReturn:
 
 
 @contextmanager
-def clean_errors() -> Iterator[None]:
-    """Our errors become one line and exit status 2, never a traceback."""
+def clean_errors(journal: Path | None = None) -> Iterator[None]:
+    """Our errors become one line and exit status 2, never a traceback; so does SQLite's,
+    when a damaged journal shows itself only half-way through a read."""
     try:
         yield
     except VibesysError as exc:
         fail(str(exc))
+    except sqlite3.Error as exc:
+        from vibesys.journal_schema import journal_error, journal_path
+
+        fail(str(journal_error(exc, journal_path(journal))))
 
 
 def _open(journal: Path | None, *, readonly: bool = False) -> Journal:
@@ -65,11 +74,12 @@ def _open(journal: Path | None, *, readonly: bool = False) -> Journal:
     return open_journal(journal_path(journal), readonly=readonly)
 
 
-def _engine(journal: Journal, **settings: Any) -> Engine:
-    from vibesys.adapters import get_backend
+def _engine(journal: Journal, patience: float = 0.0, **settings: Any) -> Engine:
+    from datetime import timedelta
+
     from vibesys.engine import Engine
 
-    return Engine(journal, get_backend, **settings)
+    return Engine(journal, patience=timedelta(seconds=patience), **settings)
 
 
 def _show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
@@ -80,8 +90,8 @@ def _show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
 
 @contextmanager
 def _interruptible() -> Iterator[StopFlag]:
-    """First SIGINT/SIGTERM asks for a clean cancel; a second one leaves at once."""
-    from vibesys.engine.drive import StopFlag
+    """First SIGINT/SIGTERM asks for a clean stop; a second one leaves at once."""
+    from vibesys.engine import StopFlag
 
     event = StopFlag()
 
@@ -100,105 +110,81 @@ def _interruptible() -> Iterator[StopFlag]:
             signal.signal(signum, old)
 
 
-def _finish(journal: Journal, inv: Invocation, as_json: bool) -> NoReturn:
-    from vibesys.render import exit_status, summary
+def _finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: bool) -> NoReturn:
+    from vibesys.render import EXIT_OUTPUT_FAILED, exit_status, summary
 
-    if as_json:
-        typer.echo(json.dumps(_show_json(journal, inv), indent=2))
-    else:
-        for art in journal.artifacts(inv.id):
-            if art.state in ("missing", "mismatch"):
-                typer.echo(f"vibesys: artifact {art.path}: {art.state}: {art.detail}", err=True)
-        typer.echo(summary(inv), err=True)
-    raise typer.Exit(exit_status(inv))
+    last = journal.history(inv.id)[-1:] or None
+    lines = [summary(inv, last[0] if last else None)]
+    if options.output_error is not None:
+        settled = "was cancelled" if inv.outcome == "CANCELLED" else f"ended {inv.state}"
+        lines.insert(0, f"vibesys: {options.output_error}; the job {settled}")
+    for art in journal.artifacts(inv.id):
+        if art.state in ("missing", "mismatch"):
+            lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
+    try:
+        if as_json and options.output_error is None:
+            typer.echo(json.dumps(_show_json(journal, inv), indent=2))
+        for line in lines:
+            typer.echo(line, err=True)
+    except OSError:
+        pass  # stderr is gone too: the journal holds everything
+    _quiet_streams()
+    raise typer.Exit(EXIT_OUTPUT_FAILED if options.output_error else exit_status(inv))
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
-def run(
-    command: Annotated[list[str] | None, typer.Argument(help="The command, after --.")] = None,
-    journal: JournalOption = None,
-    adapter: Annotated[str, typer.Option(help="Where the job runs.")] = "local",
-    name: Annotated[str | None, typer.Option("--name", help="A label for people.")] = None,
-    max_retries: Annotated[int, typer.Option(help="Retries after infrastructure failures.")] = 2,
-    retry_delay: Annotated[float, typer.Option(help="Seconds before the first retry.")] = 2.0,
-    detach: Annotated[bool, typer.Option(help="Return once the job runs.")] = False,
-    as_json: JsonOption = False,
-    slurm_config: Annotated[
-        Path | None,
-        typer.Option(
-            help="Site configuration for sbatch/srun \\[default: ~/.config/vibesys/slurm.toml]",
-            show_default=False,
-        ),
-    ] = None,
-    gpus: Annotated[int | None, typer.Option(help="GPUs (sbatch/srun).")] = None,
-    time_minutes: Annotated[
-        int | None, typer.Option("--time", help="Time limit in minutes (sbatch/srun).")
-    ] = None,
-    partition: Annotated[str | None, typer.Option(help="Partition (sbatch/srun).")] = None,
-    artifact: Annotated[
-        list[str] | None,
-        typer.Option(help="A file or glob the job leaves, to bring home (repeatable)."),
-    ] = None,
-    candidate: Annotated[
-        Path | None,
-        typer.Option(help="Directory to snapshot and run in (sbatch/srun).", show_default=False),
-    ] = None,
-    exclude: Annotated[
-        list[str] | None, typer.Option(help="Extra snapshot exclusion pattern (repeatable).")
-    ] = None,
-    after: Annotated[
-        str | None,
-        typer.Option(help="Start once this sbatch invocation's job succeeds (afterok)."),
-    ] = None,
-    unreachable_timeout: Annotated[
-        float, typer.Option(help="Seconds the scheduler may stay unreachable before UNRESOLVED.")
-    ] = 600.0,
-) -> None:
+def _quiet_streams() -> None:
+    """After a broken output, keep Python's own flush at exit from printing a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+
+
+def run(ctx: typer.Context, **values: Any) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
-    from vibesys.adapters import ADAPTER_NAMES
-    from vibesys.engine.failpoints import ENV, validate
+    from vibesys.run_checks import check_run
 
-    if adapter not in ADAPTER_NAMES:
-        fail(f"unknown adapter {adapter!r} (choose from {', '.join(ADAPTER_NAMES)})")
-    if not command:
-        fail("no command given; usage: vibesys run [OPTIONS] -- COMMAND [ARGS]...")
-    if max_retries < 0 or retry_delay < 0:
-        fail("--max-retries and --retry-delay must be >= 0")
-    if unknown := validate(os.environ.get(ENV, "")):
-        fail(f"{ENV} names unknown failpoint {unknown[0]!r} (see `vibesys debug failpoints`)")
     with clean_errors():
-        from vibesys.cli_options import (
-            adapter_options,
-            artifact_options,
-            dependency_options,
-            snapshot_options,
-        )
+        checked = check_run(ctx, values)
         from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
 
-        options = adapter_options(adapter, slurm_config, gpus, time_minutes, partition)
-        options |= artifact_options(artifact or [])
-        options |= snapshot_options(adapter, candidate, exclude or [])
-        store = _open(journal)
-        if after is not None:
-            options |= dependency_options(store, after, adapter)
-        engine = _engine(store, retry=RetryPolicy(max_retries, retry_delay))
-        inv = engine.prepare(
-            adapter=adapter,
-            command=list(command),
-            label=name,
-            options=options,
-            snapshot_digest=options.get("snapshot_digest"),
+        if checked.after is not None:
+            # Resolved read-only: a bad --after writes nothing, not even a new journal.
+            parent_journal = _open(values["journal"], readonly=True)
+            checked.resolve_after(parent_journal)
+            parent_journal.close()
+        request = checked.request()
+        store = _open(values["journal"])
+        engine = _engine(
+            store, checked.patience, retry=RetryPolicy(checked.max_retries, checked.retry_delay)
         )
-        if detach:
+        inv = engine.prepare(
+            adapter=checked.adapter,
+            command=checked.command,
+            request=request,
+            label=values["name"],
+            cwd=checked.cwd,
+        )
+        if values["detach"]:
             typer.echo(inv.id)
-        sink = sys.stderr.buffer if as_json else sys.stdout.buffer
-        tail = None if detach else LogTail(sink, sys.stderr.buffer)
+        sink = sys.stderr.buffer if values["as_json"] else sys.stdout.buffer
+        tail = None if values["detach"] else LogTail(sink, sys.stderr.buffer)
         with _interruptible() as interrupt:
-            settings = DriveOptions(tail, detach, interrupt, unreachable_timeout)
-            inv = drive(engine, inv, settings)
-        if detach and inv.state in ("RUNNING", "SUBMITTING"):
+            options = DriveOptions(tail, values["detach"], interrupt)
+            inv = drive(engine, inv, options)
+        if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
             raise typer.Exit(0)
-        _finish(store, inv, as_json)
+        _finish(store, inv, options, values["as_json"])
+
+
+app.command(
+    "run",
+    cls=RunCommand,
+    context_settings={"allow_interspersed_args": False},
+    epilog=adapters_epilog(),
+)(with_run_signature(run))
 
 
 @app.command()
@@ -211,10 +197,11 @@ def snapshot(
 ) -> None:
     """Show the candidate snapshot: its digest, and with --dry-run what goes in and what not."""
     with clean_errors():
-        from vibesys.adapters.snapshot import render_manifest_text
-        from vibesys.cli_options import candidate_manifest
+        from vibesys.snapshot import SnapshotPolicy, build_manifest, render_manifest_text
 
-        manifest = candidate_manifest(directory, exclude or [])
+        if not directory.is_dir():
+            fail(f"candidate {directory} is not a directory")
+        manifest = build_manifest(directory, SnapshotPolicy(exclude=tuple(exclude or ())))
         if dry_run:
             typer.echo(render_manifest_text(manifest), nl=False)
         else:
@@ -223,7 +210,7 @@ def snapshot(
 
 @app.command("reconcile")
 def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False) -> None:
-    """Reattach, collect, retry or mark UNRESOLVED every unfinished invocation."""
+    """Reattach, collect, fence, retry or mark UNRESOLVED every unfinished invocation."""
     with clean_errors():
         from vibesys.engine import reconcile
         from vibesys.render import table
@@ -240,7 +227,7 @@ def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False
         else:
             typer.echo("nothing to reconcile")
         unresolved = [inv for inv in store.active() if inv.state == "UNRESOLVED"]
-        raise typer.Exit(4 if unresolved else 0)
+        raise typer.Exit(4 if unresolved or any(r.failed for r in rows) else 0)
 
 
 @journal_app.command("show")
@@ -250,7 +237,7 @@ def journal_show(
     as_json: JsonOption = False,
 ) -> None:
     """The whole history of one invocation."""
-    with clean_errors():
+    with clean_errors(journal):
         from vibesys.render import show
 
         store = _open(journal, readonly=True)
@@ -270,7 +257,7 @@ def journal_list(
     as_json: JsonOption = False,
 ) -> None:
     """One line per invocation."""
-    with clean_errors():
+    with clean_errors(journal):
         from vibesys.render import table
         from vibesys.states import JobState
 
@@ -303,7 +290,7 @@ def journal_list(
 @journal_app.command("verify")
 def journal_verify(journal: JournalOption = None) -> None:
     """Replay every history through the transition table and check integrity."""
-    with clean_errors():
+    with clean_errors(journal):
         from vibesys.journal_schema import verify_journal
 
         store = _open(journal, readonly=True)
@@ -318,16 +305,23 @@ def journal_verify(journal: JournalOption = None) -> None:
 
 
 @app.command()
-def cancel(invocation: Annotated[str, typer.Argument()], journal: JournalOption = None) -> None:
-    """Cancel an invocation; waits until nothing of it runs any more."""
+def cancel(
+    invocation: Annotated[str, typer.Argument()],
+    journal: JournalOption = None,
+    unreachable_timeout: Patience = 600.0,
+) -> None:
+    """Cancel an invocation; waits until nothing of it runs any more (UNRESOLVED, exit 4, when
+    that cannot be proven)."""
     with clean_errors():
         from vibesys.engine.cancel import cancel_invocation
+        from vibesys.render import exit_status, summary
 
         store = _open(journal)
-        inv = cancel_invocation(_engine(store), store.resolve(invocation).id)
-        from vibesys.render import summary
-
-        typer.echo(summary(inv), err=True)
+        inv = cancel_invocation(_engine(store, unreachable_timeout), store.resolve(invocation).id)
+        history = store.history(inv.id)
+        typer.echo(summary(inv, history[-1] if history else None), err=True)
+        if inv.state == "UNRESOLVED":
+            raise typer.Exit(exit_status(inv))
 
 
 @app.command()
@@ -336,20 +330,26 @@ def logs(
     journal: JournalOption = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Until it ends.")] = False,
 ) -> None:
-    """Print the job's output (stdout, then stderr); --follow streams it until the end."""
+    """Print the job's output (stdout, then stderr); --follow streams it until the end.
+    Following never owns the job: Ctrl-C only stops following."""
     with clean_errors():
         from vibesys.engine import DriveOptions, LogTail, wait_for
 
         store = _open(journal, readonly=not follow)
         inv = store.resolve(invocation)
-        engine = _engine(store)
+        engine = _engine(store, 600.0)
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
         if not follow:
             for paths in engine.all_log_paths(inv):
                 tail.pump(paths)
+            tail.close()
             return
         with _interruptible() as interrupt:
-            wait_for(engine, inv.id, DriveOptions(tail=tail, interrupt=interrupt))
+            options = DriveOptions(tail=tail, interrupt=interrupt, owner=False)
+            wait_for(engine, inv.id, options)
+        if options.output_error is not None:
+            _quiet_streams()
+            raise typer.Exit(74)
 
 
 @app.command()
@@ -357,27 +357,42 @@ def wait(
     invocation: Annotated[str, typer.Argument()],
     journal: JournalOption = None,
     as_json: JsonOption = False,
+    unreachable_timeout: Patience = 600.0,
 ) -> None:
-    """Block until the invocation ends; exit like `run`."""
+    """Block until the invocation ends; exit like `run`. Ctrl-C cancels it, as for `run`."""
     with clean_errors():
         from vibesys.engine import DriveOptions, wait_for
 
         store = _open(journal)
-        engine = _engine(store)
-        inv = wait_for(engine, store.resolve(invocation).id, DriveOptions())
-        _finish(store, inv, as_json)
+        engine = _engine(store, unreachable_timeout)
+        with _interruptible() as interrupt:
+            options = DriveOptions(interrupt=interrupt)
+            inv = wait_for(engine, store.resolve(invocation).id, options)
+        _finish(store, inv, options, as_json)
 
 
 @app.command()
 def states(
-    fmt: Annotated[str, typer.Option("--format", help="mermaid or dot")] = "mermaid",
+    fmt: Annotated[
+        str, typer.Option("--format", help="mermaid, dot, or reconcile (the planner's table)")
+    ] = "mermaid",
 ) -> None:
-    """Print the state diagram, generated from the transition table."""
+    """Print the state diagram, generated from the transition table (or the reconcile
+    decisions, generated from the planner)."""
     from vibesys.states import diagram
 
-    renderers: dict[str, Callable[[], str]] = {"mermaid": diagram.mermaid, "dot": diagram.dot}
+    def reconcile_table() -> str:
+        from vibesys.engine.plan_table import render_markdown
+
+        return render_markdown()
+
+    renderers: dict[str, Callable[[], str]] = {
+        "mermaid": diagram.mermaid,
+        "dot": diagram.dot,
+        "reconcile": reconcile_table,
+    }
     if fmt not in renderers:
-        fail(f"unknown format {fmt!r} (choose from mermaid, dot)")
+        fail(f"unknown format {fmt!r} (choose from {', '.join(renderers)})")
     typer.echo(renderers[fmt](), nl=False)
 
 
@@ -390,5 +405,24 @@ def debug_failpoints() -> None:
         typer.echo(name)
 
 
+def refresh_run_options() -> None:
+    """Rebuild `run`'s options and adapter list from the registry (after one is registered)."""
+    with_run_signature(run)
+    for info in app.registered_commands:
+        if info.name == "run":
+            info.epilog = adapters_epilog()
+
+
 def main() -> None:
-    app(prog_name="vibesys")
+    """Run the app; a usage error is one line (never a box or a traceback), exit 2."""
+    refresh_run_options()
+    try:
+        status = app(prog_name="vibesys", standalone_mode=False)
+    except (typer.Abort, KeyboardInterrupt):
+        status = 130
+    except typer.TyperException as exc:
+        format_message = getattr(exc, "format_message", None)
+        message = format_message() if callable(format_message) else str(exc)
+        typer.echo(f"vibesys: error: {' '.join(message.split())}", err=True)
+        status = int(getattr(exc, "exit_code", 2))
+    sys.exit(status if isinstance(status, int) else 0)

@@ -9,15 +9,22 @@ never the message text.
     ├── ConfigError                a configuration file or value is invalid (names the key)
     ├── JournalError               the journal cannot be used
     │   ├── NotAJournal            the file is not a vibesys journal (or not SQLite at all)
+    │   ├── JournalCorrupt         a vibesys journal whose pages are damaged
     │   ├── JournalTooNew          written by a newer vibesys; refused, never downgraded
     │   ├── JournalOnNetworkFS     WAL needs one host's shared memory; refused on NFS/Lustre/...
     │   └── StaleState             compare-and-swap lost: someone else moved the invocation
     ├── InvalidTransition          the transition table does not allow this event here
-    └── BackendError               an adapter's side effect failed
+    └── BackendError               an adapter's side effect failed; two fields say what it proves:
+        │                          `maybe_submitted` (may it have taken effect remotely?) and
+        │                          `retryable` (can trying again help, or must a person act?)
         ├── SubmitRejected         the scheduler refused the request; nothing was submitted
-        ├── BackendUnavailable     could not reach the scheduler; `maybe_submitted` says whether
-        │                          a submit may have gone through anyway
-        └── TransportLost          the connection to the remote side broke mid-operation
+        ├── BackendMisconfigured   a configuration or security failure (changed host key,
+        │                          refused key, missing candidate, exec rejected); `fix` says
+        │                          what a person must do; never retried
+        └── BackendUnavailable     could not reach the scheduler or did not hear its answer
+            └── TransportLost      the connection to the remote side broke mid-operation
+
+The engine reads these fields in one place (`vibesys.engine.execute`), never the message text.
 """
 
 from __future__ import annotations
@@ -43,6 +50,10 @@ class NotAJournal(JournalError):
     """The file exists but is not a vibesys journal."""
 
 
+class JournalCorrupt(JournalError):
+    """The file is a vibesys journal, but SQLite reports damaged pages."""
+
+
 class JournalTooNew(JournalError):
     """The journal was written by a newer schema than this vibesys knows."""
 
@@ -65,16 +76,32 @@ class InvalidTransition(VibesysError):
 
 
 class BackendError(VibesysError):
-    """An adapter's side effect failed."""
+    """An adapter's side effect failed.
 
-    retryable: bool = False
-    #: True when the failed operation may still have taken effect remotely
-    #: (a submit that timed out may have queued the job).
+    `maybe_submitted`: the failed operation may still have taken effect remotely (a submit that
+    timed out may have queued the job). `retryable`: trying again can help; when False, a person
+    must act first and `fix` says what to do.
+    """
+
+    retryable: bool = True
     maybe_submitted: bool = False
 
-    def __init__(self, message: str, *, evidence: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        evidence: str = "",
+        maybe_submitted: bool | None = None,
+        retryable: bool | None = None,
+        fix: str = "",
+    ) -> None:
         super().__init__(message)
         self.evidence = evidence or message
+        self.fix = fix
+        if maybe_submitted is not None:
+            self.maybe_submitted = maybe_submitted
+        if retryable is not None:
+            self.retryable = retryable
 
 
 class SubmitRejected(BackendError):
@@ -83,14 +110,16 @@ class SubmitRejected(BackendError):
     retryable = False
 
 
+class BackendMisconfigured(BackendError):
+    """A configuration or security failure: nothing was submitted, and retrying cannot help
+    until a person applies `fix` (a changed host key, a refused key, an unreadable known_hosts,
+    a missing candidate directory, a command the system refuses to execute)."""
+
+    retryable = False
+
+
 class BackendUnavailable(BackendError):
     """The scheduler could not be reached or did not answer."""
-
-    retryable = True
-
-    def __init__(self, message: str, *, evidence: str = "", maybe_submitted: bool = False) -> None:
-        super().__init__(message, evidence=evidence)
-        self.maybe_submitted = maybe_submitted
 
 
 class TransportLost(BackendUnavailable):

@@ -45,3 +45,28 @@ def identity_alive(identity: str) -> bool | None:
     if host != hostname() or not pid_text.isdigit():
         return None
     return is_alive(int(pid_text), started or None)
+
+
+def group_members(pgid: int, leader_start: str | None = None) -> list[int]:
+    """Live processes (zombies excluded) of process group `pgid`.
+
+    The kernel never gives a pid to a new process while it still names a process group, so if
+    the group's leader runs with a different start time than `leader_start`, the group we knew
+    is gone and a new process merely reuses the number."""
+    if leader_start is not None:
+        now = start_time(pgid)
+        if now is not None and now != leader_start:
+            return []
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                stat = handle.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] not in ("Z", "X") and fields[2] == str(pgid):
+            members.append(int(entry.name))
+    return members

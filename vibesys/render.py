@@ -1,4 +1,4 @@
-"""Text renderings for the CLI (pure: strings in, strings out)."""
+"""Text renderings for the CLI (pure: strings in, strings out), and the exit statuses."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from vibesys.journal_schema import ArtifactRow, Attempt, HistoryRow, Invocation
 from vibesys.states import JobState, Outcome
 
 #: Exit statuses of `run` and `wait` besides the command's own.
-EXIT_INFRA_FAILED = 75
+EXIT_INFRA_FAILED = 75  # EX_TEMPFAIL: infrastructure failures spent the retry budget
+EXIT_MISCONFIGURED = 78  # EX_CONFIG: a configuration or security failure; a person must act
+EXIT_OUTPUT_FAILED = 74  # EX_IOERR: our own output broke (EPIPE, ENOSPC); the job was cancelled
 EXIT_UNRESOLVED = 4
 EXIT_INTERRUPTED = 130
 EXIT_BAD_INPUT = 2
@@ -18,7 +20,7 @@ EXIT_BAD_INPUT = 2
 
 def exit_status(inv: Invocation) -> int:
     """The contract of `vibesys run` and `vibesys wait`."""
-    if inv.state is JobState.UNRESOLVED:
+    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):
         return EXIT_UNRESOLVED
     if inv.state is not JobState.DONE:
         return 0  # detached: the job is running
@@ -33,10 +35,14 @@ def exit_status(inv: Invocation) -> int:
             return EXIT_INTERRUPTED
         case Outcome.REJECTED:
             return EXIT_BAD_INPUT
+        case Outcome.MISCONFIGURED:
+            return EXIT_MISCONFIGURED
     return 1
 
 
-def summary(inv: Invocation) -> str:
+def summary(inv: Invocation, last: HistoryRow | None = None) -> str:
+    """The final line of `run`/`wait`/`cancel`: the state, and when the outcome is not the
+    command's own, the cause (and the fix) from the last recorded event."""
     parts = [f"vibesys: {inv.id} {inv.state}"]
     if inv.outcome:
         parts.append(str(inv.outcome))
@@ -45,11 +51,31 @@ def summary(inv: Invocation) -> str:
     parts.append(f"attempt {inv.attempt}")
     if inv.failure_class and inv.outcome is Outcome.INFRA_FAILED:
         parts.append(f"last failure {inv.failure_class}")
-    return " ".join(parts)
+    line = " ".join(parts)
+    explain = inv.state in (JobState.UNRESOLVED, JobState.COLLECTING) or inv.outcome in (
+        Outcome.INFRA_FAILED,
+        Outcome.MISCONFIGURED,
+        Outcome.REJECTED,
+        Outcome.CANCELLED,
+    )
+    if last is not None and explain:
+        cause = _cause(last)
+        if cause:
+            line += f": {cause}"
+    if inv.state is JobState.COLLECTING:
+        line += " (the job ended; its results could not be brought home yet: vibesys reconcile)"
+    return line
+
+
+def _cause(row: HistoryRow) -> str:
+    evidence = row.evidence
+    text = str(evidence.get("reason") or evidence.get("observation") or "")
+    fix = evidence.get("fix")
+    return " ".join(f"{text}; fix: {fix}".split()) if fix else " ".join(text.split())
 
 
 def _evidence_text(evidence: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in evidence.items() if v not in ("", None))
+    return " ".join(f"{k}={v}" for k, v in evidence.items() if v not in ("", None, [], {}))
 
 
 def show(
@@ -58,6 +84,8 @@ def show(
     history: Sequence[HistoryRow],
     artifacts: Sequence[ArtifactRow] = (),
 ) -> str:
+    used = min(inv.retries, inv.max_retries)
+    failures = f" ({inv.retries} infrastructure failures)" if inv.retries > used else ""
     lines = [
         f"invocation  {inv.id}" + (f"  ({inv.label})" if inv.label else ""),
         f"state       {inv.state}"
@@ -65,15 +93,21 @@ def show(
         + (f"  exit {inv.exit_code}" if inv.exit_code is not None else ""),
         f"adapter     {inv.adapter}",
         f"command     {shlex.join(inv.command)}",
+        *([f"cwd         {inv.cwd}"] if inv.cwd else []),
         f"run dir     {inv.run_dir}",
+        f"request     {_evidence_text(inv.request) or '-'}",
         *([f"snapshot    sha256:{inv.snapshot_digest}"] if inv.snapshot_digest else []),
-        f"retries     {inv.retries} of {inv.max_retries}",
+        f"retries     {used} of {inv.max_retries}{failures}",
         "attempts",
     ]
     for a in attempts:
         lines.append(
             f"  {a.attempt}  {a.job_name}  job {a.job_id or '-'}  {a.failure_class or ''}".rstrip()
         )
+        if a.provenance:
+            lines.append(f"     ran on  {_evidence_text(a.provenance)}")
+        if a.claim:
+            lines.append(f"     claim   {' '.join(a.claim.split())}")
     if artifacts:
         lines.append("artifacts")
         for art in artifacts:

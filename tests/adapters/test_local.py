@@ -6,17 +6,47 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitRequest
-from vibesys.adapters.local import LocalBackend
-from vibesys.errors import SubmitRejected
+from vibesys import proc
+from vibesys.adapters import local as local_module
+from vibesys.adapters.base import JobContext, JobRef, RemoteState, RemoteStatus, SubmitRequest
+from vibesys.adapters.claim import parse_claim
+from vibesys.adapters.local import LocalBackend, LocalRequest
+from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
+
+
+@pytest.fixture(autouse=True)
+def no_wrapper_left_behind(tmp_path: Path) -> Iterator[None]:
+    """A test that fails half-way must not leave a stopped wrapper behind for the others."""
+    yield
+    needle = str(tmp_path).encode()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"local_wrapper.py" in cmdline and needle in cmdline:
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+def request_for(run_dir: Path, *command: str, cwd: str | None = None) -> SubmitRequest[Any]:
+    context = JobContext(cwd or str(run_dir.parent), dict(os.environ))
+    return SubmitRequest("inv", 1, job_name_for(run_dir), command, run_dir, context, LocalRequest())
+
+
+def job_name_for(run_dir: Path) -> str:
+    """A job name no other test uses (wrappers are found by name)."""
+    return f"vibesys-{abs(hash(str(run_dir))):x}-1"
 
 
 def submit(backend: LocalBackend, run_dir: Path, *command: str) -> JobRef:
-    request = SubmitRequest("inv", 1, "vibesys-inv-1", command, run_dir)
+    request = request_for(run_dir, *command)
     receipt = backend.submit(request)
     return JobRef(request.job_name, receipt.job_id, run_dir)
 
@@ -28,7 +58,7 @@ def wait_terminal(backend: LocalBackend, ref: JobRef, timeout: float = 20) -> Re
         if status.state not in (RemoteState.PENDING, RemoteState.RUNNING):
             return status
         time.sleep(0.02)
-    raise AssertionError(f"{ref.job_name} did not end")
+    raise AssertionError(f"hang guard: {ref.job_name} did not end within {timeout:.0f} s")
 
 
 @pytest.mark.parametrize(
@@ -61,14 +91,13 @@ def test_output_goes_to_files_with_hostile_arguments(tmp_path: Path) -> None:
 
 def test_running_then_cancelled(tmp_path: Path) -> None:
     backend = LocalBackend()
-    ref = submit(backend, tmp_path / "run", "sleep", "30")
+    # Only the cancel can end it: the command would sleep far past wait_terminal's guard.
+    ref = submit(backend, tmp_path / "run", "sleep", "600")
     assert backend.status([ref])[ref.job_name].state is RemoteState.RUNNING
-    started = time.monotonic()
     backend.cancel(ref)
     status = wait_terminal(backend, ref)
     assert status.state is RemoteState.CANCELLED and status.cancelled_by == "vibesys"
-    assert status.exit_code == 143
-    assert time.monotonic() - started < 5
+    assert status.exit_code == 143  # SIGTERM ended it: no escalation was needed
 
 
 def test_cancel_escalates_to_kill_for_a_command_that_ignores_term(tmp_path: Path) -> None:
@@ -86,7 +115,7 @@ def test_never_launched_is_not_found(tmp_path: Path) -> None:
     assert status.state is RemoteState.NOT_FOUND
 
 
-def test_launch_without_record_is_pending_then_proven_absent(tmp_path: Path) -> None:
+def test_launch_without_claim_is_pending_then_not_found_but_never_proven(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     (run / "launch.json").write_text(json.dumps({"job_name": "vibesys-y-1"}))
@@ -94,31 +123,188 @@ def test_launch_without_record_is_pending_then_proven_absent(tmp_path: Path) -> 
     assert LocalBackend().status([ref])[ref.job_name].state is RemoteState.PENDING
     old = time.time() - 60
     os.utime(run / "launch.json", (old, old))
-    assert LocalBackend().status([ref])[ref.job_name].state is RemoteState.NOT_FOUND
+    status = LocalBackend().status([ref])[ref.job_name]
+    # Silence is not absence: NOT_FOUND without a claim asks the engine for a fence.
+    assert (status.state, status.claim, status.final) == (RemoteState.NOT_FOUND, None, False)
 
 
 def test_started_without_marker_and_without_process_is_unknown(tmp_path: Path) -> None:
     backend = LocalBackend()
     ref = submit(backend, tmp_path / "run", "sleep", "30")
-    record = json.loads((tmp_path / "run" / "job.json").read_text())
+    pid = wrapper_pid(tmp_path / "run")
+    group = json.loads(wait_for_file(tmp_path / "run" / "group"))
     # Kill the wrapper and the command together: nobody is left to write a marker.
-    os.killpg(int(record["pid"]), signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
+    os.killpg(int(group["pgid"]), signal.SIGKILL)
     status = wait_terminal(backend, ref)
     assert status.state is RemoteState.UNKNOWN
-    assert status.exit_code is None
+    assert status.exit_code is None and status.final
 
 
 def test_job_outlives_its_submitter(tmp_path: Path) -> None:
     """The wrapper runs in its own session: a killed submitter leaves the job running."""
     backend = LocalBackend()
     ref = submit(backend, tmp_path / "run", "sh", "-c", "sleep 0.5; echo survived")
-    record = json.loads((tmp_path / "run" / "job.json").read_text())
-    assert os.getsid(int(record["pid"])) == int(record["pid"])
-    assert os.getsid(int(record["pid"])) != os.getsid(0)
+    pid = wrapper_pid(tmp_path / "run")
+    assert os.getsid(pid) == pid
+    assert os.getsid(pid) != os.getsid(0)
     assert wait_terminal(backend, ref).exit_code == 0
     assert (tmp_path / "run" / "stdout").read_text() == "survived\n"
 
 
 def test_empty_command_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(SubmitRejected):
-        LocalBackend().submit(SubmitRequest("inv", 1, "n", (), tmp_path))
+        LocalBackend().submit(request_for(tmp_path / "run"))
+
+
+def wrapper_pid(run_dir: Path) -> int:
+    claim = parse_claim((run_dir / "claim").read_text())
+    assert claim is not None and claim.kind == "job"
+    return int(claim.get("pid"))
+
+
+def wait_for_file(path: Path, timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+    return path.read_text()
+
+
+def stalled_submit(backend: LocalBackend, run_dir: Path, *command: str) -> SubmitRequest[Any]:
+    """Launch a wrapper that stops itself (SIGSTOP) just before it claims its attempt."""
+    request = request_for(run_dir, *command)
+    stalled = SubmitRequest(
+        request.invocation_id,
+        request.attempt,
+        request.job_name,
+        request.command,
+        run_dir,
+        JobContext(
+            request.context.cwd,
+            {**request.context.env, "VIBESYS_STALL": "first_wrapper_before_claim"},
+        ),
+        request.spec,
+    )
+    with pytest.raises(BackendUnavailable) as raised:
+        backend.submit(stalled)
+    assert raised.value.maybe_submitted, "a launched wrapper may still run: not proof of absence"
+    return stalled
+
+
+def test_a_fence_stops_a_stalled_wrapper_from_ever_running(tmp_path: Path) -> None:
+    backend = LocalBackend(launch_grace=0.4)
+    run = tmp_path / "1"
+    witness = tmp_path / "ran"
+    stalled_submit(backend, run, "touch", str(witness))
+    [pid] = local_module._wrapper_pids(job_name_for(run))
+    ref = JobRef(job_name_for(run), None, run)
+    assert backend.status([ref])[ref.job_name].state is RemoteState.PENDING  # within the grace
+    time.sleep(0.5)
+    status = backend.status([ref])[ref.job_name]
+    assert status.state is RemoteState.NOT_FOUND and status.claim is None
+    assert "a wrapper process exists" in status.observation
+    claim = backend.fence(ref, "kind=fence\nby=test\n")
+    assert claim.fenced
+    assert backend.fence(ref, "kind=fence\nby=again\n").get("by") == "test", "idempotent"
+    wait_gone(pid)  # the fence ends the stalled wrapper
+    assert not witness.exists()
+    assert backend.status([ref])[ref.job_name].claim == claim
+
+
+def test_a_stalled_wrapper_that_resumes_after_the_fence_refuses(tmp_path: Path) -> None:
+    """The fence, not the kill, is what proves the attempt dead: a wrapper that wakes up after
+    it (the kill missed it, or it is on another host) runs nothing and says why."""
+    backend = LocalBackend(launch_grace=0.4)
+    run = tmp_path / "1"
+    witness = tmp_path / "ran"
+    stalled_submit(backend, run, "touch", str(witness))
+    [pid] = local_module._wrapper_pids(job_name_for(run))
+    (run / "claim").write_text("kind=fence\nby=another host\n")  # a fence, and no kill
+    os.kill(pid, signal.SIGCONT)
+    wait_gone(pid)
+    assert not witness.exists()
+    assert "claimed by someone else" in (run / "refused").read_text()
+    assert not (run / "exit_code").exists()
+
+
+def test_a_claim_that_won_the_race_is_kept(tmp_path: Path) -> None:
+    backend = LocalBackend()
+    ref = submit(backend, tmp_path / "run", "sleep", "30")
+    claim = backend.fence(ref, "kind=fence\nby=test\n")
+    assert claim.kind == "job" and claim.get("pid") == ref.job_id
+    assert backend.status([ref])[ref.job_name].state is RemoteState.RUNNING
+    backend.cancel(ref)
+    assert wait_terminal(backend, ref).state is RemoteState.CANCELLED
+
+
+def test_a_cancel_before_the_claim_stops_the_command_from_starting(tmp_path: Path) -> None:
+    backend = LocalBackend(launch_grace=0.4)
+    run = tmp_path / "1"
+    witness = tmp_path / "ran"
+    stalled_submit(backend, run, "touch", str(witness))
+    [pid] = local_module._wrapper_pids(job_name_for(run))
+    ref = JobRef(job_name_for(run), None, run)
+    backend.cancel(ref)  # the cancel marker first, then SIGTERM (pending while stopped)
+    os.kill(pid, signal.SIGCONT)
+    status = wait_terminal(backend, JobRef(job_name_for(run), str(pid), run))
+    assert status.state is RemoteState.CANCELLED
+    assert not witness.exists()
+
+
+def test_cancel_reaches_the_command_when_its_wrapper_died(tmp_path: Path) -> None:
+    """SIGKILL the supervising wrapper: the command runs on in its own group. Cancel signals the
+    group, and reports CANCELLED only once nothing of it runs."""
+    backend = LocalBackend()
+    run = tmp_path / "run"
+    ref = submit(backend, run, "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done")
+    group = json.loads(wait_for_file(run / "group"))
+    os.kill(wrapper_pid(run), signal.SIGKILL)
+    time.sleep(0.2)
+    status = backend.status([ref])[ref.job_name]
+    assert status.state is RemoteState.RUNNING and "still runs" in status.observation
+    backend.cancel(ref)  # SIGTERM: ignored by the command
+    time.sleep(0.3)
+    assert backend.status([ref])[ref.job_name].state is RemoteState.RUNNING
+    os.utime(run / "cancel_requested", (time.time() - 60, time.time() - 60))
+    backend.cancel(ref)  # repeated after the grace period: SIGKILL
+    status = wait_terminal(backend, ref)
+    assert status.state is RemoteState.CANCELLED and status.exit_code is None
+    assert proc.group_members(int(group["pgid"])) == []
+
+
+def test_the_job_runs_in_the_recorded_context(tmp_path: Path) -> None:
+    backend = LocalBackend()
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    run = tmp_path / "run"
+    context = JobContext(str(workdir), {"PATH": os.environ["PATH"], "ONLY_HERE": "yes"})
+    request = SubmitRequest(
+        "inv",
+        1,
+        "vibesys-inv-1",
+        ("sh", "-c", 'pwd; echo "$ONLY_HERE"; env | wc -l'),
+        run,
+        context,
+        LocalRequest(),
+    )
+    receipt = backend.submit(request)
+    assert wait_terminal(backend, JobRef("vibesys-inv-1", receipt.job_id, run)).exit_code == 0
+    out = (run / "stdout").read_text().splitlines()
+    assert out[:2] == [str(workdir), "yes"]
+    assert int(out[2]) <= 6, "nothing of the submitting process's environment leaks in"
+
+
+def test_a_missing_working_directory_is_a_misconfiguration(tmp_path: Path) -> None:
+    request = request_for(tmp_path / "run", "true", cwd=str(tmp_path / "gone"))
+    with pytest.raises(BackendMisconfigured) as raised:
+        LocalBackend().submit(request)
+    assert raised.value.maybe_submitted is False and "gone" in str(raised.value)
+    assert not (tmp_path / "run" / "launch.json").exists(), "nothing was launched"
+
+
+def wait_gone(pid: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while proc.start_time(pid) is not None:
+        assert time.monotonic() < deadline, f"pid {pid} still runs"
+        time.sleep(0.02)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-import os
 import subprocess
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -12,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.golden_files import assert_matches_golden
+from vibesys.adapters.claim import CLAIM_FILE, REFUSED_EXIT
 from vibesys.adapters.slurm.script import (
     EXIT_CODE_FILE,
     SRUN_WRAPPER,
-    STARTED_FILE,
     InvalidJobSpec,
     SlurmJobSpec,
     render_sbatch,
@@ -26,7 +25,6 @@ from vibesys.adapters.transports import LocalTransport
 from vibesys.errors import UsageError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "sbatch"
-UPDATE = "VIBESYS_UPDATE_GOLDEN=1 .venv/bin/pytest tests/adapters/test_slurm_script.py"
 ROOT = PurePosixPath("/shared/vibesys")
 
 ARG = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=20)
@@ -62,23 +60,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_render_sbatch_matches_the_golden_file(case: str) -> None:
-    rendered = render_sbatch(CASES[case])
-    path = GOLDEN / f"{case}.sh"
-    if os.environ.get("VIBESYS_UPDATE_GOLDEN") == "1":
-        path.write_text(rendered, encoding="utf-8")
-    expected = path.read_text(encoding="utf-8") if path.exists() else ""
-    if rendered != expected:
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(keepends=True),
-                rendered.splitlines(keepends=True),
-                f"{path.name} (golden)",
-                f"{path.name} (rendered)",
-            )
-        )
-        pytest.fail(
-            f"{path} differs from the rendering:\n{diff}\nIf intended, regenerate: {UPDATE}"
-        )
+    assert_matches_golden(GOLDEN / f"{case}.sh", render_sbatch(CASES[case]))
 
 
 def test_there_is_no_stale_golden_file() -> None:
@@ -244,8 +226,15 @@ def check_batch_run(
     assert returncode == exit_with
     assert (run_dir / EXIT_CODE_FILE).read_text() == f"{exit_with}\n"
     assert not (run_dir / f"{EXIT_CODE_FILE}.tmp").exists()
-    started = (run_dir / STARTED_FILE).read_text().splitlines()
-    assert [line.split("=", 1)[0] for line in started] == ["host", "started_at", "slurm_job_id"]
+    claim = (run_dir / CLAIM_FILE).read_text().splitlines()
+    assert [line.split("=", 1)[0] for line in claim] == [
+        "kind",
+        "host",
+        "started_at",
+        "slurm_job_id",
+    ]
+    assert claim[0] == "kind=job"
+    assert not list(run_dir.glob("claim.*.tmp")), "the temporary claim is removed"
 
 
 @pytest.mark.parametrize(("signal_name", "code"), [("KILL", 137), ("TERM", 143)])
@@ -289,7 +278,7 @@ def check_srun_run(run_dir: Path, args: list[str]) -> None:
     assert result.returncode == 0, result.evidence()
     assert result.stdout.split("\0")[:-1] == args
     assert (run_dir / EXIT_CODE_FILE).read_text() == "0\n"
-    assert (run_dir / STARTED_FILE).exists()
+    assert (run_dir / CLAIM_FILE).read_text().startswith("kind=job\n")
 
 
 def test_the_srun_wrapper_keeps_the_command_status(tmp_path: Path) -> None:
@@ -304,3 +293,60 @@ def test_the_srun_wrapper_keeps_the_command_status(tmp_path: Path) -> None:
     result = LocalTransport().run(argv[argv.index("bash") :], timeout=10)
     assert result.returncode == 137
     assert (run_dir / EXIT_CODE_FILE).read_text() == "137\n"
+
+
+@pytest.mark.parametrize("holder", ["kind=fence\nby=engine\n", "kind=job\nslurm_job_id=7\n"])
+def test_a_claimed_attempt_runs_nothing_in_a_batch_job(holder: str, tmp_path: Path) -> None:
+    """The fence (or a duplicate job's claim) wins: the command never starts, and the job
+    leaves `refused` with the holder's claim and exits 85."""
+    run_dir = tmp_path
+    (run_dir / CLAIM_FILE).write_text(holder)
+    witness = run_dir / "ran"
+    spec = SlurmJobSpec(
+        job_name="fenced",
+        command=("touch", str(witness)),
+        run_dir=PurePosixPath(run_dir),
+        time_minutes=1,
+    )
+    script = run_dir / "job.sbatch"
+    script.write_text(render_sbatch(spec), encoding="utf-8")
+    result = subprocess.run(["bash", str(script)], capture_output=True, check=False)
+    assert result.returncode == REFUSED_EXIT == 85
+    assert not witness.exists(), "the command must not run"
+    assert not (run_dir / EXIT_CODE_FILE).exists()
+    assert (run_dir / CLAIM_FILE).read_text() == holder, "the holder's claim is untouched"
+    assert holder in (run_dir / "refused").read_text()
+
+
+def test_a_claimed_attempt_runs_nothing_under_srun(tmp_path: Path) -> None:
+    run_dir = tmp_path
+    (run_dir / CLAIM_FILE).write_text("kind=fence\nby=engine\n")
+    witness = run_dir / "ran"
+    spec = SlurmJobSpec(
+        job_name="j",
+        command=("touch", str(witness)),
+        run_dir=PurePosixPath(run_dir),
+        time_minutes=1,
+    )
+    argv = srun_argv(spec)
+    result = LocalTransport().run(argv[argv.index("bash") :], timeout=10)
+    assert result.returncode == 85
+    assert not witness.exists()
+
+
+def test_of_two_wrappers_racing_for_one_attempt_exactly_one_runs(tmp_path: Path) -> None:
+    """link(2) decides: started together, eight copies of one attempt run its command once."""
+    run_dir = tmp_path
+    counter = run_dir / "counter"
+    spec = SlurmJobSpec(
+        job_name="race",
+        command=("sh", "-c", f"echo ran >> {counter}"),
+        run_dir=PurePosixPath(run_dir),
+        time_minutes=1,
+    )
+    script = run_dir / "job.sbatch"
+    script.write_text(render_sbatch(spec), encoding="utf-8")
+    copies = [subprocess.Popen(["bash", str(script)]) for _ in range(8)]
+    codes = sorted(p.wait(timeout=30) for p in copies)
+    assert codes == [0] + [REFUSED_EXIT] * 7
+    assert counter.read_text() == "ran\n"

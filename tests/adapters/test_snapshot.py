@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -20,24 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from vibesys.adapters.snapshot import (
-    DEFAULT_EXCLUSIONS,
-    MARKER,
+from vibesys.adapters.staging import (
     VERIFY_MISMATCH_EXIT,
-    CandidateError,
-    EntryKind,
-    ExclusionReason,
-    Manifest,
-    ManifestEntry,
     SnapshotMismatch,
-    SnapshotPolicy,
     StageOutcome,
     StagingFailed,
-    _remote,
-    build_manifest,
-    compute_digest,
     copy_command,
-    render_manifest_text,
     snapshot_path,
     stage,
     verify_command,
@@ -46,6 +35,20 @@ from vibesys.adapters.snapshot import (
 from vibesys.adapters.transports import CommandResult, LocalTransport, Runner, shell_join
 from vibesys.adapters.transports.base import Sink
 from vibesys.errors import BackendUnavailable, UsageError
+from vibesys.snapshot import (
+    DEFAULT_EXCLUSIONS,
+    MARKER,
+    CandidateError,
+    EntryKind,
+    ExclusionReason,
+    Manifest,
+    ManifestEntry,
+    SnapshotPolicy,
+    _remote,
+    build_manifest,
+    compute_digest,
+    render_manifest_text,
+)
 
 #: A policy that leaves nothing out (but structural rules): the verifier has no exclusions.
 EVERYTHING = SnapshotPolicy(include=("*",), allow_external_symlinks=True)
@@ -327,11 +330,76 @@ def test_a_candidate_must_be_a_readable_directory(tmp_path: Path) -> None:
         build_manifest(tmp_path / "file")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
-def test_an_unreadable_file_fails_loudly(tmp_path: Path) -> None:
-    write(tmp_path, "secret.py", mode=0o000)
-    with pytest.raises(CandidateError, match=r"secret\.py"):
-        build_manifest(tmp_path)
+#: Builds a manifest in a fresh interpreter and prints what happened as JSON. The modules come
+#: as arguments so that this follows the code wherever it lives.
+MANIFEST_AS_ANOTHER_USER = """
+import importlib, json, os, sys
+build_manifest = getattr(importlib.import_module(sys.argv[1]), "build_manifest")
+CandidateError = getattr(importlib.import_module(sys.argv[2]), "CandidateError")
+try:
+    result = {"paths": [entry.path for entry in build_manifest(sys.argv[3]).entries]}
+except CandidateError as error:
+    result = {"error": str(error)}
+print(json.dumps({"euid": os.geteuid(), **result}))
+"""
+
+
+def throwaway_id() -> int:
+    """A uid (and the same gid) that names no user or group on this machine."""
+    import grp
+    import pwd
+
+    taken = {user.pw_uid for user in pwd.getpwall()} | {group.gr_gid for group in grp.getgrall()}
+    return next(n for n in range(61000, 65000) if n not in taken)
+
+
+def manifest_as_unprivileged_user(root: Path) -> dict[str, Any]:
+    """build_manifest(root) run as a user who is not root: as ourselves when we are not root,
+    else (CI runs as root, who reads every file) as a throwaway uid with no groups."""
+    argv = [
+        sys.executable,
+        "-c",
+        MANIFEST_AS_ANOTHER_USER,
+        build_manifest.__module__,
+        CandidateError.__module__,
+        str(root),
+    ]
+    if os.geteuid() == 0:
+        ident = throwaway_id()
+        argv = ["setpriv", f"--reuid={ident}", f"--regid={ident}", "--clear-groups", *argv]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, check=False, cwd=root, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    assert result.pop("euid") != 0
+    return result
+
+
+@pytest.fixture
+def world_readable_tmp() -> Iterator[Path]:
+    # pytest's tmp_path lies under a 0700 directory of root's that another user cannot enter.
+    directory = Path(tempfile.mkdtemp(prefix="vibesys-unreadable-"))
+    directory.chmod(0o755)
+    yield directory
+    shutil.rmtree(directory)
+
+
+def test_an_unreadable_file_fails_loudly(world_readable_tmp: Path) -> None:
+    root = world_readable_tmp / "candidate"
+    for directory in (root, root / "pkg"):
+        directory.mkdir()
+        directory.chmod(0o755)
+    write(root, "ok.py")
+    secret = write(root, "pkg/secret.py", mode=0o644)
+    # The same user reads the whole tree while every file is readable...
+    assert manifest_as_unprivileged_user(root) == {"paths": ["ok.py", "pkg", "pkg/secret.py"]}
+    # ... and is told which file it cannot read, instead of a snapshot without it.
+    secret.chmod(0o000)
+    result = manifest_as_unprivileged_user(root)
+    assert set(result) == {"error"}, result
+    assert "pkg/secret.py" in result["error"]
 
 
 def test_the_top_directory_may_be_a_symlink(tmp_path: Path, candidate: Path) -> None:
@@ -385,8 +453,22 @@ def test_same_tree_same_digest_whatever_the_order_times_and_other_permission_bit
         # group/other bits differ: only the owner-execute bit is part of a snapshot
         write(second, relative, data, 0o700 if mode == 0o755 else 0o600)
     os.utime(second / "z.py", (0, 0))
-    assert build_manifest(first).digest == build_manifest(second).digest
-    assert build_manifest(first).digest == build_manifest(first).digest
+
+    # The digest both trees must have, from the documented encoding (sorted paths; directories
+    # 040755, files 100644 or 100755 by the owner-execute bit; a directory's hash is empty).
+    def record(path: str, mode: str, data: bytes) -> bytes:
+        return f"{path}\0{mode}\0{hashlib.sha256(data).hexdigest()}\0".encode()
+
+    expected = hashlib.sha256(
+        b"vibesys-snapshot-v1\0"
+        + record("a", "040755", b"")
+        + record("a/b.py", "100755", b"b")
+        + record("a/c", "040755", b"")
+        + record("a/c/d.txt", "100644", b"")
+        + record("z.py", "100644", b"z")
+    ).hexdigest()
+    assert build_manifest(first).digest == expected
+    assert build_manifest(second).digest == expected
 
 
 def _mutations() -> dict[str, Any]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.hang_guard import hang_guard, process_is_gone, wait_until
 from vibesys.adapters.transports import (
     CommandResult,
     LocalTransport,
@@ -20,7 +21,7 @@ from vibesys.adapters.transports import (
     shell_join,
 )
 from vibesys.config import LocalTransportConfig
-from vibesys.errors import BackendUnavailable, UsageError
+from vibesys.errors import BackendMisconfigured, BackendUnavailable, UsageError
 
 #: Arguments as a person might type them: any text except NUL (no command line carries it)
 #: and lone surrogates (not encodable as a file-system argument).
@@ -93,35 +94,51 @@ def test_shell_command_prefix_runs_the_command() -> None:
     ]
 
 
-def test_a_missing_shell_is_unavailable_and_proves_nothing_ran() -> None:
+def test_a_missing_shell_is_a_misconfiguration_and_proves_nothing_ran() -> None:
     transport = LocalTransport(["/nonexistent/vibesys-shell", "-c"])
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(BackendMisconfigured) as caught:
         transport.run(["sbatch", "x"], maybe_effect=True)
     assert caught.value.maybe_submitted is False
-    assert caught.value.retryable is True
-    assert "not found" in str(caught.value)
+    assert caught.value.retryable is False
+    assert "cannot execute /nonexistent/vibesys-shell" in str(caught.value)
+    assert "install the program" in caught.value.fix
 
 
-def test_a_non_executable_shell_is_unavailable(tmp_path: os.PathLike[str]) -> None:
+def test_a_non_executable_shell_is_a_misconfiguration(tmp_path: os.PathLike[str]) -> None:
     shell = os.path.join(tmp_path, "shell")
     with open(shell, "w", encoding="utf-8") as handle:
         handle.write("#!/bin/sh\n")
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(BackendMisconfigured) as caught:
         LocalTransport([shell, "-c"]).run(["true"], maybe_effect=True)
+    assert caught.value.maybe_submitted is False and caught.value.retryable is False
+
+
+def test_an_argument_list_too_long_is_a_misconfiguration() -> None:
+    """E2BIG from exec: nothing ran, and the same command fails the same way again."""
+    huge = "x" * (8 * 1024 * 1024)
+    with pytest.raises(BackendMisconfigured) as caught:
+        LocalTransport().run(["echo", huge], maybe_effect=True)
     assert caught.value.maybe_submitted is False
+    assert "too long" in caught.value.fix
 
 
 @pytest.mark.parametrize("maybe_effect", [True, False])
 def test_a_timeout_kills_the_whole_group_and_says_whether_it_may_have_acted(
-    maybe_effect: bool,
+    maybe_effect: bool, tmp_path: Path
 ) -> None:
-    # The background sleep holds stdout open: killing only the shell would hang for 30 s.
-    started = time.monotonic()
-    with pytest.raises(BackendUnavailable) as caught:
+    # The background sleep holds stdout open: killing only the shell would leave it running
+    # and hang the call until it ended.
+    pid_file = tmp_path / "sleep.pid"
+    with (
+        hang_guard(60, "a run whose group survived its timeout"),
+        pytest.raises(BackendUnavailable) as caught,
+    ):
         LocalTransport().run(
-            ["bash", "-c", "sleep 30 & echo started; wait"], timeout=0.5, maybe_effect=maybe_effect
+            ["bash", "-c", f"sleep 600 & echo $! > {pid_file}; echo started; wait"],
+            timeout=0.5,
+            maybe_effect=maybe_effect,
         )
-    assert time.monotonic() - started < 10
+    wait_until(lambda: process_is_gone(int(pid_file.read_text())), 30, "the background sleep's end")
     assert caught.value.maybe_submitted is maybe_effect
     assert "no answer within 0.5 s" in str(caught.value)
 
@@ -142,8 +159,8 @@ def test_popen_streams_in_its_own_session() -> None:
             process.stdout.close()
 
 
-def test_popen_of_a_missing_shell_is_unavailable() -> None:
-    with pytest.raises(BackendUnavailable):
+def test_popen_of_a_missing_shell_is_a_misconfiguration() -> None:
+    with pytest.raises(BackendMisconfigured):
         LocalTransport(["/nonexistent/vibesys-shell"]).popen(["srun", "true"])
 
 
@@ -173,9 +190,15 @@ def test_map_transport_errors_translates_os_errors() -> None:
         pytest.raises(BackendUnavailable) as caught,
         map_transport_errors("squeue", maybe_effect=True),
     ):
+        raise BrokenPipeError(32, "Broken pipe")
+    assert caught.value.maybe_submitted is True and caught.value.retryable is True
+    assert str(caught.value) == "squeue: Broken pipe"
+    with (
+        pytest.raises(BackendMisconfigured) as refused,
+        map_transport_errors("squeue", maybe_effect=True),
+    ):
         raise PermissionError(13, "Permission denied")
-    assert caught.value.maybe_submitted is True
-    assert str(caught.value) == "squeue: Permission denied"
+    assert refused.value.maybe_submitted is False and refused.value.retryable is False
     with pytest.raises(ValueError), map_transport_errors("squeue"):
         raise ValueError("not ours to translate")
 

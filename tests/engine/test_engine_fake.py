@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from vibesys.adapters.base import RemoteState, RemoteStatus
+from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
+from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendUnavailable, SubmitRejected
 from vibesys.journal_schema import Journal
-from vibesys.states import FailureClass, JobState, Outcome, SubmitIntended
+from vibesys.states import FailureClass, JobState, Outcome, SubmitDispatched, SubmitIntended
 
 S = RemoteState
 
@@ -38,6 +39,7 @@ def test_completed_goes_through_every_state(journal: Journal, tmp_path: Path) ->
     assert inv.state is JobState.DONE and inv.outcome is Outcome.COMPLETED  # type: ignore[attr-defined]
     assert [(h.from_state, h.to_state) for h in journal.history(inv.id)] == [  # type: ignore[attr-defined]
         (JobState.PREPARED, JobState.SUBMITTING),
+        (JobState.SUBMITTING, JobState.SUBMITTING),
         (JobState.SUBMITTING, JobState.RUNNING),
         (JobState.RUNNING, JobState.COLLECTING),
         (JobState.COLLECTING, JobState.DONE),
@@ -128,8 +130,15 @@ def test_ambiguous_submit_that_went_through_is_adopted_not_resubmitted(
     inv = run_to_end(make_engine(journal, fake), tmp_path)
     assert inv.outcome is Outcome.COMPLETED  # type: ignore[attr-defined]
     assert len(fake.submits()) == 1
-    submitted = journal.history(inv.id)[1]  # type: ignore[attr-defined]
-    assert submitted.event == "Submitted" and "found by name" in submitted.evidence["observation"]
+    history = journal.history(inv.id)  # type: ignore[attr-defined]
+    assert [h.event for h in history][:4] == [
+        "SubmitIntended",
+        "SubmitDispatched",
+        "OutcomeUnknown",
+        "Submitted",
+    ]
+    assert "found by name" in history[3].evidence["observation"]
+    assert journal.attempts(inv.id)[0].job_id == "1000"  # type: ignore[attr-defined]
 
 
 def test_ambiguous_submit_with_no_answer_is_unresolved(journal: Journal, tmp_path: Path) -> None:
@@ -140,7 +149,8 @@ def test_ambiguous_submit_with_no_answer_is_unresolved(journal: Journal, tmp_pat
     fake.status_error = BackendUnavailable("slurmctld not responding")
     inv = run_to_end(make_engine(journal, fake), tmp_path)
     assert inv.state is JobState.UNRESOLVED  # type: ignore[attr-defined]
-    assert "slurmctld not responding" in journal.history(inv.id)[-1].evidence["observation"]  # type: ignore[attr-defined]
+    assert "sbatch timed out" in journal.history(inv.id)[-1].evidence["observation"]  # type: ignore[attr-defined]
+    assert "fence" not in [kind for kind, _ in fake.calls], "nothing is fenced on silence"
     # Later the scheduler answers: reconcile finds the job and finishes, still one submit.
     fake.status_error = None
     rows = reconcile(make_engine(journal, fake))
@@ -246,7 +256,8 @@ def test_unreachable_past_the_deadline_is_unresolved_then_reconciled(
     inv = drive(engine, inv, DriveOptions(detach=True))
     fake.status_error = BackendUnavailable("ssh: connection refused")
     assert journal.acquire_lease(inv.id, engine.owner, timedelta(seconds=30))
-    inv = drive(engine, inv, DriveOptions(unreachable_seconds=0.2))
+    engine.patience = timedelta(seconds=0.2)
+    inv = drive(engine, inv, DriveOptions())
     assert inv.state is JobState.UNRESOLVED
     assert "connection refused" in journal.history(inv.id)[-1].evidence["observation"]
     fake.status_error = None  # the cluster is back: a later reconcile finishes the job
@@ -261,8 +272,10 @@ def test_a_job_still_starting_after_a_crash_is_waited_for(journal: Journal, tmp_
     fake = FakeBackend([FakeAttempt((S.COMPLETED,))])
     engine = make_engine(journal, fake)
     inv = engine.prepare(adapter="fake", command=["x"], run_root=tmp_path)
-    inv = engine.journal.commit_transition(inv, SubmitIntended(1, f"vibesys-{inv.id}-1"))[0]
-    starting = RemoteStatus(f"vibesys-{inv.id}-1", None, S.PENDING, observation="starting")
+    name = f"vibesys-{inv.id}-1"
+    inv = engine.journal.commit_transition(inv, SubmitIntended(1, name))[0]
+    inv = engine.journal.commit_transition(inv, SubmitDispatched(1, name))[0]
+    starting = Seen(Sight.STARTING, "launched, not yet claimed")
     survivor = make_engine(journal, fake)
     assert survivor.advance(inv, starting).state is JobState.SUBMITTING
-    assert fake.submits() == []
+    assert fake.submits() == [] and "fence" not in [kind for kind, _ in fake.calls]

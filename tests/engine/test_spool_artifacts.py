@@ -10,7 +10,7 @@ import pytest
 
 from tests.faults import Crash, crash_at, recover
 from vibesys.adapters.base import RemoteState
-from vibesys.adapters.fake import FakeAttempt, FakeBackend
+from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.journal_schema import ArtifactState, Journal, open_journal
 from vibesys.states import JobState, Outcome
@@ -23,8 +23,9 @@ def engine_for(journal: Journal, fake: FakeBackend) -> Engine:
     return Engine(journal, lambda name, options: fake, retry=policy, owner="host:1:1")  # type: ignore[arg-type,return-value]
 
 
-def running(engine: Engine, tmp_path: Path, **options: object) -> str:
-    inv = engine.prepare(adapter="fake", command=["x"], options=dict(options), run_root=tmp_path)
+def running(engine: Engine, tmp_path: Path, artifacts: tuple[str, ...] = ()) -> str:
+    request = FakeRequest(artifacts=artifacts)
+    inv = engine.prepare(adapter="fake", command=["x"], request=request, run_root=tmp_path)
     return drive(engine, inv, DriveOptions(detach=True)).id
 
 
@@ -74,7 +75,10 @@ def test_artifacts_verified_missing_and_mismatched(journal: Journal, tmp_path: P
     engine = engine_for(journal, fake)
     patterns = ["results/*.json", "model.bin", "nothing-*.txt"]
     inv = engine.prepare(
-        adapter="fake", command=["x"], options={"artifacts": patterns}, run_root=tmp_path
+        adapter="fake",
+        command=["x"],
+        request=FakeRequest(artifacts=tuple(patterns)),
+        run_root=tmp_path,
     )
     name = f"vibesys-{inv.id}-1"
     good = b'{"accuracy": 0.93}'
@@ -103,7 +107,7 @@ def test_collection_resumes_without_downloading_verified_files_again(
     fake = FakeBackend([FakeAttempt((S.RUNNING, S.COMPLETED))])
     engine = engine_for(open_journal(path), fake)
     inv = engine.prepare(
-        adapter="fake", command=["x"], options={"artifacts": ["*.txt"]}, run_root=tmp_path
+        adapter="fake", command=["x"], request=FakeRequest(artifacts=("*.txt",)), run_root=tmp_path
     )
     fake.files[f"vibesys-{inv.id}-1"] = {"a.txt": b"a", "b.txt": b"b", "c.txt": b"c"}
     crash_at(monkeypatch, point)

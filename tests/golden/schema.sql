@@ -6,30 +6,6 @@ CREATE TABLE "_sqlite_migrations" (
 );
 CREATE UNIQUE INDEX "idx__sqlite_migrations_migration_set_name"
     ON "_sqlite_migrations" ("migration_set", "name");
-CREATE TABLE "invocations" (
-   "id" TEXT PRIMARY KEY,
-   "label" TEXT,
-   "adapter" TEXT NOT NULL,
-   "command" TEXT NOT NULL,
-   "options" TEXT NOT NULL DEFAULT '{}',
-   "state" TEXT NOT NULL,
-   "version" INTEGER NOT NULL,
-   "attempt" INTEGER NOT NULL DEFAULT 0,
-   "max_retries" INTEGER NOT NULL,
-   "retries" INTEGER NOT NULL DEFAULT 0,
-   "outcome" TEXT,
-   "exit_code" INTEGER,
-   "failure_class" TEXT,
-   "cancel_requested" INTEGER NOT NULL DEFAULT 0,
-   "not_before" TEXT,
-   "run_dir" TEXT NOT NULL,
-   "created_at" TEXT NOT NULL,
-   "updated_at" TEXT NOT NULL,
-   "lease_owner" TEXT,
-   "lease_expires_at" TEXT
-, "snapshot_digest" TEXT);
-CREATE INDEX "idx_invocations_state"
-    ON "invocations" ("state");
 CREATE TABLE "attempts" (
    "invocation_id" TEXT REFERENCES "invocations"("id"),
    "attempt" INTEGER,
@@ -37,7 +13,7 @@ CREATE TABLE "attempts" (
    "job_id" TEXT,
    "failure_class" TEXT,
    "intended_at" TEXT NOT NULL,
-   "submitted_at" TEXT,
+   "submitted_at" TEXT, "dispatched_at" TEXT, "fence_intended_at" TEXT, "claim" TEXT, "provenance" TEXT,
    PRIMARY KEY ("invocation_id", "attempt")
 );
 CREATE UNIQUE INDEX "idx_attempts_job_name"
@@ -74,3 +50,30 @@ CREATE TABLE "artifacts" (
    "updated_at" TEXT NOT NULL,
    PRIMARY KEY ("invocation_id", "attempt", "path")
 );
+CREATE TABLE "invocations" (
+   "id" TEXT PRIMARY KEY,
+   "label" TEXT,
+   "adapter" TEXT NOT NULL,
+   "command" TEXT NOT NULL,
+   "state" TEXT NOT NULL,
+   "version" INTEGER NOT NULL,
+   "attempt" INTEGER NOT NULL DEFAULT '0',
+   "max_retries" INTEGER NOT NULL,
+   "retries" INTEGER NOT NULL DEFAULT '0',
+   "outcome" TEXT,
+   "exit_code" INTEGER,
+   "failure_class" TEXT,
+   "cancel_requested" INTEGER NOT NULL DEFAULT '0',
+   "not_before" TEXT,
+   "run_dir" TEXT NOT NULL,
+   "created_at" TEXT NOT NULL,
+   "updated_at" TEXT NOT NULL,
+   "lease_owner" TEXT,
+   "lease_expires_at" TEXT,
+   "request" TEXT NOT NULL,
+   "request_version" INTEGER,
+   "cwd" TEXT,
+   "env_file" TEXT
+);
+CREATE INDEX "idx_invocations_state"
+    ON "invocations" ("state");

@@ -21,7 +21,7 @@ def create(journal: Journal, invocation_id: str, **overrides: object) -> Invocat
     fields: dict[str, object] = {
         "adapter": "local",
         "command": ["python", "-c", "print('hi')"],
-        "options": {"gpus": 0},
+        "request": {"artifacts": ["out.json"]},
         "label": None,
         "max_retries": 2,
         "run_dir": f"/runs/{invocation_id}",

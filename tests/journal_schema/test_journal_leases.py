@@ -163,3 +163,44 @@ def test_a_live_owner_on_this_host_keeps_its_lease_past_expiry(
         clock.tick(TTL.total_seconds() * 10)
         assert not journal.acquire_lease(inv.id, "otherhost:1:1", TTL)
         assert not lease_free(me, iso(NOW), "otherhost:1:1", NOW + TTL * 10)
+
+
+def test_a_bulk_acquire_takes_only_the_free_leases(
+    journal: Journal, new_invocation: NewInvocation, dead_identity: str
+) -> None:
+    """One reconcile round takes, in one transaction, every lease nobody else may hold."""
+    for ident in ("inv-free", "inv-mine", "inv-alice", "inv-dead", "inv-live", "inv-expired"):
+        new_invocation(ident)
+    me = proc.self_identity()
+    with freeze_time(START) as clock:
+        assert journal.acquire_lease("inv-mine", BOB, TTL)
+        assert journal.acquire_lease("inv-alice", ALICE, TTL)
+        assert journal.acquire_lease("inv-dead", dead_identity, timedelta(hours=1))
+        assert journal.acquire_lease("inv-live", me, TTL)
+        assert journal.acquire_lease("inv-expired", ALICE, timedelta(seconds=5))
+        clock.tick(10)
+        now = datetime.now(UTC)
+        ids = ["inv-free", "inv-mine", "inv-alice", "inv-dead", "inv-live", "inv-expired"]
+        taken = journal.acquire_leases(ids, BOB, TTL)
+        assert taken == {"inv-free", "inv-mine", "inv-dead", "inv-expired"}
+        for ident in sorted(taken):
+            assert _lease(journal, ident) == (BOB, iso(now + TTL)), ident
+        assert _lease(journal, "inv-alice")[0] == ALICE
+        assert _lease(journal, "inv-live")[0] == me
+        # What was taken in bulk holds like any lease: refused to others until it expires.
+        assert journal.acquire_leases(ids, ALICE, TTL) == {"inv-alice"}
+        clock.tick(TTL.total_seconds())
+        assert journal.acquire_leases(["inv-free"], ALICE, TTL) == {"inv-free"}
+
+
+def test_a_bulk_release_drops_only_the_callers_leases(
+    journal: Journal, new_invocation: NewInvocation
+) -> None:
+    for ident in ("inv-a", "inv-b"):
+        new_invocation(ident)
+    with freeze_time(START):
+        assert journal.acquire_leases(["inv-a"], ALICE, TTL) == {"inv-a"}
+        assert journal.acquire_leases(["inv-b"], BOB, TTL) == {"inv-b"}
+        journal.release_leases(["inv-a", "inv-b"], BOB)
+        assert _lease(journal, "inv-a")[0] == ALICE
+        assert _lease(journal, "inv-b") == (None, None)

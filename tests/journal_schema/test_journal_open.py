@@ -4,6 +4,7 @@ and in every refused case leaves the file exactly as it was."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from vibesys.errors import JournalOnNetworkFS, JournalTooNew, NotAJournal, UsageError
 from vibesys.journal_schema import open_journal
-from vibesys.journal_schema import store as store_module
+from vibesys.journal_schema import opening as store_module
 
 Snapshot = tuple[bytes, list[str]]
 
@@ -199,7 +200,17 @@ def test_filesystem_type_reads_proc_mounts(
     assert store_module.filesystem_type(Path(directory)) == fs_type
 
 
-def test_filesystem_type_of_a_real_directory(tmp_path: Path) -> None:
-    if not Path("/proc/mounts").exists():
-        pytest.skip("no /proc/mounts here")
-    assert store_module.filesystem_type(tmp_path)
+@pytest.mark.parametrize("where", ["tmp", "/proc/self", "/"])
+def test_filesystem_type_of_a_real_directory_agrees_with_findmnt(
+    tmp_path: Path, where: str
+) -> None:
+    directory = tmp_path if where == "tmp" else Path(where)
+    # util-linux's findmnt reads the mount table on its own: an oracle independent of ours.
+    findmnt = subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "--target", str(directory.resolve())],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    assert store_module.filesystem_type(directory) == findmnt.stdout.strip()

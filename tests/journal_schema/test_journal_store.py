@@ -28,6 +28,7 @@ from vibesys.states import (
     Rejected,
     RetryBudgetSpent,
     Submit,
+    SubmitDispatched,
     SubmitIntended,
     Submitted,
 )
@@ -47,7 +48,7 @@ def test_a_new_invocation_is_prepared(journal: Journal, new_invocation: NewInvoc
     assert (inv.state, inv.version, inv.attempt, inv.retries) == (S.PREPARED, 0, 0, 0)
     assert (inv.outcome, inv.exit_code, inv.failure_class) == (None, None, None)
     assert inv.command == ["echo", "a b"]
-    assert inv.options == {"gpus": 0}
+    assert inv.request == {"artifacts": ["out.json"]}
     assert inv.label == "nightly"
     assert inv.created_at == inv.updated_at == iso(T0)
     assert (inv.lease_owner, inv.lease_expires_at) == (None, None)
@@ -63,10 +64,18 @@ def test_a_transition_is_recorded_with_its_evidence(
     after, decision = journal.commit_transition(
         inv, SubmitIntended(1, job_name("inv-tx", 1)), now=moment
     )
-    assert decision.effects == (Submit(1, job_name("inv-tx", 1)),)
+    assert decision.effects == ()
     assert (after.state, after.version, after.attempt) == (S.SUBMITTING, 1, 1)
+    assert (after.job_name, after.dispatched, after.job_id) == ("vibesys-inv-tx-1", False, None)
     assert after.updated_at == iso(moment)
-    [row] = journal.history("inv-tx")
+    dispatched, decision = journal.commit_transition(
+        after, SubmitDispatched(1, job_name("inv-tx", 1)), now=moment
+    )
+    assert decision.effects == (Submit(1, job_name("inv-tx", 1)),)
+    assert (dispatched.state, dispatched.version, dispatched.dispatched) == (S.SUBMITTING, 2, True)
+    assert journal.get("inv-tx") == dispatched
+    assert journal.attempts("inv-tx")[0].dispatched_at == iso(moment)
+    row = journal.history("inv-tx")[0]
     assert (row.seq, row.from_state, row.to_state, row.event) == (
         1,
         S.PREPARED,
@@ -307,7 +316,11 @@ def test_show_json_has_the_contracted_keys(
             "job_id": "1",
             "failure_class": "COMPLETED",
             "intended_at": iso(T0 + timedelta(seconds=1)),
+            "dispatched_at": None,
             "submitted_at": iso(T0 + timedelta(seconds=2)),
+            "fence_intended_at": None,
+            "claim": None,
+            "provenance": {},
         }
     ]
     assert [(h["seq"], h["from"], h["to"], h["event"]) for h in shown["history"]] == [

@@ -64,4 +64,4 @@ def test_after_needs_a_submitted_sbatch_invocation(tmp_path: Path, slurm_toml: P
     refused = cli(*run_args("sbatch", slurm_toml, "--after", inv), "true", cwd=tmp_path)
     assert refused.returncode == 2 and "not an sbatch invocation" in refused.stderr
     srun = cli(*run_args("srun", slurm_toml, "--after", inv), "true", cwd=tmp_path)
-    assert srun.returncode == 2 and "--after needs --adapter sbatch" in srun.stderr
+    assert srun.returncode == 2 and "--after is not an option of the srun adapter" in srun.stderr

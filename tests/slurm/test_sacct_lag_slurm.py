@@ -9,7 +9,7 @@ observed within ~5 s into UNRESOLVED (exit 4) on the real cluster.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -45,6 +45,7 @@ class ScriptedSlurm:
         input: bytes | None = None,
         timeout: float | None = None,
         maybe_effect: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         self.calls.append(argv[0])
         return CommandResult(0, self.answers[argv[0]], "", tuple(argv))

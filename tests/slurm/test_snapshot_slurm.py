@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from tests.slurm.helpers import cli, run_args, settled_sacct, show
-from vibesys.adapters import get_backend
 from vibesys.adapters.slurm import sbatch as sbatch_module
-from vibesys.adapters.snapshot import build_manifest
+from vibesys.adapters.slurm.request import CandidateSpec, SbatchRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive
 from vibesys.journal_schema import open_journal
+from vibesys.snapshot import build_manifest
 from vibesys.states import FailureClass, Outcome
 
 pytestmark = pytest.mark.slurm
@@ -43,16 +43,14 @@ def test_job_runs_the_recorded_snapshot(tmp_path: Path, slurm_toml: Path) -> Non
 
 def prepare_candidate_run(tmp_path: Path, slurm_toml: Path, cand: Path) -> tuple[Engine, Any]:
     """An sbatch invocation of `python3 src/main.py` in a snapshot of `cand`, PREPARED."""
-    engine = Engine(open_journal(tmp_path / "j.db"), get_backend, retry=RetryPolicy(2, 0.5))
-    options = {
-        "site_config": str(slurm_toml),
-        "gpus": 0,
-        "time_minutes": 5,
-        "partitions": ["main"],
-        "candidate": str(cand),
-        "snapshot_digest": build_manifest(cand).digest,
-    }
-    inv = engine.prepare(adapter="sbatch", command=["python3", "src/main.py"], options=options)
+    engine = Engine(open_journal(tmp_path / "j.db"), retry=RetryPolicy(2, 0.5))
+    request = SbatchRequest(
+        site_config=str(slurm_toml),
+        time_minutes=5,
+        partitions=("main",),
+        candidate=CandidateSpec(path=str(cand), digest=build_manifest(cand).digest),
+    )
+    inv = engine.prepare(adapter="sbatch", command=["python3", "src/main.py"], request=request)
     return engine, inv
 
 
@@ -70,8 +68,10 @@ def test_candidate_changed_after_prepare_is_refused(
     journal = engine.journal
     monkeypatch.setattr(sbatch_module, "build_manifest", edit_then_build)
     final = drive(engine, inv, DriveOptions())
-    assert final.outcome is Outcome.REJECTED
-    assert "changed since it was recorded" in journal.history(inv.id)[-1].evidence["reason"]
+    # Running other code than recorded is never done; a person must run it again.
+    assert final.outcome is Outcome.MISCONFIGURED
+    last = journal.history(inv.id)[-1].evidence
+    assert "changed since it was recorded" in last["reason"] and "run again" in last["fix"]
 
 
 def test_tampered_snapshot_never_runs_and_is_replaced(

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.slurm.helpers import LOCAL_SLURM, cli, run_args, show
-from vibesys.adapters import get_backend
+from vibesys.adapters.slurm.request import SbatchRequest
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.engine import DriveOptions, Engine, drive
 from vibesys.journal_schema import ArtifactState, open_journal
@@ -216,16 +216,12 @@ def test_tampered_artifact_download_is_detected(
 
     monkeypatch.setattr(SlurmScheduler, "fetch_artifact", corrupted)
     journal = open_journal(tmp_path / "j.db")
-    engine = Engine(journal, get_backend)
-    options = {
-        "site_config": str(ssh_toml),
-        "gpus": 0,
-        "time_minutes": 5,
-        "partitions": ["main"],
-        "artifacts": ["result.txt"],
-    }
+    engine = Engine(journal)
+    request = SbatchRequest(
+        site_config=str(ssh_toml), time_minutes=5, partitions=("main",), artifacts=("result.txt",)
+    )
     inv = engine.prepare(
-        adapter="sbatch", command=["sh", "-c", "echo 42 > result.txt"], options=options
+        adapter="sbatch", command=["sh", "-c", "echo 42 > result.txt"], request=request
     )
     final = drive(engine, inv, DriveOptions())
     assert final.outcome is Outcome.COMPLETED

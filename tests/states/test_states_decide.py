@@ -19,10 +19,13 @@ from vibesys.states import (
     Collected,
     Decision,
     FailureClass,
+    Fence,
+    FenceIntended,
     Finish,
     Finished,
     InfraFailed,
     JobState,
+    Misconfigured,
     Outcome,
     OutcomeUnknown,
     Poll,
@@ -31,6 +34,7 @@ from vibesys.states import (
     RetryBudgetSpent,
     ScheduleRetry,
     Submit,
+    SubmitDispatched,
     SubmitIntended,
     Submitted,
     decide,
@@ -42,9 +46,28 @@ from vibesys.states.machine import NEXT
 CANCELLABLE = sorted({s for (s, t) in EXPECTED if t == "Cancelled"})
 MATRIX = [(state, cls.__name__) for state in JobState for cls in EVENT_TYPES]
 
+#: The effect each event authorizes once committed, by hand (None: the intent alone, which
+#: sends nothing; the dispatch that follows it authorizes the submit).
+EFFECT_OF: dict[str, type | None] = {
+    "SubmitIntended": None,
+    "SubmitDispatched": Submit,
+    "Submitted": Poll,
+    "Rejected": Finish,
+    "Misconfigured": Finish,
+    "FenceIntended": Fence,
+    "OutcomeUnknown": Resolve,
+    "Finished": Collect,
+    "InfraFailed": ScheduleRetry,
+    "Collected": Finish,
+    "RetryBudgetSpent": Finish,
+    "CancelRequested": Cancel,
+    "Cancelled": Finish,
+}
+
 
 def test_the_matrix_covers_every_state_and_event() -> None:
-    assert len(MATRIX) == len(JobState) * len(EVENT_TYPES) == 70
+    assert set(EFFECT_OF) == {cls.__name__ for cls in EVENT_TYPES}
+    assert len(MATRIX) == len(JobState) * len(EVENT_TYPES) == 91
 
 
 def test_next_is_the_table() -> None:
@@ -58,7 +81,8 @@ def test_decide_follows_the_table_or_refuses(state: JobState, trigger: str) -> N
         decision = decide(state, event)
         assert decision.state is EXPECTED[(state, trigger)]
         assert next_state(state, event) is decision.state
-        assert len(decision.effects) == 1, "every transition authorizes exactly one effect"
+        wanted = EFFECT_OF[trigger]
+        assert [type(e) for e in decision.effects] == ([wanted] if wanted else [])
     else:
         with pytest.raises(InvalidTransition) as refused:
             decide(state, event)
@@ -87,9 +111,26 @@ def test_decide_is_pure_and_repeatable() -> None:
 
 @pytest.mark.parametrize(("attempt", "name"), [(1, "vibesys-a1b2-1"), (3, "vibesys-a1b2-3")])
 @pytest.mark.parametrize("source", [S.PREPARED, S.RETRYING])
-def test_submit_carries_attempt_and_job_name(source: JobState, attempt: int, name: str) -> None:
+def test_the_intent_alone_sends_nothing(source: JobState, attempt: int, name: str) -> None:
     decision = decide(source, SubmitIntended(attempt=attempt, job_name=name))
+    assert decision == Decision(S.SUBMITTING, ())
+
+
+@pytest.mark.parametrize(("attempt", "name"), [(1, "vibesys-a1b2-1"), (3, "vibesys-a1b2-3")])
+def test_the_dispatch_carries_attempt_and_job_name(attempt: int, name: str) -> None:
+    decision = decide(S.SUBMITTING, SubmitDispatched(attempt=attempt, job_name=name))
     assert decision == Decision(S.SUBMITTING, (Submit(attempt=attempt, job_name=name),))
+
+
+@pytest.mark.parametrize("source", [S.SUBMITTING, S.UNRESOLVED])
+def test_a_fence_intent_stays_and_authorizes_the_fence(source: JobState) -> None:
+    assert decide(source, FenceIntended(attempt=2)) == Decision(source, (Fence(attempt=2),))
+
+
+@pytest.mark.parametrize("source", [S.PREPARED, S.SUBMITTING])
+def test_misconfigured_ends_without_a_retry(source: JobState) -> None:
+    decision = decide(source, Misconfigured("host key changed", "verify the new key"))
+    assert decision == Decision(S.DONE, (Finish(Outcome.MISCONFIGURED, None),))
 
 
 @pytest.mark.parametrize("source", [S.SUBMITTING, S.UNRESOLVED])
@@ -167,7 +208,8 @@ def test_decide_is_safe_from_several_threads() -> None:
         for i in range(1500):
             state, event, dest = cases[(i + offset) % len(cases)]
             decision = decide(state, event)
-            if decision.state is not dest or len(decision.effects) != 1:
+            effect = EFFECT_OF[type(event).__name__]
+            if decision.state is not dest or len(decision.effects) != (effect is not None):
                 wrong.append((state, type(event).__name__, decision))
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]

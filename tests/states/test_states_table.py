@@ -122,11 +122,12 @@ def test_rejects_a_duplicate_within_one_row() -> None:
 
 @pytest.fixture
 def broken_machine_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    build_machine.cache_clear()
+    # Each thread builds its machine once: forget this thread's, break the table, rebuild.
+    monkeypatch.delattr(machine_module._LOCAL, "machine", raising=False)
     broken = drop(drop(table(), "Collected"), "Cancelled", S.COLLECTING)
     monkeypatch.setattr(machine_module, "TRANSITIONS", broken)
     yield
-    build_machine.cache_clear()
+    machine_module._LOCAL.__dict__.pop("machine", None)
 
 
 @pytest.mark.usefixtures("broken_machine_table")

@@ -1,55 +1,49 @@
 """Adapters: side effects (local processes, Slurm, SkyPilot). They speak RemoteStatus and never
-import the journal or the engine. Concrete adapters are imported lazily, by name."""
+import the journal or the engine. Concrete adapters are imported lazily, through the registry
+(`vibesys.adapters.registry`); importing this package loads none of them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from vibesys.adapters.base import (
-    Backend,
-    JobRef,
-    RemoteState,
-    RemoteStatus,
-    SubmitReceipt,
-    SubmitRequest,
-)
-from vibesys.errors import UsageError
+if TYPE_CHECKING:
+    from vibesys.adapters.base import (
+        Backend,
+        JobContext,
+        JobRef,
+        RemoteState,
+        RemoteStatus,
+        SubmitReceipt,
+        SubmitRequest,
+    )
+    from vibesys.adapters.claim import Claim
 
-#: Adapters `vibesys run --adapter` accepts. Known without importing any of them.
-ADAPTER_NAMES = ("local", "sbatch", "srun")
-#: Adapters that run on Slurm and need a site configuration (slurm.toml).
-SLURM_ADAPTERS = ("sbatch", "srun")
+_PUBLIC = {
+    "Backend": "vibesys.adapters.base",
+    "Claim": "vibesys.adapters.claim",
+    "JobContext": "vibesys.adapters.base",
+    "JobRef": "vibesys.adapters.base",
+    "RemoteState": "vibesys.adapters.base",
+    "RemoteStatus": "vibesys.adapters.base",
+    "SubmitReceipt": "vibesys.adapters.base",
+    "SubmitRequest": "vibesys.adapters.base",
+}
 
 
-def get_backend(name: str, options: Mapping[str, Any]) -> Backend:
-    """Build the adapter called `name`, importing its module only now."""
-    if name == "local":
-        from vibesys.adapters.local import LocalBackend
-
-        return LocalBackend()
-    if name in SLURM_ADAPTERS:
-        from vibesys.config import load_slurm_config
-
-        config = load_slurm_config(options.get("site_config"))
-        if name == "sbatch":
-            from vibesys.adapters.slurm.sbatch import SbatchBackend
-
-            return SbatchBackend(config)
-        from vibesys.adapters.slurm.srun import SrunBackend
-
-        return SrunBackend(config)
-    raise UsageError(f"unknown adapter {name!r} (choose from {', '.join(ADAPTER_NAMES)})")
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'vibesys.adapters' has no attribute {name!r}")
 
 
 __all__ = [
-    "ADAPTER_NAMES",
-    "SLURM_ADAPTERS",
     "Backend",
+    "Claim",
+    "JobContext",
     "JobRef",
     "RemoteState",
     "RemoteStatus",
     "SubmitReceipt",
     "SubmitRequest",
-    "get_backend",
 ]

@@ -1,5 +1,8 @@
 """The adapter protocol. Adapters do side effects and speak their own vocabulary (RemoteState);
-they never import the journal or the engine. `engine.observe` maps RemoteStatus to events."""
+they never import the journal or the engine. `engine.observe` maps RemoteStatus to events.
+
+Every adapter's job wrapper claims its attempt before the command starts (`adapters.claim`), and
+every adapter can fence an attempt: absence is proven by a fence, never by silence."""
 
 from __future__ import annotations
 
@@ -8,7 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from vibesys.adapters.claim import Claim
 
 
 class RemoteState(StrEnum):
@@ -24,7 +29,7 @@ class RemoteState(StrEnum):
     PREEMPTED = "PREEMPTED"
     LAUNCH_FAILED = "LAUNCH_FAILED"
     ALLOCATION_EXPIRED = "ALLOCATION_EXPIRED"  # the allocation it ran in ended under it
-    NOT_FOUND = "NOT_FOUND"  # proven absent: the scheduler answered and knows no such job
+    NOT_FOUND = "NOT_FOUND"  # the scheduler answered and knows no such job (silence, not proof)
     UNKNOWN = "UNKNOWN"  # cannot tell; never read as success or failure
 
 
@@ -49,14 +54,29 @@ class JobRef:
     attempt: int = 0
 
 
+R = TypeVar("R")
+
+
 @dataclass(frozen=True, slots=True)
-class SubmitRequest:
+class JobContext:
+    """Where and with what environment the command runs, recorded at PREPARED: every attempt
+    gets exactly this, whichever process submits it."""
+
+    cwd: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitRequest(Generic[R]):
+    """One attempt to submit: what every adapter gets, plus its own typed request `spec`."""
+
     invocation_id: str
     attempt: int
     job_name: str
     command: Sequence[str]
     run_dir: Path
-    options: Mapping[str, Any] = field(default_factory=dict)
+    context: JobContext
+    spec: R
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +96,10 @@ class RemoteStatus:
     cancelled_by: str | None = None
     #: the raw observation (a scheduler line, a marker's content, an error), kept as evidence
     observation: str = ""
+    #: the attempt's claim, when the adapter read it (the scheduler did not show the job)
+    claim: Claim | None = None
+    #: waiting cannot change this observation (the process and its marker are gone for good)
+    final: bool = False
 
 
 class Backend(Protocol):
@@ -83,7 +107,7 @@ class Backend(Protocol):
 
     name: str
 
-    def submit(self, request: SubmitRequest) -> SubmitReceipt:
+    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         """Start the job under `request.job_name`. SubmitRejected: proven nothing was submitted.
         BackendUnavailable: could not tell; `maybe_submitted` says whether it may have run."""
         ...
@@ -94,7 +118,14 @@ class Backend(Protocol):
         ...
 
     def cancel(self, job: JobRef) -> None:
-        """Ask for cancellation (by id, or by name when no id was recorded). Idempotent."""
+        """Ask for cancellation (by id, or by name when no id was recorded). Idempotent; a
+        repeated call may escalate (SIGTERM, then SIGKILL after a grace period)."""
+        ...
+
+    def fence(self, job: JobRef, text: str) -> Claim:
+        """Claim the attempt's run directory with the fence `text` unless it is claimed
+        already; return the claim that holds it now (a fence: the command can never start;
+        the job's: it may run). Idempotent. Raises BackendError when it cannot tell."""
         ...
 
     def collect(self, job: JobRef) -> str:

@@ -1,13 +1,18 @@
 """FakeBackend: a scripted, in-memory adapter for tests and examples. It records every call, so
-a test can assert, for instance, that a crash never led to a second submit."""
+a test can assert, for instance, that a crash never led to a second submit.
+
+It keeps the claim protocol like the real adapters: a submitted job claims its attempt (unless
+its script says it stalls before that), and `fence()` claims an unclaimed attempt for nobody;
+a job whose attempt is fenced never runs. `FAKE_ENTRY` registers it (`register(FAKE_ENTRY)`)."""
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from vibesys.adapters.base import (
     ArtifactInfo,
@@ -18,6 +23,9 @@ from vibesys.adapters.base import (
     SubmitReceipt,
     SubmitRequest,
 )
+from vibesys.adapters.claim import Claim
+from vibesys.adapters.registry import AdapterEntry
+from vibesys.adapters.requests import AdapterRequest
 from vibesys.errors import BackendError
 
 
@@ -31,6 +39,9 @@ class FakeAttempt:
     submit_error: BackendError | None = None
     #: when the submit error is raised, whether the job was queued all the same
     submitted_despite_error: bool = False
+    #: whether the job claims its attempt at once (False: it stalls before its claim, and
+    #: claims only when `FakeBackend.wake()` is called, unless a fence got there first)
+    claims: bool = True
 
 
 @dataclass
@@ -57,13 +68,23 @@ class FakeBackend:
     #: bytes served instead of a file's real content (a tampered download)
     tampered: dict[str, bytes] = field(default_factory=dict)
 
-    def submit(self, request: SubmitRequest) -> SubmitReceipt:
+    #: claims by job name: kind "job" (the job's) or "fence" (the engine's)
+    claims: dict[str, Claim] = field(default_factory=dict)
+    #: jobs the scheduler does not show (forgotten, or not yet visible): status reports
+    #: NOT_FOUND with whatever claim the attempt holds, as the Slurm adapter does
+    hidden: set[str] = field(default_factory=set)
+    #: jobs whose command actually ran (claimed by the job itself)
+    ran: list[str] = field(default_factory=list)
+
+    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         self.calls.append(("submit", request.job_name))
         index = sum(1 for kind, _ in self.calls if kind == "submit") - 1
         script = self.attempts[index] if index < len(self.attempts) else FakeAttempt()
         if script.submit_error is None or script.submitted_despite_error:
             job_id = str(1000 + len(self.jobs))
             self.jobs[request.job_name] = _Job(request.job_name, job_id, script)
+            if script.claims:
+                self._claim(request.job_name)
         if script.submit_error is not None:
             raise script.submit_error
         return SubmitReceipt(self.jobs[request.job_name].job_id, f"fake job {request.job_name}")
@@ -74,10 +95,41 @@ class FakeBackend:
             raise self.status_error
         return {job.job_name: self._status_of(job) for job in jobs}
 
+    def _claim(self, name: str) -> bool:
+        if name in self.claims:
+            return False
+        self.claims[name] = Claim("job", {"kind": "job", "fake_job_id": self.jobs[name].job_id})
+        self.ran.append(name)
+        return True
+
+    def wake(self, name: str) -> bool:
+        """A stalled job resumes and tries to claim its attempt; False when it was fenced."""
+        return self._claim(name)
+
+    def fence(self, job: JobRef, text: str) -> Claim:
+        self.calls.append(("fence", job.job_name))
+        if self.status_error is not None:
+            raise self.status_error
+        claim = self.claims.setdefault(job.job_name, Claim("fence", {"kind": "fence"}, text))
+        if claim.fenced and job.job_name in self.jobs:
+            self.jobs[job.job_name].cancelled = True
+        return claim
+
     def _status_of(self, ref: JobRef) -> RemoteStatus:
         job = self.jobs.get(ref.job_name)
-        if job is None:
-            return RemoteStatus(ref.job_name, None, RemoteState.NOT_FOUND, observation="no job")
+        claim = self.claims.get(ref.job_name)
+        if claim is not None and claim.fenced:
+            return RemoteStatus(
+                ref.job_name, None, RemoteState.NOT_FOUND, observation="fenced", claim=claim
+            )
+        if job is None or ref.job_name in self.hidden:
+            return RemoteStatus(
+                ref.job_name, None, RemoteState.NOT_FOUND, observation="no job", claim=claim
+            )
+        if claim is None:
+            return RemoteStatus(
+                job.name, job.job_id, RemoteState.PENDING, observation="fake: not yet claimed"
+            )
         if job.cancelled:
             return RemoteStatus(
                 job.name,
@@ -143,3 +195,23 @@ class FakeBackend:
 
     def submits(self) -> list[str]:
         return [name for kind, name in self.calls if kind == "submit"]
+
+
+class FakeRequest(AdapterRequest):
+    """The fake adapter takes nothing beyond the common request."""
+
+
+#: The registry's names for this adapter's request model and request builder.
+Request = FakeRequest
+
+
+def make_request(adapter: str, values: Mapping[str, Any]) -> FakeRequest:
+    return FakeRequest(artifacts=tuple(values.get("artifact") or ()))
+
+
+def build(request: FakeRequest) -> FakeBackend:
+    return FakeBackend()
+
+
+#: `vibesys.adapters.registry.register(FAKE_ENTRY)` makes it an adapter like the others.
+FAKE_ENTRY = AdapterEntry("fake", "scripted, in memory (tests)", "vibesys.adapters.fake")

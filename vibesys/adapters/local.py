@@ -2,14 +2,18 @@
 `vibesys` process that started it, exactly as a remote job would.
 
 Files in the attempt's run directory:
-- `launch.json`  written by the adapter before it spawns anything (the adapter's own intent);
-- `job.json`     written by the wrapper before the command starts (pid + process start time);
+- `launch.json`       written by the adapter before it spawns anything (its own intent);
+- `claim`             linked by the wrapper before the command starts (pid, start time), or by
+                      the engine's fence; whoever links it first owns the attempt;
+- `group`             the command's process group, written as soon as it starts;
 - `stdout`, `stderr`, and `exit_code` (the atomic completion marker);
-- `cancel_requested`, written before a cancel signal is sent.
+- `cancel_requested`  written before a cancel signal is sent; `refused` by a fenced wrapper.
 
-Reading rule: marker present → finished with that code; record present and process alive →
-running; no record and provably no wrapper → never started; record present, process gone, no
-marker → UNKNOWN (never success).
+Reading rule: marker → finished with that code; the job's claim and its wrapper (or the
+command's process group) alive → running; a fence → the command never runs; no claim and no
+launch → never started; launched long ago and never claimed → NOT_FOUND (only a fence proves
+it dead); claimed, everything gone, no marker → UNKNOWN (never success), unless a cancel was
+requested: then nothing of it runs, which is what a cancel must prove.
 """
 
 from __future__ import annotations
@@ -17,74 +21,136 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
-from vibesys.errors import BackendUnavailable, SubmitRejected
-from vibesys.proc import is_alive
+from vibesys.adapters.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
+from vibesys.adapters.requests import AdapterRequest
+from vibesys.adapters.transports.base import map_transport_errors
+from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
+from vibesys.proc import group_members, is_alive
 
 WRAPPER = Path(__file__).with_name("local_wrapper.py")
-#: How long after `launch.json` a wrapper that has not yet written its record may still appear.
-LAUNCH_GRACE_SECONDS = 5.0
-CANCEL_MARKER = "cancel_requested"
+#: How long a launched wrapper may take to claim its attempt before it counts as lost (and the
+#: engine may fence it). Generous: a loaded host can take seconds to start Python.
+LAUNCH_GRACE_SECONDS = 10.0
+#: How long a repeated cancel waits after the first before it kills the command's group.
+KILL_AFTER_SECONDS = 5.0
+
+
+class LocalRequest(AdapterRequest):
+    """The local adapter needs nothing beyond the command and its recorded context (the
+    command's files are where it runs, so it takes no artifacts)."""
+
+
+#: The registry's name for this adapter's request model.
+Request = LocalRequest
+
+
+def make_request(adapter: str, values: Mapping[str, Any]) -> LocalRequest:
+    return LocalRequest()
+
+
+def build(request: LocalRequest) -> LocalBackend:
+    return LocalBackend()
 
 
 class LocalBackend:
     name = "local"
 
-    def submit(self, request: SubmitRequest) -> SubmitReceipt:
+    def __init__(self, launch_grace: float = LAUNCH_GRACE_SECONDS) -> None:
+        self.launch_grace = launch_grace
+
+    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         if not request.command:
             raise SubmitRejected("empty command")
+        cwd = request.context.cwd
+        if not Path(cwd).is_dir():
+            raise BackendMisconfigured(
+                f"the recorded working directory {cwd} does not exist any more",
+                fix=f"recreate {cwd}, or run the command again from an existing directory",
+            )
         run_dir = request.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         launch = {"job_name": request.job_name, "launched_at": time.time()}
         _write_atomic(run_dir / "launch.json", json.dumps(launch) + "\n")
-        argv = [
-            sys.executable,
-            "-I",
-            "-S",
-            str(WRAPPER),
-            str(run_dir),
-            request.job_name,
-            "--",
-            *request.command,
-        ]
-        try:
+        argv = [sys.executable, "-I", "-S", str(WRAPPER), str(run_dir), request.job_name, "--"]
+        with map_transport_errors("start the local wrapper", maybe_effect=False):
             child = subprocess.Popen(
-                argv,
+                [*argv, *request.command],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
                 close_fds=True,
+                cwd=cwd,
+                env=dict(request.context.env),
             )
-        except OSError as exc:
-            raise BackendUnavailable(f"cannot start the local wrapper: {exc}") from exc
         # Reap the wrapper whenever it ends, so it never lingers as a zombie of this process.
         threading.Thread(target=child.wait, daemon=True).start()
-        record = _wait_for_record(run_dir, child)
-        if record is None:
-            raise BackendUnavailable(
-                f"the local wrapper exited with {child.returncode} before starting the command"
-            )
-        return SubmitReceipt(str(record["pid"]), f"local pid {record['pid']} in {run_dir}")
+        claim = _wait_for_claim(run_dir, child, self.launch_grace / 2)
+        if claim is not None and claim.kind == "job":
+            pid = claim.get("pid")
+            return SubmitReceipt(pid, f"local pid {pid} in {run_dir}")
+        # A fence, a refusal or a stalled wrapper: the attempt's fate is for the engine to
+        # settle (by lookup, or by a fence), never by launching another wrapper.
+        why = claim.describe() if claim else f"no claim yet (wrapper exit {child.returncode})"
+        raise BackendUnavailable(
+            f"the local wrapper did not start the job: {why}", maybe_submitted=True
+        )
 
     def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
-        return {job.job_name: _status_of(job) for job in jobs}
+        return {job.job_name: self._status_of(job) for job in jobs}
 
     def cancel(self, job: JobRef) -> None:
         job.run_dir.mkdir(parents=True, exist_ok=True)
-        (job.run_dir / CANCEL_MARKER).touch()
-        record = _read_json(job.run_dir / "job.json")
-        if record and is_alive(int(record["pid"]), record.get("start_time")):
+        marker = job.run_dir / CANCEL_FILE
+        try:
+            # A cancel repeated after the grace period kills: the first one only asked.
+            late = time.time() - marker.stat().st_mtime >= KILL_AFTER_SECONDS
+        except FileNotFoundError:
+            late = False
+            marker.touch()
+        claim = _read_claim(job.run_dir)
+        if claim is None or claim.kind != "job":
+            _kill_unclaimed_wrappers(job.job_name, signal.SIGTERM)
+            return
+        pid, started = int(claim.get("pid") or 0), claim.get("start_time") or None
+        if pid and is_alive(pid, started):
+            # The wrapper forwards the signal to the command's group and escalates itself.
             with contextlib.suppress(ProcessLookupError):
-                os.kill(int(record["pid"]), 15)
+                os.kill(pid, signal.SIGTERM)
+            return
+        group = _read_json(job.run_dir / "group")
+        if group is None:
+            return
+        # The supervisor is gone: signal the command's group directly, harder the second time.
+        for member in group_members(int(group["pgid"]), group.get("start_time")):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(member, signal.SIGKILL if late else signal.SIGTERM)
+
+    def fence(self, job: JobRef, text: str) -> Claim:
+        directory = job.run_dir
+        directory.mkdir(parents=True, exist_ok=True)
+        temporary = directory / f"{CLAIM_FILE}.fence.{os.getpid()}.tmp"
+        temporary.write_text(text, encoding="utf-8")
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, directory / CLAIM_FILE)
+        temporary.unlink()
+        claim = _read_claim(directory)
+        if claim is None:
+            raise BackendUnavailable(f"fence: {directory / CLAIM_FILE} is unreadable")
+        if claim.fenced:
+            # The wrapper can never run now; do not let a stalled one linger.
+            _kill_unclaimed_wrappers(job.job_name, signal.SIGKILL)
+        return claim
 
     def collect(self, job: JobRef) -> str:
         out, err = self.log_paths(job)
@@ -95,80 +161,104 @@ class LocalBackend:
         return job.run_dir / "stdout", job.run_dir / "stderr"
 
     def poll_interval(self, age_seconds: float) -> float:
-        # A local check costs two stat() calls: poll fast so short jobs finish promptly.
+        # A local check costs a few stat() calls: poll fast so short jobs finish promptly.
         return 0.02 if age_seconds < 2 else 0.1 if age_seconds < 60 else 0.5
 
-
-def _status_of(job: JobRef) -> RemoteStatus:
-    directory = job.run_dir
-    record = _read_json(directory / "job.json")
-    if record is None:
-        return _not_started(job)
-    pid = int(record["pid"])
-    alive = is_alive(pid, record.get("start_time"))
-    # Read the marker after the liveness check: a wrapper that exits in between has written it.
-    marker = _read_marker(directory / "exit_code")
-    if marker is not None:
-        cancelled = (directory / CANCEL_MARKER).exists() and marker != 0
-        state = (
-            RemoteState.CANCELLED
-            if cancelled
-            else RemoteState.COMPLETED
-            if marker == 0
-            else RemoteState.FAILED
-        )
+    def _status_of(self, job: JobRef) -> RemoteStatus:
+        directory = job.run_dir
+        claim = _read_claim(directory)
+        if claim is None:
+            return self._not_claimed(job)
+        if claim.fenced:
+            return RemoteStatus(
+                job.job_name, None, RemoteState.NOT_FOUND, observation=claim.describe(), claim=claim
+            )
+        pid = int(claim.get("pid") or 0)
+        alive = is_alive(pid, claim.get("start_time") or None)
+        # Read the marker after the liveness check: a wrapper that exits in between wrote it.
+        marker = _read_marker(directory / "exit_code")
+        cancelled = (directory / CANCEL_FILE).exists()
+        if marker is not None:
+            stopped = cancelled and marker != 0
+            state = (
+                RemoteState.CANCELLED
+                if stopped
+                else RemoteState.COMPLETED
+                if marker == 0
+                else RemoteState.FAILED
+            )
+            return RemoteStatus(
+                job.job_name,
+                str(pid),
+                state,
+                exit_code=marker,
+                cancelled_by="vibesys" if stopped else None,
+                observation=f"marker exit_code={marker}",
+            )
+        if alive:
+            return RemoteStatus(
+                job.job_name, str(pid), RemoteState.RUNNING, observation=f"pid {pid} alive"
+            )
+        group = _read_json(directory / "group")
+        members = group_members(int(group["pgid"]), group.get("start_time")) if group else []
+        if members:
+            return RemoteStatus(
+                job.job_name,
+                str(pid),
+                RemoteState.RUNNING,
+                observation=f"wrapper {pid} gone; process group {group and group['pgid']} "
+                f"still runs ({len(members)} processes)",
+            )
+        if cancelled:
+            return RemoteStatus(
+                job.job_name,
+                str(pid),
+                RemoteState.CANCELLED,
+                cancelled_by="vibesys",
+                observation=f"cancel requested; wrapper {pid} gone without a marker and "
+                "nothing of its process group runs",
+            )
         return RemoteStatus(
             job.job_name,
             str(pid),
-            state,
-            exit_code=marker,
-            cancelled_by="vibesys" if cancelled else None,
-            observation=f"marker exit_code={marker}",
+            RemoteState.UNKNOWN,
+            observation=f"started as pid {pid}; process gone and no exit_code marker",
+            claim=claim,
+            final=True,
         )
-    if alive:
-        return RemoteStatus(
-            job.job_name, str(pid), RemoteState.RUNNING, observation=f"pid {pid} alive, no marker"
-        )
-    return RemoteStatus(
-        job.job_name,
-        str(pid),
-        RemoteState.UNKNOWN,
-        observation=f"started as pid {pid}; process gone and no exit_code marker",
-    )
 
-
-def _not_started(job: JobRef) -> RemoteStatus:
-    launch_file = job.run_dir / "launch.json"
-    if not launch_file.exists():
+    def _not_claimed(self, job: JobRef) -> RemoteStatus:
+        launch_file = job.run_dir / "launch.json"
+        try:
+            age = time.time() - launch_file.stat().st_mtime
+        except FileNotFoundError:
+            return RemoteStatus(
+                job.job_name,
+                None,
+                RemoteState.NOT_FOUND,
+                observation=f"no launch record in {job.run_dir}",
+            )
+        if age < self.launch_grace:
+            return RemoteStatus(
+                job.job_name,
+                None,
+                RemoteState.PENDING,
+                observation=f"launched {age:.1f}s ago, not yet claimed",
+            )
+        wrapper = "a wrapper process exists" if _wrapper_pids(job.job_name) else "no wrapper"
         return RemoteStatus(
             job.job_name,
             None,
             RemoteState.NOT_FOUND,
-            observation=f"no launch record in {job.run_dir}",
+            observation=f"launched {age:.0f}s ago and never claimed ({wrapper})",
         )
-    if _wrapper_running(job.job_name):
-        return RemoteStatus(job.job_name, None, RemoteState.PENDING, observation="wrapper starting")
-    age = time.time() - launch_file.stat().st_mtime
-    if age < LAUNCH_GRACE_SECONDS:
-        return RemoteStatus(
-            job.job_name,
-            None,
-            RemoteState.PENDING,
-            observation=f"launched {age:.1f}s ago, no job record yet",
-        )
-    # A marker without a record cannot happen: the record is written first.
-    return RemoteStatus(
-        job.job_name,
-        None,
-        RemoteState.NOT_FOUND,
-        observation=f"launch record but no job record or wrapper after {age:.0f}s",
-    )
 
 
-def _wrapper_running(job_name: str) -> bool:
-    """Whether a wrapper for `job_name` exists that has not yet written its record."""
+def _wrapper_pids(job_name: str) -> list[int]:
+    """Wrappers for `job_name` that still run (any of them may be stopped, not dead)."""
     needle = f"\0{job_name}\0--\0".encode()
     wrapper = str(WRAPPER).encode()
+    found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -178,29 +268,38 @@ def _wrapper_running(job_name: str) -> bool:
         except OSError:
             continue
         if wrapper in cmdline and needle in cmdline:
-            return True
-    return False
+            found.append(int(entry.name))
+    return found
 
 
-def _wait_for_record(run_dir: Path, child: subprocess.Popen[bytes]) -> dict[str, Any] | None:
-    deadline = time.monotonic() + 30
+def _kill_unclaimed_wrappers(job_name: str, signum: int) -> None:
+    for pid in _wrapper_pids(job_name):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def _wait_for_claim(run_dir: Path, child: subprocess.Popen[bytes], seconds: float) -> Claim | None:
+    deadline = time.monotonic() + seconds
     delay = 0.001
     while time.monotonic() < deadline:
-        record = _read_json(run_dir / "job.json")
-        if record is not None:
-            return record
-        if child.poll() is not None:
-            return _read_json(run_dir / "job.json")
+        claim = _read_claim(run_dir)
+        if claim is not None or child.poll() is not None:
+            return claim or _read_claim(run_dir)
         time.sleep(delay)
         delay = min(delay * 2, 0.02)
     return None
 
 
+def _read_claim(directory: Path) -> Claim | None:
+    try:
+        return parse_claim((directory / CLAIM_FILE).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         loaded = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
     except (OSError, json.JSONDecodeError):
         return None
     return loaded if isinstance(loaded, dict) else None

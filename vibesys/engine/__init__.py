@@ -1,23 +1,30 @@
 """The engine: ties the pure states, the journal and the adapters together."""
 
-from vibesys.engine.core import Engine, job_name, new_invocation_id
-from vibesys.engine.drive import DriveOptions, drive, wait_for
+from vibesys.engine.core import Engine, new_invocation_id
+from vibesys.engine.drive import DriveOptions, StopFlag, drive, wait_for
 from vibesys.engine.failpoints import FAILPOINTS, failpoint
 from vibesys.engine.logs import LogTail
+from vibesys.engine.plan import Commit, Hold, PlanContext, Redo, job_name, plan
 from vibesys.engine.reconcile import ReconcileRow, reconcile
 from vibesys.engine.retry import RetryPolicy
 
 __all__ = [
     "FAILPOINTS",
+    "Commit",
     "DriveOptions",
     "Engine",
+    "Hold",
     "LogTail",
+    "PlanContext",
     "ReconcileRow",
+    "Redo",
     "RetryPolicy",
+    "StopFlag",
     "drive",
     "failpoint",
     "job_name",
     "new_invocation_id",
+    "plan",
     "reconcile",
     "wait_for",
 ]

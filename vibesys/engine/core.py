@@ -1,328 +1,299 @@
 """The engine: the only place that ties states, the journal and the adapters together.
 
-Every step follows the write-ahead rule: commit the transition, then perform the effect it
-authorizes, then commit what the effect showed. A failpoint sits after every commit and after
-every effect, so crash tests can stop the process at each seam.
+It is a dispatcher. Each step is: observe (when the planner needs it) → `plan()` (pure) →
+commit the transition (write-ahead) → carry out exactly the effects `decide()` returned for
+it (`execute`), committing what each proved, until the planner holds. A failpoint sits after
+every commit and after every effect, so crash tests can stop the process at each seam.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.base import Backend, JobRef, RemoteState, RemoteStatus, SubmitRequest
-from vibesys.engine.artifacts import collect_artifacts
+from vibesys.adapters.base import Backend, JobRef, SubmitRequest
+from vibesys.adapters.registry import entry
+from vibesys.adapters.requests import AdapterRequest
+from vibesys.engine.context import load_context, record_environment
+from vibesys.engine.execute import execute
 from vibesys.engine.failpoints import failpoint
-from vibesys.engine.observe import describe, terminal_event
+from vibesys.engine.observe import seen_error, seen_status
+from vibesys.engine.plan import (
+    Commit,
+    Hold,
+    PlanContext,
+    Redo,
+    job_name,
+    needs_observation,
+    plan,
+)
 from vibesys.engine.retry import RetryPolicy, next_attempt_at
+from vibesys.engine.seen import Seen
 from vibesys.engine.spool import spool_logs
-from vibesys.errors import BackendError, StaleState, SubmitRejected
+from vibesys.errors import BackendError, StaleState
 from vibesys.journal_schema import Invocation, Journal, iso, utc_now
 from vibesys.proc import self_identity
 from vibesys.states import (
-    OUTCOME_OF,
     Cancelled,
     CancelRequested,
-    Collected,
     Event,
-    FailureClass,
+    Finished,
     InfraFailed,
     JobState,
-    OutcomeUnknown,
-    Rejected,
-    RetryBudgetSpent,
-    SubmitIntended,
-    Submitted,
 )
 
-#: Builds the adapter an invocation names, from its adapter name and recorded options (for
-#: instance the site configuration file of a Slurm adapter).
-BackendFactory = Callable[[str, Mapping[str, Any]], Backend]
-#: An observation of one job: its status, or the error that kept us from seeing it.
-Observation = RemoteStatus | BackendError
+#: Builds the adapter an invocation names from its adapter name and typed request.
+BackendFactory = Callable[[str, AdapterRequest], Backend]
+#: How often a requested cancel is sent again while the job has not settled.
+CANCEL_RESEND_SECONDS = 5.0
+#: A planner that never holds is a bug; stop it rather than spin.
+MAX_STEPS = 64
 
-
-def job_name(invocation_id: str, attempt: int) -> str:
-    """The stable, scheduler-visible name of one attempt: the key every lookup uses."""
-    return f"vibesys-{invocation_id}-{attempt}"
-
-
-def backend_key(inv: Invocation) -> tuple[str, str]:
-    """Invocations with the same key share one adapter (and one batched status call)."""
-    return inv.adapter, str(inv.options.get("site_config", ""))
+#: The failpoint after each committed event (by event class name).
+_AFTER_COMMIT = {
+    "SubmitIntended": "after_submit_intent",
+    "SubmitDispatched": "after_submit_dispatch",
+    "Submitted": "after_submitted_commit",
+    "FenceIntended": "after_fence_intent",
+    "Finished": "after_finished_commit",
+    "InfraFailed": "after_infra_failed_commit",
+    "CancelRequested": "after_cancel_intent",
+    "OutcomeUnknown": "after_unknown_commit",
+}
 
 
 def new_invocation_id() -> str:
     return secrets.token_hex(6)
 
 
+def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
+    return entry(adapter).load().build(request)
+
+
 @dataclass
 class Engine:
     journal: Journal
-    backends: BackendFactory
+    backends: BackendFactory = registry_backend
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     lease_ttl: timedelta = timedelta(seconds=30)
     owner: str = field(default_factory=self_identity)
-    #: (invocation, attempt) pairs whose intent this process committed and has not yet acted
-    #: on: only for those is it certain that nothing was submitted.
-    _fresh_intents: set[tuple[str, int]] = field(default_factory=set)
+    #: how long a running job's scheduler may stay unreachable before its outcome is unknown
+    patience: timedelta = timedelta(0)
+    clock: Callable[[], datetime] = utc_now
+    #: the last thing an effect could not do, per invocation (shown by reconcile and run)
+    notes: dict[str, str] = field(default_factory=dict)
     _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
+    _cancel_sent: dict[tuple[str, int], float] = field(default_factory=dict)
+
+    # -- adapters -----------------------------------------------------------------------------
+
+    def request_of(self, inv: Invocation) -> AdapterRequest:
+        return entry(inv.adapter).parse_request(inv.request)
 
     def backend(self, inv: Invocation) -> Backend:
-        key = backend_key(inv)
+        request = self.request_of(inv)
+        key = (inv.adapter, request.backend_key())
         if key not in self._backends:
-            self._backends[key] = self.backends(inv.adapter, inv.options)
+            self._backends[key] = self.backends(inv.adapter, request)
         return self._backends[key]
 
-    # -- creating ---------------------------------------------------------------------------
+    def job_ref(self, inv: Invocation) -> JobRef:
+        intended = datetime.fromisoformat(inv.intended_at) if inv.intended_at else None
+        return JobRef(
+            _job_name(inv),
+            inv.job_id,
+            Path(inv.run_dir) / str(inv.attempt),
+            intended,
+            inv.id,
+            inv.attempt,
+        )
+
+    def submit_request(self, inv: Invocation) -> SubmitRequest[Any]:
+        ref = self.job_ref(inv)
+        return SubmitRequest(
+            inv.id,
+            inv.attempt,
+            ref.job_name,
+            inv.command,
+            ref.run_dir,
+            load_context(inv),
+            self.request_of(inv),
+        )
+
+    # -- creating -----------------------------------------------------------------------------
 
     def prepare(
         self,
         *,
         adapter: str,
-        command: list[str],
-        options: dict[str, Any] | None = None,
+        command: Sequence[str],
+        request: AdapterRequest | None = None,
         label: str | None = None,
         max_retries: int | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
         run_root: Path | None = None,
-        snapshot_digest: str | None = None,
     ) -> Invocation:
+        """Record a new invocation (PREPARED) with its request and context, leased to us."""
+        request = request or entry(adapter).parse_request({})
         invocation_id = new_invocation_id()
         root = run_root or self.journal.path.parent / "runs"
+        run_dir = (root / invocation_id).resolve()
+        env_file = record_environment(run_dir, dict(os.environ) if env is None else env)
         invocation = self.journal.create_invocation(
             invocation_id=invocation_id,
             adapter=adapter,
-            command=command,
-            options=options or {},
+            command=list(command),
+            request=request.model_dump(mode="json"),
+            request_version=request.schema_version,
             label=label,
             max_retries=self.retry.max_retries if max_retries is None else max_retries,
-            run_dir=str((root / invocation_id).resolve()),
+            run_dir=str(run_dir),
+            cwd=cwd or os.getcwd(),
+            env_file=str(env_file),
             lease_owner=self.owner,
             lease_ttl=self.lease_ttl,
-            snapshot_digest=snapshot_digest,
         )
         failpoint("after_prepare_commit")
         return invocation
 
-    # -- one step ---------------------------------------------------------------------------
+    # -- one step at a time ---------------------------------------------------------------------
 
-    def job_ref(self, invocation: Invocation) -> JobRef:
-        attempts = self.journal.attempts(invocation.id)
-        current = attempts[-1] if attempts else None
-        name = current.job_name if current else job_name(invocation.id, invocation.attempt)
-        intended = datetime.fromisoformat(current.intended_at) if current else None
-        return JobRef(
-            name,
-            current.job_id if current else None,
-            Path(invocation.run_dir) / str(invocation.attempt),
-            intended,
-            invocation.id,
-            invocation.attempt,
-        )
+    def context(self) -> PlanContext:
+        return PlanContext(self.clock(), self.retry, self.patience)
 
-    def needs_observation(self, invocation: Invocation) -> bool:
-        """Whether the next step of `invocation` needs the adapter's view of its job."""
-        if invocation.state is JobState.SUBMITTING:
-            return (invocation.id, invocation.attempt) not in self._fresh_intents
-        return invocation.state in (JobState.RUNNING, JobState.UNRESOLVED)
-
-    def observe(self, invocation: Invocation) -> Observation:
-        ref = self.job_ref(invocation)
+    def observe(self, inv: Invocation, since: datetime | None = None) -> Seen:
+        ref = self.job_ref(inv)
         try:
-            return self.backend(invocation).status([ref])[ref.job_name]
+            status = self.backend(inv).status([ref])[ref.job_name]
         except BackendError as exc:
-            return exc
+            return seen_error(exc, since)
+        return seen_status(status)
 
-    def advance(self, invocation: Invocation, observed: Observation | None = None) -> Invocation:
+    def advance(self, inv: Invocation, seen: Seen | None = None) -> Invocation:
         """Take every step that is possible now; return the invocation as last committed.
 
-        `observed` is the adapter's view of the current attempt, fetched by the caller (who may
-        batch it with others); when a step needs one and none is given, it is fetched here.
-        """
-        while True:
-            if self.needs_observation(invocation) and observed is None:
-                observed = self.observe(invocation)
-            try:
-                after = self._step(invocation, observed)
-            except StaleState:
-                after = self.journal.get(invocation.id)
-            if after.version == invocation.version and after.state == invocation.state:
+        `seen` is the adapter's view of the current attempt, fetched by the caller (who may
+        batch it with others); when a step needs one and none is given, it is fetched here."""
+        for _ in range(MAX_STEPS):
+            if seen is None and needs_observation(inv):
+                seen = self.observe(inv)
+            after = self.step(inv, seen)
+            if after is inv or after.version == inv.version:
                 return after
             # A lookup that found the job also tells how it is doing: no second status call.
-            found = after.state is JobState.RUNNING and isinstance(observed, RemoteStatus)
-            invocation, observed = after, (observed if found else None)
+            adopted = (
+                after.state is JobState.RUNNING
+                and inv.state is not JobState.RUNNING
+                and seen is not None
+                and seen.job_id is not None
+            )
+            inv, seen = after, (seen if adopted else None)
+        raise RuntimeError(f"the planner did not settle {inv.id} in {MAX_STEPS} steps")
 
-    def _step(self, inv: Invocation, observed: Observation | None) -> Invocation:
-        match inv.state:
-            case JobState.PREPARED:
-                return self._intend(inv, 1)
-            case JobState.SUBMITTING:
-                return self._submitting(inv, observed)
-            case JobState.RUNNING:
-                return self._running(inv, observed)
-            case JobState.COLLECTING:
-                return self._collect(inv)
-            case JobState.RETRYING:
-                return self._retrying(inv)
-            case JobState.UNRESOLVED:
-                return self._unresolved(inv, observed)
-        return inv
+    def step(self, inv: Invocation, seen: Seen | None) -> Invocation:
+        """One decision of the planner, carried out: commit and execute exactly the effects
+        `decide()` returns (and commit what they prove), or redo an authorized effect, or hold.
+        Returns `inv` itself when nothing was written."""
+        step = plan(inv, seen if needs_observation(inv) else None, self.context())
+        match step:
+            case Hold():
+                return inv
+            case Redo(effect=effect):
+                follow = execute(self, inv, effect)
+                return inv if follow is None else self.commit(inv, follow)
+            case Commit(event=event):
+                if isinstance(event, Finished | InfraFailed) and seen is not None:
+                    failpoint("after_terminal_observed")
+                return self.commit(inv, event)
+        raise AssertionError(step)
 
-    def _commit(self, inv: Invocation, event: Event) -> Invocation:
-        after, _ = self.journal.commit_transition(inv, event)
-        return after
+    def commit(self, inv: Invocation, event: Event) -> Invocation:
+        """Commit `event` (write-ahead), then carry out its effects and commit what they
+        proved, in turn. When the compare-and-swap of the first event loses, nothing is
+        committed and the row as someone else left it is returned."""
+        done = self.try_commit(inv, event)
+        return done if done is not None else self.journal.get(inv.id)
 
-    def _intend(self, inv: Invocation, attempt: int) -> Invocation:
-        after = self._commit(inv, SubmitIntended(attempt, job_name(inv.id, attempt)))
-        self._fresh_intents.add((inv.id, attempt))
-        failpoint("after_submit_intent")
-        return after
+    def try_commit(self, inv: Invocation, event: Event) -> Invocation | None:
+        """`commit`, or None when someone else moved `inv` first (nothing was committed)."""
+        after = self._commit_one(inv, event)
+        if after is None:
+            return None
+        while True:
+            follow: Event | None = None
+            for effect in after[1]:
+                follow = execute(self, after[0], effect) or follow
+            if follow is None:
+                return after[0]
+            # What an effect proved is a fact: if someone moved the invocation meanwhile (a
+            # cancel was requested), record it on the fresh row as long as it still applies.
+            current = after[0]
+            after = self._commit_one(current, follow)
+            while after is None:
+                fresh = self.journal.get(current.id)
+                if (fresh.state, fresh.attempt) != (current.state, current.attempt):
+                    return fresh
+                current = fresh
+                after = self._commit_one(current, follow)
 
-    def _submitting(self, inv: Invocation, observed: Observation | None) -> Invocation:
-        if (inv.id, inv.attempt) in self._fresh_intents:
-            self._fresh_intents.discard((inv.id, inv.attempt))
-            if inv.cancel_requested:
-                return self._commit(inv, Cancelled("cancelled before submission"))
-            return self._submit(inv)
-        # After a crash or a hand-over: find the job by its stable name before anything else.
-        assert observed is not None
-        if isinstance(observed, BackendError):
-            return self._unknown(inv, f"lookup by name failed: {observed.evidence}")
-        if observed.state is RemoteState.NOT_FOUND:
-            if inv.cancel_requested:
-                return self._commit(inv, Cancelled(f"proven never submitted: {describe(observed)}"))
-            return self._submit(inv)
-        if observed.state is RemoteState.PENDING and observed.job_id is None:
-            return inv  # still starting (a launch under way): look again next round
-        if observed.state is RemoteState.UNKNOWN or observed.job_id is None:
-            return self._unknown(inv, describe(observed))
-        return self._submitted(inv, observed.job_id, f"found by name: {describe(observed)}")
-
-    def _submit(self, inv: Invocation) -> Invocation:
-        ref = self.job_ref(inv)
-        request = SubmitRequest(
-            inv.id, inv.attempt, ref.job_name, inv.command, ref.run_dir, inv.options
-        )
-        backend = self.backend(inv)
+    def _commit_one(
+        self, inv: Invocation, event: Event
+    ) -> tuple[Invocation, tuple[Any, ...]] | None:
         try:
-            receipt = backend.submit(request)
-        except SubmitRejected as exc:
-            return self._commit(inv, Rejected(exc.evidence))
-        except BackendError as exc:
-            if exc.maybe_submitted:
-                # The submit may have gone through: only a lookup by name can tell.
-                seen = self.observe(inv)
-                if isinstance(seen, RemoteStatus) and seen.state is RemoteState.NOT_FOUND:
-                    return self._infra_failed(
-                        inv,
-                        FailureClass.TRANSPORT_LOST,
-                        f"submit failed ({exc.evidence}); proven absent: {describe(seen)}",
-                    )
-                return self._submitting(inv, seen)
-            return self._infra_failed(
-                inv,
-                FailureClass.TRANSPORT_LOST,
-                f"submit failed, nothing submitted: {exc.evidence}",
-            )
-        failpoint("after_submit_effect")
-        return self._submitted(inv, receipt.job_id, receipt.observation)
+            after, decision = self.journal.commit_transition(inv, event, now=self.clock())
+        except StaleState:
+            return None
+        point = _AFTER_COMMIT.get(type(event).__name__)
+        if point is None and after.state is JobState.DONE:
+            point = "after_done_commit"
+        if point is not None:
+            failpoint(point)
+        return after, decision.effects
 
-    def _submitted(self, inv: Invocation, job_id: str, observation: str) -> Invocation:
-        after = self._commit(inv, Submitted(job_id, observation))
-        failpoint("after_submitted_commit")
-        return after
+    # -- cancellation ---------------------------------------------------------------------------
 
-    def _running(self, inv: Invocation, observed: Observation | None) -> Invocation:
-        assert observed is not None
-        if isinstance(observed, BackendError):
-            return inv  # the caller decides how long an unreachable scheduler is tolerated
-        event = terminal_event(observed, self._retry_at(inv))
-        if event is not None:
-            failpoint("after_terminal_observed")
-            return self._record_end(inv, event)
-        if observed.state in (RemoteState.NOT_FOUND, RemoteState.UNKNOWN):
-            return self._unknown(inv, describe(observed))
-        return inv
+    def request_cancel(self, inv: Invocation, by: str) -> Invocation:
+        """Commit the cancel intent and send the cancel (or settle at once when nothing can be
+        running)."""
+        while True:
+            if inv.state is JobState.DONE or inv.cancel_requested:
+                return inv
+            if inv.state in (JobState.PREPARED, JobState.RETRYING):
+                event: Event = Cancelled(f"cancelled by {by}; nothing running")
+            else:
+                event = CancelRequested(by)
+            after = self.try_commit(inv, event)
+            if after is not None:
+                return after
+            inv = self.journal.get(inv.id)
 
-    def _record_end(self, inv: Invocation, event: Event) -> Invocation:
-        after = self._commit(inv, event)
-        if isinstance(event, InfraFailed):
-            failpoint("after_infra_failed_commit")
-        else:
-            failpoint("after_finished_commit")
-        return after
+    def cancel_due(self, inv: Invocation) -> bool:
+        """Whether to send the cancel now: once, then again every few seconds until it settles
+        (a repeated cancel may escalate)."""
+        key = (inv.id, inv.attempt)
+        now = time.monotonic()
+        last = self._cancel_sent.get(key)
+        if last is not None and now - last < CANCEL_RESEND_SECONDS:
+            return False
+        self._cancel_sent[key] = now
+        return True
 
-    def _collect(self, inv: Invocation) -> Invocation:
-        if inv.cancel_requested and inv.failure_class is not FailureClass.CANCELLED:
-            # Asked to stop while results come home: stop collecting, keep the job's exit code.
-            return self._commit(inv, Cancelled("cancelled during collection"))
-        ref, backend = self.job_ref(inv), self.backend(inv)
-        # Logs and artifacts come home before anything may clean the remote directory.
-        spool_logs(self.journal, backend, ref)
-        patterns = list(inv.options.get("artifacts", []))
-        collected = backend.collect(ref)
-        artifacts = collect_artifacts(self.journal, backend, ref, patterns)
-        evidence = "; ".join(text for text in (collected, artifacts) if text)
-        failpoint("after_collect_effect")
-        assert inv.failure_class is not None
-        outcome = OUTCOME_OF[inv.failure_class]
-        after = self._commit(inv, Collected(outcome, inv.exit_code, evidence))
-        failpoint("after_done_commit")
-        return after
+    # -- helpers for effects ----------------------------------------------------------------------
 
-    def _retrying(self, inv: Invocation) -> Invocation:
-        if inv.cancel_requested:
-            return self._commit(inv, Cancelled("cancelled between attempts"))
-        assert inv.failure_class is not None
-        if inv.retries > inv.max_retries:
-            return self._commit(inv, RetryBudgetSpent(inv.failure_class, inv.retries - 1))
-        if inv.not_before and datetime.fromisoformat(inv.not_before) > utc_now():
-            return inv
-        return self._intend(inv, inv.attempt + 1)
+    def retry_at(self, inv: Invocation) -> str:
+        return iso(next_attempt_at(inv.retries + 1, self.retry, self.clock()))
 
-    def _unresolved(self, inv: Invocation, observed: Observation | None) -> Invocation:
-        assert observed is not None
-        if isinstance(observed, BackendError):
-            return inv
-        event = terminal_event(observed, self._retry_at(inv))
-        if event is not None:
-            return self._record_end(inv, event)
-        if observed.state in (RemoteState.PENDING, RemoteState.RUNNING) and observed.job_id:
-            return self._submitted(inv, observed.job_id, f"reattached: {describe(observed)}")
-        never_submitted = observed.state is RemoteState.NOT_FOUND and not self._had_job_id(inv)
-        if never_submitted:
-            if inv.cancel_requested:
-                return self._commit(inv, Cancelled(f"proven never submitted: {describe(observed)}"))
-            return self._infra_failed(
-                inv,
-                FailureClass.TRANSPORT_LOST,
-                f"proven absent after an unknown outcome: {describe(observed)}",
-            )
-        return inv  # still unknown: nothing is written, so reconcile stays idempotent
+    def note(self, inv: Invocation, text: str) -> None:
+        self.notes[inv.id] = text
 
-    def _had_job_id(self, inv: Invocation) -> bool:
-        return self.job_ref(inv).job_id is not None
-
-    def _unknown(self, inv: Invocation, observation: str) -> Invocation:
-        after = self._commit(inv, OutcomeUnknown(observation))
-        failpoint("after_unknown_commit")
-        return after
-
-    def _infra_failed(self, inv: Invocation, failure: FailureClass, observation: str) -> Invocation:
-        return self._record_end(inv, InfraFailed(failure, observation, self._retry_at(inv)))
-
-    def _retry_at(self, inv: Invocation) -> str:
-        return iso(next_attempt_at(inv.retries + 1, self.retry, utc_now()))
-
-    def mark_unknown(self, inv: Invocation, observation: str) -> Invocation:
-        """Give up proving the outcome for now (the scheduler stayed unreachable)."""
-        if inv.state in (JobState.SUBMITTING, JobState.RUNNING):
-            return self._unknown(inv, observation)
-        return inv
+    # -- logs -------------------------------------------------------------------------------------
 
     def spool(self, inv: Invocation) -> int:
         """Copy new log bytes of the current attempt home (remote adapters only)."""
@@ -350,32 +321,6 @@ class Engine:
             for a in self.journal.attempts(inv.id)
         ]
 
-    # -- cancellation -----------------------------------------------------------------------
 
-    def request_cancel(self, inv: Invocation, by: str) -> Invocation:
-        """Commit the cancel intent (or settle at once when nothing can be running)."""
-        while True:
-            try:
-                if inv.state in (JobState.PREPARED, JobState.RETRYING):
-                    return self._commit(inv, Cancelled(f"cancelled by {by}; nothing running"))
-                if inv.state is JobState.DONE or inv.cancel_requested:
-                    return inv
-                after = self._commit(inv, CancelRequested(by))
-                failpoint("after_cancel_intent")
-                return after
-            except StaleState:
-                inv = self.journal.get(inv.id)
-
-    def send_cancel(self, inv: Invocation) -> None:
-        """The cancel effect; only ever called once CancelRequested is committed."""
-        if inv.cancel_requested and inv.state in (
-            JobState.SUBMITTING,
-            JobState.RUNNING,
-            JobState.UNRESOLVED,
-        ):
-            self.backend(inv).cancel(self.job_ref(inv))
-            failpoint("after_cancel_effect")
-
-    def abandon_unresolved(self, inv: Invocation, observation: str) -> Invocation:
-        """An operator's cancel of an invocation whose outcome stays unknown."""
-        return self._commit(inv, Cancelled(f"cancelled while unresolved: {observation}"))
+def _job_name(inv: Invocation) -> str:
+    return inv.job_name or job_name(inv.id, inv.attempt)

@@ -1,4 +1,11 @@
-"""Driving one invocation to its end (`vibesys run`, `vibesys wait`)."""
+"""Driving one invocation to its end (`vibesys run`, `vibesys wait`), and following one that
+another process drives (`vibesys logs --follow`).
+
+Following is not owning: only the process that drives an invocation for its user (`run`,
+`wait`) turns an interrupt, or a broken output, into a cancel. A follower's Ctrl-C only stops
+the following; if nobody else drives the job, the follower drives it meanwhile (so its logs come
+home) and lets go of it when it stops.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,11 @@ from datetime import datetime
 
 from vibesys.engine.core import Engine
 from vibesys.engine.logs import LogTail
+from vibesys.engine.plan import needs_observation
+from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
-from vibesys.journal_schema import Invocation, utc_now
+from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
-
-#: How long a scheduler may stay unreachable before the invocation is marked UNRESOLVED.
-UNREACHABLE_SECONDS = 600.0
 
 
 class StopFlag:
@@ -45,78 +51,133 @@ class StopFlag:
 class DriveOptions:
     tail: LogTail | None = None
     detach: bool = False
-    #: set from a signal handler: cancel the job, then keep driving until it has settled
+    #: set from a signal handler. Owners (`run`, `wait`): cancel the job, then keep driving
+    #: until it has settled. Followers: stop following, leave the job alone.
     interrupt: StopFlag | None = None
-    unreachable_seconds: float = UNREACHABLE_SECONDS
+    owner: bool = True
+    #: set by `drive`/`wait_for`: why the output stopped (a broken pipe, a full disk)
+    output_error: str | None = None
 
 
 def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invocation:
-    """Advance `invocation` until DONE or UNRESOLVED (or RUNNING, with `detach`).
+    """Advance `invocation` until DONE, or UNRESOLVED (or COLLECTING) that waiting does not
+    change within the engine's patience, or RUNNING with `detach`.
 
     The caller must hold the invocation's lease; it is renewed here and released at the end.
     """
     stop = options.interrupt or StopFlag()
-    renew_every = engine.lease_ttl.total_seconds() / 3
-    renewed = time.monotonic()
-    unreachable_since: float | None = None
+    watch = _Watch(engine)
     inv = invocation
     try:
         while True:
-            if time.monotonic() - renewed >= renew_every:
-                if not engine.journal.acquire_lease(inv.id, engine.owner, engine.lease_ttl):
-                    return engine.journal.get(inv.id)  # someone took over; stop driving
-                renewed = time.monotonic()
+            if not watch.renew(inv):
+                return engine.journal.get(inv.id)  # someone took over
             inv = engine.journal.get(inv.id)  # picks up cancels from other processes
             if stop.is_set() and inv.state is not JobState.DONE:
+                if not options.owner:
+                    return inv
                 inv = engine.request_cancel(inv, "interrupt")
-            engine.send_cancel(inv) if inv.cancel_requested else None
-            observed = engine.observe(inv) if engine.needs_observation(inv) else None
-            if isinstance(observed, BackendError) and inv.state is JobState.RUNNING:
-                unreachable_since = unreachable_since or time.monotonic()
-                if time.monotonic() - unreachable_since > options.unreachable_seconds:
-                    inv = engine.mark_unknown(inv, f"unreachable: {observed.evidence}")
-            else:
-                unreachable_since = None
-            inv = engine.advance(inv, observed)
-            if options.tail is not None and inv.state is not JobState.DONE:
-                _spool_quietly(engine, inv)
+            seen = watch.observe(inv) if needs_observation(inv) else None
+            inv = engine.advance(inv, seen)
             if options.tail is not None:
-                options.tail.pump(engine.log_paths(inv))
-            if inv.state in (JobState.DONE, JobState.UNRESOLVED):
+                error = _pump(engine, inv, options.tail)
+                if error is not None:
+                    options.output_error, options.tail = error, None
+                    if not options.owner:
+                        return inv
+                    stop.set()  # an output that broke is handled like an interrupt
+            if inv.state is JobState.DONE:
                 return inv
             if options.detach and inv.state is JobState.RUNNING:
+                return inv
+            if watch.settled(inv, seen):
                 return inv
             stop.wait(_pause(engine, inv))
     finally:
         engine.journal.release_lease(inv.id, engine.owner)
 
 
-def _spool_quietly(engine: Engine, inv: Invocation) -> None:
-    """Stream logs while the job runs; a lost connection only delays them (the offset is
-    committed, so the next round resumes where this one stopped)."""
-    with contextlib.suppress(BackendError):
-        engine.spool(inv)
+class _Watch:
+    """What a driver keeps between rounds: the lease, and how long the job's fate has stayed
+    open (an unreachable scheduler, an unresolved or uncollected invocation)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.renewed = time.monotonic()
+        self.unreachable_since: datetime | None = None
+        self.open_since: float | None = None
+
+    def renew(self, inv: Invocation) -> bool:
+        engine = self.engine
+        if time.monotonic() - self.renewed < engine.lease_ttl.total_seconds() / 3:
+            return True
+        self.renewed = time.monotonic()
+        return engine.journal.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
+
+    def observe(self, inv: Invocation) -> Seen:
+        seen = self.engine.observe(inv, since=self.unreachable_since)
+        if seen.sight is Sight.UNREACHABLE:
+            self.unreachable_since = self.unreachable_since or self.engine.clock()
+            return Seen(seen.sight, seen.evidence, since=self.unreachable_since)
+        self.unreachable_since = None
+        return seen
+
+    def settled(self, inv: Invocation, seen: Seen | None) -> bool:
+        """Whether to stop driving an invocation whose fate stays open."""
+        if inv.state not in (JobState.UNRESOLVED, JobState.COLLECTING):
+            self.open_since = None
+            return False
+        if inv.state is JobState.UNRESOLVED and seen is not None and seen.final:
+            return True  # nothing will change by waiting: report it now
+        self.open_since = self.open_since or time.monotonic()
+        return time.monotonic() - self.open_since >= self.engine.patience.total_seconds()
+
+
+def _pump(engine: Engine, inv: Invocation, tail: LogTail, *, spool: bool = True) -> str | None:
+    """Bring new log bytes home (only the lease holder spools) and to the terminal; the error
+    text if the output broke."""
+    if spool and inv.state is not JobState.DONE:
+        # A lost connection only delays the logs: the offset is committed, so the next round
+        # resumes where this one stopped.
+        with contextlib.suppress(BackendError):
+            engine.spool(inv)
+    try:
+        tail.pump(engine.log_paths(inv))
+        if inv.state is JobState.DONE:
+            tail.close()
+    except OSError as exc:
+        return f"the output failed ({exc.strerror or exc})"
+    return None
 
 
 def _pause(engine: Engine, inv: Invocation) -> float:
+    now = engine.clock()
     if inv.state is JobState.RETRYING and inv.not_before:
-        remaining = (datetime.fromisoformat(inv.not_before) - utc_now()).total_seconds()
+        remaining = (datetime.fromisoformat(inv.not_before) - now).total_seconds()
         return min(max(remaining, 0.0), 1.0)
-    if inv.state in (JobState.RUNNING, JobState.SUBMITTING):
-        age = (utc_now() - datetime.fromisoformat(inv.updated_at)).total_seconds()
+    if inv.state in (JobState.RUNNING, JobState.SUBMITTING, JobState.UNRESOLVED):
+        age = (now - datetime.fromisoformat(inv.updated_at)).total_seconds()
         return engine.backend(inv).poll_interval(age)
-    return 0.05
+    return 0.2 if inv.state is JobState.COLLECTING else 0.05
 
 
 def wait_for(engine: Engine, invocation_id: str, options: DriveOptions) -> Invocation:
-    """Block until the invocation ends; drive it if no live process does."""
+    """Block until the invocation ends; drive it whenever no live process does. A follower
+    (`owner=False`) streams the logs meanwhile and stops at its interrupt."""
+    stop = options.interrupt
     while True:
         inv = engine.journal.get(invocation_id)
+        if inv.state is not JobState.DONE and engine.journal.acquire_lease(
+            inv.id, engine.owner, engine.lease_ttl
+        ):
+            return drive(engine, inv, options)
+        if options.tail is not None:
+            options.output_error = _pump(engine, inv, options.tail, spool=False)
+            if options.output_error is not None:
+                return inv
         if inv.state is JobState.DONE:
             return inv
-        if engine.journal.acquire_lease(inv.id, engine.owner, engine.lease_ttl):
-            return drive(engine, inv, options)
-        if options.interrupt is not None and options.interrupt.wait(0.2):
+        if stop is not None and stop.wait(0.2):
             return inv
-        if options.interrupt is None:
+        if stop is None:
             time.sleep(0.2)

@@ -16,8 +16,11 @@ CRASH_STATUS = 137
 
 FAILPOINTS: Final[dict[str, str]] = {
     "after_prepare_commit": "PREPARED is committed; nothing submitted yet",
-    "after_submit_intent": "SUBMITTING (attempt, job name) is committed; submit not yet called",
+    "after_submit_intent": "SUBMITTING (attempt, job name) is committed; nothing dispatched yet",
+    "after_submit_dispatch": "SubmitDispatched is committed; the submit may begin, not yet called",
     "after_submit_effect": "the job was submitted; its id is not yet committed",
+    "after_fence_intent": "FenceIntended is committed; the fence is not yet written",
+    "after_fence_effect": "the fence was written (or the job's claim found); not yet committed",
     "after_submitted_commit": "RUNNING (job id) is committed; not yet polled",
     "after_terminal_observed": "the job's end was observed; not yet committed",
     "after_finished_commit": "COLLECTING is committed; nothing collected yet",

@@ -19,6 +19,7 @@ class LogTail:
         self._sinks = (stdout, stderr)
         self._offsets: dict[Path, int] = {}
         self._decoders: dict[Path, codecs.IncrementalDecoder] = {}
+        self._sink_of: dict[Path, BinaryIO] = {}
 
     def pump(self, paths: tuple[Path, Path]) -> int:
         """Copy whatever is new; return the number of bytes read."""
@@ -27,6 +28,7 @@ class LogTail:
             offset = self._offsets.get(path, 0)
             if not path.exists():
                 continue
+            self._sink_of[path] = sink
             decoder = self._decoders.setdefault(
                 path, codecs.getincrementaldecoder("utf-8")(errors="replace")
             )
@@ -39,3 +41,13 @@ class LogTail:
             sink.flush()
             self._offsets[path] = offset
         return copied
+
+    def close(self) -> None:
+        """The files are complete: a multi-byte character cut off at the very end is shown as
+        U+FFFD rather than dropped."""
+        for path in list(self._decoders):
+            rest = self._decoders.pop(path).decode(b"", final=True)
+            if rest:
+                sink = self._sink_of[path]
+                sink.write(rest.encode("utf-8"))
+                sink.flush()

@@ -1,11 +1,17 @@
-"""Where the adapters' vocabulary (RemoteState) meets ours (events and failure classes)."""
+"""Where the adapters' vocabulary (RemoteState, BackendError) meets ours (`Seen`)."""
 
 from __future__ import annotations
 
-from vibesys.adapters.base import RemoteState, RemoteStatus
-from vibesys.states import Event, FailureClass, Finished, InfraFailed
+from datetime import datetime
 
-_INFRA: dict[RemoteState, FailureClass] = {
+from vibesys.adapters.base import RemoteState, RemoteStatus
+from vibesys.adapters.claim import Claim
+from vibesys.engine.seen import Seen, Sight
+from vibesys.errors import BackendError
+from vibesys.states import FailureClass
+
+#: Terminal remote states that are the infrastructure's failure, never the command's.
+INFRA_STATES: dict[RemoteState, FailureClass] = {
     RemoteState.NODE_FAIL: FailureClass.NODE_FAILED,
     RemoteState.BOOT_FAIL: FailureClass.NODE_FAILED,
     RemoteState.LAUNCH_FAILED: FailureClass.NODE_FAILED,
@@ -25,19 +31,57 @@ def describe(status: RemoteStatus) -> str:
     return f"{text}: {status.observation}" if status.observation else text
 
 
-def terminal_event(status: RemoteStatus, not_before: str) -> Event | None:
-    """The event a terminal remote state proves, or None when the job is not terminal."""
-    observation = describe(status)
+def claim_job_id(claim: Claim) -> str:
+    """The id a job's claim names: the scheduler's (`*_job_id`), else the process's."""
+    for key, value in claim.fields.items():
+        if key.endswith("_job_id") and value:
+            return value
+    return claim.get("pid") or "claimed"
+
+
+def seen_error(error: BackendError, since: datetime | None = None) -> Seen:
+    if error.retryable:
+        return Seen(Sight.UNREACHABLE, error.evidence, since=since)
+    return Seen(Sight.BLOCKED, error.evidence, fix=error.fix, final=True)
+
+
+def seen_status(status: RemoteStatus) -> Seen:
+    """The planner's view of one RemoteStatus."""
+    evidence = describe(status)
+    claim = status.claim
+    if claim is not None and claim.fenced:
+        return Seen(Sight.FENCED, evidence, status.job_id, final=True)
     state = status.state
-    if state in _INFRA:
-        return InfraFailed(_INFRA[state], observation, not_before)
-    if state is RemoteState.COMPLETED and status.exit_code in (0, None):
-        return Finished(FailureClass.COMPLETED, 0, observation)
+    ended = _ended(status)
+    if ended is not None:
+        failure, code = ended
+        return Seen(Sight.ENDED, evidence, status.job_id, failure, code, final=True)
+    if state is RemoteState.PENDING:
+        sight = Sight.QUEUED if status.job_id else Sight.STARTING
+        return Seen(sight, evidence, status.job_id)
+    if state is RemoteState.RUNNING:
+        return Seen(Sight.RUNNING, evidence, status.job_id)
+    if claim is not None:
+        # The job claimed its attempt, and nothing shows how it ended.
+        job_id = status.job_id or claim_job_id(claim)
+        return Seen(Sight.CLAIMED, evidence, job_id, final=status.final)
+    if state is RemoteState.NOT_FOUND:
+        return Seen(Sight.ABSENT, evidence, status.job_id)
+    return Seen(Sight.UNKNOWN, evidence, status.job_id, final=status.final)
+
+
+def _ended(status: RemoteStatus) -> tuple[FailureClass, int | None] | None:
+    """How a terminal remote state ended, in failure classes; None when not terminal."""
+    state, code = status.state, status.exit_code
+    if state in INFRA_STATES:
+        return INFRA_STATES[state], None
+    if state is RemoteState.COMPLETED and code in (0, None):
+        return FailureClass.COMPLETED, 0
     if state in (RemoteState.COMPLETED, RemoteState.FAILED):
-        return Finished(FailureClass.APPLICATION_FAILED, status.exit_code, observation)
+        return FailureClass.APPLICATION_FAILED, code
     if state in (RemoteState.TIMEOUT, RemoteState.OUT_OF_MEMORY):
         # The job's own limits: the command's fault, never retried.
-        return Finished(FailureClass.APPLICATION_FAILED, status.exit_code, observation)
+        return FailureClass.APPLICATION_FAILED, code
     if state is RemoteState.CANCELLED:
-        return Finished(FailureClass.CANCELLED, status.exit_code, observation)
+        return FailureClass.CANCELLED, code
     return None

@@ -1,9 +1,11 @@
 """`vibesys reconcile`: bring every unfinished invocation in line with what the adapters show.
 
 Invocations with a live lease belong to the process holding it and are left alone. For each of
-the others the job is looked up (one batched status call per adapter) and the invocation
-reattached, collected, retried or marked UNRESOLVED. Nothing is written when nothing changed,
-so running it twice changes nothing.
+the others the job is looked up (one batched status call per adapter and site) and the planner
+decides, exactly as for a running driver: reattach, collect, fence, retry or mark UNRESOLVED
+(the table is in docs/architecture.md, generated from the planner). Nothing is written when
+nothing changed, so running it twice changes nothing. A failure inside one invocation is
+reported on its row and never stops the others from being reconciled.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from vibesys.adapters.base import JobRef
-from vibesys.engine.core import Engine, Observation, backend_key
-from vibesys.engine.observe import describe
+from vibesys.engine.core import Engine
+from vibesys.engine.execute import error_facts
+from vibesys.engine.observe import seen_error, seen_status
+from vibesys.engine.plan import needs_observation
+from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
@@ -25,13 +30,15 @@ class ReconcileRow:
     before: JobState
     after: JobState
     evidence: str
+    failed: bool = False
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, str | bool]:
         return {
             "invocation": self.invocation_id,
             "before": self.before,
             "after": self.after,
             "evidence": self.evidence,
+            "failed": self.failed,
         }
 
 
@@ -60,41 +67,56 @@ def reconcile(engine: Engine) -> list[ReconcileRow]:
     return rows
 
 
-def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str, Observation]:
-    """One status call per adapter for every invocation that needs one."""
-    by_backend: dict[tuple[str, str], list[tuple[Invocation, JobRef]]] = defaultdict(list)
+def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str, Seen]:
+    """One status call per adapter and site for every invocation that needs one."""
+    groups: dict[tuple[str, str], list[tuple[Invocation, JobRef]]] = defaultdict(list)
+    seen: dict[str, Seen] = {}
     for inv in invocations:
-        if engine.needs_observation(inv):
-            by_backend[backend_key(inv)].append((inv, engine.job_ref(inv)))
-    seen: dict[str, Observation] = {}
-    for pairs in by_backend.values():
+        if not needs_observation(inv):
+            continue
+        try:
+            key = (inv.adapter, engine.request_of(inv).backend_key())
+        except Exception as exc:  # a request that no longer parses: its own row says so
+            seen[inv.id] = seen_error(_as_backend_error(exc))
+            continue
+        groups[key].append((inv, engine.job_ref(inv)))
+    for pairs in groups.values():
         try:
             statuses = engine.backend(pairs[0][0]).status([ref for _, ref in pairs])
-        except BackendError as exc:
-            seen.update({inv.id: exc for inv, _ in pairs})
+        except Exception as exc:
+            seen.update({inv.id: seen_error(_as_backend_error(exc)) for inv, _ in pairs})
             continue
-        seen.update({inv.id: statuses[ref.job_name] for inv, ref in pairs})
+        seen.update({inv.id: seen_status(statuses[ref.job_name]) for inv, ref in pairs})
     return seen
 
 
-def _reconcile_one(engine: Engine, inv: Invocation, observed: Observation | None) -> ReconcileRow:
+def _as_backend_error(exc: Exception) -> BackendError:
+    if isinstance(exc, BackendError):
+        return exc
+    facts = error_facts(exc)
+    return BackendError(facts.reason, retryable=facts.retryable, fix=facts.fix)
+
+
+def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> ReconcileRow:
     before = inv
-    if inv.cancel_requested:
-        engine.send_cancel(inv)
-    if isinstance(observed, BackendError) and inv.state is JobState.RUNNING:
-        # The scheduler did not answer: the outcome cannot be proven now.
-        after = engine.mark_unknown(inv, f"status failed: {observed.evidence}")
-    else:
-        after = engine.advance(inv, observed)
+    try:
+        after = engine.advance(inv, seen)
+    except Exception as exc:
+        facts = error_facts(exc)
+        fix = f"; fix: {facts.fix}" if facts.fix else ""
+        current = engine.journal.get(inv.id)
+        return ReconcileRow(
+            inv.id, before.state, current.state, f"error: {facts.reason}{fix}", True
+        )
     if after.version != before.version:
         last = engine.journal.history(inv.id)[-1]
         evidence = f"{last.event}: " + ", ".join(
             f"{key}={value}" for key, value in last.evidence.items() if value not in ("", None)
         )
-    elif isinstance(observed, BackendError):
-        evidence = f"unreachable: {observed.evidence}"
-    elif observed is not None:
-        evidence = describe(observed)
+    elif inv.id in engine.notes:
+        evidence = engine.notes[inv.id]
+    elif seen is not None:
+        evidence = f"{seen.sight}: {seen.evidence}"
     else:
         evidence = "nothing to do yet"
     return ReconcileRow(inv.id, before.state, after.state, evidence)

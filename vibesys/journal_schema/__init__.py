@@ -5,7 +5,13 @@ from vibesys.journal_schema.codec import decode_event, encode_event
 from vibesys.journal_schema.leases import lease_free
 from vibesys.journal_schema.progress import ArtifactRow, ArtifactState
 from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
-from vibesys.journal_schema.store import DEFAULT_PATH, Journal, journal_path, open_journal
+from vibesys.journal_schema.store import (
+    DEFAULT_PATH,
+    Journal,
+    journal_error,
+    journal_path,
+    open_journal,
+)
 from vibesys.journal_schema.verify import verify_journal
 
 __all__ = [
@@ -19,6 +25,7 @@ __all__ = [
     "decode_event",
     "encode_event",
     "iso",
+    "journal_error",
     "journal_path",
     "lease_free",
     "open_journal",

@@ -7,6 +7,9 @@ vibesys and is refused (see store.open_journal).
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
@@ -124,6 +127,60 @@ def m002_spool_artifacts_snapshot(db: Database) -> None:
     )
     # The candidate snapshot's content digest, recorded at PREPARED.
     db.table("invocations").add_column("snapshot_digest", str)
+
+
+@migrations()
+def m003_typed_requests_fences_context(db: Database) -> None:
+    # Each attempt records how far its submission got and how it was settled: dispatched (the
+    # submit may have happened), a fence intended (its outcome is being proven), the claim
+    # found in its run directory, and where it ran (provenance, JSON).
+    attempts = db.table("attempts")
+    for column in ("dispatched_at", "fence_intended_at", "claim", "provenance"):
+        attempts.add_column(column, str)
+    # Before m003 the intent was followed by the submit at once: any recorded attempt may
+    # have been submitted, so it counts as dispatched (a lookup or a fence settles it).
+    db.execute("UPDATE attempts SET dispatched_at = intended_at")
+    # The adapter's typed request replaces the untyped options (and the digest kept twice);
+    # the job's context (working directory, environment file) is recorded from now on.
+    invocations = db.table("invocations")
+    invocations.add_column("request", str)
+    invocations.add_column("request_version", int)
+    invocations.add_column("cwd", str)
+    invocations.add_column("env_file", str)
+    rows = db.execute("SELECT id, adapter, options, snapshot_digest FROM invocations").fetchall()
+    for invocation_id, adapter, options, digest in rows:
+        request = request_from_options(adapter, json.loads(options or "{}"), digest)
+        db.execute(
+            "UPDATE invocations SET request=?, request_version=1 WHERE id=?",
+            (json.dumps(request, sort_keys=True), invocation_id),
+        )
+    invocations.transform(drop={"options", "snapshot_digest"}, not_null={"request"})
+
+
+def request_from_options(
+    adapter: str, options: dict[str, Any], digest: str | None
+) -> dict[str, Any]:
+    """The typed request (schema version 1) of an invocation recorded before m003."""
+    request: dict[str, Any] = {}
+    if options.get("artifacts"):
+        request["artifacts"] = list(options["artifacts"])
+    if adapter in ("sbatch", "srun"):
+        request["site_config"] = str(options.get("site_config", ""))
+        request["gpus"] = int(options.get("gpus", 0))
+        request["time_minutes"] = int(options.get("time_minutes", 1))
+        request["partitions"] = list(options.get("partitions", []))
+        if options.get("candidate"):
+            request["candidate"] = {
+                "path": str(options["candidate"]),
+                "exclude": list(options.get("snapshot_exclude", [])),
+                "digest": str(digest or options.get("snapshot_digest", "")),
+            }
+        if adapter == "sbatch" and options.get("dependency"):
+            request["after"] = {
+                "job_id": str(options["dependency"]),
+                "invocation": str(options.get("after", "")),
+            }
+    return request
 
 
 KNOWN = frozenset(m.name for m in migrations._migrations)

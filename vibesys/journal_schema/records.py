@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vibesys.states import FailureClass, JobState, Outcome
@@ -17,6 +17,12 @@ class Attempt:
     failure_class: FailureClass | None
     intended_at: str
     submitted_at: str | None
+    dispatched_at: str | None = None
+    fence_intended_at: str | None = None
+    #: the claim found in the attempt's run directory, as its key=value text
+    claim: str | None = None
+    #: where and on what it ran (site, partition, nodes, GPUs, times, ...)
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -25,7 +31,11 @@ class Attempt:
             "job_id": self.job_id,
             "failure_class": self.failure_class,
             "intended_at": self.intended_at,
+            "dispatched_at": self.dispatched_at,
             "submitted_at": self.submitted_at,
+            "fence_intended_at": self.fence_intended_at,
+            "claim": self.claim,
+            "provenance": self.provenance,
         }
 
 
@@ -51,11 +61,14 @@ class HistoryRow:
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
+    """One invocation's row, with the facts of its current attempt that decisions need."""
+
     id: str
     label: str | None
     adapter: str
     command: list[str]
-    options: dict[str, Any]
+    #: the adapter's typed request as JSON (validated by the adapter's model when used)
+    request: dict[str, Any]
     state: JobState
     version: int
     attempt: int
@@ -71,7 +84,25 @@ class Invocation:
     updated_at: str
     lease_owner: str | None
     lease_expires_at: str | None
-    snapshot_digest: str | None = None
+    request_version: int = 1
+    #: the job's context, recorded at PREPARED: working directory and environment file
+    cwd: str | None = None
+    env_file: str | None = None
+    #: the current attempt's facts (None/False before the first intent)
+    job_id: str | None = None
+    dispatched: bool = False
+    fence_intended: bool = False
+    intended_at: str | None = None
+    job_name: str | None = None
+
+    @property
+    def snapshot_digest(self) -> str | None:
+        candidate = self.request.get("candidate")
+        return str(candidate["digest"]) if isinstance(candidate, dict) else None
+
+    @property
+    def artifacts(self) -> list[str]:
+        return [str(p) for p in self.request.get("artifacts", [])]
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Invocation:
@@ -80,7 +111,7 @@ class Invocation:
             label=row["label"],
             adapter=row["adapter"],
             command=json.loads(row["command"]),
-            options=json.loads(row["options"]),
+            request=json.loads(row["request"]),
             state=JobState(row["state"]),
             version=row["version"],
             attempt=row["attempt"],
@@ -96,7 +127,14 @@ class Invocation:
             updated_at=row["updated_at"],
             lease_owner=row["lease_owner"],
             lease_expires_at=row["lease_expires_at"],
-            snapshot_digest=row.get("snapshot_digest"),
+            request_version=row["request_version"] or 1,
+            cwd=row["cwd"],
+            env_file=row["env_file"],
+            job_id=row["a_job_id"],
+            dispatched=row["a_dispatched_at"] is not None,
+            fence_intended=row["a_fence_intended_at"] is not None,
+            intended_at=row["a_intended_at"],
+            job_name=row["a_job_name"],
         )
 
     def to_json(self, attempts: list[Attempt], history: list[HistoryRow]) -> dict[str, Any]:
@@ -109,7 +147,8 @@ class Invocation:
             "failure_class": self.failure_class,
             "adapter": self.adapter,
             "command": self.command,
-            "options": self.options,
+            "request": {"schema_version": self.request_version, **self.request},
+            "cwd": self.cwd,
             "attempt": self.attempt,
             "retries": self.retries,
             "max_retries": self.max_retries,

@@ -12,9 +12,11 @@ from vibesys.states import (
     Collected,
     Decision,
     Event,
+    FenceIntended,
     Finish,
     Finished,
     InfraFailed,
+    SubmitDispatched,
     SubmitIntended,
     Submitted,
 )
@@ -42,7 +44,28 @@ def row_updates(current: Invocation, event: Event, decision: Decision) -> dict[s
     return columns
 
 
+def attempt_facts(current: Invocation, event: Event, at: str) -> dict[str, Any]:
+    """How the current attempt's facts on the read model change (mirrors `attempt_updates`)."""
+    match event:
+        case SubmitIntended(job_name=name):
+            return {
+                "job_id": None,
+                "job_name": name,
+                "dispatched": False,
+                "fence_intended": False,
+                "intended_at": at,
+            }
+        case SubmitDispatched():
+            return {"dispatched": True}
+        case FenceIntended():
+            return {"fence_intended": True}
+        case Submitted(job_id=job_id):
+            return {"job_id": job_id}
+    return {}
+
+
 def attempt_updates(conn: sqlite3.Connection, current: Invocation, event: Event, at: str) -> None:
+    key = (current.id, current.attempt)
     match event:
         case SubmitIntended(attempt=attempt, job_name=name):
             conn.execute(
@@ -50,13 +73,24 @@ def attempt_updates(conn: sqlite3.Connection, current: Invocation, event: Event,
                 "VALUES (?,?,?,?)",
                 (current.id, attempt, name, at),
             )
+        case SubmitDispatched():
+            conn.execute(
+                "UPDATE attempts SET dispatched_at=? WHERE invocation_id=? AND attempt=?",
+                (at, *key),
+            )
+        case FenceIntended():
+            conn.execute(
+                "UPDATE attempts SET fence_intended_at=coalesce(fence_intended_at, ?) "
+                "WHERE invocation_id=? AND attempt=?",
+                (at, *key),
+            )
         case Submitted(job_id=job_id):
             conn.execute(
                 "UPDATE attempts SET job_id=?, submitted_at=? WHERE invocation_id=? AND attempt=?",
-                (job_id, at, current.id, current.attempt),
+                (job_id, at, *key),
             )
         case Finished(failure_class=fc) | InfraFailed(failure_class=fc):
             conn.execute(
                 "UPDATE attempts SET failure_class=? WHERE invocation_id=? AND attempt=?",
-                (fc, current.id, current.attempt),
+                (fc, *key),
             )

@@ -1,4 +1,7 @@
-"""Effects: what the engine must do after a transition is committed (never before)."""
+"""Effects: what the engine must do after a transition is committed (never before).
+
+Submit is the only effect that is never repeated: a second submit could run the command twice.
+Every other effect is idempotent, so the engine may carry it out again after a crash."""
 
 from __future__ import annotations
 
@@ -11,6 +14,13 @@ from vibesys.states.job_state import Outcome
 class Submit:
     attempt: int
     job_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Claim the attempt's run directory for nobody (idempotent): whoever claims first wins."""
+
+    attempt: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,4 +54,4 @@ class Finish:
     exit_code: int | None
 
 
-Effect = Submit | Poll | Cancel | Collect | ScheduleRetry | Resolve | Finish
+Effect = Submit | Fence | Poll | Cancel | Collect | ScheduleRetry | Resolve | Finish

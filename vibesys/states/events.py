@@ -21,6 +21,15 @@ class SubmitIntended:
 
 
 @dataclass(frozen=True, slots=True)
+class SubmitDispatched:
+    """The submission of `attempt` may begin: from here on the job may exist even if nobody
+    ever learns its id, so only a lookup or a fence can settle what happened."""
+
+    attempt: int
+    job_name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Submitted:
     """The scheduler accepted the job (or a lookup by name found it)."""
 
@@ -33,6 +42,24 @@ class Rejected:
     """The request is invalid; it is proven that nothing runs."""
 
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Misconfigured:
+    """A configuration or security failure (a changed host key, a refused key, a missing
+    candidate, a command the system cannot execute): it is proven that nothing was submitted,
+    and retrying cannot help until a person applies `fix`."""
+
+    reason: str
+    fix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FenceIntended:
+    """The engine is about to fence `attempt`: claim its run directory so that its command can
+    never start, unless the job has claimed it first."""
+
+    attempt: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +128,11 @@ class Cancelled:
 
 Event = (
     SubmitIntended
+    | SubmitDispatched
     | Submitted
     | Rejected
+    | Misconfigured
+    | FenceIntended
     | OutcomeUnknown
     | Finished
     | InfraFailed
@@ -114,8 +144,11 @@ Event = (
 
 EVENT_TYPES: tuple[type[Event], ...] = (
     SubmitIntended,
+    SubmitDispatched,
     Submitted,
     Rejected,
+    Misconfigured,
+    FenceIntended,
     OutcomeUnknown,
     Finished,
     InfraFailed,

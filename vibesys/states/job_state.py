@@ -32,6 +32,7 @@ class Outcome(StrEnum):
     CANCELLED = "CANCELLED"
     INFRA_FAILED = "INFRA_FAILED"  # the retry budget is spent; keeps the last failure class
     REJECTED = "REJECTED"  # the request was invalid
+    MISCONFIGURED = "MISCONFIGURED"  # a configuration or security failure a person must fix
 
 
 class FailureClass(StrEnum):

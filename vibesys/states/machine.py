@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Final
 
 from transitions import EventData, Machine, MachineError
@@ -19,6 +18,7 @@ from vibesys.states.effects import (
     Cancel,
     Collect,
     Effect,
+    Fence,
     Finish,
     Poll,
     Resolve,
@@ -29,10 +29,12 @@ from vibesys.states.events import (
     Cancelled,
     Collected,
     Event,
+    FenceIntended,
     InfraFailed,
+    Misconfigured,
     Rejected,
     RetryBudgetSpent,
-    SubmitIntended,
+    SubmitDispatched,
 )
 from vibesys.states.job_state import INITIAL, JobState, Outcome
 from vibesys.states.table import TRANSITIONS, dest_of, sources_of
@@ -53,8 +55,12 @@ class _Model:
     effects: list[Effect] = field(default_factory=list)
 
     def emit_submit(self, data: EventData) -> None:
-        ev: SubmitIntended = data.kwargs["event"]
+        ev: SubmitDispatched = data.kwargs["event"]
         self.effects.append(Submit(ev.attempt, ev.job_name))
+
+    def emit_fence(self, data: EventData) -> None:
+        ev: FenceIntended = data.kwargs["event"]
+        self.effects.append(Fence(ev.attempt))
 
     def emit_poll(self, data: EventData) -> None:
         self.effects.append(Poll())
@@ -84,6 +90,8 @@ def final_outcome(event: Event) -> tuple[Outcome, int | None]:
             return outcome, code
         case Rejected():
             return Outcome.REJECTED, None
+        case Misconfigured():
+            return Outcome.MISCONFIGURED, None
         case RetryBudgetSpent():
             return Outcome.INFRA_FAILED, None
         case Cancelled():
@@ -91,9 +99,22 @@ def final_outcome(event: Event) -> tuple[Outcome, int | None]:
     raise InvalidTransition("DONE", type(event).__name__)
 
 
-@cache
+#: One machine per thread. A queued machine keeps one transition queue for every caller, so a
+#: trigger fired from a second thread would be appended behind the first and return at once,
+#: unapplied; a machine of its own per thread needs no lock.
+_LOCAL: Final = threading.local()
+
+
 def build_machine() -> Machine:
-    """Validate the table and build the machine (once per process)."""
+    """Validate the table and build this thread's machine (once per thread)."""
+    machine: Machine | None = getattr(_LOCAL, "machine", None)
+    if machine is None:
+        machine = _new_machine()
+        _LOCAL.machine = machine
+    return machine
+
+
+def _new_machine() -> Machine:
     validate_table(TRANSITIONS)
     return Machine(
         model=None,
@@ -117,11 +138,6 @@ def _next_states() -> dict[tuple[JobState, str], JobState | None]:
 #: journal's compare-and-swap; `decide()` is checked against it in the tests.
 NEXT: Final = _next_states()
 
-#: The machine is shared and queued: its transition queue is one deque for every caller, so a
-#: second thread's trigger would be appended behind the first and return at once, unapplied.
-#: Decisions are serialized; each is a handful of callbacks.
-_DECIDE_LOCK: Final = threading.Lock()
-
 
 def next_state(state: JobState, event: Event) -> JobState:
     """The state after `event`, or InvalidTransition. Cheap: a dict lookup."""
@@ -143,8 +159,7 @@ def decide(state: JobState, event: Event) -> Decision:
     # trigger methods are bound and a decision costs no more than the callbacks it runs.
     model = _Model(state)
     try:
-        with _DECIDE_LOCK:
-            machine.events[trigger].trigger(model, event=event)
+        machine.events[trigger].trigger(model, event=event)
     except MachineError as exc:
         raise InvalidTransition(state, trigger) from exc
     return Decision(JobState(model.state), tuple(model.effects))

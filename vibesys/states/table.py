@@ -3,7 +3,7 @@
 
 Each row's `after` names the effect the engine must carry out once the transition is committed.
 A row with `dest: None` is internal: the state does not change, but the history records the
-event and its effect is authorized (cancellation of a job whose fate is still open).
+event and its effect is authorized (a dispatch, a fence, a cancellation).
 """
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ if TYPE_CHECKING:
 NON_TERMINAL: Final = [S.PREPARED, S.SUBMITTING, S.RUNNING, S.COLLECTING, S.RETRYING, S.UNRESOLVED]
 
 TRANSITIONS: Final[list[TransitionConfigDict]] = [
-    # First attempt, and every later one once its backoff has passed.
-    {
-        "trigger": "SubmitIntended",
-        "source": [S.PREPARED, S.RETRYING],
-        "dest": S.SUBMITTING,
-        "after": "emit_submit",
-    },
-    # The scheduler accepted the job, or a lookup by stable name found it again.
+    # First attempt, and every later one once its backoff has passed: the stable job name is
+    # recorded, nothing is sent yet (a crash here proves nothing was submitted).
+    {"trigger": "SubmitIntended", "source": [S.PREPARED, S.RETRYING], "dest": S.SUBMITTING},
+    # The submission may begin. Committed by exactly one process (compare-and-swap), so a
+    # stalled driver that wakes up later can never submit the same attempt again.
+    {"trigger": "SubmitDispatched", "source": S.SUBMITTING, "dest": None, "after": "emit_submit"},
+    # The scheduler accepted the job, or a lookup by stable name (or the job's claim) found it.
     {
         "trigger": "Submitted",
         "source": [S.SUBMITTING, S.UNRESOLVED],
@@ -40,6 +39,20 @@ TRANSITIONS: Final[list[TransitionConfigDict]] = [
         "source": [S.PREPARED, S.SUBMITTING],
         "dest": S.DONE,
         "after": "emit_finish",
+    },
+    # A configuration or security failure: nothing was submitted and retrying cannot help.
+    {
+        "trigger": "Misconfigured",
+        "source": [S.PREPARED, S.SUBMITTING],
+        "dest": S.DONE,
+        "after": "emit_finish",
+    },
+    # Silence is not absence: an attempt whose job nobody can see is retired only by a fence.
+    {
+        "trigger": "FenceIntended",
+        "source": [S.SUBMITTING, S.UNRESOLVED],
+        "dest": None,
+        "after": "emit_fence",
     },
     # Nobody can say whether the job exists or how it ended.
     {
@@ -55,7 +68,8 @@ TRANSITIONS: Final[list[TransitionConfigDict]] = [
         "dest": S.COLLECTING,
         "after": "emit_collect",
     },
-    # Infrastructure failure, proven to leave nothing of the attempt running.
+    # Infrastructure failure, proven to leave nothing of the attempt running (a terminal
+    # scheduler state, an error that proves nothing was submitted, or a fence that won).
     {
         "trigger": "InfraFailed",
         "source": [S.SUBMITTING, S.RUNNING, S.UNRESOLVED],
@@ -71,7 +85,9 @@ TRANSITIONS: Final[list[TransitionConfigDict]] = [
         "dest": None,
         "after": "emit_cancel",
     },
-    # ... then the settled fact. PREPARED and RETRYING have nothing running, so they go at once.
+    # ... then the settled fact, proven: nothing of the invocation runs any more. PREPARED and
+    # RETRYING have nothing running, so they go at once. (COLLECTING keeps this edge so that
+    # older journals replay; a cancel during collection now keeps the proven outcome.)
     {"trigger": "Cancelled", "source": NON_TERMINAL, "dest": S.DONE, "after": "emit_finish"},
 ]
 

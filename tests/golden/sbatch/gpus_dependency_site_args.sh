@@ -11,10 +11,19 @@
 #SBATCH --qos=normal
 #SBATCH --dependency=afterok:22
 #SBATCH --kill-on-invalid-dep=yes
-# Written by vibesys. exit_code is the command's own status (128+N for signal N),
-# written atomically after it ends; started is written before it begins.
+# Written by vibesys. The job claims its attempt before the command begins (and runs
+# nothing if the attempt is claimed already); exit_code is the command's own status
+# (128+N for signal N), written atomically after it ends.
 run_dir=/shared/vibesys/0123abcd/2
-printf 'host=%s\nstarted_at=%s\nslurm_job_id=%s\n' "$(uname -n)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-}" > "$run_dir/started.tmp" && mv "$run_dir/started.tmp" "$run_dir/started"
+vibesys_claim="$run_dir"/claim.$$.tmp
+printf 'kind=job\nhost=%s\nstarted_at=%s\nslurm_job_id=%s\n' "$(uname -n)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-}" > "$vibesys_claim"
+if ! ln "$vibesys_claim" "$run_dir"/claim 2>/dev/null; then
+  rm -f "$vibesys_claim"
+  { echo 'vibesys: this attempt is claimed by someone else; nothing was run'; cat "$run_dir"/claim; } > "$run_dir"/refused.$$ 2>/dev/null
+  mv "$run_dir"/refused.$$ "$run_dir"/refused 2>/dev/null
+  exit 85
+fi
+rm -f "$vibesys_claim"
 ./bench --iterations=10
 rc=$?
 printf '%s\n' "$rc" > "$run_dir/exit_code.tmp" && mv "$run_dir/exit_code.tmp" "$run_dir/exit_code"

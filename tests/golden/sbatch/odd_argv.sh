@@ -5,10 +5,19 @@
 #SBATCH --output=/shared/vibesys/odd/1/stdout
 #SBATCH --error=/shared/vibesys/odd/1/stderr
 #SBATCH --chdir=/shared/vibesys/odd/1
-# Written by vibesys. exit_code is the command's own status (128+N for signal N),
-# written atomically after it ends; started is written before it begins.
+# Written by vibesys. The job claims its attempt before the command begins (and runs
+# nothing if the attempt is claimed already); exit_code is the command's own status
+# (128+N for signal N), written atomically after it ends.
 run_dir=/shared/vibesys/odd/1
-printf 'host=%s\nstarted_at=%s\nslurm_job_id=%s\n' "$(uname -n)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-}" > "$run_dir/started.tmp" && mv "$run_dir/started.tmp" "$run_dir/started"
+vibesys_claim="$run_dir"/claim.$$.tmp
+printf 'kind=job\nhost=%s\nstarted_at=%s\nslurm_job_id=%s\n' "$(uname -n)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-}" > "$vibesys_claim"
+if ! ln "$vibesys_claim" "$run_dir"/claim 2>/dev/null; then
+  rm -f "$vibesys_claim"
+  { echo 'vibesys: this attempt is claimed by someone else; nothing was run'; cat "$run_dir"/claim; } > "$run_dir"/refused.$$ 2>/dev/null
+  mv "$run_dir"/refused.$$ "$run_dir"/refused 2>/dev/null
+  exit 85
+fi
+rm -f "$vibesys_claim"
 'A=1' 'it'"'"'s' '$(rm -rf /)' '`id`' 'two words' 'line
 break' '$HOME' ''
 rc=$?

@@ -1,5 +1,6 @@
 """The sbatch adapter: the trusted evaluation path. Every job is named before it is submitted
-(`--job-name=<stable name>`), never requeued by Slurm, and found again by that name."""
+(`--job-name=<stable name>`), never requeued by Slurm, claims its attempt before its command
+starts, and is found again by that name (or its claim)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import PurePosixPath
 
 from vibesys.adapters.base import JobRef, SubmitReceipt, SubmitRequest
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
+from vibesys.adapters.slurm.request import SbatchRequest, SrunRequest, make_request
 from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
 from vibesys.adapters.slurm.script import (
     SCRIPT_FILE,
@@ -18,16 +20,11 @@ from vibesys.adapters.slurm.script import (
     sbatch_argv,
     with_setup,
 )
-from vibesys.adapters.snapshot import (
-    SnapshotPolicy,
-    build_manifest,
-    copy_command,
-    stage,
-    verify_command,
-)
+from vibesys.adapters.staging import copy_command, stage, verify_command
 from vibesys.adapters.transports import Runner, runner_from_config
 from vibesys.config import SlurmSiteConfig
-from vibesys.errors import BackendUnavailable, SubmitRejected, UsageError
+from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected, UsageError
+from vibesys.snapshot import CandidateError, SnapshotPolicy, build_manifest
 
 #: sbatch's answers that prove the request itself is invalid (nothing runs, retrying is futile).
 REJECTIONS = re.compile(
@@ -38,46 +35,55 @@ REJECTIONS = re.compile(
 )
 
 
-def job_spec(request: SubmitRequest, remote: PurePosixPath, extra: Sequence[str]) -> SlurmJobSpec:
-    """The job as Slurm will see it, from the options recorded with the invocation."""
-    options = request.options
+def job_spec(
+    request: SubmitRequest[SrunRequest],
+    remote: PurePosixPath,
+    extra: Sequence[str],
+    partitions: tuple[str, ...] | None = None,
+) -> SlurmJobSpec:
+    """The job as Slurm will see it, from the typed request recorded with the invocation."""
+    spec = request.spec
+    after = spec.after if isinstance(spec, SbatchRequest) else None
     try:
         return SlurmJobSpec(
             job_name=request.job_name,
             command=tuple(request.command),
             run_dir=remote,
-            time_minutes=int(options["time_minutes"]),
-            gpus=int(options.get("gpus", 0)),
-            partitions=tuple(options.get("partitions", ())),
+            time_minutes=spec.time_minutes,
+            gpus=spec.gpus,
+            partitions=spec.partitions if partitions is None else partitions,
             extra_arguments=tuple(extra),
-            dependency=options.get("dependency"),
+            dependency=after.job_id.split(";")[0] if after else None,
             workdir=remote / WORK_DIR,
         )
-    except KeyError as exc:
-        raise SubmitRejected(f"invalid request: no {exc.args[0]}") from exc
     except UsageError as exc:
         raise SubmitRejected(f"invalid request: {exc}") from exc
 
 
 def stage_candidate(
-    scheduler: SlurmScheduler, request: SubmitRequest, spec: SlurmJobSpec
+    scheduler: SlurmScheduler, request: SubmitRequest[SrunRequest], spec: SlurmJobSpec
 ) -> SlurmJobSpec:
     """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
     its work directory before the command runs. The candidate must still have the digest
     recorded at PREPARED: vibesys never runs code other than what it recorded."""
-    candidate = request.options.get("candidate")
-    if not candidate:
+    candidate = request.spec.candidate
+    if candidate is None:
         return spec
-    policy = SnapshotPolicy(exclude=tuple(request.options.get("snapshot_exclude", ())))
-    manifest = build_manifest(candidate, policy)
-    recorded = request.options.get("snapshot_digest")
-    if manifest.digest != recorded:
-        raise SubmitRejected(
-            f"the candidate {candidate} changed since it was recorded (digest {recorded}, "
-            f"now {manifest.digest}); run again to record the new one"
+    try:
+        manifest = build_manifest(candidate.path, SnapshotPolicy(exclude=candidate.exclude))
+    except CandidateError as exc:
+        raise BackendMisconfigured(
+            f"the candidate cannot be snapshotted: {exc}",
+            fix=f"restore {candidate.path}, or run again with the candidate as it is now",
+        ) from None
+    if manifest.digest != candidate.digest:
+        raise BackendMisconfigured(
+            f"the candidate {candidate.path} changed since it was recorded (digest "
+            f"{candidate.digest}, now {manifest.digest})",
+            fix="run again to record the candidate as it is now",
         )
     root = PurePosixPath(scheduler.config.slurm.remote_workspace_root)
-    staged = stage(manifest, candidate, scheduler.runner, root)
+    staged = stage(manifest, candidate.path, scheduler.runner, root)
     work = spec.workdir or spec.run_dir
     setup = (
         tuple(copy_command(staged.snapshot_dir, work)),
@@ -89,7 +95,7 @@ def stage_candidate(
     return dataclasses.replace(spec, command=command, workdir=None)
 
 
-def request_ref(request: SubmitRequest) -> JobRef:
+def request_ref(request: SubmitRequest[SrunRequest]) -> JobRef:
     return JobRef(
         request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
     )
@@ -102,7 +108,7 @@ class SbatchBackend(SlurmBackendBase):
         runner = runner or runner_from_config(config.slurm.transport)
         self.scheduler = SlurmScheduler(config, runner)
 
-    def submit(self, request: SubmitRequest) -> SubmitReceipt:
+    def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
         scheduler = self.scheduler
         remote = scheduler.remote_dir(request_ref(request))
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
@@ -116,7 +122,9 @@ class SbatchBackend(SlurmBackendBase):
         code, _, _, evidence = scheduler.run(upload, input=script.encode())
         if code != 0:
             raise BackendUnavailable("could not write the batch script", evidence=evidence)
-        code, out, err, evidence = scheduler.run(sbatch_argv(script_path), maybe_effect=True)
+        code, out, err, evidence = scheduler.run(
+            sbatch_argv(script_path), maybe_effect=True, env=request.context.env
+        )
         if code == 0:
             try:
                 job_id = parse_sbatch_parsable(out)
@@ -129,5 +137,14 @@ class SbatchBackend(SlurmBackendBase):
                 f"sbatch refused the job: {' '.join(err.split())}", evidence=evidence
             )
         # Anything else (a timeout, "Socket timed out", a busy controller) may still have
-        # queued the job: only a lookup by name can tell.
+        # queued the job: only a lookup by name, or a fence, can tell.
         raise BackendUnavailable("sbatch failed", evidence=evidence, maybe_submitted=True)
+
+
+def build(request: SbatchRequest) -> SbatchBackend:
+    return SbatchBackend(request.site())
+
+
+#: The registry's names for this adapter's request model and request builder.
+Request = SbatchRequest
+__all__ = ["REJECTIONS", "Request", "SbatchBackend", "build", "make_request"]

@@ -1,19 +1,18 @@
-"""What the sbatch and srun adapters share: batched status, lookup by name, cancel, collect.
+"""What the sbatch and srun adapters share: batched status, lookup by name, cancel, fence,
+collect.
 
 One status round asks the scheduler at most twice for any number of jobs: one `squeue` over
 all states for every name, then one `sacct` for the jobs squeue no longer knows (or that ended
-without a marker). Markers are read in one more (non-scheduler) command.
+without a marker). Markers and claims are read in one more (non-scheduler) command.
 
-A job is reported NOT_FOUND (proven never submitted) only when neither squeue nor sacct knows
-its name and one of these holds: its intent is younger than the site's MinJobAge (squeue shows
-every job, even finished ones, for that long), or its intent is older than the sacct lag (sacct
-has caught up). Anything less is UNKNOWN.
+A job neither squeue nor sacct knows is reported NOT_FOUND with its attempt's claim, if any:
+silence proves nothing (a submission may still be in flight, or slurmctld may be catching up),
+so the engine settles such an attempt with a fence, never by the absence alone.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
@@ -25,6 +24,7 @@ from vibesys.adapters.base import (
     RemoteStatus,
     Sink,
 )
+from vibesys.adapters.claim import CANCEL_FILE, FENCE_SCRIPT, Claim, parse_claim
 from vibesys.adapters.listing import LIST_SCRIPT, parse_listing
 from vibesys.adapters.slurm.parse import (
     SACCT_PLACEHOLDER_NAME,
@@ -42,15 +42,15 @@ from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable
 
-CANCEL_MARKER = "cancel_requested"
+CANCEL_MARKER = CANCEL_FILE
 WORK_DIR = "work"
 # Prints nothing (rc 0) for a log that does not exist yet, else its bytes from an offset.
 _READ_FROM = 'test -e "$1" || exit 0; exec tail -c +"$2" "$1"'
-_MIN_JOB_AGE = re.compile(r"^MinJobAge\s*=\s*(\d+)", re.MULTILINE)
-# Reads every marker in one command: "<dir>\t<content>" per directory.
+# Reads every marker and claim in one command: "<dir>\t<exit_code>\t<setup_failed>\t<claim>"
+# per directory, the claim's lines joined by \037 (it never holds a tab or that byte).
 _READ_MARKERS = (
-    'for d in "$@"; do printf "%s\\t%s\\t%s\\n" "$d" "$(cat "$d/exit_code" 2>/dev/null)"'
-    ' "$(cat "$d/setup_failed" 2>/dev/null)"; done'
+    'for d in "$@"; do printf "%s\\t%s\\t%s\\t%s\\n" "$d" "$(cat "$d/exit_code" 2>/dev/null)"'
+    ' "$(cat "$d/setup_failed" 2>/dev/null)" "$(tr "\\n" "\\037" < "$d/claim" 2>/dev/null)"; done'
 )
 
 
@@ -58,9 +58,6 @@ class SlurmScheduler:
     def __init__(self, config: SlurmSiteConfig, runner: Runner) -> None:
         self.config = config
         self.runner = runner
-        self._min_job_age: float | None = None
-        #: jobs whose setup step failed, by name, with the failing step's status
-        self.setup_failed: dict[str, int] = {}
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -80,13 +77,19 @@ class SlurmScheduler:
     # -- commands ---------------------------------------------------------------------------
 
     def run(
-        self, argv: Sequence[str], *, input: bytes | None = None, maybe_effect: bool = False
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        maybe_effect: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> tuple[int, str, str, str]:
         result = self.runner.run(
             argv,
             input=input,
             maybe_effect=maybe_effect,
             timeout=self.config.slurm.command_timeout_seconds,
+            env=env,
         )
         return result.returncode, result.stdout, result.stderr, result.evidence()
 
@@ -95,14 +98,6 @@ class SlurmScheduler:
         if code != 0:
             raise BackendUnavailable(f"{argv[0]} failed", evidence=evidence)
         return out
-
-    def min_job_age(self) -> float:
-        """The site's MinJobAge (how long squeue keeps finished jobs), read once."""
-        if self._min_job_age is None:
-            code, out, _, _ = self.run(["scontrol", "show", "config"])
-            found = _MIN_JOB_AGE.search(out) if code == 0 else None
-            self._min_job_age = float(found.group(1)) if found else 0.0
-        return self._min_job_age
 
     # -- status -----------------------------------------------------------------------------
 
@@ -117,20 +112,24 @@ class SlurmScheduler:
             j
             for j in jobs
             if j.job_name not in queued
-            or (_terminal(queued[j.job_name]) and j.job_name not in markers)
+            or (_terminal(queued[j.job_name]) and j.job_name not in markers.codes)
         ]
         accounted = self._sacct(ask_sacct)
-        markers |= self._markers(
-            [
-                j
-                for j in ask_sacct
-                if j.job_name not in markers and _terminal(accounted.get(j.job_name))
-            ]
+        unseen = [j for j in ask_sacct if j.job_name not in markers.read]
+        markers.update(
+            self._markers(
+                [
+                    j
+                    for j in unseen
+                    if _terminal(accounted.get(j.job_name))
+                    or (j.job_name not in queued and j.job_name not in accounted)
+                ]
+            )
         )
         result: dict[str, RemoteStatus] = {}
         for job in jobs:
             cancelled_by_us = (job.run_dir / CANCEL_MARKER).exists()
-            marker = markers.get(job.job_name)
+            marker = markers.codes.get(job.job_name)
             live, record = queued.get(job.job_name), accounted.get(job.job_name)
             # squeue is the fresher view; sacct speaks for jobs squeue forgot, and for the
             # exit code of a job that ended without a marker, once it has caught up (until
@@ -139,44 +138,19 @@ class SlurmScheduler:
                 not _terminal(live) or marker is not None or record is None or _lagging(record)
             )
             row: SqueueRow | SacctRow | None = live if use_live else record
-            if job.job_name in self.setup_failed and row is not None and _terminal(row):
+            if job.job_name in markers.setup_failed and row is not None and _terminal(row):
                 result[job.job_name] = RemoteStatus(
                     job.job_name,
                     row.job_id,
                     RemoteState.LAUNCH_FAILED,
-                    observation=f"setup failed with status {self.setup_failed[job.job_name]} "
+                    observation=f"setup failed with status {markers.setup_failed[job.job_name]} "
                     f"(snapshot copy or digest verification); the command did not run: {row.line}",
                 )
             elif row is not None:
                 result[job.job_name] = classify(row, marker, cancelled_by_us, job_name=job.job_name)
             else:
-                result[job.job_name] = self._absent(job)
+                result[job.job_name] = _absent(job, markers.claims.get(job.job_name), marker)
         return result
-
-    def _absent(self, job: JobRef) -> RemoteStatus:
-        if job.job_id is not None:
-            return RemoteStatus(
-                job.job_name,
-                job.job_id,
-                RemoteState.UNKNOWN,
-                observation=f"job {job.job_id} known to neither squeue nor sacct",
-            )
-        age = _age(job.intended_at)
-        lag = self.config.slurm.sacct_lag_seconds
-        if age is not None and (age >= lag or age < self.min_job_age() - 30):
-            return RemoteStatus(
-                job.job_name,
-                None,
-                RemoteState.NOT_FOUND,
-                observation=f"no job named {job.job_name} in squeue (all states) "
-                f"or sacct, {age:.0f}s after the intent",
-            )
-        return RemoteStatus(
-            job.job_name,
-            None,
-            RemoteState.UNKNOWN,
-            observation=f"no job named {job.job_name} yet; too early to prove absence",
-        )
 
     def _sacct(self, jobs: Sequence[JobRef]) -> dict[str, SacctRow]:
         with_id = [j for j in jobs if j.job_id]
@@ -198,23 +172,28 @@ class SlurmScheduler:
             found[name] = row
         return found
 
-    def _markers(self, jobs: Sequence[JobRef]) -> dict[str, int]:
-        """Exit code markers by job name; a job whose setup failed (its snapshot did not
-        verify, so the command never ran) is noted in `self.setup_failed` instead."""
+    def _markers(self, jobs: Sequence[JobRef]) -> _Markers:
+        """Exit code markers, claims and failed setups of `jobs`, in one command."""
+        markers = _Markers()
         if not jobs:
-            return {}
+            return markers
         dirs = {str(self.remote_dir(j)): j.job_name for j in jobs}
         out = self.checked(["sh", "-c", _READ_MARKERS, "vibesys-markers", *dirs])
-        markers: dict[str, int] = {}
         for line in out.splitlines():
             directory, _, rest = line.partition("\t")
-            content, _, setup = rest.partition("\t")
             if directory not in dirs:
                 continue
+            name = dirs[directory]
+            content, _, rest = rest.partition("\t")
+            setup, _, claim_text = rest.partition("\t")
+            markers.read.add(name)
+            claim = parse_claim(claim_text.replace("\037", "\n"))
+            if claim is not None:
+                markers.claims[name] = claim
             if setup.strip().isdigit():
-                self.setup_failed[dirs[directory]] = int(setup.strip())
+                markers.setup_failed[name] = int(setup.strip())
             elif content.strip().lstrip("-").isdigit():
-                markers[dirs[directory]] = int(content.strip())
+                markers.codes[name] = int(content.strip())
         return markers
 
     # -- effects ----------------------------------------------------------------------------
@@ -224,6 +203,18 @@ class SlurmScheduler:
         (job.run_dir / CANCEL_MARKER).touch()
         target = [job.job_id] if job.job_id else ["--name", job.job_name]
         self.checked(["scancel", *target])
+
+    def fence(self, job: JobRef, text: str) -> Claim:
+        """Claim the attempt's remote run directory for nobody, unless its job did first; when
+        the fence holds, cancel whatever was queued under the name (it could only refuse)."""
+        remote = str(self.remote_dir(job))
+        out = self.checked(["sh", "-c", FENCE_SCRIPT, "vibesys-fence", remote, text])
+        claim = parse_claim(out)
+        if claim is None:
+            raise BackendUnavailable(f"fence: no readable claim in {remote}", evidence=out[:500])
+        if claim.fenced:
+            self.checked(["scancel", "--name", job.job_name])
+        return claim
 
     def collect(self, job: JobRef) -> str:
         """The logs come home through the spool; here only the marker, as a record."""
@@ -285,6 +276,52 @@ class _Counting:
         self.sink.flush()
 
 
+class _Markers:
+    """What one marker-reading command found, by job name."""
+
+    def __init__(self) -> None:
+        self.read: set[str] = set()
+        self.codes: dict[str, int] = {}
+        self.setup_failed: dict[str, int] = {}
+        self.claims: dict[str, Claim] = {}
+
+    def update(self, other: _Markers) -> None:
+        self.read |= other.read
+        self.codes |= other.codes
+        self.setup_failed |= other.setup_failed
+        self.claims |= other.claims
+
+
+def _absent(job: JobRef, claim: Claim | None, marker: int | None) -> RemoteStatus:
+    """A job neither squeue nor sacct shows: NOT_FOUND, with the evidence its directory holds."""
+    parts = [f"no job named {job.job_name} in squeue (all states) or sacct"]
+    if job.job_id:
+        parts[0] = f"job {job.job_id} known to neither squeue nor sacct"
+    if claim is not None:
+        parts.append(claim.describe())
+    if marker is not None:
+        parts.append(f"marker exit_code={marker}")
+    if claim is not None and claim.kind == "job" and marker is not None:
+        # The job claimed, ran and left its marker: that is its outcome, whatever the
+        # scheduler still remembers.
+        state = RemoteState.COMPLETED if marker == 0 else RemoteState.FAILED
+        job_id = claim.get("slurm_job_id") or job.job_id
+        return RemoteStatus(
+            job.job_name, job_id, state, exit_code=marker, observation="; ".join(parts)
+        )
+    # A claim without a marker the scheduler has forgotten: the job ended without leaving
+    # its status (killed), and nothing will ever tell how.
+    final = claim is not None and claim.kind == "job"
+    return RemoteStatus(
+        job.job_name,
+        job.job_id,
+        RemoteState.NOT_FOUND,
+        observation="; ".join(parts),
+        claim=claim,
+        final=final,
+    )
+
+
 def _by_name(rows: Sequence[SqueueRow]) -> dict[str, SqueueRow]:
     return {row.job_name: row for row in rows}
 
@@ -334,3 +371,6 @@ class SlurmBackendBase:
 
     def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
         self.scheduler.fetch_artifact(job, path, sink)
+
+    def fence(self, job: JobRef, text: str) -> Claim:
+        return self.scheduler.fence(job, text)

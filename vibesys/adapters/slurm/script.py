@@ -1,9 +1,10 @@
 """Pure rendering of what vibesys hands to Slurm: the batch script and the srun argv.
 
 Both wrap the command the same way, so every Slurm job leaves the same files in its run
-directory (the contract the local adapter also keeps):
-- `started`    host, UTC start time and Slurm job id, written before the command runs, so its
-               absence proves the command never started;
+directory (the contract the local adapter also keeps, see `vibesys.adapters.claim`):
+- `claim`      host, UTC start time and Slurm job id, linked into place atomically before the
+               command runs. If the attempt is claimed already (the engine's fence, or a
+               duplicate job), the job runs nothing, leaves `refused` and exits 85;
 - `exit_code`  the command's own exit status (bash reports 128+N when signal N killed it),
                written via a temporary file and a rename, so a reader never sees half of it;
 - `stdout`, `stderr` (batch jobs only; srun streams them to its caller).
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Final
 
+from vibesys.adapters.claim import claim_shell
 from vibesys.adapters.transports.base import check_argv, shell_join
 from vibesys.errors import UsageError
 
@@ -26,7 +28,6 @@ __all__ = [
     "EXIT_CODE_FILE",
     "SCRIPT_FILE",
     "SRUN_WRAPPER",
-    "STARTED_FILE",
     "STDERR_FILE",
     "STDOUT_FILE",
     "InvalidJobSpec",
@@ -38,7 +39,6 @@ __all__ = [
 ]
 
 SCRIPT_FILE: Final = "job.sbatch"
-STARTED_FILE: Final = "started"
 EXIT_CODE_FILE: Final = "exit_code"
 STDOUT_FILE: Final = "stdout"
 STDERR_FILE: Final = "stderr"
@@ -49,13 +49,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@:,=-]*$")
 _JOB_ID = re.compile(r"^[0-9]+$")
 
-# `uname -n`, not $HOSTNAME: srun exports the submitter's environment, HOSTNAME included.
-_STARTED = (
-    "printf 'host=%s\\nstarted_at=%s\\nslurm_job_id=%s\\n'"
-    ' "$(uname -n)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-}"'
-    f' > "$run_dir/{STARTED_FILE}.tmp"'
-    f' && mv "$run_dir/{STARTED_FILE}.tmp" "$run_dir/{STARTED_FILE}"'
-)
+# The claim records `uname -n`, not $HOSTNAME: srun exports the submitter's environment.
+_CLAIM = claim_shell("run_dir", {"slurm_job_id": '"${SLURM_JOB_ID:-}"'})
 _MARKER = (
     "rc=$?\n"
     f'printf \'%s\\n\' "$rc" > "$run_dir/{EXIT_CODE_FILE}.tmp"'
@@ -65,7 +60,7 @@ _MARKER = (
 
 #: The `bash -c` program srun runs: `bash -c SRUN_WRAPPER vibesys-srun RUN_DIR CMD...`. The
 #: command arrives as positional arguments, so it is never re-parsed by any shell.
-SRUN_WRAPPER: Final = f'run_dir=$1\nshift\n{_STARTED}\n"$@"\n{_MARKER}'
+SRUN_WRAPPER: Final = f'run_dir=$1\nshift\n{_CLAIM}"$@"\n{_MARKER}'
 
 
 class InvalidJobSpec(UsageError, ValueError):
@@ -145,10 +140,11 @@ def render_sbatch(spec: SlurmJobSpec) -> str:
         options += [f"--dependency=afterok:{spec.dependency}", "--kill-on-invalid-dep=yes"]
     lines = ["#!/bin/bash", *(f"#SBATCH {option}" for option in options)]
     lines += [
-        "# Written by vibesys. exit_code is the command's own status (128+N for signal N),",
-        "# written atomically after it ends; started is written before it begins.",
+        "# Written by vibesys. The job claims its attempt before the command begins (and runs",
+        "# nothing if the attempt is claimed already); exit_code is the command's own status",
+        "# (128+N for signal N), written atomically after it ends.",
         f"run_dir={shlex.quote(run_dir)}",
-        _STARTED,
+        _CLAIM.rstrip("\n"),
         shell_join(spec.command),
     ]
     return "\n".join(lines) + "\n" + _MARKER

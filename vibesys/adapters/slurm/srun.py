@@ -7,23 +7,27 @@ job is named before it starts, so a crashed run is found again by that name.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-from vibesys.adapters.base import SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import JobRef, SubmitReceipt, SubmitRequest
+from vibesys.adapters.claim import CLAIM_FILE, Claim, parse_claim
 from vibesys.adapters.slurm.parse import (
     parse_sinfo_partitions,
     parse_squeue,
-    parse_started,
     sinfo_argv,
     squeue_argv,
 )
 from vibesys.adapters.slurm.partitions import choose_partition, parse_windows
+from vibesys.adapters.slurm.request import SrunRequest, make_request
 from vibesys.adapters.slurm.sbatch import REJECTIONS, job_spec, request_ref, stage_candidate
 from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
-from vibesys.adapters.slurm.script import STARTED_FILE, STDERR_FILE, STDOUT_FILE, srun_argv
+from vibesys.adapters.slurm.script import STDERR_FILE, STDOUT_FILE, srun_argv
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable, ConfigError, SubmitRejected
@@ -42,9 +46,9 @@ class SrunBackend(SlurmBackendBase):
         self.transport = runner or LocalTransport(transport.shell_command)
         self.scheduler = SlurmScheduler(config, self.transport)
 
-    def choose(self, request: SubmitRequest) -> tuple[str, ...]:
+    def choose(self, request: SrunRequest) -> tuple[str, ...]:
         """The partition for this request, or the request's own (already checked) choice."""
-        wanted = tuple(request.options.get("partitions", ()))
+        wanted = request.partitions
         agent = self.scheduler.config.agent_gpu
         if not wanted:
             return ()
@@ -59,48 +63,50 @@ class SrunBackend(SlurmBackendBase):
                 return {}
             return parse_windows(out) if code == 0 else {}
 
-        time_minutes = int(request.options.get("time_minutes", 0))
-        chosen, _why = choose_partition(wanted, time_minutes, limits, windows if command else None)
+        chosen, _why = choose_partition(
+            wanted, request.time_minutes, limits, windows if command else None
+        )
         return (chosen,)
 
-    def submit(self, request: SubmitRequest) -> SubmitReceipt:
+    def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
         scheduler = self.scheduler
         remote = scheduler.remote_dir(request_ref(request))
-        options = dict(request.options) | {"partitions": self.choose(request)}
         agent = scheduler.config.agent_gpu
         extra = agent.srun_arguments if agent else ()
-        spec = job_spec(
-            SubmitRequest(
-                request.invocation_id,
-                request.attempt,
-                request.job_name,
-                request.command,
-                request.run_dir,
-                options,
-            ),
-            remote,
-            extra,
-        )
+        spec = job_spec(request, remote, extra, partitions=self.choose(request.spec))
         spec = stage_candidate(scheduler, request, spec)
         local = Path(str(remote))
         (local / WORK_DIR).mkdir(parents=True, exist_ok=True)
         with open(local / STDOUT_FILE, "ab") as out, open(local / STDERR_FILE, "ab") as err:
-            process = self.transport.popen(srun_argv(spec), stdout=out, stderr=err)
+            process = self.transport.popen(
+                srun_argv(spec), stdout=out, stderr=err, env=request.context.env
+            )
         threading.Thread(target=process.wait, daemon=True).start()
         return self._await_job(request.job_name, local, process)
+
+    def fence(self, job: JobRef, text: str) -> Claim:
+        claim = self.scheduler.fence(job, text)
+        if claim.fenced:
+            # A stalled srun of this attempt would only ask for an allocation to be refused:
+            # end it here (the same host: the srun adapter needs the local transport).
+            _kill_local_srun(job.job_name)
+        return claim
 
     def _await_job(self, name: str, local: Path, process: subprocess.Popen[bytes]) -> SubmitReceipt:
         """Return once the scheduler knows the job: it started, or squeue lists it."""
         deadline = time.monotonic() + self.scheduler.config.slurm.command_timeout_seconds
         next_lookup = time.monotonic() + _LOOKUP_EVERY
         while time.monotonic() < deadline:
-            started = local / STARTED_FILE
-            if started.exists():
-                job_id = parse_started(started.read_text()).get("slurm_job_id", "")
-                if job_id:
-                    return SubmitReceipt(job_id, f"srun job {job_id} started ({name})")
+            claim = _read_claim(local)
+            if claim is not None and claim.kind == "job" and claim.get("slurm_job_id"):
+                job_id = claim.get("slurm_job_id")
+                return SubmitReceipt(job_id, f"srun job {job_id} started ({name})")
+            if claim is not None and claim.fenced:
+                raise BackendUnavailable(
+                    f"srun: the attempt is fenced ({claim.describe()})", maybe_submitted=True
+                )
             returned = process.poll()
-            if returned is not None and not started.exists():
+            if returned is not None and claim is None:
                 message = _tail(local / STDERR_FILE)
                 if REJECTIONS.search(message):
                     raise SubmitRejected(f"srun refused the job: {message}", evidence=message)
@@ -124,8 +130,39 @@ class SrunBackend(SlurmBackendBase):
         )
 
 
+def _kill_local_srun(job_name: str) -> None:
+    wanted = f"--job-name={job_name}".encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"srun" and wanted in argv:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+def _read_claim(directory: Path) -> Claim | None:
+    try:
+        return parse_claim((directory / CLAIM_FILE).read_text(errors="replace"))
+    except OSError:
+        return None
+
+
 def _tail(path: Path, limit: int = 2000) -> str:
     try:
         return " ".join(path.read_text(errors="replace")[-limit:].split())
     except FileNotFoundError:
         return ""
+
+
+def build(request: SrunRequest) -> SrunBackend:
+    return SrunBackend(request.site())
+
+
+#: The registry's names for this adapter's request model and request builder.
+Request = SrunRequest
+__all__ = ["Request", "SrunBackend", "build", "make_request"]

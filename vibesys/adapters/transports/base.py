@@ -7,15 +7,16 @@ as `BackendUnavailable`.
 
 from __future__ import annotations
 
+import errno
 import shlex
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
 from vibesys.adapters.base import Sink
-from vibesys.errors import BackendUnavailable, UsageError
+from vibesys.errors import BackendMisconfigured, BackendUnavailable, UsageError
 
 __all__ = ["CommandResult", "Runner", "Sink", "check_argv", "map_transport_errors", "shell_join"]
 
@@ -73,10 +74,13 @@ class Runner(Protocol):
         input: bytes | None = None,
         timeout: float | None = None,
         maybe_effect: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         """Run `argv` to completion. `maybe_effect=True` marks a command (sbatch) that may take
         effect even when we never see its answer: a timeout then raises BackendUnavailable with
-        `maybe_submitted=True`. Raises BackendUnavailable when the command cannot be run."""
+        `maybe_submitted=True`. `env`, when given, is the environment the command gets (a job's
+        recorded one; over SSH only its allowlisted variables travel). Raises
+        BackendUnavailable when the command cannot be run."""
         ...
 
     def stream(
@@ -86,6 +90,18 @@ class Runner(Protocol):
         of gigabytes never sits in memory). The result's `stdout` is empty; its `stderr` is
         kept. A connection lost mid-way raises TransportLost after the bytes already copied."""
         ...
+
+
+#: exec(2) failures that prove the program never started and will not start if tried again.
+_EXEC_REFUSED: frozenset[int] = frozenset(
+    {errno.ENOENT, errno.E2BIG, errno.ENOEXEC, errno.EACCES, errno.EPERM, errno.ENOTDIR}
+)
+_EXEC_FIX: dict[int, str] = {
+    errno.ENOENT: "install the program or fix shell_command / PATH",
+    errno.E2BIG: "the command line is too long for the system; pass the data in a file instead",
+    errno.ENOEXEC: "the file is not an executable program",
+    errno.EACCES: "make the program executable, or fix shell_command",
+}
 
 
 def check_argv(argv: Sequence[str]) -> tuple[str, ...]:
@@ -112,7 +128,8 @@ def shell_join(argv: Sequence[str]) -> str:
 
 @contextmanager
 def map_transport_errors(what: str, *, maybe_effect: bool = False) -> Iterator[None]:
-    """Translate the OS's failures to run `what` into BackendUnavailable.
+    """Translate the OS's failures to run `what` into BackendUnavailable, or into
+    BackendMisconfigured when the system refused to execute the program at all.
 
     A timeout means the command started and we lost sight of it, so it may have taken effect
     when `maybe_effect` is set. A failure to start (missing shell, permissions) proves it did
@@ -126,13 +143,16 @@ def map_transport_errors(what: str, *, maybe_effect: bool = False) -> Iterator[N
             evidence=f"{what}: timed out after {exc.timeout:g} s",
             maybe_submitted=maybe_effect,
         ) from exc
-    except FileNotFoundError as exc:
-        raise BackendUnavailable(
-            f"{what}: {exc.filename or 'program'} not found",
-            evidence=f"{what}: {exc}",
-            maybe_submitted=False,
-        ) from exc
     except OSError as exc:
+        if exc.errno in _EXEC_REFUSED:
+            # The system refused to start the program: nothing ran, and trying again the same
+            # way fails the same way.
+            reason = exc.strerror or str(exc)
+            raise BackendMisconfigured(
+                f"{what}: cannot execute {exc.filename or 'the program'}: {reason}",
+                evidence=f"{what}: {exc}",
+                fix=_EXEC_FIX.get(exc.errno or 0, "check the command and the transport settings"),
+            ) from exc
         raise BackendUnavailable(
             f"{what}: {exc.strerror or exc}",
             evidence=f"{what}: {exc}",

@@ -59,10 +59,11 @@ class LocalTransport:
         input: bytes | None = None,
         timeout: float | None = None,
         maybe_effect: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         wanted = check_argv(argv)
         what = shlex.join(wanted)
-        process = self._start(wanted, with_stdin=input is not None)
+        process = self._start(wanted, with_stdin=input is not None, env=env)
         with map_transport_errors(what, maybe_effect=maybe_effect):
             try:
                 out, err = process.communicate(input, timeout=timeout)
@@ -108,7 +109,9 @@ class LocalTransport:
             argv=wanted,
         )
 
-    def _start(self, wanted: tuple[str, ...], *, with_stdin: bool) -> subprocess.Popen[bytes]:
+    def _start(
+        self, wanted: tuple[str, ...], *, with_stdin: bool, env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         """Start `wanted` with piped output. A failure to start proves it did not run."""
         with map_transport_errors(shlex.join(wanted), maybe_effect=False):
             return subprocess.Popen(
@@ -116,7 +119,7 @@ class LocalTransport:
                 stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=self._env,
+                env=dict(env) if env is not None else self._env,
                 # Its own process group, so a timeout can kill everything the shell started:
                 # killing only the shell leaves grandchildren holding our pipes open.
                 start_new_session=True,
@@ -129,6 +132,8 @@ class LocalTransport:
         stdout: _File = None,
         stderr: _File = None,
         stdin: _File = subprocess.DEVNULL,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start `argv` (a foreground srun) and return at once, output going to `stdout` and
         `stderr` as it is produced. The child runs in its own session so a Ctrl-C at the
@@ -141,7 +146,8 @@ class LocalTransport:
                 stdin=stdin,
                 stdout=stdout,
                 stderr=stderr,
-                env=self._env,
+                env=dict(env) if env is not None else self._env,
+                cwd=cwd,
                 start_new_session=True,
             )
 

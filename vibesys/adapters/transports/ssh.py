@@ -202,10 +202,11 @@ class SshTransport(SshConnection):
                 found.add(value)
         return frozenset(found)
 
-    def command_line(self, argv: Sequence[str]) -> str:
-        """The command string sent to the remote login shell for `argv`."""
+    def command_line(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+        """The command string sent to the remote login shell for `argv`; allowlisted variables
+        come from `env` when given (a job's recorded environment), else from this process."""
         inner = shell_join(argv)
-        environment = self._environment()
+        environment = self._environment() if env is None else env
         assignments = [
             f"{name}={environment[name]}" for name in self.env_allowlist if name in environment
         ]
@@ -221,11 +222,12 @@ class SshTransport(SshConnection):
         input: bytes | None = None,
         timeout: float | None = None,
         maybe_effect: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         wanted = check_argv(argv)
         out = bytearray()
         returncode, stderr = self._execute(
-            wanted, out.extend, input=input, timeout=timeout, maybe_effect=maybe_effect
+            wanted, out.extend, input=input, timeout=timeout, maybe_effect=maybe_effect, env=env
         )
         return CommandResult(returncode, out.decode("utf-8", "replace"), stderr, wanted)
 
@@ -260,10 +262,11 @@ class SshTransport(SshConnection):
         timeout: float | None,
         maybe_effect: bool,
         stderr_limit: int | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> tuple[int, str]:
         secrets = self.secrets()
         what = redact(shlex.join(argv), secrets)
-        command = self.command_line(argv)
+        command = self.command_line(argv, env)
         transport = self._ensure_connected()
         with map_ssh_errors(what, host=self.label, secrets=secrets):
             channel = transport.open_session(

@@ -25,7 +25,7 @@ from vibesys.adapters.transports.ssh_errors import (
     describe_exception,
     host_key_fingerprint,
     map_ssh_errors,
-    not_retryable,
+    misconfigured,
     redact,
 )
 from vibesys.errors import BackendUnavailable, ConfigError, TransportLost
@@ -265,10 +265,11 @@ class SshConnection:
                 client.load_host_keys(str(Path(self.known_hosts).expanduser()))
             else:
                 client.load_system_host_keys()
-        except (OSError, paramiko.SSHException) as exc:
+        except Exception as exc:  # paramiko raises assorted types for a malformed file
             reason = describe_exception(exc)
             message = f"cannot read known_hosts file {self.known_hosts_label}: {reason}"
-            raise not_retryable(BackendUnavailable(message)) from None
+            fix = f"repair or replace {self.known_hosts_label} (one `host keytype key` per line)"
+            raise misconfigured(message, fix) from None
         for hostname, key in self._accepted:
             client.get_host_keys().add(hostname, key.get_name(), key)
         client.set_missing_host_key_policy(_HostKeyPolicy(self))
@@ -310,7 +311,7 @@ class SshConnection:
         except OSError as exc:
             reason = exc.strerror or describe_exception(exc)
             message = f"cannot read identity file {path}: {reason}"
-            raise not_retryable(BackendUnavailable(message)) from None
+            raise misconfigured(message, f"make {path} readable, or fix identity_file") from None
         lines = (line.strip() for line in text.splitlines())
         self._key_secrets = frozenset(
             [text, *(line for line in lines if len(line) >= 16 and "PRIVATE KEY" not in line)]
@@ -325,7 +326,8 @@ class SshConnection:
         except Exception as exc:
             reason = describe_exception(exc)
         message = redact(f"cannot load identity file {path}: {reason}", self.secrets())
-        raise not_retryable(BackendUnavailable(message)) from None
+        fix = "check identity_file and passphrase_env"
+        raise misconfigured(message, fix) from None
 
     def _drop(self) -> None:
         # The caller holds self._lock.

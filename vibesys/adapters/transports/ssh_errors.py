@@ -18,7 +18,7 @@ from typing import Any
 
 import paramiko  # type: ignore[import-untyped]
 
-from vibesys.errors import BackendUnavailable, TransportLost
+from vibesys.errors import BackendMisconfigured, BackendUnavailable, TransportLost
 
 __all__ = [
     "REDACTED",
@@ -27,7 +27,7 @@ __all__ = [
     "host_key_fingerprint",
     "is_secret_name",
     "map_ssh_errors",
-    "not_retryable",
+    "misconfigured",
     "redact",
 ]
 
@@ -87,11 +87,10 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def not_retryable(error: BackendUnavailable) -> BackendUnavailable:
-    """`error`, marked as one that retrying will not cure."""
-    # Waiting does not fix a refused key or a host we may not trust: the operator must act.
-    error.retryable = False
-    return error
+def misconfigured(message: str, fix: str, evidence: str = "") -> BackendMisconfigured:
+    """A failure that waiting does not cure (a refused key, a host we may not trust): nothing
+    ran, and the operator must apply `fix`."""
+    return BackendMisconfigured(message, evidence=evidence, fix=fix, maybe_submitted=False)
 
 
 @contextmanager
@@ -104,8 +103,8 @@ def map_ssh_errors(
 ) -> Iterator[None]:
     """Translate paramiko's and the socket's failures during `what` into our error types.
 
-    Authentication, host-key and key-file problems become BackendUnavailable with
-    `retryable=False` and `maybe_submitted=False` (nothing ran). A refused channel is
+    Authentication, host-key and key-file problems become BackendMisconfigured (never
+    retried, `maybe_submitted=False`: nothing ran) with the fix in `fix`. A refused channel is
     BackendUnavailable (the connection is fine). Anything else from the connection (socket
     timeout, EOF, SSHException, OSError) is TransportLost with `maybe_submitted=maybe_effect`.
     Messages and evidence are redacted of `secrets`, and paramiko's exception is not chained.
@@ -124,9 +123,10 @@ def map_ssh_errors(
             f"{exc.fingerprint}) is not in {exc.known_hosts}; verify the fingerprint and add "
             "the key there, or set accept_unknown_host = true"
         )
-        raise not_retryable(
-            BackendUnavailable(clean(message), evidence=clean(where + message))
-        ) from None
+        fix = (
+            f"verify {exc.fingerprint} with the host's owner, then add the key to {exc.known_hosts}"
+        )
+        raise misconfigured(clean(message), fix, clean(where + message)) from None
     except paramiko.BadHostKeyException as exc:
         message = (
             f"{what}: refusing to connect: the host key of {exc.hostname} changed (got "
@@ -134,16 +134,16 @@ def map_ssh_errors(
             f"{exc.expected_key.get_name()} {host_key_fingerprint(exc.expected_key)}); "
             "this may be an attack, or the host was reinstalled"
         )
-        raise not_retryable(
-            BackendUnavailable(clean(message), evidence=clean(where + message))
-        ) from None
+        fix = (
+            "do not connect until the new key is verified out of band; then replace the old "
+            f"entry for {exc.hostname} in known_hosts"
+        )
+        raise misconfigured(clean(message), fix, clean(where + message)) from None
     except paramiko.AuthenticationException as exc:
         message = f"{what}: authentication failed for {host or 'the host'}"
-        raise not_retryable(
-            BackendUnavailable(
-                clean(message), evidence=clean(f"{where}{message}: {describe_exception(exc)}")
-            )
-        ) from None
+        fix = "check identity_file and that its public key is in the remote authorized_keys"
+        evidence = clean(f"{where}{message}: {describe_exception(exc)}")
+        raise misconfigured(clean(message), fix, evidence) from None
     except paramiko.ChannelException as exc:
         message = f"{what}: the server refused a new session ({exc.text or exc.code})"
         raise BackendUnavailable(

@@ -24,11 +24,12 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Final
 
-from vibesys.adapters.snapshot import _remote
-from vibesys.adapters.snapshot.errors import CandidateError, SnapshotMismatch, StagingFailed
-from vibesys.adapters.snapshot.manifest import EntryKind, Manifest, ManifestEntry
+from vibesys.adapters.staging.errors import SnapshotMismatch, StagingFailed
 from vibesys.adapters.transports.base import CommandResult, Runner
 from vibesys.errors import BackendError, UsageError
+from vibesys.snapshot import _remote
+from vibesys.snapshot.errors import CandidateError
+from vibesys.snapshot.manifest import EntryKind, Manifest, ManifestEntry
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -89,7 +90,7 @@ def verify_script() -> str:
     """The remote helper's source (stdlib only, Python 3.6+). As a verifier:
     `python3 -I -c SCRIPT DIR DIGEST` exits 0 when DIR is exactly the snapshot DIGEST (the
     top-level marker aside), else VERIFY_MISMATCH_EXIT with one line on stderr."""
-    source = importlib.resources.files(__package__).joinpath("_remote.py")
+    source = importlib.resources.files("vibesys.snapshot").joinpath("_remote.py")
     return source.read_text(encoding="utf-8")
 
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from vibesys.adapters.snapshot import _remote
-from vibesys.adapters.snapshot.errors import CandidateError
-from vibesys.adapters.snapshot.policy import ExclusionReason, SnapshotPolicy, matcher
+from vibesys.snapshot import _remote
+from vibesys.snapshot.errors import CandidateError
+from vibesys.snapshot.policy import ExclusionReason, SnapshotPolicy, matcher
 
 __all__ = [
     "MARKER",

@@ -1,9 +1,13 @@
 """Candidate snapshots: the user's working tree, staged once on the cluster as an immutable
 directory named by the digest of its content, verified before every command runs in it.
 
+This package is pure and local (the manifest, its digest, the exclusion policy): it is used
+before any adapter exists (`vibesys snapshot --dry-run`, the digest recorded at PREPARED).
+Staging on the cluster goes through a transport and lives in `vibesys.adapters.staging`.
+
     manifest = build_manifest(candidate_dir, policy)        # local only: walk and hash
     print(render_manifest_text(manifest))                   # `vibesys snapshot --dry-run`
-    result = stage(manifest, candidate_dir, runner, remote_root)
+    result = stage(manifest, candidate_dir, runner, remote_root)   # vibesys.adapters.staging
     # in the job wrapper, before the command:
     copy_command(result.snapshot_dir, work_dir)             # fresh copy at a stable path
     verify_command(work_dir, manifest.digest)               # exit 86: mismatch, do not run
@@ -42,8 +46,8 @@ Decisions:
 
 from __future__ import annotations
 
-from vibesys.adapters.snapshot.errors import CandidateError, SnapshotMismatch, StagingFailed
-from vibesys.adapters.snapshot.manifest import (
+from vibesys.snapshot.errors import CandidateError
+from vibesys.snapshot.manifest import (
     MARKER,
     EntryKind,
     Excluded,
@@ -53,49 +57,25 @@ from vibesys.adapters.snapshot.manifest import (
     compute_digest,
     render_manifest_text,
 )
-from vibesys.adapters.snapshot.policy import (
+from vibesys.snapshot.policy import (
     DEFAULT_EXCLUSIONS,
     DEFAULT_MAX_FILE_BYTES,
     ExclusionReason,
     SnapshotPolicy,
 )
-from vibesys.adapters.snapshot.staging import (
-    DEFAULT_CHUNK_BYTES,
-    SNAPSHOTS_DIR,
-    VERIFY_MISMATCH_EXIT,
-    StageOutcome,
-    StageResult,
-    copy_command,
-    snapshot_path,
-    stage,
-    verify_command,
-    verify_script,
-)
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES",
     "DEFAULT_EXCLUSIONS",
     "DEFAULT_MAX_FILE_BYTES",
     "MARKER",
-    "SNAPSHOTS_DIR",
-    "VERIFY_MISMATCH_EXIT",
     "CandidateError",
     "EntryKind",
     "Excluded",
     "ExclusionReason",
     "Manifest",
     "ManifestEntry",
-    "SnapshotMismatch",
     "SnapshotPolicy",
-    "StageOutcome",
-    "StageResult",
-    "StagingFailed",
     "build_manifest",
     "compute_digest",
-    "copy_command",
     "render_manifest_text",
-    "snapshot_path",
-    "stage",
-    "verify_command",
-    "verify_script",
 ]

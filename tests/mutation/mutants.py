@@ -1,0 +1,87 @@
+"""Named mutants of the contract modules: each is a plausible regression the suite must catch.
+
+A mutant is one exact text replacement in one file (the text must occur exactly once) and a
+line saying which regression it stands for. Adding one is one line in MUTANTS. `tests` chooses
+which tests run against it (default: TESTS_FOR[file]); `equivalent` gives the reason when a
+mutant cannot change behaviour (it must then survive, or the list is wrong).
+
+Run them with `scripts/mutants` (see tests/mutation/run.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PARSE = "vibesys/adapters/slurm/parse.py"
+RENDER = "vibesys/render.py"
+STORE = "vibesys/journal_schema/store.py"
+LEASES = "vibesys/journal_schema/leases.py"
+
+#: The tests run against a mutant of each file unless the mutant says otherwise.
+TESTS_FOR: dict[str, tuple[str, ...]] = {
+    PARSE: ("tests/adapters/test_slurm_parse.py",),
+    RENDER: ("tests/test_render.py",),
+    STORE: (
+        "tests/journal_schema/test_journal_store.py",
+        "tests/journal_schema/test_journal_concurrency.py",
+        "tests/journal_schema/test_journal_golden.py",
+    ),
+    LEASES: ("tests/journal_schema/test_journal_leases.py",),
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    original: str
+    replacement: str
+    why: str
+    tests: tuple[str, ...] = ()
+    equivalent: str = ""
+
+    def test_args(self) -> tuple[str, ...]:
+        return self.tests or TESTS_FOR[self.file]
+
+
+M = Mutant
+# One mutant per line, however long: (name, file, original, replacement, why, ...).
+# fmt: off
+MUTANTS: list[Mutant] = [
+    # -- Slurm classification ----------------------------------------------------------------
+    M("slurm-timeout-is-failed", PARSE, '"TIMEOUT": RemoteState.TIMEOUT,', '"TIMEOUT": RemoteState.FAILED,', "a job's own time limit reads as a plain failure"),
+    M("slurm-node-fail-is-failed", PARSE, '"NODE_FAIL": RemoteState.NODE_FAIL,', '"NODE_FAIL": RemoteState.FAILED,', "an infrastructure failure is blamed on the command, never retried"),
+    M("slurm-preempted-is-pending", PARSE, '"PREEMPTED": RemoteState.PREEMPTED,', '"PREEMPTED": RemoteState.PENDING,', "a preempted job is waited on forever"),
+    M("slurm-completing-is-done", PARSE, '"COMPLETING": RemoteState.RUNNING,', '"COMPLETING": RemoteState.COMPLETED,', "the end is read before the epilog and the marker are final"),
+    M("slurm-suspended-is-unknown", PARSE, '"SUSPENDED": RemoteState.PENDING,', '"SUSPENDED": RemoteState.UNKNOWN,', "a suspended job is given up on as unknown"),
+    M("slurm-unknown-is-success", PARSE, "SLURM_STATES.get(row.state, RemoteState.UNKNOWN)", "SLURM_STATES.get(row.state, RemoteState.COMPLETED)", "a state word we do not know is guessed to be success"),
+    M("slurm-nonzero-completed-succeeds", PARSE, "exit_code not in (None, 0):", "exit_code is None:", "a COMPLETED job whose command exited non-zero counts as success"),
+    M("slurm-marker-ignored", PARSE, "        exit_code = marker\n", "        exit_code = None\n", "the command's own status (the marker) is ignored for sacct's"),
+    M("slurm-signal-not-128", PARSE, "return 128 + row.exit_signal", "return row.exit_signal", "death by SIGKILL reads as exit 9"),
+    M("slurm-kill-read-as-status", PARSE, 'frozenset({"COMPLETED", "FAILED"})', 'frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})', "ExitCode of a job Slurm killed is taken as the command's status"),
+    M("slurm-our-cancel-unattributed", PARSE, 'cancelled_by = "vibesys"', "cancelled_by = None", "a cancel we asked for is not recorded as ours"),
+    M("slurm-lag-row-trusted", PARSE, "if isinstance(row, SacctRow) and row.job_name == SACCT_PLACEHOLDER_NAME:", "if False:", "sacct's stale placeholder row during lag is taken as evidence"),
+    M("sbatch-id-prefix-accepted", PARSE, r'r"^([0-9]+)(?:;([A-Za-z0-9_.-]+))?$"', r'r"^([0-9]+)"', "sbatch output with trailing junk yields a job id"),
+    # -- exit statuses of run and wait -------------------------------------------------------
+    M("exit-infra-75-to-1", RENDER, "EXIT_INFRA_FAILED = 75", "EXIT_INFRA_FAILED = 1", "an exhausted retry budget exits like an application failure"),
+    M("exit-unresolved-4-to-0", RENDER, "EXIT_UNRESOLVED = 4", "EXIT_UNRESOLVED = 0", "an outcome that cannot be proven exits as success"),
+    M("exit-interrupted-130-to-0", RENDER, "            return EXIT_INTERRUPTED", "            return 0", "a cancelled run exits as success"),
+    M("exit-bad-input-2-to-1", RENDER, "            return EXIT_BAD_INPUT", "            return 1", "a rejected request exits like a failed command"),
+    M("exit-app-failure-without-code-is-0", RENDER, "inv.exit_code if inv.exit_code not in (None, 0) else 1", "inv.exit_code or 0", "a failure without a recorded code exits 0"),
+    M("exit-detached-is-1", RENDER, "return 0  # detached", "return 1  # detached", "`run --detach` of a healthy job exits as a failure"),
+    M("exit-broken-done-is-0", RENDER, "\n    return 1\n", "\n    return 0\n", "a DONE record without an outcome exits as success"),
+    # -- the journal's compare-and-swap ------------------------------------------------------
+    M("cas-ignores-version", STORE, '"WHERE id=? AND state=? AND version=?",', '"WHERE id=? AND state=? AND ?>=0",', "two writers that read the same state both win"),
+    M("cas-ignores-state", STORE, '"WHERE id=? AND state=? AND version=?",', "\"WHERE id=? AND ?!='' AND version=?\",", "the state term alone dropped", equivalent="every transition bumps version (nothing else writes state), so id and version already pin the state"),
+    M("cas-lost-race-goes-on", STORE, "if cursor.rowcount != 1:", "if cursor.rowcount > 1:", "a writer that lost the race goes on as if it had won"),
+    M("history-seq-off-by-one", STORE, "                    current.version + 1,\n                    current.state,", "                    current.version + 2,\n                    current.state,", "history rows are numbered with gaps"),
+    # -- leases ------------------------------------------------------------------------------
+    M("lease-expiry-boundary", LEASES, "datetime.fromisoformat(expires) <= now", "datetime.fromisoformat(expires) < now", "a lease still holds at the very moment it expires"),
+    M("lease-no-renewal", LEASES, "if holder is None or holder == owner:", "if holder is None:", "a holder cannot renew its own lease"),
+    M("lease-dead-holder-blocks", LEASES, "        return not alive\n", "        return False\n", "a provably dead holder blocks takeover until expiry"),
+    M("lease-live-holder-overtaken", LEASES, "    if alive is not None:\n        return not alive\n", "    if alive is False:\n        return True\n", "a live local holder past expiry is taken over (a double submit)"),
+    M("lease-bulk-ignores-holders", LEASES, "rows if lease_free(holder, exp, owner, moment))", "rows)", "a reconcile round takes leases that live processes hold"),
+    M("lease-bulk-expires-at-once", LEASES, "[(owner, iso(moment + ttl), i) for i in sorted(taken)]", "[(owner, iso(moment), i) for i in sorted(taken)]", "leases taken in bulk expire at once"),
+    M("lease-release-not-owned", LEASES, '"WHERE id=? AND lease_owner=?",', "\"WHERE id=? AND ?!=''\",", "a process releases leases it does not hold"),
+]
+# fmt: on

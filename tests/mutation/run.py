@@ -1,0 +1,219 @@
+"""Apply each named mutant (tests/mutation/mutants.py) to a scratch copy of the checkout, run
+its tests there, and report which were killed.
+
+    scripts/mutants                  # every mutant, one worker per core
+    scripts/mutants -k lease         # the mutants whose name contains "lease"
+    scripts/mutants --list           # names and why, nothing run
+    scripts/mutants --full           # the whole non-Slurm suite against each (slow)
+
+Every chosen test set first runs once against an unmutated copy and must pass. A mutant is
+killed when its tests fail (pytest exit status 1, or any other failure such as an import
+error or a hang cut short by the time limit). Exit status 0 when every mutant is killed and
+every mutant listed as equivalent survives; 1 otherwise (a survivor, an equivalent that was
+killed, or a mutant whose original text no longer occurs exactly once in its file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: make `tests.mutation` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.mutation.mutants import MUTANTS, Mutant
+
+ROOT = Path(__file__).resolve().parents[2]
+#: What a scratch copy holds: the package and everything its tests read.
+COPIED = ("vibesys", "tests", "docs", "examples", "benchmarks", "scripts", "pyproject.toml")
+COPIED_FILES = ("README.md",)
+IGNORED = shutil.ignore_patterns("__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info")
+#: The whole non-Slurm suite, for --full.
+FULL = ("tests",)
+RUN_LIMIT_SECONDS = 900
+_FAILED_TEST = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - |$)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    mutant: Mutant
+    killed: bool
+    seconds: float
+    detail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.killed != bool(self.mutant.equivalent)
+
+
+def stale(mutants: Iterable[Mutant], root: Path = ROOT) -> list[str]:
+    """Mutants whose original text does not occur exactly once in their file."""
+    problems = []
+    for mutant in mutants:
+        path = root / mutant.file
+        count = path.read_text(encoding="utf-8").count(mutant.original) if path.exists() else 0
+        if count != 1:
+            problems.append(f"{mutant.name}: its text occurs {count} times in {mutant.file}")
+    return problems
+
+
+def scratch_copy(into: Path, mutant: Mutant | None = None, root: Path = ROOT) -> Path:
+    """A copy of the checkout under `into`, with `mutant` applied."""
+    copy = into / "checkout"
+    copy.mkdir()
+    for name in COPIED:
+        source = root / name
+        if source.is_dir():
+            shutil.copytree(source, copy / name, ignore=IGNORED, symlinks=True)
+        elif source.exists():
+            shutil.copy2(source, copy / name)
+    for name in COPIED_FILES:
+        if (root / name).exists():
+            shutil.copy2(root / name, copy / name)
+    if mutant is not None:
+        target = copy / mutant.file
+        text = target.read_text(encoding="utf-8")
+        assert text.count(mutant.original) == 1, mutant.name
+        target.write_text(text.replace(mutant.original, mutant.replacement), encoding="utf-8")
+    return copy
+
+
+def run_tests(
+    copy: Path, tests: Sequence[str], *, stop_first: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """pytest on `tests` inside `copy`, importing the copy's `vibesys` (not the installed one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VIBESYS_")}
+    env["PYTHONPATH"] = str(copy)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slurm"]
+    argv += ["-x"] if stop_first else []
+    try:
+        return subprocess.run(
+            [*argv, *tests],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_LIMIT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as expired:
+        out = expired.stdout if isinstance(expired.stdout, str) else ""
+        return subprocess.CompletedProcess(expired.cmd, -1, out + "\n(run cut short)", "")
+
+
+def imports_the_copy(copy: Path) -> bool:
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import vibesys; print(vibesys.__file__)"],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return Path(where).resolve().is_relative_to(copy.resolve())
+
+
+def try_mutant(mutant: Mutant, tests: Sequence[str]) -> Outcome:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="vibesys-mutant-") as scratch:
+        copy = scratch_copy(Path(scratch), mutant)
+        done = run_tests(copy, tests)
+    seconds = time.monotonic() - started
+    if done.returncode == 0:
+        return Outcome(mutant, False, seconds, "all tests passed")
+    failed = _FAILED_TEST.findall(done.stdout)
+    if failed:
+        detail = f"by {failed[0]}"
+    else:
+        tail = done.stdout.strip().splitlines()[-1:] or ["(no output)"]
+        detail = f"pytest exit {done.returncode}: {tail[0]}"
+    return Outcome(mutant, True, seconds, detail)
+
+
+def baseline(test_sets: Iterable[tuple[str, ...]]) -> list[str]:
+    """Each test set must pass on an unmutated copy (else a 'kill' would mean nothing)."""
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="vibesys-mutant-base-") as scratch:
+        copy = scratch_copy(Path(scratch))
+        if not imports_the_copy(copy):
+            return ["the scratch copy does not import its own vibesys"]
+        for tests in test_sets:
+            done = run_tests(copy, tests, stop_first=False)
+            if done.returncode != 0:
+                problems.append(f"unmutated {' '.join(tests)} fails:\n{done.stdout[-3000:]}")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", dest="pattern", default="", help="only mutants whose name has this")
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument("--full", action="store_true", help="the whole non-Slurm suite each")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel runs")
+    args = parser.parse_args(argv)
+
+    chosen = [m for m in MUTANTS if args.pattern in m.name]
+    if args.list:
+        for mutant in chosen:
+            extra = f"  [equivalent: {mutant.equivalent}]" if mutant.equivalent else ""
+            print(f"{mutant.name:<38} {mutant.file}: {mutant.why}{extra}")
+        return 0
+    if not chosen:
+        print(f"no mutant name contains {args.pattern!r}")
+        return 1
+    names = [m.name for m in MUTANTS]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    problems = [f"duplicate mutant names: {', '.join(duplicates)}"] if duplicates else []
+    problems += stale(chosen)
+    if problems:
+        print("\n".join(problems))
+        return 1
+
+    started = time.monotonic()
+    tests_of = {m.name: FULL if args.full else m.test_args() for m in chosen}
+    problems = baseline(sorted(set(tests_of.values())))
+    if problems:
+        print("\n".join(problems))
+        return 1
+    base_seconds = time.monotonic() - started
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        outcomes = list(pool.map(lambda m: try_mutant(m, tests_of[m.name]), chosen))
+    for outcome in outcomes:
+        print(line_for(outcome), flush=True)
+    killed = sum(o.killed for o in outcomes)
+    equivalent = sum(bool(o.mutant.equivalent) for o in outcomes)
+    bad = [o for o in outcomes if not o.ok]
+    print(
+        f"{len(outcomes)} mutants: {killed} killed, {len(outcomes) - killed} survived "
+        f"({equivalent} listed as equivalent); {len(bad)} wrong; "
+        f"{time.monotonic() - started:.0f} s wall ({base_seconds:.0f} s baseline) "
+        f"on {args.jobs} workers"
+    )
+    return 1 if bad else 0
+
+
+def line_for(outcome: Outcome) -> str:
+    mutant = outcome.mutant
+    if mutant.equivalent:
+        verdict = "equivalent" if not outcome.killed else "KILLED-BUT-LISTED-EQUIVALENT"
+    else:
+        verdict = "killed" if outcome.killed else "SURVIVED"
+    why = mutant.equivalent if mutant.equivalent and not outcome.killed else mutant.why
+    return f"{verdict:<12} {mutant.name:<38} {outcome.seconds:5.1f} s  {outcome.detail}  ({why})"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

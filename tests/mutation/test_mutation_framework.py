@@ -1,0 +1,92 @@
+"""The mutation check itself: the list is well-formed and current, and a run tells a killed
+mutant from a survivor (tests/mutation/run.py; `scripts/mutants` runs the whole list)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.mutation.mutants import MUTANTS, TESTS_FOR, Mutant
+from tests.mutation.run import ROOT, Outcome, imports_the_copy, scratch_copy, stale, try_mutant
+
+BY_NAME = {m.name: m for m in MUTANTS}
+
+
+def test_names_are_unique_and_reasons_are_one_line() -> None:
+    assert len(BY_NAME) == len(MUTANTS)
+    for mutant in MUTANTS:
+        assert mutant.why and "\n" not in mutant.why, mutant.name
+        assert "\n" not in mutant.equivalent, mutant.name
+        assert mutant.original != mutant.replacement, mutant.name
+
+
+def test_every_mutant_still_applies_to_the_code() -> None:
+    # A change to a mutated line must update its mutant, or the check would test nothing.
+    assert stale(MUTANTS) == []
+
+
+def test_every_mutant_has_tests_that_exist() -> None:
+    for mutant in MUTANTS:
+        for target in mutant.test_args():
+            assert (ROOT / target.split("::")[0]).exists(), (mutant.name, target)
+
+
+def test_the_contract_modules_are_covered() -> None:
+    assert {m.file for m in MUTANTS} >= set(TESTS_FOR)
+    assert {"exit-infra-75-to-1", "exit-unresolved-4-to-0", "cas-ignores-version"} <= set(BY_NAME)
+
+
+def test_a_scratch_copy_is_mutated_and_imports_itself(tmp_path: Path) -> None:
+    mutant = BY_NAME["exit-infra-75-to-1"]
+    copy = scratch_copy(tmp_path, mutant)
+    mutated = (copy / mutant.file).read_text(encoding="utf-8")
+    assert "EXIT_INFRA_FAILED = 1" in mutated and "EXIT_INFRA_FAILED = 75" not in mutated
+    assert "EXIT_INFRA_FAILED = 75" in (ROOT / mutant.file).read_text(encoding="utf-8")
+    assert imports_the_copy(copy)
+
+
+def test_a_run_tells_killed_from_survived() -> None:
+    mutant = BY_NAME["exit-infra-75-to-1"]
+    killed = try_mutant(mutant, ("tests/test_render.py",))
+    assert killed.killed and "tests/test_render.py::test_exit_status" in killed.detail
+    # Tests that never look at exit statuses let the same mutant through.
+    survived = try_mutant(
+        mutant, ("tests/test_render.py::test_the_readme_states_the_same_contract",)
+    )
+    assert not survived.killed and survived.detail == "all tests passed"
+
+
+@pytest.mark.parametrize(
+    ("equivalent", "killed", "ok"),
+    [("", True, True), ("", False, False), ("no change", False, True), ("no change", True, False)],
+)
+def test_what_counts_as_right(equivalent: str, killed: bool, ok: bool) -> None:
+    mutant = dataclasses.replace(MUTANTS[0], equivalent=equivalent)
+    assert Outcome(mutant, killed, 1.0, "").ok is ok
+
+
+def test_a_mutant_whose_text_is_gone_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "vibesys").mkdir()
+    (tmp_path / "vibesys" / "render.py").write_text("EXIT = 75\nEXIT = 75\n")
+    twice = Mutant("twice", "vibesys/render.py", "EXIT = 75", "EXIT = 1", "why")
+    gone = Mutant("gone", "vibesys/render.py", "EXIT = 4", "EXIT = 0", "why")
+    assert stale([twice, gone], tmp_path) == [
+        "twice: its text occurs 2 times in vibesys/render.py",
+        "gone: its text occurs 0 times in vibesys/render.py",
+    ]
+
+
+def test_the_reason_of_the_equivalent_cas_mutant_holds() -> None:
+    # cas-ignores-state is equivalent only while every SQL write of `state` bumps `version`.
+    writes = [
+        line
+        for path in sorted((ROOT / "vibesys").rglob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if re.search(r"\bSET\b.*\bstate\s*=", line)
+    ]
+    assert writes, "no SQL write of state found: update this check"
+    assert all("version=version+1" in line for line in writes), writes
+    assert BY_NAME["cas-ignores-state"].equivalent

@@ -1,0 +1,148 @@
+"""The one adapter registry: each adapter's name, summary, `vibesys run` options, and the
+module that holds its typed request model and its factory.
+
+Adding an adapter is one package (or module) under `adapters/` plus one entry here. The entry
+is plain data, so listing adapters and building `vibesys run --help` import no adapter; the
+module is imported only when an invocation needs it. It must provide:
+
+    Request                                  # a frozen AdapterRequest subclass
+    make_request(adapter, values) -> Request # check `vibesys run`'s options (UsageError else)
+    build(request) -> Backend                # the adapter, for invocations with this request
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from vibesys.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from vibesys.adapters.base import Backend
+    from vibesys.adapters.requests import AdapterRequest
+
+__all__ = ["ADAPTERS", "AdapterEntry", "Option", "entry", "names", "register"]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One `vibesys run` option an adapter takes."""
+
+    flag: str
+    dest: str
+    help: str
+    kind: type = str
+    multiple: bool = False
+    #: "invocation": the CLI resolves the value (an invocation id) to that invocation's
+    #: current job before the adapter sees it, as {"invocation": ..., "job_id": ...}
+    resolve: str | None = None
+
+
+class AdapterModule(Protocol):
+    Request: type[AdapterRequest]
+
+    def make_request(self, adapter: str, values: Mapping[str, Any]) -> AdapterRequest: ...
+
+    def build(self, request: Any) -> Backend: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterEntry:
+    name: str
+    summary: str
+    module: str
+    options: tuple[Option, ...] = ()
+
+    def load(self) -> AdapterModule:
+        loaded: Any = importlib.import_module(self.module)
+        return loaded  # type: ignore[no-any-return]
+
+    def parse_request(self, data: Mapping[str, Any]) -> AdapterRequest:
+        """The typed request recorded as `data`; ConfigError names what does not fit."""
+        from pydantic import ValidationError
+
+        model = self.load().Request
+        try:
+            return model.model_validate(dict(data))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "request"
+            raise ConfigError(
+                f"the recorded {self.name} request does not fit: {where}: {first['msg']}"
+            ) from None
+
+    def build(self, data: Mapping[str, Any]) -> Backend:
+        return self.load().build(self.parse_request(data))
+
+    def backend_key(self, data: Mapping[str, Any]) -> str:
+        return self.parse_request(data).backend_key()
+
+
+_SLURM_OPTIONS = (
+    Option(
+        "--slurm-config",
+        "slurm_config",
+        "Site configuration \\[default: ~/.config/vibesys/slurm.toml].",
+        Path,
+    ),
+    Option("--gpus", "gpus", "GPUs for the job.", int),
+    Option("--time", "time_minutes", "Time limit in minutes.", int),
+    Option("--partition", "partition", "One partition (default: the site's preference list)."),
+    Option("--candidate", "candidate", "Directory to snapshot and run in.", Path),
+    Option("--exclude", "exclude", "Extra snapshot exclusion pattern (repeatable).", str, True),
+    Option(
+        "--artifact",
+        "artifact",
+        "A file or glob the job leaves, to bring home (repeatable).",
+        str,
+        True,
+    ),
+)
+
+ADAPTERS: dict[str, AdapterEntry] = {
+    entry.name: entry
+    for entry in (
+        AdapterEntry(
+            "local", "a process on this host (the embedded default)", "vibesys.adapters.local"
+        ),
+        AdapterEntry(
+            "sbatch",
+            "a Slurm batch job (local or SSH transport)",
+            "vibesys.adapters.slurm.sbatch",
+            (
+                *_SLURM_OPTIONS,
+                Option(
+                    "--after",
+                    "after",
+                    "Start once this sbatch invocation's job succeeds (afterok).",
+                    resolve="invocation",
+                ),
+            ),
+        ),
+        AdapterEntry(
+            "srun",
+            "a foreground srun job on this submit node",
+            "vibesys.adapters.slurm.srun",
+            _SLURM_OPTIONS,
+        ),
+    )
+}
+
+
+def register(new: AdapterEntry) -> None:
+    """Add an adapter (tests and plugins): one line."""
+    ADAPTERS[new.name] = new
+
+
+def names() -> tuple[str, ...]:
+    return tuple(ADAPTERS)
+
+
+def entry(name: str) -> AdapterEntry:
+    try:
+        return ADAPTERS[name]
+    except KeyError:
+        raise UsageError(f"unknown adapter {name!r} (choose from {', '.join(ADAPTERS)})") from None

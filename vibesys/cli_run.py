@@ -1,0 +1,157 @@
+"""`vibesys run`'s options come from the adapter registry: the common ones are declared here,
+each adapter's own come from its registry entry. `vibesys run --adapter X --help` shows X's;
+an option the chosen adapter does not take is refused, naming the adapter. Nothing here
+imports an adapter: the registry entries are plain data."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperCommand
+
+from vibesys.adapters.registry import ADAPTERS, Option
+
+#: The options every adapter takes (after the context parameter).
+COMMON: list[tuple[str, Any, Any]] = [
+    (
+        "command",
+        Annotated[list[str] | None, typer.Argument(help="The command, after --.")],
+        None,
+    ),
+    (
+        "journal",
+        Annotated[
+            Path | None,
+            typer.Option(
+                "--journal",
+                envvar="VIBESYS_JOURNAL",
+                help="Journal file \\[default: .vibesys/journal.db]",
+                show_default=False,
+            ),
+        ],
+        None,
+    ),
+    ("adapter", Annotated[str, typer.Option(help="Where the job runs (see below).")], "local"),
+    ("name", Annotated[str | None, typer.Option("--name", help="A label for people.")], None),
+    (
+        "max_retries",
+        Annotated[
+            str,
+            typer.Option(metavar="N", help="Retries after infrastructure failures (0-100)."),
+        ],
+        "2",
+    ),
+    (
+        "retry_delay",
+        Annotated[
+            str,
+            typer.Option(metavar="SECONDS", help="Seconds before the first retry (doubles after)."),
+        ],
+        "2",
+    ),
+    ("detach", Annotated[bool, typer.Option(help="Return once the job runs.")], False),
+    ("as_json", Annotated[bool, typer.Option("--json", help="Print one JSON object.")], False),
+    (
+        "unreachable_timeout",
+        Annotated[
+            str,
+            typer.Option(
+                metavar="SECONDS",
+                help="Seconds a scheduler may stay unreachable (or an outcome open) before "
+                "the job's fate is reported as unknown.",
+            ),
+        ],
+        "600",
+    ),
+]
+
+
+def adapter_options() -> dict[str, Option]:
+    """Every adapter option by destination name (one flag may serve several adapters)."""
+    found: dict[str, Option] = {}
+    for entry in ADAPTERS.values():
+        for option in entry.options:
+            found.setdefault(option.dest, option)
+    return found
+
+
+def takers(dest: str) -> list[str]:
+    return [e.name for e in ADAPTERS.values() if any(o.dest == dest for o in e.options)]
+
+
+def _annotation(option: Option) -> Any:
+    kind = list[option.kind] if option.multiple else option.kind  # type: ignore[name-defined]
+    panel = "Options of " + ", ".join(takers(option.dest))
+    return Annotated[
+        kind | None,
+        typer.Option(option.flag, help=option.help, rich_help_panel=panel, show_default=False),
+    ]
+
+
+def with_run_signature(function: Callable[..., None]) -> Callable[..., None]:
+    """Give `function(ctx, **values)` the signature typer reads: the common options, then
+    every registered adapter's options."""
+    parameters = [
+        inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+    ]
+    for name, annotation, default in COMMON:
+        parameters.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default
+            )
+        )
+    for dest, option in adapter_options().items():
+        parameters.append(
+            inspect.Parameter(
+                dest, inspect.Parameter.KEYWORD_ONLY, annotation=_annotation(option), default=None
+            )
+        )
+    function.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    function.__annotations__ = {p.name: p.annotation for p in parameters}
+    return function
+
+
+def _chosen_adapter(args: list[str]) -> str | None:
+    for index, arg in enumerate(args):
+        if arg == "--":
+            return None
+        if arg == "--adapter" and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith("--adapter="):
+            return arg.partition("=")[2]
+    return None
+
+
+def _asks_for_help(args: list[str]) -> bool:
+    before = args[: args.index("--")] if "--" in args else args
+    return "--help" in before
+
+
+class RunCommand(TyperCommand):
+    """Shows, for `--adapter X --help`, only the options X takes."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if _asks_for_help(args):
+            ctx.meta["vibesys.help_for"] = _chosen_adapter(args)
+        return super().parse_args(ctx, args)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        # Every option parses (so one given to the wrong adapter is refused by name, not as
+        # "no such option"); only the help narrows them to the chosen adapter's.
+        params = super().get_params(ctx)
+        chosen = ctx.meta.get("vibesys.help_for")
+        if chosen not in ADAPTERS:
+            return params
+        own = {o.dest for o in ADAPTERS[chosen].options}
+        others = set(adapter_options()) - own
+        return [p for p in params if p.name not in others]
+
+
+def adapters_epilog() -> str:
+    """The list of adapters under `vibesys run --help` (the registry, as it is now)."""
+    names = "; ".join(f"{e.name}: {e.summary}" for e in ADAPTERS.values())
+    return f"Adapters: {names}. `vibesys run --adapter NAME --help` shows one adapter's options."

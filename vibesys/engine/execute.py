@@ -1,0 +1,158 @@
+"""Carrying out the effects a committed transition authorized: the one place that calls an
+adapter's side effects, crosses the failpoints, and turns what an effect showed (its result, or
+the error it raised) into the next event.
+
+The error boundary is here and only here: an adapter error says what it proves through two
+fields, `maybe_submitted` and `retryable` (`vibesys.errors`), and `event_for_submit_error`
+reads those fields alone, never the message text. Errors that are not ours (a bug in an
+adapter) count as "may have been submitted": the safe reading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from vibesys.adapters.claim import fence_text
+from vibesys.engine.artifacts import collect_artifacts
+from vibesys.engine.failpoints import failpoint
+from vibesys.engine.observe import claim_job_id
+from vibesys.engine.spool import spool_logs
+from vibesys.errors import BackendError, ConfigError, SubmitRejected, UsageError
+from vibesys.journal_schema import Invocation, iso
+from vibesys.states import (
+    OUTCOME_OF,
+    Cancel,
+    Cancelled,
+    Collect,
+    Collected,
+    Effect,
+    Event,
+    FailureClass,
+    Fence,
+    InfraFailed,
+    Misconfigured,
+    OutcomeUnknown,
+    Rejected,
+    Submit,
+    Submitted,
+)
+
+if TYPE_CHECKING:
+    from vibesys.engine.core import Engine
+
+#: Effects the engine does not call an adapter for: the drive loop carries them out (the next
+#: observation, the backoff), or the caller does (reporting the end).
+WAITING_EFFECTS = ("Poll", "Resolve", "ScheduleRetry", "Finish")
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorFacts:
+    """What an error proves, in the two words the engine decides by."""
+
+    maybe_submitted: bool
+    retryable: bool
+    rejected: bool
+    reason: str
+    fix: str
+
+
+def error_facts(error: Exception) -> ErrorFacts:
+    if isinstance(error, BackendError):
+        return ErrorFacts(
+            error.maybe_submitted,
+            error.retryable,
+            isinstance(error, SubmitRejected),
+            error.evidence,
+            error.fix,
+        )
+    if isinstance(error, UsageError | ConfigError):
+        # Checked before anything is sent: nothing was submitted, and it will not fix itself.
+        return ErrorFacts(False, False, False, str(error), "fix the request or the configuration")
+    return ErrorFacts(True, True, False, f"{type(error).__name__}: {error}", "")
+
+
+def event_for_submit_error(facts: ErrorFacts, not_before: str) -> Event:
+    """The decision table for a failed submit, from what the error proves."""
+    if facts.rejected:
+        return Rejected(facts.reason)
+    if facts.maybe_submitted:
+        return OutcomeUnknown(f"the submit may have gone through: {facts.reason}")
+    if not facts.retryable:
+        return Misconfigured(facts.reason, facts.fix)
+    return InfraFailed(
+        FailureClass.TRANSPORT_LOST, f"submit failed, nothing submitted: {facts.reason}", not_before
+    )
+
+
+def execute(engine: Engine, inv: Invocation, effect: Effect) -> Event | None:
+    """Carry out `effect` for `inv`; return the event it proved, if any."""
+    match effect:
+        case Submit():
+            return _submit(engine, inv)
+        case Fence():
+            return _fence(engine, inv)
+        case Collect():
+            return _collect(engine, inv)
+        case Cancel():
+            _cancel(engine, inv)
+            return None
+    assert type(effect).__name__ in WAITING_EFFECTS, effect
+    return None
+
+
+def _submit(engine: Engine, inv: Invocation) -> Event:
+    try:
+        request = engine.submit_request(inv)
+        receipt = engine.backend(inv).submit(request)
+    except Exception as exc:  # the boundary: every failure becomes what it proves
+        return event_for_submit_error(error_facts(exc), engine.retry_at(inv))
+    failpoint("after_submit_effect")
+    return Submitted(receipt.job_id, receipt.observation)
+
+
+def _fence(engine: Engine, inv: Invocation) -> Event | None:
+    ref = engine.job_ref(inv)
+    text = fence_text(engine.owner, iso(engine.clock()), "the attempt's submission is ambiguous")
+    try:
+        claim = engine.backend(inv).fence(ref, text)
+    except Exception as exc:
+        engine.note(inv, f"fence failed: {error_facts(exc).reason}")
+        return None  # nothing proven: the invocation stays where it is, the fence is retried
+    failpoint("after_fence_effect")
+    engine.journal.record_attempt_detail(inv.id, inv.attempt, claim=claim.text)
+    if claim.fenced:
+        why = f"the attempt is fenced, its command never ran ({claim.describe()})"
+        if inv.cancel_requested:
+            return Cancelled(why)
+        return InfraFailed(FailureClass.TRANSPORT_LOST, why, engine.retry_at(inv))
+    return Submitted(
+        claim_job_id(claim), f"adopted: the job claimed its attempt first ({claim.describe()})"
+    )
+
+
+def _collect(engine: Engine, inv: Invocation) -> Event | None:
+    ref, backend = engine.job_ref(inv), engine.backend(inv)
+    try:
+        # Logs and artifacts come home before anything may clean the remote directory.
+        spool_logs(engine.journal, backend, ref)
+        collected = backend.collect(ref)
+        artifacts = collect_artifacts(engine.journal, backend, ref, inv.artifacts)
+    except Exception as exc:
+        engine.note(inv, f"collection failed, will retry: {error_facts(exc).reason}")
+        return None
+    evidence = "; ".join(text for text in (collected, artifacts) if text)
+    failpoint("after_collect_effect")
+    assert inv.failure_class is not None
+    return Collected(OUTCOME_OF[inv.failure_class], inv.exit_code, evidence)
+
+
+def _cancel(engine: Engine, inv: Invocation) -> None:
+    if not engine.cancel_due(inv):
+        return
+    try:
+        engine.backend(inv).cancel(engine.job_ref(inv))
+    except Exception as exc:
+        engine.note(inv, f"cancel not sent, will retry: {error_facts(exc).reason}")
+        return
+    failpoint("after_cancel_effect")

@@ -1,0 +1,203 @@
+"""The planner: from the journal's record of an invocation and the latest observation of its
+job, the one next step. Pure: no I/O, no clock (the time comes in `PlanContext`).
+
+A step is one of:
+- `Commit(event)`: commit this transition; the engine then carries out exactly the effects
+  `decide()` returns for it (write-ahead);
+- `Redo(effect)`: carry out again an idempotent effect that an earlier committed transition
+  authorized and a crash (or a lost connection) interrupted: collect, cancel;
+- `Hold(why)`: nothing can be decided now; look again later.
+
+Two rules shape every row. Silence is not absence: an attempt whose job nobody can see is
+retired only by a fence that won (`FenceIntended`), never because a lookup came back empty.
+And an attempt is submitted only once: after `SubmitDispatched` no path leads to a second
+submit of the same attempt. `vibesys states --reconcile-table` prints every decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from vibesys.engine.retry import RetryPolicy, next_attempt_at
+from vibesys.engine.seen import Seen, Sight
+from vibesys.journal_schema.clock import iso
+from vibesys.journal_schema.records import Invocation
+from vibesys.states import (
+    OUTCOME_OF,
+    Cancel,
+    Cancelled,
+    Collect,
+    Collected,
+    Effect,
+    Event,
+    FailureClass,
+    FenceIntended,
+    Finished,
+    InfraFailed,
+    JobState,
+    OutcomeUnknown,
+    RetryBudgetSpent,
+    SubmitDispatched,
+    SubmitIntended,
+    Submitted,
+)
+
+__all__ = ["Commit", "Hold", "PlanContext", "Redo", "Step", "job_name", "needs_observation", "plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class Redo:
+    effect: Effect
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    why: str
+
+
+Step = Commit | Redo | Hold
+
+
+@dataclass(frozen=True, slots=True)
+class PlanContext:
+    now: datetime
+    retry: RetryPolicy
+    #: how long a scheduler may stay unreachable before a running job's outcome is unknown
+    patience: timedelta = timedelta(0)
+
+
+def job_name(invocation_id: str, attempt: int) -> str:
+    """The stable, scheduler-visible name of one attempt: the key every lookup uses."""
+    return f"vibesys-{invocation_id}-{attempt}"
+
+
+def needs_observation(inv: Invocation) -> bool:
+    """Whether the next step of `inv` depends on the adapter's view of its job."""
+    if inv.state is JobState.SUBMITTING:
+        return inv.dispatched
+    return inv.state in (JobState.RUNNING, JobState.UNRESOLVED)
+
+
+def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
+    """The next step for `inv`, given `seen` (None when it needs no observation)."""
+    match inv.state:
+        case JobState.PREPARED:
+            return Commit(SubmitIntended(1, job_name(inv.id, 1)))
+        case JobState.SUBMITTING if not inv.dispatched:
+            if inv.cancel_requested:
+                return Commit(Cancelled("cancelled before the submission began: nothing sent"))
+            return Commit(SubmitDispatched(inv.attempt, job_name(inv.id, inv.attempt)))
+        case JobState.SUBMITTING:
+            return _unsettled(inv, _need(seen), ctx)
+        case JobState.RUNNING:
+            return _running(inv, _need(seen), ctx)
+        case JobState.UNRESOLVED:
+            return _unsettled(inv, _need(seen), ctx)
+        case JobState.COLLECTING:
+            return _collecting(inv)
+        case JobState.RETRYING:
+            return _retrying(inv, ctx)
+    return Hold("done")
+
+
+def _need(seen: Seen | None) -> Seen:
+    if seen is None:
+        raise ValueError("this step needs an observation of the job")
+    return seen
+
+
+def _unsettled(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
+    """SUBMITTING after dispatch, or UNRESOLVED: does the attempt's job exist, and how is it?"""
+    submitting = inv.state is JobState.SUBMITTING
+    match seen.sight:
+        case Sight.QUEUED | Sight.RUNNING if seen.job_id:
+            how = "reattached" if inv.job_id else "found by name"
+            return Commit(Submitted(seen.job_id, f"{how}: {seen.evidence}"))
+        case Sight.ENDED if seen.job_id and inv.job_id is None:
+            # Record the job it found before its end, so the attempt names its job.
+            return Commit(Submitted(seen.job_id, f"found by name: {seen.evidence}"))
+        case Sight.ENDED:
+            return _ended(inv, seen, ctx)
+        case Sight.CLAIMED if seen.job_id and inv.job_id is None:
+            return Commit(Submitted(seen.job_id, f"adopted by its claim: {seen.evidence}"))
+        case Sight.FENCED:
+            return _fenced(inv, seen, ctx)
+        case Sight.ABSENT:
+            return Commit(FenceIntended(inv.attempt))
+        case Sight.STARTING:
+            return Redo(Cancel()) if inv.cancel_requested else Hold(f"starting: {seen.evidence}")
+    if submitting:
+        fix = f"; fix: {seen.fix}" if seen.fix else ""
+        return Commit(OutcomeUnknown(f"{seen.sight}: {seen.evidence}{fix}"))
+    return Hold(f"{seen.sight}: {seen.evidence}")
+
+
+def _running(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
+    match seen.sight:
+        case Sight.ENDED:
+            return _ended(inv, seen, ctx)
+        case Sight.QUEUED | Sight.RUNNING | Sight.STARTING:
+            if inv.cancel_requested:
+                return Redo(Cancel())
+            return Hold(f"{seen.sight}: {seen.evidence}")
+        case Sight.FENCED:
+            return _fenced(inv, seen, ctx)
+        case Sight.UNREACHABLE:
+            since = seen.since or ctx.now
+            if ctx.now - since < ctx.patience:
+                return Hold(f"unreachable since {iso(since)}: {seen.evidence}")
+            return Commit(OutcomeUnknown(f"unreachable: {seen.evidence}"))
+        case Sight.BLOCKED:
+            return Commit(OutcomeUnknown(f"blocked: {seen.evidence}; fix: {seen.fix}"))
+    return Commit(OutcomeUnknown(f"{seen.sight}: {seen.evidence}"))
+
+
+def _ended(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
+    failure = seen.failure_class
+    assert failure is not None, "an ended job always has a failure class"
+    if failure in OUTCOME_OF:
+        return Commit(Finished(failure, seen.exit_code, seen.evidence))
+    return Commit(InfraFailed(failure, seen.evidence, _retry_at(inv, ctx)))
+
+
+def _fenced(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
+    """The fence holds: this attempt's command never ran and never will."""
+    if inv.cancel_requested:
+        return Commit(Cancelled(f"the attempt is fenced, its command never ran: {seen.evidence}"))
+    why = f"the attempt is fenced, its command never ran: {seen.evidence}"
+    return Commit(InfraFailed(FailureClass.TRANSPORT_LOST, why, _retry_at(inv, ctx)))
+
+
+def _collecting(inv: Invocation) -> Step:
+    if inv.cancel_requested and inv.failure_class is not FailureClass.CANCELLED:
+        # The job's end is proven already: a cancel only abandons the collection.
+        assert inv.failure_class is not None
+        return Commit(
+            Collected(
+                OUTCOME_OF[inv.failure_class],
+                inv.exit_code,
+                "collection abandoned: cancel requested after the job's end was proven",
+            )
+        )
+    return Redo(Collect())
+
+
+def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
+    if inv.cancel_requested:
+        return Commit(Cancelled("cancelled between attempts: nothing running"))
+    assert inv.failure_class is not None
+    if inv.retries > inv.max_retries:
+        return Commit(RetryBudgetSpent(inv.failure_class, inv.retries - 1))
+    if inv.not_before and datetime.fromisoformat(inv.not_before) > ctx.now:
+        return Hold(f"backoff until {inv.not_before}")
+    return Commit(SubmitIntended(inv.attempt + 1, job_name(inv.id, inv.attempt + 1)))
+
+
+def _retry_at(inv: Invocation, ctx: PlanContext) -> str:
+    return iso(next_attempt_at(inv.retries + 1, ctx.retry, ctx.now))

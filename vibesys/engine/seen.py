@@ -1,0 +1,43 @@
+"""What the planner reads of an observation: our vocabulary, not a scheduler's (pure data).
+
+`engine/observe.py` is the one place where an adapter's RemoteStatus (or the error that kept us
+from getting one) becomes a `Seen`; the planner (`engine/plan.py`) decides from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from vibesys.states import FailureClass
+
+
+class Sight(StrEnum):
+    """What an observation shows of the current attempt."""
+
+    STARTING = "starting"  # a launch is under way and has not claimed its attempt yet
+    QUEUED = "queued"  # the scheduler holds the job, not yet running
+    RUNNING = "running"
+    ENDED = "ended"  # terminal; `failure_class` (and `exit_code`) say how
+    FENCED = "fenced"  # the attempt's claim is a fence: its command can never run
+    CLAIMED = "claimed"  # the job claimed its attempt; nobody can say how it ended
+    ABSENT = "absent"  # the scheduler answered and knows no such job: silence, not proof
+    UNKNOWN = "unknown"  # the adapter cannot tell (yet)
+    UNREACHABLE = "unreachable"  # the status call failed; trying again may help
+    BLOCKED = "blocked"  # the status call failed; a person must act first (`fix`)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    sight: Sight
+    evidence: str
+    job_id: str | None = None
+    failure_class: FailureClass | None = None
+    exit_code: int | None = None
+    #: what a person must do (BLOCKED)
+    fix: str = ""
+    #: waiting cannot change this observation (a claimed job whose process and marker are gone)
+    final: bool = False
+    #: UNREACHABLE: since when the adapter has been failing (set by whoever keeps watching)
+    since: datetime | None = None

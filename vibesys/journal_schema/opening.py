@@ -1,0 +1,225 @@
+"""Opening the journal: where it is, refusing what it must not be (not a journal, a newer
+schema, a network file system, a damaged file), WAL and the pragmas, and the migrations,
+applied under the write lock. SQLite's own failures become our errors by their error codes."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlite_utils import Database
+
+from vibesys.errors import (
+    JournalCorrupt,
+    JournalError,
+    JournalOnNetworkFS,
+    JournalTooNew,
+    NotAJournal,
+    UsageError,
+)
+from vibesys.journal_schema.migrations import KNOWN, migrations
+
+if TYPE_CHECKING:
+    from vibesys.journal_schema.store import Journal
+
+DEFAULT_PATH = Path(".vibesys") / "journal.db"
+BUSY_TIMEOUT_MS = 30_000
+#: File systems where SQLite's WAL (shared memory between processes on one host) is unsafe.
+NETWORK_FS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "lustre",
+        "gpfs",
+        "ceph",
+        "glusterfs",
+        "fuse.glusterfs",
+        "fuse.sshfs",
+        "beegfs",
+        "afs",
+        "9p",
+    }
+)
+
+
+def journal_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """--journal, else $VIBESYS_JOURNAL, else .vibesys/journal.db in the current directory."""
+    if explicit:
+        return Path(explicit)
+    from_env = os.environ.get("VIBESYS_JOURNAL")
+    return Path(from_env) if from_env else DEFAULT_PATH
+
+
+def filesystem_type(directory: Path) -> str | None:
+    """The type of the file system holding `directory`, from /proc/mounts."""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as handle:
+            mounts = [line.split()[1:3] for line in handle if len(line.split()) >= 3]
+    except OSError:
+        return None
+    target = str(directory.resolve())
+    best: tuple[int, str | None] = (-1, None)
+    for mount_point, fs_type in mounts:
+        mount_point = mount_point.replace("\\040", " ")
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) > best[0]:
+            best = (len(mount_point), fs_type)
+    return best[1]
+
+
+def open_journal(path: Path, *, readonly: bool = False) -> Journal:
+    """Open (and, unless `readonly`, create or upgrade) the journal at `path`.
+
+    Refuses, without writing anything: a file that is not a vibesys journal, a journal written
+    by a newer schema, and a journal on a network file system.
+    """
+    if readonly and not path.exists():
+        raise UsageError(f"no journal at {path}")
+    if not readonly:
+        if path.exists() and path.is_dir():
+            raise NotAJournal(f"{path} is a directory, not a journal file")
+        # The nearest existing directory: where missing parents would be created.
+        probe = path.parent
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+        fs_type = filesystem_type(probe)
+        if fs_type in NETWORK_FS:
+            raise JournalOnNetworkFS(
+                f"{path} is on a {fs_type} file system; SQLite WAL needs a local disk "
+                "(set --journal or VIBESYS_JOURNAL to a node-local path)"
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise JournalError(
+                f"cannot create the journal's directory {path.parent}: {exc.strerror or exc}"
+            ) from None
+        # SQLite would quietly open a file it may not write read-only, and fail later.
+        for needed in (path, path.parent):
+            if needed.exists() and not os.access(needed, os.W_OK):
+                raise JournalError(
+                    f"cannot open the journal {path} for writing: {needed} is not writable "
+                    "(journal list, show and verify can still read it)"
+                )
+    conn = _connect(path, readonly)
+    db = Database(conn)
+    try:
+        _check_schema(db, path, readonly)
+        if not readonly:
+            _enter_wal(conn)
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        if not readonly:
+            # Check again and migrate under the write lock, in one transaction (sqlite-utils
+            # nests its steps as savepoints): two processes opening a fresh journal at once
+            # must neither both run m001 nor see the other's half-created schema.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _check_schema(db, path, readonly)
+                migrations.apply(db)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise journal_error(exc, path) from None
+    except JournalError:
+        conn.close()
+        raise
+    from vibesys.journal_schema.store import Journal
+
+    return Journal(db, path)
+
+
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    """A connection that has read the schema. A journal that can only be read (a read-only
+    file or directory, where SQLite cannot share its WAL index) is opened as immutable: it
+    can be listed, shown and verified, never written."""
+    modes = ["?mode=ro", "?mode=ro&immutable=1"] if readonly else [""]
+    last: sqlite3.Error | None = None
+    for mode in modes:
+        try:
+            conn = sqlite3.connect(
+                f"file:{path.resolve()}{mode}",
+                uri=True,
+                isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+        except sqlite3.Error as exc:
+            last = exc
+            continue
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()
+            return conn
+        except sqlite3.Error as exc:
+            conn.close()
+            last = exc
+            if exc.sqlite_errorcode in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+                break
+    assert last is not None
+    raise journal_error(last, path, writing=not readonly) from None
+
+
+def journal_error(exc: sqlite3.Error, path: Path, *, writing: bool = False) -> JournalError:
+    """SQLite's failure on the journal at `path` as one of our errors, by its error code."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_CORRUPT:
+        return JournalCorrupt(
+            f"{path} is a damaged journal ({exc}); restore it from a backup, or move it aside "
+            "and run `vibesys reconcile` on a fresh one"
+        )
+    if code == sqlite3.SQLITE_NOTADB:
+        return NotAJournal(f"{path} is not a vibesys journal ({exc})")
+    if code in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM):
+        how = "for writing" if writing else "for reading"
+        return JournalError(f"cannot open the journal {path} {how} ({exc})")
+    if code == sqlite3.SQLITE_FULL:
+        return JournalError(f"the disk holding the journal {path} is full ({exc})")
+    return JournalError(f"the journal {path} cannot be used ({exc})")
+
+
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. SQLite answers SQLITE_BUSY at once, without the busy handler, while
+    another connection is switching the same fresh file: wait for it up to the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
+def _check_schema(db: Database, path: Path, readonly: bool) -> None:
+    tables = set(db.table_names())
+    if not tables:
+        if readonly:
+            raise NotAJournal(f"{path} is an empty database, not a vibesys journal")
+        return
+    applied = {m.name for m in migrations.applied(db)}
+    if not applied and "invocations" in tables:
+        # Our tables are there but their record of migrations reads empty: damaged pages can
+        # look like that. Say which it is.
+        check = db.conn.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise JournalCorrupt(f"{path} is a damaged journal ({check}); restore it from a backup")
+    if not applied or "invocations" not in tables:
+        raise NotAJournal(f"{path} is an SQLite database but not a vibesys journal")
+    newer = sorted(applied - KNOWN)
+    if newer:
+        raise JournalTooNew(
+            f"{path} was written by a newer vibesys (schema step {newer[0]}); upgrade vibesys"
+        )
+    if readonly and KNOWN - applied:
+        raise JournalError(f"{path} has an older schema; run `vibesys reconcile` to upgrade it")

@@ -1,0 +1,150 @@
+"""Reading invocations, attempts and histories: the Journal's queries (no writes but the
+attempt details, which move nothing)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import AbstractContextManager
+from typing import Any
+
+from vibesys.errors import UsageError
+from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
+from vibesys.states import FailureClass, JobState
+
+#: The invocation row joined with its current attempt's facts (one indexed lookup each).
+_ROW_COLUMNS = (
+    "i.id AS id, label, adapter, command, request, request_version, cwd, env_file, state, "
+    "version, i.attempt AS attempt, max_retries, retries, outcome, exit_code, "
+    "i.failure_class AS failure_class, cancel_requested, not_before, run_dir, created_at, "
+    "updated_at, lease_owner, lease_expires_at, a.job_id AS a_job_id, "
+    "a.dispatched_at AS a_dispatched_at, a.fence_intended_at AS a_fence_intended_at, "
+    "a.intended_at AS a_intended_at, a.job_name AS a_job_name"
+)
+_FROM = (
+    "FROM invocations i LEFT JOIN attempts a ON a.invocation_id = i.id AND a.attempt = i.attempt"
+)
+
+
+class InvocationReads:
+    """Query methods of the Journal."""
+
+    conn: sqlite3.Connection
+
+    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def get(self, invocation_id: str) -> Invocation:
+        cursor = self.conn.execute(f"SELECT {_ROW_COLUMNS} {_FROM} WHERE i.id=?", (invocation_id,))
+        row = cursor.fetchone()
+        if row is None:
+            raise UsageError(f"unknown invocation {invocation_id}")
+        return Invocation.from_row(_as_dict(cursor, row))
+
+    def resolve(self, prefix: str) -> Invocation:
+        """The one invocation whose id starts with `prefix` (an index range scan)."""
+        if not prefix:
+            raise UsageError("an invocation id (or a unique prefix of one) is required")
+        if not prefix.isprintable() or not prefix.isascii():
+            shown = prefix.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise UsageError(f"{shown!r} is not an invocation id")
+        cursor = self.conn.execute(
+            f"SELECT {_ROW_COLUMNS} {_FROM} WHERE i.id >= ? AND i.id < ? ORDER BY i.id LIMIT 2",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        rows = cursor.fetchall()
+        if not rows:
+            raise UsageError(f"unknown invocation {prefix}")
+        if len(rows) > 1 and rows[0][0] != prefix:  # an exact id wins over longer ones
+            raise UsageError(f"invocation prefix {prefix} is ambiguous; give more characters")
+        return Invocation.from_row(_as_dict(cursor, rows[0]))
+
+    def list_invocations(self, state: JobState | None = None) -> list[Invocation]:
+        where, params = ("WHERE state=?", (state,)) if state else ("", ())
+        cursor = self.conn.execute(
+            f"SELECT {_ROW_COLUMNS} {_FROM} {where} ORDER BY created_at, i.id", params
+        )
+        return [Invocation.from_row(_as_dict(cursor, row)) for row in cursor.fetchall()]
+
+    def active(self) -> list[Invocation]:
+        cursor = self.conn.execute(
+            f"SELECT {_ROW_COLUMNS} {_FROM} WHERE state != ? ORDER BY created_at, i.id",
+            (JobState.DONE,),
+        )
+        return [Invocation.from_row(_as_dict(cursor, row)) for row in cursor.fetchall()]
+
+    def attempts(self, invocation_id: str) -> list[Attempt]:
+        rows = self.conn.execute(
+            "SELECT attempt, job_name, job_id, failure_class, intended_at, submitted_at, "
+            "dispatched_at, fence_intended_at, claim, provenance "
+            "FROM attempts WHERE invocation_id=? ORDER BY attempt",
+            (invocation_id,),
+        ).fetchall()
+        return [
+            Attempt(
+                attempt=row[0],
+                job_name=row[1],
+                job_id=row[2],
+                failure_class=FailureClass(row[3]) if row[3] else None,
+                intended_at=row[4],
+                submitted_at=row[5],
+                dispatched_at=row[6],
+                fence_intended_at=row[7],
+                claim=row[8],
+                provenance=json.loads(row[9]) if row[9] else {},
+            )
+            for row in rows
+        ]
+
+    def record_attempt_detail(
+        self,
+        invocation_id: str,
+        attempt: int,
+        *,
+        claim: str | None = None,
+        provenance: dict[str, Any] | None = None,
+    ) -> None:
+        """Keep what was learnt about an attempt (its claim, where it ran) beside it. Not a
+        transition: it moves nothing, and a later reading may add to it."""
+        with self.write_txn() as conn:
+            if claim is not None:
+                conn.execute(
+                    "UPDATE attempts SET claim=? WHERE invocation_id=? AND attempt=?",
+                    (claim, invocation_id, attempt),
+                )
+            if provenance:
+                row = conn.execute(
+                    "SELECT provenance FROM attempts WHERE invocation_id=? AND attempt=?",
+                    (invocation_id, attempt),
+                ).fetchone()
+                merged = {**(json.loads(row[0]) if row and row[0] else {}), **provenance}
+                conn.execute(
+                    "UPDATE attempts SET provenance=? WHERE invocation_id=? AND attempt=?",
+                    (json.dumps(merged, sort_keys=True), invocation_id, attempt),
+                )
+
+    def history(self, invocation_id: str) -> list[HistoryRow]:
+        rows = self.conn.execute(
+            "SELECT seq, from_state, to_state, event, at, evidence FROM history "
+            "WHERE invocation_id=? ORDER BY seq",
+            (invocation_id,),
+        ).fetchall()
+        return [
+            HistoryRow(seq, JobState(src), JobState(dst), event, at, json.loads(evidence))
+            for seq, src, dst, event, at, evidence in rows
+        ]
+
+    def raw_history(self, invocation_id: str) -> list[tuple[int, str, str, str, str]]:
+        """(seq, from, to, event, evidence) exactly as stored, for verification."""
+        return self.conn.execute(
+            "SELECT seq, from_state, to_state, event, evidence FROM history "
+            "WHERE invocation_id=? ORDER BY seq",
+            (invocation_id,),
+        ).fetchall()
+
+    def all_ids(self) -> list[str]:
+        return [row[0] for row in self.conn.execute("SELECT id FROM invocations ORDER BY id")]
+
+
+def _as_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
