@@ -150,9 +150,33 @@ def test_remote_root_expansion() -> None:
 
 
 def test_the_journal_request_is_strict_and_names_no_site() -> None:
-    request = SkyPilotRequest(profile="gpu-site", run_id="campaign-7", artifacts=("out/*.json",))
-    assert request.resources == PortableResources()
+    request = SkyPilotRequest(
+        clusters_config="/etc/c.toml",
+        profile="gpu-site",
+        run_id="campaign-7",
+        artifacts=("out/*.json",),
+        resources=PortableResources(nodes=2),
+    )
     assert SkyPilotRequest.model_validate_json(request.model_dump_json()) == request
+    # The journal stores the JSON form and reads it back as a dict.
+    stored = request.model_dump(mode="json")
+    assert SkyPilotRequest.model_validate(stored) == request
+    assert sorted(stored) == [
+        "artifacts", "clusters_config", "profile", "resources", "run_id", "workdir",
+    ]  # fmt: skip
+    assert stored["resources"] == {
+        "nodes": 2, "accelerators_per_node": None, "accelerator_backend": None,
+    }  # fmt: skip
+    base = {"clusters_config": "/c.toml", "profile": "p", "run_id": "r"}
     for bad in ({"run_id": "a b"}, {"artifacts": ["../x"]}, {"partition": "gpu"}):
         with pytest.raises(ValueError):
-            SkyPilotRequest.model_validate({"profile": "p", "run_id": "r", **bad})
+            SkyPilotRequest.model_validate({**base, **bad})
+
+
+def test_one_backend_per_campaign_cluster() -> None:
+    base = {"clusters_config": "/c.toml", "profile": "p", "run_id": "r"}
+    one = SkyPilotRequest.model_validate({**base, "artifacts": ["a"]})
+    same = SkyPilotRequest.model_validate({**base, "workdir": "/w"})
+    assert one.backend_key() == same.backend_key()
+    for other in ({"run_id": "r2"}, {"profile": "q"}, {"resources": {"nodes": 2}}):
+        assert SkyPilotRequest.model_validate({**base, **other}).backend_key() != one.backend_key()

@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.skyfake import FakeSky, ref, wait_terminal
+from tests.skyfake import submit_request as request
 from vibesys.adapters.base import RemoteState
+from vibesys.adapters.claim import fence_text
+from vibesys.adapters.leases import LeaseAction
 from vibesys.adapters.skypilot.boundary import Completed, SkyCli
 from vibesys.adapters.skypilot.errors import (
     ClusterGone,
@@ -20,11 +24,8 @@ from vibesys.adapters.skypilot.errors import (
     SkyTimeout,
     SkyVersionMismatch,
 )
-from vibesys.adapters.skypilot.lease import LeaseAction
 from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.wrapper import REFUSED_EXIT
-
-from .conftest import FakeSky, ref, request, wait_terminal
 
 
 def test_launch_once_execute_twice_release_once(fake_sky: FakeSky) -> None:
@@ -132,9 +133,8 @@ def test_streams_logs_by_offset_and_returns_artifacts(fake_sky: FakeSky, tmp_pat
         "echo '{\"score\": 7}' > results/out.json\n"
     )
     backend = fake_sky.backend()
-    backend.workdir = str(candidate)
     backend.ensure_lease()
-    req = request(fake_sky, "inv-e", 1, ["sh", "bench.sh"])
+    req = request(fake_sky, "inv-e", 1, ["sh", "bench.sh"], workdir=str(candidate))
     job = ref(req, backend.submit(req).job_id)
     assert wait_terminal(backend, job).state is RemoteState.COMPLETED
     sink = io.BytesIO()
@@ -176,15 +176,15 @@ def test_a_fenced_attempt_refuses_to_run(fake_sky: FakeSky) -> None:
     backend.ensure_lease()
     req = request(fake_sky, "inv-g", 1, ["sh", "-c", "touch ran"])
     job = ref(req, None)
-    claim = backend.fence(job)
-    assert claim.is_fence and claim.get("by") == "vibesys"
+    claim = backend.fence(job, fence_text("tester", "now", "ambiguous"))
+    assert claim.fenced and claim.get("by") == "tester"
     job = ref(req, backend.submit(req).job_id)  # the late exec arrives after the fence
     refused = wait_terminal(backend, job)
     assert refused.state is RemoteState.LAUNCH_FAILED
     state = backend.dirs.state(job)
     assert state.refused is not None and "kind=fence" in state.refused
     assert not Path(str(backend.dirs.work_dir(job))).exists()  # nothing ran, nothing copied
-    assert backend.fence(job).is_fence  # fencing again returns the same fence
+    assert backend.fence(job, fence_text("other", "later", "again")).get("by") == "tester"
     queued = backend.ops.queue(backend.cluster)
     assert queued is not None and queued[0].status == "FAILED"
     assert REFUSED_EXIT == 85
@@ -196,11 +196,13 @@ def test_a_fence_after_the_job_claimed_returns_the_jobs_claim(fake_sky: FakeSky)
     req = request(fake_sky, "inv-h", 1, ["sh", "-c", "exit 0"])
     job = ref(req, backend.submit(req).job_id)
     wait_terminal(backend, job)
-    claim = backend.fence(job)
-    assert claim.is_job and claim.get("sky_job_id") == "1" and claim.get("slurm_job_id") == "200"
-    provenance = backend.provenance(job)
-    assert provenance.sky_job_id == "1" and provenance.allocation_job_id == "200"
-    assert provenance.cluster == backend.cluster and provenance.profile == "test"
+    claim = backend.fence(job, fence_text("tester", "now", "ambiguous"))
+    assert claim.kind == "job" and claim.get("sky_job_id") == "1"
+    assert claim.get("slurm_job_id") == "200" and claim.get("attempt_job_id") == "1@200"
+    provenance = backend.status([job])[job.job_name].provenance
+    assert provenance["sky_job_id"] == "1" and provenance["allocation_job_id"] == "200"
+    assert provenance["cluster"] == backend.cluster and provenance["profile"] == "test"
+    assert provenance["infra"] == "slurm/localslurm" and provenance["host"]
 
 
 def test_not_found_only_when_no_exec_request_is_in_flight(fake_sky: FakeSky) -> None:
@@ -221,8 +223,11 @@ def test_exec_on_a_cluster_that_is_gone_proves_nothing_ran(fake_sky: FakeSky) ->
 
 def test_refuses_another_skypilot_version(fake_sky: FakeSky) -> None:
     fake_sky.version = "0.13.0"
-    with pytest.raises(SkyVersionMismatch, match=r"SkyPilot 0\.13\.0 .* exactly 0\.14\.1"):
+    with pytest.raises(
+        SkyVersionMismatch, match=r"SkyPilot 0\.13\.0 .* exactly 0\.14\.1"
+    ) as caught:
         fake_sky.backend().check_version()
+    assert not caught.value.retryable and "skypilot-env" in caught.value.fix
 
 
 def test_missing_sky_is_a_typed_error(tmp_path: Path) -> None:

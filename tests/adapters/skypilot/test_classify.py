@@ -7,7 +7,7 @@ from types import MappingProxyType
 import pytest
 
 from vibesys.adapters.base import RemoteState
-from vibesys.adapters.skypilot.claim import Claim, parse_claim
+from vibesys.adapters.claim import Claim
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
     Observed,
@@ -27,6 +27,9 @@ def job_claim(allocation: str = "107", sky_id: str = "3") -> Claim:
     return Claim(
         "job", MappingProxyType({"kind": "job", "sky_job_id": sky_id, "slurm_job_id": allocation})
     )
+
+
+FENCE = Claim("fence", MappingProxyType({"kind": "fence", "by": "host:1:2"}))
 
 
 def seen(
@@ -117,10 +120,16 @@ def test_pick_prefers_the_claimed_then_the_recorded_then_the_newest() -> None:
     assert pick(jobs, "c", None, None) is None
 
 
-def test_claim_parsing() -> None:
-    claim = parse_claim("kind=job\nhost=vm\nstarted_at=2026-11-30T13:22:15Z\nsky_job_id=\n")
-    assert claim is not None and claim.is_job and claim.get("host") == "vm"
-    assert claim.get("sky_job_id") is None
-    assert parse_claim("") is None and parse_claim("host=vm\nkind=job\n") is None
-    fence = parse_claim("kind=fence\nby=vibesys\n")
-    assert fence is not None and fence.is_fence
+def test_every_status_carries_the_claim_and_a_fence_is_seen() -> None:
+    fenced = classify(seen(sky=S.FAILED, refused="kind=fence", claim=FENCE))
+    assert fenced.claim is FENCE and fenced.state is RemoteState.LAUNCH_FAILED
+    assert classify(seen(recorded=None, claim=FENCE)).claim is FENCE
+    running = classify(seen(sky=S.RUNNING, claim=job_claim()))
+    assert running.claim == job_claim() and not running.final
+
+
+def test_success_without_a_marker_is_unknown_for_good() -> None:
+    status = classify(seen(sky=S.SUCCEEDED, claim=job_claim()))
+    assert (status.state, status.final) == (RemoteState.UNKNOWN, True)
+    # An unknown view of the cluster may change: not final.
+    assert not classify(seen(recorded=None, cluster=UNKNOWN)).final

@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+from tests.golden_files import assert_matches_golden
 from vibesys.adapters.skypilot.naming import cluster_name, fingerprint, name_on_cloud
 from vibesys.adapters.skypilot.parse import exit_code_line
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task, run_section
@@ -43,11 +44,7 @@ def effective(**changes: object) -> EffectiveResources:
 
 
 def golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("VIBESYS_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text()
+    assert_matches_golden(GOLDEN / name, text)
 
 
 def test_launch_task_golden() -> None:

@@ -1,24 +1,25 @@
 """The SkyPilot adapter: one campaign's cluster as the allocation lease, `sky exec` per attempt.
 
 One instance serves one campaign (run id + effective resources → one cluster name). The engine
-drives it in this order, journaling an intent before each effect:
+drives it in this order, journaling an intent before each effect (`vibesys.engine.clusters`):
 
-    backend.check_version()                   at startup: refuses any SkyPilot but the pin
     plan = backend.plan_lease()               refresh + decide (reuse, launch, resume); raises
                                               ClusterIncompatible for a cluster it cannot use
     [intent: launch]  receipt = backend.launch(plan)     [launched: receipt.allocation]
     [intent: submit]  backend.submit(request)            sky exec; job id "<sky id>@<allocation>"
-    backend.status(jobs) / fence(job) / cancel(job) / collect(job) / RemoteFiles
+    backend.status(jobs) / fence(job, text) / cancel(job) / collect(job) / RemoteFiles
     [intent: release] backend.release()                  [released]
 
 Status reads two things per round whatever the number of jobs: `sky queue` for the cluster and
 one command on the login node for every run directory's claim and markers (plus, only when a
-job is missing, a refresh and the API server's active requests).
+job is missing, a refresh and the API server's active requests). Every status carries the
+attempt's claim and where it ran (provenance).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -34,7 +35,14 @@ from vibesys.adapters.base import (
     SubmitReceipt,
     SubmitRequest,
 )
-from vibesys.adapters.skypilot.claim import Claim
+from vibesys.adapters.claim import CANCEL_FILE, Claim
+from vibesys.adapters.leases import (
+    ClusterSight,
+    LeaseAction,
+    LeasePlan,
+    LeaseReceipt,
+    LeasingBackend,
+)
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
     Observed,
@@ -44,18 +52,13 @@ from vibesys.adapters.skypilot.classify import (
     pick,
 )
 from vibesys.adapters.skypilot.errors import ClusterGone, ClusterIncompatible, SkyCommandFailed
-from vibesys.adapters.skypilot.lease import (
-    LeaseAction,
-    LeasePlan,
-    LeaseReceipt,
-    mismatches,
-    plan_lease,
-)
+from vibesys.adapters.skypilot.lease import mismatches, plan_lease
 from vibesys.adapters.skypilot.naming import cluster_name, fingerprint
 from vibesys.adapters.skypilot.ops import SkyOps
-from vibesys.adapters.skypilot.parse import ClusterRecord, QueueJob
-from vibesys.adapters.skypilot.provenance import Provenance
-from vibesys.adapters.skypilot.rundirs import RunDirs
+from vibesys.adapters.skypilot.parse import ClusterRecord, ClusterStatus, QueueJob
+from vibesys.adapters.skypilot.provenance import provenance
+from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.adapters.skypilot.rundirs import DirState, RunDirs
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
 from vibesys.adapters.skypilot.wrapper import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE
 from vibesys.config.resources import EffectiveResources
@@ -63,7 +66,6 @@ from vibesys.errors import SubmitRejected
 
 __all__ = ["SkyPilotBackend"]
 
-CANCEL_MARKER: Final = "cancel_requested"
 TASK_FILE: Final = "task.json"
 SKY_LOG_FILE: Final = "sky.log"
 #: Slurm states of an allocation that still holds (or is about to hold) the cluster.
@@ -80,31 +82,29 @@ class SkyPilotBackend:
         run_id: str,
         ops: SkyOps,
         dirs: RunDirs,
-        state_dir: Path,
-        workdir: str | None = None,
+        state_dir: Path | None = None,
         envs: Mapping[str, str] | None = None,
         before_launch: Callable[[str], None] | None = None,
-        identity: str = "vibesys",
+        poll_seconds: tuple[float, float] = (10.0, 30.0),
     ) -> None:
         self.effective = effective
         self.run_id = run_id
         self.ops = ops
         self.dirs = dirs
-        #: local directory for the launch task file
+        #: local directory for launch task files (default: a temporary one per launch)
         self.state_dir = state_dir
-        self.workdir = workdir
         self.envs = dict(envs or {})
         #: called with the cluster name before every launch (a site hook, e.g. placing tools
         #: a machine without internet cannot download)
         self.before_launch = before_launch
-        #: written into fences, to say who retired an attempt
-        self.identity = identity
+        #: seconds between status rounds while a job is young, then later
+        self.poll_seconds = poll_seconds
         self.fingerprint = fingerprint(effective)
         self.cluster = cluster_name(run_id, effective)
         self._record: ClusterRecord | None = None
         self._name_on_cloud: str | None = None
 
-    # -- the lease --------------------------------------------------------------------------
+    # -- the lease ----------------------------------------------------------------------------
 
     def check_version(self) -> str:
         return self.ops.cli.check_version()
@@ -126,28 +126,39 @@ class SkyPilotBackend:
                     f"cluster {self.cluster} exists with other resources: {'; '.join(problems)}"
                     " (sky down it, or use a profile that matches it)"
                 )
-        return plan_lease(record, self.effective, self.cluster, self.fingerprint)
+        plan = plan_lease(
+            record,
+            self.effective,
+            cluster=self.cluster,
+            fingerprint=self.fingerprint,
+            campaign=self.run_id,
+        )
+        if plan.action is LeaseAction.REUSE:
+            plan = dataclasses.replace(plan, allocation=self._allocation_of(record))
+        return plan
 
     def launch(self, plan: LeasePlan) -> LeaseReceipt:
         """Carry out `plan`: reuse as it is, or `sky launch` (which resumes an INIT cluster and
         makes a new allocation after the old one ended)."""
-        if plan.action is LeaseAction.REUSE and plan.record is not None:
-            return self._receipt(plan.record, launched=False, evidence=plan.reason)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        task_file = self.state_dir / f"{self.cluster}.launch.json"
-        task_file.write_text(render_task(launch_task(self.effective, self.cluster)))
+        if plan.action is LeaseAction.REUSE:
+            return self._receipt(launched=False, evidence=plan.reason)
+        task = render_task(launch_task(self.effective, self.cluster))
         if self.before_launch is not None:
             self.before_launch(self.cluster)
-        evidence = self.ops.launch(self.cluster, task_file)
-        record = self.inspect(refresh=False)
-        if record is None:
+        with tempfile.TemporaryDirectory(prefix="vibesys-sky-") as scratch:
+            folder = self.state_dir or Path(scratch)
+            folder.mkdir(parents=True, exist_ok=True)
+            task_file = folder / f"{self.cluster}.launch.json"
+            task_file.write_text(task)
+            evidence = self.ops.launch(self.cluster, task_file)
+        if self.inspect(refresh=False) is None:
             raise ClusterGone(
                 f"cluster {self.cluster} vanished right after its launch", evidence=evidence
             )
-        return self._receipt(record, launched=True, evidence=evidence)
+        return self._receipt(launched=True, evidence=evidence)
 
     def ensure_lease(self) -> LeaseReceipt:
-        """plan_lease + launch, for callers that journal nothing in between (tests, tools)."""
+        """plan_lease + launch, for callers that journal nothing in between (tools, tests)."""
         return self.launch(self.plan_lease())
 
     def release(self) -> str:
@@ -156,17 +167,30 @@ class SkyPilotBackend:
         self._record = None
         return evidence
 
-    def _receipt(self, record: ClusterRecord, *, launched: bool, evidence: str) -> LeaseReceipt:
-        allocation = record.allocation or tuple(filter(None, [self.allocation()]))
+    def inspect_lease(self) -> ClusterSight:
+        record = self.inspect(refresh=True)
+        launching = bool(self.ops.submitting_requests()) if record is None else False
+        if record is None:
+            return ClusterSight(False, False, (), launching, f"no cluster {self.cluster}")
+        up = record.status is ClusterStatus.UP
+        allocation = self._allocation_of(record) if up else ()
+        return ClusterSight(True, up, allocation, False, f"cluster {self.cluster} {record.status}")
+
+    def _receipt(self, *, launched: bool, evidence: str) -> LeaseReceipt:
         return LeaseReceipt(
             self.cluster,
             self.fingerprint,
             self.effective.profile,
-            allocation,
+            self._allocation_of(self._record),
             launched,
             evidence,
-            record,
         )
+
+    def _allocation_of(self, record: ClusterRecord | None) -> tuple[str, ...]:
+        if record is not None and record.allocation:
+            return record.allocation
+        found = self.allocation()
+        return (found,) if found else ()
 
     def allocation(self) -> str | None:
         """The Slurm job id of the allocation holding the cluster now. SkyPilot shows it in
@@ -193,23 +217,23 @@ class SkyPilotBackend:
         )
         return str(found[0]) if found else None
 
-    # -- Backend ----------------------------------------------------------------------------
+    # -- Backend ------------------------------------------------------------------------------
 
-    def submit(self, request: SubmitRequest) -> SubmitReceipt:
+    def submit(self, request: SubmitRequest[SkyPilotRequest]) -> SubmitReceipt:
         ref = _ref(request)
         try:
             run_dir = self.dirs.run_dir(ref)
+            task = exec_task(
+                self.effective,
+                job_name=request.job_name,
+                cluster=self.cluster,
+                run_dir=run_dir,
+                command=request.command,
+                workdir=request.spec.workdir,
+                envs=self.envs,
+            )
         except ValueError as exc:
             raise SubmitRejected(f"invalid request: {exc}") from None
-        task = exec_task(
-            self.effective,
-            job_name=request.job_name,
-            cluster=self.cluster,
-            run_dir=run_dir,
-            command=request.command,
-            workdir=request.options.get("workdir", self.workdir),
-            envs=self.envs,
-        )
         request.run_dir.mkdir(parents=True, exist_ok=True)
         task_file = request.run_dir / TASK_FILE
         task_file.write_text(render_task(task))
@@ -235,7 +259,11 @@ class SkyPilotBackend:
         if missing and self.ops.submitting_requests():
             for name in missing:
                 result[name] = classify(dataclasses.replace(seen[name], submissions_in_flight=True))
-        return result
+        return {name: self._with_provenance(s, files[name]) for name, s in result.items()}
+
+    def _with_provenance(self, status: RemoteStatus, state: DirState) -> RemoteStatus:
+        found = provenance(self.effective, self.cluster, status.job_id, state.claim)
+        return dataclasses.replace(status, provenance=found) if found else status
 
     def _observe(
         self,
@@ -246,13 +274,14 @@ class SkyPilotBackend:
         files: Mapping[str, Any],
     ) -> Observed:
         state = files[job.job_name]
-        claimed = state.claim.get("sky_job_id") if state.claim is not None else None
-        claim_alloc = state.claim.get("slurm_job_id") if state.claim is not None else None
+        claim = state.claim if state.claim is not None and state.claim.kind == "job" else None
+        claimed = claim.get("sky_job_id") if claim is not None else ""
+        claim_alloc = (claim.get("slurm_job_id") or None) if claim is not None else None
         recorded, recorded_alloc = parse_job_ref_id(job.job_id)
         queued = pick(
             queue,
             job.job_name,
-            int(claimed) if claimed and claimed.isdigit() and claim_alloc == allocation else None,
+            int(claimed) if claimed.isdigit() and claim_alloc == allocation else None,
             recorded if recorded_alloc in (None, allocation) else None,
         )
         if queued is not None and claim_alloc is not None and claim_alloc != allocation:
@@ -264,14 +293,14 @@ class SkyPilotBackend:
             cluster=view,
             allocation=allocation,
             files=state,
-            cancelled_by_us=(job.run_dir / CANCEL_MARKER).exists(),
+            cancelled_by_us=(job.run_dir / CANCEL_FILE).exists(),
             submissions_in_flight=False,
         )
 
     def cancel(self, job: JobRef) -> None:
         """Cancel the job, never the cluster. Idempotent; nothing to do when it is not found."""
         job.run_dir.mkdir(parents=True, exist_ok=True)
-        (job.run_dir / CANCEL_MARKER).touch()
+        (job.run_dir / CANCEL_FILE).touch()
         queue = self.ops.queue(self.cluster)
         if not queue:
             return
@@ -287,10 +316,11 @@ class SkyPilotBackend:
         except ClusterGone:
             return
 
-    def fence(self, job: JobRef) -> Claim:
+    def fence(self, job: JobRef, text: str) -> Claim:
         """Retire an ambiguous attempt: create its claim as a fence unless the job claimed it
-        first; the claim that is there now (written out of band, not through `sky exec`)."""
-        return self.dirs.fence(job, self.identity)
+        first; the claim that is there now. Written on the login node, out of band: never
+        through `sky exec`, the very channel whose pending request it has to outrun."""
+        return self.dirs.fence(job, text)
 
     def collect(self, job: JobRef) -> str:
         """Keep the marker (and SkyPilot's own job log, which dies with the cluster home) at
@@ -313,8 +343,9 @@ class SkyPilotBackend:
         return job.run_dir / STDOUT_FILE, job.run_dir / STDERR_FILE
 
     def poll_interval(self, age_seconds: float) -> float:
-        # Every status round is SSH + srun + a Python start on the node, seconds each.
-        return 10.0 if age_seconds < 120 else 30.0
+        # Every status round is a `sky queue` plus a command on the login node: seconds each.
+        young, old = self.poll_seconds
+        return young if age_seconds < 120 else old
 
     def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
         return self.dirs.read_log(job, stream, offset, sink)
@@ -327,37 +358,13 @@ class SkyPilotBackend:
     def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
         self.dirs.fetch_artifact(job, path, sink)
 
-    def provenance(self, job: JobRef) -> Provenance:
-        """Where and on what the attempt ran, from its claim (its own account) or else its
-        recorded job id."""
-        state = self.dirs.state(job)
-        sky_id, allocation = parse_job_ref_id(job.job_id)
-        claim = state.claim if state.claim is not None and state.claim.is_job else None
-        return Provenance(
-            profile=self.effective.profile,
-            cluster=self.cluster,
-            infra=self.effective.infra,
-            accelerator_type=self.effective.accelerator_type,
-            accelerators_per_node=self.effective.accelerators_per_node,
-            nodes=self.effective.nodes,
-            command_prefix=self.effective.command_prefix,
-            sky_job_id=(claim.get("sky_job_id") if claim else None) or _text(sky_id),
-            allocation_job_id=(claim.get("slurm_job_id") if claim else None) or allocation,
-            host=claim.get("host") if claim else None,
-            started_at=claim.get("started_at") if claim else None,
-        )
 
-
-def _ref(request: SubmitRequest) -> JobRef:
+def _ref(request: SubmitRequest[SkyPilotRequest]) -> JobRef:
     return JobRef(
         request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
     )
 
 
-def _text(value: int | None) -> str | None:
-    return None if value is None else str(value)
-
-
-def _conforms(backend: SkyPilotBackend) -> tuple[Backend, RemoteFiles]:
-    """Never called: mypy checks here that the adapter keeps both protocols."""
-    return backend, backend
+def _conforms(backend: SkyPilotBackend) -> tuple[Backend, RemoteFiles, LeasingBackend]:
+    """Never called: mypy checks here that the adapter keeps all three protocols."""
+    return backend, backend, backend

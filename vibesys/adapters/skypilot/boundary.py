@@ -102,6 +102,8 @@ class SkyCli:
     #: values never to appear in an error message or evidence (e.g. the task's secrets)
     secrets: tuple[str, ...] = ()
     timeout: float = 120.0
+    #: check the version before the first command (the adapter does; plain tools need not)
+    verify_version: bool = False
     _checked: bool = False
 
     @property
@@ -125,6 +127,18 @@ class SkyCli:
         helper: bool = False,
     ) -> Completed:
         """Run `sky ARGS` (or the SDK helper with ARGS). The exit status is not interpreted."""
+        if self.verify_version and not self._checked:
+            self.check_version()
+        return self._run(args, timeout=timeout, maybe_effect=maybe_effect, helper=helper)
+
+    def _run(
+        self,
+        args: Sequence[str],
+        *,
+        timeout: float | None = None,
+        maybe_effect: bool = False,
+        helper: bool = False,
+    ) -> Completed:
         program = [str(self.python), str(HELPER)] if helper else [str(self.sky)]
         argv = [*program, *args]
         limit = timeout if timeout is not None else self.timeout
@@ -159,7 +173,7 @@ class SkyCli:
     def check_version(self) -> str:
         """Refuse any SkyPilot but the pinned one (once per instance)."""
         args = ["--version"]
-        done = self.run(args, timeout=60)
+        done = self._run(args, timeout=60)
         if done.returncode != 0:
             raise SkyNotInstalled(
                 f"{self.sky} --version failed", evidence=self.evidence(args, done)

@@ -11,7 +11,7 @@ code ran to its end, whatever happened to the allocation afterwards.
 | refused/setup_failed | anything                    | anything     | LAUNCH_FAILED           |
 | none                 | INIT/PENDING/SETTING_UP     | up           | PENDING                 |
 | none                 | RUNNING                     | up           | RUNNING                 |
-| none                 | SUCCEEDED                   | up           | UNKNOWN (not success)   |
+| none                 | SUCCEEDED                   | up           | UNKNOWN, final          |
 | none, claim          | FAILED/FAILED_SETUP/_DRIVER | up           | NODE_FAIL               |
 | none, no claim       | FAILED/FAILED_SETUP/_DRIVER | up           | LAUNCH_FAILED           |
 | none                 | CANCELLED                   | up           | CANCELLED               |
@@ -21,6 +21,8 @@ code ran to its end, whatever happened to the allocation afterwards.
 | none, no claim/id    | not listed, no exec request | up or gone   | NOT_FOUND               |
 |                      | in flight                   |              |                         |
 | anything else        |                             |              | UNKNOWN                 |
+
+Every status carries the run directory's claim (a fence there means the attempt is retired).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from vibesys.adapters.base import RemoteState, RemoteStatus
+from vibesys.adapters.claim import Claim
 from vibesys.adapters.skypilot.parse import QueueJob, SkyJobStatus
 from vibesys.adapters.skypilot.rundirs import DirState
 
@@ -87,7 +90,7 @@ def pick(
 def classify(seen: Observed) -> RemoteStatus:
     files, queued = seen.files, seen.queued
     claim = files.claim
-    claim_allocation = claim.get("slurm_job_id") if claim is not None and claim.is_job else None
+    claim_allocation = (claim.get("slurm_job_id") or None) if claim and _is_job(claim) else None
     allocation = claim_allocation or seen.allocation
     job_id = (
         format_job_id(queued.job_id, seen.allocation) if queued is not None else seen.recorded_id
@@ -97,8 +100,12 @@ def classify(seen: Observed) -> RemoteStatus:
         f" on allocation {allocation}" if allocation else ""
     )
 
-    def status(state: RemoteState, code: int | None = None, by: str | None = None) -> RemoteStatus:
-        return RemoteStatus(seen.job_name, job_id, state, code, by, evidence)
+    def status(
+        state: RemoteState, code: int | None = None, by: str | None = None, final: bool = False
+    ) -> RemoteStatus:
+        return RemoteStatus(
+            seen.job_name, job_id, state, code, by, evidence, claim=claim, final=final
+        )
 
     by_us = "vibesys" if seen.cancelled_by_us else None
     if files.exit_code is not None:
@@ -110,7 +117,7 @@ def classify(seen: Observed) -> RemoteStatus:
     if files.refused is not None or files.setup_failed is not None:
         return status(RemoteState.LAUNCH_FAILED)
     if queued is not None and seen.cluster is not ClusterView.GONE:
-        return _from_queue(queued.status, claim is not None and claim.is_job, status, by_us)
+        return _from_queue(queued.status, _is_job(claim), status, by_us)
     started_elsewhere = (
         claim_allocation is not None
         and seen.allocation is not None
@@ -131,6 +138,10 @@ def classify(seen: Observed) -> RemoteStatus:
     return status(RemoteState.NOT_FOUND if proven_absent else RemoteState.UNKNOWN)
 
 
+def _is_job(claim: Claim | None) -> bool:
+    return claim is not None and claim.kind == "job"
+
+
 def _from_queue(
     sky: SkyJobStatus, claimed: bool, status: Callable[..., RemoteStatus], by_us: str | None
 ) -> RemoteStatus:
@@ -139,8 +150,9 @@ def _from_queue(
     if sky is SkyJobStatus.CANCELLED:
         return status(RemoteState.CANCELLED, None, by_us)
     if sky is SkyJobStatus.SUCCEEDED:
-        # The wrapper writes its marker before it exits 0: success without one proves nothing.
-        return status(RemoteState.UNKNOWN)
+        # The wrapper writes its marker before it exits 0: success without one proves nothing,
+        # and the job is over, so waiting will not tell more.
+        return status(RemoteState.UNKNOWN, final=True)
     # FAILED, FAILED_SETUP, FAILED_DRIVER without a marker: the command never ended on its own.
     # With a claim it started and was killed with its step (node failure, allocation end);
     # without one it never started.

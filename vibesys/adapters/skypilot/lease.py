@@ -1,45 +1,13 @@
 """The campaign's cluster as an allocation lease: the pure decision whether an existing cluster
-can be reused, and the records the engine journals around launch and release."""
+can be reused (the engine journals the launch and release it leads to)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import StrEnum
-
+from vibesys.adapters.leases import LeaseAction, LeasePlan
 from vibesys.adapters.skypilot.parse import ClusterRecord, ClusterStatus
 from vibesys.config.resources import EffectiveResources
 
-__all__ = ["LeaseAction", "LeasePlan", "LeaseReceipt", "mismatches", "plan_lease"]
-
-
-class LeaseAction(StrEnum):
-    REUSE = "reuse"  # up, compatible, allocation alive (seen by a refresh)
-    LAUNCH = "launch"  # no such cluster (never launched, released, or its allocation ended)
-    RESUME = "resume"  # the cluster exists but is not up (INIT: provisioning was interrupted)
-
-
-@dataclass(frozen=True, slots=True)
-class LeasePlan:
-    action: LeaseAction
-    cluster: str
-    fingerprint: str
-    profile: str
-    record: ClusterRecord | None
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseReceipt:
-    """What a launch (or reuse) left: the engine records it in its cluster lease table."""
-
-    cluster: str
-    fingerprint: str
-    profile: str
-    #: Slurm job id(s) of the allocation holding the cluster
-    allocation: tuple[str, ...]
-    launched: bool
-    evidence: str
-    record: ClusterRecord | None = field(default=None, compare=False)
+__all__ = ["mismatches", "plan_lease"]
 
 
 def _infra_parts(infra: str) -> tuple[str, str | None]:
@@ -72,23 +40,27 @@ def mismatches(record: ClusterRecord, effective: EffectiveResources) -> list[str
 
 
 def plan_lease(
-    record: ClusterRecord | None, effective: EffectiveResources, cluster: str, fingerprint: str
+    record: ClusterRecord | None,
+    effective: EffectiveResources,
+    *,
+    cluster: str,
+    fingerprint: str,
+    campaign: str,
 ) -> LeasePlan:
     """What to do with the campaign's cluster, given its record after a refresh. Raises
     nothing: an incompatible cluster is for the caller to refuse (ClusterIncompatible)."""
 
     def plan(action: LeaseAction, reason: str) -> LeasePlan:
-        return LeasePlan(action, cluster, fingerprint, effective.profile, record, reason)
+        allocation = record.allocation if record is not None else ()
+        return LeasePlan(
+            action, cluster, fingerprint, effective.profile, campaign, allocation, reason
+        )
 
     if record is None:
         return plan(LeaseAction.LAUNCH, f"no cluster {cluster} (never launched, or gone)")
     if record.status is ClusterStatus.UP:
-        return plan(LeaseAction.REUSE, f"cluster {cluster} is up on allocation {_alloc(record)}")
+        return plan(LeaseAction.REUSE, f"cluster {cluster} is up")
     return plan(LeaseAction.RESUME, f"cluster {cluster} is {record.status}; launching resumes it")
-
-
-def _alloc(record: ClusterRecord) -> str:
-    return ",".join(record.allocation) or "?"
 
 
 def _number(text: str) -> float | None:

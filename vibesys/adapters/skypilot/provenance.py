@@ -1,31 +1,41 @@
-"""Where and on what one SkyPilot attempt ran: recorded with the attempt, shown by
-`journal show` (the engine stores `as_dict()` under the attempt)."""
+"""Where and on what one SkyPilot attempt ran: carried by every status (`RemoteStatus.
+provenance`), recorded by the engine with the attempt, shown by `journal show`. Pure."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import shlex
 
-__all__ = ["Provenance"]
+from vibesys.adapters.claim import Claim
+from vibesys.adapters.skypilot.classify import parse_job_ref_id
+from vibesys.config.resources import EffectiveResources
+
+__all__ = ["provenance"]
 
 
-@dataclass(frozen=True, slots=True)
-class Provenance:
-    profile: str
-    cluster: str
-    infra: str
-    accelerator_type: str | None
-    accelerators_per_node: int
-    nodes: int
-    #: the container entry point (or other wrapper) every command ran under
-    command_prefix: tuple[str, ...]
-    sky_job_id: str | None
-    #: Slurm job id of the allocation that held the cluster when the attempt ran
-    allocation_job_id: str | None
-    host: str | None = None
-    started_at: str | None = None
+def provenance(
+    effective: EffectiveResources, cluster: str, job_id: str | None, claim: Claim | None
+) -> dict[str, str]:
+    """The attempt's account of itself (its claim) where there is one, else what was recorded
+    at submission; empty while nothing shows that the attempt exists."""
+    own = claim if claim is not None and claim.kind == "job" else None
+    sky_id, allocation = parse_job_ref_id(job_id)
+    if own is None and sky_id is None:
+        return {}
+    found = {
+        "profile": effective.profile,
+        "cluster": cluster,
+        "infra": effective.infra,
+        "nodes": str(effective.nodes),
+        "accelerator_type": effective.accelerator_type or "",
+        "accelerators_per_node": str(effective.accelerators_per_node),
+        "command_prefix": shlex.join(effective.command_prefix),
+        "sky_job_id": (own.get("sky_job_id") if own else "") or _text(sky_id),
+        "allocation_job_id": (own.get("slurm_job_id") if own else "") or (allocation or ""),
+        "host": own.get("host") if own else "",
+        "started_at": own.get("started_at") if own else "",
+    }
+    return {key: value for key, value in found.items() if value}
 
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["command_prefix"] = list(self.command_prefix)
-        return data
+
+def _text(value: int | None) -> str:
+    return "" if value is None else str(value)

@@ -18,8 +18,8 @@ from pathlib import PurePosixPath
 from typing import Final
 
 from vibesys.adapters.base import ArtifactInfo, JobRef, Sink
+from vibesys.adapters.claim import FENCE_SCRIPT, Claim, parse_claim
 from vibesys.adapters.listing import LIST_SCRIPT, parse_listing
-from vibesys.adapters.skypilot.claim import Claim, parse_claim
 from vibesys.adapters.skypilot.errors import SkyMalformedOutput
 from vibesys.adapters.skypilot.wrapper import (
     CLAIM_FILE,
@@ -52,17 +52,6 @@ def read(path):
 names = sys.argv[1:5]
 print(json.dumps({d: {n: read(os.path.join(d, n)) for n in names} for d in sys.argv[5:]}))
 """
-# Creates D/claim as a fence if no claim is there (link: atomic, fails if it exists), then
-# prints whichever claim is there.
-_FENCE: Final = (
-    'D=$1; mkdir -p "$D" || exit 1\n'
-    'tmp="$D/.fence.$(uname -n).$$"\n'
-    'printf \'kind=fence\\nby=%s\\nfenced_at=%s\\n\' "$2" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"'
-    ' > "$tmp" || exit 1\n'
-    f'ln "$tmp" "$D/{CLAIM_FILE}" 2>/dev/null\n'
-    'rm -f "$tmp"\n'
-    f'exec cat "$D/{CLAIM_FILE}"\n'
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,10 +163,11 @@ class RunDirs:
 
     # -- the fence --------------------------------------------------------------------------
 
-    def fence(self, job: JobRef, by: str) -> Claim:
-        """Create the attempt's claim as a fence unless one is there; return the claim that
-        is there now (the fence, or the job's own if it claimed first)."""
-        out = self._checked(["sh", "-c", _FENCE, "vibesys-fence", str(self.run_dir(job)), by])
+    def fence(self, job: JobRef, text: str) -> Claim:
+        """Create the attempt's claim as a fence (`text`) unless one is there; return the claim
+        that is there now (the fence, or the job's own if it claimed first)."""
+        argv = ["sh", "-c", FENCE_SCRIPT, "vibesys-fence", str(self.run_dir(job)), text]
+        out = self._checked(argv)
         claim = parse_claim(out)
         if claim is None:
             raise SkyMalformedOutput(f"the fence left no readable claim: {out[:200]!r}")

@@ -17,19 +17,26 @@ so the command is never re-parsed by a shell. In D:
 - `setup_failed` when the copy into work/ failed (the command never ran; exit SETUP_FAILED_EXIT).
 When the whole job is killed (cancel, allocation end) no exit_code is written.
 
-CLAIM_SNIPPET is this adapter's copy of the shared claim protocol; `vibesys.adapters.claim`
-(issue 8) replaces it, which is why `attempt_program` takes the snippet as an argument.
+The claim is the shared protocol's (`vibesys.adapters.claim.claim_shell`): the same claim and
+fence files, the same atomic link and the same refusal (exit REFUSED_EXIT) as every adapter.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from vibesys.adapters.claim import (
+    CLAIM_FILE,
+    EXIT_CODE_FILE,
+    REFUSED_EXIT,
+    REFUSED_FILE,
+    claim_shell,
+)
 from vibesys.adapters.skypilot.parse import EXIT_LINE_PREFIX
 
 __all__ = [
+    "ATTEMPT_JOB_ID",
     "CLAIM_FILE",
-    "CLAIM_SNIPPET",
     "EXIT_CODE_FILE",
     "REFUSED_EXIT",
     "REFUSED_FILE",
@@ -41,35 +48,22 @@ __all__ = [
     "attempt_program",
 ]
 
-CLAIM_FILE: Final = "claim"
-REFUSED_FILE: Final = "refused"
-EXIT_CODE_FILE: Final = "exit_code"
 SETUP_FAILED_FILE: Final = "setup_failed"
 STDOUT_FILE: Final = "stdout"
 STDERR_FILE: Final = "stderr"
 WORK_DIR: Final = "work"
-REFUSED_EXIT: Final = 85
 SETUP_FAILED_EXIT: Final = 86
+#: The claim's first `*_job_id` field, which the engine adopts as the attempt's job id when a
+#: fence finds the job's claim: "<SkyPilot job id>@<allocation>", as the adapter records it.
+ATTEMPT_JOB_ID: Final = "attempt_job_id"
 
-#: Expects `D` (the run directory) and `claim_ids` (printf-ready `key=value` lines of ids).
-#: `uname -n`, not $HOSTNAME: srun exports the submitter's environment, HOSTNAME included.
-CLAIM_SNIPPET: Final = (
-    'mkdir -p "$D" || exit ' + str(SETUP_FAILED_EXIT) + "\n"
-    'claim_tmp="$D/.claim.$(uname -n).$$"\n'
-    "printf 'kind=job\\nhost=%s\\nstarted_at=%s\\n%s\\n' \"$(uname -n)\""
-    ' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$claim_ids" > "$claim_tmp" || exit '
-    + str(SETUP_FAILED_EXIT)
-    + "\n"
-    f'if ! ln "$claim_tmp" "$D/{CLAIM_FILE}" 2>/dev/null; then\n'
-    '  rm -f "$claim_tmp"\n'
-    f"  {{ printf 'refused: the attempt is claimed already; its claim:\\n'; "
-    f'cat "$D/{CLAIM_FILE}"; }} > "$D/{REFUSED_FILE}.tmp.$$"'
-    f' && mv -f "$D/{REFUSED_FILE}.tmp.$$" "$D/{REFUSED_FILE}"\n'
-    '  echo "vibesys: refused: this attempt is claimed already" >&2\n'
-    f"  exit {REFUSED_EXIT}\n"
-    "fi\n"
-    'rm -f "$claim_tmp"\n'
-)
+#: Ids the job sees: SkyPilot's job id, the Slurm allocation it runs in, its cluster.
+_CLAIM_IDS: Final = {
+    ATTEMPT_JOB_ID: '"${SKYPILOT_INTERNAL_JOB_ID:-}@${SLURM_JOB_ID:-}"',
+    "sky_job_id": '"${SKYPILOT_INTERNAL_JOB_ID:-}"',
+    "slurm_job_id": '"${SLURM_JOB_ID:-}"',
+    "sky_cluster": '"${VIBESYS_SKY_CLUSTER:-}"',
+}
 
 #: Runs after a successful claim: the command, in a private copy of the workdir.
 _RUN: Final = (
@@ -89,13 +83,11 @@ _RUN: Final = (
     'exit "$rc"\n'
 )
 
-# Ids the job sees: SkyPilot's job id and the Slurm allocation it runs in.
-_IDS: Final = (
-    "claim_ids=$(printf 'sky_job_id=%s\\nslurm_job_id=%s\\nsky_cluster=%s\\n'"
-    ' "${SKYPILOT_INTERNAL_JOB_ID:-}" "${SLURM_JOB_ID:-}" "${VIBESYS_SKY_CLUSTER:-}")\n'
-)
 
-
-def attempt_program(claim_snippet: str = CLAIM_SNIPPET) -> str:
+def attempt_program() -> str:
     """The `bash -c` program: `bash -c PROGRAM vibesys-sky D CMD...`."""
-    return "D=$1\nshift\n" + _IDS + claim_snippet + _RUN
+    return (
+        f'D=$1\nshift\nmkdir -p "$D" || exit {SETUP_FAILED_EXIT}\n'
+        + claim_shell("D", _CLAIM_IDS)
+        + _RUN
+    )
