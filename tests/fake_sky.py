@@ -7,7 +7,9 @@ a copy of the workdir, so the wrapper's claim and markers land on the local file
 
 State is one JSON file ($FAKE_SKY_STATE); every invocation is appended to $FAKE_SKY_STATE.calls.
 Test controls (not sky commands): `fake-lose NAME` ends the allocation under the cluster (its
-jobs die, the next refresh drops it); `fake-inflight N` pretends N exec requests are active.
+jobs die, the next refresh drops it); `fake-inflight N` pretends N exec requests are active;
+`fake-fail-exec N` makes the next N execs fail as an API server error does (rc 1, nothing
+submitted, nothing in the output proves it).
 """
 
 from __future__ import annotations
@@ -173,6 +175,10 @@ def cmd_exec(state: dict[str, Any], args: list[str]) -> int:
         out(f"srun: error: Slurm job {cluster['allocation']} has expired\n")
         sys.stderr.write("sky.exceptions.CommandError: Command source ... failed (code 1).\n")
         sys.stderr.write(f"{RED}Failed to fetch job id.{RESET}\n")
+        return 1
+    if state.get("fail_exec", 0) > 0:
+        state["fail_exec"] -= 1
+        sys.stderr.write("sky.exceptions.ApiServerConnectionError: Could not connect to the API\n")
         return 1
     task = json.loads(Path(files[0]).read_text())
     job_id = cluster["next_job"]
@@ -351,8 +357,8 @@ def main(argv: list[str]) -> int:
         "api": cmd_api,
         "fake-lose": cmd_lose,
     }
-    if argv and argv[0] == "fake-inflight":
-        state["inflight"] = int(argv[1])
+    if argv and argv[0] in ("fake-inflight", "fake-fail-exec"):
+        state[argv[0].removeprefix("fake-").replace("-", "_")] = int(argv[1])
         save(state)
         return 0
     if not argv or argv[0] not in commands:

@@ -105,9 +105,12 @@ class FakeSky:
         """What the registry builds for `request`, in an environment pointing at this fake."""
         env = {**os.environ, **self.env()}
         environment = SkyEnvironment.from_environ(env)
-        return build_backend(
+        backend = build_backend(
             request, environment, files=LocalTransport(env=env), poll_seconds=FAST_POLL
         )
+        # In a vibesys process these come from its environment; in this one, from here.
+        backend.ops.cli.env = {**backend.ops.cli.env, **self.cli().env}
+        return backend
 
     def calls(self, command: str | None = None) -> list[list[str]]:
         path = Path(f"{self.state}.calls")

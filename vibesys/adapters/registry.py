@@ -103,7 +103,7 @@ _SLURM_OPTIONS = (
     _ARTIFACT,
 )
 _SKYPILOT_OPTIONS = (
-    Option("--profile", "profile", "Operator profile: a [profiles.NAME] of clusters.toml."),
+    Option("--profile", "profile", "Operator profile: a \\[profiles.NAME] of clusters.toml."),
     Option(
         "--run-id",
         "run_id",
@@ -115,7 +115,7 @@ _SKYPILOT_OPTIONS = (
         "Operator profiles \\[default: ~/.config/vibesys/clusters.toml].",
         Path,
     ),
-    Option("--nodes", "nodes", "Nodes per evaluation ([resources] nodes, default 1).", int),
+    Option("--nodes", "nodes", "Nodes per evaluation (\\[resources] nodes, default 1).", int),
     Option(
         "--accelerators-per-node",
         "accelerators_per_node",

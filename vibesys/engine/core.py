@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.base import Backend, JobRef, SubmitRequest
+from vibesys.adapters.base import Backend, JobRef, RemoteStatus, SubmitRequest
 from vibesys.adapters.registry import entry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.engine.context import load_context, record_environment
@@ -33,6 +33,7 @@ from vibesys.engine.plan import (
     needs_observation,
     plan,
 )
+from vibesys.engine.provenance import record_provenance
 from vibesys.engine.retry import RetryPolicy, next_attempt_at
 from vibesys.engine.seen import Seen
 from vibesys.engine.spool import spool_logs
@@ -88,6 +89,8 @@ class Engine:
     clock: Callable[[], datetime] = utc_now
     #: the last thing an effect could not do, per invocation (shown by reconcile and run)
     notes: dict[str, str] = field(default_factory=dict)
+    #: the provenance recorded for each (invocation, attempt), as far as this process knows
+    provenance_seen: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
     _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
     _cancel_sent: dict[tuple[str, int], float] = field(default_factory=dict)
 
@@ -97,10 +100,13 @@ class Engine:
         return entry(inv.adapter).parse_request(inv.request)
 
     def backend(self, inv: Invocation) -> Backend:
-        request = self.request_of(inv)
-        key = (inv.adapter, request.backend_key())
+        return self.backend_for(inv.adapter, self.request_of(inv))
+
+    def backend_for(self, adapter: str, request: AdapterRequest) -> Backend:
+        """One adapter instance per adapter and backend key (a site, a campaign's cluster)."""
+        key = (adapter, request.backend_key())
         if key not in self._backends:
-            self._backends[key] = self.backends(inv.adapter, request)
+            self._backends[key] = self.backends(adapter, request)
         return self._backends[key]
 
     def job_ref(self, inv: Invocation) -> JobRef:
@@ -174,6 +180,11 @@ class Engine:
             status = self.backend(inv).status([ref])[ref.job_name]
         except BackendError as exc:
             return seen_error(exc, since)
+        return self.seen(inv, status)
+
+    def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
+        """The planner's view of one status; where the attempt runs is recorded on the way."""
+        record_provenance(self, inv, status)
         return seen_status(status)
 
     def advance(self, inv: Invocation, seen: Seen | None = None) -> Invocation:

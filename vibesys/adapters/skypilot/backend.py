@@ -58,7 +58,7 @@ from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.parse import ClusterRecord, ClusterStatus, QueueJob
 from vibesys.adapters.skypilot.provenance import provenance
 from vibesys.adapters.skypilot.request import SkyPilotRequest
-from vibesys.adapters.skypilot.rundirs import DirState, RunDirs
+from vibesys.adapters.skypilot.rundirs import RunDirs
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
 from vibesys.adapters.skypilot.wrapper import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE
 from vibesys.config.resources import EffectiveResources
@@ -259,10 +259,11 @@ class SkyPilotBackend:
         if missing and self.ops.submitting_requests():
             for name in missing:
                 result[name] = classify(dataclasses.replace(seen[name], submissions_in_flight=True))
-        return {name: self._with_provenance(s, files[name]) for name, s in result.items()}
+        return {name: self._with_provenance(s, seen[name]) for name, s in result.items()}
 
-    def _with_provenance(self, status: RemoteStatus, state: DirState) -> RemoteStatus:
-        found = provenance(self.effective, self.cluster, status.job_id, state.claim)
+    def _with_provenance(self, status: RemoteStatus, seen: Observed) -> RemoteStatus:
+        ended = seen.queued.end_at if seen.queued is not None else None
+        found = provenance(self.effective, self.cluster, status.job_id, seen.files.claim, ended)
         return dataclasses.replace(status, provenance=found) if found else status
 
     def _observe(
