@@ -72,6 +72,11 @@ def job_status(job: dict[str, Any]) -> str:
     return "FAILED_DRIVER"
 
 
+def ended_at(job: dict[str, Any]) -> float | None:
+    rc_file = Path(job["rc_file"])
+    return rc_file.stat().st_mtime if rc_file.exists() else None
+
+
 def kill(job: dict[str, Any]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(job["pid"], signal.SIGTERM)
@@ -238,7 +243,7 @@ def cmd_queue(state: dict[str, Any], args: list[str]) -> int:
             "user_hash": USER_HASH,
             "submitted_at": j["submitted_at"],
             "start_at": j["submitted_at"],
-            "end_at": None,
+            "end_at": ended_at(j),
             "resources": "1x[CPU:1+]",
             "status": job_status(j),
             "log_path": "~/sky_logs/x",
