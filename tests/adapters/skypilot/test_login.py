@@ -43,3 +43,24 @@ def test_the_infra_must_name_a_slurm_alias() -> None:
     for infra in ("slurm", "k8s/ctx"):
         with pytest.raises(ConfigError, match="name the alias"):
             slurm_alias(infra)
+
+
+def test_the_login_node_is_reached_only_when_a_command_needs_it(tmp_path: Path) -> None:
+    from vibesys.adapters.skypilot import SkyEnvironment, build_backend
+    from vibesys.adapters.skypilot.request import SkyPilotRequest
+    from vibesys.errors import BackendMisconfigured
+
+    clusters = tmp_path / "clusters.toml"
+    clusters.write_text(
+        '[profiles.p]\nrunner = "skypilot"\ninfra = "slurm/site-a"\n'
+        'allocation_time = "01:00:00"\nremote_artifact_root = "/scratch/v"\n'
+    )
+    request = SkyPilotRequest(clusters_config=str(clusters), profile="p", run_id="r")
+    # No ~/.slurm/config in SkyPilot's client home: building the adapter still works (logs of
+    # finished jobs, journal show) ...
+    backend = build_backend(request, SkyEnvironment(venv=tmp_path, home=tmp_path / "home"))
+    # ... and the first command that needs the login node says what to fix.
+    with pytest.raises(BackendMisconfigured) as caught:
+        backend.dirs.runner.run(["true"])
+    assert "no such file" in str(caught.value) and "VIBESYS_SKY_LOGIN" in caught.value.fix
+    assert not caught.value.retryable

@@ -63,14 +63,15 @@ def build_backend(
         if files is None and environment.login == "local":
             files = LocalTransport()
         elif files is None:
-            from vibesys.adapters.skypilot.login import login_runner
+            from vibesys.adapters.skypilot.login import LazyLoginRunner, slurm_alias
 
-            files = login_runner(effective.infra, environment.client_home())
+            slurm_alias(effective.infra)  # a profile whose infra names no login node: now
+            files = LazyLoginRunner(effective.infra, environment.client_home())
     except (ConfigError, UsageError) as exc:
         raise SkyProfileError(
             f"the skypilot request cannot be served: {exc}",
-            fix=f"fix {request.clusters_config} (or ~/.slurm/config of SkyPilot's client home), "
-            "or set VIBESYS_SKY_PROFILE to a compatible profile",
+            fix=f"fix {request.clusters_config}, or set VIBESYS_SKY_PROFILE to a compatible "
+            "profile",
         ) from None
     from vibesys.adapters.skypilot.rundirs import RunDirs
 

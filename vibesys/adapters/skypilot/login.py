@@ -9,13 +9,16 @@ login once. The fence, markers, logs and artifacts therefore never depend on `sk
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from vibesys.adapters.base import Sink
 from vibesys.adapters.transports import Runner, runner_from_config
+from vibesys.adapters.transports.base import CommandResult
 from vibesys.config.slurm import SshTransportConfig
-from vibesys.errors import ConfigError
+from vibesys.errors import BackendMisconfigured, ConfigError
 
-__all__ = ["login_runner", "login_transport_config", "slurm_alias"]
+__all__ = ["LazyLoginRunner", "login_runner", "login_transport_config", "slurm_alias"]
 
 
 def slurm_alias(infra: str) -> str:
@@ -57,3 +60,44 @@ def login_transport_config(infra: str, sky_home: Path) -> SshTransportConfig:
 
 def login_runner(infra: str, sky_home: Path) -> Runner:
     return runner_from_config(login_transport_config(infra, sky_home))
+
+
+class LazyLoginRunner:
+    """The login node's runner, built on first use: commands that never reach the cluster
+    (`vibesys logs` of a finished job, `journal show`) need no SSH configuration. A missing or
+    wrong configuration is BackendMisconfigured, with the fix, when a command needs it."""
+
+    def __init__(self, infra: str, sky_home: Path) -> None:
+        self.infra = infra
+        self.sky_home = sky_home
+        self._runner: Runner | None = None
+
+    def _get(self) -> Runner:
+        if self._runner is None:
+            try:
+                self._runner = login_runner(self.infra, self.sky_home)
+            except ConfigError as exc:
+                raise BackendMisconfigured(
+                    f"the login node of {self.infra}: {exc}",
+                    fix=f"add the site's Host to {self.sky_home}/.slurm/config (SkyPilot's "
+                    "login configuration), or set VIBESYS_SKY_LOGIN=local",
+                ) from None
+        return self._runner
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        maybe_effect: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        return self._get().run(
+            argv, input=input, timeout=timeout, maybe_effect=maybe_effect, env=env
+        )
+
+    def stream(
+        self, argv: Sequence[str], sink: Sink, *, timeout: float | None = None
+    ) -> CommandResult:
+        return self._get().stream(argv, sink, timeout=timeout)
