@@ -273,16 +273,6 @@ class ClusterRecords:
             move(conn, lease, lease.state, at, text)
             return get_lease(conn, lease_id)
 
-    def record_lost(
-        self, lease_id: int, evidence: str, now: datetime | None = None
-    ) -> ClusterLease:
-        at = iso(now or utc_now())
-        with self.write_txn() as conn:
-            lease = get_lease(conn, lease_id)
-            require(lease, (LeaseState.UP, LeaseState.LAUNCHING))
-            move(conn, lease, LeaseState.LOST, at, evidence, owner=None, owner_expires_at=None)
-            return get_lease(conn, lease_id)
-
     # -- the release ----------------------------------------------------------------------------
 
     def intend_release(
