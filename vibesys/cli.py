@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from vibesys.broker.cli import broker_app
+from vibesys.cli_clusters import clusters_app
 from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
 from vibesys.errors import VibesysError
 
@@ -33,6 +34,7 @@ app = typer.Typer(
 journal_app = typer.Typer(help="Read and check the journal.", no_args_is_help=True)
 debug_app = typer.Typer(help="Developer tools.", no_args_is_help=True)
 app.add_typer(journal_app, name="journal")
+app.add_typer(clusters_app, name="clusters")
 app.add_typer(debug_app, name="debug")
 app.add_typer(broker_app, name="broker")
 
@@ -78,6 +80,9 @@ def _engine(journal: Journal, patience: float = 0.0, **settings: Any) -> Engine:
 def _show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
     shown = inv.to_json(journal.attempts(inv.id), journal.history(inv.id))
     shown["artifacts"] = [a.to_json() for a in journal.artifacts(inv.id)]
+    shown["clusters"] = [
+        {"attempt": attempt, **lease.to_json()} for attempt, lease in journal.leases_used_by(inv.id)
+    ]
     return shown
 
 
@@ -238,9 +243,9 @@ def journal_show(
         if as_json:
             typer.echo(json.dumps(_show_json(store, inv), indent=2))
         else:
-            typer.echo(
-                show(inv, store.attempts(inv.id), store.history(inv.id), store.artifacts(inv.id))
-            )
+            attempts, history = store.attempts(inv.id), store.history(inv.id)
+            leases = store.leases_used_by(inv.id)
+            typer.echo(show(inv, attempts, history, store.artifacts(inv.id), leases))
 
 
 @journal_app.command("list")

@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from vibesys.journal_schema import ArtifactRow, Attempt, HistoryRow, Invocation
+from vibesys.journal_schema import ArtifactRow, Attempt, ClusterLease, HistoryRow, Invocation
 from vibesys.states import JobState, Outcome
 
 #: Exit statuses of `run` and `wait` besides the command's own.
@@ -83,6 +83,7 @@ def show(
     attempts: Sequence[Attempt],
     history: Sequence[HistoryRow],
     artifacts: Sequence[ArtifactRow] = (),
+    leases: Sequence[tuple[int, ClusterLease]] = (),
 ) -> str:
     used = min(inv.retries, inv.max_retries)
     failures = f" ({inv.retries} infrastructure failures)" if inv.retries > used else ""
@@ -108,6 +109,9 @@ def show(
             lines.append(f"     ran on  {_evidence_text(a.provenance)}")
         if a.claim:
             lines.append(f"     claim   {' '.join(a.claim.split())}")
+        for attempt, lease in leases:
+            if attempt == a.attempt:
+                lines.append(f"     cluster {lease_line(lease)}")
     if artifacts:
         lines.append("artifacts")
         for art in artifacts:
@@ -122,6 +126,32 @@ def show(
             f"{_evidence_text(h.evidence)}".rstrip()
         )
     return "\n".join(lines)
+
+
+def lease_line(lease: ClusterLease) -> str:
+    """One cluster lease in a line: name, lease id, state, allocation, profile."""
+    allocation = f"allocation {lease.allocation_job}" if lease.allocation_job else "no allocation"
+    return f"{lease.name}  lease {lease.id}  {lease.state}  {allocation}  profile {lease.profile}"
+
+
+def clusters_table(leases: Sequence[ClusterLease]) -> str:
+    """`vibesys clusters`: one line per lease, newest last."""
+    if not leases:
+        return "no cluster leases"
+    headers = ("LEASE", "CLUSTER", "STATE", "ALLOCATION", "PROFILE", "CAMPAIGN", "UPDATED")
+    rows = [
+        (
+            str(lease.id),
+            lease.name,
+            lease.state,
+            lease.allocation_job or "-",
+            lease.profile,
+            lease.campaign or "-",
+            lease.updated_at,
+        )
+        for lease in leases
+    ]
+    return table(headers, rows)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

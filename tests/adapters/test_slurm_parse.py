@@ -40,7 +40,12 @@ def data(name: str) -> str:
     return (DATA / name).read_text(encoding="utf-8")
 
 
-def sacct_by_id(name: str, fields: tuple[str, ...] = SACCT_FIELDS) -> dict[str, SacctRow]:
+#: The formats the older captures were made with (before the provenance fields were added).
+OLD_SACCT = SACCT_FIELDS[:7]
+OLD_SQUEUE = "%i|%j|%T|%r|%P|%b"
+
+
+def sacct_by_id(name: str, fields: tuple[str, ...] = OLD_SACCT) -> dict[str, SacctRow]:
     return {row.job_id: row for row in parse_sacct(data(name), fields)}
 
 
@@ -53,8 +58,10 @@ EDGES = sacct_by_id("sacct/constructed_edge_cases.txt")
 
 
 def test_the_formats_are_the_ones_the_parsers_read() -> None:
-    assert SACCT_FORMAT == "JobID,JobName,State,ExitCode,Start,End,Reason"
-    assert SQUEUE_FORMAT == "%i|%j|%T|%r|%P|%b"
+    assert SACCT_FORMAT == (
+        "JobID,JobName,State,ExitCode,Start,End,Reason,Partition,NodeList,AllocTRES"
+    )
+    assert SQUEUE_FORMAT == "%i|%j|%T|%r|%P|%b|%N|%S|%e|%C"
     assert SINFO_FORMAT == "%R %l"
 
 
@@ -137,7 +144,7 @@ def test_an_empty_exit_code_is_unknown() -> None:
 
 def test_step_rows_are_skipped() -> None:
     text = "21|wrap|NODE_FAIL|0:0|a|b|None\n21.batch|batch|CANCELLED||a|b|None\n"
-    assert [row.job_id for row in parse_sacct(text)] == ["21"]
+    assert [row.job_id for row in parse_sacct(text, OLD_SACCT)] == ["21"]
 
 
 @pytest.mark.parametrize(
@@ -146,7 +153,7 @@ def test_step_rows_are_skipped() -> None:
 )
 def test_bad_sacct_lines_are_unparseable(text: str) -> None:
     with pytest.raises(UnparseableOutput):
-        parse_sacct(text)
+        parse_sacct(text, OLD_SACCT)
 
 
 def test_sacct_fields_must_include_the_essentials() -> None:
@@ -167,25 +174,28 @@ def test_squeue_verified_line_in_the_notes_format() -> None:
         partition="main",
         gres="N/A",
         line="69|c-b|RUNNING|0:01|30:00|main|node1|N/A",
+        nodes="node1",
     )
 
 
 def test_squeue_observed_rows() -> None:
-    rows = {row.job_id: row for row in parse_squeue(data("squeue/observed_all_states.txt"))}
+    rows = {
+        row.job_id: row for row in parse_squeue(data("squeue/observed_all_states.txt"), OLD_SQUEUE)
+    }
     assert rows["17"].gres == "gres:gpu:2"
     assert (rows["21"].state, rows["21"].reason) == ("CANCELLED", "DependencyNeverSatisfied")
     assert rows["11"].partition == "priority"
-    assert parse_squeue("") == []
+    assert parse_squeue("", OLD_SQUEUE) == []
 
 
 def test_squeue_name_with_pipe() -> None:
-    [row] = parse_squeue("9|a|b|RUNNING|None|main|N/A\n")
+    [row] = parse_squeue("9|a|b|RUNNING|None|main|N/A\n", OLD_SQUEUE)
     assert (row.job_name, row.state, row.partition) == ("a|b", "RUNNING", "main")
 
 
 def test_short_squeue_line_is_unparseable() -> None:
     with pytest.raises(UnparseableOutput):
-        parse_squeue("slurm_load_jobs error: Invalid job id specified\n")
+        parse_squeue("slurm_load_jobs error: Invalid job id specified\n", OLD_SQUEUE)
 
 
 # --- sinfo ------------------------------------------------------------------------------------
@@ -320,7 +330,7 @@ def test_cancelled_by_someone_else_keeps_their_uid() -> None:
 
 def test_cancelled_at_our_request_says_vibesys() -> None:
     assert status(VERIFIED["12"], ours=True).cancelled_by == "vibesys"
-    squeue_row = parse_squeue("11|wrap|CANCELLED|None|priority|N/A")[0]
+    squeue_row = parse_squeue("11|wrap|CANCELLED|None|priority|N/A", OLD_SQUEUE)[0]
     assert status(squeue_row, ours=True).cancelled_by == "vibesys"
 
 
@@ -439,10 +449,10 @@ def test_the_product_maps_no_state_the_oracle_does_not_judge() -> None:
 
 @pytest.mark.parametrize(("slurm_state", "state"), sorted(STATE_ORACLE.items()))
 def test_state_mapping(slurm_state: str, state: RemoteState) -> None:
-    sacct_row = parse_sacct(f"5|j|{slurm_state}|0:0|None|None|None")[0]
+    sacct_row = parse_sacct(f"5|j|{slurm_state}|0:0|None|None|None", OLD_SACCT)[0]
     assert status(sacct_row).state is state
     # squeue appends `+` to a state of a job that has more to it (e.g. a REQUEUED flag).
-    squeue_row = parse_squeue(f"5|j|{slurm_state}+|None|main|N/A")[0]
+    squeue_row = parse_squeue(f"5|j|{slurm_state}+|None|main|N/A", OLD_SQUEUE)[0]
     assert status(squeue_row).state is state
 
 
@@ -508,10 +518,10 @@ def test_classify_outcomes(
     row: SacctRow | SqueueRow
     if source == "sacct":
         line = f"7|vibesys-abc-1|{state_column}|{exit_code}|None|None|None"
-        row = parse_sacct(line)[0]
+        row = parse_sacct(line, OLD_SACCT)[0]
     else:
         line = f"7|vibesys-abc-1|{state_column}|None|main|N/A"
-        row = parse_squeue(line)[0]
+        row = parse_squeue(line, OLD_SQUEUE)[0]
     result = classify(row, marker, ours)
     assert (result.state, result.exit_code, result.cancelled_by) == expected
     assert (result.job_id, result.job_name) == ("7", "vibesys-abc-1")
@@ -519,13 +529,15 @@ def test_classify_outcomes(
 
 
 def test_the_sacct_lag_placeholder_is_unknown_whatever_it_says() -> None:
-    row = parse_sacct("7|allocation|COMPLETED|0:0|None|None|None")[0]
+    row = parse_sacct("7|allocation|COMPLETED|0:0|None|None|None", OLD_SACCT)[0]
     result = classify(row, 0, False, job_name="vibesys-abc-1")
     assert (result.state, result.exit_code, result.job_name) == (C.UNKNOWN, None, "vibesys-abc-1")
 
 
 def test_squeue_rows_classify_without_exit_codes() -> None:
-    rows = {row.job_id: row for row in parse_squeue(data("squeue/constructed_states.txt"))}
+    rows = {
+        row.job_id: row for row in parse_squeue(data("squeue/constructed_states.txt"), OLD_SQUEUE)
+    }
     assert status(rows["40"]).state is RemoteState.FAILED
     assert status(rows["40"]).exit_code is None
     assert status(rows["40"], marker=3).exit_code == 3
@@ -545,7 +557,7 @@ def test_squeue_rows_classify_without_exit_codes() -> None:
 def test_classification_invariants(
     slurm_state: str, a: int, b: int, marker: int | None, ours: bool
 ) -> None:
-    row = parse_sacct(f"5|job|{slurm_state}|{a}:{b}|None|None|None")[0]
+    row = parse_sacct(f"5|job|{slurm_state}|{a}:{b}|None|None|None", OLD_SACCT)[0]
     result = classify(row, marker, ours)
     assert result.state is STATE_ORACLE[slurm_state] or (
         slurm_state == "COMPLETED" and result.state is RemoteState.FAILED

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.crash.sky_scenarios import SKY_SCENARIOS, crash_and_recover
 from tests.faults import Crash, crash_at, recover
+from tests.skyfake import make_fake_sky
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
 from vibesys.engine import FAILPOINTS, DriveOptions, Engine, RetryPolicy, drive, reconcile
@@ -85,8 +87,31 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+#: Failpoints around a cluster lease's launch and release: only an adapter that holds its own
+#: allocation (SkyPilot) reaches them, so the fake backend's scenarios cannot.
+LEASE_POINTS = (
+    "after_launch_intent",
+    "after_launch_effect",
+    "after_release_intent",
+    "after_release_effect",
+)
+
+
 def test_every_failpoint_has_a_scenario() -> None:
-    assert sorted(SCENARIOS) == sorted(FAILPOINTS)
+    assert sorted([*SCENARIOS, *LEASE_POINTS]) == sorted(FAILPOINTS)
+    assert sorted(SKY_SCENARIOS) == sorted(FAILPOINTS)
+
+
+@pytest.mark.parametrize("point", sorted(SKY_SCENARIOS))
+def test_crash_at_each_failpoint_on_skypilot_then_recover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    """The same, through the SkyPilot adapter and its cluster lease, on the fake `sky`."""
+    fake = make_fake_sky(tmp_path)
+    try:
+        crash_and_recover(fake, tmp_path, monkeypatch, point)
+    finally:
+        fake.stop_jobs()
 
 
 @pytest.mark.parametrize("point", sorted(SCENARIOS))

@@ -77,3 +77,34 @@ CREATE TABLE "invocations" (
 );
 CREATE INDEX "idx_invocations_state"
     ON "invocations" ("state");
+CREATE TABLE "cluster_leases" (
+   "id" INTEGER PRIMARY KEY,
+   "name" TEXT NOT NULL,
+   "campaign" TEXT,
+   "fingerprint" TEXT NOT NULL,
+   "profile" TEXT NOT NULL,
+   "adapter" TEXT NOT NULL,
+   "request" TEXT NOT NULL,
+   "state" TEXT NOT NULL,
+   "allocation_job" TEXT,
+   "owner" TEXT,
+   "owner_expires_at" TEXT,
+   "intended_at" TEXT NOT NULL,
+   "launched_at" TEXT,
+   "release_intended_at" TEXT,
+   "released_at" TEXT,
+   "updated_at" TEXT NOT NULL,
+   "evidence" TEXT NOT NULL
+);
+CREATE INDEX "idx_cluster_leases_name"
+    ON "cluster_leases" ("name");
+CREATE UNIQUE INDEX cluster_leases_live ON cluster_leases (name) WHERE state IN ('launching', 'up', 'releasing');
+CREATE TABLE "cluster_lease_uses" (
+   "lease_id" INTEGER REFERENCES "cluster_leases"("id"),
+   "invocation_id" TEXT REFERENCES "invocations"("id"),
+   "attempt" INTEGER,
+   "at" TEXT NOT NULL,
+   PRIMARY KEY ("lease_id", "invocation_id", "attempt")
+);
+CREATE INDEX "idx_cluster_lease_uses_invocation_id"
+    ON "cluster_lease_uses" ("invocation_id");

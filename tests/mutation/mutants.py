@@ -21,6 +21,10 @@ JOB_STATE = "vibesys/states/job_state.py"
 PLAN = "vibesys/engine/plan.py"
 OBSERVE = "vibesys/engine/observe.py"
 EXECUTE = "vibesys/engine/execute.py"
+SKY = "vibesys/adapters/skypilot/classify.py"
+CLUSTERS = "vibesys/engine/clusters.py"
+CLUSTER_RECORDS = "vibesys/journal_schema/clusters.py"
+PROVENANCE = "vibesys/engine/provenance.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -46,6 +50,10 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
         "tests/crash/test_every_failpoint.py",
     ),
     EXECUTE: ("tests/engine/test_fences.py", "tests/engine/test_engine_fake.py"),
+    SKY: ("tests/adapters/skypilot/test_classify.py",),
+    CLUSTERS: ("tests/engine/test_cluster_leases.py", "tests/engine/test_skypilot_engine.py"),
+    CLUSTER_RECORDS: ("tests/engine/test_cluster_leases.py",),
+    PROVENANCE: ("tests/engine/test_skypilot_engine.py",),
 }
 
 
@@ -125,5 +133,17 @@ MUTANTS: list[Mutant] = [
     M("lease-bulk-ignores-holders", LEASES, "rows if lease_free(holder, exp, owner, moment))", "rows)", "a reconcile round takes leases that live processes hold"),
     M("lease-bulk-expires-at-once", LEASES, "[(owner, iso(moment + ttl), i) for i in sorted(taken)]", "[(owner, iso(moment), i) for i in sorted(taken)]", "leases taken in bulk expire at once"),
     M("lease-release-not-owned", LEASES, '"WHERE id=? AND lease_owner=?",', "\"WHERE id=? AND ?!=''\",", "a process releases leases it does not hold"),
+    # -- SkyPilot classification ---------------------------------------------------------------
+    M("sky-success-without-marker", SKY, "return status(RemoteState.UNKNOWN, final=True)", "return status(RemoteState.COMPLETED, 0)", "SkyPilot's SUCCEEDED without the wrapper's marker is read as success"),
+    M("sky-marker-ignored", SKY, "    if files.exit_code is not None:\n", "    if False:\n", "the command's true exit code is lost (SkyPilot says 100 for every failure)"),
+    M("sky-killed-job-blamed", SKY, "return status(RemoteState.NODE_FAIL if claimed else RemoteState.LAUNCH_FAILED)", "return status(RemoteState.FAILED)", "a job killed with its allocation is blamed on the command, never retried"),
+    M("sky-lost-allocation-unseen", SKY, "if seen.cluster is ClusterView.GONE and (claim_allocation or recorded_allocation):", "if False:", "an attempt whose allocation ended is not retried on a new one"),
+    # -- cluster leases ------------------------------------------------------------------------
+    M("lease-launch-left-up-failed", CLUSTERS, "    if sight.up:\n", "    if False:\n", "a launch a crash interrupted after it brought the cluster up is recorded failed: a cluster nobody records"),
+    M("lease-release-not-redone", CLUSTERS, "        if sight.exists:\n            return _release(", "        if False:\n            return _release(", "an interrupted release is recorded done while the cluster still holds its allocation"),
+    M("lease-release-while-busy", CLUSTERS, "    if busy:\n", "    if False:\n", "a release ends the allocation under a running evaluation"),
+    M("lease-live-owner-settled", CLUSTER_RECORDS, "if lease_free(lease.owner, lease.owner_expires_at, owner, moment)", "if True", "reconcile settles a launch its live owner is still carrying out"),
+    M("lease-up-row-not-lost", CLUSTER_RECORDS, "ended = LeaseState.LOST if live.state is LeaseState.UP else LeaseState.RELEASED", "ended = LeaseState.RELEASED", "an allocation that ended under the campaign reads as released by us"),
+    M("provenance-never-recorded", PROVENANCE, "    if any(known.get(name) != value for name, value in fresh.items()):\n", "    if False:\n", "where an attempt ran is never recorded"),
 ]
 # fmt: on

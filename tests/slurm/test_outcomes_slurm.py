@@ -35,6 +35,11 @@ def test_exit_0_completes(tmp_path: Path, slurm_toml: Path, adapter: str) -> Non
     assert (inv["state"], inv["outcome"], inv["exit_code"]) == ("DONE", "COMPLETED", 0)
     assert [a["failure_class"] for a in inv["attempts"]] == ["COMPLETED"]
     assert job_output(inv) == "out\n"
+    # Where it ran, as the scheduler said: the site's name, partition, node, start and end.
+    ran = inv["attempts"][0]["provenance"]
+    assert (ran["site"], ran["slurm_job_id"]) == ("local", inv["attempts"][0]["job_id"])
+    assert ran["partition"] in ("main", "priority") and ran["nodes"] == "node1"
+    assert ran["start"] <= ran["end"] and ran["cpus"] == "1"
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

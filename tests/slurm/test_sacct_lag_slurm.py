@@ -1,5 +1,5 @@
 """The status round in sacct's lag window, with scripted Slurm answers in the exact 22.05
-formats (tests/data holds the observed outputs).
+formats the scheduler asks for (tests/data holds the observed outputs).
 
 Right after a job is killed (scancel, NODE_FAIL, TIMEOUT) squeue already shows the end but sacct
 still reads `ID|allocation|...`: a placeholder that proves nothing. squeue's end must stand
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vibesys.adapters.base import JobRef, RemoteState
+from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.transports import CommandResult
 from vibesys.config import parse_slurm_config
@@ -51,12 +51,21 @@ class ScriptedSlurm:
         return CommandResult(0, self.answers[argv[0]], "", tuple(argv))
 
 
+#: The provenance fields of SQUEUE_FORMAT (%N|%S|%e|%C) and SACCT_FORMAT (the last three).
+SQUEUE_WHERE = "|node1|2026-11-30T03:00:46|2026-11-30T03:00:47|1"
+SACCT_WHERE = "|priority|node1|billing=1,cpu=1,node=1"
+
+
 def status_of(tmp_path: Path, squeue: str, sacct: str) -> tuple[RemoteState, str, list[str]]:
+    status, calls = remote_status(tmp_path, squeue, sacct)
+    return status.state, status.observation, calls
+
+
+def remote_status(tmp_path: Path, squeue: str, sacct: str) -> tuple[RemoteStatus, list[str]]:
     runner = ScriptedSlurm(squeue, sacct)
     scheduler = SlurmScheduler(parse_slurm_config(CONFIG), runner)
     job = JobRef(NAME, "581", tmp_path / "1", None, "0123456789ab", 1)
-    status = scheduler.status([job])[NAME]
-    return status.state, status.observation, runner.calls
+    return scheduler.status([job])[NAME], runner.calls
 
 
 @pytest.mark.parametrize(
@@ -70,8 +79,9 @@ def status_of(tmp_path: Path, squeue: str, sacct: str) -> tuple[RemoteState, str
 def test_squeue_end_stands_while_sacct_lags(
     tmp_path: Path, squeue_state: str, reason: str, expected: RemoteState
 ) -> None:
-    squeue = f"581|{NAME}|{squeue_state}|{reason}|priority|N/A\n"
-    sacct = f"581|allocation|{squeue_state}|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None\n"
+    squeue = f"581|{NAME}|{squeue_state}|{reason}|priority|N/A{SQUEUE_WHERE}\n"
+    sacct = f"581|allocation|{squeue_state}|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None"
+    sacct += f"{SACCT_WHERE}\n"
     state, observation, calls = status_of(tmp_path, squeue, sacct)
     assert state is expected, observation
     assert observation.startswith("squeue: "), observation
@@ -79,15 +89,25 @@ def test_squeue_end_stands_while_sacct_lags(
 
 
 def test_sacct_speaks_once_it_has_caught_up(tmp_path: Path) -> None:
-    squeue = f"581|{NAME}|CANCELLED|None|priority|N/A\n"
-    sacct = f"581|{NAME}|CANCELLED by 0|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None\n"
-    state, observation, _ = status_of(tmp_path, squeue, sacct)
-    assert state is RemoteState.CANCELLED
-    assert observation.startswith("sacct: ") and "CANCELLED by 0" in observation
+    squeue = f"581|{NAME}|CANCELLED|None|priority|N/A{SQUEUE_WHERE}\n"
+    sacct = f"581|{NAME}|CANCELLED by 0|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None"
+    status, _ = remote_status(tmp_path, squeue, sacct + f"{SACCT_WHERE}\n")
+    assert status.state is RemoteState.CANCELLED
+    assert status.observation.startswith("sacct: ") and "CANCELLED by 0" in status.observation
+    # Where it ran, as sacct says (the row the status was read from), with the site's name.
+    assert dict(status.provenance) == {
+        "site": "scripted",
+        "slurm_job_id": "581",
+        "partition": "priority",
+        "nodes": "node1",
+        "tres": "billing=1,cpu=1,node=1",
+        "start": "2026-11-30T03:00:46",
+        "end": "2026-11-30T03:00:47",
+    }
 
 
 def test_placeholder_alone_proves_nothing(tmp_path: Path) -> None:
     """squeue has forgotten the job and sacct has no real record yet: still unknown."""
-    sacct = "581|allocation|CANCELLED|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None\n"
-    state, observation, _ = status_of(tmp_path, "", sacct)
+    sacct = "581|allocation|CANCELLED|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None"
+    state, observation, _ = status_of(tmp_path, "", sacct + f"{SACCT_WHERE}\n")
     assert state is RemoteState.UNKNOWN, observation

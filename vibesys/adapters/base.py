@@ -100,6 +100,9 @@ class RemoteStatus:
     claim: Claim | None = None
     #: waiting cannot change this observation (the process and its marker are gone for good)
     final: bool = False
+    #: where and on what the attempt runs or ran, as far as this observation shows (site,
+    #: partition, nodes, GPUs, start and end; a SkyPilot cluster, its allocation, ...)
+    provenance: Mapping[str, str] = field(default_factory=dict)
 
 
 class Backend(Protocol):

@@ -81,6 +81,13 @@ class AdapterEntry:
         return self.parse_request(data).backend_key()
 
 
+_ARTIFACT = Option(
+    "--artifact",
+    "artifact",
+    "A file or glob the job leaves, to bring home (repeatable).",
+    str,
+    True,
+)
 _SLURM_OPTIONS = (
     Option(
         "--slurm-config",
@@ -93,13 +100,40 @@ _SLURM_OPTIONS = (
     Option("--partition", "partition", "One partition (default: the site's preference list)."),
     Option("--candidate", "candidate", "Directory to snapshot and run in.", Path),
     Option("--exclude", "exclude", "Extra snapshot exclusion pattern (repeatable).", str, True),
+    _ARTIFACT,
+)
+_SKYPILOT_OPTIONS = (
+    Option("--profile", "profile", "Operator profile: a \\[profiles.NAME] of clusters.toml."),
     Option(
-        "--artifact",
-        "artifact",
-        "A file or glob the job leaves, to bring home (repeatable).",
-        str,
-        True,
+        "--run-id",
+        "run_id",
+        "Campaign/run id: evaluations with the same id and resources share one cluster.",
     ),
+    Option(
+        "--clusters-config",
+        "clusters_config",
+        "Operator profiles \\[default: ~/.config/vibesys/clusters.toml].",
+        Path,
+    ),
+    Option("--nodes", "nodes", "Nodes per evaluation (\\[resources] nodes, default 1).", int),
+    Option(
+        "--accelerators-per-node",
+        "accelerators_per_node",
+        "Accelerators on each node (default: the profile's; 0 for none).",
+        int,
+    ),
+    Option(
+        "--accelerator-backend",
+        "accelerator_backend",
+        "The software stack the evaluation needs (e.g. rocm, cuda).",
+    ),
+    Option(
+        "--workdir",
+        "workdir",
+        "Local directory synced to the cluster; the command runs in a private copy.",
+        Path,
+    ),
+    _ARTIFACT,
 )
 
 ADAPTERS: dict[str, AdapterEntry] = {
@@ -127,6 +161,12 @@ ADAPTERS: dict[str, AdapterEntry] = {
             "a foreground srun job on this submit node",
             "vibesys.adapters.slurm.srun",
             _SLURM_OPTIONS,
+        ),
+        AdapterEntry(
+            "skypilot",
+            "an evaluation on a campaign's SkyPilot cluster (one allocation, reused)",
+            "vibesys.adapters.skypilot",
+            _SKYPILOT_OPTIONS,
         ),
     )
 }

@@ -12,7 +12,22 @@ from vibesys.config.load import (
     load_slurm_config,
     parse_slurm_config,
 )
+from vibesys.config.profiles import (
+    DEFAULT_CLUSTERS_CONFIG,
+    load_clusters_config,
+    parse_clusters_config,
+    parse_resources,
+    select_profile,
+)
 from vibesys.config.request import CheckedRequest, SlurmRequest, check_request
+from vibesys.config.resources import (
+    ClustersFile,
+    EffectiveResources,
+    IncompatibleProfile,
+    PortableResources,
+    SkyPilotProfile,
+    resolve_resources,
+)
 from vibesys.config.slurm import (
     AgentGpuConfig,
     LocalTransportConfig,
@@ -24,10 +39,16 @@ from vibesys.config.slurm import (
 )
 
 __all__ = [
+    "DEFAULT_CLUSTERS_CONFIG",
     "DEFAULT_SLURM_CONFIG",
     "AgentGpuConfig",
     "CheckedRequest",
+    "ClustersFile",
+    "EffectiveResources",
+    "IncompatibleProfile",
     "LocalTransportConfig",
+    "PortableResources",
+    "SkyPilotProfile",
     "SlurmConfig",
     "SlurmRequest",
     "SlurmSiteConfig",
@@ -36,6 +57,11 @@ __all__ = [
     "VibesysTable",
     "check_request",
     "default_slurm_config_path",
+    "load_clusters_config",
     "load_slurm_config",
+    "parse_clusters_config",
+    "parse_resources",
     "parse_slurm_config",
+    "resolve_resources",
+    "select_profile",
 ]

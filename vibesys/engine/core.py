@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.base import Backend, JobRef, SubmitRequest
+from vibesys.adapters.base import Backend, JobRef, RemoteStatus, SubmitRequest
 from vibesys.adapters.registry import entry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.engine.context import load_context, record_environment
@@ -34,6 +34,7 @@ from vibesys.engine.plan import (
     needs_observation,
     plan,
 )
+from vibesys.engine.provenance import record_provenance
 from vibesys.engine.retry import RetryPolicy, next_attempt_at
 from vibesys.engine.seen import Seen
 from vibesys.engine.spool import spool_logs
@@ -89,6 +90,8 @@ class Engine:
     clock: Callable[[], datetime] = utc_now
     #: the last thing an effect could not do, per invocation (shown by reconcile and run)
     notes: dict[str, str] = field(default_factory=dict)
+    #: the provenance recorded for each (invocation, attempt), as far as this process knows
+    provenance_seen: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
     _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
     _requests: dict[tuple[str, str], AdapterRequest] = field(default_factory=dict)
     _cancel_sent: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -103,10 +106,13 @@ class Engine:
         return self._requests[key]
 
     def backend(self, inv: Invocation) -> Backend:
-        request = self.request_of(inv)
-        key = (inv.adapter, request.backend_key())
+        return self.backend_for(inv.adapter, self.request_of(inv))
+
+    def backend_for(self, adapter: str, request: AdapterRequest) -> Backend:
+        """One adapter instance per adapter and backend key (a site, a campaign's cluster)."""
+        key = (adapter, request.backend_key())
         if key not in self._backends:
-            self._backends[key] = self.backends(inv.adapter, request)
+            self._backends[key] = self.backends(adapter, request)
         return self._backends[key]
 
     def job_ref(self, inv: Invocation) -> JobRef:
@@ -181,6 +187,11 @@ class Engine:
             status = self.backend(inv).status([ref])[ref.job_name]
         except BackendError as exc:
             return seen_error(exc, since)
+        return self.seen(inv, status)
+
+    def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
+        """The planner's view of one status; where the attempt runs is recorded on the way."""
+        record_provenance(self, inv, status)
         return seen_status(status)
 
     def advance(self, inv: Invocation, seen: Seen | None = None) -> Invocation:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from vibesys.adapters.claim import fence_text
 from vibesys.engine.artifacts import collect_artifacts
+from vibesys.engine.clusters import hold_lease
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import claim_job_id
 from vibesys.engine.spool import spool_logs
@@ -129,7 +130,11 @@ def execute(engine: EffectContext, inv: Invocation, effect: Effect) -> Event | N
 def _submit(engine: EffectContext, inv: Invocation) -> Event:
     try:
         request = engine.submit_request(inv)
-        receipt = engine.backend(inv).submit(request)
+        backend = engine.backend(inv)
+        hold_lease(
+            engine.journal, engine.owner, inv, backend
+        )  # a cluster the adapter leases: up, launch recorded
+        receipt = backend.submit(request)
     except Exception as exc:  # the boundary: every failure becomes what it proves
         return event_for_submit_error(error_facts(exc), engine.retry_at(inv))
     failpoint("after_submit_effect")

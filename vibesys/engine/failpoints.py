@@ -32,6 +32,10 @@ FAILPOINTS: Final[dict[str, str]] = {
     "after_unknown_commit": "UNRESOLVED is committed",
     "after_spool_append": "log bytes are appended and fsynced; their offset not committed",
     "after_artifact_download": "an artifact is downloaded and verified; not yet recorded",
+    "after_launch_intent": "the cluster launch is intended (lease launching); not yet launched",
+    "after_launch_effect": "the cluster is launched; its allocation not yet recorded",
+    "after_release_intent": "the cluster release is intended (lease releasing); not yet released",
+    "after_release_effect": "the cluster is released (sky down); not yet recorded",
 }
 
 

@@ -1,9 +1,11 @@
 """`vibesys reconcile`: bring every unfinished invocation in line with what the adapters show.
 
-Invocations with a live lease belong to the process holding it and are left alone. For each of
-the others the job is looked up (one batched status call per adapter and site) and the planner
-decides, exactly as for a running driver: reattach, collect, fence, retry or mark UNRESOLVED
-(the table is in docs/architecture.md, generated from the planner). Nothing is written when
+Cluster leases come first: a launch or release a crash interrupted is settled from what the
+control plane shows (`engine.clusters`). Invocations with a live lease belong to the process
+holding it and are left alone. For each of the others the job is looked up (one batched status
+call per adapter and site) and the planner decides, exactly as for a running driver: reattach,
+collect, fence, retry or mark UNRESOLVED (the table is in docs/architecture.md, generated from
+the planner). Nothing is written when
 nothing changed, so running it twice changes nothing. A failure inside one invocation is
 reported on its row and never stops the others from being reconciled.
 """
@@ -14,21 +16,23 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from vibesys.adapters.base import JobRef
+from vibesys.engine.clusters import settle_leases
 from vibesys.engine.core import Engine
 from vibesys.engine.execute import error_facts
-from vibesys.engine.observe import seen_error, seen_status
+from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
-from vibesys.journal_schema import Invocation
+from vibesys.journal_schema import Invocation, LeaseState
 from vibesys.states import JobState
 
 
 @dataclass(frozen=True, slots=True)
 class ReconcileRow:
+    #: an invocation id, or "cluster NAME" for a cluster lease
     invocation_id: str
-    before: JobState
-    after: JobState
+    before: JobState | LeaseState
+    after: JobState | LeaseState
     evidence: str
     failed: bool = False
 
@@ -44,7 +48,12 @@ class ReconcileRow:
 
 def reconcile(engine: Engine) -> list[ReconcileRow]:
     journal = engine.journal
-    rows: list[ReconcileRow] = []
+    # Interrupted launches and releases first: a cluster found up is recorded before the
+    # invocations that run on it are looked at.
+    rows = [
+        ReconcileRow(f"cluster {s.name}", s.before, s.after, s.evidence, s.failed)
+        for s in settle_leases(engine)
+    ]
     active = journal.active()
     # One transaction for every lease: a round over a thousand invocations costs one fsync.
     taken = journal.acquire_leases([inv.id for inv in active], engine.owner, engine.lease_ttl)
@@ -86,7 +95,7 @@ def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str,
         except Exception as exc:
             seen.update({inv.id: seen_error(_as_backend_error(exc)) for inv, _ in pairs})
             continue
-        seen.update({inv.id: seen_status(statuses[ref.job_name]) for inv, ref in pairs})
+        seen.update({inv.id: engine.seen(inv, statuses[ref.job_name]) for inv, ref in pairs})
     return seen
 
 

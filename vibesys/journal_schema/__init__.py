@@ -1,6 +1,7 @@
 """The durable record: schema migrations, the event codec and the Journal."""
 
 from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.journal_schema.clusters import LIVE_LEASE_STATES, ClusterLease, LeaseState
 from vibesys.journal_schema.codec import decode_event, encode_event
 from vibesys.journal_schema.leases import lease_free
 from vibesys.journal_schema.progress import ArtifactRow, ArtifactState
@@ -16,12 +17,15 @@ from vibesys.journal_schema.verify import verify_journal
 
 __all__ = [
     "DEFAULT_PATH",
+    "LIVE_LEASE_STATES",
     "ArtifactRow",
     "ArtifactState",
     "Attempt",
+    "ClusterLease",
     "HistoryRow",
     "Invocation",
     "Journal",
+    "LeaseState",
     "decode_event",
     "encode_event",
     "iso",

@@ -157,6 +157,63 @@ def m003_typed_requests_fences_context(db: Database) -> None:
     invocations.transform(drop={"options", "snapshot_digest"}, not_null={"request"})
 
 
+@migrations()
+def m004_cluster_leases(db: Database) -> None:
+    # Allocations vibesys holds itself (a SkyPilot cluster per campaign): one row per launch,
+    # written like any other effect, intent first. `state` moves launching -> up -> releasing
+    # -> released (or launching -> failed, up -> lost when the allocation ended under it);
+    # `owner` is the live process carrying out a launch or release (reconcile leaves it alone),
+    # `request` the adapter request that can inspect or release it, `evidence` a JSON list of
+    # {at, state, text}: every step's raw observation.
+    db.table("cluster_leases").create(
+        {
+            "id": int,
+            "name": str,
+            "campaign": str,
+            "fingerprint": str,
+            "profile": str,
+            "adapter": str,
+            "request": str,
+            "state": str,
+            "allocation_job": str,
+            "owner": str,
+            "owner_expires_at": str,
+            "intended_at": str,
+            "launched_at": str,
+            "release_intended_at": str,
+            "released_at": str,
+            "updated_at": str,
+            "evidence": str,
+        },
+        pk="id",
+        not_null={
+            "name",
+            "fingerprint",
+            "profile",
+            "adapter",
+            "request",
+            "state",
+            "intended_at",
+            "updated_at",
+            "evidence",
+        },
+    )
+    db.table("cluster_leases").create_index(["name"])
+    # At most one live lease per cluster name: a launch that finds one continues it.
+    db.execute(
+        "CREATE UNIQUE INDEX cluster_leases_live ON cluster_leases (name) "
+        "WHERE state IN ('launching', 'up', 'releasing')"
+    )
+    # Which attempts ran on which lease (journal show, and what a release must not cut short).
+    db.table("cluster_lease_uses").create(
+        {"lease_id": int, "invocation_id": str, "attempt": int, "at": str},
+        pk=("lease_id", "invocation_id", "attempt"),
+        not_null={"at"},
+        foreign_keys=[("lease_id", "cluster_leases", "id"), ("invocation_id", "invocations", "id")],
+    )
+    db.table("cluster_lease_uses").create_index(["invocation_id"])
+
+
 def request_from_options(
     adapter: str, options: dict[str, Any], digest: str | None
 ) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from sqlite_utils import Database
 
 from vibesys.errors import StaleState
 from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.journal_schema.clusters import ClusterRecords
 from vibesys.journal_schema.codec import encode_event
 from vibesys.journal_schema.leases import LeaseRecords
 from vibesys.journal_schema.opening import (
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 
-class Journal(InvocationReads, LeaseRecords, ProgressRecords):
+class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords):
     def __init__(self, db: Database, path: Path) -> None:
         self.db = db
         self.conn: sqlite3.Connection = db.conn

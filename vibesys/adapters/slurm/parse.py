@@ -40,11 +40,24 @@ __all__ = [
     "squeue_argv",
 ]
 
-#: `sacct -X -n -P -o SACCT_FORMAT`: one row per job (no steps), no header, `|`-separated.
-SACCT_FIELDS: Final = ("JobID", "JobName", "State", "ExitCode", "Start", "End", "Reason")
+#: `sacct -X -n -P -o SACCT_FORMAT`: one row per job (no steps), no header, `|`-separated. The
+#: last three say where it ran (provenance).
+SACCT_FIELDS: Final = (
+    "JobID",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Start",
+    "End",
+    "Reason",
+    "Partition",
+    "NodeList",
+    "AllocTRES",
+)
 SACCT_FORMAT: Final = ",".join(SACCT_FIELDS)
-#: `squeue -h -o SQUEUE_FORMAT`: id, name, state, reason, partition(s), gres.
-SQUEUE_FORMAT: Final = "%i|%j|%T|%r|%P|%b"
+#: `squeue -h -o SQUEUE_FORMAT`: id, name, state, reason, partition(s), gres; then where it runs
+#: (provenance): node list, start, end (its limit while it runs), CPUs.
+SQUEUE_FORMAT: Final = "%i|%j|%T|%r|%P|%b|%N|%S|%e|%C"
 #: `sinfo -h -o SINFO_FORMAT`: partition name (without the default's `*`) and time limit.
 SINFO_FORMAT: Final = "%R %l"
 
@@ -98,6 +111,10 @@ _SQUEUE_CODES: Final = {
     "%r": "reason",
     "%P": "partition",
     "%b": "gres",
+    "%N": "nodes",
+    "%S": "start",
+    "%e": "end",
+    "%C": "cpus",
 }
 
 
@@ -122,6 +139,10 @@ class SacctRow:
     end: datetime | None
     reason: str | None
     line: str
+    partition: str | None = None
+    nodes: str | None = None
+    #: TRES allocated to the job (cpu=..,mem=..,node=..,gres/gpu=..)
+    alloc_tres: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +154,12 @@ class SqueueRow:
     partition: str | None
     gres: str | None
     line: str
+    nodes: str | None = None
+    #: as squeue prints them (cluster-local time); a pending job's start is a forecast, a
+    #: running job's end its time limit
+    start: str | None = None
+    end: str | None = None
+    cpus: str | None = None
 
 
 def sacct_argv(
@@ -202,6 +229,9 @@ def parse_sacct(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[SacctRo
                 end=_time(row.get("End")),
                 reason=row.get("Reason") or None,
                 line=line,
+                partition=row.get("Partition") or None,
+                nodes=row.get("NodeList") or None,
+                alloc_tres=row.get("AllocTRES") or None,
             )
         )
     return rows
@@ -229,6 +259,10 @@ def parse_squeue(text: str, format: str = SQUEUE_FORMAT) -> list[SqueueRow]:
                 partition=row.get("partition") or None,
                 gres=row.get("gres") or None,
                 line=line,
+                nodes=row.get("nodes") or None,
+                start=row.get("start") or None,
+                end=row.get("end") or None,
+                cpus=row.get("cpus") or None,
             )
         )
     return rows

@@ -12,6 +12,7 @@ so the engine settles such an attempt with a fence, never by the absence alone.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -37,6 +38,7 @@ from vibesys.adapters.slurm.parse import (
     sacct_argv,
     squeue_argv,
 )
+from vibesys.adapters.slurm.provenance import provenance
 from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE
 from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config import SlurmSiteConfig
@@ -147,7 +149,9 @@ class SlurmScheduler:
                     f"(snapshot copy or digest verification); the command did not run: {row.line}",
                 )
             elif row is not None:
-                result[job.job_name] = classify(row, marker, cancelled_by_us, job_name=job.job_name)
+                status = classify(row, marker, cancelled_by_us, job_name=job.job_name)
+                where = {"site": self.config.slurm.name, **provenance(row)}
+                result[job.job_name] = dataclasses.replace(status, provenance=where)
             else:
                 result[job.job_name] = _absent(job, markers.claims.get(job.job_name), marker)
         return result

@@ -1,0 +1,168 @@
+"""Task generation (pure, golden) and the attempt program, run for real with bash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from tests.golden_files import assert_matches_golden
+from vibesys.adapters.skypilot.naming import cluster_name, fingerprint, name_on_cloud
+from vibesys.adapters.skypilot.parse import exit_code_line
+from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task, run_section
+from vibesys.adapters.skypilot.wrapper import REFUSED_EXIT, SETUP_FAILED_EXIT, attempt_program
+from vibesys.config.resources import (
+    EffectiveResources,
+    PortableResources,
+    SkyPilotProfile,
+    resolve_resources,
+)
+
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "sky"
+
+
+def effective(**changes: object) -> EffectiveResources:
+    values: dict[str, object] = {
+        "runner": "skypilot",
+        "infra": "slurm/site-a/gpu",
+        "accelerator_backend": "rocm",
+        "accelerator_type": "GPU-X",
+        "accelerators_per_node": 4,
+        "cpus_per_node": 32,
+        "exclusive": True,
+        "command_prefix": ["srun", "--overlap", "--environment=/env/x.toml"],
+        "allocation_time": "08:00:00",
+        "remote_artifact_root": "/scratch/$USER/vibesys",
+    }
+    values.update(changes)
+    profile = SkyPilotProfile.model_validate(values)
+    return resolve_resources(PortableResources(nodes=2), profile, "site-a")
+
+
+def golden(name: str, text: str) -> None:
+    assert_matches_golden(GOLDEN / name, text)
+
+
+def test_launch_task_golden() -> None:
+    golden("launch_task.json", render_task(launch_task(effective(), "vibesys-c-1234abcd")))
+
+
+def test_exec_task_golden() -> None:
+    task = exec_task(
+        effective(),
+        job_name="vibesys-inv-1",
+        cluster="vibesys-c-1234abcd",
+        run_dir=PurePosixPath("/scratch/u/vibesys/inv/1"),
+        command=["python", "eval.py", "--name", "it's $HOME; rm -rf /"],
+        workdir="/home/me/candidate",
+        envs={"SEED": "1"},
+    )
+    golden("exec_task.json", render_task(task))
+    assert task["num_nodes"] == 1  # the wrapper claims once; the prefix spreads the work
+
+
+def test_cpu_only_request_asks_for_no_accelerators() -> None:
+    cpu = effective(accelerators_per_node=None, accelerator_type=None, accelerator_backend=None)
+    task = launch_task(cpu, "c")
+    assert "accelerators" not in task["resources"] and task["num_nodes"] == 2
+
+
+def test_run_section_quotes_every_word() -> None:
+    text = run_section("echo $1", PurePosixPath("/d"), ["a b", "'"], ["pre"])
+    assert text == "exec bash -c 'echo $1' vibesys-sky /d pre 'a b' ''\"'\"''\n"
+    with pytest.raises(ValueError):
+        run_section("x", PurePosixPath("/d"), [])
+
+
+def run_attempt(
+    tmp: Path, command: list[str], *, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    work = tmp / "sky_workdir"
+    work.mkdir(exist_ok=True)
+    (work / "input.txt").write_text("in\n")
+    script = run_section(attempt_program(), PurePosixPath(tmp / "D"), command)
+    environment = {
+        **os.environ,
+        "SKYPILOT_INTERNAL_JOB_ID": "7",
+        "SLURM_JOB_ID": "107",
+        **(env or {}),
+    }
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=work,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_attempt_claims_runs_in_a_copy_and_records_its_true_exit_code(tmp_path: Path) -> None:
+    done = run_attempt(tmp_path, ["sh", "-c", "cat input.txt; echo err >&2; touch made; exit 3"])
+    d = tmp_path / "D"
+    assert done.returncode == 3
+    assert exit_code_line(done.stdout) == 3
+    assert (d / "exit_code").read_text() == "3\n"
+    assert (d / "stdout").read_text() == "in\n" and (d / "stderr").read_text() == "err\n"
+    assert (d / "work" / "made").exists() and not (tmp_path / "sky_workdir" / "made").exists()
+    claim = (d / "claim").read_text().splitlines()
+    assert claim[0] == "kind=job" and "sky_job_id=7" in claim and "slurm_job_id=107" in claim
+    assert [p.name for p in d.iterdir() if p.name.startswith(".claim")] == []
+
+
+def test_a_second_run_of_the_same_attempt_refuses(tmp_path: Path) -> None:
+    assert run_attempt(tmp_path, ["true"]).returncode == 0
+    again = run_attempt(tmp_path, ["sh", "-c", "touch second"])
+    assert again.returncode == REFUSED_EXIT
+    refused = (tmp_path / "D" / "refused").read_text()
+    assert "kind=job" in refused and "sky_job_id=7" in refused
+    assert not (tmp_path / "D" / "work" / "second").exists()
+
+
+def test_a_fence_makes_the_attempt_refuse(tmp_path: Path) -> None:
+    d = tmp_path / "D"
+    d.mkdir()
+    (d / "claim").write_text("kind=fence\nby=vibesys\n")
+    done = run_attempt(tmp_path, ["sh", "-c", "touch ran"])
+    assert done.returncode == REFUSED_EXIT and not (d / "work").exists()
+    assert not (d / "exit_code").exists() and "kind=fence" in (d / "refused").read_text()
+
+
+def test_death_by_signal_is_128_plus_n(tmp_path: Path) -> None:
+    done = run_attempt(tmp_path, ["sh", "-c", "kill -KILL $$"])
+    assert done.returncode == 128 + signal.SIGKILL
+    assert (tmp_path / "D" / "exit_code").read_text() == "137\n"
+
+
+def test_a_failed_copy_means_the_command_never_ran(tmp_path: Path) -> None:
+    d = tmp_path / "D"
+    (d / "work").mkdir(parents=True)
+    (d / "work" / "input.txt").mkdir()  # cp cannot put a file where a directory is
+    done = run_attempt(tmp_path, ["sh", "-c", "touch ran"])
+    assert done.returncode == SETUP_FAILED_EXIT
+    assert (d / "setup_failed").exists() and not (d / "exit_code").exists()
+
+
+def test_cluster_names_are_stable_and_shape_specific() -> None:
+    a = effective()
+    assert cluster_name("Campaign_7", a) == cluster_name("Campaign_7", effective())
+    assert cluster_name("c", a) != cluster_name("c", effective(cpus_per_node=16))
+    # Wall time, prefix, paths and the profile's name do not change the lease.
+    assert fingerprint(a) == fingerprint(effective(allocation_time="01:00:00", command_prefix=[]))
+    long = cluster_name("x" * 150, a)
+    assert len(long) <= 60 and long != cluster_name("x" * 151, a)
+    assert cluster_name("ok-run", a) == f"vibesys-ok-run-{fingerprint(a)}"
+    assert name_on_cloud("vibesys-a.b_c", "0123abcd") == "vibesys-a-b-c-0123abcd"
+
+
+def test_task_files_are_valid_json(tmp_path: Path) -> None:
+    text = render_task(launch_task(effective(), "c"))
+    assert json.loads(text)["config"]["slurm"]["sbatch_options"] == {
+        "time": "08:00:00",
+        "exclusive": True,
+    }

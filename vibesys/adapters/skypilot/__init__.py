@@ -1,0 +1,115 @@
+"""The SkyPilot adapter: a campaign's SkyPilot cluster as its allocation lease, `sky exec` per
+attempt, never `import sky` (see backend.py for the order the engine drives it in).
+
+Pure parts: parse.py (CLI outputs), task.py + wrapper.py (what runs), naming.py, lease.py
+(reuse decision), classify.py (RemoteStatus), provenance.py. Effects: boundary.py (the only
+subprocess boundary), ops.py (one method per `sky` command), rundirs.py (run directories through
+the login node), backend.py. `build` joins the typed request, the operator's profile and the
+environment (`environment.py`); the registry names this module.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from vibesys.adapters.skypilot.backend import SkyPilotBackend
+from vibesys.adapters.skypilot.boundary import PINNED_VERSION, SkyCli
+from vibesys.adapters.skypilot.environment import SkyEnvironment
+from vibesys.adapters.skypilot.errors import SkyProfileError
+from vibesys.adapters.skypilot.ops import SkyOps
+from vibesys.adapters.skypilot.request import SkyPilotRequest, make_request
+from vibesys.adapters.transports import LocalTransport, Runner
+from vibesys.config.profiles import load_clusters_config, select_profile
+from vibesys.config.resources import resolve_resources
+from vibesys.errors import BackendMisconfigured, ConfigError, UsageError
+
+__all__ = [
+    "PINNED_VERSION",
+    "Request",
+    "SkyEnvironment",
+    "SkyPilotBackend",
+    "SkyPilotRequest",
+    "build",
+    "build_backend",
+    "make_request",
+]
+
+#: The registry's name for this adapter's request model.
+Request = SkyPilotRequest
+
+
+def build(request: SkyPilotRequest) -> SkyPilotBackend:
+    """The adapter for the campaign `request` names, set up from this process's environment."""
+    return build_backend(request, SkyEnvironment.from_environ())
+
+
+def build_backend(
+    request: SkyPilotRequest,
+    environment: SkyEnvironment,
+    *,
+    files: Runner | None = None,
+    state_dir: Path | None = None,
+    poll_seconds: tuple[float, float] = (10.0, 30.0),
+) -> SkyPilotBackend:
+    """The adapter for one campaign. `environment.profile` overrides the request's (a resumed
+    run may name another compatible one); `files` reaches the run directories (default: SSH to
+    the login node of the profile's infra, as SkyPilot itself does)."""
+    name = environment.profile or request.profile
+    try:
+        config = load_clusters_config(request.clusters_config)
+        profile = select_profile(config, name, source=request.clusters_config)
+        effective = resolve_resources(request.resources, profile, name)
+        if files is None and environment.login == "local":
+            files = LocalTransport()
+        elif files is None:
+            from vibesys.adapters.skypilot.login import LazyLoginRunner, slurm_alias
+
+            slurm_alias(effective.infra)  # a profile whose infra names no login node: now
+            files = LazyLoginRunner(effective.infra, environment.client_home())
+    except (ConfigError, UsageError) as exc:
+        raise SkyProfileError(
+            f"the skypilot request cannot be served: {exc}",
+            fix=f"fix {request.clusters_config}, or set VIBESYS_SKY_PROFILE to a compatible "
+            "profile",
+        ) from None
+    from vibesys.adapters.skypilot.rundirs import RunDirs
+
+    cli = SkyCli(venv=environment.venv, env=environment.sky_env(), verify_version=True)
+    return SkyPilotBackend(
+        effective=effective,
+        run_id=request.run_id,
+        ops=SkyOps(cli),
+        dirs=RunDirs(files, effective.remote_artifact_root),
+        state_dir=state_dir,
+        before_launch=_hook(environment.before_launch),
+        poll_seconds=poll_seconds,
+    )
+
+
+def _hook(argv: tuple[str, ...]) -> _BeforeLaunch | None:
+    return _BeforeLaunch(argv) if argv else None
+
+
+class _BeforeLaunch:
+    """The site's before-launch hook: ARGV... CLUSTER, which must exit 0."""
+
+    def __init__(self, argv: tuple[str, ...]) -> None:
+        self.argv = argv
+
+    def __call__(self, cluster: str) -> None:
+        try:
+            done = subprocess.run(
+                [*self.argv, cluster], capture_output=True, text=True, timeout=600, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BackendMisconfigured(
+                f"the before-launch hook could not run: {exc}",
+                fix="check VIBESYS_SKY_BEFORE_LAUNCH",
+            ) from None
+        if done.returncode != 0:
+            tail = " ".join((done.stderr or done.stdout).split())[-300:]
+            raise BackendMisconfigured(
+                f"the before-launch hook exited {done.returncode}: {tail}",
+                fix="check VIBESYS_SKY_BEFORE_LAUNCH",
+            )

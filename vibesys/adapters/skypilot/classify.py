@@ -1,0 +1,159 @@
+"""Pure classification of one SkyPilot attempt from everything observed about it.
+
+SkyPilot reports only 0/100..103 and a job status; the wrapper's files in the run directory say
+what the command itself did. The marker wins whenever it exists: a command that wrote its exit
+code ran to its end, whatever happened to the allocation afterwards.
+
+| marker / files       | SkyPilot says               | cluster      | RemoteState             |
+|----------------------|-----------------------------|--------------|-------------------------|
+| exit_code 0          | anything                    | anything     | COMPLETED               |
+| exit_code N>0        | anything (CANCELLED: N≥128) | anything     | FAILED (CANCELLED)      |
+| refused/setup_failed | anything                    | anything     | LAUNCH_FAILED           |
+| none                 | INIT/PENDING/SETTING_UP     | up           | PENDING                 |
+| none                 | RUNNING                     | up           | RUNNING                 |
+| none                 | SUCCEEDED                   | up           | UNKNOWN, final          |
+| none, claim          | FAILED/FAILED_SETUP/_DRIVER | up           | NODE_FAIL               |
+| none, no claim       | FAILED/FAILED_SETUP/_DRIVER | up           | LAUNCH_FAILED           |
+| none                 | CANCELLED                   | up           | CANCELLED               |
+| none, claim          | not listed                  | gone         | ALLOCATION_EXPIRED      |
+| none, claim or id    | not listed                  | up, new one  | ALLOCATION_EXPIRED      |
+| none, submitted (id) | not listed                  | gone         | ALLOCATION_EXPIRED      |
+| none, no claim/id    | not listed, no exec request | up or gone   | NOT_FOUND               |
+|                      | in flight                   |              |                         |
+| anything else        |                             |              | UNKNOWN                 |
+
+Every status carries the run directory's claim (a fence there means the attempt is retired).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from vibesys.adapters.base import RemoteState, RemoteStatus
+from vibesys.adapters.claim import Claim
+from vibesys.adapters.skypilot.parse import QueueJob, SkyJobStatus
+from vibesys.adapters.skypilot.rundirs import DirState
+
+__all__ = ["ClusterView", "Observed", "classify", "format_job_id", "parse_job_ref_id", "pick"]
+
+
+class ClusterView(Enum):
+    UP = "up"  # the queue answered
+    GONE = "gone"  # a refresh proved the allocation ended (SkyPilot dropped the cluster)
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    job_name: str
+    #: the job id vibesys recorded at submission ("<sky id>@<allocation>"), if any
+    recorded_id: str | None
+    queued: QueueJob | None
+    cluster: ClusterView
+    #: the Slurm job id of the allocation holding the cluster now
+    allocation: str | None
+    files: DirState
+    cancelled_by_us: bool
+    #: an exec or launch request is still active in the API server
+    submissions_in_flight: bool
+
+
+def format_job_id(sky_job_id: int, allocation: str | None) -> str:
+    """SkyPilot job ids restart at 1 on every new allocation: the id alone is ambiguous."""
+    return f"{sky_job_id}@{allocation or '?'}"
+
+
+def parse_job_ref_id(job_id: str | None) -> tuple[int | None, str | None]:
+    if not job_id:
+        return None, None
+    number, _, allocation = job_id.partition("@")
+    return (int(number) if number.isdigit() else None), (
+        allocation if allocation and allocation != "?" else None
+    )
+
+
+def pick(
+    jobs: Sequence[QueueJob], name: str, claimed: int | None, recorded: int | None
+) -> QueueJob | None:
+    """This attempt's entry among the queue's jobs of that name: the one that holds the claim,
+    else the one recorded at submission, else the newest."""
+    named = [job for job in jobs if job.job_name == name]
+    for wanted in (claimed, recorded):
+        for job in named:
+            if wanted is not None and job.job_id == wanted:
+                return job
+    return named[0] if named else None
+
+
+def classify(seen: Observed) -> RemoteStatus:
+    files, queued = seen.files, seen.queued
+    claim = files.claim
+    claim_allocation = (claim.get("slurm_job_id") or None) if claim and _is_job(claim) else None
+    allocation = claim_allocation or seen.allocation
+    job_id = (
+        format_job_id(queued.job_id, seen.allocation) if queued is not None else seen.recorded_id
+    )
+    evidence = f"{files.describe()}; sky: {queued.status if queued else 'not listed'}"
+    evidence += f"; cluster {seen.cluster.value}" + (
+        f" on allocation {allocation}" if allocation else ""
+    )
+
+    def status(
+        state: RemoteState, code: int | None = None, by: str | None = None, final: bool = False
+    ) -> RemoteStatus:
+        return RemoteStatus(
+            seen.job_name, job_id, state, code, by, evidence, claim=claim, final=final
+        )
+
+    by_us = "vibesys" if seen.cancelled_by_us else None
+    if files.exit_code is not None:
+        code = files.exit_code
+        sky_cancelled = queued is not None and queued.status is SkyJobStatus.CANCELLED
+        if code >= 128 and (sky_cancelled or seen.cancelled_by_us):
+            return status(RemoteState.CANCELLED, code, by_us)
+        return status(RemoteState.COMPLETED if code == 0 else RemoteState.FAILED, code)
+    if files.refused is not None or files.setup_failed is not None:
+        return status(RemoteState.LAUNCH_FAILED)
+    if queued is not None and seen.cluster is not ClusterView.GONE:
+        return _from_queue(queued.status, _is_job(claim), status, by_us)
+    started_elsewhere = (
+        claim_allocation is not None
+        and seen.allocation is not None
+        and claim_allocation != seen.allocation
+    )
+    _, recorded_allocation = parse_job_ref_id(seen.recorded_id)
+    submitted_elsewhere = recorded_allocation is not None and recorded_allocation != seen.allocation
+    if seen.cluster is ClusterView.GONE and (claim_allocation or recorded_allocation):
+        return status(RemoteState.ALLOCATION_EXPIRED)
+    if seen.cluster is ClusterView.UP and (started_elsewhere or submitted_elsewhere):
+        return status(RemoteState.ALLOCATION_EXPIRED)
+    proven_absent = (
+        seen.cluster is not ClusterView.UNKNOWN
+        and claim is None
+        and seen.recorded_id is None
+        and not seen.submissions_in_flight
+    )
+    return status(RemoteState.NOT_FOUND if proven_absent else RemoteState.UNKNOWN)
+
+
+def _is_job(claim: Claim | None) -> bool:
+    return claim is not None and claim.kind == "job"
+
+
+def _from_queue(
+    sky: SkyJobStatus, claimed: bool, status: Callable[..., RemoteStatus], by_us: str | None
+) -> RemoteStatus:
+    if not sky.terminal:
+        return status(RemoteState.RUNNING if sky is SkyJobStatus.RUNNING else RemoteState.PENDING)
+    if sky is SkyJobStatus.CANCELLED:
+        return status(RemoteState.CANCELLED, None, by_us)
+    if sky is SkyJobStatus.SUCCEEDED:
+        # The wrapper writes its marker before it exits 0: success without one proves nothing,
+        # and the job is over, so waiting will not tell more.
+        return status(RemoteState.UNKNOWN, final=True)
+    # FAILED, FAILED_SETUP, FAILED_DRIVER without a marker: the command never ended on its own.
+    # With a claim it started and was killed with its step (node failure, allocation end);
+    # without one it never started.
+    return status(RemoteState.NODE_FAIL if claimed else RemoteState.LAUNCH_FAILED)

@@ -1,0 +1,162 @@
+"""SkyPilot's control-plane commands, each run once through `SkyCli`, read with `parse`, and
+turned into a typed result or a typed error. The output facts behind each mapping are in
+`tests/data/sky/README.md` (captured from the real 0.14.1).
+
+- `status -o json [--refresh] N`: the record, or absent (gone); rc≠0 → SkyCommandFailed.
+- `launch -y -d -c N TASK`: rc 0 = the allocation is ready; ResourcesMismatch →
+  ClusterIncompatible; otherwise SkyCommandFailed with maybe_submitted.
+- `exec -d N TASK`: the id from "Job submitted, ID: N"; ClusterDoesNotExist → ClusterGone
+  (nothing ran); otherwise SkyCommandFailed with maybe_submitted.
+- `queue N -o json`: the jobs, or `{}` when it could not ask (rc 0 even then).
+- `cancel -y N ID`: rc 2 "does not exist" → ClusterGone.
+- `down -y N`: rc 0 also for an unknown cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from vibesys.adapters.skypilot.boundary import Completed, SkyCli
+from vibesys.adapters.skypilot.errors import (
+    ClusterGone,
+    ClusterIncompatible,
+    SkyCommandFailed,
+    SkyMalformedOutput,
+)
+from vibesys.adapters.skypilot.parse import (
+    ClusterRecord,
+    QueueJob,
+    parse_job_id,
+    parse_queue,
+    parse_status,
+    strip_ansi,
+)
+
+__all__ = ["SkyOps"]
+
+_DOES_NOT_EXIST: Final = re.compile(r"ClusterDoesNotExist|Cluster '[^']*' does not exist")
+_MISMATCH: Final = re.compile(r"ResourcesMismatchError|Requested resources do not match")
+#: API request names that may still add a job to a cluster.
+_SUBMITTING: Final = ("sky.exec", "sky.launch")
+
+
+class SkyOps:
+    def __init__(self, cli: SkyCli, *, launch_timeout: float = 1800.0) -> None:
+        self.cli = cli
+        self.launch_timeout = launch_timeout
+
+    def _fail(self, what: str, args: Sequence[str], done: Completed, **kw: Any) -> SkyCommandFailed:
+        return SkyCommandFailed(
+            f"{what} failed (rc {done.returncode})",
+            returncode=done.returncode,
+            evidence=self.cli.evidence(args, done),
+            **kw,
+        )
+
+    def status(self, name: str, *, refresh: bool) -> ClusterRecord | None:
+        """The cluster's record, or None when SkyPilot has none (never launched, torn down, or
+        its allocation found gone by this refresh). Without refresh an ended allocation may
+        still read UP."""
+        args = ["status", "-o", "json", *(["--refresh"] if refresh else []), name]
+        done = self.cli.run(args)
+        if done.returncode != 0:
+            raise self._fail("sky status", args, done)
+        found = [record for record in parse_status(done.stdout) if record.name == name]
+        return found[0] if found else None
+
+    def launch(self, name: str, task_file: Path) -> str:
+        """Create the cluster, or bring an existing one up (provisioning is idempotent: a
+        pending or running allocation of that name is reused). Returns evidence."""
+        args = ["launch", "-y", "-d", "-c", name, str(task_file)]
+        done = self.cli.run(args, timeout=self.launch_timeout, maybe_effect=True)
+        if done.returncode != 0:
+            text = strip_ansi(done.stdout + done.stderr)
+            if _MISMATCH.search(text):
+                raise ClusterIncompatible(
+                    f"cluster {name} exists with other resources",
+                    evidence=self.cli.evidence(args, done),
+                )
+            raise self._fail("sky launch", args, done, maybe_submitted=True)
+        return self.cli.evidence(args, done)
+
+    def down(self, name: str) -> str:
+        args = ["down", "-y", name]
+        done = self.cli.run(args, timeout=self.launch_timeout)
+        if done.returncode != 0:
+            raise self._fail("sky down", args, done)
+        return self.cli.evidence(args, done)
+
+    def exec(self, name: str, task_file: Path) -> tuple[int, str]:
+        """Submit a task to the cluster (detached); the job id and evidence."""
+        args = ["exec", "-d", name, str(task_file)]
+        done = self.cli.run(args, maybe_effect=True)
+        evidence = self.cli.evidence(args, done)
+        if done.returncode != 0:
+            if _DOES_NOT_EXIST.search(strip_ansi(done.stderr)):
+                raise ClusterGone(f"cluster {name} does not exist", evidence=evidence)
+            raise self._fail("sky exec", args, done, maybe_submitted=True)
+        try:
+            return parse_job_id(done.stdout), evidence
+        except SkyMalformedOutput as exc:
+            raise SkyMalformedOutput(str(exc), evidence=evidence, maybe_submitted=True) from None
+
+    def queue(self, name: str) -> list[QueueJob] | None:
+        """The cluster's jobs (newest first), or None when SkyPilot could not ask (the cluster
+        is unknown, or its allocation is gone)."""
+        args = ["queue", name, "-o", "json"]
+        done = self.cli.run(args)
+        if done.returncode != 0:
+            raise self._fail("sky queue", args, done)
+        return parse_queue(done.stdout, name)
+
+    def cancel(self, name: str, job_id: int) -> str:
+        args = ["cancel", "-y", name, str(job_id)]
+        done = self.cli.run(args)
+        evidence = self.cli.evidence(args, done)
+        if done.returncode != 0:
+            if _DOES_NOT_EXIST.search(strip_ansi(done.stderr)):
+                raise ClusterGone(f"cluster {name} does not exist", evidence=evidence)
+            raise self._fail("sky cancel", args, done)
+        return evidence
+
+    def submitting_requests(self) -> list[str]:
+        """Ids of active API requests that may still add a job to a cluster (an exec whose
+        client died lives on in the API server). 0.14.1's server ignores `-c CLUSTER` (it says
+        so and names no cluster in its rows), so this counts every cluster's."""
+        args = ["api", "status", "-o", "json"]
+        done = self.cli.run(args)
+        if done.returncode != 0:
+            raise self._fail("sky api status", args, done)
+        text = strip_ansi(done.stdout)
+        start = min((i for i in (text.find("["), text.find("{")) if i >= 0), default=-1)
+        if start < 0:
+            raise SkyMalformedOutput(f"sky api status: no JSON: {text[:200]!r}")
+        try:
+            data, _ = json.JSONDecoder().raw_decode(text[start:])
+        except json.JSONDecodeError:
+            raise SkyMalformedOutput(f"sky api status: invalid JSON: {text[:200]!r}") from None
+        rows = data if isinstance(data, list) else data.get("requests", [])
+        return [
+            str(row.get("request_id", "?"))
+            for row in rows
+            if isinstance(row, dict)
+            and str(row.get("name", "")).startswith(_SUBMITTING)
+            and str(row.get("status", "")).upper() in ("PENDING", "RUNNING")
+        ]
+
+    def helper(self, *args: str) -> dict[str, Any]:
+        """Run the SDK helper; its JSON answer (ok) or SkyCommandFailed naming its error."""
+        done = self.cli.run(list(args), helper=True)
+        try:
+            answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+        except json.JSONDecodeError:
+            answer = {}
+        if not isinstance(answer, dict) or "ok" not in answer:
+            raise SkyMalformedOutput(f"sdk helper {args[0]}: {self.cli.evidence(args, done)}")
+        if not answer["ok"]:
+            raise self._fail(f"sdk helper {args[0]} ({answer.get('error')})", args, done)
+        return answer

@@ -1,0 +1,202 @@
+"""Out-of-band access to the attempts' run directories, not through SkyPilot.
+
+Run directories live under the profile's `remote_artifact_root` on the cluster's shared file
+system, so they outlive the allocation (the cluster home, where SkyPilot keeps its own logs, is
+deleted when the allocation ends). vibesys reaches them with a `Runner` on the login node (the
+same host SkyPilot's `~/.slurm/config` names for the profile's infra, or this host): reading
+markers and claims, copying logs home by byte offset, listing and fetching artifacts, and
+writing the fence. The fence in particular must not go through `sky exec`: that is exactly the
+channel whose earlier, possibly still pending, request it has to outrun.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Final
+
+from vibesys.adapters.base import ArtifactInfo, JobRef, Sink
+from vibesys.adapters.claim import FENCE_SCRIPT, Claim, parse_claim
+from vibesys.adapters.listing import LIST_SCRIPT, parse_listing
+from vibesys.adapters.skypilot.errors import SkyMalformedOutput
+from vibesys.adapters.skypilot.wrapper import (
+    CLAIM_FILE,
+    EXIT_CODE_FILE,
+    REFUSED_FILE,
+    SETUP_FAILED_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+    WORK_DIR,
+)
+from vibesys.adapters.transports import Runner
+from vibesys.config.resources import expand_remote_root
+from vibesys.errors import BackendUnavailable
+
+__all__ = ["DirState", "RunDirs"]
+
+# Prints nothing (rc 0) for a log that does not exist yet, else its bytes from an offset.
+_READ_FROM: Final = 'test -e "$1" || exit 0; exec tail -c +"$2" "$1"'
+_WHO: Final = 'printf "%s\\n%s\\n" "$(id -un)" "$HOME"'
+# Every marker of every directory in one command, as JSON (python3 is on every login node the
+# artifact listing already relies on).
+_READ_STATES: Final = r"""
+import json, os, sys
+def read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+names = sys.argv[1:5]
+print(json.dumps({d: {n: read(os.path.join(d, n)) for n in names} for d in sys.argv[5:]}))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class DirState:
+    """What an attempt's run directory says about it."""
+
+    claim: Claim | None
+    exit_code: int | None
+    refused: str | None
+    setup_failed: int | None
+
+    def describe(self) -> str:
+        parts = []
+        if self.claim is not None:
+            parts.append(f"claim kind={self.claim.kind}")
+        if self.exit_code is not None:
+            parts.append(f"exit_code={self.exit_code}")
+        if self.refused is not None:
+            parts.append("refused")
+        if self.setup_failed is not None:
+            parts.append(f"setup_failed={self.setup_failed}")
+        return ", ".join(parts) or "no claim, no marker"
+
+
+_EMPTY = DirState(None, None, None, None)
+
+
+class RunDirs:
+    def __init__(self, runner: Runner, root: str, *, timeout: float = 60.0) -> None:
+        self.runner = runner
+        self.root_template = root
+        self.timeout = timeout
+        self._root: PurePosixPath | None = None
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def root(self) -> PurePosixPath:
+        """The root with $USER/$HOME expanded as the remote account sees them (asked once)."""
+        if self._root is None:
+            template = self.root_template
+            if "$" in template:
+                out = self._checked(["sh", "-c", _WHO])
+                user, _, home = out.rstrip("\n").partition("\n")
+                if not user or not home.startswith("/"):
+                    raise SkyMalformedOutput(f"cannot read the remote user and home: {out!r}")
+                template = expand_remote_root(template, user, home)
+            self._root = PurePosixPath(template)
+        return self._root
+
+    def run_dir(self, job: JobRef) -> PurePosixPath:
+        if not job.invocation_id or job.attempt < 1:
+            raise ValueError(f"job {job.job_name}: no invocation id or attempt number")
+        return self.root() / job.invocation_id / str(job.attempt)
+
+    def work_dir(self, job: JobRef) -> PurePosixPath:
+        return self.run_dir(job) / WORK_DIR
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def states(self, jobs: Sequence[JobRef]) -> dict[str, DirState]:
+        """Claim and markers of every job's run directory, keyed by job name, in one command."""
+        if not jobs:
+            return {}
+        dirs = {str(self.run_dir(job)): job.job_name for job in jobs}
+        names = [CLAIM_FILE, EXIT_CODE_FILE, REFUSED_FILE, SETUP_FAILED_FILE]
+        out = self._checked(["python3", "-c", _READ_STATES, *names, *dirs])
+        try:
+            data = json.loads(out)
+        except json.JSONDecodeError:
+            raise SkyMalformedOutput(f"unreadable run-directory states: {out[:200]!r}") from None
+        states: dict[str, DirState] = {}
+        for directory, name in dirs.items():
+            files = data.get(directory) or {}
+            states[name] = DirState(
+                claim=parse_claim(files.get(CLAIM_FILE) or ""),
+                exit_code=_number(files.get(EXIT_CODE_FILE)),
+                refused=files.get(REFUSED_FILE),
+                setup_failed=_number(files.get(SETUP_FAILED_FILE)),
+            )
+        return states
+
+    def state(self, job: JobRef) -> DirState:
+        return self.states([job]).get(job.job_name, _EMPTY)
+
+    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
+        if stream not in (STDOUT_FILE, STDERR_FILE):
+            raise ValueError(f"unknown log stream {stream!r}")
+        counter = _Counting(sink)
+        path = str(self.run_dir(job) / stream)
+        result = self.runner.stream(
+            ["sh", "-c", _READ_FROM, "vibesys-log", path, str(offset + 1)], counter, timeout=None
+        )
+        if result.returncode != 0:
+            raise BackendUnavailable(f"reading {path} failed", evidence=result.evidence())
+        return counter.count
+
+    def list_artifacts(
+        self, job: JobRef, patterns: Sequence[str]
+    ) -> tuple[list[ArtifactInfo], list[str]]:
+        out = self._checked(["python3", "-c", LIST_SCRIPT, str(self.work_dir(job)), *patterns])
+        found, missing = parse_listing(out)
+        infos = [ArtifactInfo(str(f["path"]), int(str(f["size"])), str(f["sha256"])) for f in found]
+        return infos, missing
+
+    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
+        result = self.runner.stream(["cat", str(self.work_dir(job) / path)], sink)
+        if result.returncode != 0:
+            raise BackendUnavailable(f"downloading {path} failed", evidence=result.evidence())
+
+    # -- the fence --------------------------------------------------------------------------
+
+    def fence(self, job: JobRef, text: str) -> Claim:
+        """Create the attempt's claim as a fence (`text`) unless one is there; return the claim
+        that is there now (the fence, or the job's own if it claimed first)."""
+        argv = ["sh", "-c", FENCE_SCRIPT, "vibesys-fence", str(self.run_dir(job)), text]
+        out = self._checked(argv)
+        claim = parse_claim(out)
+        if claim is None:
+            raise SkyMalformedOutput(f"the fence left no readable claim: {out[:200]!r}")
+        return claim
+
+    def _checked(self, argv: Sequence[str]) -> str:
+        result = self.runner.run(argv, timeout=self.timeout)
+        if result.returncode != 0:
+            raise BackendUnavailable(
+                f"{argv[0]} on the login node failed", evidence=result.evidence()
+            )
+        return result.stdout
+
+
+def _number(text: str | None) -> int | None:
+    value = (text or "").strip()
+    return int(value) if value.lstrip("-").isdigit() else None
+
+
+class _Counting:
+    """A sink that counts what passes through it."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.count = 0
+
+    def write(self, data: bytes, /) -> object:
+        self.count += len(data)
+        return self.sink.write(data)
+
+    def flush(self) -> None:
+        self.sink.flush()

@@ -1,0 +1,72 @@
+"""`vibesys clusters`: the cluster leases the journal records (allocations vibesys holds
+itself, such as a campaign's SkyPilot cluster), and `vibesys clusters release`. Thin: the
+journal and the engine do the work; nothing heavy is imported before a command runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from vibesys.cli_run import JournalOption
+
+clusters_app = typer.Typer(
+    help="Cluster leases: list them (the default), or release one.",
+    invoke_without_command=True,
+)
+
+
+@clusters_app.callback()
+def clusters(
+    ctx: typer.Context,
+    journal: JournalOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    live: Annotated[
+        bool, typer.Option("--live", help="Only leases that may hold an allocation.")
+    ] = False,
+) -> None:
+    """List every cluster lease: name, state, allocation, profile, campaign."""
+    ctx.obj = journal
+    if ctx.invoked_subcommand is not None:
+        return
+    from vibesys.cli import _open, clean_errors
+
+    with clean_errors(journal):
+        from vibesys.journal_schema import LIVE_LEASE_STATES
+        from vibesys.render import clusters_table
+
+        store = _open(journal, readonly=True)
+        leases = store.cluster_leases(LIVE_LEASE_STATES if live else None)
+        if as_json:
+            typer.echo(json.dumps([lease.to_json() for lease in leases], indent=2))
+        else:
+            typer.echo(clusters_table(leases))
+
+
+@clusters_app.command("release")
+def release(
+    ctx: typer.Context,
+    cluster: Annotated[str, typer.Argument(help="A cluster name, or a lease id.")],
+    journal: JournalOption = None,
+) -> None:
+    """End a cluster's allocation (sky down), recorded intent first.
+
+    Refused while an invocation that ran on it is not DONE."""
+    from vibesys.cli import _engine, _open, clean_errors, fail
+
+    journal = journal or ctx.obj
+    with clean_errors(journal):
+        from vibesys.engine.clusters import release_cluster
+        from vibesys.render import lease_line
+
+        store = _open(journal)
+        if cluster.isdigit():
+            lease = store.cluster_lease(int(cluster))
+        else:
+            found = store.live_lease(cluster)
+            if found is None:
+                fail(f"no live cluster lease named {cluster} (see vibesys clusters)")
+            lease = found
+        released = release_cluster(_engine(store), lease.id, "vibesys clusters release")
+        typer.echo(lease_line(released))

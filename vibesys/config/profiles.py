@@ -1,0 +1,84 @@
+"""Reading `clusters.toml` (operator profiles) and an experiment's `[resources]` table: every
+failure becomes one `ConfigError` line that names the file and the key path."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from vibesys.config.load import format_error
+from vibesys.config.resources import ClustersFile, PortableResources, SkyPilotProfile
+from vibesys.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_CLUSTERS_CONFIG",
+    "default_clusters_config_path",
+    "load_clusters_config",
+    "parse_clusters_config",
+    "parse_resources",
+    "select_profile",
+]
+
+#: Where the operator's profiles live unless a path is given (expanded at use).
+DEFAULT_CLUSTERS_CONFIG: Final = "~/.config/vibesys/clusters.toml"
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def default_clusters_config_path() -> Path:
+    return Path(DEFAULT_CLUSTERS_CONFIG).expanduser()
+
+
+def load_clusters_config(path: str | os.PathLike[str] | None = None) -> ClustersFile:
+    """Read and validate clusters.toml (default `~/.config/vibesys/clusters.toml`)."""
+    file = Path(path) if path is not None else default_clusters_config_path()
+    source = str(file)
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    return parse_clusters_config(text, source=source)
+
+
+def parse_clusters_config(text: str, *, source: str = "clusters.toml") -> ClustersFile:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {' '.join(str(exc).split())}") from None
+    return _validate(ClustersFile, raw, source)
+
+
+def parse_resources(table: Mapping[str, Any], *, source: str = "[resources]") -> PortableResources:
+    """An experiment's `[resources]` table, strictly."""
+    return _validate(PortableResources, dict(table), source)
+
+
+def select_profile(
+    config: ClustersFile, name: str, *, source: str = "clusters.toml"
+) -> SkyPilotProfile:
+    """The profile called `name`, or one line naming the profiles there are."""
+    try:
+        return config.profiles[name]
+    except KeyError:
+        known = ", ".join(sorted(config.profiles)) or "none"
+        raise ConfigError(f"{source}: no profile {name!r} (profiles: {known})") from None
+
+
+def _validate(model: type[_Model], raw: Any, source: str) -> _Model:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        message = f"{source}: {format_error(errors[0], model)}"
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more)"
+        raise ConfigError(message) from None

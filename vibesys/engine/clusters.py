@@ -1,0 +1,168 @@
+"""Cluster leases in the engine: the allocations an adapter holds itself (a campaign's SkyPilot
+cluster, `vibesys.adapters.leases.LeasingBackend`), launched and released like any other
+effect: the intent is committed to the journal's cluster lease table first, a failpoint sits
+after each intent and each effect, and what the effect left is recorded after it.
+
+- `hold_lease`: before a submit (called by `execute`), reuse the campaign's cluster or launch
+  it, and record that the attempt runs on it.
+- `release_cluster`: `vibesys clusters release` (refused while an invocation still uses it).
+- `settle_leases`: `reconcile` settles a launch or release a crash interrupted, from what the
+  control plane shows, so that no cluster is left that nobody records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vibesys.adapters.base import Backend
+from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend
+from vibesys.adapters.registry import entry
+from vibesys.engine.failpoints import failpoint
+from vibesys.errors import BackendError, BackendUnavailable, SubmitRejected, UsageError
+from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
+from vibesys.states import JobState
+
+if TYPE_CHECKING:
+    from vibesys.engine.core import Engine
+    from vibesys.journal_schema import Journal
+
+__all__ = ["SettledLease", "hold_lease", "release_cluster", "settle_leases"]
+
+
+@dataclass(frozen=True, slots=True)
+class SettledLease:
+    lease_id: int
+    name: str
+    before: LeaseState
+    after: LeaseState
+    evidence: str
+    failed: bool = False
+
+
+def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) -> None:
+    """Make sure the campaign's cluster is up before the attempt is submitted to it (reuse, or
+    launch with the intent recorded first), and record that the attempt runs on it. A backend
+    that holds no allocation of its own needs nothing."""
+    if not isinstance(backend, LeasingBackend):
+        return
+    plan = backend.plan_lease()
+    facts: dict[str, Any] = {
+        "name": plan.cluster,
+        "campaign": plan.campaign,
+        "fingerprint": plan.fingerprint,
+        "profile": plan.profile,
+        "adapter": inv.adapter,
+        "request": inv.request,
+    }
+    if plan.action is LeaseAction.REUSE:
+        lease = journal.record_reuse(**facts, allocation=plan.allocation, evidence=plan.reason)
+        if lease.state is LeaseState.RELEASING:
+            raise BackendUnavailable(
+                f"cluster {plan.cluster} is being released (lease {lease.id}); the next "
+                "attempt launches a new one",
+                maybe_submitted=False,
+            )
+    else:
+        lease = journal.intend_launch(**facts, reason=plan.reason, owner=owner)
+        failpoint("after_launch_intent")
+        lease = _launch(journal, backend, plan, lease)
+    journal.record_lease_use(lease.id, inv.id, inv.attempt)
+
+
+def _launch(
+    journal: Journal, backend: LeasingBackend, plan: LeasePlan, lease: ClusterLease
+) -> ClusterLease:
+    try:
+        receipt = backend.launch(plan)
+    except SubmitRejected as exc:
+        journal.record_launch_failed(lease.id, f"refused, nothing launched: {exc.evidence}")
+        raise
+    except BackendError as exc:
+        # The lease stays `launching`: an allocation may exist. The next launch continues it,
+        # or reconcile settles it. The attempt itself was never submitted.
+        journal.note_lease(lease.id, f"launch failed: {exc.evidence}")
+        raise BackendError(
+            f"launching cluster {plan.cluster} failed: {exc}",
+            evidence=exc.evidence,
+            maybe_submitted=False,
+            retryable=exc.retryable,
+            fix=exc.fix,
+        ) from exc
+    failpoint("after_launch_effect")
+    return journal.record_launched(lease.id, receipt.allocation, receipt.evidence)
+
+
+def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
+    """End a live lease's allocation: intent, `release()`, record. Refused (nothing written)
+    while an invocation that ran on it is not DONE: its job would die with the allocation."""
+    journal = engine.journal
+    lease = journal.cluster_lease(lease_id)
+    if not lease.live:
+        raise UsageError(f"cluster {lease.name} (lease {lease.id}) is {lease.state}: not live")
+    busy = sorted(
+        {i for i, _ in journal.lease_users(lease.id) if journal.get(i).state is not JobState.DONE}
+    )
+    if busy:
+        raise UsageError(
+            f"cluster {lease.name} still serves invocation(s) {', '.join(busy)}: wait for "
+            "them, or cancel them, first"
+        )
+    backend = _backend_of(engine, lease)
+    lease = journal.intend_release(lease.id, engine.owner, reason)
+    failpoint("after_release_intent")
+    return _release(engine, backend, lease, "released")
+
+
+def _release(
+    engine: Engine, backend: LeasingBackend, lease: ClusterLease, why: str
+) -> ClusterLease:
+    evidence = backend.release()  # an error leaves the lease `releasing`, for reconcile
+    failpoint("after_release_effect")
+    return engine.journal.record_released(lease.id, f"{why}: {evidence}")
+
+
+def settle_leases(engine: Engine) -> list[SettledLease]:
+    """Settle every launch and release whose process is gone, from a refreshed inspection.
+    A failure with one lease is reported on its row and never stops the others."""
+    rows = []
+    for lease in engine.journal.unsettled_leases(engine.owner, engine.clock()):
+        try:
+            after = _settle(engine, lease)
+        except Exception as exc:  # one row says what failed; the others go on
+            reason = exc.evidence if isinstance(exc, BackendError) else f"{exc}"
+            rows.append(SettledLease(lease.id, lease.name, lease.state, lease.state, reason, True))
+            continue
+        text = after.evidence[-1]["text"] if after.evidence else ""
+        rows.append(SettledLease(lease.id, lease.name, lease.state, after.state, text))
+    return rows
+
+
+def _settle(engine: Engine, lease: ClusterLease) -> ClusterLease:
+    journal = engine.journal
+    backend = _backend_of(engine, lease)
+    sight = backend.inspect_lease()
+    if lease.state is LeaseState.RELEASING:
+        if sight.exists:
+            return _release(engine, backend, lease, "the interrupted release, done again")
+        return journal.record_released(lease.id, f"the release had ended it: {sight.evidence}")
+    if sight.up:
+        return journal.record_launched(
+            lease.id, sight.allocation, f"the interrupted launch left it up: {sight.evidence}"
+        )
+    if sight.exists or sight.launching:
+        # Provisioning is under way (or stopped half-way): the row stays `launching`, recorded;
+        # the next launch resumes it, a release ends it.
+        why = "a launch request is still active" if sight.launching else sight.evidence
+        return journal.note_lease(lease.id, f"not up yet: {why}")
+    return journal.record_launch_failed(
+        lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
+    )
+
+
+def _backend_of(engine: Engine, lease: ClusterLease) -> LeasingBackend:
+    request = entry(lease.adapter).parse_request(lease.request)
+    backend = engine.backend_for(lease.adapter, request)
+    if not isinstance(backend, LeasingBackend):
+        raise UsageError(f"the {lease.adapter} adapter holds no cluster leases")
+    return backend

@@ -1,0 +1,140 @@
+"""The rows of the cluster lease table (see `clusters.py` for how a lease moves): the read
+model, and the helpers every write of ClusterRecords goes through (one evidence note per step,
+the state a step requires)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from vibesys.errors import StaleState, UsageError
+from vibesys.journal_schema.clock import iso, utc_now
+
+__all__ = ["LIVE_LEASE_STATES", "ClusterLease", "LeaseState"]
+
+
+class LeaseState(StrEnum):
+    LAUNCHING = "launching"
+    UP = "up"
+    FAILED = "failed"
+    LOST = "lost"
+    RELEASING = "releasing"
+    RELEASED = "released"
+
+
+LIVE_LEASE_STATES = (LeaseState.LAUNCHING, LeaseState.UP, LeaseState.RELEASING)
+#: How long a launch or release may take before another host may take it over.
+EFFECT_TTL = timedelta(hours=1)
+
+COLUMNS = (
+    "id, name, campaign, fingerprint, profile, adapter, request, state, allocation_job, owner, "
+    "owner_expires_at, intended_at, launched_at, release_intended_at, released_at, updated_at, "
+    "evidence"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLease:
+    id: int
+    name: str
+    campaign: str | None
+    fingerprint: str
+    profile: str
+    adapter: str
+    #: the adapter request that launched or adopted it (enough to inspect or release it)
+    request: dict[str, Any]
+    state: LeaseState
+    allocation_job: str | None
+    owner: str | None
+    owner_expires_at: str | None
+    intended_at: str
+    launched_at: str | None
+    release_intended_at: str | None
+    released_at: str | None
+    updated_at: str
+    #: every step: {"at", "state", "text"}
+    evidence: list[dict[str, str]]
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_LEASE_STATES
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "campaign": self.campaign,
+            "fingerprint": self.fingerprint,
+            "profile": self.profile,
+            "adapter": self.adapter,
+            "state": self.state,
+            "allocation_job": self.allocation_job,
+            "owner": self.owner,
+            "intended_at": self.intended_at,
+            "launched_at": self.launched_at,
+            "release_intended_at": self.release_intended_at,
+            "released_at": self.released_at,
+            "updated_at": self.updated_at,
+            "evidence": self.evidence,
+        }
+
+
+def lease_row(row: tuple[Any, ...]) -> ClusterLease:
+    values = list(row)
+    values[6] = json.loads(values[6])
+    values[7] = LeaseState(values[7])
+    values[16] = json.loads(values[16])
+    return ClusterLease(*values)
+
+
+def expiry(now: datetime | None) -> str:
+    return iso((now or utc_now()) + EFFECT_TTL)
+
+
+def note(at: str, state: LeaseState, text: str) -> dict[str, str]:
+    return {"at": at, "state": str(state), "text": " ".join(text.split())[:2000]}
+
+
+def get_lease(conn: sqlite3.Connection, lease_id: int) -> ClusterLease:
+    row = conn.execute(f"SELECT {COLUMNS} FROM cluster_leases WHERE id=?", (lease_id,)).fetchone()
+    if row is None:
+        raise UsageError(f"unknown cluster lease {lease_id}")
+    return lease_row(row)
+
+
+def live_lease(conn: sqlite3.Connection, name: str) -> ClusterLease | None:
+    marks = ",".join("?" * len(LIVE_LEASE_STATES))
+    row = conn.execute(
+        f"SELECT {COLUMNS} FROM cluster_leases WHERE name=? AND state IN ({marks})",
+        (name, *LIVE_LEASE_STATES),
+    ).fetchone()
+    return lease_row(row) if row is not None else None
+
+
+def require(lease: ClusterLease, states: Sequence[LeaseState]) -> None:
+    if lease.state not in states:
+        raise StaleState(
+            f"cluster lease {lease.id} ({lease.name}) is {lease.state}, not "
+            + " or ".join(str(s) for s in states)
+        )
+
+
+def move(
+    conn: sqlite3.Connection,
+    lease: ClusterLease,
+    state: LeaseState,
+    at: str,
+    text: str,
+    **columns: str | None,
+) -> None:
+    evidence = [*lease.evidence, note(at, state, text)]
+    sets = "".join(f", {name}=?" for name in columns)
+    conn.execute(
+        f"UPDATE cluster_leases SET state=?, updated_at=?, evidence=?{sets} WHERE id=?",
+        (state, at, json.dumps(evidence), *columns.values(), lease.id),
+    )

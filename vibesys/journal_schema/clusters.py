@@ -1,0 +1,326 @@
+"""Cluster leases: the allocations vibesys holds itself (a campaign's SkyPilot cluster),
+recorded like any other effect, the intent first.
+
+A lease moves through
+
+    launching ──► up ──► releasing ──► released
+        │          └──► lost            (the allocation ended under it: a refresh found none)
+        └──► failed                     (proven: the launch left no cluster)
+
+`launching` and `releasing` are intents: the effect may or may not have happened, and the
+`owner` (the live process carrying it out) is left alone until it is provably dead; then
+`reconcile` settles the row from what the control plane shows. There is at most one live row
+(launching, up or releasing) per cluster name; a launch that finds one continues it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any
+
+from vibesys.errors import UsageError
+from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.journal_schema.cluster_rows import (
+    COLUMNS,
+    LIVE_LEASE_STATES,
+    ClusterLease,
+    LeaseState,
+    expiry,
+    get_lease,
+    lease_row,
+    live_lease,
+    move,
+    note,
+    require,
+)
+from vibesys.journal_schema.leases import lease_free
+
+__all__ = ["LIVE_LEASE_STATES", "ClusterLease", "ClusterRecords", "LeaseState"]
+
+
+class ClusterRecords:
+    """Cluster lease methods of the Journal. Each method is one write transaction."""
+
+    conn: sqlite3.Connection
+
+    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def cluster_lease(self, lease_id: int) -> ClusterLease:
+        row = self.conn.execute(
+            f"SELECT {COLUMNS} FROM cluster_leases WHERE id=?", (lease_id,)
+        ).fetchone()
+        if row is None:
+            raise UsageError(f"unknown cluster lease {lease_id}")
+        return lease_row(row)
+
+    def cluster_leases(
+        self, states: Sequence[LeaseState] | None = None, name: str | None = None
+    ) -> list[ClusterLease]:
+        where, params = ["1=1"], []
+        if states is not None:
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            params += [str(s) for s in states]
+        if name is not None:
+            where.append("name=?")
+            params.append(name)
+        rows = self.conn.execute(
+            f"SELECT {COLUMNS} FROM cluster_leases WHERE {' AND '.join(where)} ORDER BY id",
+            params,
+        ).fetchall()
+        return [lease_row(row) for row in rows]
+
+    def live_lease(self, name: str) -> ClusterLease | None:
+        found = self.cluster_leases(LIVE_LEASE_STATES, name)
+        return found[0] if found else None
+
+    def leases_used_by(self, invocation_id: str) -> list[tuple[int, ClusterLease]]:
+        """(attempt, lease) for every attempt of the invocation that ran on a leased cluster."""
+        rows = self.conn.execute(
+            "SELECT attempt, lease_id FROM cluster_lease_uses WHERE invocation_id=? "
+            "ORDER BY attempt, lease_id",
+            (invocation_id,),
+        ).fetchall()
+        return [(attempt, self.cluster_lease(lease_id)) for attempt, lease_id in rows]
+
+    def lease_users(self, lease_id: int) -> list[tuple[str, int]]:
+        """(invocation, attempt) of every attempt that ran on the lease."""
+        rows = self.conn.execute(
+            "SELECT invocation_id, attempt FROM cluster_lease_uses WHERE lease_id=? "
+            "ORDER BY at, invocation_id",
+            (lease_id,),
+        ).fetchall()
+        return [(str(i), int(a)) for i, a in rows]
+
+    # -- the launch -----------------------------------------------------------------------------
+
+    def intend_launch(
+        self,
+        *,
+        name: str,
+        campaign: str,
+        fingerprint: str,
+        profile: str,
+        adapter: str,
+        request: dict[str, Any],
+        reason: str,
+        owner: str,
+        now: datetime | None = None,
+    ) -> ClusterLease:
+        """Commit the intent to launch `name` (before `sky launch`). A live row is continued
+        when it is a launch; an `up` one is recorded lost (a refresh found no cluster, which is
+        why a launch is needed) and a `releasing` one released, then a new row starts."""
+        at = iso(now or utc_now())
+        with self.write_txn() as conn:
+            live = live_lease(conn, name)
+            if live is not None and live.state is LeaseState.LAUNCHING:
+                move(
+                    conn,
+                    live,
+                    LeaseState.LAUNCHING,
+                    at,
+                    f"launch intended again: {reason}",
+                    owner=owner,
+                    owner_expires_at=expiry(now),
+                )
+                return get_lease(conn, live.id)
+            if live is not None:
+                ended = LeaseState.LOST if live.state is LeaseState.UP else LeaseState.RELEASED
+                column = "released_at" if ended is LeaseState.RELEASED else "updated_at"
+                move(conn, live, ended, at, f"gone on refresh: {reason}", **{column: at})
+            cursor = conn.execute(
+                "INSERT INTO cluster_leases (name, campaign, fingerprint, profile, adapter, "
+                "request, state, owner, owner_expires_at, intended_at, updated_at, evidence) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    name,
+                    campaign,
+                    fingerprint,
+                    profile,
+                    adapter,
+                    json.dumps(request, sort_keys=True),
+                    LeaseState.LAUNCHING,
+                    owner,
+                    expiry(now),
+                    at,
+                    at,
+                    json.dumps([note(at, LeaseState.LAUNCHING, f"launch intended: {reason}")]),
+                ),
+            )
+            return get_lease(conn, int(cursor.lastrowid or 0))
+
+    def record_launched(
+        self, lease_id: int, allocation: Sequence[str], evidence: str, now: datetime | None = None
+    ) -> ClusterLease:
+        """The launch left a cluster up on `allocation` (also: a launch found completed)."""
+        at = iso(now or utc_now())
+        with self.write_txn() as conn:
+            lease = get_lease(conn, lease_id)
+            require(lease, (LeaseState.LAUNCHING, LeaseState.UP))
+            move(
+                conn,
+                lease,
+                LeaseState.UP,
+                at,
+                evidence,
+                allocation_job=",".join(allocation),
+                launched_at=lease.launched_at or at,
+                owner=None,
+                owner_expires_at=None,
+            )
+            return get_lease(conn, lease_id)
+
+    def record_launch_failed(
+        self, lease_id: int, evidence: str, now: datetime | None = None
+    ) -> ClusterLease:
+        """Proven: the launch left no cluster."""
+        at = iso(now or utc_now())
+        with self.write_txn() as conn:
+            lease = get_lease(conn, lease_id)
+            require(lease, (LeaseState.LAUNCHING,))
+            move(conn, lease, LeaseState.FAILED, at, evidence, owner=None, owner_expires_at=None)
+            return get_lease(conn, lease_id)
+
+    def record_reuse(
+        self,
+        *,
+        name: str,
+        campaign: str,
+        fingerprint: str,
+        profile: str,
+        adapter: str,
+        request: dict[str, Any],
+        allocation: Sequence[str],
+        evidence: str,
+        now: datetime | None = None,
+    ) -> ClusterLease:
+        """A refresh found `name` up on `allocation`: the live row, brought up to date. A
+        cluster nobody recorded (launched by another journal, or by hand) is adopted; one that
+        now runs on another allocation than recorded was relaunched: the old row is lost."""
+        at = iso(now or utc_now())
+        joined = ",".join(allocation)
+        with self.write_txn() as conn:
+            live = live_lease(conn, name)
+            if live is not None and live.state is LeaseState.RELEASING:
+                return live
+            if live is not None and live.state is LeaseState.LAUNCHING:
+                move(
+                    conn,
+                    live,
+                    LeaseState.UP,
+                    at,
+                    f"found up: {evidence}",
+                    allocation_job=joined,
+                    launched_at=at,
+                    owner=None,
+                    owner_expires_at=None,
+                )
+                return get_lease(conn, live.id)
+            if live is not None and live.allocation_job in (joined, None, ""):
+                if not live.allocation_job and joined:
+                    move(conn, live, LeaseState.UP, at, evidence, allocation_job=joined)
+                return get_lease(conn, live.id)
+            if live is not None:
+                move(
+                    conn,
+                    live,
+                    LeaseState.LOST,
+                    at,
+                    f"now on allocation {joined}, not {live.allocation_job}",
+                )
+            cursor = conn.execute(
+                "INSERT INTO cluster_leases (name, campaign, fingerprint, profile, adapter, "
+                "request, state, allocation_job, intended_at, launched_at, updated_at, evidence) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    name,
+                    campaign,
+                    fingerprint,
+                    profile,
+                    adapter,
+                    json.dumps(request, sort_keys=True),
+                    LeaseState.UP,
+                    joined,
+                    at,
+                    at,
+                    at,
+                    json.dumps([note(at, LeaseState.UP, f"adopted, found up: {evidence}")]),
+                ),
+            )
+            return get_lease(conn, int(cursor.lastrowid or 0))
+
+    def record_lease_use(
+        self, lease_id: int, invocation_id: str, attempt: int, now: datetime | None = None
+    ) -> None:
+        with self.write_txn() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO cluster_lease_uses (lease_id, invocation_id, attempt, at) "
+                "VALUES (?,?,?,?)",
+                (lease_id, invocation_id, attempt, iso(now or utc_now())),
+            )
+
+    def note_lease(self, lease_id: int, text: str, now: datetime | None = None) -> ClusterLease:
+        """Add evidence without moving the lease (a failed effect, a settlement that waits)."""
+        at = iso(now or utc_now())
+        with self.write_txn() as conn:
+            lease = get_lease(conn, lease_id)
+            move(conn, lease, lease.state, at, text)
+            return get_lease(conn, lease_id)
+
+    # -- the release ----------------------------------------------------------------------------
+
+    def intend_release(
+        self, lease_id: int, owner: str, reason: str, now: datetime | None = None
+    ) -> ClusterLease:
+        """Commit the intent to release (before `sky down`); a release intended again (the
+        earlier one was interrupted) is continued."""
+        at = iso(now or utc_now())
+        with self.write_txn() as conn:
+            lease = get_lease(conn, lease_id)
+            require(lease, LIVE_LEASE_STATES)
+            move(
+                conn,
+                lease,
+                LeaseState.RELEASING,
+                at,
+                f"release intended: {reason}",
+                release_intended_at=lease.release_intended_at or at,
+                owner=owner,
+                owner_expires_at=expiry(now),
+            )
+            return get_lease(conn, lease_id)
+
+    def record_released(
+        self, lease_id: int, evidence: str, now: datetime | None = None
+    ) -> ClusterLease:
+        at = iso(now or utc_now())
+        with self.write_txn() as conn:
+            lease = get_lease(conn, lease_id)
+            require(lease, (LeaseState.RELEASING,))
+            move(
+                conn,
+                lease,
+                LeaseState.RELEASED,
+                at,
+                evidence,
+                released_at=at,
+                owner=None,
+                owner_expires_at=None,
+            )
+            return get_lease(conn, lease_id)
+
+    def unsettled_leases(self, owner: str, now: datetime | None = None) -> list[ClusterLease]:
+        """Launches and releases whose outcome is not recorded and whose owner is gone (or is
+        `owner`): what `reconcile` settles."""
+        moment = now or utc_now()
+        return [
+            lease
+            for lease in self.cluster_leases((LeaseState.LAUNCHING, LeaseState.RELEASING))
+            if lease_free(lease.owner, lease.owner_expires_at, owner, moment)
+        ]
