@@ -44,6 +44,8 @@ def sacct_by_id(name: str, fields: tuple[str, ...] = SACCT_FIELDS) -> dict[str, 
     return {row.job_id: row for row in parse_sacct(data(name), fields)}
 
 
+#: The squeue format before the nodes (%N) were added, in which older fixtures were taken.
+OLD_SQUEUE = "%i|%j|%T|%r|%P|%b"
 VERIFIED = sacct_by_id("sacct/verified_doc_states.txt", SACCT_FIELDS[:6])
 OBSERVED = sacct_by_id("sacct/observed_with_reason.txt")
 EDGES = sacct_by_id("sacct/constructed_edge_cases.txt")
@@ -54,7 +56,7 @@ EDGES = sacct_by_id("sacct/constructed_edge_cases.txt")
 
 def test_the_formats_are_the_ones_the_parsers_read() -> None:
     assert SACCT_FORMAT == "JobID,JobName,State,ExitCode,Start,End,Reason"
-    assert SQUEUE_FORMAT == "%i|%j|%T|%r|%P|%b"
+    assert SQUEUE_FORMAT == "%i|%j|%T|%r|%P|%b|%N"
     assert SINFO_FORMAT == "%R %l"
 
 
@@ -167,11 +169,14 @@ def test_squeue_verified_line_in_the_notes_format() -> None:
         partition="main",
         gres="N/A",
         line="69|c-b|RUNNING|0:01|30:00|main|node1|N/A",
+        nodes="node1",
     )
 
 
 def test_squeue_observed_rows() -> None:
-    rows = {row.job_id: row for row in parse_squeue(data("squeue/observed_all_states.txt"))}
+    rows = {
+        row.job_id: row for row in parse_squeue(data("squeue/observed_all_states.txt"), OLD_SQUEUE)
+    }
     assert rows["17"].gres == "gres:gpu:2"
     assert (rows["21"].state, rows["21"].reason) == ("CANCELLED", "DependencyNeverSatisfied")
     assert rows["11"].partition == "priority"
@@ -179,7 +184,7 @@ def test_squeue_observed_rows() -> None:
 
 
 def test_squeue_name_with_pipe() -> None:
-    [row] = parse_squeue("9|a|b|RUNNING|None|main|N/A\n")
+    [row] = parse_squeue("9|a|b|RUNNING|None|main|N/A|node1\n")
     assert (row.job_name, row.state, row.partition) == ("a|b", "RUNNING", "main")
 
 
@@ -320,7 +325,7 @@ def test_cancelled_by_someone_else_keeps_their_uid() -> None:
 
 def test_cancelled_at_our_request_says_vibesys() -> None:
     assert status(VERIFIED["12"], ours=True).cancelled_by == "vibesys"
-    squeue_row = parse_squeue("11|wrap|CANCELLED|None|priority|N/A")[0]
+    squeue_row = parse_squeue("11|wrap|CANCELLED|None|priority|N/A|node1")[0]
     assert status(squeue_row, ours=True).cancelled_by == "vibesys"
 
 
@@ -442,7 +447,7 @@ def test_state_mapping(slurm_state: str, state: RemoteState) -> None:
     sacct_row = parse_sacct(f"5|j|{slurm_state}|0:0|None|None|None")[0]
     assert status(sacct_row).state is state
     # squeue appends `+` to a state of a job that has more to it (e.g. a REQUEUED flag).
-    squeue_row = parse_squeue(f"5|j|{slurm_state}+|None|main|N/A")[0]
+    squeue_row = parse_squeue(f"5|j|{slurm_state}+|None|main|N/A|")[0]
     assert status(squeue_row).state is state
 
 
@@ -510,7 +515,7 @@ def test_classify_outcomes(
         line = f"7|vibesys-abc-1|{state_column}|{exit_code}|None|None|None"
         row = parse_sacct(line)[0]
     else:
-        line = f"7|vibesys-abc-1|{state_column}|None|main|N/A"
+        line = f"7|vibesys-abc-1|{state_column}|None|main|N/A|"
         row = parse_squeue(line)[0]
     result = classify(row, marker, ours)
     assert (result.state, result.exit_code, result.cancelled_by) == expected
@@ -525,7 +530,9 @@ def test_the_sacct_lag_placeholder_is_unknown_whatever_it_says() -> None:
 
 
 def test_squeue_rows_classify_without_exit_codes() -> None:
-    rows = {row.job_id: row for row in parse_squeue(data("squeue/constructed_states.txt"))}
+    rows = {
+        row.job_id: row for row in parse_squeue(data("squeue/constructed_states.txt"), OLD_SQUEUE)
+    }
     assert status(rows["40"]).state is RemoteState.FAILED
     assert status(rows["40"]).exit_code is None
     assert status(rows["40"], marker=3).exit_code == 3
@@ -558,3 +565,23 @@ def test_classification_invariants(
         assert result.exit_code is None
     assert (result.cancelled_by is not None) <= (result.state is RemoteState.CANCELLED)
     assert row.line in result.observation
+
+
+def test_squeue_rows_carry_reason_partition_and_nodes_to_the_status() -> None:
+    rows = {row.job_id: row for row in parse_squeue(data("squeue/observed_with_nodes.txt"))}
+    assert {i: (r.state, r.reason, r.partition, r.nodes) for i, r in rows.items()} == {
+        "508": ("PENDING", "Resources", "main", None),
+        "509": ("PENDING", "Priority", "main", None),
+        "507": ("PENDING", "JobHeldUser", "main", None),
+        "506": ("RUNNING", "None", "main", "node1"),
+    }
+    waiting = classify(rows["508"], None, False)
+    assert (waiting.state, waiting.reason, waiting.partition, waiting.nodes) == (
+        C.PENDING,
+        "Resources",
+        "main",
+        None,
+    )
+    running = classify(rows["506"], None, False)
+    # squeue's "None" is no reason at all.
+    assert (running.state, running.reason, running.nodes) == (C.RUNNING, None, "node1")

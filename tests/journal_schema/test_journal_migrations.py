@@ -28,7 +28,12 @@ def test_the_golden_schema_pins_the_contract() -> None:
         'CREATE TABLE "attempts"',
         'CREATE TABLE "history"',
         'PRIMARY KEY ("invocation_id", "seq")',
-        'CREATE UNIQUE INDEX "idx_attempts_job_name"',
+        # m005: one b-tree per append (WITHOUT ROWID), the active invocations indexed apart
+        ") WITHOUT ROWID",
+        'CREATE INDEX "invocations_active" ON "invocations" ("created_at", "id") '
+        "WHERE outcome IS NULL",
+        'CREATE TABLE "poll_sites"',
+        'CREATE TABLE "poll_watch"',
         "CREATE TRIGGER history_no_update BEFORE UPDATE ON history",
         "CREATE TRIGGER history_no_delete BEFORE DELETE ON history",
         '"version" INTEGER NOT NULL',

@@ -70,7 +70,7 @@ def status_of(tmp_path: Path, squeue: str, sacct: str) -> tuple[RemoteState, str
 def test_squeue_end_stands_while_sacct_lags(
     tmp_path: Path, squeue_state: str, reason: str, expected: RemoteState
 ) -> None:
-    squeue = f"581|{NAME}|{squeue_state}|{reason}|priority|N/A\n"
+    squeue = f"581|{NAME}|{squeue_state}|{reason}|priority|N/A|\n"
     sacct = f"581|allocation|{squeue_state}|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None\n"
     state, observation, calls = status_of(tmp_path, squeue, sacct)
     assert state is expected, observation
@@ -79,7 +79,7 @@ def test_squeue_end_stands_while_sacct_lags(
 
 
 def test_sacct_speaks_once_it_has_caught_up(tmp_path: Path) -> None:
-    squeue = f"581|{NAME}|CANCELLED|None|priority|N/A\n"
+    squeue = f"581|{NAME}|CANCELLED|None|priority|N/A|\n"
     sacct = f"581|{NAME}|CANCELLED by 0|0:0|2026-11-30T03:00:46|2026-11-30T03:00:47|None\n"
     state, observation, _ = status_of(tmp_path, squeue, sacct)
     assert state is RemoteState.CANCELLED

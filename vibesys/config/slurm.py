@@ -238,13 +238,27 @@ class SlurmConfig(BaseModel):
         "(for example '--account=lab').",
     )
     poll_initial_seconds: float = Field(
-        default=1.0, gt=0, description="Delay between status rounds while a job is new."
+        default=2.0,
+        gt=0,
+        description="Delay between status rounds while the site's youngest watched job is new; "
+        "also the floor: every vibesys process on this host together asks the scheduler at "
+        "most once per this many seconds (more when the site's RPC rate limit asks for it).",
     )
     poll_max_seconds: float = Field(
         default=30.0, gt=0, description="The ceiling the status delay backs off to."
     )
     poll_backoff: float = Field(
-        default=1.5, ge=1.0, description="Factor applied to the delay after each round."
+        default=2.0,
+        ge=1.0,
+        description="How the delay grows with the youngest watched job's age: it is "
+        "(backoff - 1) x that age (2.0: rounds at ages 2, 4, 8, 16, ... seconds).",
+    )
+    probe_seconds: float = Field(
+        default=0.25,
+        gt=0,
+        description="How often, between status rounds, the watched jobs' exit markers are "
+        "looked for (a file check, or one remote command over SSH; never a scheduler call): a "
+        "job that ends is seen within about this long, and one status round confirms it.",
     )
     sacct_lag_seconds: float = Field(
         default=10.0,

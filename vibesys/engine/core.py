@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.base import Backend, JobRef, SubmitRequest
+from vibesys.adapters.base import Backend, JobRef, SharedPolling, SubmitRequest
 from vibesys.adapters.registry import entry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.engine.context import load_context, record_environment
@@ -35,6 +35,7 @@ from vibesys.engine.plan import (
 )
 from vibesys.engine.retry import RetryPolicy, next_attempt_at
 from vibesys.engine.seen import Seen
+from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState
 from vibesys.journal_schema import Invocation, Journal, iso, utc_now
@@ -90,6 +91,11 @@ class Engine:
     notes: dict[str, str] = field(default_factory=dict)
     _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
     _cancel_sent: dict[tuple[str, int], float] = field(default_factory=dict)
+    #: this process's side of the status rounds shared per site (engine/shared_poll.py)
+    shared: SharedPoll = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.shared = SharedPoll(self)
 
     # -- adapters -----------------------------------------------------------------------------
 
@@ -168,7 +174,17 @@ class Engine:
     def context(self) -> PlanContext:
         return PlanContext(self.clock(), self.retry, self.patience)
 
-    def observe(self, inv: Invocation, since: datetime | None = None) -> Seen:
+    def shared_backend(self, inv: Invocation) -> SharedPolling | None:
+        """`inv`'s adapter when its status rounds are shared per site (a scheduler's)."""
+        backend = self.backend(inv)
+        return backend if isinstance(backend, SharedPolling) else None
+
+    def observe(self, inv: Invocation, since: datetime | None = None) -> Seen | None:
+        """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
+        when no round newer than this process's last view of this version exists yet."""
+        shared = self.shared_backend(inv)
+        if shared is not None:
+            return self.shared.observe(inv, shared)
         ref = self.job_ref(inv)
         try:
             status = self.backend(inv).status([ref])[ref.job_name]
@@ -184,6 +200,8 @@ class Engine:
         for _ in range(MAX_STEPS):
             if seen is None and needs_observation(inv):
                 seen = self.observe(inv)
+                if seen is None:
+                    return inv  # a shared round will tell; nothing to decide before
             after = self.step(inv, seen)
             if after is inv or after.version == inv.version:
                 return after

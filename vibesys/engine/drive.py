@@ -77,8 +77,10 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                 if not options.owner:
                     return inv
                 inv = engine.request_cancel(inv, "interrupt")
-            seen = watch.observe(inv) if needs_observation(inv) else None
-            inv = engine.advance(inv, seen)
+            needed = needs_observation(inv)
+            seen = watch.observe(inv) if needed else None
+            if seen is not None or not needed:
+                inv = engine.advance(inv, seen)
             if options.tail is not None:
                 error = _pump(engine, inv, options.tail)
                 if error is not None:
@@ -114,8 +116,13 @@ class _Watch:
         self.renewed = time.monotonic()
         return engine.journal.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
 
-    def observe(self, inv: Invocation) -> Seen:
+    def observe(self, inv: Invocation) -> Seen | None:
+        shared = self.engine.shared_backend(inv)
+        if shared is not None and inv.cancel_requested:
+            self.engine.shared.hurry(inv, shared)
         seen = self.engine.observe(inv, since=self.unreachable_since)
+        if seen is None:
+            return None
         if seen.sight is Sight.UNREACHABLE:
             self.unreachable_since = self.unreachable_since or self.engine.clock()
             return Seen(seen.sight, seen.evidence, since=self.unreachable_since)
@@ -156,6 +163,9 @@ def _pause(engine: Engine, inv: Invocation) -> float:
         remaining = (datetime.fromisoformat(inv.not_before) - now).total_seconds()
         return min(max(remaining, 0.0), 1.0)
     if inv.state in (JobState.RUNNING, JobState.SUBMITTING, JobState.UNRESOLVED):
+        shared = engine.shared_backend(inv)
+        if shared is not None and needs_observation(inv):
+            return engine.shared.pause(inv, shared)
         age = (now - datetime.fromisoformat(inv.updated_at)).total_seconds()
         return engine.backend(inv).poll_interval(age)
     return 0.2 if inv.state is JobState.COLLECTING else 0.05

@@ -1,6 +1,9 @@
 """Opening the journal: where it is, refusing what it must not be (not a journal, a newer
 schema, a network file system, a damaged file), WAL and the pragmas, and the migrations,
-applied under the write lock. SQLite's own failures become our errors by their error codes."""
+applied under the write lock. SQLite's own failures become our errors by their error codes.
+
+Reading needs only sqlite3: the schema is checked with plain queries against the list of
+known steps (`schema_steps.py`); sqlite-utils is imported when migrations are applied."""
 
 from __future__ import annotations
 
@@ -10,8 +13,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlite_utils import Database
-
 from vibesys.errors import (
     JournalCorrupt,
     JournalError,
@@ -20,7 +21,7 @@ from vibesys.errors import (
     NotAJournal,
     UsageError,
 )
-from vibesys.journal_schema.migrations import KNOWN, migrations
+from vibesys.journal_schema.schema_steps import KNOWN, MIGRATION_SET
 
 if TYPE_CHECKING:
     from vibesys.journal_schema.store import Journal
@@ -108,9 +109,8 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
                     "(journal list, show and verify can still read it)"
                 )
     conn = _connect(path, readonly)
-    db = Database(conn)
     try:
-        _check_schema(db, path, readonly)
+        _check_schema(conn, path, readonly)
         if not readonly:
             _enter_wal(conn)
         conn.execute("PRAGMA synchronous=FULL")
@@ -120,10 +120,14 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
             # Check again and migrate under the write lock, in one transaction (sqlite-utils
             # nests its steps as savepoints): two processes opening a fresh journal at once
             # must neither both run m001 nor see the other's half-created schema.
+            from sqlite_utils import Database
+
+            from vibesys.journal_schema.migrations import migrations
+
             conn.execute("BEGIN IMMEDIATE")
             try:
-                _check_schema(db, path, readonly)
-                migrations.apply(db)
+                _check_schema(conn, path, readonly)
+                migrations.apply(Database(conn))
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -137,7 +141,7 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
         raise
     from vibesys.journal_schema.store import Journal
 
-    return Journal(db, path)
+    return Journal(conn, path)
 
 
 def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
@@ -201,17 +205,23 @@ def _enter_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.005)
 
 
-def _check_schema(db: Database, path: Path, readonly: bool) -> None:
-    tables = set(db.table_names())
+def _check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if not tables:
         if readonly:
             raise NotAJournal(f"{path} is an empty database, not a vibesys journal")
         return
-    applied = {m.name for m in migrations.applied(db)}
+    applied: set[str] = set()
+    if "_sqlite_migrations" in tables:
+        # sqlite-utils' record of applied steps, read without it.
+        rows = conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", (MIGRATION_SET,)
+        )
+        applied = {row[0] for row in rows}
     if not applied and "invocations" in tables:
         # Our tables are there but their record of migrations reads empty: damaged pages can
         # look like that. Say which it is.
-        check = db.conn.execute("PRAGMA quick_check").fetchone()[0]
+        check = conn.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise JournalCorrupt(f"{path} is a damaged journal ({check}); restore it from a backup")
     if not applied or "invocations" not in tables:

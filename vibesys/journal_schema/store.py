@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from vibesys.errors import StaleState
 from vibesys.journal_schema.clock import iso, utc_now
@@ -32,11 +30,15 @@ from vibesys.journal_schema.opening import (
     journal_path,
     open_journal,
 )
+from vibesys.journal_schema.polls import PollRecords
 from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import attempt_facts, attempt_updates, row_updates
 from vibesys.states import Decision, Event, JobState, decide
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -50,11 +52,17 @@ __all__ = [
 ]
 
 
-class Journal(InvocationReads, LeaseRecords, ProgressRecords):
-    def __init__(self, db: Database, path: Path) -> None:
-        self.db = db
-        self.conn: sqlite3.Connection = db.conn
+class Journal(InvocationReads, LeaseRecords, ProgressRecords, PollRecords):
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
         self.path = path
+
+    @property
+    def db(self) -> Database:
+        """The connection as a sqlite-utils Database (imported on first use)."""
+        from sqlite_utils import Database
+
+        return Database(self.conn)
 
     def close(self) -> None:
         self.conn.close()
