@@ -14,12 +14,17 @@ from vibesys.states import FailureClass, JobState
 
 #: The invocation row joined with its current attempt's facts (one indexed lookup each).
 ROW_COLUMNS = (
-    "i.id AS id, label, adapter, command, request, request_version, cwd, env_file, state, "
-    "version, i.attempt AS attempt, max_retries, retries, outcome, exit_code, "
-    "i.failure_class AS failure_class, cancel_requested, not_before, run_dir, created_at, "
-    "updated_at, lease_owner, lease_expires_at, a.job_id AS a_job_id, "
-    "a.dispatched_at AS a_dispatched_at, a.fence_intended_at AS a_fence_intended_at, "
-    "a.intended_at AS a_intended_at, a.job_name AS a_job_name"
+    "i.id AS id, i.label AS label, i.adapter AS adapter, i.command AS command, "
+    "i.request AS request, i.request_version AS request_version, i.cwd AS cwd, "
+    "i.env_file AS env_file, i.state AS state, i.version AS version, i.attempt AS attempt, "
+    "i.max_retries AS max_retries, i.retries AS retries, i.outcome AS outcome, "
+    "i.exit_code AS exit_code, i.failure_class AS failure_class, "
+    "i.cancel_requested AS cancel_requested, i.not_before AS not_before, "
+    "i.run_dir AS run_dir, i.created_at AS created_at, i.updated_at AS updated_at, "
+    "i.lease_owner AS lease_owner, i.lease_expires_at AS lease_expires_at, "
+    "a.job_id AS a_job_id, a.dispatched_at AS a_dispatched_at, "
+    "a.fence_intended_at AS a_fence_intended_at, a.intended_at AS a_intended_at, "
+    "a.job_name AS a_job_name"
 )
 ROW_FROM = (
     "FROM invocations i LEFT JOIN attempts a ON a.invocation_id = i.id AND a.attempt = i.attempt"
