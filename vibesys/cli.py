@@ -23,6 +23,7 @@ from vibesys.errors import VibesysError
 if TYPE_CHECKING:
     from vibesys.engine import DriveOptions, Engine, StopFlag
     from vibesys.journal_schema import Invocation, Journal
+    from vibesys.live import LiveStatus
 
 app = typer.Typer(
     name="vibesys",
@@ -119,6 +120,20 @@ def _interruptible() -> Iterator[StopFlag]:
             signal.signal(signum, old)
 
 
+def _live_status(quiet: bool) -> LiveStatus | None:
+    """The terminal's status line and transfer bar: only when stdout and stderr are both
+    terminals and nothing asked for quiet output (`--json`, `--detach`)."""
+    try:
+        both = sys.stdout.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        both = False
+    if quiet or not both:
+        return None
+    from vibesys.live import LiveStatus
+
+    return LiveStatus()
+
+
 def _finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: bool) -> NoReturn:
     from vibesys.render import EXIT_OUTPUT_FAILED, exit_status, summary
 
@@ -166,8 +181,12 @@ def run(ctx: typer.Context, **values: Any) -> None:
             parent_journal.close()
         request = checked.request()
         store = _open(values["journal"])
+        live = _live_status(values["as_json"] or values["detach"])
         engine = _engine(
-            store, checked.patience, retry=RetryPolicy(checked.max_retries, checked.retry_delay)
+            store,
+            checked.patience,
+            retry=RetryPolicy(checked.max_retries, checked.retry_delay),
+            progress=live,
         )
         inv = engine.prepare(
             adapter=checked.adapter,
@@ -180,8 +199,10 @@ def run(ctx: typer.Context, **values: Any) -> None:
             typer.echo(inv.id)
         sink = sys.stderr.buffer if values["as_json"] else sys.stdout.buffer
         tail = None if values["detach"] else LogTail(sink, sys.stderr.buffer)
+        if tail is not None and live is not None:
+            tail.before_write = live.clear
         with _interruptible() as interrupt:
-            options = DriveOptions(tail, values["detach"], interrupt)
+            options = DriveOptions(tail, values["detach"], interrupt, status=live)
             inv = drive(engine, inv, options)
         if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
             raise typer.Exit(0)
@@ -337,9 +358,10 @@ def wait(
         from vibesys.engine import DriveOptions, wait_for
 
         store = _open(journal)
-        engine = _engine(store, unreachable_timeout)
+        live = _live_status(as_json)
+        engine = _engine(store, unreachable_timeout, progress=live)
         with _interruptible() as interrupt:
-            options = DriveOptions(interrupt=interrupt)
+            options = DriveOptions(interrupt=interrupt, status=live)
             inv = wait_for(engine, store.resolve(invocation).id, options)
         _finish(store, inv, options, as_json)
 

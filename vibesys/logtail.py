@@ -6,6 +6,7 @@ replaced (a multi-byte character split across two reads is decoded whole)."""
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -20,6 +21,8 @@ class LogTail:
         self._offsets: dict[Path, int] = {}
         self._decoders: dict[Path, codecs.IncrementalDecoder] = {}
         self._sink_of: dict[Path, BinaryIO] = {}
+        #: called before new bytes are written (a terminal's status line is erased first)
+        self.before_write: Callable[[], None] | None = None
 
     def pump(self, paths: tuple[Path, Path]) -> int:
         """Copy whatever is new; return the number of bytes read."""
@@ -35,6 +38,8 @@ class LogTail:
             with open(path, "rb") as handle:
                 handle.seek(offset)
                 while chunk := handle.read(CHUNK):
+                    if self.before_write is not None:
+                        self.before_write()
                     sink.write(decoder.decode(chunk).encode("utf-8"))
                     offset += len(chunk)
                     copied += len(chunk)

@@ -67,6 +67,7 @@ def test_defaults_of_a_minimal_file() -> None:
     assert slurm.poll_max_seconds == 30.0
     assert slurm.poll_backoff == 2.0
     assert slurm.probe_seconds == 0.25
+    assert slurm.poll_floor_seconds == 1.0
     assert slurm.sacct_lag_seconds == 10.0
     assert slurm.command_timeout_seconds == 60.0
     assert isinstance(slurm.transport, LocalTransportConfig)
@@ -270,8 +271,8 @@ def test_the_ssh_variant_validates() -> None:
             'name = "local-cluster"',
             'name = "c"\nzzz = 1',
             "slurm.zzz: unknown key (allowed: name, remote_workspace_root, sbatch_arguments, "
-            "poll_initial_seconds, poll_max_seconds, poll_backoff, probe_seconds, "
-            "sacct_lag_seconds, command_timeout_seconds, transport)",
+            "poll_initial_seconds, poll_floor_seconds, poll_max_seconds, poll_backoff, "
+            "probe_seconds, sacct_lag_seconds, command_timeout_seconds, transport)",
         ),
         (
             'name = "local-cluster"',

@@ -133,6 +133,20 @@ def test_two_drivers_share_one_query_per_round(
     assert site is not None and site.round == before + 3
 
 
+def test_newly_watched_jobs_wait_the_initial_delay_for_their_first_round(
+    journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    inv = running(a, tmp_path)  # its first look registered it
+    assert fake.status_calls() == []  # just submitted: no scheduler query yet
+    clock.advance(1.9)
+    assert a.observe(journal.get(inv.id)) is None
+    assert fake.status_calls() == []
+    clock.advance(0.2)  # 2 s, the schedule's initial delay
+    assert a.observe(journal.get(inv.id)) is not None
+    assert len(fake.status_calls()) == 1
+
+
 def test_a_round_not_yet_due_is_not_run(
     journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
 ) -> None:
@@ -170,7 +184,8 @@ def test_a_round_that_overlaps_a_commit_stays_stale(
     a = engine(journal, fake, clock, "elsewhere:1:1")
     b = engine(second_journal, fake, clock, "elsewhere:2:1")
     inv = running(a, tmp_path)
-    assert b.observe(second_journal.get(inv.id)) is not None  # b read the first round too
+    make_due(journal, clock)
+    assert b.observe(second_journal.get(inv.id)) is not None  # b ran and read a first round
     clock.advance(5)
     make_due(journal, clock)
     real_status = fake.status
@@ -242,6 +257,7 @@ def test_a_probe_that_finds_an_end_brings_the_round_forward(
 ) -> None:
     a = engine(journal, fake, clock, "elsewhere:1:1")
     inv = running(a, tmp_path)
+    fake.probes.clear()
     rounds = len(fake.status_calls())
     clock.advance(0.5)  # the next round is 2 s away; the probe is due
     assert a.observe(journal.get(inv.id)) is None
@@ -260,6 +276,8 @@ def test_the_floor_holds_between_rounds(
     fake.floor = 10.0
     a = engine(journal, fake, clock, "elsewhere:1:1")
     inv = running(a, tmp_path)
+    make_due(journal, clock)
+    assert a.observe(journal.get(inv.id)) is not None  # a round: the floor counts from here
     fake.ended.add(f"vibesys-{inv.id}-1")
     rounds = len(fake.status_calls())
     for _ in range(8):  # 4 s of probes that all find the marker

@@ -234,3 +234,21 @@ class SharedPolling(Protocol):
         """The names of `jobs` whose end marker exists: cheap, no scheduler request. A job
         found here is worth a status round now. Raises BackendError."""
         ...
+
+
+class Progress(Protocol):
+    """Hears how a transfer goes (a stage, an artifact download) for people: a progress bar
+    on a terminal, nothing elsewhere. Never decided by."""
+
+    def begin(self, label: str, total: int) -> None: ...
+
+    def advance(self, count: int) -> None: ...
+
+    def end(self) -> None: ...
+
+
+@runtime_checkable
+class ShowsProgress(Protocol):
+    """An adapter that can report its transfers to a `Progress` (set by the engine)."""
+
+    progress: Progress | None

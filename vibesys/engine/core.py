@@ -17,7 +17,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.base import Backend, JobRef, SharedPolling, SubmitRequest
+from vibesys.adapters.base import (
+    Backend,
+    JobRef,
+    Progress,
+    SharedPolling,
+    ShowsProgress,
+    SubmitRequest,
+)
 from vibesys.adapters.registry import entry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.engine.context import load_context, record_environment
@@ -89,6 +96,8 @@ class Engine:
     clock: Callable[[], datetime] = utc_now
     #: the last thing an effect could not do, per invocation (shown by reconcile and run)
     notes: dict[str, str] = field(default_factory=dict)
+    #: hears of transfers (staging, artifact downloads): a terminal's progress bar
+    progress: Progress | None = None
     _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
     _cancel_sent: dict[tuple[str, int], float] = field(default_factory=dict)
     #: this process's side of the status rounds shared per site (engine/shared_poll.py)
@@ -106,7 +115,10 @@ class Engine:
         request = self.request_of(inv)
         key = (inv.adapter, request.backend_key())
         if key not in self._backends:
-            self._backends[key] = self.backends(inv.adapter, request)
+            built = self.backends(inv.adapter, request)
+            if self.progress is not None and isinstance(built, ShowsProgress):
+                built.progress = self.progress
+            self._backends[key] = built
         return self._backends[key]
 
     def job_ref(self, inv: Invocation) -> JobRef:

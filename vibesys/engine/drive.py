@@ -13,6 +13,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from vibesys.engine.core import Engine
 from vibesys.engine.logs import LogTail
@@ -47,6 +48,15 @@ class StopFlag:
         return self._set
 
 
+class StatusSink(Protocol):
+    """Hears, on every round, how the driven invocation stands and what was last seen of its
+    job (a terminal's status line, `vibesys/live.py`)."""
+
+    def show(self, inv: Invocation, seen: Seen | None) -> None: ...
+
+    def clear(self) -> None: ...
+
+
 @dataclass
 class DriveOptions:
     tail: LogTail | None = None
@@ -57,6 +67,8 @@ class DriveOptions:
     owner: bool = True
     #: set by `drive`/`wait_for`: why the output stopped (a broken pipe, a full disk)
     output_error: str | None = None
+    #: a live status line, when the output is a terminal
+    status: StatusSink | None = None
 
 
 def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invocation:
@@ -68,6 +80,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     stop = options.interrupt or StopFlag()
     watch = _Watch(engine)
     inv = invocation
+    last_seen: Seen | None = None
     try:
         while True:
             if not watch.renew(inv):
@@ -81,6 +94,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
             seen = watch.observe(inv) if needed else None
             if seen is not None or not needed:
                 inv = engine.advance(inv, seen)
+            last_seen = seen or (last_seen if needs_observation(inv) else None)
             if options.tail is not None:
                 error = _pump(engine, inv, options.tail)
                 if error is not None:
@@ -94,8 +108,12 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                 return inv
             if watch.settled(inv, seen):
                 return inv
+            if options.status is not None:
+                options.status.show(inv, last_seen)
             stop.wait(_pause(engine, inv))
     finally:
+        if options.status is not None:
+            options.status.clear()
         engine.journal.release_lease(inv.id, engine.owner)
 
 

@@ -137,7 +137,7 @@ def _collect(engine: Engine, inv: Invocation) -> Event | None:
         # Logs and artifacts come home before anything may clean the remote directory.
         spool_logs(engine.journal, backend, ref)
         collected = backend.collect(ref)
-        artifacts = collect_artifacts(engine.journal, backend, ref, inv.artifacts)
+        artifacts = collect_artifacts(engine.journal, backend, ref, inv.artifacts, engine.progress)
     except Exception as exc:
         engine.note(inv, f"collection failed, will retry: {error_facts(exc).reason}")
         return None

@@ -100,6 +100,8 @@ class SharedPoll:
     #: rounds this process ran, and probes (for people and tests)
     rounds_run: int = 0
     probes_run: int = 0
+    #: invocations this process registered as watched
+    _watching: set[str] = field(default_factory=set)
 
     # -- what drivers call ------------------------------------------------------------------
 
@@ -107,7 +109,7 @@ class SharedPoll:
         """A fresh observation of `inv`'s attempt, running the site's round or probe when it is
         this process's turn; None when there is none yet (look again after `pause`)."""
         site = backend.poll_site()
-        self.engine.journal.watch(site, [inv.id])
+        self._watch(site, [inv], backend)
         fresh = self._fresh(site, inv)
         if fresh is None:
             self._work(site, backend, self.engine.journal.poll_site(site))
@@ -121,7 +123,7 @@ class SharedPoll:
         as soon as the floor allows, or awaited when another process runs one."""
         journal = self.engine.journal
         site = backend.poll_site()
-        journal.watch(site, [inv.id for inv in invocations])
+        journal.watch(site, [inv.id for inv in invocations])  # a round at once: no hold
         found: dict[str, Seen] = {}
         deadline = time.monotonic() + FORCED_ROUND_PATIENCE
         while True:
@@ -176,6 +178,19 @@ class SharedPoll:
             self.engine.journal.advance_due(site, soon)
 
     # -- the turn of this process -----------------------------------------------------------
+
+    def _watch(self, site: str, invocations: Sequence[Invocation], backend: SharedPolling) -> None:
+        if all(inv.id in self.consumed or inv.id in self._watching for inv in invocations):
+            return
+        now = self.engine.clock()
+        initial = backend.poll_schedule({}).initial
+        self.engine.journal.watch(
+            site,
+            [inv.id for inv in invocations],
+            now=now,
+            hold_until=now + _seconds(initial),
+        )
+        self._watching.update(inv.id for inv in invocations)
 
     def _fresh(self, site: str, inv: Invocation) -> Seen | None:
         seen = self.engine.journal.observation(site, inv.id)

@@ -138,8 +138,17 @@ class PollRecords:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def watch(self, site: str, invocation_ids: Sequence[str]) -> None:
-        """Have every round at `site` observe these invocations (until they need it no more)."""
+    def watch(
+        self,
+        site: str,
+        invocation_ids: Sequence[str],
+        *,
+        now: datetime | None = None,
+        hold_until: datetime | None = None,
+    ) -> None:
+        """Have every round at `site` observe these invocations (until they need it no more).
+        Newly watched ones make a round that nobody has waited for (its time is past) due at
+        `hold_until`, not at once: a job just submitted needs no scheduler query yet."""
         known = {
             row[0]
             for row in self.conn.execute(
@@ -155,6 +164,12 @@ class PollRecords:
                 "INSERT OR IGNORE INTO poll_watch (site, invocation_id) VALUES (?, ?)",
                 [(site, i) for i in missing],
             )
+            if hold_until is not None and now is not None:
+                conn.execute(
+                    "UPDATE poll_sites SET due_at=? WHERE site=? "
+                    "AND (due_at IS NULL OR due_at < ?)",
+                    (iso(hold_until), site, iso(now)),
+                )
 
     def take_poller(
         self,

@@ -243,6 +243,9 @@ class SlurmScheduler:
             raise ValueError(f"unknown log stream {stream!r}")
         counter = _Counting(sink)
         path = str(self.remote_dir(job) / stream)
+        if self.shares_filesystem:
+            # The cluster's files are this host's: read them, no command to start.
+            return _copy_from(path, offset, counter)
         result = self.runner.stream(
             ["sh", "-c", _READ_FROM, "vibesys-log", path, str(offset + 1)],
             counter,
@@ -290,7 +293,7 @@ class SlurmScheduler:
 
     def poll_schedule(self, facts: Mapping[str, str]) -> PollSchedule:
         slurm = self.config.slurm
-        floor, why = slurm.poll_initial_seconds, "poll_initial_seconds"
+        floor, why = slurm.poll_floor_seconds, "poll_floor_seconds"
         limit = parse_rate_limit(facts.get("SlurmctldParameters", ""))
         if limit is not None:
             # One round is one slurmctld RPC (squeue; sacct asks slurmdbd): keep our rounds to
@@ -317,6 +320,23 @@ class SlurmScheduler:
             return {name for d, name in dirs.items() if os.path.exists(f"{d}/{EXIT_CODE_FILE}")}
         out = self.checked(["sh", "-c", _PROBE_MARKERS, "vibesys-probe", *dirs])
         return {dirs[line] for line in out.splitlines() if line in dirs}
+
+
+def _copy_from(path: str, offset: int, sink: Sink) -> int:
+    """Copy `path` from `offset` to `sink`; 0 bytes for a file that does not exist yet."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise BackendUnavailable(f"reading {path} failed: {exc.strerror or exc}") from None
+    copied = 0
+    with handle:
+        handle.seek(offset)
+        while chunk := handle.read(1 << 20):
+            sink.write(chunk)
+            copied += len(chunk)
+    return copied
 
 
 class _Counting:
