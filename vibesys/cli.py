@@ -120,6 +120,16 @@ def _interruptible() -> Iterator[StopFlag]:
             signal.signal(signum, old)
 
 
+def _prewarm(adapter: str, request: Any) -> None:
+    """Let the adapter start reaching its cluster now, if it can (an SSH connection), so that
+    the round trips overlap recording the invocation."""
+    from vibesys.adapters.registry import entry
+
+    warm = getattr(entry(adapter).load(), "prewarm", None)
+    if callable(warm):
+        warm(request)
+
+
 def _live_status(quiet: bool) -> LiveStatus | None:
     """The terminal's status line and transfer bar: only when stdout and stderr are both
     terminals and nothing asked for quiet output (`--json`, `--detach`)."""
@@ -180,6 +190,7 @@ def run(ctx: typer.Context, **values: Any) -> None:
             checked.resolve_after(parent_journal)
             parent_journal.close()
         request = checked.request()
+        _prewarm(checked.adapter, request)
         store = _open(values["journal"])
         live = _live_status(values["as_json"] or values["detach"])
         engine = _engine(

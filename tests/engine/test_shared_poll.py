@@ -351,3 +351,34 @@ def test_observations_round_trip_through_the_journal(sight: Sight) -> None:
         None,
     )
     assert seen_from_json(seen_to_json(seen)) == seen
+
+
+def test_an_observation_is_stale_once_the_next_round_is_due(
+    journal: Journal, second_journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    inv = running(a, tmp_path)
+    make_due(journal, clock)
+    assert a.observe(journal.get(inv.id)) is not None  # round 1
+    # Much later, another process arrives while someone else runs the overdue round: round
+    # 1 is older than a round by now, and it must wait for the new one.
+    clock.advance(600)
+    take_lease(journal, "another-host:77:1", clock)
+    late = engine(second_journal, fake, clock, "elsewhere:2:1")
+    assert late.observe(second_journal.get(inv.id)) is None
+    observation = journal.observation(SITE, inv.id)
+    assert observation is not None and observation.round == 1
+
+
+def test_reconcile_asks_anew_even_after_a_recent_round(
+    journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    inv = running(a, tmp_path)
+    make_due(journal, clock)
+    assert a.observe(journal.get(inv.id)) is not None
+    journal.release_lease(inv.id, a.owner)
+    calls = len(fake.status_calls())
+    clock.advance(1)  # the floor (0 here) allows a round; the schedule's next one is later
+    reconcile(engine(journal, fake, clock, "elsewhere:4:1"))
+    assert len(fake.status_calls()) == calls + 1

@@ -110,11 +110,8 @@ class SharedPoll:
         this process's turn; None when there is none yet (look again after `pause`)."""
         site = backend.poll_site()
         self._watch(site, [inv], backend)
-        fresh = self._fresh(site, inv)
-        if fresh is None:
-            self._work(site, backend, self.engine.journal.poll_site(site))
-            fresh = self._fresh(site, inv)
-        return fresh
+        self._work(site, backend, self.engine.journal.poll_site(site))
+        return self._fresh(site, inv)
 
     def observe_now(
         self, invocations: Sequence[Invocation], backend: SharedPolling
@@ -125,10 +122,11 @@ class SharedPoll:
         site = backend.poll_site()
         journal.watch(site, [inv.id for inv in invocations])  # a round at once: no hold
         found: dict[str, Seen] = {}
+        asked = self.engine.clock()
         deadline = time.monotonic() + FORCED_ROUND_PATIENCE
         while True:
             for inv in invocations:
-                if inv.id not in found and (seen := self._fresh(site, inv)) is not None:
+                if inv.id not in found and (seen := self._fresh(site, inv, asked)) is not None:
                     found[inv.id] = seen
             if len(found) == len(invocations):
                 return found
@@ -192,12 +190,25 @@ class SharedPoll:
         )
         self._watching.update(inv.id for inv in invocations)
 
-    def _fresh(self, site: str, inv: Invocation) -> Seen | None:
-        seen = self.engine.journal.observation(site, inv.id)
+    def _fresh(self, site: str, inv: Invocation, asked: datetime | None = None) -> Seen | None:
+        """The site's observation of `inv` if it is fresh for this process: taken for its
+        current attempt and version, from a round this process has not read, that is still
+        the latest one the schedule allows (once the next round is due, it is stale), and, for
+        `asked`, made since then."""
+        journal = self.engine.journal
+        seen = journal.observation(site, inv.id)
         if seen is None or (seen.attempt, seen.version) != (inv.attempt, inv.version):
             return None
         if seen.round <= self.consumed.get(inv.id, 0):
             return None  # already handed out: a new round is needed
+        if asked is not None and datetime.fromisoformat(seen.observed_at) < asked:
+            return None
+        row = journal.poll_site(site)
+        if row is None or row.round != seen.round:
+            return None
+        due = _after(row.due_at, 0.0)
+        if due is not None and due <= self.engine.clock() and row.poller != self.engine.owner:
+            return None  # a newer round is due: this one is older than a round
         self.consumed[inv.id] = seen.round
         return seen_from_json(seen.seen)
 

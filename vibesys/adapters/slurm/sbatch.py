@@ -36,6 +36,7 @@ from vibesys.adapters.staging import (
     verify_script,
 )
 from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
+from vibesys.adapters.transports import prewarm as prewarm_transport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected, UsageError
 from vibesys.snapshot import CandidateError, Manifest, SnapshotPolicy, build_manifest
@@ -260,6 +261,12 @@ def build(request: SbatchRequest) -> SbatchBackend:
     return SbatchBackend(request.site())
 
 
+def prewarm(request: SbatchRequest) -> None:
+    """Start reaching the cluster (an SSH connection and its helper) while `vibesys run` still
+    records the invocation: the first command then finds it ready."""
+    prewarm_transport(request.site().slurm.transport)
+
+
 #: The registry's names for this adapter's request model and request builder.
 Request = SbatchRequest
-__all__ = ["REJECTIONS", "Request", "SbatchBackend", "build", "make_request"]
+__all__ = ["REJECTIONS", "Request", "SbatchBackend", "build", "make_request", "prewarm"]

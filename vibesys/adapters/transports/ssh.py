@@ -50,8 +50,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import paramiko  # type: ignore[import-untyped]
-
+from vibesys.adapters.transports._paramiko import paramiko
 from vibesys.adapters.transports.base import (
     CommandResult,
     Sink,
@@ -196,6 +195,8 @@ class SshTransport(SshConnection):
         self._no_helper: int | None = None
         #: helpers started so far (for tests and benchmarks)
         self.helpers_started = 0
+        #: set while `warm` starts a helper: a command waits for it rather than start another
+        self._warming: threading.Event | None = None
 
     @classmethod
     def from_config(
@@ -268,6 +269,24 @@ class SshTransport(SshConnection):
         """The command string that starts the helper (through the remote user's shell)."""
         shell = LOGIN_SHELL if self.login_shell else HELPER_SHELL
         return shell_join(launch_command(shell, len(helper_source()), self.helper_pythons))
+
+    def warm(self) -> None:
+        """Connect and start a helper now (see `transports.prewarm`); errors are left to the
+        first command, which meets them again and reports them."""
+        if not self.use_helper:
+            return
+        started = threading.Event()
+        self._warming = started
+        try:
+            transport = self._ensure_connected()
+            helper = self._take_helper(transport, "warm up", self.secrets(), waiting=False)
+            if helper is not None:
+                self._give_back(helper)
+        except Exception:
+            pass  # the first command will say what is wrong
+        finally:
+            started.set()
+            self._warming = None
 
     def close(self) -> None:
         with self._pool_lock:
@@ -408,10 +427,13 @@ class SshTransport(SshConnection):
     # -- the helper -----------------------------------------------------------------------------
 
     def _take_helper(
-        self, transport: Any, what: str, secrets: frozenset[str]
+        self, transport: Any, what: str, secrets: frozenset[str], *, waiting: bool = True
     ) -> HelperSession | None:
         """An idle helper of the current connection, or a new one; None when commands must run
         one channel each (no helper wanted, or it cannot start on this connection)."""
+        warming = self._warming
+        if waiting and warming is not None:
+            warming.wait(timeout=self.connect_timeout + 60)  # one is on its way: take it
         generation = self.connections
         if not self.use_helper or self._no_helper == generation:
             return None
