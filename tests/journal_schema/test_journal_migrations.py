@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -193,3 +195,18 @@ def test_m003_turns_options_into_typed_requests(tmp_path: Path) -> None:
         assert not {"options", "snapshot_digest"} & columns
     finally:
         journal.close()
+
+
+def test_opening_a_current_journal_for_writing_needs_no_sqlite_utils(
+    journal: Journal, journal_file: Path
+) -> None:
+    # Every step is applied: nothing to migrate, so `vibesys run` need not import sqlite-utils.
+    journal.close()
+    code = (
+        "import sys; from pathlib import Path; "
+        "from vibesys.journal_schema.opening import open_journal; "
+        f"j = open_journal(Path({str(journal_file)!r})); "
+        "print(sorted(m for m in sys.modules if m.startswith('sqlite_utils')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

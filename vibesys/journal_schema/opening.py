@@ -110,13 +110,15 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
                 )
     conn = _connect(path, readonly)
     try:
-        _check_schema(conn, path, readonly)
+        applied = _check_schema(conn, path, readonly)
         if not readonly:
             _enter_wal(conn)
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys=ON")
-        if not readonly:
+        # A journal with every step applied has nothing to migrate: no need for sqlite-utils
+        # (it costs every `vibesys run` tens of milliseconds to import).
+        if not readonly and not applied.issuperset(KNOWN):
             # Check again and migrate under the write lock, in one transaction (sqlite-utils
             # nests its steps as savepoints): two processes opening a fresh journal at once
             # must neither both run m001 nor see the other's half-created schema.
@@ -205,12 +207,13 @@ def _enter_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.005)
 
 
-def _check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+def _check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> set[str]:
+    """The steps applied to the journal at `path`, once it is known to be one we may use."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if not tables:
         if readonly:
             raise NotAJournal(f"{path} is an empty database, not a vibesys journal")
-        return
+        return set()
     applied: set[str] = set()
     if "_sqlite_migrations" in tables:
         # sqlite-utils' record of applied steps, read without it.
@@ -233,3 +236,4 @@ def _check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
         )
     if readonly and KNOWN - applied:
         raise JournalError(f"{path} has an older schema; run `vibesys reconcile` to upgrade it")
+    return applied
