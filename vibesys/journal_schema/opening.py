@@ -108,6 +108,10 @@ def open_journal(path: Path, *, readonly: bool = False) -> Journal:
                     f"cannot open the journal {path} for writing: {needed} is not writable "
                     "(journal list, show and verify can still read it)"
                 )
+    if not readonly and not path.exists():
+        # A new journal: load the migrations first, so the file stays empty (unreadable to
+        # `journal list`) for as short a time as possible.
+        from vibesys.journal_schema import migrations as _migrations  # noqa: F401
     conn = _connect(path, readonly)
     try:
         applied = _check_schema(conn, path, readonly)
