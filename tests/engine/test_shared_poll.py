@@ -382,3 +382,51 @@ def test_reconcile_asks_anew_even_after_a_recent_round(
     clock.advance(1)  # the floor (0 here) allows a round; the schedule's next one is later
     reconcile(engine(journal, fake, clock, "elsewhere:4:1"))
     assert len(fake.status_calls()) == calls + 1
+
+
+def test_a_retried_invocation_is_watched_again_after_a_round_forgot_it(
+    journal: Journal, second_journal: Journal, clock: Clock, tmp_path: Path
+) -> None:
+    fake = SharedFake([FakeAttempt((S.PREEMPTED,)), FakeAttempt((S.RUNNING, S.COMPLETED))])
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    a.retry = RetryPolicy(max_retries=2, initial_delay_seconds=2.0)  # a backoff to forget in
+    other = engine(second_journal, fake, clock, "elsewhere:2:1")
+    inv = running(a, tmp_path)
+    make_due(journal, clock)
+    inv = a.advance(journal.get(inv.id))  # the round sees PREEMPTED: RETRYING
+    assert inv.state is JobState.RETRYING
+    # Another process's round meanwhile forgets it: it needs no observation while RETRYING.
+    clock.advance(5)
+    make_due(journal, clock)
+    other_inv = running(other, tmp_path)
+    make_due(journal, clock)
+    assert other.observe(second_journal.get(other_inv.id)) is not None
+    assert journal.observation(SITE, inv.id) is None
+    # Attempt 2 runs: its driver must register it again, or no round would ever look at it.
+    clock.advance(5)
+    inv = a.advance(journal.get(inv.id))
+    assert (inv.state, inv.attempt) == (JobState.RUNNING, 2)
+    for _ in range(6):
+        clock.advance(5)
+        make_due(journal, clock)
+        inv = a.advance(journal.get(inv.id))
+    assert inv.state is JobState.DONE and inv.outcome is not None
+    assert inv.outcome.value == "COMPLETED"
+
+
+def test_taking_the_poller_lease_is_refused_while_a_live_process_holds_it(
+    journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    # The lease itself (not only the callers' look before it): two processes that both saw
+    # the lease free race for it in the journal, and only one gets it.
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    running(a, tmp_path)
+    make_due(journal, clock)
+    taken = journal.take_poller(SITE, "elsewhere:1:1", timedelta(minutes=2), clock(), after_round=0)
+    assert taken is not None
+    assert (
+        journal.take_poller(SITE, "elsewhere:2:1", timedelta(minutes=2), clock(), after_round=0)
+        is None
+    )
+    site = journal.poll_site(SITE)
+    assert site is not None and site.poller == "elsewhere:1:1"

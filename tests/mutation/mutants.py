@@ -16,6 +16,9 @@ PARSE = "vibesys/adapters/slurm/parse.py"
 RENDER = "vibesys/render.py"
 STORE = "vibesys/journal_schema/store.py"
 LEASES = "vibesys/journal_schema/leases.py"
+SHARED_POLL = "vibesys/engine/shared_poll.py"
+POLLS = "vibesys/journal_schema/polls.py"
+MACHINE = "vibesys/states/machine.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -27,6 +30,9 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
         "tests/journal_schema/test_journal_golden.py",
     ),
     LEASES: ("tests/journal_schema/test_journal_leases.py",),
+    SHARED_POLL: ("tests/engine/test_shared_poll.py",),
+    POLLS: ("tests/engine/test_shared_poll.py",),
+    MACHINE: ("tests/states/test_states_decide.py",),
 }
 
 
@@ -83,5 +89,11 @@ MUTANTS: list[Mutant] = [
     M("lease-bulk-ignores-holders", LEASES, "rows if lease_free(holder, exp, owner, moment))", "rows)", "a reconcile round takes leases that live processes hold"),
     M("lease-bulk-expires-at-once", LEASES, "[(owner, iso(moment + ttl), i) for i in sorted(taken)]", "[(owner, iso(moment), i) for i in sorted(taken)]", "leases taken in bulk expire at once"),
     M("lease-release-not-owned", LEASES, '"WHERE id=? AND lease_owner=?",', "\"WHERE id=? AND ?!=''\",", "a process releases leases it does not hold"),
+    M("shared-poll-ignores-version", SHARED_POLL, "if seen is None or (seen.attempt, seen.version) != (inv.attempt, inv.version):", "if seen is None or seen.attempt != inv.attempt:", "an observation taken before the driver's last commit is read as fresh"),
+    M("shared-poll-rereads-a-round", SHARED_POLL, "if seen.round <= self.consumed.get(inv.id, 0):", "if seen.round < self.consumed.get(inv.id, 0):", "a driver reads the same round twice"),
+    M("shared-poll-stale-when-due", SHARED_POLL, "if due is not None and due <= self.engine.clock() and row.poller != self.engine.owner:", "if False:", "an observation older than a round is read as fresh once the next is due"),
+    M("poller-lease-ignores-holder", POLLS, "if not lease_free(current.poller, current.poller_expires_at, owner, now):", "if False:", "two processes run a site's round at once (a live poller's lease is taken)"),
+    M("poller-dead-lease-blocks", POLLS, "if not lease_free(current.poller, current.poller_expires_at, owner, now):", "if current.poller not in (None, owner):", "a dead poller's lease never passes to another"),
+    M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
 ]
 # fmt: on

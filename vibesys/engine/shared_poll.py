@@ -100,8 +100,8 @@ class SharedPoll:
     #: rounds this process ran, and probes (for people and tests)
     rounds_run: int = 0
     probes_run: int = 0
-    #: invocations this process registered as watched
-    _watching: set[str] = field(default_factory=set)
+    #: (invocation, version) pairs this process registered as watched
+    _watching: set[tuple[str, int]] = field(default_factory=set)
 
     # -- what drivers call ------------------------------------------------------------------
 
@@ -178,7 +178,9 @@ class SharedPoll:
     # -- the turn of this process -----------------------------------------------------------
 
     def _watch(self, site: str, invocations: Sequence[Invocation], backend: SharedPolling) -> None:
-        if all(inv.id in self.consumed or inv.id in self._watching for inv in invocations):
+        # A round forgets an invocation that needs no observation (RETRYING, COLLECTING): a
+        # new version may need watching again, so registration is per version.
+        if all((inv.id, inv.version) in self._watching for inv in invocations):
             return
         now = self.engine.clock()
         initial = backend.poll_schedule({}).initial
@@ -188,7 +190,7 @@ class SharedPoll:
             now=now,
             hold_until=now + _seconds(initial),
         )
-        self._watching.update(inv.id for inv in invocations)
+        self._watching.update((inv.id, inv.version) for inv in invocations)
 
     def _fresh(self, site: str, inv: Invocation, asked: datetime | None = None) -> Seen | None:
         """The site's observation of `inv` if it is fresh for this process: taken for its
