@@ -35,7 +35,7 @@ from _common import (
     us,
 )
 
-TARGET = 2.0
+TARGET = 1.3
 
 
 def main() -> int:

@@ -8,6 +8,10 @@
    records the end (the Finished transition). Target: about 2 s.
 3. `vibesys run --adapter sbatch -- true` against `sbatch --wait --wrap true`, interleaved.
    Target: ratio of medians <= 1.5.
+4. The same `vibesys run` over the SSH transport (the project's sshd on 127.0.0.1:2222)
+   against the local transport, interleaved. Target (issue 11): ratio of medians <= 1.3.
+   Checks, in process with the commands counted at the transport: a submission over SSH is one
+   remote command, and a status round of a queued job is one.
 
     .venv/bin/python benchmarks/bench_slurm.py [--quick] [--dir DIR]
 """
@@ -38,6 +42,7 @@ from _common import (
 NEEDS_CLUSTER = True
 
 CLIENTS = ("squeue", "sacct", "sbatch", "scancel", "scontrol", "sinfo")
+SSH_TARGET = 1.3
 SCHEDULER = ("squeue", "sacct", "sbatch", "scancel", "scontrol", "sinfo")
 
 
@@ -61,6 +66,9 @@ def main() -> int:
         bench_reconcile(verdicts, base, config, count)
         bench_latency(verdicts, base, config, runs)
         bench_wall(verdicts, base, config, runs)
+        ssh_config = write_ssh_config(base, Path(os.environ["VIBESYS_SLURM_DIR"]) / "ssh")
+        bench_ssh_round_trips(verdicts, base, ssh_config)
+        bench_ssh_wall(verdicts, base, config, ssh_config, runs)
     return verdicts.finish()
 
 
@@ -74,6 +82,113 @@ def write_config(base: Path) -> Path:
         "max_time_minutes = 30\ndefault_time_minutes = 5\n"
     )
     return path
+
+
+def write_ssh_config(base: Path, ssh_dir: Path) -> Path:
+    """The same site reached over SSH (the local cluster's sshd), with the default settings."""
+    path = base / "slurm-ssh.toml"
+    path.write_text(
+        '[slurm]\nname = "bench-ssh"\n'
+        f'remote_workspace_root = "{base / "remote"}"\n'
+        'poll_initial_seconds = 1.0\n\n[slurm.transport]\nkind = "ssh"\n'
+        'host = "127.0.0.1"\nport = 2222\nuser = "root"\n'
+        f'identity_file = "{ssh_dir / "id_ed25519"}"\n'
+        f'known_hosts = "{ssh_dir / "known_hosts"}"\n'
+    )
+    return path
+
+
+def bench_ssh_round_trips(verdicts: Verdicts, base: Path, ssh_config: Path) -> None:
+    """Remote commands per submission and per status round, counted at the transport."""
+    from vibesys.adapters.base import JobContext, JobRef, SubmitRequest
+    from vibesys.adapters.slurm.request import SbatchRequest
+    from vibesys.adapters.slurm.sbatch import SbatchBackend
+    from vibesys.config import load_slurm_config
+
+    backend = SbatchBackend(load_slurm_config(ssh_config))
+    runner = backend.scheduler.runner
+    commands: list[str] = []
+    for method in ("run", "stream"):
+        real = getattr(runner, method)
+
+        def counted(*args: object, _real: object = real, **kwargs: object) -> object:
+            commands.append(str(args[0][0]))  # type: ignore[index]
+            return _real(*args, **kwargs)  # type: ignore[operator]
+
+        setattr(runner, method, counted)
+    request = SbatchRequest(site_config=str(ssh_config), time_minutes=5, partitions=("main",))
+    name = "vibesys-benchrt0001-1"
+    run_dir = base / "round-trips" / "1"
+    receipt = backend.submit(
+        SubmitRequest(
+            "benchrt0001", 1, name, ["sleep", "30"], run_dir, JobContext(str(base)), request
+        )
+    )
+    submit_commands = list(commands)
+    commands.clear()
+    ref = JobRef(name, receipt.job_id, run_dir, None, "benchrt0001", 1)
+    status = backend.status([ref])[name]
+    round_commands = list(commands)
+    backend.cancel(ref)
+    runner.close()  # type: ignore[attr-defined]
+    report(
+        [
+            ("ssh: remote commands per submission", f"{len(submit_commands)} {submit_commands}"),
+            ("ssh: remote commands per status round", f"{len(round_commands)} {round_commands}"),
+        ]
+    )
+    verdicts.check(
+        "ssh_submit_is_one_round_trip",
+        len(submit_commands) == 1,
+        f"{len(submit_commands)} remote command(s) for a submission",
+    )
+    verdicts.check(
+        "ssh_status_round_is_one_round_trip",
+        len(round_commands) == 1 and status.state.value in ("PENDING", "RUNNING"),
+        f"{len(round_commands)} remote command(s) for a round; the job is {status.state}",
+    )
+
+
+def bench_ssh_wall(
+    verdicts: Verdicts, base: Path, config: Path, ssh_config: Path, runs: int
+) -> None:
+    cwd = base / "ssh-wall"
+    cwd.mkdir()
+
+    def run_with(site: Path) -> float:
+        t0 = time.perf_counter()
+        subprocess.run(
+            [
+                *vibesys_argv(),
+                "run",
+                "--adapter",
+                "sbatch",
+                "--slurm-config",
+                str(site),
+                "--time",
+                "5",
+                "--",
+                "true",
+            ],
+            cwd=cwd,
+            capture_output=True,
+            check=True,
+            env=clean_env(),
+        )
+        return time.perf_counter() - t0
+
+    over_ssh, local = interleave(runs, lambda: run_with(ssh_config), lambda: run_with(config))
+    ratio = median(over_ssh) / median(local)
+    report(
+        [
+            ("run --adapter sbatch -- true over SSH (median)", f"{median(over_ssh):.2f} s"),
+            ("run --adapter sbatch -- true, local transport (median)", f"{median(local):.2f} s"),
+        ]
+    )
+    verdicts.ratio("sbatch_ssh_vs_local", ratio, f"(target <= {SSH_TARGET})")
+    verdicts.target(
+        "sbatch_ssh_vs_local", ratio <= SSH_TARGET, f"ssh/local ratio {ratio:.2f} <= {SSH_TARGET}"
+    )
 
 
 def shims(base: Path) -> tuple[Path, Path]:

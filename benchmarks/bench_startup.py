@@ -1,10 +1,14 @@
-"""What `vibesys --help` and `vibesys journal show` import, and how fast `--help` starts.
+"""What the commands import, and how fast they start.
 
-1. Imports (the hard check): each command runs in a fresh interpreter through the real entry
-   point (`vibesys.cli.main`), then dumps `sys.modules`. Neither may import paramiko, SkyPilot
-   (`sky`), or any `vibesys.adapters` module but the registry's plain data (issue 2,
-   Performance).
-2. Startup (informational, target <= 1.5x): `python -m vibesys --help` against a bare typer app
+1. Imports (the checks): each command runs in a fresh interpreter through the real entry point
+   (`vibesys.cli_fast.main`), then dumps `sys.modules`. `--help` may import no paramiko,
+   SkyPilot (`sky`) or `vibesys.adapters` module but the registry's plain data (issue 2). The
+   read-only commands agents call in loops (`journal show`, `journal list`, `logs`, `states`)
+   may moreover import no typer (nor its click), no pydantic, no transitions machine and no
+   sqlite-utils (issue 11).
+2. `journal show` against `python -c "import sqlite3, json"`, the same interpreter, run
+   alternately. Target (issue 11, hard): ratio of the medians <= 3.5.
+3. Startup (informational, target <= 1.5x): `python -m vibesys --help` against a bare typer app
    with one command and the same app settings, written to a temporary file, run alternately.
    `python -c pass` is timed too, to show the interpreter's own share.
 
@@ -34,7 +38,10 @@ from _common import (
 )
 
 TARGET = 1.5
+SHOW_TARGET = 3.5
 FORBIDDEN = ("paramiko", "sky", "vibesys.adapters")
+#: What a read-only command must not load besides FORBIDDEN.
+HEAVY = ("typer", "click", "pydantic", "pydantic_core", "transitions", "sqlite_utils")
 #: The adapter registry is plain data (names, options, module paths): `--help` lists it.
 ALLOWED = frozenset({"vibesys.adapters", "vibesys.adapters.registry"})
 
@@ -44,7 +51,7 @@ DUMP_MODULES = textwrap.dedent(
     import json, sys
     out, argv = sys.argv[1], sys.argv[2:]
     sys.argv = ["vibesys", *argv]
-    from vibesys.cli import main
+    from vibesys.cli_fast import main
     try:
         main()
     except SystemExit as exc:
@@ -83,11 +90,11 @@ def main() -> int:
         return run(Path(scratch), reps)
 
 
-def forbidden_in(modules: list[str]) -> list[str]:
+def forbidden_in(modules: list[str], forbidden: tuple[str, ...] = FORBIDDEN) -> list[str]:
     return [
         m
         for m in modules
-        if m not in ALLOWED and any(m == f or m.startswith(f + ".") for f in FORBIDDEN)
+        if m not in ALLOWED and any(m == f or m.startswith(f + ".") for f in forbidden)
     ]
 
 
@@ -97,13 +104,13 @@ def run(scratch: Path, reps: int) -> int:
     target_id = build_journal(journal, 3)[1]
 
     verdicts = Verdicts()
-    for name, label, argv in (
-        ("help", "vibesys --help", ["--help"]),
-        (
-            "journal_show",
-            "vibesys journal show",
-            ["journal", "show", target_id, "--journal", str(journal)],
-        ),
+    at = ["--journal", str(journal)]
+    for name, label, argv, read_only in (
+        ("help", "vibesys --help", ["--help"], False),
+        ("journal_show", "vibesys journal show", ["journal", "show", target_id, *at], True),
+        ("journal_list", "vibesys journal list", ["journal", "list", *at], True),
+        ("logs", "vibesys logs", ["logs", target_id, *at], True),
+        ("states", "vibesys states", ["states"], True),
     ):
         out = scratch / "modules.json"
         done = subprocess.run(
@@ -124,10 +131,18 @@ def run(scratch: Path, reps: int) -> int:
         bad = forbidden_in(result["modules"])
         vibesys_modules = [m for m in result["modules"] if m.startswith("vibesys")]
         print(f"{label}: {len(result['modules'])} modules, {len(vibesys_modules)} of vibesys")
+        if not read_only:
+            verdicts.check(
+                f"{name}_imports_no_paramiko_sky_or_adapter",
+                not bad,
+                f"{label} imported: {', '.join(bad) or 'none of ' + ', '.join(FORBIDDEN)}",
+            )
+            continue
+        heavy = forbidden_in(result["modules"], FORBIDDEN + HEAVY)
         verdicts.check(
-            f"{name}_imports_no_paramiko_sky_or_adapter",
-            not bad,
-            f"{label} imported: {', '.join(bad) if bad else 'none of ' + ', '.join(FORBIDDEN)}",
+            f"{name}_imports_only_what_it_reads",
+            not heavy,
+            f"{label} imported: {', '.join(sorted(heavy)[:8]) or 'none of the heavy modules'}",
         )
 
     bare = scratch / "bare_typer.py"
@@ -153,7 +168,11 @@ def run(scratch: Path, reps: int) -> int:
     few = max(3, reps // 4)
     empty = [run_cmd([sys.executable, "-c", "pass"]) for _ in range(few)]
     show = [*vibesys_help[:-1], "journal", "show", target_id, "--journal", str(journal)]
-    shows = [run_cmd(show) for _ in range(few)]
+    bare_read = [sys.executable, "-c", "import sqlite3, json"]
+    for _ in range(2):
+        run_cmd(show), run_cmd(bare_read)
+    shows, reads = interleave(reps, lambda: run_cmd(show), lambda: run_cmd(bare_read))
+    show_ratio = median(shows) / median(reads)
 
     ratio = median(ours) / median(theirs)
     print(f"{reps} runs each, alternating")
@@ -162,8 +181,15 @@ def run(scratch: Path, reps: int) -> int:
             ("python -m vibesys --help", ms(median(ours))),
             ("bare typer app --help", ms(median(theirs))),
             ("python -c pass", ms(median(empty))),
-            ("python -m vibesys journal show", ms(median(shows)) + "  (informational)"),
+            ("python -m vibesys journal show", ms(median(shows))),
+            ('python -c "import sqlite3, json"', ms(median(reads))),
         ]
+    )
+    verdicts.ratio("journal_show_vs_bare_sqlite3_json", show_ratio, f"(target <= {SHOW_TARGET})")
+    verdicts.target(
+        "journal_show_startup",
+        show_ratio <= SHOW_TARGET,
+        f"journal show {show_ratio:.2f}x python -c 'import sqlite3, json' <= {SHOW_TARGET}",
     )
     verdicts.ratio("help_vs_bare_typer", ratio, f"(target <= {TARGET}, informational)")
     if ratio > TARGET:

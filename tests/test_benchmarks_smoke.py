@@ -33,6 +33,8 @@ EXPECTED_CHECKS = {
         "reconcile_leaves_held_jobs_pending",
         "scheduler_commands_per_round",
         "runs_complete",
+        "ssh_submit_is_one_round_trip",
+        "ssh_status_round_is_one_round_trip",
     },
     "bench_snapshot": {
         "manifest_counts_the_content",
@@ -44,9 +46,16 @@ EXPECTED_CHECKS = {
         "help_runs",
         "help_imports_no_paramiko_sky_or_adapter",
         "journal_show_runs",
-        "journal_show_imports_no_paramiko_sky_or_adapter",
+        "journal_show_imports_only_what_it_reads",
+        "journal_list_runs",
+        "journal_list_imports_only_what_it_reads",
+        "logs_runs",
+        "logs_imports_only_what_it_reads",
+        "states_runs",
+        "states_imports_only_what_it_reads",
         "baseline_app_runs",
     },
+    "bench_concurrent_poll": {"runs_complete_n4", "one_squeue_per_shared_round_n4"},
 }
 
 VERDICT = re.compile(r"^(CHECK|TARGET) ([a-z0-9_]+) (PASS|FAIL)(?: (.*))?$")
@@ -119,7 +128,7 @@ def test_benchmarks_that_touch_the_cluster_say_so() -> None:
         if re.search(r"local-slurm|sbatch|squeue|SshTransport|:2222|\b2222\b", p.read_text())
     }
     declared = {p.stem for p in BENCHMARKS if needs_cluster(p)}
-    assert touching == declared == {"bench_slurm", "bench_ssh_spool"}
+    assert touching == declared == {"bench_concurrent_poll", "bench_slurm", "bench_ssh_spool"}
 
 
 GOOD = """figures for people

@@ -1,3 +1,3 @@
-from vibesys.cli import main
+from vibesys.cli_fast import main
 
 main()

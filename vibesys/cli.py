@@ -1,5 +1,6 @@
 """The `vibesys` command: parse, call the engine, render. Heavy modules are imported inside the
-commands, so `vibesys --help` and `journal show` load no adapter."""
+commands, so `vibesys --help` loads no adapter. The read-only commands live in `cli_read.py`:
+the entry point (`cli_fast.py`) runs them without this app, so they load not even typer."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import os
 import signal
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from vibesys import cli_read
 from vibesys.broker.cli import broker_app
 from vibesys.cli_clusters import clusters_app
 from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
@@ -23,6 +25,7 @@ from vibesys.errors import VibesysError
 if TYPE_CHECKING:
     from vibesys.engine import DriveOptions, Engine, StopFlag
     from vibesys.journal_schema import Invocation, Journal
+    from vibesys.live import LiveStatus
 
 app = typer.Typer(
     name="vibesys",
@@ -78,12 +81,16 @@ def _engine(journal: Journal, patience: float = 0.0, **settings: Any) -> Engine:
 
 
 def _show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
-    shown = inv.to_json(journal.attempts(inv.id), journal.history(inv.id))
-    shown["artifacts"] = [a.to_json() for a in journal.artifacts(inv.id)]
-    shown["clusters"] = [
-        {"attempt": attempt, **lease.to_json()} for attempt, lease in journal.leases_used_by(inv.id)
-    ]
-    return shown
+    return cli_read.show_json(journal, inv)
+
+
+@contextmanager
+def _read_command() -> Iterator[None]:
+    """A read-only command's failure: one line, its exit status."""
+    try:
+        yield
+    except cli_read.CommandFailed as exc:
+        fail(str(exc), exc.status)
 
 
 @contextmanager
@@ -106,6 +113,30 @@ def _interruptible() -> Iterator[StopFlag]:
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+def _prewarm(adapter: str, request: Any) -> None:
+    """Let the adapter start reaching its cluster now, if it can (an SSH connection), so that
+    the round trips overlap recording the invocation."""
+    from vibesys.adapters.registry import entry
+
+    warm = getattr(entry(adapter).load(), "prewarm", None)
+    if callable(warm):
+        warm(request)
+
+
+def _live_status(quiet: bool) -> LiveStatus | None:
+    """The terminal's status line and transfer bar: only when stdout and stderr are both
+    terminals and nothing asked for quiet output (`--json`, `--detach`)."""
+    try:
+        both = sys.stdout.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        both = False
+    if quiet or not both:
+        return None
+    from vibesys.live import LiveStatus
+
+    return LiveStatus()
 
 
 def _finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: bool) -> NoReturn:
@@ -154,9 +185,14 @@ def run(ctx: typer.Context, **values: Any) -> None:
             checked.resolve_after(parent_journal)
             parent_journal.close()
         request = checked.request()
+        _prewarm(checked.adapter, request)
         store = _open(values["journal"])
+        live = _live_status(values["as_json"] or values["detach"])
         engine = _engine(
-            store, checked.patience, retry=RetryPolicy(checked.max_retries, checked.retry_delay)
+            store,
+            checked.patience,
+            retry=RetryPolicy(checked.max_retries, checked.retry_delay),
+            progress=live,
         )
         inv = engine.prepare(
             adapter=checked.adapter,
@@ -169,8 +205,10 @@ def run(ctx: typer.Context, **values: Any) -> None:
             typer.echo(inv.id)
         sink = sys.stderr.buffer if values["as_json"] else sys.stdout.buffer
         tail = None if values["detach"] else LogTail(sink, sys.stderr.buffer)
+        if tail is not None and live is not None:
+            tail.before_write = live.clear
         with _interruptible() as interrupt:
-            options = DriveOptions(tail, values["detach"], interrupt)
+            options = DriveOptions(tail, values["detach"], interrupt, status=live)
             inv = drive(engine, inv, options)
         if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
             raise typer.Exit(0)
@@ -235,17 +273,8 @@ def journal_show(
     as_json: JsonOption = False,
 ) -> None:
     """The whole history of one invocation."""
-    with clean_errors(journal):
-        from vibesys.render import show
-
-        store = _open(journal, readonly=True)
-        inv = store.resolve(invocation)
-        if as_json:
-            typer.echo(json.dumps(_show_json(store, inv), indent=2))
-        else:
-            attempts, history = store.attempts(inv.id), store.history(inv.id)
-            leases = store.leases_used_by(inv.id)
-            typer.echo(show(inv, attempts, history, store.artifacts(inv.id), leases))
+    with _read_command():
+        cli_read.journal_show(journal, invocation, as_json)
 
 
 @journal_app.command("list")
@@ -255,34 +284,8 @@ def journal_list(
     as_json: JsonOption = False,
 ) -> None:
     """One line per invocation."""
-    with clean_errors(journal):
-        from vibesys.render import table
-        from vibesys.states import JobState
-
-        if state is not None and state.upper() not in JobState.__members__:
-            fail(f"unknown state {state!r} (choose from {', '.join(JobState)})")
-        store = _open(journal, readonly=True)
-        invs = store.list_invocations(JobState(state.upper()) if state else None)
-        if as_json:
-            typer.echo(json.dumps([i.to_json(store.attempts(i.id), []) for i in invs]))
-            return
-        typer.echo(
-            table(
-                ("ID", "STATE", "OUTCOME", "EXIT", "ADAPTER", "LABEL", "COMMAND"),
-                [
-                    (
-                        i.id,
-                        i.state,
-                        i.outcome or "-",
-                        "-" if i.exit_code is None else str(i.exit_code),
-                        i.adapter,
-                        i.label or "-",
-                        " ".join(i.command),
-                    )
-                    for i in invs
-                ],
-            )
-        )
+    with _read_command():
+        cli_read.journal_list(journal, state, as_json)
 
 
 @journal_app.command("verify")
@@ -330,18 +333,17 @@ def logs(
 ) -> None:
     """Print the job's output (stdout, then stderr); --follow streams it until the end.
     Following never owns the job: Ctrl-C only stops following."""
+    if not follow:
+        with _read_command():
+            cli_read.logs(journal, invocation)
+        return
     with clean_errors():
         from vibesys.engine import DriveOptions, LogTail, wait_for
 
-        store = _open(journal, readonly=not follow)
+        store = _open(journal)
         inv = store.resolve(invocation)
         engine = _engine(store, 600.0)
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
-        if not follow:
-            for paths in engine.all_log_paths(inv):
-                tail.pump(paths)
-            tail.close()
-            return
         with _interruptible() as interrupt:
             options = DriveOptions(tail=tail, interrupt=interrupt, owner=False)
             wait_for(engine, inv.id, options)
@@ -362,9 +364,10 @@ def wait(
         from vibesys.engine import DriveOptions, wait_for
 
         store = _open(journal)
-        engine = _engine(store, unreachable_timeout)
+        live = _live_status(as_json)
+        engine = _engine(store, unreachable_timeout, progress=live)
         with _interruptible() as interrupt:
-            options = DriveOptions(interrupt=interrupt)
+            options = DriveOptions(interrupt=interrupt, status=live)
             inv = wait_for(engine, store.resolve(invocation).id, options)
         _finish(store, inv, options, as_json)
 
@@ -377,21 +380,8 @@ def states(
 ) -> None:
     """Print the state diagram, generated from the transition table (or the reconcile
     decisions, generated from the planner)."""
-    from vibesys.states import diagram
-
-    def reconcile_table() -> str:
-        from vibesys.engine.plan_table import render_markdown
-
-        return render_markdown()
-
-    renderers: dict[str, Callable[[], str]] = {
-        "mermaid": diagram.mermaid,
-        "dot": diagram.dot,
-        "reconcile": reconcile_table,
-    }
-    if fmt not in renderers:
-        fail(f"unknown format {fmt!r} (choose from {', '.join(renderers)})")
-    typer.echo(renderers[fmt](), nl=False)
+    with _read_command():
+        typer.echo(cli_read.states(fmt), nl=False)
 
 
 @debug_app.command("failpoints")

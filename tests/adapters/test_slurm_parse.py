@@ -49,6 +49,8 @@ def sacct_by_id(name: str, fields: tuple[str, ...] = OLD_SACCT) -> dict[str, Sac
     return {row.job_id: row for row in parse_sacct(data(name), fields)}
 
 
+#: The squeue format before the nodes (%N) were added, in which older fixtures were taken.
+OLD_SQUEUE = "%i|%j|%T|%r|%P|%b"
 VERIFIED = sacct_by_id("sacct/verified_doc_states.txt", SACCT_FIELDS[:6])
 OBSERVED = sacct_by_id("sacct/observed_with_reason.txt")
 EDGES = sacct_by_id("sacct/constructed_edge_cases.txt")
@@ -570,3 +572,23 @@ def test_classification_invariants(
         assert result.exit_code is None
     assert (result.cancelled_by is not None) <= (result.state is RemoteState.CANCELLED)
     assert row.line in result.observation
+
+
+def test_squeue_rows_carry_reason_partition_and_nodes_to_the_status() -> None:
+    rows = {row.job_id: row for row in parse_squeue(data("squeue/observed_with_nodes.txt"))}
+    assert {i: (r.state, r.reason, r.partition, r.nodes) for i, r in rows.items()} == {
+        "508": ("PENDING", "Resources", "main", None),
+        "509": ("PENDING", "Priority", "main", None),
+        "507": ("PENDING", "JobHeldUser", "main", None),
+        "506": ("RUNNING", "None", "main", "node1"),
+    }
+    waiting = classify(rows["508"], None, False)
+    assert (waiting.state, waiting.reason, waiting.partition, waiting.nodes) == (
+        C.PENDING,
+        "Resources",
+        "main",
+        None,
+    )
+    running = classify(rows["506"], None, False)
+    # squeue's "None" is no reason at all.
+    assert (running.state, running.reason, running.nodes) == (C.RUNNING, None, "node1")

@@ -369,19 +369,38 @@ def test_host_key_errors_name_the_host_and_the_fingerprints() -> None:
 
 
 def test_command_line_quotes_for_the_remote_shell() -> None:
+    # The line for the user's shell when commands run one channel each (no helper).
     transport = SshTransport("login", env={})
     argv = ["printf", "%s", "a b", "$(x)", "it's"]
-    line = transport.command_line(argv)
-    outer = shlex.split(line)
+    assert shlex.split(transport.command_line(argv)) == argv
+    with_shell = SshTransport("login", env={}, shell_command=("bash", "-c"))
+    outer = shlex.split(with_shell.command_line(argv))
     assert outer[:2] == ["bash", "-c"]
     assert shlex.split(outer[2]) == argv
+
+
+def test_a_login_shell_wraps_the_line_and_starts_the_helper() -> None:
+    transport = SshTransport("login", env={}, login_shell=True)
+    outer = shlex.split(transport.command_line(["squeue", "-h"]))
+    assert outer[:2] == ["bash", "-lc"] and shlex.split(outer[2]) == ["squeue", "-h"]
+    launch = shlex.split(transport.helper_launch())
+    assert launch[:2] == ["bash", "-lc"] and "exec" in launch[2]
+    plain = shlex.split(SshTransport("login", env={}).helper_launch())
+    assert plain[:2] == ["sh", "-c"]
+
+
+def test_the_helper_starts_argv_directly_unless_the_site_sets_a_shell() -> None:
+    argv = ["squeue", "-h", "--name", "a b"]
+    assert SshTransport("login").helper_argv(argv) == argv
+    wrapped = SshTransport("login", shell_command=("bash", "-c")).helper_argv(argv)
+    assert wrapped[:2] == ["bash", "-c"] and shlex.split(wrapped[2]) == argv
 
 
 def test_only_allowlisted_variables_travel_and_only_when_set() -> None:
     env = {"KEEP": "a 'b' $c", "DROP": "no", "PATH": "/local/bin"}
     transport = SshTransport("login", env_allowlist=("KEEP", "ABSENT"), env=env)
     outer = shlex.split(transport.command_line(["true"]))
-    assert outer == ["env", "KEEP=a 'b' $c", "bash", "-c", "true"]
+    assert outer == ["env", "KEEP=a 'b' $c", "true"]
     assert "DROP" not in transport.command_line(["true"])
 
 
@@ -523,6 +542,52 @@ def test_twenty_commands_share_one_connection(ssh: SshTransport) -> None:
     assert first.remote_cipher == "aes128-gcm@openssh.com"
     # keepalive 30 s: the kernel gives up on unacknowledged data after three intervals
     assert first.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 90_000
+
+
+@pytest.mark.slurm
+def test_commands_run_in_one_helper_without_a_shell_each(ssh: SshTransport) -> None:
+    # Every command's parent is the one helper process of the connection: no user shell (and
+    # no ~/.bashrc) is started per command. On the old way each has a shell of its own.
+    parents = {ssh.run(["sh", "-c", "echo $PPID"]).stdout for _ in range(5)}
+    assert len(parents) == 1 and ssh.helpers_started == 1
+    helper = parents.pop().strip()
+    assert "python" in ssh.run(["ps", "-o", "args=", "-p", helper]).stdout
+
+
+@pytest.mark.slurm
+def test_without_the_helper_each_command_comes_from_sshd_through_the_users_shell(
+    ssh_dir: Path,
+) -> None:
+    transport = make(ssh_dir, use_helper=False)
+    try:
+        parent = transport.run(["sh", "-c", 'ps -o args= -p "$PPID"']).stdout
+        assert "python" not in parent and "sshd" in parent
+        assert transport.helpers_started == 0
+    finally:
+        transport.close()
+
+
+@pytest.mark.slurm
+def test_a_remote_side_without_python_falls_back_to_a_channel_per_command(
+    ssh_dir: Path,
+) -> None:
+    transport = make(ssh_dir, helper_pythons=("/nonexistent/python3",))
+    try:
+        assert transport.run(["echo", "fallback"]).stdout == "fallback\n"
+        assert transport.run(["sh", "-c", "exit 4"]).returncode == 4
+        assert transport.helpers_started == 0
+        assert transport.connections == 1  # tried once for the connection, not per command
+    finally:
+        transport.close()
+
+
+@pytest.mark.slurm
+def test_a_missing_program_is_misconfigured_through_the_helper(ssh: SshTransport) -> None:
+    with pytest.raises(BackendMisconfigured) as caught:
+        ssh.run(["vibesys-no-such-program"], maybe_effect=True)
+    assert caught.value.maybe_submitted is False and caught.value.retryable is False
+    assert ssh.run(["echo", "fine"]).stdout == "fine\n"  # the helper survives it
+    assert ssh.helpers_started == 1
 
 
 @pytest.mark.slurm

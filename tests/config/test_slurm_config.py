@@ -63,9 +63,11 @@ def test_defaults_of_a_minimal_file() -> None:
     config = parse_slurm_config(MINIMAL)
     slurm = config.slurm
     assert slurm.sbatch_arguments == ()
-    assert slurm.poll_initial_seconds == 1.0
+    assert slurm.poll_initial_seconds == 2.0
     assert slurm.poll_max_seconds == 30.0
-    assert slurm.poll_backoff == 1.5
+    assert slurm.poll_backoff == 2.0
+    assert slurm.probe_seconds == 0.25
+    assert slurm.poll_floor_seconds == 1.0
     assert slurm.sacct_lag_seconds == 10.0
     assert slurm.command_timeout_seconds == 60.0
     assert isinstance(slurm.transport, LocalTransportConfig)
@@ -75,18 +77,19 @@ def test_defaults_of_a_minimal_file() -> None:
 
 def test_poll_interval_starts_fast_and_backs_off_to_the_ceiling() -> None:
     slurm = parse_slurm_config(MINIMAL).slurm
-    assert slurm.poll_interval(0) == 1.0
-    assert slurm.poll_interval(1.5) == 1.0
-    assert slurm.poll_interval(10) == 5.0  # 10 s old * (1.5 - 1)
+    assert slurm.poll_interval(0) == 2.0
+    assert slurm.poll_interval(1.5) == 2.0
+    assert slurm.poll_interval(10) == 10.0  # 10 s old * (2.0 - 1)
     assert slurm.poll_interval(1e6) == 30.0
     age, waits = 0.0, []
     while age < 200:
         waits.append(slurm.poll_interval(age))
         age += waits[-1]
-    assert waits[:3] == [1.0, 1.0, 1.0]
-    assert all(b / a <= 1.5 + 1e-9 for a, b in itertools.pairwise(waits))
+    # Rounds at ages 0, 2, 4, 8, 16, 32, then every 30 s: like submitit's 0, 2, 4, 8, ...
+    assert waits[:5] == [2.0, 2.0, 4.0, 8.0, 16.0]
+    assert all(b / a <= 2.0 + 1e-9 for a, b in itertools.pairwise(waits))
     assert waits[-1] == 30.0
-    assert len(waits) < 20  # a few rounds, not one per second
+    assert len(waits) < 15  # a few rounds, not one per second
 
 
 def test_the_ssh_variant_validates() -> None:
@@ -268,8 +271,8 @@ def test_the_ssh_variant_validates() -> None:
             'name = "local-cluster"',
             'name = "c"\nzzz = 1',
             "slurm.zzz: unknown key (allowed: name, remote_workspace_root, sbatch_arguments, "
-            "poll_initial_seconds, poll_max_seconds, poll_backoff, sacct_lag_seconds, "
-            "command_timeout_seconds, transport)",
+            "poll_initial_seconds, poll_floor_seconds, poll_max_seconds, poll_backoff, "
+            "probe_seconds, sacct_lag_seconds, command_timeout_seconds, transport)",
         ),
         (
             'name = "local-cluster"',

@@ -40,7 +40,8 @@ def test_defaults_are_safe() -> None:
     assert transport.passphrase_env is None
     assert (transport.reconnect_attempts, transport.reconnect_backoff_seconds) == (3, 1.0)
     assert (transport.connect_timeout_seconds, transport.keepalive_seconds) == (10.0, 30.0)
-    assert transport.shell_command == ("bash", "-c")
+    # No shell per command and no login shell: the helper starts each command directly.
+    assert (transport.shell_command, transport.login_shell) == ((), False)
 
 
 def test_every_option_is_read() -> None:

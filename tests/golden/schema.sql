@@ -6,30 +6,6 @@ CREATE TABLE "_sqlite_migrations" (
 );
 CREATE UNIQUE INDEX "idx__sqlite_migrations_migration_set_name"
     ON "_sqlite_migrations" ("migration_set", "name");
-CREATE TABLE "attempts" (
-   "invocation_id" TEXT REFERENCES "invocations"("id"),
-   "attempt" INTEGER,
-   "job_name" TEXT NOT NULL,
-   "job_id" TEXT,
-   "failure_class" TEXT,
-   "intended_at" TEXT NOT NULL,
-   "submitted_at" TEXT, "dispatched_at" TEXT, "fence_intended_at" TEXT, "claim" TEXT, "provenance" TEXT,
-   PRIMARY KEY ("invocation_id", "attempt")
-);
-CREATE UNIQUE INDEX "idx_attempts_job_name"
-    ON "attempts" ("job_name");
-CREATE TABLE "history" (
-   "invocation_id" TEXT REFERENCES "invocations"("id"),
-   "seq" INTEGER,
-   "from_state" TEXT NOT NULL,
-   "to_state" TEXT NOT NULL,
-   "event" TEXT NOT NULL,
-   "evidence" TEXT NOT NULL,
-   "at" TEXT NOT NULL,
-   PRIMARY KEY ("invocation_id", "seq")
-);
-CREATE TRIGGER history_no_update BEFORE UPDATE ON history BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
-CREATE TRIGGER history_no_delete BEFORE DELETE ON history BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
 CREATE TABLE "spool" (
    "invocation_id" TEXT REFERENCES "invocations"("id"),
    "attempt" INTEGER,
@@ -75,8 +51,6 @@ CREATE TABLE "invocations" (
    "cwd" TEXT,
    "env_file" TEXT
 );
-CREATE INDEX "idx_invocations_state"
-    ON "invocations" ("state");
 CREATE TABLE "cluster_leases" (
    "id" INTEGER PRIMARY KEY,
    "name" TEXT NOT NULL,
@@ -108,3 +82,51 @@ CREATE TABLE "cluster_lease_uses" (
 );
 CREATE INDEX "idx_cluster_lease_uses_invocation_id"
     ON "cluster_lease_uses" ("invocation_id");
+CREATE TABLE "history" (
+   "invocation_id" TEXT NOT NULL REFERENCES "invocations"("id"),
+   "seq" INTEGER NOT NULL,
+   "from_state" TEXT NOT NULL,
+   "to_state" TEXT NOT NULL,
+   "event" TEXT NOT NULL,
+   "evidence" TEXT NOT NULL,
+   "at" TEXT NOT NULL,
+   PRIMARY KEY ("invocation_id", "seq")
+) WITHOUT ROWID;
+CREATE TRIGGER history_no_update BEFORE UPDATE ON history BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
+CREATE TRIGGER history_no_delete BEFORE DELETE ON history BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
+CREATE TABLE "attempts" (
+   "invocation_id" TEXT NOT NULL REFERENCES "invocations"("id"),
+   "attempt" INTEGER NOT NULL,
+   "job_name" TEXT NOT NULL,
+   "job_id" TEXT,
+   "failure_class" TEXT,
+   "intended_at" TEXT NOT NULL,
+   "submitted_at" TEXT,
+   "dispatched_at" TEXT,
+   "fence_intended_at" TEXT,
+   "claim" TEXT,
+   "provenance" TEXT,
+   PRIMARY KEY ("invocation_id", "attempt")
+) WITHOUT ROWID;
+CREATE INDEX "invocations_active" ON "invocations" ("created_at", "id") WHERE outcome IS NULL;
+CREATE TABLE "poll_sites" (
+   "site" TEXT NOT NULL PRIMARY KEY,
+   "round" INTEGER NOT NULL DEFAULT 0,
+   "poller" TEXT,
+   "poller_expires_at" TEXT,
+   "started_at" TEXT,
+   "finished_at" TEXT,
+   "due_at" TEXT,
+   "probed_at" TEXT,
+   "facts" TEXT
+) WITHOUT ROWID;
+CREATE TABLE "poll_watch" (
+   "site" TEXT NOT NULL,
+   "invocation_id" TEXT NOT NULL REFERENCES "invocations"("id"),
+   "attempt" INTEGER,
+   "version" INTEGER,
+   "round" INTEGER,
+   "seen" TEXT,
+   "observed_at" TEXT,
+   PRIMARY KEY ("site", "invocation_id")
+) WITHOUT ROWID;

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,12 @@ def test_the_golden_schema_pins_the_contract() -> None:
         'CREATE TABLE "attempts"',
         'CREATE TABLE "history"',
         'PRIMARY KEY ("invocation_id", "seq")',
-        'CREATE UNIQUE INDEX "idx_attempts_job_name"',
+        # m005: one b-tree per append (WITHOUT ROWID), the active invocations indexed apart
+        ") WITHOUT ROWID",
+        'CREATE INDEX "invocations_active" ON "invocations" ("created_at", "id") '
+        "WHERE outcome IS NULL",
+        'CREATE TABLE "poll_sites"',
+        'CREATE TABLE "poll_watch"',
         "CREATE TRIGGER history_no_update BEFORE UPDATE ON history",
         "CREATE TRIGGER history_no_delete BEFORE DELETE ON history",
         '"version" INTEGER NOT NULL',
@@ -188,3 +195,18 @@ def test_m003_turns_options_into_typed_requests(tmp_path: Path) -> None:
         assert not {"options", "snapshot_digest"} & columns
     finally:
         journal.close()
+
+
+def test_opening_a_current_journal_for_writing_needs_no_sqlite_utils(
+    journal: Journal, journal_file: Path
+) -> None:
+    # Every step is applied: nothing to migrate, so `vibesys run` need not import sqlite-utils.
+    journal.close()
+    code = (
+        "import sys; from pathlib import Path; "
+        "from vibesys.journal_schema.store import open_journal; "
+        f"j = open_journal(Path({str(journal_file)!r})); "
+        "print(sorted(m for m in sys.modules if m.startswith('sqlite_utils')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

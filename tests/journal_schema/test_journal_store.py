@@ -124,18 +124,25 @@ def test_a_refused_event_writes_nothing(journal: Journal, new_invocation: NewInv
 def test_a_failing_transaction_rolls_back_every_table(
     journal: Journal, new_invocation: NewInvocation
 ) -> None:
-    # The job name is unique: a second invocation reusing it fails on the attempts insert,
-    # after its state update and history append, which must be rolled back too.
-    journal.commit_transition(new_invocation("inv-a"), SubmitIntended(1, "shared-name"))
+    # An attempt row that is already there (planted behind the journal's back) makes the
+    # attempts insert fail, after the state update and the history append, which must be
+    # rolled back too.
     other = new_invocation("inv-b")
+    with journal.write_txn() as conn:
+        conn.execute(
+            "INSERT INTO attempts (invocation_id, attempt, job_name, intended_at) "
+            "VALUES ('inv-b', 1, 'planted', 'then')"
+        )
     before = _counts(journal)
     with pytest.raises(sqlite3.IntegrityError):
-        journal.commit_transition(other, SubmitIntended(1, "shared-name"))
+        journal.commit_transition(other, SubmitIntended(1, "vibesys-inv-b-1"))
     assert _counts(journal) == before
     assert journal.get("inv-b") == other
     assert not journal.conn.in_transaction
     # ... and the connection is usable afterwards.
-    after, _ = journal.commit_transition(other, SubmitIntended(1, "own-name"))
+    with journal.write_txn() as conn:
+        conn.execute("DELETE FROM attempts WHERE invocation_id='inv-b'")
+    after, _ = journal.commit_transition(other, SubmitIntended(1, "vibesys-inv-b-1"))
     assert after.state == S.SUBMITTING
 
 

@@ -25,6 +25,9 @@ SKY = "vibesys/adapters/skypilot/classify.py"
 CLUSTERS = "vibesys/engine/clusters.py"
 CLUSTER_RECORDS = "vibesys/journal_schema/clusters.py"
 PROVENANCE = "vibesys/engine/provenance.py"
+SHARED_POLL = "vibesys/engine/shared_poll.py"
+POLLS = "vibesys/journal_schema/polls.py"
+MACHINE = "vibesys/states/machine.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -54,6 +57,9 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     CLUSTERS: ("tests/engine/test_cluster_leases.py", "tests/engine/test_skypilot_engine.py"),
     CLUSTER_RECORDS: ("tests/engine/test_cluster_leases.py",),
     PROVENANCE: ("tests/engine/test_skypilot_engine.py",),
+    SHARED_POLL: ("tests/engine/test_shared_poll.py",),
+    POLLS: ("tests/engine/test_shared_poll.py",),
+    MACHINE: ("tests/states/test_states_decide.py",),
 }
 
 
@@ -145,5 +151,11 @@ MUTANTS: list[Mutant] = [
     M("lease-live-owner-settled", CLUSTER_RECORDS, "if lease_free(lease.owner, lease.owner_expires_at, owner, moment)", "if True", "reconcile settles a launch its live owner is still carrying out"),
     M("lease-up-row-not-lost", CLUSTER_RECORDS, "ended = LeaseState.LOST if live.state is LeaseState.UP else LeaseState.RELEASED", "ended = LeaseState.RELEASED", "an allocation that ended under the campaign reads as released by us"),
     M("provenance-never-recorded", PROVENANCE, "    if any(known.get(name) != value for name, value in fresh.items()):\n", "    if False:\n", "where an attempt ran is never recorded"),
+    M("shared-poll-ignores-version", SHARED_POLL, "if seen is None or (seen.attempt, seen.version) != (inv.attempt, inv.version):", "if seen is None or seen.attempt != inv.attempt:", "an observation taken before the driver's last commit is read as fresh"),
+    M("shared-poll-rereads-a-round", SHARED_POLL, "if seen.round <= self.consumed.get(inv.id, 0):", "if seen.round < self.consumed.get(inv.id, 0):", "a driver reads the same round twice"),
+    M("shared-poll-stale-when-due", SHARED_POLL, "if due is not None and due <= self.engine.clock() and row.poller != self.engine.owner:", "if False:", "an observation older than a round is read as fresh once the next is due"),
+    M("poller-lease-ignores-holder", POLLS, "if not lease_free(current.poller, current.poller_expires_at, owner, now):", "if False:", "two processes run a site's round at once (a live poller's lease is taken)"),
+    M("poller-dead-lease-blocks", POLLS, "if not lease_free(current.poller, current.poller_expires_at, owner, now):", "if current.poller not in (None, owner):", "a dead poller's lease never passes to another"),
+    M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
 ]
 # fmt: on

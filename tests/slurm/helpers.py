@@ -102,6 +102,8 @@ def listed(cwd: Path) -> list[dict[str, Any]]:
     if not (cwd / ".vibesys" / "journal.db").exists():
         return []
     out = cli("journal", "list", "--json", cwd=cwd)
+    if out.returncode != 0 and "is an empty database" in out.stderr:
+        return []  # `vibesys run` created the file and has not committed its schema yet
     assert out.returncode == 0, out.stderr
     result: list[dict[str, Any]] = json.loads(out.stdout)
     return result

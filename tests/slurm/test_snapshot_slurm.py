@@ -82,8 +82,8 @@ def test_tampered_snapshot_never_runs_and_is_replaced(
     real_stage = sbatch_module.stage
     calls: list[str] = []
 
-    def stage_then_tamper(manifest: Any, root: Any, runner: Any, remote: Any) -> Any:
-        staged = real_stage(manifest, root, runner, remote)
+    def stage_then_tamper(manifest: Any, root: Any, runner: Any, remote: Any, **kw: Any) -> Any:
+        staged = real_stage(manifest, root, runner, remote, **kw)
         calls.append(str(staged.outcome))
         if len(calls) == 1:  # an intruder edits the shared snapshot before the job copies it
             (Path(str(staged.snapshot_dir)) / "src" / "main.py").write_text(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.states.state_strategies import EXPECTED, SAMPLES
+from tests.states.state_strategies import EXPECTED, SAMPLES, events
 from vibesys.errors import InvalidTransition
 from vibesys.states import (
     EVENT_TYPES,
@@ -18,6 +21,7 @@ from vibesys.states import (
     Collect,
     Collected,
     Decision,
+    Event,
     FailureClass,
     Fence,
     FenceIntended,
@@ -41,7 +45,27 @@ from vibesys.states import (
     next_state,
 )
 from vibesys.states import JobState as S
-from vibesys.states.machine import NEXT
+from vibesys.states import machine as machine_module
+from vibesys.states.machine import NEXT, decide_by_machine
+
+#: A second event of each type, with other payloads than SAMPLES: a replayed decision must
+#: carry the new event's data, not the recorded one's.
+OTHER_SAMPLES: dict[str, Event] = {
+    "SubmitIntended": SubmitIntended(attempt=3, job_name="vibesys-def456-3"),
+    "SubmitDispatched": SubmitDispatched(attempt=3, job_name="vibesys-def456-3"),
+    "Misconfigured": Misconfigured(reason="key refused", fix="add the key"),
+    "FenceIntended": FenceIntended(attempt=3),
+    "Submitted": Submitted(job_id="77", observation="found by name"),
+    "Rejected": Rejected(reason="invalid partition"),
+    "OutcomeUnknown": OutcomeUnknown(observation="sacct lag"),
+    "Finished": Finished(FailureClass.APPLICATION_FAILED, 3, "FAILED exit 3"),
+    "InfraFailed": InfraFailed(FailureClass.PREEMPTED, "PREEMPTED", "2030-01-01T00:00:00+00:00"),
+    "Collected": Collected(Outcome.APPLICATION_FAILED, 3, "logs home"),
+    "RetryBudgetSpent": RetryBudgetSpent(FailureClass.NODE_FAILED, 2),
+    "CancelRequested": CancelRequested(by="someone"),
+    "Cancelled": Cancelled(observation="cancelled by 0"),
+}
+assert set(OTHER_SAMPLES) == set(SAMPLES)
 
 CANCELLABLE = sorted({s for (s, t) in EXPECTED if t == "Cancelled"})
 MATRIX = [(state, cls.__name__) for state in JobState for cls in EVENT_TYPES]
@@ -223,3 +247,35 @@ def test_decide_is_safe_from_several_threads() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert wrong == []
+
+
+@pytest.mark.parametrize(("state", "trigger"), sorted(EXPECTED))
+def test_a_recorded_decision_is_the_machines(state: JobState, trigger: str) -> None:
+    # The first decision of a pair is recorded from the machine, later ones replay it: both
+    # must equal what the machine itself decides, for the first event and for a different one.
+    machine_module._RECORDED.pop((state, trigger), None)
+    first = decide(state, SAMPLES[trigger])
+    assert (state, trigger) in machine_module._RECORDED
+    assert first == decide_by_machine(state, SAMPLES[trigger])
+    other = OTHER_SAMPLES[trigger]
+    assert decide(state, other) == decide_by_machine(state, other)
+
+
+@given(state=st.sampled_from(list(JobState)), event=events)
+def test_decide_equals_the_machine_for_any_event(state: JobState, event: Event) -> None:
+    try:
+        expected = decide_by_machine(state, event)
+    except InvalidTransition:
+        with pytest.raises(InvalidTransition):
+            decide(state, event)
+        return
+    assert decide(state, event) == expected
+
+
+def test_reading_the_table_does_not_import_transitions() -> None:
+    code = (
+        "import sys; from vibesys.states import decide, next_state, JobState; "
+        "import vibesys.journal_schema.reads; print('transitions' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

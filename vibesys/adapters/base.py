@@ -103,6 +103,11 @@ class RemoteStatus:
     #: where and on what the attempt runs or ran, as far as this observation shows (site,
     #: partition, nodes, GPUs, start and end; a SkyPilot cluster, its allocation, ...)
     provenance: Mapping[str, str] = field(default_factory=dict)
+    #: what the scheduler says of a queued or running job, for people (never decided by):
+    #: its reason (`Resources`, `Priority`, `QOSMaxJobsPerUserLimit`), partition and nodes
+    reason: str | None = None
+    partition: str | None = None
+    nodes: str | None = None
 
 
 class Backend(Protocol):
@@ -181,3 +186,72 @@ class RemoteFiles(Protocol):
     def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
         """Copy one listed artifact's bytes into `sink`."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class PollSchedule:
+    """How often a site's shared status round may run (seconds). The round after one that
+    watched jobs no older than `age` is due `interval(age)` later; never sooner than `floor`
+    after the last one. Between rounds the cheap `probe` runs every `probe` seconds."""
+
+    floor: float
+    initial: float
+    maximum: float
+    backoff: float
+    probe: float
+    #: why the floor is what it is (the site's RPC rate limit, when it set it), for people
+    why: str = ""
+
+    def interval(self, age: float) -> float:
+        """Waiting a fixed fraction of the youngest job's age grows the delay geometrically
+        with no state kept: new jobs are seen quickly, old ones cost the scheduler little."""
+        grown = max(age, 0.0) * (self.backoff - 1.0)
+        return max(self.floor, min(self.maximum, max(self.initial, grown)))
+
+
+@runtime_checkable
+class SharedPolling(Protocol):
+    """A backend whose status calls load a scheduler that every process on this host shares
+    (Slurm's controller). The engine then runs one status round per site and interval for all
+    of them (`engine/shared_poll.py`), reading the site's facts once."""
+
+    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
+        """As `Backend.status`."""
+        ...
+
+    def poll_site(self) -> str:
+        """Which scheduler (and file layout) the status calls reach: backends with the same
+        site answer `status` alike, so one of them may ask for all."""
+        ...
+
+    def site_facts(self) -> dict[str, str]:
+        """What the site's configuration says about polling it (read once per site and kept
+        in the journal): its RPC rate limits, for example. Raises BackendError."""
+        ...
+
+    def poll_schedule(self, facts: Mapping[str, str]) -> PollSchedule:
+        """The schedule for this site, from the configuration and the site's `facts`."""
+        ...
+
+    def probe(self, jobs: Sequence[JobRef]) -> set[str]:
+        """The names of `jobs` whose end marker exists: cheap, no scheduler request. A job
+        found here is worth a status round now. Raises BackendError."""
+        ...
+
+
+class Progress(Protocol):
+    """Hears how a transfer goes (a stage, an artifact download) for people: a progress bar
+    on a terminal, nothing elsewhere. Never decided by."""
+
+    def begin(self, label: str, total: int) -> None: ...
+
+    def advance(self, count: int) -> None: ...
+
+    def end(self) -> None: ...
+
+
+@runtime_checkable
+class ShowsProgress(Protocol):
+    """An adapter that can report its transfers to a `Progress` (set by the engine)."""
+
+    progress: Progress | None

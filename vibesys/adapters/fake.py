@@ -27,6 +27,7 @@ from vibesys.adapters.claim import Claim
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.errors import BackendError
+from vibesys.layout import log_paths
 
 
 @dataclass
@@ -163,7 +164,7 @@ class FakeBackend:
         return "fake: nothing to collect"
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        return job.run_dir / "stdout", job.run_dir / "stderr"
+        return log_paths(job.run_dir)
 
     def poll_interval(self, age_seconds: float) -> float:
         return 0.0

@@ -35,6 +35,7 @@ from vibesys.adapters.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
+from vibesys.layout import log_paths
 from vibesys.proc import group_members, is_alive, processes
 
 WRAPPER = Path(__file__).with_name("local_wrapper.py")
@@ -158,7 +159,7 @@ class LocalBackend:
         return f"logs in {job.run_dir}: " + (", ".join(sizes) or "none written")
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        return job.run_dir / "stdout", job.run_dir / "stderr"
+        return log_paths(job.run_dir)
 
     def poll_interval(self, age_seconds: float) -> float:
         # A local check costs a few stat() calls: poll fast so short jobs finish promptly.

@@ -180,10 +180,18 @@ class SshTransportConfig(BaseModel):
         "set); nothing else of the local environment is sent.",
     )
     shell_command: StrTuple = Field(
-        default=("bash", "-c"),
-        min_length=1,
-        description="The remote argv prefix that runs one shell command line (the remote "
-        "login shell starts it, so it must be a POSIX shell).",
+        default=(),
+        description="A remote argv prefix that runs one shell command line, for sites whose "
+        "commands need a shell of their own each time (a container wrapper, for example). "
+        "Empty (the default): each command is started directly, with no shell.",
+    )
+    login_shell: bool = Field(
+        default=False,
+        description="Start the per-connection remote helper with a login shell (`bash -l`), "
+        "so /etc/profile and ~/.bash_profile run once per connection. Sites whose Slurm "
+        "commands come from `module load` in profile scripts need it; others should not pay "
+        "for it. Without it the helper starts from the shell OpenSSH gives a command "
+        "(non-login; bash reads ~/.bashrc there).",
     )
 
     @field_validator("passphrase_env")
@@ -206,7 +214,7 @@ class SshTransportConfig(BaseModel):
     @field_validator("shell_command")
     @classmethod
     def _shell_command(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if "=" in value[0]:
+        if value and "=" in value[0]:
             raise ValueError(f"{value[0]!r}: the program name may not contain '='")
         return value
 
@@ -238,13 +246,33 @@ class SlurmConfig(BaseModel):
         "(for example '--account=lab').",
     )
     poll_initial_seconds: float = Field(
-        default=1.0, gt=0, description="Delay between status rounds while a job is new."
+        default=2.0,
+        gt=0,
+        description="Delay between status rounds while the site's youngest watched job is new "
+        "(and before the first round of newly watched jobs).",
+    )
+    poll_floor_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="The least time between two status rounds of this site, for every vibesys "
+        "process on this host together (raised when the site's RPC rate limit asks for more). "
+        "A job's end found by the probe is confirmed by the next round this floor allows.",
     )
     poll_max_seconds: float = Field(
         default=30.0, gt=0, description="The ceiling the status delay backs off to."
     )
     poll_backoff: float = Field(
-        default=1.5, ge=1.0, description="Factor applied to the delay after each round."
+        default=2.0,
+        ge=1.0,
+        description="How the delay grows with the youngest watched job's age: it is "
+        "(backoff - 1) x that age (2.0: rounds at ages 2, 4, 8, 16, ... seconds).",
+    )
+    probe_seconds: float = Field(
+        default=0.25,
+        gt=0,
+        description="How often, between status rounds, the watched jobs' exit markers are "
+        "looked for (a file check, or one remote command over SSH; never a scheduler call): a "
+        "job that ends is seen within about this long, and one status round confirms it.",
     )
     sacct_lag_seconds: float = Field(
         default=10.0,

@@ -10,15 +10,22 @@ import hashlib
 import os
 from pathlib import Path
 
-from vibesys.adapters.base import ArtifactInfo, Backend, JobRef, RemoteFiles
+from vibesys.adapters.base import ArtifactInfo, Backend, JobRef, Progress, RemoteFiles
 from vibesys.engine.failpoints import failpoint
 from vibesys.journal_schema import ArtifactState, Journal
 
 DONE_STATES = (ArtifactState.VERIFIED, ArtifactState.ACKNOWLEDGED)
 
 
-def collect_artifacts(journal: Journal, backend: Backend, job: JobRef, patterns: list[str]) -> str:
-    """Collect every declared artifact of this attempt; return a one-line summary (evidence)."""
+def collect_artifacts(
+    journal: Journal,
+    backend: Backend,
+    job: JobRef,
+    patterns: list[str],
+    progress: Progress | None = None,
+) -> str:
+    """Collect every declared artifact of this attempt; return a one-line summary (evidence).
+    `progress` hears of each download (a terminal shows a bar for the big ones)."""
     if not patterns:
         return ""
     if not isinstance(backend, RemoteFiles):
@@ -32,7 +39,7 @@ def collect_artifacts(journal: Journal, backend: Backend, job: JobRef, patterns:
         if row is not None and row.state in DONE_STATES and row.sha256 == info.sha256:
             state = ArtifactState.ACKNOWLEDGED
         else:
-            state = _download(journal, backend, job, info, target_root)
+            state = _download(journal, backend, job, info, target_root, progress)
         if state is ArtifactState.VERIFIED:
             journal.record_artifact(
                 job.invocation_id, job.attempt, info.path, ArtifactState.ACKNOWLEDGED
@@ -52,7 +59,12 @@ def collect_artifacts(journal: Journal, backend: Backend, job: JobRef, patterns:
 
 
 def _download(
-    journal: Journal, backend: RemoteFiles, job: JobRef, info: ArtifactInfo, root: Path
+    journal: Journal,
+    backend: RemoteFiles,
+    job: JobRef,
+    info: ArtifactInfo,
+    root: Path,
+    progress: Progress | None = None,
 ) -> ArtifactState:
     journal.record_artifact(
         job.invocation_id,
@@ -65,11 +77,15 @@ def _download(
     target = root / info.path
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
-    digest = _HashingFile(partial)
+    digest = _HashingFile(partial, progress)
+    if progress is not None:
+        progress.begin(f"artifact {info.path}", info.size)
     try:
         backend.fetch_artifact(job, info.path, digest)
     finally:
         digest.close()
+        if progress is not None:
+            progress.end()
     actual = digest.hexdigest()
     if actual != info.sha256 or digest.size != info.size:
         journal.record_artifact(
@@ -92,14 +108,17 @@ def _download(
 class _HashingFile:
     """A file sink that hashes what it writes and fsyncs on close."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, progress: Progress | None = None) -> None:
         self._handle = open(path, "wb")  # noqa: SIM115 - closed in close()
         self._hash = hashlib.sha256()
+        self._progress = progress
         self.size = 0
 
     def write(self, data: bytes, /) -> int:
         self._hash.update(data)
         self.size += len(data)
+        if self._progress is not None:
+            self._progress.advance(len(data))
         return self._handle.write(data)
 
     def flush(self) -> None:

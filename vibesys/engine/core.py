@@ -18,7 +18,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.base import Backend, JobRef, RemoteStatus, SubmitRequest
+from vibesys.adapters.base import (
+    Backend,
+    JobRef,
+    Progress,
+    RemoteStatus,
+    SharedPolling,
+    ShowsProgress,
+    SubmitRequest,
+)
 from vibesys.adapters.registry import entry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.engine.context import load_context, record_environment
@@ -37,6 +45,7 @@ from vibesys.engine.plan import (
 from vibesys.engine.provenance import record_provenance
 from vibesys.engine.retry import RetryPolicy, next_attempt_at
 from vibesys.engine.seen import Seen
+from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState
 from vibesys.journal_schema import Invocation, Journal, iso, utc_now
@@ -92,9 +101,16 @@ class Engine:
     notes: dict[str, str] = field(default_factory=dict)
     #: the provenance recorded for each (invocation, attempt), as far as this process knows
     provenance_seen: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
+    #: hears of transfers (staging, artifact downloads): a terminal's progress bar
+    progress: Progress | None = None
     _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
     _requests: dict[tuple[str, str], AdapterRequest] = field(default_factory=dict)
     _cancel_sent: dict[tuple[str, int], float] = field(default_factory=dict)
+    #: this process's side of the status rounds shared per site (engine/shared_poll.py)
+    shared: SharedPoll = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.shared = SharedPoll(self)
 
     # -- adapters -----------------------------------------------------------------------------
 
@@ -112,7 +128,10 @@ class Engine:
         """One adapter instance per adapter and backend key (a site, a campaign's cluster)."""
         key = (adapter, request.backend_key())
         if key not in self._backends:
-            self._backends[key] = self.backends(adapter, request)
+            built = self.backends(adapter, request)
+            if self.progress is not None and isinstance(built, ShowsProgress):
+                built.progress = self.progress
+            self._backends[key] = built
         return self._backends[key]
 
     def job_ref(self, inv: Invocation) -> JobRef:
@@ -181,7 +200,17 @@ class Engine:
     def context(self) -> PlanContext:
         return PlanContext(self.clock(), self.retry, self.patience)
 
-    def observe(self, inv: Invocation, since: datetime | None = None) -> Seen:
+    def shared_backend(self, inv: Invocation) -> SharedPolling | None:
+        """`inv`'s adapter when its status rounds are shared per site (a scheduler's)."""
+        backend = self.backend(inv)
+        return backend if isinstance(backend, SharedPolling) else None
+
+    def observe(self, inv: Invocation, since: datetime | None = None) -> Seen | None:
+        """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
+        when no round newer than this process's last view of this version exists yet."""
+        shared = self.shared_backend(inv)
+        if shared is not None:
+            return self.shared.observe(inv, shared)
         ref = self.job_ref(inv)
         try:
             status = self.backend(inv).status([ref])[ref.job_name]
@@ -202,6 +231,8 @@ class Engine:
         for _ in range(MAX_STEPS):
             if seen is None and needs_observation(inv):
                 seen = self.observe(inv)
+                if seen is None:
+                    return inv  # a shared round will tell; nothing to decide before
             after = self.step(inv, seen)
             if after is inv or after.version == inv.version:
                 return after

@@ -13,6 +13,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from vibesys.engine.core import Engine
 from vibesys.engine.logs import LogTail
@@ -47,6 +48,15 @@ class StopFlag:
         return self._set
 
 
+class StatusSink(Protocol):
+    """Hears, on every round, how the driven invocation stands and what was last seen of its
+    job (a terminal's status line, `vibesys/live.py`)."""
+
+    def show(self, inv: Invocation, seen: Seen | None) -> None: ...
+
+    def clear(self) -> None: ...
+
+
 @dataclass
 class DriveOptions:
     tail: LogTail | None = None
@@ -57,6 +67,8 @@ class DriveOptions:
     owner: bool = True
     #: set by `drive`/`wait_for`: why the output stopped (a broken pipe, a full disk)
     output_error: str | None = None
+    #: a live status line, when the output is a terminal
+    status: StatusSink | None = None
 
 
 def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invocation:
@@ -68,6 +80,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     stop = options.interrupt or StopFlag()
     watch = _Watch(engine)
     inv = invocation
+    last_seen: Seen | None = None
     try:
         while True:
             if not watch.renew(inv):
@@ -77,8 +90,11 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                 if not options.owner:
                     return inv
                 inv = engine.request_cancel(inv, "interrupt")
-            seen = watch.observe(inv) if needs_observation(inv) else None
-            inv = engine.advance(inv, seen)
+            needed = needs_observation(inv)
+            seen = watch.observe(inv) if needed else None
+            if seen is not None or not needed:
+                inv = engine.advance(inv, seen)
+            last_seen = seen or (last_seen if needs_observation(inv) else None)
             if options.tail is not None:
                 error = _pump(engine, inv, options.tail)
                 if error is not None:
@@ -92,8 +108,12 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                 return inv
             if watch.settled(inv, seen):
                 return inv
+            if options.status is not None:
+                options.status.show(inv, last_seen)
             stop.wait(_pause(engine, inv))
     finally:
+        if options.status is not None:
+            options.status.clear()
         engine.journal.release_lease(inv.id, engine.owner)
 
 
@@ -114,8 +134,13 @@ class _Watch:
         self.renewed = time.monotonic()
         return engine.journal.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
 
-    def observe(self, inv: Invocation) -> Seen:
+    def observe(self, inv: Invocation) -> Seen | None:
+        shared = self.engine.shared_backend(inv)
+        if shared is not None and inv.cancel_requested:
+            self.engine.shared.hurry(inv, shared)
         seen = self.engine.observe(inv, since=self.unreachable_since)
+        if seen is None:
+            return None
         if seen.sight is Sight.UNREACHABLE:
             self.unreachable_since = self.unreachable_since or self.engine.clock()
             return Seen(seen.sight, seen.evidence, since=self.unreachable_since)
@@ -156,6 +181,9 @@ def _pause(engine: Engine, inv: Invocation) -> float:
         remaining = (datetime.fromisoformat(inv.not_before) - now).total_seconds()
         return min(max(remaining, 0.0), 1.0)
     if inv.state in (JobState.RUNNING, JobState.SUBMITTING, JobState.UNRESOLVED):
+        shared = engine.shared_backend(inv)
+        if shared is not None and needs_observation(inv):
+            return engine.shared.pause(inv, shared)
         age = (now - datetime.fromisoformat(inv.updated_at)).total_seconds()
         return engine.backend(inv).poll_interval(age)
     return 0.2 if inv.state is JobState.COLLECTING else 0.05

@@ -42,7 +42,7 @@ from vibesys.states import (
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from vibesys.adapters.base import Backend, JobRef, SubmitRequest
+    from vibesys.adapters.base import Backend, JobRef, Progress, SubmitRequest
     from vibesys.journal_schema import Journal
 
 
@@ -51,6 +51,7 @@ class EffectContext(Protocol):
 
     journal: Journal
     owner: str
+    progress: Progress | None
 
     def clock(self) -> datetime: ...
 
@@ -167,7 +168,7 @@ def _collect(engine: EffectContext, inv: Invocation) -> Event | None:
         # Logs and artifacts come home before anything may clean the remote directory.
         spool_logs(engine.journal, backend, ref)
         collected = backend.collect(ref)
-        artifacts = collect_artifacts(engine.journal, backend, ref, inv.artifacts)
+        artifacts = collect_artifacts(engine.journal, backend, ref, inv.artifacts, engine.progress)
     except Exception as exc:
         engine.note(inv, f"collection failed, will retry: {error_facts(exc).reason}")
         return None

@@ -56,11 +56,19 @@ def seen_status(status: RemoteStatus) -> Seen:
     if ended is not None:
         failure, code = ended
         return Seen(Sight.ENDED, evidence, status.job_id, failure, code, final=True)
-    if state is RemoteState.PENDING:
-        sight = Sight.QUEUED if status.job_id else Sight.STARTING
-        return Seen(sight, evidence, status.job_id)
-    if state is RemoteState.RUNNING:
-        return Seen(Sight.RUNNING, evidence, status.job_id)
+    if state in (RemoteState.PENDING, RemoteState.RUNNING):
+        if state is RemoteState.RUNNING:
+            sight = Sight.RUNNING
+        else:
+            sight = Sight.QUEUED if status.job_id else Sight.STARTING
+        return Seen(
+            sight,
+            evidence,
+            status.job_id,
+            reason=status.reason,
+            partition=status.partition,
+            nodes=status.nodes,
+        )
     if claim is not None:
         # The job claimed its attempt, and nothing shows how it ended.
         job_id = status.job_id or claim_job_id(claim)

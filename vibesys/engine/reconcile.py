@@ -90,6 +90,12 @@ def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str,
             continue
         groups[key].append((inv, engine.job_ref(inv)))
     for pairs in groups.values():
+        shared = engine.shared_backend(pairs[0][0])
+        if shared is not None:
+            # The site's shared round (engine/shared_poll.py): one query for these and for
+            # every other process's watched jobs of the site.
+            seen.update(engine.shared.observe_now([inv for inv, _ in pairs], shared))
+            continue
         try:
             statuses = engine.backend(pairs[0][0]).status([ref for _, ref in pairs])
         except Exception as exc:

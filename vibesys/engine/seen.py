@@ -41,3 +41,8 @@ class Seen:
     final: bool = False
     #: UNREACHABLE: since when the adapter has been failing (set by whoever keeps watching)
     since: datetime | None = None
+    #: for people only (the live status line), never decided by: the scheduler's reason for
+    #: a waiting job, its partition and nodes
+    reason: str | None = None
+    partition: str | None = None
+    nodes: str | None = None

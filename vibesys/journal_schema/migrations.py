@@ -2,7 +2,7 @@
 
 sqlite-utils records each applied step in `_sqlite_migrations` in the same transaction as the
 step itself. A journal that lists a step this code does not know was written by a newer
-vibesys and is refused (see store.open_journal).
+vibesys and is refused (see opening.open_database).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-MIGRATION_SET = "vibesys"
+from vibesys.journal_schema.schema_steps import MIGRATION_SET, STEPS
+
 migrations = Migrations(MIGRATION_SET)
 
 
@@ -214,6 +215,96 @@ def m004_cluster_leases(db: Database) -> None:
     db.table("cluster_lease_uses").create_index(["invocation_id"])
 
 
+@migrations()
+def m005_shared_polls_leaner_commits(db: Database) -> None:
+    # Fewer pages per transition. history and attempts become WITHOUT ROWID tables: the
+    # primary key is the table, so an append or an update writes one b-tree, not a table and
+    # its key index. attempts loses its unique index on job_name: the name is derived from the
+    # primary key (`vibesys-<invocation>-<attempt>`) and nothing looks it up. The index on
+    # invocations.state, rewritten by every transition, is replaced by a partial index of the
+    # unfinished invocations keyed by creation: only creating an invocation and finishing it
+    # touch it (outcome is set exactly when DONE is entered), and it is what `active()` reads.
+    db.execute(
+        """CREATE TABLE "history_new" (
+   "invocation_id" TEXT NOT NULL REFERENCES "invocations"("id"),
+   "seq" INTEGER NOT NULL,
+   "from_state" TEXT NOT NULL,
+   "to_state" TEXT NOT NULL,
+   "event" TEXT NOT NULL,
+   "evidence" TEXT NOT NULL,
+   "at" TEXT NOT NULL,
+   PRIMARY KEY ("invocation_id", "seq")
+) WITHOUT ROWID"""
+    )
+    db.execute("INSERT INTO history_new SELECT * FROM history")
+    db.execute("DROP TABLE history")
+    db.execute('ALTER TABLE "history_new" RENAME TO "history"')
+    for action in ("UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER history_no_{action.lower()} BEFORE {action} ON history "
+            "BEGIN SELECT RAISE(ABORT, 'history is append-only'); END"
+        )
+    db.execute(
+        """CREATE TABLE "attempts_new" (
+   "invocation_id" TEXT NOT NULL REFERENCES "invocations"("id"),
+   "attempt" INTEGER NOT NULL,
+   "job_name" TEXT NOT NULL,
+   "job_id" TEXT,
+   "failure_class" TEXT,
+   "intended_at" TEXT NOT NULL,
+   "submitted_at" TEXT,
+   "dispatched_at" TEXT,
+   "fence_intended_at" TEXT,
+   "claim" TEXT,
+   "provenance" TEXT,
+   PRIMARY KEY ("invocation_id", "attempt")
+) WITHOUT ROWID"""
+    )
+    db.execute(
+        "INSERT INTO attempts_new SELECT invocation_id, attempt, job_name, job_id, failure_class,"
+        " intended_at, submitted_at, dispatched_at, fence_intended_at, claim, provenance"
+        " FROM attempts"
+    )
+    db.execute("DROP TABLE attempts")
+    db.execute('ALTER TABLE "attempts_new" RENAME TO "attempts"')
+    db.execute('DROP INDEX "idx_invocations_state"')
+    db.execute(
+        'CREATE INDEX "invocations_active" ON "invocations" ("created_at", "id") '
+        "WHERE outcome IS NULL"
+    )
+    # One poll budget per site, shared by every process on this host (engine/shared_poll.py):
+    # who runs the current round (a short lease), which round was last completed, when the
+    # next one is due, and the site's facts read once (its RPC rate limits).
+    db.execute(
+        """CREATE TABLE "poll_sites" (
+   "site" TEXT NOT NULL PRIMARY KEY,
+   "round" INTEGER NOT NULL DEFAULT 0,
+   "poller" TEXT,
+   "poller_expires_at" TEXT,
+   "started_at" TEXT,
+   "finished_at" TEXT,
+   "due_at" TEXT,
+   "probed_at" TEXT,
+   "facts" TEXT
+) WITHOUT ROWID"""
+    )
+    # What each watched invocation's current attempt looked like in a round: the observation
+    # as JSON, the round, and the (attempt, version) of the row the round was taken for. A
+    # reader takes it only for the same attempt and version and a round it has not read yet.
+    db.execute(
+        """CREATE TABLE "poll_watch" (
+   "site" TEXT NOT NULL,
+   "invocation_id" TEXT NOT NULL REFERENCES "invocations"("id"),
+   "attempt" INTEGER,
+   "version" INTEGER,
+   "round" INTEGER,
+   "seen" TEXT,
+   "observed_at" TEXT,
+   PRIMARY KEY ("site", "invocation_id")
+) WITHOUT ROWID"""
+    )
+
+
 def request_from_options(
     adapter: str, options: dict[str, Any], digest: str | None
 ) -> dict[str, Any]:
@@ -241,3 +332,5 @@ def request_from_options(
 
 
 KNOWN = frozenset(m.name for m in migrations._migrations)
+if tuple(m.name for m in migrations._migrations) != STEPS:
+    raise AssertionError("schema_steps.STEPS must list the migrations above, in order")

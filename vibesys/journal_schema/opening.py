@@ -1,6 +1,9 @@
 """Opening the journal: where it is, refusing what it must not be (not a journal, a newer
 schema, a network file system, a damaged file), WAL and the pragmas, and the migrations,
-applied under the write lock. SQLite's own failures become our errors by their error codes."""
+applied under the write lock. SQLite's own failures become our errors by their error codes.
+
+Reading needs only sqlite3: the schema is checked with plain queries against the list of
+known steps (`schema_steps.py`); sqlite-utils is imported when migrations are applied."""
 
 from __future__ import annotations
 
@@ -8,8 +11,6 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-
-from sqlite_utils import Database
 
 from vibesys.errors import (
     JournalCorrupt,
@@ -19,7 +20,7 @@ from vibesys.errors import (
     NotAJournal,
     UsageError,
 )
-from vibesys.journal_schema.migrations import KNOWN, migrations
+from vibesys.journal_schema.schema_steps import KNOWN, MIGRATION_SET
 
 DEFAULT_PATH = Path(".vibesys") / "journal.db"
 BUSY_TIMEOUT_MS = 30_000
@@ -69,8 +70,13 @@ def filesystem_type(directory: Path) -> str | None:
     return best[1]
 
 
-def open_database(path: Path, *, readonly: bool = False) -> Database:
-    """The checked, migrated SQLite database of the journal at `path` (see `open_journal`)."""
+def open_database(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """The journal's connection at `path`, created or upgraded unless `readonly` (the store
+    wraps it: `store.open_journal`).
+
+    Refuses, without writing anything: a file that is not a vibesys journal, a journal written
+    by a newer schema, a damaged journal, and a journal on a network file system.
+    """
     if readonly and not path.exists():
         raise UsageError(f"no journal at {path}")
     if not readonly:
@@ -99,23 +105,32 @@ def open_database(path: Path, *, readonly: bool = False) -> Database:
                     f"cannot open the journal {path} for writing: {needed} is not writable "
                     "(journal list, show and verify can still read it)"
                 )
+    if not readonly and not path.exists():
+        # A new journal: load the migrations first, so the file stays empty (unreadable to
+        # `journal list`) for as short a time as possible.
+        from vibesys.journal_schema import migrations as _migrations  # noqa: F401
     conn = _connect(path, readonly)
-    db = Database(conn)
     try:
-        _check_schema(db, path, readonly)
+        applied = _check_schema(conn, path, readonly)
         if not readonly:
             _enter_wal(conn)
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys=ON")
-        if not readonly:
+        # A journal with every step applied has nothing to migrate: no need for sqlite-utils
+        # (it costs every `vibesys run` tens of milliseconds to import).
+        if not readonly and not applied.issuperset(KNOWN):
             # Check again and migrate under the write lock, in one transaction (sqlite-utils
             # nests its steps as savepoints): two processes opening a fresh journal at once
             # must neither both run m001 nor see the other's half-created schema.
+            from sqlite_utils import Database
+
+            from vibesys.journal_schema.migrations import migrations
+
             conn.execute("BEGIN IMMEDIATE")
             try:
-                _check_schema(db, path, readonly)
-                migrations.apply(db)
+                _check_schema(conn, path, readonly)
+                migrations.apply(Database(conn))
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -127,7 +142,7 @@ def open_database(path: Path, *, readonly: bool = False) -> Database:
     except JournalError:
         conn.close()
         raise
-    return db
+    return conn
 
 
 def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
@@ -191,17 +206,24 @@ def _enter_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.005)
 
 
-def _check_schema(db: Database, path: Path, readonly: bool) -> None:
-    tables = set(db.table_names())
+def _check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> set[str]:
+    """The steps applied to the journal at `path`, once it is known to be one we may use."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if not tables:
         if readonly:
             raise NotAJournal(f"{path} is an empty database, not a vibesys journal")
-        return
-    applied = {m.name for m in migrations.applied(db)}
+        return set()
+    applied: set[str] = set()
+    if "_sqlite_migrations" in tables:
+        # sqlite-utils' record of applied steps, read without it.
+        rows = conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", (MIGRATION_SET,)
+        )
+        applied = {row[0] for row in rows}
     if not applied and "invocations" in tables:
         # Our tables are there but their record of migrations reads empty: damaged pages can
         # look like that. Say which it is.
-        check = db.conn.execute("PRAGMA quick_check").fetchone()[0]
+        check = conn.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise JournalCorrupt(f"{path} is a damaged journal ({check}); restore it from a backup")
     if not applied or "invocations" not in tables:
@@ -213,3 +235,4 @@ def _check_schema(db: Database, path: Path, readonly: bool) -> None:
         )
     if readonly and KNOWN - applied:
         raise JournalError(f"{path} has an older schema; run `vibesys reconcile` to upgrade it")
+    return applied

@@ -13,15 +13,20 @@ from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
 from vibesys.states import FailureClass, JobState
 
 #: The invocation row joined with its current attempt's facts (one indexed lookup each).
-_ROW_COLUMNS = (
-    "i.id AS id, label, adapter, command, request, request_version, cwd, env_file, state, "
-    "version, i.attempt AS attempt, max_retries, retries, outcome, exit_code, "
-    "i.failure_class AS failure_class, cancel_requested, not_before, run_dir, created_at, "
-    "updated_at, lease_owner, lease_expires_at, a.job_id AS a_job_id, "
-    "a.dispatched_at AS a_dispatched_at, a.fence_intended_at AS a_fence_intended_at, "
-    "a.intended_at AS a_intended_at, a.job_name AS a_job_name"
+ROW_COLUMNS = (
+    "i.id AS id, i.label AS label, i.adapter AS adapter, i.command AS command, "
+    "i.request AS request, i.request_version AS request_version, i.cwd AS cwd, "
+    "i.env_file AS env_file, i.state AS state, i.version AS version, i.attempt AS attempt, "
+    "i.max_retries AS max_retries, i.retries AS retries, i.outcome AS outcome, "
+    "i.exit_code AS exit_code, i.failure_class AS failure_class, "
+    "i.cancel_requested AS cancel_requested, i.not_before AS not_before, "
+    "i.run_dir AS run_dir, i.created_at AS created_at, i.updated_at AS updated_at, "
+    "i.lease_owner AS lease_owner, i.lease_expires_at AS lease_expires_at, "
+    "a.job_id AS a_job_id, a.dispatched_at AS a_dispatched_at, "
+    "a.fence_intended_at AS a_fence_intended_at, a.intended_at AS a_intended_at, "
+    "a.job_name AS a_job_name"
 )
-_FROM = (
+ROW_FROM = (
     "FROM invocations i LEFT JOIN attempts a ON a.invocation_id = i.id AND a.attempt = i.attempt"
 )
 
@@ -35,11 +40,13 @@ class InvocationReads:
         raise NotImplementedError
 
     def get(self, invocation_id: str) -> Invocation:
-        cursor = self.conn.execute(f"SELECT {_ROW_COLUMNS} {_FROM} WHERE i.id=?", (invocation_id,))
+        cursor = self.conn.execute(
+            f"SELECT {ROW_COLUMNS} {ROW_FROM} WHERE i.id=?", (invocation_id,)
+        )
         row = cursor.fetchone()
         if row is None:
             raise UsageError(f"unknown invocation {invocation_id}")
-        return Invocation.from_row(_as_dict(cursor, row))
+        return Invocation.from_row(as_dict(cursor, row))
 
     def resolve(self, prefix: str) -> Invocation:
         """The one invocation whose id starts with `prefix` (an index range scan)."""
@@ -49,7 +56,7 @@ class InvocationReads:
             shown = prefix.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
             raise UsageError(f"{shown!r} is not an invocation id")
         cursor = self.conn.execute(
-            f"SELECT {_ROW_COLUMNS} {_FROM} WHERE i.id >= ? AND i.id < ? ORDER BY i.id LIMIT 2",
+            f"SELECT {ROW_COLUMNS} {ROW_FROM} WHERE i.id >= ? AND i.id < ? ORDER BY i.id LIMIT 2",
             (prefix, prefix + "\U0010ffff"),
         )
         rows = cursor.fetchall()
@@ -57,21 +64,24 @@ class InvocationReads:
             raise UsageError(f"unknown invocation {prefix}")
         if len(rows) > 1 and rows[0][0] != prefix:  # an exact id wins over longer ones
             raise UsageError(f"invocation prefix {prefix} is ambiguous; give more characters")
-        return Invocation.from_row(_as_dict(cursor, rows[0]))
+        return Invocation.from_row(as_dict(cursor, rows[0]))
 
     def list_invocations(self, state: JobState | None = None) -> list[Invocation]:
         where, params = ("WHERE state=?", (state,)) if state else ("", ())
         cursor = self.conn.execute(
-            f"SELECT {_ROW_COLUMNS} {_FROM} {where} ORDER BY created_at, i.id", params
+            f"SELECT {ROW_COLUMNS} {ROW_FROM} {where} ORDER BY created_at, i.id", params
         )
-        return [Invocation.from_row(_as_dict(cursor, row)) for row in cursor.fetchall()]
+        return [Invocation.from_row(as_dict(cursor, row)) for row in cursor.fetchall()]
 
     def active(self) -> list[Invocation]:
+        # `outcome IS NULL` selects the partial index of unfinished invocations (m005): DONE
+        # always carries an outcome, so it names exactly the rows `state != DONE` does.
         cursor = self.conn.execute(
-            f"SELECT {_ROW_COLUMNS} {_FROM} WHERE state != ? ORDER BY created_at, i.id",
+            f"SELECT {ROW_COLUMNS} {ROW_FROM} WHERE i.outcome IS NULL AND state != ? "
+            "ORDER BY created_at, i.id",
             (JobState.DONE,),
         )
-        return [Invocation.from_row(_as_dict(cursor, row)) for row in cursor.fetchall()]
+        return [Invocation.from_row(as_dict(cursor, row)) for row in cursor.fetchall()]
 
     def attempts(self, invocation_id: str) -> list[Attempt]:
         rows = self.conn.execute(
@@ -146,5 +156,5 @@ class InvocationReads:
         return [row[0] for row in self.conn.execute("SELECT id FROM invocations ORDER BY id")]
 
 
-def _as_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+def as_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}

@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from vibesys.errors import StaleState
 from vibesys.journal_schema.clock import iso, utc_now
@@ -33,11 +31,15 @@ from vibesys.journal_schema.opening import (
     journal_path,
     open_database,
 )
+from vibesys.journal_schema.polls import PollRecords
 from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import attempt_facts, attempt_updates, row_updates
 from vibesys.states import Decision, Event, JobState, decide
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -51,11 +53,22 @@ __all__ = [
 ]
 
 
-class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords):
-    def __init__(self, db: Database, path: Path) -> None:
-        self.db = db
-        self.conn: sqlite3.Connection = db.conn
+#: The invocation read model's fields: the committed row is built from them without the
+#: generic (and slower) dataclasses.replace.
+_INVOCATION_FIELDS = tuple(f.name for f in dataclasses.fields(Invocation))
+
+
+class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, PollRecords):
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
         self.path = path
+
+    @property
+    def db(self) -> Database:
+        """The connection as a sqlite-utils Database (imported on first use)."""
+        from sqlite_utils import Database
+
+        return Database(self.conn)
 
     def close(self) -> None:
         self.conn.close()
@@ -127,7 +140,10 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords):
         kind, evidence = encode_event(event)
         columns = row_updates(current, event, decision)
         sets = "".join(f", {name}=?" for name in columns)
-        with self.write_txn() as conn:
+        conn = self.conn
+        # The transaction of write_txn(), inlined: this runs on every transition.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
             cursor = conn.execute(
                 f"UPDATE invocations SET state=?, version=version+1, updated_at=?{sets} "
                 "WHERE id=? AND state=? AND version=?",
@@ -149,17 +165,21 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords):
                 ),
             )
             attempt_updates(conn, current, event, at)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
-        after = dataclasses.replace(
-            current,
+        values = {name: getattr(current, name) for name in _INVOCATION_FIELDS}
+        values.update(
             state=decision.state,
             version=current.version + 1,
             updated_at=at,
             **columns,
             **attempt_facts(current, event, at),
         )
-        return after, decision
+        return Invocation(**values), decision
 
 
 def open_journal(path: Path, *, readonly: bool = False) -> Journal:

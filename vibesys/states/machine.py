@@ -3,15 +3,20 @@
 `decide(state, event)` answers: may this event happen here, which state follows, and which
 effects must the engine carry out once the transition is committed. It does no I/O and reads
 no clock.
+
+The machine is the definition; a commit must not pay for it every time. The first decision for
+each (state, trigger) fires the machine with a model that records which callbacks it ran and
+where it landed; later decisions for that pair replay exactly those callbacks on the new event
+(the table has no conditions, so the pair alone decides which ones run). `decide_by_machine`
+fires the machine every time; the tests hold the two equal for every row. `transitions` is
+imported when the first machine is built, so reading the journal never loads it.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Final
-
-from transitions import EventData, Machine, MachineError
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from vibesys.errors import InvalidTransition
 from vibesys.states.effects import (
@@ -40,6 +45,23 @@ from vibesys.states.job_state import INITIAL, JobState, Outcome
 from vibesys.states.table import TRANSITIONS, dest_of, sources_of
 from vibesys.states.validate import validate_table
 
+if TYPE_CHECKING:
+    from transitions import Machine
+
+
+class _Call(Protocol):
+    """What a callback reads of the machine's EventData: the event, passed as a keyword."""
+
+    @property
+    def kwargs(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Replayed:
+    """The stand-in for EventData when a recorded decision is replayed."""
+
+    kwargs: dict[str, Any]
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:
@@ -54,31 +76,31 @@ class _Model:
     state: JobState
     effects: list[Effect] = field(default_factory=list)
 
-    def emit_submit(self, data: EventData) -> None:
+    def emit_submit(self, data: _Call) -> None:
         ev: SubmitDispatched = data.kwargs["event"]
         self.effects.append(Submit(ev.attempt, ev.job_name))
 
-    def emit_fence(self, data: EventData) -> None:
+    def emit_fence(self, data: _Call) -> None:
         ev: FenceIntended = data.kwargs["event"]
         self.effects.append(Fence(ev.attempt))
 
-    def emit_poll(self, data: EventData) -> None:
+    def emit_poll(self, data: _Call) -> None:
         self.effects.append(Poll())
 
-    def emit_resolve(self, data: EventData) -> None:
+    def emit_resolve(self, data: _Call) -> None:
         self.effects.append(Resolve())
 
-    def emit_collect(self, data: EventData) -> None:
+    def emit_collect(self, data: _Call) -> None:
         self.effects.append(Collect())
 
-    def emit_retry(self, data: EventData) -> None:
+    def emit_retry(self, data: _Call) -> None:
         ev: InfraFailed = data.kwargs["event"]
         self.effects.append(ScheduleRetry(ev.not_before))
 
-    def emit_cancel(self, data: EventData) -> None:
+    def emit_cancel(self, data: _Call) -> None:
         self.effects.append(Cancel())
 
-    def emit_finish(self, data: EventData) -> None:
+    def emit_finish(self, data: _Call) -> None:
         outcome, code = final_outcome(data.kwargs["event"])
         self.effects.append(Finish(outcome, code))
 
@@ -115,6 +137,8 @@ def build_machine() -> Machine:
 
 
 def _new_machine() -> Machine:
+    from transitions import Machine
+
     validate_table(TRANSITIONS)
     return Machine(
         model=None,
@@ -149,17 +173,77 @@ def next_state(state: JobState, event: Event) -> JobState:
     return state if dest is None else dest
 
 
-def decide(state: JobState, event: Event) -> Decision:
-    """Apply `event` in `state` through the machine: next state and the effects it authorizes."""
-    machine = build_machine()
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    """What the machine did for one (state, trigger): the callbacks it ran, and where it went."""
+
+    dest: JobState
+    callbacks: tuple[str, ...]
+
+
+class _Recording(_Model):
+    """A model that notes the name of every callback the machine runs on it."""
+
+    def __init__(self, state: JobState) -> None:
+        super().__init__(state)
+        self.called: list[str] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        found = object.__getattribute__(self, name)
+        if not name.startswith("emit_"):
+            return found
+        called: list[str] = object.__getattribute__(self, "called")
+
+        def noted(data: _Call) -> None:
+            called.append(name)
+            found(data)
+
+        return noted
+
+
+#: Recorded decisions, shared by every thread: entries are written once, whole (a dict
+#: assignment), and two threads recording the same pair record the same thing.
+_RECORDED: dict[tuple[JobState, str], _Recorded] = {}
+
+
+def _fire(model: _Model, event: Event) -> None:
+    from transitions import MachineError
+
+    trigger = type(event).__name__
+    try:
+        build_machine().events[trigger].trigger(model, event=event)
+    except MachineError as exc:
+        raise InvalidTransition(model.state, trigger) from exc
+
+
+def decide_by_machine(state: JobState, event: Event) -> Decision:
+    """Fire `event` in `state` through the machine itself (what `decide()` records)."""
     trigger = type(event).__name__
     if (state, trigger) not in NEXT:
         raise InvalidTransition(state, trigger)
     # The model is never added to the machine: the event is fired on it directly, so no
     # trigger methods are bound and a decision costs no more than the callbacks it runs.
     model = _Model(state)
-    try:
-        machine.events[trigger].trigger(model, event=event)
-    except MachineError as exc:
-        raise InvalidTransition(state, trigger) from exc
+    _fire(model, event)
     return Decision(JobState(model.state), tuple(model.effects))
+
+
+def decide(state: JobState, event: Event) -> Decision:
+    """Apply `event` in `state`: next state and the effects it authorizes (see the module
+    docstring: the machine's decision for the pair, recorded on first use)."""
+    trigger = type(event).__name__
+    key = (state, trigger)
+    recorded = _RECORDED.get(key)
+    if recorded is None:
+        if key not in NEXT:
+            raise InvalidTransition(state, trigger)
+        recording = _Recording(state)
+        _fire(recording, event)
+        recorded = _Recorded(JobState(recording.state), tuple(recording.called))
+        _RECORDED[key] = recorded
+        return Decision(recorded.dest, tuple(recording.effects))
+    model = _Model(state)
+    data = _Replayed({"event": event})
+    for name in recorded.callbacks:
+        getattr(model, name)(data)
+    return Decision(recorded.dest, tuple(model.effects))

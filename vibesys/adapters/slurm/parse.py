@@ -24,11 +24,14 @@ __all__ = [
     "SINFO_FORMAT",
     "SLURM_STATES",
     "SQUEUE_FORMAT",
+    "RateLimit",
     "SacctRow",
     "SqueueRow",
     "UnparseableOutput",
     "classify",
+    "parse_config",
     "parse_marker",
+    "parse_rate_limit",
     "parse_sacct",
     "parse_sbatch_parsable",
     "parse_sinfo_partitions",
@@ -372,6 +375,7 @@ def classify(
             cancelled_by = "vibesys"
         elif isinstance(row, SacctRow):
             cancelled_by = row.cancelled_by
+    reason = row.reason if row.reason not in (None, "None") else None
     return RemoteStatus(
         job_name=name,
         job_id=row.job_id,
@@ -379,7 +383,54 @@ def classify(
         exit_code=exit_code,
         cancelled_by=cancelled_by,
         observation=observation,
+        reason=reason,
+        partition=row.partition if isinstance(row, SqueueRow) else None,
+        nodes=row.nodes if isinstance(row, SqueueRow) else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """slurmctld's per-user RPC token bucket (Slurm 23.02+, `rl_enable` in
+    SlurmctldParameters): `bucket` tokens at most, `refill` more every `period` seconds."""
+
+    bucket: int
+    refill: int
+    period: int
+
+    @property
+    def per_second(self) -> float:
+        return self.refill / self.period
+
+
+#: slurmctld's defaults for the rl_* parameters not given (slurm.conf man page).
+_RL_DEFAULTS: Final = {"rl_bucket_size": 30, "rl_refill_rate": 2, "rl_refill_period": 1}
+_CONFIG_LINE = re.compile(r"^(\w+)\s*=\s*(.*?)\s*$")
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """`scontrol show config` as key -> value (the header line and blank lines dropped)."""
+    found: dict[str, str] = {}
+    for line in _lines(text):
+        match = _CONFIG_LINE.match(line)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def parse_rate_limit(slurmctld_parameters: str) -> RateLimit | None:
+    """The RPC rate limit SlurmctldParameters sets, or None when `rl_enable` is not among
+    them. A value that is missing, not a number or not positive falls back to the default,
+    as slurmctld itself does."""
+    words = [w.strip() for w in slurmctld_parameters.split(",")]
+    if "rl_enable" not in words:
+        return None
+    values = dict(_RL_DEFAULTS)
+    for word in words:
+        key, sep, value = word.partition("=")
+        if sep and key in values and value.strip().isdigit() and int(value) > 0:
+            values[key] = int(value)
+    return RateLimit(values["rl_bucket_size"], values["rl_refill_rate"], values["rl_refill_period"])
 
 
 def _command_status(row: SacctRow) -> int | None:

@@ -1,15 +1,21 @@
 """The sbatch adapter: the trusted evaluation path. Every job is named before it is submitted
 (`--job-name=<stable name>`), never requeued by Slurm, claims its attempt before its command
-starts, and is found again by that name (or its claim)."""
+starts, and is found again by that name (or its claim).
+
+A submission is one remote command (`_SUBMIT`): check that the candidate's snapshot is staged,
+create the run directory, write the batch script from stdin, and exec sbatch. Only when the
+snapshot is missing does the stage run (its uploads), and the command again without the check.
+Over SSH that is one round trip where there were four."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
-from vibesys.adapters.base import JobRef, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import JobRef, Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
 from vibesys.adapters.slurm.request import SbatchRequest, SrunRequest, make_request
 from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
@@ -20,11 +26,44 @@ from vibesys.adapters.slurm.script import (
     sbatch_argv,
     with_setup,
 )
-from vibesys.adapters.staging import copy_command, stage, verify_command
-from vibesys.adapters.transports import Runner, runner_from_config
+from vibesys.adapters.staging import (
+    StagingFailed,
+    copy_command,
+    probe_argv,
+    snapshot_path,
+    stage,
+    verify_command,
+    verify_script,
+)
+from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
+from vibesys.adapters.transports import prewarm as prewarm_transport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected, UsageError
-from vibesys.snapshot import CandidateError, SnapshotPolicy, build_manifest
+from vibesys.snapshot import CandidateError, Manifest, SnapshotPolicy, build_manifest
+
+#: `sh -c _SUBMIT vibesys-submit WORK SCRIPT PYTHON VERIFY SNAPSHOT DIGEST SBATCH...`, the
+#: batch script on stdin. With PYTHON set, the snapshot is probed first; when it is not
+#: staged the command exits PROBE_BASE + the probe's status (3: absent, 86: not verified)
+#: having submitted nothing, as it does with CANNOT_WRITE; otherwise it is sbatch's answer.
+_SUBMIT = """set -u
+work=$1 script=$2 python=$3 verify=$4 final=$5 digest=$6
+shift 6
+if [ -n "$python" ]; then
+  "$python" -I -c "$verify" --probe "$final" "$digest"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then
+    [ "$rc" -gt 150 ] && rc=150
+    exit $((100 + rc))
+  fi
+fi
+if ! { mkdir -p -- "$work" && cat > "$script"; }; then
+  echo "vibesys-submit: cannot write $script" >&2
+  exit 97
+fi
+exec "$@"
+"""
+CANNOT_WRITE = 97
+PROBE_BASE = 100
 
 #: sbatch's answers that prove the request itself is invalid (nothing runs, retrying is futile).
 REJECTIONS = re.compile(
@@ -60,15 +99,33 @@ def job_spec(
         raise SubmitRejected(f"invalid request: {exc}") from exc
 
 
-def stage_candidate(
+@dataclasses.dataclass(frozen=True, slots=True)
+class Candidate:
+    """A candidate to stage: its manifest (digest checked), where it is read from and where
+    its snapshot lives on the cluster."""
+
+    manifest: Manifest
+    path: str
+    root: PurePosixPath
+
+    @property
+    def digest(self) -> str:
+        return self.manifest.digest
+
+    @property
+    def snapshot_dir(self) -> PurePosixPath:
+        return snapshot_path(self.root, self.manifest.digest)
+
+
+def candidate_setup(
     scheduler: SlurmScheduler, request: SubmitRequest[SrunRequest], spec: SlurmJobSpec
-) -> SlurmJobSpec:
-    """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
-    its work directory before the command runs. The candidate must still have the digest
-    recorded at PREPARED: vibesys never runs code other than what it recorded."""
+) -> tuple[SlurmJobSpec, Candidate | None]:
+    """The job with its candidate's copy-and-verify steps, and the candidate to stage; no
+    remote command yet. The candidate must still have the digest recorded at PREPARED:
+    vibesys never runs code other than what it recorded."""
     candidate = request.spec.candidate
     if candidate is None:
-        return spec
+        return spec, None
     try:
         manifest = build_manifest(candidate.path, SnapshotPolicy(exclude=candidate.exclude))
     except CandidateError as exc:
@@ -83,7 +140,7 @@ def stage_candidate(
             fix="run again to record the candidate as it is now",
         )
     root = PurePosixPath(scheduler.config.slurm.remote_workspace_root)
-    staged = stage(manifest, candidate.path, scheduler.runner, root)
+    staged = Candidate(manifest, candidate.path, root)
     work = spec.workdir or spec.run_dir
     setup = (
         tuple(copy_command(staged.snapshot_dir, work)),
@@ -92,7 +149,23 @@ def stage_candidate(
     # The copy replaces the work directory: the job starts in its run directory and enters
     # the fresh copy only once it is verified.
     command = with_setup(spec.command, setup, spec.run_dir, work)
-    return dataclasses.replace(spec, command=command, workdir=None)
+    return dataclasses.replace(spec, command=command, workdir=None), staged
+
+
+def stage_candidate(
+    scheduler: SlurmScheduler,
+    request: SubmitRequest[SrunRequest],
+    spec: SlurmJobSpec,
+    progress: Progress | None = None,
+) -> SlurmJobSpec:
+    """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
+    its work directory before the command runs (the srun adapter's way: a stage, then srun)."""
+    spec, candidate = candidate_setup(scheduler, request, spec)
+    if candidate is not None:
+        stage(
+            candidate.manifest, candidate.path, scheduler.runner, candidate.root, progress=progress
+        )
+    return spec
 
 
 def request_ref(request: SubmitRequest[SrunRequest]) -> JobRef:
@@ -107,24 +180,36 @@ class SbatchBackend(SlurmBackendBase):
     def __init__(self, config: SlurmSiteConfig, runner: Runner | None = None) -> None:
         runner = runner or runner_from_config(config.slurm.transport)
         self.scheduler = SlurmScheduler(config, runner)
+        #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
+        self.progress: Progress | None = None
 
     def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
         scheduler = self.scheduler
         remote = scheduler.remote_dir(request_ref(request))
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
-        spec = stage_candidate(scheduler, request, spec)
+        spec, candidate = candidate_setup(scheduler, request, spec)
         script = render_sbatch(spec)
         request.run_dir.mkdir(parents=True, exist_ok=True)
         (request.run_dir / SCRIPT_FILE).write_text(script)
-        script_path = str(remote / SCRIPT_FILE)
-        scheduler.checked(["mkdir", "-p", str(remote / WORK_DIR)])
-        upload = ["sh", "-c", 'cat > "$1"', "vibesys-upload", script_path]
-        code, _, _, evidence = scheduler.run(upload, input=script.encode())
-        if code != 0:
+        code, out, err, evidence = self._submit_once(request, remote, script, candidate)
+        if code >= PROBE_BASE and candidate is not None:
+            # The snapshot is not staged: nothing was submitted. Stage it, then submit.
+            probed = CommandResult(
+                code - PROBE_BASE, "", err, tuple(probe_argv(candidate.root, candidate.digest))
+            )
+            stage(
+                candidate.manifest,
+                candidate.path,
+                scheduler.runner,
+                candidate.root,
+                probed=probed,
+                progress=self.progress,
+            )
+            code, out, err, evidence = self._submit_once(request, remote, script, None)
+        if code == CANNOT_WRITE and err.startswith("vibesys-submit:"):
             raise BackendUnavailable("could not write the batch script", evidence=evidence)
-        code, out, err, evidence = scheduler.run(
-            sbatch_argv(script_path), maybe_effect=True, env=request.context.env
-        )
+        if code >= PROBE_BASE and candidate is not None:
+            raise StagingFailed(f"the staged snapshot did not verify: {err.strip()[:300]}")
         if code == 0:
             try:
                 job_id = parse_sbatch_parsable(out)
@@ -140,11 +225,48 @@ class SbatchBackend(SlurmBackendBase):
         # queued the job: only a lookup by name, or a fence, can tell.
         raise BackendUnavailable("sbatch failed", evidence=evidence, maybe_submitted=True)
 
+    def _submit_once(
+        self,
+        request: SubmitRequest[SrunRequest],
+        remote: PurePosixPath,
+        script: str,
+        candidate: Candidate | None,
+    ) -> tuple[int, str, str, str]:
+        """The one remote command of a submission (see `_SUBMIT`)."""
+        script_path = remote / SCRIPT_FILE
+        probe = ["", "", "", ""]
+        if candidate is not None:
+            probe = ["python3", verify_script(), str(candidate.snapshot_dir), candidate.digest]
+        argv = [
+            "sh",
+            "-c",
+            _SUBMIT,
+            "vibesys-submit",
+            str(remote / WORK_DIR),
+            str(script_path),
+            *probe,
+            *sbatch_argv(script_path),
+        ]
+        code, out, err, _ = self.scheduler.run(
+            argv, input=script.encode(), maybe_effect=True, env=request.context.env
+        )
+        # The evidence names what ran without the submit script and the verifier's source.
+        evidence = f"{shlex.join(sbatch_argv(script_path))} -> rc={code}"
+        if err.strip():
+            evidence += f" stderr: {' '.join(err.split())[:500]}"
+        return code, out, err, evidence
+
 
 def build(request: SbatchRequest) -> SbatchBackend:
     return SbatchBackend(request.site())
 
 
+def prewarm(request: SbatchRequest) -> None:
+    """Start reaching the cluster (an SSH connection and its helper) while `vibesys run` still
+    records the invocation: the first command then finds it ready."""
+    prewarm_transport(request.site().slurm.transport)
+
+
 #: The registry's names for this adapter's request model and request builder.
 Request = SbatchRequest
-__all__ = ["REJECTIONS", "Request", "SbatchBackend", "build", "make_request"]
+__all__ = ["REJECTIONS", "Request", "SbatchBackend", "build", "make_request", "prewarm"]

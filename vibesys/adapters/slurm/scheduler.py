@@ -13,6 +13,7 @@ so the engine settles such an attempt with a fence, never by the absence alone.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -21,6 +22,7 @@ from vibesys.adapters.base import (
     TERMINAL_REMOTE,
     ArtifactInfo,
     JobRef,
+    PollSchedule,
     RemoteState,
     RemoteStatus,
     Sink,
@@ -33,6 +35,8 @@ from vibesys.adapters.slurm.parse import (
     SacctRow,
     SqueueRow,
     classify,
+    parse_config,
+    parse_rate_limit,
     parse_sacct,
     parse_squeue,
     sacct_argv,
@@ -43,11 +47,19 @@ from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FI
 from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable
+from vibesys.layout import log_paths
 
 CANCEL_MARKER = CANCEL_FILE
 WORK_DIR = "work"
 # Prints nothing (rc 0) for a log that does not exist yet, else its bytes from an offset.
 _READ_FROM = 'test -e "$1" || exit 0; exec tail -c +"$2" "$1"'
+# Prints each directory given that holds an exit_code marker (the probe between rounds).
+_PROBE_MARKERS = 'for d in "$@"; do [ -e "$d/exit_code" ] && printf "%s\\n" "$d"; done; exit 0'
+#: The share of the site's RPC rate limit our status rounds may use: the rest is left for
+#: submissions, cancels and the user's own commands.
+RATE_LIMIT_SHARE = 0.5
+#: The site facts `site_facts` keeps from `scontrol show config`.
+SITE_FACT_KEYS = ("SlurmctldParameters", "MinJobAge")
 # Reads every marker and claim in one command: "<dir>\t<exit_code>\t<setup_failed>\t<claim>"
 # per directory, the claim's lines joined by \037 (it never holds a tab or that byte).
 _READ_MARKERS = (
@@ -235,6 +247,9 @@ class SlurmScheduler:
             raise ValueError(f"unknown log stream {stream!r}")
         counter = _Counting(sink)
         path = str(self.remote_dir(job) / stream)
+        if self.shares_filesystem:
+            # The cluster's files are this host's: read them, no command to start.
+            return _copy_from(path, offset, counter)
         result = self.runner.stream(
             ["sh", "-c", _READ_FROM, "vibesys-log", path, str(offset + 1)],
             counter,
@@ -259,10 +274,73 @@ class SlurmScheduler:
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
         # The local spool: the engine copies the remote logs there by byte offset.
-        return job.run_dir / STDOUT_FILE, job.run_dir / STDERR_FILE
+        return log_paths(job.run_dir)
 
     def poll_interval(self, age_seconds: float) -> float:
         return self.config.slurm.poll_interval(age_seconds)
+
+    # -- the shared poll budget (adapters.base.SharedPolling) ---------------------------------
+
+    def poll_site(self) -> str:
+        slurm = self.config.slurm
+        transport = slurm.transport
+        where = "local" if transport.kind == "local" else f"{transport.user or ''}@"
+        if transport.kind == "ssh":
+            where += f"{transport.host}:{transport.port}"
+        return f"slurm:{slurm.name}:{where}:{slurm.remote_workspace_root}"
+
+    def site_facts(self) -> dict[str, str]:
+        """What `scontrol show config` says about polling this site (asked once per site:
+        the engine keeps the answer in the journal)."""
+        config = parse_config(self.checked(["scontrol", "show", "config"]))
+        return {key: config[key] for key in SITE_FACT_KEYS if key in config}
+
+    def poll_schedule(self, facts: Mapping[str, str]) -> PollSchedule:
+        slurm = self.config.slurm
+        floor, why = slurm.poll_floor_seconds, "poll_floor_seconds"
+        limit = parse_rate_limit(facts.get("SlurmctldParameters", ""))
+        if limit is not None:
+            # One round is one slurmctld RPC (squeue; sacct asks slurmdbd): keep our rounds to
+            # a share of the per-user refill rate.
+            rated = 1.0 / (RATE_LIMIT_SHARE * limit.per_second)
+            if rated > floor:
+                floor = rated
+                why = (
+                    f"rl_refill_rate={limit.refill} per rl_refill_period={limit.period}s: "
+                    f"at most {RATE_LIMIT_SHARE:.0%} of it"
+                )
+        maximum = max(slurm.poll_max_seconds, floor)
+        return PollSchedule(
+            floor, slurm.poll_initial_seconds, maximum, slurm.poll_backoff, slurm.probe_seconds, why
+        )
+
+    def probe(self, jobs: Sequence[JobRef]) -> set[str]:
+        """The jobs whose exit_code marker exists: a stat each on a shared file system, else
+        one remote command for all of them."""
+        dirs = {str(self.remote_dir(j)): j.job_name for j in jobs}
+        if not dirs:
+            return set()
+        if self.shares_filesystem:
+            return {name for d, name in dirs.items() if os.path.exists(f"{d}/{EXIT_CODE_FILE}")}
+        out = self.checked(["sh", "-c", _PROBE_MARKERS, "vibesys-probe", *dirs])
+        return {dirs[line] for line in out.splitlines() if line in dirs}
+
+
+def _copy_from(path: str, offset: int, sink: Sink) -> int:
+    """Copy `path` from `offset` to `sink`; 0 bytes for a file that does not exist yet."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise BackendUnavailable(f"reading {path} failed: {exc.strerror or exc}") from None
+    copied = 0
+    with handle:
+        handle.seek(offset)
+        while chunk := handle.read(1 << 20):
+            sink.write(chunk)
+            copied += len(chunk)
+    return copied
 
 
 class _Counting:
@@ -378,3 +456,15 @@ class SlurmBackendBase:
 
     def fence(self, job: JobRef, text: str) -> Claim:
         return self.scheduler.fence(job, text)
+
+    def poll_site(self) -> str:
+        return self.scheduler.poll_site()
+
+    def site_facts(self) -> dict[str, str]:
+        return self.scheduler.site_facts()
+
+    def poll_schedule(self, facts: Mapping[str, str]) -> PollSchedule:
+        return self.scheduler.poll_schedule(facts)
+
+    def probe(self, jobs: Sequence[JobRef]) -> set[str]:
+        return self.scheduler.probe(jobs)

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Final
 
+from vibesys.adapters.base import Progress
 from vibesys.adapters.staging.errors import SnapshotMismatch, StagingFailed
 from vibesys.adapters.transports.base import CommandResult, Runner
 from vibesys.errors import BackendError, UsageError
@@ -38,6 +39,7 @@ __all__ = [
     "StageOutcome",
     "StageResult",
     "copy_command",
+    "probe_argv",
     "snapshot_path",
     "stage",
     "verify_command",
@@ -99,6 +101,15 @@ def snapshot_path(remote_root: PurePosixPath | str, digest: str) -> PurePosixPat
     return _remote_path("remote_root", remote_root) / SNAPSHOTS_DIR / _check_digest(digest)
 
 
+def probe_argv(
+    remote_root: PurePosixPath | str, digest: str, *, python: str = "python3"
+) -> list[str]:
+    """argv that answers whether the snapshot `digest` is staged under `remote_root`: exit 0
+    (verified), 3 (absent) or 86 (there but not verified), as `stage` itself asks."""
+    final = snapshot_path(remote_root, digest)
+    return [python, "-I", "-c", verify_script(), "--probe", str(final), digest]
+
+
 def verify_command(
     directory: PurePosixPath | str, digest: str, *, python: str = "python3"
 ) -> list[str]:
@@ -150,9 +161,14 @@ def stage(
     python: str = "python3",
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     timeout: float | None = None,
+    probed: CommandResult | None = None,
+    progress: Progress | None = None,
 ) -> StageResult:
     """Make `<remote_root>/snapshots/<digest>/` hold exactly `manifest`'s entries, read from
     `root`, uploading only when no verified copy is there already.
+
+    `probed` is the answer of a probe already run (`probe_argv`, folded into another remote
+    command such as a submission): it is not run again. `progress` hears of the bytes sent.
 
     Raises CandidateError when a file in `root` no longer matches the manifest, SnapshotMismatch
     when the uploaded copy fails to verify, StagingFailed when the remote side cannot store it,
@@ -164,19 +180,24 @@ def stage(
     snapshots = _remote_path("remote_root", remote_root) / SNAPSHOTS_DIR
     final = snapshots / digest
     helper = _Helper(runner, python, timeout)
-    probe = helper.run("--probe", str(final), digest)
+    probe = probed if probed is not None else helper.run("--probe", str(final), digest)
     if probe.returncode == _remote.EXIT_OK:
         evidence = f"snapshot {digest} verified at {final}: reused, nothing uploaded"
         return StageResult(digest, final, StageOutcome.REUSED, 0, helper.count, None, evidence)
     if probe.returncode not in (_remote.EXIT_ABSENT, _remote.EXIT_MISMATCH):
         raise helper.failure(probe, StagingFailed)
-    upload = _Upload(helper, snapshots, secrets.token_hex(8), chunk_bytes)
+    upload = _Upload(helper, snapshots, secrets.token_hex(8), chunk_bytes, progress)
+    if progress is not None:
+        progress.begin(f"staging {digest[:12]}", manifest.total_bytes)
     try:
         _write_tar(manifest, Path(root), upload)
         answer = upload.finish(digest)
     except BaseException:
         upload.abort()
         raise
+    finally:
+        if progress is not None:
+            progress.end()
     words = answer.stdout.split()
     done = f"snapshot {digest} uploaded to {final}: {upload.sent} bytes in {helper.count} commands"
     quarantined = None
@@ -232,8 +253,14 @@ class _Upload:
     `--append` command; the rest goes with the final `--install`."""
 
     def __init__(
-        self, helper: _Helper, snapshots: PurePosixPath, token: str, chunk_bytes: int
+        self,
+        helper: _Helper,
+        snapshots: PurePosixPath,
+        token: str,
+        chunk_bytes: int,
+        progress: Progress | None = None,
     ) -> None:
+        self.progress = progress
         self.helper = helper
         self.snapshots = str(snapshots)
         self.token = token
@@ -252,6 +279,8 @@ class _Upload:
             if not result.ok:
                 raise self.helper.failure(result, StagingFailed)
             self.sent += len(piece)
+            if self.progress is not None:
+                self.progress.advance(len(piece))
         return len(data)
 
     def tell(self) -> int:
@@ -272,6 +301,8 @@ class _Upload:
         self.buffer.clear()
         result = self.helper.run("--install", self.snapshots, digest, self.token, input=piece)
         self.sent += len(piece)
+        if self.progress is not None:
+            self.progress.advance(len(piece))
         if result.returncode == _remote.EXIT_MISMATCH:
             raise self.helper.failure(result, SnapshotMismatch)
         if not result.ok:

@@ -8,6 +8,9 @@ one from strings themselves.
 
 from __future__ import annotations
 
+import threading
+from typing import TYPE_CHECKING
+
 from vibesys.adapters.transports.base import (
     CommandResult,
     Runner,
@@ -19,6 +22,9 @@ from vibesys.adapters.transports.local import DEFAULT_SHELL_COMMAND, LocalTransp
 from vibesys.config.slurm import LocalTransportConfig, SshTransportConfig
 from vibesys.errors import ConfigError
 
+if TYPE_CHECKING:
+    from vibesys.adapters.transports.ssh import SshTransport
+
 __all__ = [
     "DEFAULT_SHELL_COMMAND",
     "CommandResult",
@@ -26,9 +32,16 @@ __all__ = [
     "Runner",
     "check_argv",
     "map_transport_errors",
+    "prewarm",
     "runner_from_config",
     "shell_join",
 ]
+
+
+#: One SSH transport per configuration in a process: every adapter instance of a site shares
+#: its connection (and its helper), and one warmed up early is the one commands use.
+_SSH: dict[SshTransportConfig, SshTransport] = {}
+_SSH_LOCK = threading.Lock()
 
 
 def runner_from_config(config: LocalTransportConfig | SshTransportConfig) -> Runner:
@@ -38,5 +51,24 @@ def runner_from_config(config: LocalTransportConfig | SshTransportConfig) -> Run
     if isinstance(config, SshTransportConfig):
         from vibesys.adapters.transports.ssh import SshTransport  # paramiko: only when needed
 
-        return SshTransport.from_config(config)
+        with _SSH_LOCK:
+            if config not in _SSH:
+                _SSH[config] = SshTransport.from_config(config)
+            return _SSH[config]
     raise ConfigError(f"slurm.transport.kind: {config.kind!r} is not implemented")
+
+
+def prewarm(config: LocalTransportConfig | SshTransportConfig) -> None:
+    """Start opening the connection (and its remote helper) now, on a thread, so that its
+    round trips overlap the work done before the first command. Nothing for a local transport.
+    Failures are left to the first real command, which reports them."""
+    if not isinstance(config, SshTransportConfig):
+        return
+
+    def warm() -> None:
+        runner = runner_from_config(config)
+        warm_up = getattr(runner, "warm", None)
+        if callable(warm_up):
+            warm_up()
+
+    threading.Thread(target=warm, name="vibesys-ssh-prewarm", daemon=True).start()

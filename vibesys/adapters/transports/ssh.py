@@ -5,9 +5,16 @@ each). The host key is verified against the configured known_hosts; an unknown h
 unless the operator opted in (`accept_unknown_host`), and a changed key is always refused. A jump
 host, when configured, carries the connection through a `direct-tcpip` channel.
 
-A command is an argv: it is quoted with `shell_join` and handed to `shell_command` (default
-`bash -c`), which the remote login shell starts, so no argument is ever re-split or expanded.
-Only allowlisted local environment variables travel, as an `env NAME=VALUE ...` prefix.
+Commands run through one remote helper per connection (`_ssh_helper.py`, started by
+`ssh_session.HelperSession`): OpenSSH runs every command through the user's shell, which on
+Debian reads ~/.bashrc for it; the helper pays that once per connection and then starts each
+command directly, argv as given, with no shell (or through `shell_command` when the site sets
+one), in a few milliseconds. With `login_shell` the helper itself is started by `bash -l`, so
+profile scripts (`module load slurm`) set its environment once. A remote side without python3
+gets the old way: one channel per command, its argv quoted with `shell_join` (behind
+`shell_command` when set) for the user's shell, so no argument is ever re-split or expanded.
+Only allowlisted local environment variables travel: in the helper's request, or as an
+`env NAME=VALUE ...` prefix on the old way.
 
 Failures are mapped at this edge (`map_ssh_errors`): a connection lost during a command is
 `TransportLost` carrying `maybe_submitted=maybe_effect` (an sbatch whose answer was lost must be
@@ -19,14 +26,15 @@ exponential backoff; the transport never re-runs a command itself.
 Secrets never leave: the passphrase, the identity file's contents and the values of allowlisted
 variables whose names look secret are removed from every message, evidence and stderr
 (`redact`; stdout is data and stays raw), and mapped errors do not chain paramiko's own
-exception (whose text could hold them). Allowlisted values travel inside the command line, so
-the remote host's `ps` may show them while the login shell starts: prefer secrets that the
-remote side reads from its own files.
+exception (whose text could hold them). Through the helper, allowlisted values travel in the
+channel, never on a command line; on the old way they are on the command line, so the remote
+host's `ps` may show them while the login shell starts.
 
-On a timeout the command is asked to stop (an RFC 4254 "signal" request, TERM) and its channel
-is closed. OpenSSH honours that request for ordinary users only (for root logins it logs
-"session signalling requires privilege separation"), so a command that never writes may outlive
-its channel: the caller's `maybe_submitted` handling covers that case.
+On a timeout the helper sends the command's session SIGTERM, then SIGKILL two seconds later,
+and reports it; a helper that stops answering is dropped with its channel. On the old way the
+command is asked to stop (an RFC 4254 "signal" request, TERM) and its channel is closed;
+OpenSSH honours that request for ordinary users only, so a command that never writes may
+outlive its channel. Either way the caller's `maybe_submitted` handling covers the case.
 
 The pieces live in sibling modules: `ssh_errors` (error mapping, redaction), `ssh_connect`
 (the connection, host keys, jump host, reconnecting) and `ssh_channel` (one command's channel).
@@ -37,13 +45,18 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import paramiko  # type: ignore[import-untyped]
-
-from vibesys.adapters.transports.base import CommandResult, Sink, check_argv, shell_join
+from vibesys.adapters.transports._paramiko import paramiko
+from vibesys.adapters.transports.base import (
+    CommandResult,
+    Sink,
+    check_argv,
+    shell_join,
+)
 from vibesys.adapters.transports.ssh_channel import (
     POLL_SECONDS,
     READ_SIZE,
@@ -57,7 +70,6 @@ from vibesys.adapters.transports.ssh_connect import (
     MAX_PACKET_SIZE,
     PREFERRED_CIPHERS,
     WINDOW_SIZE,
-    SshConnection,
 )
 from vibesys.adapters.transports.ssh_errors import (
     REDACTED,
@@ -65,6 +77,13 @@ from vibesys.adapters.transports.ssh_errors import (
     is_secret_name,
     map_ssh_errors,
     redact,
+)
+from vibesys.adapters.transports.ssh_pool import HelperPool
+from vibesys.adapters.transports.ssh_session import (
+    PYTHONS,
+    HelperSession,
+    helper_source,
+    launch_command,
 )
 from vibesys.errors import BackendUnavailable, ConfigError, TransportLost
 
@@ -87,12 +106,17 @@ __all__ = [
     "redact",
 ]
 
-DEFAULT_SHELL_COMMAND: tuple[str, ...] = ("bash", "-c")
+#: No shell per command: the helper starts each argv directly (a site may set one).
+DEFAULT_SHELL_COMMAND: tuple[str, ...] = ()
+#: How the helper is started by the remote user's shell: a plain POSIX shell, or a login
+#: shell when the site's environment comes from profile scripts (`login_shell`).
+HELPER_SHELL: tuple[str, ...] = ("sh", "-c")
+LOGIN_SHELL: tuple[str, ...] = ("bash", "-lc")
 #: stderr kept by `stream` (its stdout goes to the sink; a runaway stderr must not fill memory).
 STREAM_STDERR_LIMIT = 1 << 20
 
 
-class SshTransport(SshConnection):
+class SshTransport(HelperPool):
     """Runs argv on a remote host over SSH; see the module docstring.
 
     Thread-safe: commands from several threads share the connection (one channel each).
@@ -119,15 +143,18 @@ class SshTransport(SshConnection):
         env_allowlist: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         shell_command: Sequence[str] = DEFAULT_SHELL_COMMAND,
+        login_shell: bool = False,
+        use_helper: bool = True,
+        helper_pythons: Sequence[str] = PYTHONS,
         ciphers: Sequence[str] = PREFERRED_CIPHERS,
         window_size: int = WINDOW_SIZE,
         max_packet_size: int = MAX_PACKET_SIZE,
         read_size: int = READ_SIZE,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if isinstance(shell_command, str) or not shell_command:
-            raise ConfigError("shell_command must be a non-empty list of arguments")
-        if "=" in shell_command[0]:
+        if isinstance(shell_command, str):
+            raise ConfigError("shell_command must be a list of arguments")
+        if shell_command and "=" in shell_command[0]:
             raise ConfigError(f"shell_command: {shell_command[0]!r} may not contain '='")
         super().__init__(
             host,
@@ -151,8 +178,20 @@ class SshTransport(SshConnection):
         )
         self.env_allowlist = tuple(env_allowlist)
         self.shell_command = tuple(shell_command)
+        self.login_shell = login_shell
+        self.use_helper = use_helper
+        self.helper_pythons = tuple(helper_pythons)
         self.read_size = read_size
         self._env = env
+        self._pool_lock = threading.Lock()
+        #: helpers waiting for a command, of the current connection
+        self._idle: list[HelperSession] = []
+        #: the connection on which the helper could not start (then: a channel per command)
+        self._no_helper: int | None = None
+        #: helpers started so far (for tests and benchmarks)
+        self.helpers_started = 0
+        #: set while `warm` starts a helper: a command waits for it rather than start another
+        self._warming: threading.Event | None = None
 
     @classmethod
     def from_config(
@@ -187,6 +226,7 @@ class SshTransport(SshConnection):
             env_allowlist=config.env_allowlist,
             env=env,
             shell_command=config.shell_command,
+            login_shell=config.login_shell,
         )
 
     # -- what a caller may look at ------------------------------------------------------------
@@ -203,15 +243,34 @@ class SshTransport(SshConnection):
         return frozenset(found)
 
     def command_line(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
-        """The command string sent to the remote login shell for `argv`; allowlisted variables
-        come from `env` when given (a job's recorded environment), else from this process."""
-        inner = shell_join(argv)
-        environment = self._environment() if env is None else env
-        assignments = [
-            f"{name}={environment[name]}" for name in self.env_allowlist if name in environment
-        ]
+        """The command string sent to the remote user's shell for `argv` when commands run one
+        channel each (no helper); allowlisted variables come from `env` when given (a job's
+        recorded environment), else from this process."""
+        assignments = [f"{name}={value}" for name, value in self._allowed(env).items()]
         prefix = ["env", *assignments] if assignments else []
-        return shell_join([*prefix, *self.shell_command, inner])
+        if self.shell_command:
+            line = shell_join([*prefix, *self.shell_command, shell_join(argv)])
+        else:
+            line = shell_join([*prefix, *argv])
+        return shell_join([*LOGIN_SHELL, line]) if self.login_shell else line
+
+    def helper_argv(self, argv: Sequence[str]) -> list[str]:
+        """What the helper starts for `argv`: argv itself, or the site's shell running it."""
+        if self.shell_command:
+            return [*self.shell_command, shell_join(argv)]
+        return list(argv)
+
+    def helper_launch(self) -> str:
+        """The command string that starts the helper (through the remote user's shell)."""
+        shell = LOGIN_SHELL if self.login_shell else HELPER_SHELL
+        return shell_join(launch_command(shell, len(helper_source()), self.helper_pythons))
+
+    def close(self) -> None:
+        with self._pool_lock:
+            idle, self._idle = self._idle, []
+        for helper in idle:
+            helper.close()
+        super().close()
 
     # -- Runner -------------------------------------------------------------------------------
 
@@ -266,8 +325,22 @@ class SshTransport(SshConnection):
     ) -> tuple[int, str]:
         secrets = self.secrets()
         what = redact(shlex.join(argv), secrets)
-        command = self.command_line(argv, env)
         transport = self._ensure_connected()
+        helper = self._take_helper(transport, what, secrets)
+        if helper is not None:
+            return self._through_helper(
+                helper,
+                argv,
+                write,
+                what=what,
+                secrets=secrets,
+                input=input,
+                timeout=timeout,
+                maybe_effect=maybe_effect,
+                stderr_limit=stderr_limit,
+                env=env,
+            )
+        command = self.command_line(argv, env)
         with map_ssh_errors(what, host=self.label, secrets=secrets):
             channel = transport.open_session(
                 window_size=self.window_size,
@@ -323,3 +396,7 @@ class SshTransport(SshConnection):
 
     def _environment(self) -> Mapping[str, str]:
         return os.environ if self._env is None else self._env
+
+    def _allowed(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        environment = self._environment() if env is None else env
+        return {name: environment[name] for name in self.env_allowlist if name in environment}

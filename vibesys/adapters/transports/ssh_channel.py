@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import paramiko  # type: ignore[import-untyped]
-
+from vibesys.adapters.transports._paramiko import paramiko
 from vibesys.adapters.transports.ssh_errors import map_ssh_errors
 
 __all__ = [

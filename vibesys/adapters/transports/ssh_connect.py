@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import paramiko  # type: ignore[import-untyped]
-
+from vibesys.adapters.transports._paramiko import paramiko
 from vibesys.adapters.transports.ssh_errors import (
     UnknownHostKey,
     describe_exception,

@@ -16,8 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import paramiko  # type: ignore[import-untyped]
-
+from vibesys.adapters.transports._paramiko import paramiko
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, TransportLost
 
 __all__ = [

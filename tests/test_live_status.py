@@ -1,0 +1,174 @@
+"""The live status line (vibesys/live.py): on a terminal `vibesys run` shows one updating line
+while the job runs and erases it before the job's output; without a terminal (or with
+`--json`) nothing of it is written. Runs the real command under a pseudo-terminal (`pty`)."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import select
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from vibesys.engine.seen import Seen, Sight
+from vibesys.journal_schema import Invocation
+from vibesys.live import PROGRESS_MIN_BYTES, LiveStatus, status_text
+from vibesys.states import JobState
+
+JOB = ["sh", "-c", "sleep 1.5; echo done"]
+ERASE_LINE = b"\x1b[2K"
+
+
+def run_in(tmp_path: Path, *args: str, stdout_tty: bool, stderr_tty: bool) -> bytes:
+    """`vibesys run ...` with stdout and/or stderr on a pseudo-terminal; every byte written to
+    either, in order when both share the terminal."""
+    master, slave = pty.openpty()
+    outputs = {True: slave, False: subprocess.PIPE}
+    env = {k: v for k, v in os.environ.items() if k not in ("VIBESYS_FAILPOINTS", "NO_COLOR")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vibesys", *args],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=outputs[stdout_tty],
+        stderr=outputs[stderr_tty],
+    )
+    os.close(slave)
+    seen = bytearray()
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the terminal closed
+                break
+            if not data:
+                break
+            seen += data
+        elif process.poll() is not None:
+            break
+    out, err = process.communicate(timeout=60)
+    os.close(master)
+    assert process.returncode == 0, (bytes(seen), out, err)
+    return bytes(seen) + (out or b"") + (err or b"")
+
+
+@pytest.mark.parametrize(
+    ("stdout_tty", "stderr_tty", "extra"),
+    [(False, False, ()), (True, False, ()), (False, True, ()), (True, True, ("--json",))],
+    ids=["pipes", "stdout-only", "stderr-only", "json"],
+)
+def test_no_status_line_without_a_terminal_on_both(
+    tmp_path: Path, stdout_tty: bool, stderr_tty: bool, extra: tuple[str, ...]
+) -> None:
+    written = run_in(
+        tmp_path, "run", *extra, "--", *JOB, stdout_tty=stdout_tty, stderr_tty=stderr_tty
+    )
+    assert b"done" in written
+    assert b"\x1b[" not in written  # no control sequence at all
+    assert b"running" not in written and "·".encode() not in written
+
+
+def test_the_status_line_appears_and_is_erased_before_the_output(tmp_path: Path) -> None:
+    written = run_in(tmp_path, "run", "--", *JOB, stdout_tty=True, stderr_tty=True)
+    before, _, after = written.partition(b"done")
+    assert b"running \xc2\xb7 0:0" in before  # `<id> running · 0:01` while the job ran
+    last_line = before.rfind(b"running")
+    assert ERASE_LINE in before[last_line:], "the status line was not erased before the output"
+    # What stays after the output: the summary, and no status line drawn again.
+    assert b"DONE COMPLETED exit 0" in after
+    assert b"running" not in after
+
+
+def invocation(state: JobState = JobState.RUNNING) -> Invocation:
+    return Invocation(
+        id="0123456789ab",
+        label=None,
+        adapter="sbatch",
+        command=["true"],
+        request={},
+        state=state,
+        version=3,
+        attempt=1,
+        max_retries=2,
+        retries=0,
+        outcome=None,
+        exit_code=None,
+        failure_class=None,
+        cancel_requested=False,
+        not_before=None,
+        run_dir="/runs/0123456789ab",
+        created_at="2030-01-01T00:00:00+00:00",
+        updated_at="2030-01-01T00:00:00+00:00",
+        lease_owner=None,
+        lease_expires_at=None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("seen", "elapsed", "expected"),
+    [
+        (None, 0, "0123456789ab submitted · 0:00"),
+        (
+            Seen(Sight.QUEUED, "", "5", reason="QOSMaxJobsPerUserLimit", partition="main"),
+            75,
+            "0123456789ab queued (QOSMaxJobsPerUserLimit) in main · 1:15",
+        ),
+        (
+            Seen(Sight.QUEUED, "", "5", reason="Resources", partition="main,priority"),
+            12,
+            "0123456789ab queued (Resources) in main,priority · 0:12",
+        ),
+        (
+            Seen(Sight.RUNNING, "", "5", partition="gpu", nodes="node[1-2]"),
+            3725,
+            "0123456789ab running on node[1-2] (gpu) · 1:02:05",
+        ),
+        (Seen(Sight.UNREACHABLE, "timed out"), 5, "0123456789ab scheduler unreachable · 0:05"),
+    ],
+)
+def test_the_status_words(seen: Seen | None, elapsed: float, expected: str) -> None:
+    assert status_text(invocation(), seen, elapsed) == expected
+
+
+def test_submitting_and_collecting_words() -> None:
+    assert "submitting" in status_text(invocation(JobState.SUBMITTING), None, 0)
+    assert "collecting" in status_text(invocation(JobState.COLLECTING), None, 0)
+
+
+def terminal() -> tuple[LiveStatus, io.StringIO]:
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=100)
+    return LiveStatus(console), buffer
+
+
+def test_a_big_transfer_shows_a_bar_and_erases_it() -> None:
+    live, buffer = terminal()
+    live.begin("artifact model.bin", 10 * PROGRESS_MIN_BYTES)
+    live.advance(5 * PROGRESS_MIN_BYTES)
+    live.end()
+    text = buffer.getvalue()
+    assert "artifact model.bin" in text and "MB" in text
+    assert text.rstrip().endswith("\x1b[2K") or "\x1b[2K" in text[text.rfind("MB") :]
+
+
+def test_a_small_transfer_shows_nothing() -> None:
+    live, buffer = terminal()
+    live.begin("artifact small.txt", PROGRESS_MIN_BYTES - 1)
+    live.advance(PROGRESS_MIN_BYTES - 1)
+    live.end()
+    assert buffer.getvalue() == ""
+
+
+def test_done_clears_the_line() -> None:
+    live, buffer = terminal()
+    live.show(invocation(), Seen(Sight.RUNNING, "", "5"))
+    assert "running" in buffer.getvalue()
+    live.show(replace(invocation(), state=JobState.DONE), None)
+    assert buffer.getvalue().rstrip().endswith("\x1b[2K")

@@ -1,0 +1,115 @@
+"""The `vibesys` entry point. The read-only commands agents call in loops (`journal show`,
+`journal list`, `logs` without `--follow`, `states`) run here without the typer app: their
+arguments are few and fixed, so a command line that is exactly one of them is parsed here and
+the command runs with nothing but sqlite3, json and the journal's read models imported.
+Anything else (every other command, `--help`, an option or a form this parser does not know,
+an error in the arguments) goes to the typer app unchanged, which answers as it always does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+#: Options that take a value, and flags, per fast command (the long forms typer accepts).
+_VALUED = {
+    ("journal", "show"): {"--journal"},
+    ("journal", "list"): {"--journal", "--state"},
+    ("logs",): {"--journal"},
+    ("states",): {"--format"},
+}
+_FLAGS = {
+    ("journal", "show"): {"--json"},
+    ("journal", "list"): {"--json"},
+    ("logs",): set(),
+    ("states",): set(),
+}
+_POSITIONALS = {("journal", "show"): 1, ("journal", "list"): 0, ("logs",): 1, ("states",): 0}
+
+
+def parse(argv: Sequence[str]) -> tuple[tuple[str, ...], dict[str, str | bool], list[str]] | None:
+    """(command, options, positionals) when `argv` is plainly one fast command, else None."""
+    words = list(argv)
+    command: tuple[str, ...] | None = None
+    for candidate in _POSITIONALS:
+        if tuple(words[: len(candidate)]) == candidate:
+            command = candidate
+    if command is None:
+        return None
+    options: dict[str, str | bool] = {}
+    positionals: list[str] = []
+    rest = words[len(command) :]
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        index += 1
+        if not word.startswith("-") or word == "-":
+            positionals.append(word)
+            continue
+        name, equals, value = word.partition("=")
+        if name in _VALUED[command]:
+            if not equals:
+                if index >= len(rest):
+                    return None
+                value = rest[index]
+                index += 1
+            if name in options:
+                return None  # repeated: let typer decide what that means
+            options[name] = value
+        elif name in _FLAGS[command] and not equals:
+            options[name] = True
+        else:
+            return None  # --help, --, an unknown option: typer's answer
+    if len(positionals) != _POSITIONALS[command]:
+        return None
+    return command, options, positionals
+
+
+def run_fast(argv: Sequence[str]) -> int | None:
+    """Run `argv` if it is a fast command; its exit status, or None when typer must run it."""
+    parsed = parse(argv)
+    if parsed is None:
+        return None
+    command, options, positionals = parsed
+    from vibesys import cli_read
+
+    def text(name: str) -> str | None:
+        value = options.get(name)
+        return value if isinstance(value, str) else None
+
+    journal_option = text("--journal")
+    journal = Path(journal_option) if journal_option else None
+    as_json = options.get("--json") is True
+    commands: dict[tuple[str, ...], Callable[[], None]] = {
+        ("journal", "show"): lambda: cli_read.journal_show(journal, positionals[0], as_json),
+        ("journal", "list"): lambda: cli_read.journal_list(journal, text("--state"), as_json),
+        ("logs",): lambda: cli_read.logs(journal, positionals[0]),
+        ("states",): lambda: _states(text("--format") or "mermaid"),
+    }
+    try:
+        commands[command]()
+    except cli_read.CommandFailed as exc:
+        with contextlib.suppress(OSError):
+            cli_read.echo(f"vibesys: error: {exc}", err=True)
+        return exc.status
+    return 0
+
+
+def _states(fmt: str) -> None:
+    from vibesys import cli_read
+
+    text = cli_read.states(fmt)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def main() -> None:
+    status = run_fast(sys.argv[1:])
+    if status is None:
+        from vibesys.cli import main as typer_main
+
+        typer_main()
+        return
+    sys.exit(status)

@@ -1,0 +1,147 @@
+"""The read-only commands (`journal show`, `journal list`, `logs` without `--follow`,
+`states`), shared by the typer app and the fast entry point (`vibesys/cli_fast.py`).
+
+They import only what reading needs: sqlite3, json, the journal's read models and the pure
+renderings; no typer, no pydantic, no transitions machine, no adapter. Output goes through
+`echo`, which writes what typer's echo would (the text and a newline, flushed).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vibesys.errors import UsageError, VibesysError
+
+if TYPE_CHECKING:
+    from vibesys.journal_schema.records import Invocation
+    from vibesys.journal_schema.store import Journal
+
+#: What a command prints with: one line (or block) of text, to stdout or stderr.
+Echo = Callable[..., None]
+
+
+def echo(text: str, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
+class CommandFailed(Exception):
+    """A command ends with `status` after printing `message` as one error line."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@contextmanager
+def read_errors(journal: Path | None = None) -> Iterator[None]:
+    """Our errors and SQLite's (a journal damaged half-way through a read) as CommandFailed."""
+    try:
+        yield
+    except VibesysError as exc:
+        raise CommandFailed(str(exc)) from None
+    except sqlite3.Error as exc:
+        from vibesys.journal_schema.opening import journal_error, journal_path
+
+        raise CommandFailed(str(journal_error(exc, journal_path(journal)))) from None
+
+
+def open_readonly(journal: Path | None) -> Journal:
+    from vibesys.journal_schema.opening import journal_path
+    from vibesys.journal_schema.store import open_journal
+
+    return open_journal(journal_path(journal), readonly=True)
+
+
+def show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
+    shown = inv.to_json(journal.attempts(inv.id), journal.history(inv.id))
+    shown["artifacts"] = [a.to_json() for a in journal.artifacts(inv.id)]
+    shown["clusters"] = [
+        {"attempt": attempt, **lease.to_json()} for attempt, lease in journal.leases_used_by(inv.id)
+    ]
+    return shown
+
+
+def journal_show(journal: Path | None, invocation: str, as_json: bool, out: Echo = echo) -> None:
+    from vibesys.render import show
+
+    with read_errors(journal):
+        store = open_readonly(journal)
+        inv = store.resolve(invocation)
+        if as_json:
+            out(json.dumps(show_json(store, inv), indent=2))
+        else:
+            attempts, history = store.attempts(inv.id), store.history(inv.id)
+            leases = store.leases_used_by(inv.id)
+            out(show(inv, attempts, history, store.artifacts(inv.id), leases))
+
+
+def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Echo = echo) -> None:
+    from vibesys.render import table
+    from vibesys.states.job_state import JobState
+
+    with read_errors(journal):
+        if state is not None and state.upper() not in JobState.__members__:
+            raise UsageError(f"unknown state {state!r} (choose from {', '.join(JobState)})")
+        store = open_readonly(journal)
+        invs = store.list_invocations(JobState(state.upper()) if state else None)
+        if as_json:
+            out(json.dumps([i.to_json(store.attempts(i.id), []) for i in invs]))
+            return
+        out(
+            table(
+                ("ID", "STATE", "OUTCOME", "EXIT", "ADAPTER", "LABEL", "COMMAND"),
+                [
+                    (
+                        i.id,
+                        i.state,
+                        i.outcome or "-",
+                        "-" if i.exit_code is None else str(i.exit_code),
+                        i.adapter,
+                        i.label or "-",
+                        " ".join(i.command),
+                    )
+                    for i in invs
+                ],
+            )
+        )
+
+
+def logs(journal: Path | None, invocation: str) -> None:
+    """Every attempt's output, oldest first: stdout, then stderr, from the local spool."""
+    from vibesys.layout import attempt_dir, log_paths
+    from vibesys.logtail import LogTail
+
+    with read_errors(journal):
+        store = open_readonly(journal)
+        inv = store.resolve(invocation)
+        tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
+        for attempt in store.attempts(inv.id):
+            tail.pump(log_paths(attempt_dir(inv.run_dir, attempt.attempt)))
+        tail.close()
+
+
+#: `vibesys states --format` renderings that need nothing but the table.
+TABLE_FORMATS = ("mermaid", "dot")
+
+
+def states(fmt: str) -> str:
+    """The state diagram (`mermaid`, `dot`), or the planner's reconcile table."""
+    from vibesys.states import diagram
+
+    if fmt == "mermaid":
+        return diagram.mermaid()
+    if fmt == "dot":
+        return diagram.dot()
+    if fmt == "reconcile":
+        from vibesys.engine.plan_table import render_markdown
+
+        return render_markdown()
+    raise CommandFailed(f"unknown format {fmt!r} (choose from mermaid, dot, reconcile)")

@@ -1,0 +1,289 @@
+"""The shared poll budget's records (m005): per site, who runs the current status round (a
+short poller lease), which round was completed last, when the next is due and the site's
+facts; per watched invocation, what the last round saw of its current attempt.
+
+These rows are a shared cache of observations, not the record of what happened (that is the
+history): they are written with `synchronous=NORMAL` (no fsync of their own; the next
+transition's commit syncs them with it). Losing the last of them to a power cut costs one
+more status round, never a decision: a decision is only taken from an observation made after
+the invocation's current version was committed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from vibesys.journal_schema.clock import iso
+from vibesys.journal_schema.leases import lease_free
+from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, as_dict
+from vibesys.journal_schema.records import Invocation
+
+
+@dataclass(frozen=True, slots=True)
+class PollSite:
+    site: str
+    #: the last round completed (0: none yet)
+    round: int
+    poller: str | None
+    poller_expires_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    due_at: str | None
+    probed_at: str | None
+    facts: dict[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What round `round` saw of `invocation_id`'s attempt `attempt`, taken for the row at
+    `version` (so made after that version was committed)."""
+
+    invocation_id: str
+    attempt: int
+    version: int
+    round: int
+    seen: dict[str, Any]
+    observed_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """One row a poller writes at the end of its round."""
+
+    invocation_id: str
+    attempt: int
+    version: int
+    seen: dict[str, Any]
+
+
+_SITE_COLUMNS = (
+    "site, round, poller, poller_expires_at, started_at, finished_at, due_at, probed_at, facts"
+)
+
+
+def _site(row: tuple[Any, ...]) -> PollSite:
+    site, number, poller, expires, started, finished, due, probed, facts = row
+    return PollSite(
+        site,
+        number,
+        poller,
+        expires,
+        started,
+        finished,
+        due,
+        probed,
+        json.loads(facts) if facts else None,
+    )
+
+
+class PollRecords:
+    """Shared poll budget methods of the Journal."""
+
+    conn: sqlite3.Connection
+
+    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    @contextmanager
+    def _relaxed(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction without its own fsync (see the module docstring)."""
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            with self.write_txn() as conn:
+                yield conn
+        finally:
+            self.conn.execute("PRAGMA synchronous=FULL")
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def poll_site(self, site: str) -> PollSite | None:
+        row = self.conn.execute(
+            f"SELECT {_SITE_COLUMNS} FROM poll_sites WHERE site=?", (site,)
+        ).fetchone()
+        return None if row is None else _site(row)
+
+    def observation(self, site: str, invocation_id: str) -> Observation | None:
+        row = self.conn.execute(
+            "SELECT attempt, version, round, seen, observed_at FROM poll_watch "
+            "WHERE site=? AND invocation_id=?",
+            (site, invocation_id),
+        ).fetchone()
+        if row is None or row[2] is None:
+            return None
+        attempt, version, round_, seen, observed_at = row
+        return Observation(invocation_id, attempt, version, round_, json.loads(seen), observed_at)
+
+    def watched(self, site: str) -> list[Invocation]:
+        """Every invocation watched at `site`, as its row stands now."""
+        cursor = self.conn.execute(
+            f"SELECT {ROW_COLUMNS} {ROW_FROM} JOIN poll_watch w ON w.invocation_id = i.id "
+            "WHERE w.site=? ORDER BY i.created_at, i.id",
+            (site,),
+        )
+        return [Invocation.from_row(as_dict(cursor, row)) for row in cursor.fetchall()]
+
+    def observations(self, site: str) -> dict[str, Observation]:
+        rows = self.conn.execute(
+            "SELECT invocation_id, attempt, version, round, seen, observed_at FROM poll_watch "
+            "WHERE site=? AND round IS NOT NULL",
+            (site,),
+        ).fetchall()
+        return {r[0]: Observation(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows}
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def watch(
+        self,
+        site: str,
+        invocation_ids: Sequence[str],
+        *,
+        now: datetime | None = None,
+        hold_until: datetime | None = None,
+    ) -> None:
+        """Have every round at `site` observe these invocations (until they need it no more).
+        Newly watched ones make a round that nobody has waited for (its time is past) due at
+        `hold_until`, not at once: a job just submitted needs no scheduler query yet."""
+        known = {
+            row[0]
+            for row in self.conn.execute(
+                "SELECT invocation_id FROM poll_watch WHERE site=?", (site,)
+            )
+        }
+        missing = [i for i in invocation_ids if i not in known]
+        if not missing:
+            return
+        with self._relaxed() as conn:
+            conn.execute("INSERT OR IGNORE INTO poll_sites (site) VALUES (?)", (site,))
+            conn.executemany(
+                "INSERT OR IGNORE INTO poll_watch (site, invocation_id) VALUES (?, ?)",
+                [(site, i) for i in missing],
+            )
+            if hold_until is not None and now is not None:
+                conn.execute(
+                    "UPDATE poll_sites SET due_at=? WHERE site=? "
+                    "AND (due_at IS NULL OR due_at < ?)",
+                    (iso(hold_until), site, iso(now)),
+                )
+
+    def take_poller(
+        self,
+        site: str,
+        owner: str,
+        ttl: timedelta,
+        now: datetime,
+        *,
+        after_round: int,
+        force: bool = False,
+        probe: bool = False,
+    ) -> PollSite | None:
+        """Take the site's poller lease to run the round after `after_round` (or, `probe`, a
+        probe), if it is still the next one, it is due (or `force`) and no live process holds
+        the lease. Returns the site as it was when taken, or None."""
+        with self._relaxed() as conn:
+            row = conn.execute(
+                f"SELECT {_SITE_COLUMNS} FROM poll_sites WHERE site=?", (site,)
+            ).fetchone()
+            if row is None:
+                return None
+            current = _site(row)
+            if current.round != after_round:
+                return None  # someone completed that round meanwhile
+            if not lease_free(current.poller, current.poller_expires_at, owner, now):
+                return None
+            if (
+                not (force or probe)
+                and current.due_at
+                and datetime.fromisoformat(current.due_at) > now
+            ):
+                return None
+            started = current.started_at if probe else iso(now)
+            conn.execute(
+                "UPDATE poll_sites SET poller=?, poller_expires_at=?, started_at=? WHERE site=?",
+                (owner, iso(now + ttl), started, site),
+            )
+        return current
+
+    def finish_round(
+        self,
+        site: str,
+        owner: str,
+        now: datetime,
+        due_at: datetime,
+        observed: Sequence[Observed],
+        forget: Sequence[str] = (),
+    ) -> int | None:
+        """Store the round's observations, bump the round and release the lease, in one
+        transaction; forget the invocations that need no more watching. Returns the new round
+        number, or None when the lease was lost meanwhile (nothing is stored then)."""
+        at = iso(now)
+        with self._relaxed() as conn:
+            row = conn.execute(
+                "SELECT round, poller FROM poll_sites WHERE site=?", (site,)
+            ).fetchone()
+            if row is None or row[1] != owner:
+                return None
+            number = int(row[0]) + 1
+            conn.executemany(
+                "UPDATE poll_watch SET attempt=?, version=?, round=?, seen=?, observed_at=? "
+                "WHERE site=? AND invocation_id=?",
+                [
+                    (o.attempt, o.version, number, json.dumps(o.seen), at, site, o.invocation_id)
+                    for o in observed
+                ],
+            )
+            conn.executemany(
+                "DELETE FROM poll_watch WHERE site=? AND invocation_id=?",
+                [(site, i) for i in forget],
+            )
+            conn.execute(
+                "UPDATE poll_sites SET round=?, poller=NULL, poller_expires_at=NULL, "
+                "finished_at=?, due_at=?, probed_at=? WHERE site=?",
+                (number, at, iso(due_at), at, site),
+            )
+        return number
+
+    def release_poller(
+        self,
+        site: str,
+        owner: str,
+        *,
+        probed_at: datetime | None = None,
+        due_at: datetime | None = None,
+    ) -> None:
+        """Give the lease back without a round (after a probe, or a failure to poll); a probe
+        that found an ended job makes the next round due at `due_at`."""
+        with self._relaxed() as conn:
+            conn.execute(
+                "UPDATE poll_sites SET poller=NULL, poller_expires_at=NULL, "
+                "probed_at=coalesce(?, probed_at), due_at=coalesce(?, due_at) "
+                "WHERE site=? AND poller=?",
+                (
+                    None if probed_at is None else iso(probed_at),
+                    None if due_at is None else iso(due_at),
+                    site,
+                    owner,
+                ),
+            )
+
+    def advance_due(self, site: str, due_at: datetime) -> None:
+        """Make the next round due no later than `due_at`."""
+        at = iso(due_at)
+        with self._relaxed() as conn:
+            conn.execute(
+                "UPDATE poll_sites SET due_at=? WHERE site=? AND (due_at IS NULL OR due_at > ?)",
+                (at, site, at),
+            )
+
+    def record_site_facts(self, site: str, facts: dict[str, str]) -> None:
+        with self._relaxed() as conn:
+            conn.execute("INSERT OR IGNORE INTO poll_sites (site) VALUES (?)", (site,))
+            conn.execute(
+                "UPDATE poll_sites SET facts=? WHERE site=?",
+                (json.dumps(facts, sort_keys=True), site),
+            )

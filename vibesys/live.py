@@ -1,0 +1,145 @@
+"""Live status on a terminal (rich): one updating line while a job is submitted, queued or
+running (its state, the scheduler's reason, partition, nodes and the time since the run
+began), and a progress bar for a transfer above a few MB (staging a candidate, downloading an
+artifact). Both are one transient line on stderr: erased before the job's output is written
+and before the final summary, so what stays on the terminal is the job's output.
+
+The CLI uses it only when stdout and stderr are both terminals and `--json` is not given;
+otherwise nothing of it exists. Pure presentation: nothing here is ever decided by.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.spinner import Spinner
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from vibesys.engine.seen import Seen
+    from vibesys.journal_schema import Invocation
+
+#: Transfers smaller than this show no bar.
+PROGRESS_MIN_BYTES = 4 << 20
+#: The line is redrawn at most this often unless its words change (a local job's round is
+#: every 20 ms; a fast link advances a bar thousands of times a second).
+_REDRAW_SECONDS = 0.2
+
+_WORDS = {
+    "starting": "starting",
+    "queued": "queued",
+    "running": "running",
+    "ended": "ended",
+    "unreachable": "scheduler unreachable",
+    "blocked": "blocked",
+    "unknown": "looking",
+    "absent": "looking",
+    "claimed": "running",
+    "fenced": "fenced",
+}
+
+
+def status_text(inv: Invocation, seen: Seen | None, elapsed: float) -> str:
+    """The status line's words: `<id> queued (Priority) on main · 0:12`."""
+    if inv.state == "SUBMITTING" and seen is None:
+        what = "submitting"
+    elif inv.state == "COLLECTING":
+        what = "collecting"
+    elif inv.state == "RETRYING":
+        what = "waiting to retry"
+    elif seen is None:
+        what = "submitted"
+    else:
+        what = _WORDS.get(str(seen.sight), str(seen.sight))
+        if seen.reason and str(seen.sight) in ("queued", "starting"):
+            what += f" ({seen.reason})"
+        if seen.nodes:
+            what += f" on {seen.nodes}"
+            if seen.partition:
+                what += f" ({seen.partition})"
+        elif seen.partition:
+            what += f" in {seen.partition}"
+    minutes, seconds = divmod(int(elapsed), 60)
+    hours, minutes = divmod(minutes, 60)
+    clock = f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+    return f"{inv.id} {what} · {clock}"
+
+
+class LiveStatus:
+    """The status line and the transfer bar, on one transient rich Live (stderr)."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.started = time.monotonic()
+        self._live: Live | None = None
+        self._status = ""
+        self._bar: tuple[str, int, int] | None = None
+        self._drawn = 0.0
+        self._shown = ""
+        self._spinner = Spinner("dots")
+
+    # -- the status line (engine.drive.StatusSink) ------------------------------------------
+
+    def show(self, inv: Invocation, seen: Seen | None) -> None:
+        if inv.state in ("DONE", "PREPARED"):
+            self.clear()
+            return
+        self._status = status_text(inv, seen, time.monotonic() - self.started)
+        if self._status != self._shown or time.monotonic() - self._drawn >= _REDRAW_SECONDS:
+            self._draw()
+
+    def clear(self) -> None:
+        """Erase the line (before the job's output, or at the end)."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    # -- a transfer (adapters.base.Progress) -----------------------------------------------
+
+    def begin(self, label: str, total: int) -> None:
+        self._bar = (label, max(total, 1), 0) if total >= PROGRESS_MIN_BYTES else None
+        self._draw()
+
+    def advance(self, count: int) -> None:
+        if self._bar is None:
+            return
+        label, total, done = self._bar
+        self._bar = (label, total, done + count)
+        if time.monotonic() - self._drawn >= _REDRAW_SECONDS:
+            self._draw()
+
+    def end(self) -> None:
+        if self._bar is not None:
+            self._bar = None
+            self.clear()
+
+    # -- drawing -----------------------------------------------------------------------------
+
+    def _renderable(self) -> Group | Spinner:
+        if self._bar is not None:
+            label, total, done = self._bar
+            words = Text(f"{label}  {done / 1e6:.1f}/{total / 1e6:.1f} MB")
+            return Group(words, ProgressBar(total=total, completed=min(done, total), width=40))
+        self._spinner.update(text=Text(self._status, overflow="ellipsis", no_wrap=True))
+        return self._spinner
+
+    def _draw(self) -> None:
+        if not self._status and self._bar is None:
+            return
+        self._drawn = time.monotonic()
+        self._shown = self._status
+        if self._live is None:
+            self._live = Live(
+                self._renderable(),
+                console=self.console,
+                auto_refresh=False,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._live.start()
+        self._live.update(self._renderable(), refresh=True)
