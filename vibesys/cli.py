@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,11 +18,11 @@ import typer
 from vibesys import cli_read
 from vibesys.broker.cli import broker_app
 from vibesys.cli_clusters import clusters_app
+from vibesys.cli_common import clean_errors, fail, make_engine, open_store
 from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
-from vibesys.errors import VibesysError
 
 if TYPE_CHECKING:
-    from vibesys.engine import DriveOptions, Engine, StopFlag
+    from vibesys.engine import DriveOptions, StopFlag
     from vibesys.journal_schema import Invocation, Journal
     from vibesys.live import LiveStatus
 
@@ -45,39 +44,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.
 Patience = Annotated[
     float, typer.Option(help="Seconds an unreachable scheduler (or open outcome) is waited for.")
 ]
-
-
-def fail(message: str, status: int = 2) -> NoReturn:
-    typer.echo(f"vibesys: error: {message}", err=True)
-    raise typer.Exit(status)
-
-
-@contextmanager
-def clean_errors(journal: Path | None = None) -> Iterator[None]:
-    """Our errors become one line and exit status 2, never a traceback; so does SQLite's,
-    when a damaged journal shows itself only half-way through a read."""
-    try:
-        yield
-    except VibesysError as exc:
-        fail(str(exc))
-    except sqlite3.Error as exc:
-        from vibesys.journal_schema import journal_error, journal_path
-
-        fail(str(journal_error(exc, journal_path(journal))))
-
-
-def _open(journal: Path | None, *, readonly: bool = False) -> Journal:
-    from vibesys.journal_schema import journal_path, open_journal
-
-    return open_journal(journal_path(journal), readonly=readonly)
-
-
-def _engine(journal: Journal, patience: float = 0.0, **settings: Any) -> Engine:
-    from datetime import timedelta
-
-    from vibesys.engine import Engine
-
-    return Engine(journal, patience=timedelta(seconds=patience), **settings)
 
 
 def _show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
@@ -181,14 +147,14 @@ def run(ctx: typer.Context, **values: Any) -> None:
 
         if checked.after is not None:
             # Resolved read-only: a bad --after writes nothing, not even a new journal.
-            parent_journal = _open(values["journal"], readonly=True)
+            parent_journal = open_store(values["journal"], readonly=True)
             checked.resolve_after(parent_journal)
             parent_journal.close()
         request = checked.request()
         _prewarm(checked.adapter, request)
-        store = _open(values["journal"])
+        store = open_store(values["journal"])
         live = _live_status(values["as_json"] or values["detach"])
-        engine = _engine(
+        engine = make_engine(
             store,
             checked.patience,
             retry=RetryPolicy(checked.max_retries, checked.retry_delay),
@@ -251,8 +217,8 @@ def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False
         from vibesys.engine import reconcile
         from vibesys.render import table
 
-        store = _open(journal)
-        rows = reconcile(_engine(store))
+        store = open_store(journal)
+        rows = reconcile(make_engine(store))
         if as_json:
             typer.echo(json.dumps([r.to_json() for r in rows], indent=2))
         elif rows:
@@ -294,7 +260,7 @@ def journal_verify(journal: JournalOption = None) -> None:
     with clean_errors(journal):
         from vibesys.journal_schema import verify_journal
 
-        store = _open(journal, readonly=True)
+        store = open_store(journal, readonly=True)
         problems = verify_journal(store)
         if problems:
             fail(
@@ -317,8 +283,10 @@ def cancel(
         from vibesys.engine.cancel import cancel_invocation
         from vibesys.render import exit_status, summary
 
-        store = _open(journal)
-        inv = cancel_invocation(_engine(store, unreachable_timeout), store.resolve(invocation).id)
+        store = open_store(journal)
+        inv = cancel_invocation(
+            make_engine(store, unreachable_timeout), store.resolve(invocation).id
+        )
         history = store.history(inv.id)
         typer.echo(summary(inv, history[-1] if history else None), err=True)
         if inv.state == "UNRESOLVED":
@@ -340,9 +308,9 @@ def logs(
     with clean_errors():
         from vibesys.engine import DriveOptions, LogTail, wait_for
 
-        store = _open(journal)
+        store = open_store(journal)
         inv = store.resolve(invocation)
-        engine = _engine(store, 600.0)
+        engine = make_engine(store, 600.0)
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
         with _interruptible() as interrupt:
             options = DriveOptions(tail=tail, interrupt=interrupt, owner=False)
@@ -363,9 +331,9 @@ def wait(
     with clean_errors():
         from vibesys.engine import DriveOptions, wait_for
 
-        store = _open(journal)
+        store = open_store(journal)
         live = _live_status(as_json)
-        engine = _engine(store, unreachable_timeout, progress=live)
+        engine = make_engine(store, unreachable_timeout, progress=live)
         with _interruptible() as interrupt:
             options = DriveOptions(interrupt=interrupt, status=live)
             inv = wait_for(engine, store.resolve(invocation).id, options)

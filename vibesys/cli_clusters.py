@@ -30,13 +30,13 @@ def clusters(
     ctx.obj = journal
     if ctx.invoked_subcommand is not None:
         return
-    from vibesys.cli import _open, clean_errors
+    from vibesys.cli_common import clean_errors, open_store
 
     with clean_errors(journal):
         from vibesys.journal_schema import LIVE_LEASE_STATES
         from vibesys.render import clusters_table
 
-        store = _open(journal, readonly=True)
+        store = open_store(journal, readonly=True)
         leases = store.cluster_leases(LIVE_LEASE_STATES if live else None)
         if as_json:
             typer.echo(json.dumps([lease.to_json() for lease in leases], indent=2))
@@ -53,14 +53,14 @@ def release(
     """End a cluster's allocation (sky down), recorded intent first.
 
     Refused while an invocation that ran on it is not DONE."""
-    from vibesys.cli import _engine, _open, clean_errors, fail
+    from vibesys.cli_common import clean_errors, fail, make_engine, open_store
 
     journal = journal or ctx.obj
     with clean_errors(journal):
         from vibesys.engine.clusters import release_cluster
         from vibesys.render import lease_line
 
-        store = _open(journal)
+        store = open_store(journal)
         if cluster.isdigit():
             lease = store.cluster_lease(int(cluster))
         else:
@@ -68,5 +68,5 @@ def release(
             if found is None:
                 fail(f"no live cluster lease named {cluster} (see vibesys clusters)")
             lease = found
-        released = release_cluster(_engine(store), lease.id, "vibesys clusters release")
+        released = release_cluster(make_engine(store), lease.id, "vibesys clusters release")
         typer.echo(lease_line(released))

@@ -13,7 +13,7 @@ after each intent and each effect, and what the effect left is recorded after it
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vibesys.adapters.base import Backend
 from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend
@@ -24,10 +24,23 @@ from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
 
 if TYPE_CHECKING:
-    from vibesys.engine.core import Engine
+    from datetime import datetime
+
+    from vibesys.adapters.requests import AdapterRequest
     from vibesys.journal_schema import Journal
 
 __all__ = ["SettledLease", "hold_lease", "release_cluster", "settle_leases"]
+
+
+class LeaseEngine(Protocol):
+    """What releasing and settling leases needs of the engine (the engine is one)."""
+
+    journal: Journal
+    owner: str
+
+    def clock(self) -> datetime: ...
+
+    def backend_for(self, adapter: str, request: AdapterRequest) -> Backend: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +106,7 @@ def _launch(
     return journal.record_launched(lease.id, receipt.allocation, receipt.evidence)
 
 
-def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
+def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterLease:
     """End a live lease's allocation: intent, `release()`, record. Refused (nothing written)
     while an invocation that ran on it is not DONE: its job would die with the allocation."""
     journal = engine.journal
@@ -115,14 +128,14 @@ def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
 
 
 def _release(
-    engine: Engine, backend: LeasingBackend, lease: ClusterLease, why: str
+    engine: LeaseEngine, backend: LeasingBackend, lease: ClusterLease, why: str
 ) -> ClusterLease:
     evidence = backend.release()  # an error leaves the lease `releasing`, for reconcile
     failpoint("after_release_effect")
     return engine.journal.record_released(lease.id, f"{why}: {evidence}")
 
 
-def settle_leases(engine: Engine) -> list[SettledLease]:
+def settle_leases(engine: LeaseEngine) -> list[SettledLease]:
     """Settle every launch and release whose process is gone, from a refreshed inspection.
     A failure with one lease is reported on its row and never stops the others."""
     rows = []
@@ -138,7 +151,7 @@ def settle_leases(engine: Engine) -> list[SettledLease]:
     return rows
 
 
-def _settle(engine: Engine, lease: ClusterLease) -> ClusterLease:
+def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
     journal = engine.journal
     backend = _backend_of(engine, lease)
     sight = backend.inspect_lease()
@@ -160,7 +173,7 @@ def _settle(engine: Engine, lease: ClusterLease) -> ClusterLease:
     )
 
 
-def _backend_of(engine: Engine, lease: ClusterLease) -> LeasingBackend:
+def _backend_of(engine: LeaseEngine, lease: ClusterLease) -> LeasingBackend:
     request = entry(lease.adapter).parse_request(lease.request)
     backend = engine.backend_for(lease.adapter, request)
     if not isinstance(backend, LeasingBackend):

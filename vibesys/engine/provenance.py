@@ -5,16 +5,21 @@ that records it with the attempt, when an observation shows something new."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from vibesys.adapters.base import RemoteStatus
-from vibesys.journal_schema import Invocation
-
-if TYPE_CHECKING:
-    from vibesys.engine.core import Engine
+from vibesys.journal_schema import Invocation, Journal
 
 
-def record_provenance(engine: Engine, inv: Invocation, status: RemoteStatus) -> None:
+class ProvenanceKeeper(Protocol):
+    """Where provenance is recorded, and what this process already recorded (the engine)."""
+
+    journal: Journal
+    #: (invocation, attempt) -> the provenance recorded for it, as far as this process knows
+    provenance_seen: dict[tuple[str, int], dict[str, str]]
+
+
+def record_provenance(engine: ProvenanceKeeper, inv: Invocation, status: RemoteStatus) -> None:
     """Merge the status's provenance into the current attempt's record when it adds or
     changes a value (the start, then the end, ...); silent otherwise."""
     if not status.provenance or inv.attempt < 1:

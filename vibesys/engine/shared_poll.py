@@ -31,10 +31,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vibesys.adapters.base import PollSchedule, SharedPolling
-from vibesys.engine.observe import seen_error, seen_status
+from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
@@ -44,7 +44,22 @@ from vibesys.journal_schema.polls import Observed, PollSite
 from vibesys.states import FailureClass
 
 if TYPE_CHECKING:
-    from vibesys.engine.core import Engine
+    from vibesys.adapters.base import JobRef, RemoteStatus
+    from vibesys.journal_schema import Journal
+
+
+class PollingEngine(Protocol):
+    """What a shared status round needs of the engine (the engine is one)."""
+
+    journal: Journal
+    owner: str
+
+    def clock(self) -> datetime: ...
+
+    def job_ref(self, inv: Invocation) -> JobRef: ...
+
+    def seen(self, inv: Invocation, status: RemoteStatus) -> Seen: ...
+
 
 #: How long a poller lease lasts. A holder on this host is judged by its liveness (pid and
 #: start time), so a dead poller's lease passes on at once; the expiry only bounds a holder
@@ -92,9 +107,9 @@ def seen_from_json(data: dict[str, Any]) -> Seen:
 
 @dataclass
 class SharedPoll:
-    """This process's side of the shared rounds (one per Engine)."""
+    """This process's side of the shared rounds (one per engine)."""
 
-    engine: Engine
+    engine: PollingEngine
     #: per invocation, the last round whose observation this process handed out
     consumed: dict[str, int] = field(default_factory=dict)
     #: rounds this process ran, and probes (for people and tests)
@@ -306,7 +321,9 @@ class SharedPoll:
         except BackendError as exc:
             return {inv.id: seen_error(exc) for inv in need}
         return {
-            inv.id: seen_status(statuses[ref.job_name]) for inv, ref in zip(need, refs, strict=True)
+            # engine.seen records where each attempt runs (provenance) on the way.
+            inv.id: self.engine.seen(inv, statuses[ref.job_name])
+            for inv, ref in zip(need, refs, strict=True)
         }
 
     def _direct(self, invocations: Sequence[Invocation], backend: SharedPolling) -> dict[str, Seen]:
