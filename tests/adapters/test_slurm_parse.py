@@ -43,14 +43,14 @@ def data(name: str) -> str:
 #: The formats the older captures were made with (before the provenance fields were added).
 OLD_SACCT = SACCT_FIELDS[:7]
 OLD_SQUEUE = "%i|%j|%T|%r|%P|%b"
+#: The captures of a waiting job's reason: with the nodes, without the times.
+SQUEUE_WITH_NODES = "%i|%j|%T|%r|%P|%b|%N"
 
 
 def sacct_by_id(name: str, fields: tuple[str, ...] = OLD_SACCT) -> dict[str, SacctRow]:
     return {row.job_id: row for row in parse_sacct(data(name), fields)}
 
 
-#: The squeue format before the nodes (%N) were added, in which older fixtures were taken.
-OLD_SQUEUE = "%i|%j|%T|%r|%P|%b"
 VERIFIED = sacct_by_id("sacct/verified_doc_states.txt", SACCT_FIELDS[:6])
 OBSERVED = sacct_by_id("sacct/observed_with_reason.txt")
 EDGES = sacct_by_id("sacct/constructed_edge_cases.txt")
@@ -575,7 +575,8 @@ def test_classification_invariants(
 
 
 def test_squeue_rows_carry_reason_partition_and_nodes_to_the_status() -> None:
-    rows = {row.job_id: row for row in parse_squeue(data("squeue/observed_with_nodes.txt"))}
+    captured = data("squeue/observed_with_nodes.txt")
+    rows = {row.job_id: row for row in parse_squeue(captured, SQUEUE_WITH_NODES)}
     assert {i: (r.state, r.reason, r.partition, r.nodes) for i, r in rows.items()} == {
         "508": ("PENDING", "Resources", "main", None),
         "509": ("PENDING", "Priority", "main", None),
