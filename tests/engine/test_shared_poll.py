@@ -430,3 +430,27 @@ def test_taking_the_poller_lease_is_refused_while_a_live_process_holds_it(
     )
     site = journal.poll_site(SITE)
     assert site is not None and site.poller == "elsewhere:1:1"
+
+
+def test_taking_the_poller_lease_is_refused_before_the_round_is_due(
+    journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    # The journal's own guard (not only the callers' look at due_at before it): a process
+    # whose view of the schedule is stale must not run a round early; reconcile (`force`) may.
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    running(a, tmp_path)
+    with journal.write_txn() as conn:
+        conn.execute(
+            "UPDATE poll_sites SET due_at=? WHERE site=?", (iso(clock() + timedelta(1)), SITE)
+        )
+    site = journal.poll_site(SITE)
+    assert site is not None
+    ttl = timedelta(minutes=2)
+    assert journal.take_poller(SITE, "elsewhere:2:1", ttl, clock(), after_round=site.round) is None
+    assert journal.poll_site(SITE) == site  # nothing written
+    forced = journal.take_poller(
+        SITE, "elsewhere:2:1", ttl, clock(), after_round=site.round, force=True
+    )
+    assert forced is not None
+    after = journal.poll_site(SITE)
+    assert after is not None and after.poller == "elsewhere:2:1"

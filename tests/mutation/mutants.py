@@ -28,6 +28,8 @@ PROVENANCE = "vibesys/engine/provenance.py"
 SHARED_POLL = "vibesys/engine/shared_poll.py"
 POLLS = "vibesys/journal_schema/polls.py"
 MACHINE = "vibesys/states/machine.py"
+CLI = "vibesys/cli.py"
+CORE = "vibesys/engine/core.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -60,6 +62,8 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     SHARED_POLL: ("tests/engine/test_shared_poll.py",),
     POLLS: ("tests/engine/test_shared_poll.py",),
     MACHINE: ("tests/states/test_states_decide.py",),
+    CLI: ("tests/test_live_status.py",),
+    CORE: ("tests/engine/test_shared_poll.py",),
 }
 
 
@@ -156,6 +160,9 @@ MUTANTS: list[Mutant] = [
     M("shared-poll-stale-when-due", SHARED_POLL, "if due is not None and due <= self.engine.clock() and row.poller != self.engine.owner:", "if False:", "an observation older than a round is read as fresh once the next is due"),
     M("poller-lease-ignores-holder", POLLS, "if not lease_free(current.poller, current.poller_expires_at, owner, now):", "if False:", "two processes run a site's round at once (a live poller's lease is taken)"),
     M("poller-dead-lease-blocks", POLLS, "if not lease_free(current.poller, current.poller_expires_at, owner, now):", "if current.poller not in (None, owner):", "a dead poller's lease never passes to another"),
+    M("poller-round-before-due", POLLS, "not (force or probe)", "False", "a process whose view of the schedule is stale runs a round before it is due"),
+    M("poll-unshared", CORE, "return self.shared.observe(inv, shared)", "return self.shared._direct([inv], shared)[inv.id]", "every driver asks the scheduler on its own (one query per process per round)"),
+    M("live-status-without-a-terminal", CLI, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
     M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
 ]
 # fmt: on
