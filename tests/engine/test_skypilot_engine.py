@@ -187,8 +187,12 @@ def test_a_crash_after_the_exec_is_reattached_without_a_second_exec(
 
     engine = engine_on(fake, tmp_path)
     crash_at(monkeypatch, "after_submit_effect")
+    # The job runs until the test opens the gate: reconcile must see it running, however slow
+    # the machine is.
+    gate = tmp_path / "gate"
+    wait_then_fail = f"while [ ! -e {gate} ]; do sleep 0.1; done; exit 4"
     with pytest.raises(Crash):
-        run(engine, fake.request(), ["sh", "-c", "sleep 1; exit 4"], tmp_path)
+        run(engine, fake.request(), ["sh", "-c", wait_then_fail], tmp_path)
     recover(monkeypatch)
     survivor = engine_on(fake, tmp_path)
     [inv] = survivor.journal.list_invocations()
@@ -196,6 +200,7 @@ def test_a_crash_after_the_exec_is_reattached_without_a_second_exec(
     reconcile(survivor)
     inv = survivor.journal.get(inv.id)
     assert inv.state is JobState.RUNNING and inv.job_id == "1@200"  # found by its name
+    gate.touch()
     inv = drive(survivor, inv, DriveOptions())
     assert (inv.outcome, inv.exit_code) == (Outcome.APPLICATION_FAILED, 4)
     assert len(fake.calls("exec")) == 1
