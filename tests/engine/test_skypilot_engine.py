@@ -216,3 +216,30 @@ def test_journal_show_names_the_cluster_an_attempt_ran_on(fake: FakeSky, tmp_pat
     assert f"     cluster {lease.name}  lease {lease.id}  up  allocation 200  profile test" in text
     assert "ran on  " in text and "allocation_job_id=200" in text
     assert json.loads(json.dumps([lease.to_json()]))[0]["state"] == "up"
+
+
+def test_one_evaluation_at_a_time_per_campaign(fake: FakeSky, tmp_path: Path) -> None:
+    engine = engine_on(fake, tmp_path)
+    gate = tmp_path / "gate"
+    first = engine.prepare(
+        adapter="skypilot",
+        command=["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done"],
+        request=fake.request(),
+        run_root=tmp_path / "runs",
+    )
+    first = drive(engine, first, DriveOptions(detach=True))
+    assert first.state is JobState.RUNNING
+    # Another campaign is not held up; the same campaign is, whatever the resources.
+    other = run(engine, fake.request(run_id="campaign-2"), ["true"], tmp_path)
+    assert other.outcome is Outcome.COMPLETED
+    refused = run(engine, fake.request(resources={"nodes": 2}), ["true"], tmp_path)
+    assert (refused.state, refused.outcome) == (JobState.DONE, Outcome.REJECTED)
+    history = json.dumps([row.evidence for row in engine.journal.history(refused.id)])
+    assert f"campaign campaign-1 is busy with invocation(s) {first.id}" in history
+    assert len(fake.calls("exec")) == 2  # the first and the other campaign's: nothing more
+    assert engine.journal.leases_used_by(refused.id) == []
+    gate.touch()
+    assert drive(engine, first, DriveOptions()).outcome is Outcome.COMPLETED
+    after = run(engine, fake.request(), ["true"], tmp_path)
+    assert after.outcome is Outcome.COMPLETED
+    assert verify_journal(engine.journal) == []
