@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from tests.skyfake import FakeSky, make_fake_sky
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine.clusters import release_cluster
+from vibesys.engine.seen import Sight
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Invocation, LeaseState, open_journal, verify_journal
 from vibesys.render import show
@@ -243,3 +245,35 @@ def test_one_evaluation_at_a_time_per_campaign(fake: FakeSky, tmp_path: Path) ->
     after = run(engine, fake.request(), ["true"], tmp_path)
     assert after.outcome is Outcome.COMPLETED
     assert verify_journal(engine.journal) == []
+
+
+@pytest.mark.parametrize(
+    ("patience", "meanwhile"),
+    [(timedelta(minutes=10), JobState.RUNNING), (timedelta(0), JobState.UNRESOLVED)],
+)
+def test_an_unreachable_api_server_mid_job_is_waited_out_without_a_second_exec(
+    fake: FakeSky, tmp_path: Path, patience: timedelta, meanwhile: JobState
+) -> None:
+    """TRANSPORT_LOST mid-job: within the patience the job is still running; past it, its
+    fate is unknown until the control plane answers again and the job is found by name.
+    Either way it is never executed again."""
+    engine = engine_on(fake, tmp_path)
+    engine.patience = patience
+    gate = tmp_path / "gate"
+    inv = engine.prepare(
+        adapter="skypilot",
+        command=["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done; echo through"],
+        request=fake.request(),
+        run_root=tmp_path / "runs",
+    )
+    inv = drive(engine, inv, DriveOptions(detach=True))
+    assert inv.state is JobState.RUNNING
+    fake.control("fake-api-down", "2")
+    seen = engine.observe(inv)  # `sky queue` fails
+    assert seen.sight is Sight.UNREACHABLE and "ApiServerConnectionError" in seen.evidence
+    inv = engine.advance(inv, seen)  # (a lookup past the patience fails too)
+    assert (inv.state, inv.attempt) == (meanwhile, 1)
+    gate.touch()
+    inv = drive(engine, inv, DriveOptions())
+    assert (inv.outcome, inv.exit_code, inv.attempt) == (Outcome.COMPLETED, 0, 1)
+    assert len(fake.calls("exec")) == 1 and len(fake.calls("launch")) == 1
