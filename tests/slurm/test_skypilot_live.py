@@ -10,7 +10,8 @@ One campaign, one cluster lease at a time: launch, two evaluations on one alloca
 and exit 3 with the true code recorded), a crash of `vibesys run` right after its exec then
 reconcile (found by name, no second exec), a lost allocation (scancel of the holding job) then
 recovery on a new allocation, cancel (the cluster stays), release. Budget (measured, 2 CPUs):
-about 10 minutes with the SkyPilot venv installed (scripts/test installs it first).
+10 to 15 minutes with the SkyPilot venv installed (scripts/test installs it first), the longer
+on a node busy with other tests.
 """
 
 from __future__ import annotations
