@@ -313,11 +313,30 @@ def cmd_api(state: dict[str, Any], args: list[str]) -> int:
 
 
 def cmd_lose(state: dict[str, Any], args: list[str]) -> int:
+    """`fake-lose NAME [--signal-command]`: the allocation ends. Its jobs die with it, or with
+    --signal-command only the commands are signalled (SIGTERM) and the wrappers live on to
+    record 128+15, as a real scancel's signal to the job step lets them."""
     cluster = state["clusters"][args[0]]
     cluster["lost"] = True
     for job in cluster["jobs"]:
-        kill(job)
+        if "--signal-command" in args[1:]:
+            # The job's leader runs the task's `run:` (the wrapper), whose child is the command.
+            for command in (g for wrapper in children(job["pid"]) for g in children(wrapper)):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(command, signal.SIGTERM)
+        else:
+            kill(job)
     return 0
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
 
 
 USER_HASH = "0123abcd"

@@ -110,9 +110,12 @@ def test_rejects_an_incompatible_cluster_and_leaves_it_alone(fake: FakeSky, tmp_
     assert fake.cluster_state(other.cluster) is not None
 
 
+@pytest.mark.parametrize("how", ["the job dies", "the command is signalled"])
 def test_an_expired_allocation_is_replaced_and_the_attempt_retried(
-    fake: FakeSky, tmp_path: Path
+    fake: FakeSky, tmp_path: Path, how: str
 ) -> None:
+    """Either way the allocation's end is the infrastructure's: when the wrapper outlives its
+    command, it records 143, which is not the command's failure (seen live on Slurm)."""
     engine = engine_on(fake, tmp_path)
     inv = engine.prepare(
         adapter="skypilot",
@@ -125,7 +128,8 @@ def test_an_expired_allocation_is_replaced_and_the_attempt_retried(
     while not job_claims(fake):
         engine.advance(inv)
     first = engine.journal.cluster_leases()[0]
-    fake.control("fake-lose", first.name)  # scancel of the allocation holding the cluster
+    # scancel of the allocation holding the cluster
+    fake.control("fake-lose", first.name, *(["--signal-command"] if "signalled" in how else []))
     inv = drive(engine, engine.journal.get(inv.id), DriveOptions())
     assert (inv.outcome, inv.attempt) == (Outcome.COMPLETED, 2)
     attempts = engine.journal.attempts(inv.id)
