@@ -9,7 +9,8 @@ State is one JSON file ($FAKE_SKY_STATE); every invocation is appended to $FAKE_
 Test controls (not sky commands): `fake-lose NAME` ends the allocation under the cluster (its
 jobs die, the next refresh drops it); `fake-inflight N` pretends N exec requests are active;
 `fake-fail-exec N` makes the next N execs fail as an API server error does (rc 1, nothing
-submitted, nothing in the output proves it).
+submitted, nothing in the output proves it); `fake-api-down N` makes the next N sky commands of
+any kind fail so (the API server unreachable mid-job), while the jobs run on.
 """
 
 from __future__ import annotations
@@ -312,11 +313,30 @@ def cmd_api(state: dict[str, Any], args: list[str]) -> int:
 
 
 def cmd_lose(state: dict[str, Any], args: list[str]) -> int:
+    """`fake-lose NAME [--signal-command]`: the allocation ends. Its jobs die with it, or with
+    --signal-command only the commands are signalled (SIGTERM) and the wrappers live on to
+    record 128+15, as a real scancel's signal to the job step lets them."""
     cluster = state["clusters"][args[0]]
     cluster["lost"] = True
     for job in cluster["jobs"]:
-        kill(job)
+        if "--signal-command" in args[1:]:
+            # The job's leader runs the task's `run:` (the wrapper), whose child is the command.
+            for command in (g for wrapper in children(job["pid"]) for g in children(wrapper)):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(command, signal.SIGTERM)
+        else:
+            kill(job)
     return 0
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
 
 
 USER_HASH = "0123abcd"
@@ -362,13 +382,18 @@ def main(argv: list[str]) -> int:
         "api": cmd_api,
         "fake-lose": cmd_lose,
     }
-    if argv and argv[0] in ("fake-inflight", "fake-fail-exec"):
+    if argv and argv[0] in ("fake-inflight", "fake-fail-exec", "fake-api-down"):
         state[argv[0].removeprefix("fake-").replace("-", "_")] = int(argv[1])
         save(state)
         return 0
     if not argv or argv[0] not in commands:
         sys.stderr.write(f"fake sky: unsupported {argv}\n")
         return 2
+    if state.get("api_down", 0) > 0 and not argv[0].startswith("fake-"):
+        state["api_down"] -= 1
+        save(state)
+        sys.stderr.write("sky.exceptions.ApiServerConnectionError: Could not connect to the API\n")
+        return 1
     code = commands[argv[0]](state, argv[1:])
     save(state)
     return code

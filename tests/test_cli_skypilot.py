@@ -102,3 +102,41 @@ def test_a_campaign_from_the_command_line(fake: FakeSky, tmp_path: Path) -> None
     again = vibesys_cli("clusters", "release", lease["name"], cwd=tmp_path, env=env)
     assert again.returncode == 2 and "no live cluster lease named" in again.stderr
     assert (len(fake.calls("launch")), len(fake.calls("down"))) == (1, 1)
+
+
+def test_the_portable_request_from_an_experiment_files_resources_table(
+    fake: FakeSky, tmp_path: Path
+) -> None:
+    experiment = tmp_path / "experiment.toml"
+    experiment.write_text(
+        '[experiment]\nname = "mine"\n[resources]\nnodes = 3\naccelerators_per_node = 0\n'
+    )
+    args = sky_run(fake, tmp_path, "--json", "--resources", str(experiment), "--nodes", "1")
+    done = vibesys_cli(*args, "--", "true", cwd=tmp_path, env=fake.env())
+    assert done.returncode == 0, done.stderr
+    # The journal keeps the portable request: the file's keys, the flag overriding one.
+    resources = json.loads(done.stdout)["request"]["resources"]
+    assert resources == {"nodes": 1, "accelerators_per_node": 0, "accelerator_backend": None}
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[resources]\ngpus = 1\n", "experiment.toml [resources]: gpus: unknown key"),
+        ("[resources]\nnodes = 0\n", "experiment.toml [resources]: nodes: "),
+        ('[resources]\naccelerator_backend = "cuda"\n', "accelerator_backend = 'cuda', profile"),
+        ("[experiment]\n", "experiment.toml: no [resources] table"),
+        ("resources = 2\n", "experiment.toml: resources must be a table"),
+        ("[resources\n", "experiment.toml: invalid TOML"),
+    ],
+)
+def test_a_bad_resources_table_is_one_line_and_writes_nothing(
+    fake: FakeSky, tmp_path: Path, text: str, needle: str
+) -> None:
+    experiment = tmp_path / "experiment.toml"
+    experiment.write_text(text)
+    args = sky_run(fake, tmp_path, "--resources", str(experiment))
+    done = vibesys_cli(*args, "--", "true", cwd=tmp_path, env=fake.env())
+    assert done.returncode == 2 and needle in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / ".vibesys").exists() and fake.calls("exec") == []

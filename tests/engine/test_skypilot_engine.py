@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from tests.skyfake import FakeSky, make_fake_sky
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine.clusters import release_cluster
+from vibesys.engine.seen import Sight
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Invocation, LeaseState, open_journal, verify_journal
 from vibesys.render import show
@@ -108,9 +110,12 @@ def test_rejects_an_incompatible_cluster_and_leaves_it_alone(fake: FakeSky, tmp_
     assert fake.cluster_state(other.cluster) is not None
 
 
+@pytest.mark.parametrize("how", ["the job dies", "the command is signalled"])
 def test_an_expired_allocation_is_replaced_and_the_attempt_retried(
-    fake: FakeSky, tmp_path: Path
+    fake: FakeSky, tmp_path: Path, how: str
 ) -> None:
+    """Either way the allocation's end is the infrastructure's: when the wrapper outlives its
+    command, it records 143, which is not the command's failure (seen live on Slurm)."""
     engine = engine_on(fake, tmp_path)
     inv = engine.prepare(
         adapter="skypilot",
@@ -123,7 +128,8 @@ def test_an_expired_allocation_is_replaced_and_the_attempt_retried(
     while not job_claims(fake):
         engine.advance(inv)
     first = engine.journal.cluster_leases()[0]
-    fake.control("fake-lose", first.name)  # scancel of the allocation holding the cluster
+    # scancel of the allocation holding the cluster
+    fake.control("fake-lose", first.name, *(["--signal-command"] if "signalled" in how else []))
     inv = drive(engine, engine.journal.get(inv.id), DriveOptions())
     assert (inv.outcome, inv.attempt) == (Outcome.COMPLETED, 2)
     attempts = engine.journal.attempts(inv.id)
@@ -187,18 +193,21 @@ def test_a_crash_after_the_exec_is_reattached_without_a_second_exec(
 
     engine = engine_on(fake, tmp_path)
     crash_at(monkeypatch, "after_submit_effect")
+    # The job runs until the test opens the gate: reconcile must see it running, however slow
+    # the machine is.
+    gate = tmp_path / "gate"
+    wait_then_fail = f"while [ ! -e {gate} ]; do sleep 0.1; done; exit 4"
     with pytest.raises(Crash):
-        run(engine, fake.request(), ["sh", "-c", "sleep 1; exit 4"], tmp_path)
+        run(engine, fake.request(), ["sh", "-c", wait_then_fail], tmp_path)
     recover(monkeypatch)
     survivor = engine_on(fake, tmp_path)
     [inv] = survivor.journal.list_invocations()
     assert inv.state is JobState.SUBMITTING and inv.job_id is None
     reconcile(survivor)
     inv = survivor.journal.get(inv.id)
-    # Found by its name; a loaded machine may let reconcile see the end already.
-    assert inv.job_id == "1@200" and inv.state in (JobState.RUNNING, JobState.DONE)
-    if inv.state is JobState.RUNNING:
-        inv = drive(survivor, inv, DriveOptions())
+    assert inv.state is JobState.RUNNING and inv.job_id == "1@200"  # found by its name
+    gate.touch()
+    inv = drive(survivor, inv, DriveOptions())
     assert (inv.outcome, inv.exit_code) == (Outcome.APPLICATION_FAILED, 4)
     assert len(fake.calls("exec")) == 1
 
@@ -213,3 +222,62 @@ def test_journal_show_names_the_cluster_an_attempt_ran_on(fake: FakeSky, tmp_pat
     assert f"     cluster {lease.name}  lease {lease.id}  up  allocation 200  profile test" in text
     assert "ran on  " in text and "allocation_job_id=200" in text
     assert json.loads(json.dumps([lease.to_json()]))[0]["state"] == "up"
+
+
+def test_one_evaluation_at_a_time_per_campaign(fake: FakeSky, tmp_path: Path) -> None:
+    engine = engine_on(fake, tmp_path)
+    gate = tmp_path / "gate"
+    first = engine.prepare(
+        adapter="skypilot",
+        command=["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done"],
+        request=fake.request(),
+        run_root=tmp_path / "runs",
+    )
+    first = drive(engine, first, DriveOptions(detach=True))
+    assert first.state is JobState.RUNNING
+    # Another campaign is not held up; the same campaign is, whatever the resources.
+    other = run(engine, fake.request(run_id="campaign-2"), ["true"], tmp_path)
+    assert other.outcome is Outcome.COMPLETED
+    refused = run(engine, fake.request(resources={"nodes": 2}), ["true"], tmp_path)
+    assert (refused.state, refused.outcome) == (JobState.DONE, Outcome.REJECTED)
+    history = json.dumps([row.evidence for row in engine.journal.history(refused.id)])
+    assert f"campaign campaign-1 is busy with invocation(s) {first.id}" in history
+    assert len(fake.calls("exec")) == 2  # the first and the other campaign's: nothing more
+    assert engine.journal.leases_used_by(refused.id) == []
+    gate.touch()
+    assert drive(engine, first, DriveOptions()).outcome is Outcome.COMPLETED
+    after = run(engine, fake.request(), ["true"], tmp_path)
+    assert after.outcome is Outcome.COMPLETED
+    assert verify_journal(engine.journal) == []
+
+
+@pytest.mark.parametrize(
+    ("patience", "meanwhile"),
+    [(timedelta(minutes=10), JobState.RUNNING), (timedelta(0), JobState.UNRESOLVED)],
+)
+def test_an_unreachable_api_server_mid_job_is_waited_out_without_a_second_exec(
+    fake: FakeSky, tmp_path: Path, patience: timedelta, meanwhile: JobState
+) -> None:
+    """TRANSPORT_LOST mid-job: within the patience the job is still running; past it, its
+    fate is unknown until the control plane answers again and the job is found by name.
+    Either way it is never executed again."""
+    engine = engine_on(fake, tmp_path)
+    engine.patience = patience
+    gate = tmp_path / "gate"
+    inv = engine.prepare(
+        adapter="skypilot",
+        command=["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done; echo through"],
+        request=fake.request(),
+        run_root=tmp_path / "runs",
+    )
+    inv = drive(engine, inv, DriveOptions(detach=True))
+    assert inv.state is JobState.RUNNING
+    fake.control("fake-api-down", "2")
+    seen = engine.observe(inv)  # `sky queue` fails
+    assert seen.sight is Sight.UNREACHABLE and "ApiServerConnectionError" in seen.evidence
+    inv = engine.advance(inv, seen)  # (a lookup past the patience fails too)
+    assert (inv.state, inv.attempt) == (meanwhile, 1)
+    gate.touch()
+    inv = drive(engine, inv, DriveOptions())
+    assert (inv.outcome, inv.exit_code, inv.attempt) == (Outcome.COMPLETED, 0, 1)
+    assert len(fake.calls("exec")) == 1 and len(fake.calls("launch")) == 1

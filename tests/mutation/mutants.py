@@ -149,9 +149,11 @@ MUTANTS: list[Mutant] = [
     M("sky-killed-job-blamed", SKY, "return status(RemoteState.NODE_FAIL if claimed else RemoteState.LAUNCH_FAILED)", "return status(RemoteState.FAILED)", "a job killed with its allocation is blamed on the command, never retried"),
     M("sky-lost-allocation-unseen", SKY, "if seen.cluster is ClusterView.GONE and (claim_allocation or recorded_allocation):", "if False:", "an attempt whose allocation ended is not retried on a new one"),
     # -- cluster leases ------------------------------------------------------------------------
+    M("sky-killed-with-allocation-is-app-failure", SKY, "        if code >= 128 and (seen.cluster is ClusterView.GONE or started_elsewhere):\n", "        if False:\n", "a command killed as its allocation ended counts as its own failure, not retried"),
     M("lease-launch-left-up-failed", CLUSTERS, "    if sight.up:\n", "    if False:\n", "a launch a crash interrupted after it brought the cluster up is recorded failed: a cluster nobody records"),
     M("lease-release-not-redone", CLUSTERS, "        if sight.exists:\n            return _release(", "        if False:\n            return _release(", "an interrupted release is recorded done while the cluster still holds its allocation"),
     M("lease-release-while-busy", CLUSTERS, "    if busy:\n", "    if False:\n", "a release ends the allocation under a running evaluation"),
+    M("campaign-two-at-once", CLUSTERS, "    if others:\n", "    if False:\n", "two evaluations of one campaign run at once on its cluster"),
     M("lease-live-owner-settled", CLUSTER_RECORDS, "if lease_free(lease.owner, lease.owner_expires_at, owner, moment)", "if True", "reconcile settles a launch its live owner is still carrying out"),
     M("lease-up-row-not-lost", CLUSTER_RECORDS, "ended = LeaseState.LOST if live.state is LeaseState.UP else LeaseState.RELEASED", "ended = LeaseState.RELEASED", "an allocation that ended under the campaign reads as released by us"),
     M("provenance-never-recorded", PROVENANCE, "    if any(known.get(name) != value for name, value in fresh.items()):\n", "    if False:\n", "where an attempt ran is never recorded"),

@@ -10,7 +10,8 @@ One campaign, one cluster lease at a time: launch, two evaluations on one alloca
 and exit 3 with the true code recorded), a crash of `vibesys run` right after its exec then
 reconcile (found by name, no second exec), a lost allocation (scancel of the holding job) then
 recovery on a new allocation, cancel (the cluster stays), release. Budget (measured, 2 CPUs):
-about 10 minutes with the SkyPilot venv installed (scripts/test installs it first).
+10 to 15 minutes with the SkyPilot venv installed (scripts/test installs it first), the longer
+on a node busy with other tests.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import vibesys_cli
-from vibesys.adapters.skypilot.parse import exit_code_line
+from vibesys.adapters.skypilot import SkyEnvironment
+from vibesys.adapters.skypilot.boundary import SkyCli
+from vibesys.adapters.skypilot.ops import SkyOps
+from vibesys.adapters.skypilot.parse import exit_code_line, parse_status
 
 pytestmark = [pytest.mark.skypilot, pytest.mark.slurm, pytest.mark.timeout(1800)]
 
@@ -177,6 +181,17 @@ class Campaign:
 def _slurm_jobs(name_part: str) -> list[str]:
     out = _run("squeue", "-h", "-o", "%i %j %T")
     return [line.split()[0] for line in out.splitlines() if name_part in line]
+
+
+def test_status_of_an_empty_state(live: Live) -> None:
+    """Contract: the real `sky status -o json` of a fresh API server, as the adapter reads it
+    (first in the module: no cluster exists yet)."""
+    out = _run(str(LIVE), "sky", "status", "-o", "json", env=live.env)
+    assert parse_status(out) == []
+    environment = SkyEnvironment.from_environ(live.env)
+    ops = SkyOps(SkyCli(venv=environment.venv, env=environment.sky_env(), verify_version=True))
+    assert ops.status(f"vibesys-{CAMPAIGN}-nosuch", refresh=True) is None
+    assert ops.queue(f"vibesys-{CAMPAIGN}-nosuch") is None
 
 
 def test_a_campaign_through_vibesys_on_real_skypilot(live: Live, tmp_path: Path) -> None:

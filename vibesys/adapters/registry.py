@@ -115,6 +115,13 @@ _SKYPILOT_OPTIONS = (
         "Operator profiles \\[default: ~/.config/vibesys/clusters.toml].",
         Path,
     ),
+    Option(
+        "--resources",
+        "resources_file",
+        "An experiment file (TOML) whose \\[resources] table is the portable request; "
+        "the three flags below override its keys.",
+        Path,
+    ),
     Option("--nodes", "nodes", "Nodes per evaluation (\\[resources] nodes, default 1).", int),
     Option(
         "--accelerators-per-node",

@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_CLUSTERS_CONFIG",
     "default_clusters_config_path",
     "load_clusters_config",
+    "load_resources_table",
     "parse_clusters_config",
     "parse_resources",
     "select_profile",
@@ -37,16 +38,35 @@ def default_clusters_config_path() -> Path:
 def load_clusters_config(path: str | os.PathLike[str] | None = None) -> ClustersFile:
     """Read and validate clusters.toml (default `~/.config/vibesys/clusters.toml`)."""
     file = Path(path) if path is not None else default_clusters_config_path()
+    return parse_clusters_config(_read_text(file), source=str(file))
+
+
+def load_resources_table(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The `[resources]` table of an experiment file, not yet validated (the file's other
+    tables are the experiment's own business)."""
+    source = str(path)
+    try:
+        raw = tomllib.loads(_read_text(Path(path)))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {' '.join(str(exc).split())}") from None
+    table = raw.get("resources")
+    if table is None:
+        raise ConfigError(f"{source}: no [resources] table")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: resources must be a table ([resources])")
+    return dict(table)
+
+
+def _read_text(file: Path) -> str:
     source = str(file)
     try:
-        text = file.read_bytes().decode("utf-8")
+        return file.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{source}: no such file") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    return parse_clusters_config(text, source=source)
 
 
 def parse_clusters_config(text: str, *, source: str = "clusters.toml") -> ClustersFile:

@@ -4,7 +4,8 @@ effect: the intent is committed to the journal's cluster lease table first, a fa
 after each intent and each effect, and what the effect left is recorded after it.
 
 - `hold_lease`: before a submit (called by `execute`), reuse the campaign's cluster or launch
-  it, and record that the attempt runs on it.
+  it, and record that the attempt runs on it; refused while another evaluation of the same
+  campaign is not DONE (one remote evaluation at a time per campaign).
 - `release_cluster`: `vibesys clusters release` (refused while an invocation still uses it).
 - `settle_leases`: `reconcile` settles a launch or release a crash interrupted, from what the
   control plane shows, so that no cluster is left that nobody records.
@@ -60,6 +61,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
     if not isinstance(backend, LeasingBackend):
         return
     plan = backend.plan_lease()
+    _refuse_while_busy(journal, inv, plan.campaign)
     facts: dict[str, Any] = {
         "name": plan.cluster,
         "campaign": plan.campaign,
@@ -81,6 +83,29 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         failpoint("after_launch_intent")
         lease = _launch(journal, backend, plan, lease)
     journal.record_lease_use(lease.id, inv.id, inv.attempt)
+    # Two processes may both have passed the first check: the one that sees the other now
+    # steps back (at worst both do; never two evaluations at once).
+    _refuse_while_busy(journal, inv, plan.campaign)
+
+
+def _refuse_while_busy(journal: Journal, inv: Invocation, campaign: str) -> None:
+    """One remote evaluation at a time per campaign: an attempt is refused (REJECTED, nothing
+    submitted) while another invocation that ran on one of the campaign's clusters is not DONE
+    (running, retrying, or unresolved: its job may still run there)."""
+    others = sorted(
+        {
+            user
+            for lease in journal.cluster_leases()
+            if lease.campaign == campaign and lease.adapter == inv.adapter
+            for user, _ in journal.lease_users(lease.id)
+            if user != inv.id and journal.get(user).state is not JobState.DONE
+        }
+    )
+    if others:
+        raise SubmitRejected(
+            f"campaign {campaign} is busy with invocation(s) {', '.join(others)} (one evaluation "
+            "at a time per campaign): wait for them or cancel them, then run this again"
+        )
 
 
 def _launch(

@@ -66,6 +66,21 @@ def seen(
         (seen(cluster=GONE, exit_code=0, claim=job_claim()), RemoteState.COMPLETED, 0),
         (seen(sky=S.FAILED, exit_code=137, claim=job_claim()), RemoteState.FAILED, 137),
         (seen(sky=S.CANCELLED, exit_code=143, claim=job_claim()), RemoteState.CANCELLED, 143),
+        (seen(exit_code=143, claim=job_claim(), cancelled_by_us=True), RemoteState.CANCELLED, 143),
+        # Killed by a signal as its allocation ended (scancel, wall time, node failure): the
+        # infrastructure's doing, seen on the refresh or on the cluster's new allocation.
+        (
+            seen(cluster=GONE, exit_code=143, claim=job_claim()),
+            RemoteState.ALLOCATION_EXPIRED,
+            None,
+        ),
+        (
+            seen(exit_code=143, claim=job_claim("107"), allocation="120"),
+            RemoteState.ALLOCATION_EXPIRED,
+            None,
+        ),
+        (seen(cluster=UNKNOWN, exit_code=143, claim=job_claim()), RemoteState.UNKNOWN, None),
+        (seen(cluster=GONE, exit_code=3, claim=job_claim()), RemoteState.FAILED, 3),
         (seen(sky=S.PENDING), RemoteState.PENDING, None),
         (seen(sky=S.SETTING_UP), RemoteState.PENDING, None),
         (seen(sky=S.RUNNING, claim=job_claim()), RemoteState.RUNNING, None),

@@ -2,12 +2,18 @@
 
 SkyPilot reports only 0/100..103 and a job status; the wrapper's files in the run directory say
 what the command itself did. The marker wins whenever it exists: a command that wrote its exit
-code ran to its end, whatever happened to the allocation afterwards.
+code ran to its end, whatever happened to the allocation afterwards. Except death by a signal
+(N≥128) when the attempt's allocation has ended: Slurm signals the steps of an allocation it
+ends (scancel, wall time, node failure), and the wrapper records that signal as it dies.
 
 | marker / files       | SkyPilot says               | cluster      | RemoteState             |
 |----------------------|-----------------------------|--------------|-------------------------|
 | exit_code 0          | anything                    | anything     | COMPLETED               |
-| exit_code N>0        | anything (CANCELLED: N≥128) | anything     | FAILED (CANCELLED)      |
+| exit_code N≥128      | CANCELLED, or we cancelled  | anything     | CANCELLED               |
+| exit_code N≥128      | anything                    | gone, or up  | ALLOCATION_EXPIRED      |
+|                      |                             | on a new one |                         |
+| exit_code N≥128      | anything                    | unknown      | UNKNOWN                 |
+| exit_code N>0        | anything                    | up (its own) | FAILED                  |
 | refused/setup_failed | anything                    | anything     | LAUNCH_FAILED           |
 | none                 | INIT/PENDING/SETTING_UP     | up           | PENDING                 |
 | none                 | RUNNING                     | up           | RUNNING                 |
@@ -108,21 +114,25 @@ def classify(seen: Observed) -> RemoteStatus:
         )
 
     by_us = "vibesys" if seen.cancelled_by_us else None
-    if files.exit_code is not None:
-        code = files.exit_code
-        sky_cancelled = queued is not None and queued.status is SkyJobStatus.CANCELLED
-        if code >= 128 and (sky_cancelled or seen.cancelled_by_us):
-            return status(RemoteState.CANCELLED, code, by_us)
-        return status(RemoteState.COMPLETED if code == 0 else RemoteState.FAILED, code)
-    if files.refused is not None or files.setup_failed is not None:
-        return status(RemoteState.LAUNCH_FAILED)
-    if queued is not None and seen.cluster is not ClusterView.GONE:
-        return _from_queue(queued.status, _is_job(claim), status, by_us)
     started_elsewhere = (
         claim_allocation is not None
         and seen.allocation is not None
         and claim_allocation != seen.allocation
     )
+    if files.exit_code is not None:
+        code = files.exit_code
+        sky_cancelled = queued is not None and queued.status is SkyJobStatus.CANCELLED
+        if code >= 128 and (sky_cancelled or seen.cancelled_by_us):
+            return status(RemoteState.CANCELLED, code, by_us)
+        if code >= 128 and (seen.cluster is ClusterView.GONE or started_elsewhere):
+            return status(RemoteState.ALLOCATION_EXPIRED)  # killed with its allocation
+        if code >= 128 and seen.cluster is ClusterView.UNKNOWN:
+            return status(RemoteState.UNKNOWN)  # the next round shows whether it still holds
+        return status(RemoteState.COMPLETED if code == 0 else RemoteState.FAILED, code)
+    if files.refused is not None or files.setup_failed is not None:
+        return status(RemoteState.LAUNCH_FAILED)
+    if queued is not None and seen.cluster is not ClusterView.GONE:
+        return _from_queue(queued.status, _is_job(claim), status, by_us)
     _, recorded_allocation = parse_job_ref_id(seen.recorded_id)
     submitted_elsewhere = recorded_allocation is not None and recorded_allocation != seen.allocation
     if seen.cluster is ClusterView.GONE and (claim_allocation or recorded_allocation):

@@ -24,6 +24,7 @@ from vibesys.adapters.requests import AdapterRequest
 from vibesys.config.profiles import (
     default_clusters_config_path,
     load_clusters_config,
+    load_resources_table,
     parse_resources,
     select_profile,
 )
@@ -103,12 +104,16 @@ def make_request(adapter: str, values: Mapping[str, Any]) -> SkyPilotRequest:
     path = Path(values.get("clusters_config") or default_clusters_config_path())
     path = path.expanduser().resolve()
     config = load_clusters_config(path)
-    table = {
-        key: values[key]
+    # The experiment file's [resources] (if any), each flag given overriding its key.
+    experiment = values.get("resources_file")
+    table = load_resources_table(experiment) if experiment is not None else {}
+    table.update(
+        (key, values[key])
         for key in ("nodes", "accelerators_per_node", "accelerator_backend")
         if values.get(key) is not None
-    }
-    resources = parse_resources(table, source="--nodes, --accelerators-per-node")
+    )
+    source = f"{experiment} [resources]" if experiment is not None else "[resources]"
+    resources = parse_resources(table, source=source)
     resolve_resources(resources, select_profile(config, str(profile), source=str(path)), profile)
     workdir = values.get("workdir")
     if workdir is not None and not Path(workdir).is_dir():

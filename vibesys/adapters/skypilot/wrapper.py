@@ -15,7 +15,9 @@ so the command is never re-parsed by a shell. In D:
               status, or 128+N when signal N killed it. SkyPilot only reports 0/100..103, so
               the same number is also printed as the job's last line (`vibesys: exit_code=N`);
 - `setup_failed` when the copy into work/ failed (the command never ran; exit SETUP_FAILED_EXIT).
-When the whole job is killed (cancel, allocation end) no exit_code is written.
+When the whole job is killed no exit_code is written; when only the command is signalled (a
+real scancel of the allocation lets the wrapper outlive it) it records 128+N, which the
+classifier reads with what became of the allocation (`classify.py`).
 
 The claim is the shared protocol's (`vibesys.adapters.claim.claim_shell`): the same claim and
 fence files, the same atomic link and the same refusal (exit REFUSED_EXIT) as every adapter.
