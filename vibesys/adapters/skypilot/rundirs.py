@@ -19,7 +19,7 @@ from typing import Final
 
 from vibesys.adapters.base import ArtifactInfo, JobRef, Sink
 from vibesys.adapters.claim import FENCE_SCRIPT, Claim, parse_claim
-from vibesys.adapters.listing import LIST_SCRIPT, parse_listing
+from vibesys.adapters.remote_files import fetch_file, list_artifacts_in, read_from
 from vibesys.adapters.skypilot.errors import SkyMalformedOutput
 from vibesys.adapters.skypilot.wrapper import (
     CLAIM_FILE,
@@ -37,7 +37,6 @@ from vibesys.errors import BackendUnavailable
 __all__ = ["DirState", "RunDirs"]
 
 # Prints nothing (rc 0) for a log that does not exist yet, else its bytes from an offset.
-_READ_FROM: Final = 'test -e "$1" || exit 0; exec tail -c +"$2" "$1"'
 _WHO: Final = 'printf "%s\\n%s\\n" "$(id -un)" "$HOME"'
 # Every marker of every directory in one command, as JSON (python3 is on every login node the
 # artifact listing already relies on).
@@ -139,27 +138,15 @@ class RunDirs:
     def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
         if stream not in (STDOUT_FILE, STDERR_FILE):
             raise ValueError(f"unknown log stream {stream!r}")
-        counter = _Counting(sink)
-        path = str(self.run_dir(job) / stream)
-        result = self.runner.stream(
-            ["sh", "-c", _READ_FROM, "vibesys-log", path, str(offset + 1)], counter, timeout=None
-        )
-        if result.returncode != 0:
-            raise BackendUnavailable(f"reading {path} failed", evidence=result.evidence())
-        return counter.count
+        return read_from(self.runner, str(self.run_dir(job) / stream), offset, sink)
 
     def list_artifacts(
         self, job: JobRef, patterns: Sequence[str]
     ) -> tuple[list[ArtifactInfo], list[str]]:
-        out = self._checked(["python3", "-c", LIST_SCRIPT, str(self.work_dir(job)), *patterns])
-        found, missing = parse_listing(out)
-        infos = [ArtifactInfo(str(f["path"]), int(str(f["size"])), str(f["sha256"])) for f in found]
-        return infos, missing
+        return list_artifacts_in(self._checked, self.work_dir(job), patterns)
 
     def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
-        result = self.runner.stream(["cat", str(self.work_dir(job) / path)], sink)
-        if result.returncode != 0:
-            raise BackendUnavailable(f"downloading {path} failed", evidence=result.evidence())
+        fetch_file(self.runner, str(self.work_dir(job) / path), sink)
 
     # -- the fence --------------------------------------------------------------------------
 
@@ -185,18 +172,3 @@ class RunDirs:
 def _number(text: str | None) -> int | None:
     value = (text or "").strip()
     return int(value) if value.lstrip("-").isdigit() else None
-
-
-class _Counting:
-    """A sink that counts what passes through it."""
-
-    def __init__(self, sink: Sink) -> None:
-        self.sink = sink
-        self.count = 0
-
-    def write(self, data: bytes, /) -> object:
-        self.count += len(data)
-        return self.sink.write(data)
-
-    def flush(self) -> None:
-        self.sink.flush()

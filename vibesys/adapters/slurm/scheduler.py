@@ -28,7 +28,7 @@ from vibesys.adapters.base import (
     Sink,
 )
 from vibesys.adapters.claim import CANCEL_FILE, FENCE_SCRIPT, Claim, parse_claim
-from vibesys.adapters.listing import LIST_SCRIPT, parse_listing
+from vibesys.adapters.remote_files import fetch_file, list_artifacts_in, read_from
 from vibesys.adapters.slurm.parse import (
     SACCT_PLACEHOLDER_NAME,
     SLURM_STATES,
@@ -52,7 +52,6 @@ from vibesys.layout import log_paths
 CANCEL_MARKER = CANCEL_FILE
 WORK_DIR = "work"
 # Prints nothing (rc 0) for a log that does not exist yet, else its bytes from an offset.
-_READ_FROM = 'test -e "$1" || exit 0; exec tail -c +"$2" "$1"'
 # Prints each directory given that holds an exit_code marker (the probe between rounds).
 _PROBE_MARKERS = 'for d in "$@"; do [ -e "$d/exit_code" ] && printf "%s\\n" "$d"; done; exit 0'
 #: The share of the site's RPC rate limit our status rounds may use: the rest is left for
@@ -245,32 +244,19 @@ class SlurmScheduler:
     def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
         if stream not in (STDOUT_FILE, STDERR_FILE):
             raise ValueError(f"unknown log stream {stream!r}")
-        counter = _Counting(sink)
         path = str(self.remote_dir(job) / stream)
         if self.shares_filesystem:
             # The cluster's files are this host's: read them, no command to start.
-            return _copy_from(path, offset, counter)
-        result = self.runner.stream(
-            ["sh", "-c", _READ_FROM, "vibesys-log", path, str(offset + 1)],
-            counter,
-            timeout=None,
-        )
-        if result.returncode != 0:
-            raise BackendUnavailable(f"reading {path} failed", evidence=result.evidence())
-        return counter.count
+            return _copy_from(path, offset, sink)
+        return read_from(self.runner, path, offset, sink)
 
     def list_artifacts(
         self, job: JobRef, patterns: Sequence[str]
     ) -> tuple[list[ArtifactInfo], list[str]]:
-        out = self.checked(["python3", "-c", LIST_SCRIPT, str(self.work_dir(job)), *patterns])
-        found, missing = parse_listing(out)
-        infos = [ArtifactInfo(str(f["path"]), int(str(f["size"])), str(f["sha256"])) for f in found]
-        return infos, missing
+        return list_artifacts_in(self.checked, self.work_dir(job), patterns)
 
     def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
-        result = self.runner.stream(["cat", str(self.work_dir(job) / path)], sink)
-        if result.returncode != 0:
-            raise BackendUnavailable(f"downloading {path} failed", evidence=result.evidence())
+        fetch_file(self.runner, str(self.work_dir(job) / path), sink)
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
         # The local spool: the engine copies the remote logs there by byte offset.
@@ -341,21 +327,6 @@ def _copy_from(path: str, offset: int, sink: Sink) -> int:
             sink.write(chunk)
             copied += len(chunk)
     return copied
-
-
-class _Counting:
-    """A sink that counts what passes through it."""
-
-    def __init__(self, sink: Sink) -> None:
-        self.sink = sink
-        self.count = 0
-
-    def write(self, data: bytes, /) -> object:
-        self.count += len(data)
-        return self.sink.write(data)
-
-    def flush(self) -> None:
-        self.sink.flush()
 
 
 class _Markers:
