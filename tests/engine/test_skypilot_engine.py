@@ -281,3 +281,64 @@ def test_an_unreachable_api_server_mid_job_is_waited_out_without_a_second_exec(
     inv = drive(engine, inv, DriveOptions())
     assert (inv.outcome, inv.exit_code, inv.attempt) == (Outcome.COMPLETED, 0, 1)
     assert len(fake.calls("exec")) == 1 and len(fake.calls("launch")) == 1
+
+
+def test_run_down_releases_the_cluster_with_the_campaigns_last_evaluation(
+    fake: FakeSky, tmp_path: Path
+) -> None:
+    engine = engine_on(fake, tmp_path)
+    first = run(engine, fake.request(), ["true"], tmp_path)
+    [lease] = engine.journal.cluster_leases()
+    assert lease.state is LeaseState.UP and fake.calls("down") == []
+    last = run(engine, fake.request(down=True), ["sh", "-c", "exit 3"], tmp_path)
+    assert (first.outcome, last.outcome) == (Outcome.COMPLETED, Outcome.APPLICATION_FAILED)
+    lease = engine.journal.cluster_lease(lease.id)
+    assert lease.state is LeaseState.RELEASED, lease.evidence
+    assert f"run --down: invocation {last.id} is done" in json.dumps(lease.evidence)
+    assert len(fake.calls("down")) == 1
+    assert "released cluster" in engine.notes[last.id]
+    # Nothing is left for reconcile to do.
+    assert reconcile(engine_on(fake, tmp_path, owner="host:2:2")) == []
+    assert len(fake.calls("down")) == 1
+
+
+def test_run_down_leaves_a_cluster_that_another_evaluation_still_needs(
+    fake: FakeSky, tmp_path: Path
+) -> None:
+    engine = engine_on(fake, tmp_path)
+    request = fake.request(down=True)
+    inv = engine.prepare(
+        adapter="skypilot", command=["sleep", "30"], request=request, run_root=tmp_path / "runs"
+    )
+    running = drive(engine, inv, DriveOptions(detach=True))
+    assert running.state is JobState.RUNNING
+    # The evaluation that asked for --down still runs there: the cluster stays.
+    [lease] = engine.journal.cluster_leases()
+    assert release_finished_campaigns_of(engine) == []
+    assert engine.journal.cluster_lease(lease.id).state is LeaseState.UP
+    assert fake.calls("down") == []
+
+
+def release_finished_campaigns_of(engine: Engine) -> list[str]:
+    from vibesys.engine.clusters import release_finished_campaigns
+
+    return [lease.name for lease in release_finished_campaigns(engine)]
+
+
+def test_a_down_its_driver_never_did_is_finished_by_reconcile(
+    fake: FakeSky, tmp_path: Path
+) -> None:
+    engine = engine_on(fake, tmp_path)
+    inv = engine.prepare(
+        adapter="skypilot", command=["true"], request=fake.request(down=True), run_root=tmp_path
+    )
+    # A follower drives it to the end (nobody else did) but does not own it: no release.
+    done = drive(engine, inv, DriveOptions(owner=False))
+    assert done.state is JobState.DONE
+    [lease] = engine.journal.cluster_leases()
+    assert engine.journal.cluster_lease(lease.id).state is LeaseState.UP
+    rows = reconcile(engine_on(fake, tmp_path, owner="host:2:2"))
+    assert [(r.invocation_id, r.before, r.after) for r in rows] == [
+        (f"cluster {lease.name}", LeaseState.UP, LeaseState.RELEASED)
+    ]
+    assert len(fake.calls("down")) == 1

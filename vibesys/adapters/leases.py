@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-__all__ = ["ClusterSight", "LeaseAction", "LeasePlan", "LeaseReceipt", "LeasingBackend"]
+__all__ = [
+    "ClusterSight",
+    "LeaseAction",
+    "LeasePlan",
+    "LeaseReceipt",
+    "LeasingBackend",
+    "ReleasedWhenDone",
+]
 
 
 class LeaseAction(StrEnum):
@@ -84,3 +91,11 @@ class LeasingBackend(Protocol):
     def inspect_lease(self) -> ClusterSight:
         """The cluster as a refresh shows it, to settle an interrupted launch or release."""
         ...
+
+
+@runtime_checkable
+class ReleasedWhenDone(Protocol):
+    """A request that may ask for its cluster to be released once its invocation is DONE and
+    nothing else runs there (the campaign's last evaluation: `vibesys run --down`)."""
+
+    down: bool

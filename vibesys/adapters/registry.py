@@ -140,6 +140,13 @@ _SKYPILOT_OPTIONS = (
         "Local directory synced to the cluster; the command runs in a private copy.",
         Path,
     ),
+    Option(
+        "--down",
+        "down",
+        "Release the campaign's cluster (sky down) once this evaluation is DONE and no other "
+        "evaluation runs on it, as `sky launch --down` does; reconcile finishes it after a crash.",
+        bool,
+    ),
     _ARTIFACT,
 )
 

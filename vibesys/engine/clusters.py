@@ -7,6 +7,9 @@ after each intent and each effect, and what the effect left is recorded after it
   it, and record that the attempt runs on it; refused while another evaluation of the same
   campaign is not DONE (one remote evaluation at a time per campaign).
 - `release_cluster`: `vibesys clusters release` (refused while an invocation still uses it).
+- `release_when_done`, `release_finished_campaigns`: `vibesys run --down` (the campaign's last
+  evaluation) releases the cluster once it is DONE and nothing else runs there; its driver
+  does it, and `reconcile` does what a crash left undone.
 - `settle_leases`: `reconcile` settles a launch or release a crash interrupted, from what the
   control plane shows, so that no cluster is left that nobody records.
 """
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from vibesys.adapters.base import Backend
-from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend
+from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend, ReleasedWhenDone
 from vibesys.adapters.registry import entry
 from vibesys.engine.failpoints import failpoint
 from vibesys.errors import BackendError, BackendUnavailable, SubmitRejected, UsageError
@@ -30,7 +33,14 @@ if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
     from vibesys.journal_schema import Journal
 
-__all__ = ["SettledLease", "hold_lease", "release_cluster", "settle_leases"]
+__all__ = [
+    "SettledLease",
+    "hold_lease",
+    "release_cluster",
+    "release_finished_campaigns",
+    "release_when_done",
+    "settle_leases",
+]
 
 
 class LeaseEngine(Protocol):
@@ -150,6 +160,45 @@ def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterL
     lease = journal.intend_release(lease.id, engine.owner, reason)
     failpoint("after_release_intent")
     return _release(engine, backend, lease, "released")
+
+
+def release_when_done(engine: LeaseEngine, inv: Invocation) -> list[ClusterLease]:
+    """`run --down`: release the clusters a DONE invocation ran on, unless another evaluation
+    still runs there (then the last one's own `--down`, or `vibesys clusters release`, ends
+    it). A failed release stays `releasing` for reconcile; returns the released leases."""
+    if inv.state is not JobState.DONE or not _asks_down(inv):
+        return []
+    released = []
+    for _, lease in engine.journal.leases_used_by(inv.id):
+        if lease.state is LeaseState.UP and not _busy(engine.journal, lease):
+            why = f"run --down: invocation {inv.id} is done"
+            released.append(release_cluster(engine, lease.id, why))
+    return released
+
+
+def release_finished_campaigns(engine: LeaseEngine) -> list[ClusterLease]:
+    """For reconcile: every cluster still up whose evaluations are all DONE, one of which
+    asked for `--down` (its driver died before releasing it)."""
+    released = []
+    for lease in engine.journal.cluster_leases([LeaseState.UP]):
+        users = {i for i, _ in engine.journal.lease_users(lease.id)}
+        invocations = [engine.journal.get(i) for i in sorted(users)]
+        if users and not _busy(engine.journal, lease) and any(map(_asks_down, invocations)):
+            why = "run --down, finished by reconcile: every evaluation on it is done"
+            released.append(release_cluster(engine, lease.id, why))
+    return released
+
+
+def _asks_down(inv: Invocation) -> bool:
+    try:
+        request = entry(inv.adapter).parse_request(inv.request)
+    except Exception:  # a request that no longer parses asks for nothing
+        return False
+    return isinstance(request, ReleasedWhenDone) and request.down
+
+
+def _busy(journal: Journal, lease: ClusterLease) -> bool:
+    return any(journal.get(i).state is not JobState.DONE for i, _ in journal.lease_users(lease.id))
 
 
 def _release(

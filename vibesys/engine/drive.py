@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
+from vibesys.engine.execute import error_facts
 from vibesys.engine.logs import LogTail
 from vibesys.engine.plan import needs_observation
 from vibesys.engine.seen import Seen, Sight
@@ -103,6 +105,8 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                         return inv
                     stop.set()  # an output that broke is handled like an interrupt
             if inv.state is JobState.DONE:
+                if options.owner:
+                    _release_if_asked(engine, inv)
                 return inv
             if options.detach and inv.state is JobState.RUNNING:
                 return inv
@@ -115,6 +119,17 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
         if options.status is not None:
             options.status.clear()
         engine.journal.release_lease(inv.id, engine.owner)
+
+
+def _release_if_asked(engine: Engine, inv: Invocation) -> None:
+    """`run --down`: the campaign's cluster goes with its last evaluation. A failure leaves
+    the release to reconcile; the invocation's own outcome stands."""
+    try:
+        for lease in release_when_done(engine, inv):
+            engine.note(inv, f"released cluster {lease.name} (run --down)")
+    except Exception as exc:
+        reason = error_facts(exc).reason
+        engine.note(inv, f"run --down: the cluster was not released ({reason}); reconcile will")
 
 
 class _Watch:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from vibesys.adapters.base import JobRef
-from vibesys.engine.clusters import settle_leases
+from vibesys.engine.clusters import release_finished_campaigns, settle_leases
 from vibesys.engine.core import Engine
 from vibesys.engine.execute import error_facts
 from vibesys.engine.observe import seen_error
@@ -73,7 +73,21 @@ def reconcile(engine: Engine) -> list[ReconcileRow]:
             rows.append(_reconcile_one(engine, inv, observations.get(inv.id)))
     finally:
         journal.release_leases([inv.id for inv in mine], engine.owner)
+    rows.extend(_finish_campaigns(engine))
     return rows
+
+
+def _finish_campaigns(engine: Engine) -> list[ReconcileRow]:
+    """Clusters whose last evaluation asked for `--down` and whose driver died first."""
+    try:
+        released = release_finished_campaigns(engine)
+    except Exception as exc:  # the lease stays up or releasing: the next round tries again
+        reason = f"error: {error_facts(exc).reason}"
+        return [ReconcileRow("clusters", LeaseState.UP, LeaseState.UP, reason, True)]
+    return [
+        ReconcileRow(f"cluster {lease.name}", LeaseState.UP, lease.state, "released (run --down)")
+        for lease in released
+    ]
 
 
 def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str, Seen]:

@@ -59,6 +59,11 @@ class SkyPilotRequest(AdapterRequest):
         description="Local directory synced to the cluster before each evaluation (sky exec "
         "--workdir); the command runs in a private copy of it.",
     )
+    down: bool = Field(
+        default=False,
+        description="Release the campaign's cluster once this evaluation is DONE and no other "
+        "evaluation runs on it (the campaign's last one).",
+    )
 
     @field_validator("run_id")
     @classmethod
@@ -125,6 +130,7 @@ def make_request(adapter: str, values: Mapping[str, Any]) -> SkyPilotRequest:
             run_id=str(run_id),
             resources=resources,
             workdir=str(Path(workdir).resolve()) if workdir is not None else None,
+            down=bool(values.get("down")),
             artifacts=tuple(check_pattern(p) for p in values.get("artifact") or ()),
         )
     except ValidationError as exc:
