@@ -86,6 +86,24 @@ def test_the_status_line_appears_and_is_erased_before_the_output(tmp_path: Path)
     assert b"running" not in after
 
 
+def test_wait_shows_the_status_line_and_erases_it_before_the_summary(tmp_path: Path) -> None:
+    started = subprocess.run(
+        [sys.executable, "-m", "vibesys", "run", "--detach", "--json", "--", "sh", "-c", "sleep 2"],
+        cwd=tmp_path,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    invocation_id = started.stdout.decode().strip().strip('"')
+    written = run_in(tmp_path, "wait", invocation_id, stdout_tty=True, stderr_tty=True)
+    assert b"DONE COMPLETED exit 0" in written, written
+    before, _, after = written.partition(b"DONE COMPLETED exit 0")
+    assert b"running \xc2\xb7 0:0" in before, written  # drawn while it waited
+    last_line = before.rfind(b"running")
+    assert ERASE_LINE in before[last_line:], "the status line was not erased before the summary"
+    assert b"running" not in after
+
+
 def invocation(state: JobState = JobState.RUNNING) -> Invocation:
     return Invocation(
         id="0123456789ab",
