@@ -6,6 +6,8 @@ No timings: the clock is the engines' own, moved by hand.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -228,6 +230,41 @@ def test_a_dead_pollers_lease_passes_to_another(
     assert len(fake.status_calls()) == calls + 1
     site = journal.poll_site(SITE)
     assert site is not None and site.poller is None
+
+
+def test_a_frozen_pollers_lease_passes_on_at_expiry_and_its_late_round_is_refused(
+    journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    inv = running(a, tmp_path)
+    frozen = subprocess.Popen(["sleep", "60"])
+    os.kill(frozen.pid, signal.SIGSTOP)  # alive, and silent: a stall, not a death
+    try:
+        holder = f"{hostname()}:{frozen.pid}:{start_time(frozen.pid)}"
+        with journal.write_txn() as conn:
+            conn.execute(
+                "UPDATE poll_sites SET poller=?, poller_expires_at=? WHERE site=?",
+                (holder, iso(clock() + timedelta(minutes=2)), SITE),
+            )
+        make_due(journal, clock)
+        calls = len(fake.status_calls())
+        # Within its lease the frozen poller is waited for: nobody else asks the scheduler.
+        assert a.observe(journal.get(inv.id)) is None
+        assert len(fake.status_calls()) == calls
+        # Past it, the round passes to another although the holder still lives.
+        clock.advance(121)
+        assert a.observe(journal.get(inv.id)) is not None
+        assert len(fake.status_calls()) == calls + 1
+        # The frozen poller wakes up and finishes its (stale) round: nothing is stored.
+        rounds = journal.poll_site(SITE)
+        assert rounds is not None
+        assert journal.finish_round(SITE, holder, clock(), clock(), []) is None
+        after = journal.poll_site(SITE)
+        assert after is not None and after.round == rounds.round
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+        frozen.kill()
+        frozen.wait()
 
 
 def take_lease(journal: Journal, holder: str, clock: Clock) -> None:

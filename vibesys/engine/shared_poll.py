@@ -39,8 +39,7 @@ from vibesys.engine.plan import needs_observation
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation, iso
-from vibesys.journal_schema.leases import lease_free
-from vibesys.journal_schema.polls import Observed, PollSite
+from vibesys.journal_schema.polls import Observed, PollSite, poller_free
 from vibesys.states import FailureClass
 
 if TYPE_CHECKING:
@@ -344,7 +343,7 @@ class SharedPoll:
     def _held_by_other(self, row: PollSite, now: datetime) -> bool:
         if row.poller is None or row.poller == self.engine.owner:
             return False
-        return not lease_free(row.poller, row.poller_expires_at, self.engine.owner, now)
+        return not poller_free(row.poller, row.poller_expires_at, self.engine.owner, now)
 
 
 def _ended(last: Any, inv: Invocation) -> bool:

@@ -20,9 +20,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from vibesys.journal_schema.clock import iso
-from vibesys.journal_schema.leases import lease_free
 from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, as_dict
 from vibesys.journal_schema.records import Invocation
+from vibesys.proc import identity_alive
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +80,18 @@ def _site(row: tuple[Any, ...]) -> PollSite:
         probed,
         json.loads(facts) if facts else None,
     )
+
+
+def poller_free(holder: str | None, expires: str | None, owner: str, now: datetime) -> bool:
+    """Whether `owner` may run the site's round: no poller, itself, a poller provably dead,
+    or a lease expired, even if its holder lives. Unlike an invocation's lease, a frozen
+    (SIGSTOPped) poller must not keep everyone blind: a round only reads, and a late poller's
+    round is refused when it finishes (`finish_round`), so a second one is harmless."""
+    if holder is None or holder == owner:
+        return True
+    if identity_alive(holder) is False:
+        return True
+    return expires is None or datetime.fromisoformat(expires) <= now
 
 
 class PollRecords:
@@ -194,7 +206,7 @@ class PollRecords:
             current = _site(row)
             if current.round != after_round:
                 return None  # someone completed that round meanwhile
-            if not lease_free(current.poller, current.poller_expires_at, owner, now):
+            if not poller_free(current.poller, current.poller_expires_at, owner, now):
                 return None
             if (
                 not (force or probe)
