@@ -10,7 +10,9 @@ Test controls (not sky commands): `fake-lose NAME` ends the allocation under the
 jobs die, the next refresh drops it); `fake-inflight N` pretends N exec requests are active;
 `fake-fail-exec N` makes the next N execs fail as an API server error does (rc 1, nothing
 submitted, nothing in the output proves it); `fake-api-down N` makes the next N sky commands of
-any kind fail so (the API server unreachable mid-job), while the jobs run on.
+any kind fail so (the API server unreachable mid-job), while the jobs run on;
+`fake-stall-down SECONDS` makes the next `down` hang that long before it answers (a frozen
+control plane: the caller's timeout ends the wait, the cluster is not torn down).
 """
 
 from __future__ import annotations
@@ -276,6 +278,10 @@ def cmd_cancel(state: dict[str, Any], args: list[str]) -> int:
 
 def cmd_down(state: dict[str, Any], args: list[str]) -> int:
     name = next(a for a in args if a != "-y")
+    stall = state.pop("stall_down", 0)
+    if stall:
+        save(state)
+        time.sleep(stall)
     cluster = state["clusters"].pop(name, None)
     if cluster is None:
         out(f"Cluster(s) not found: \x1b[1m{name}{RESET}.\n")
@@ -382,7 +388,7 @@ def main(argv: list[str]) -> int:
         "api": cmd_api,
         "fake-lose": cmd_lose,
     }
-    if argv and argv[0] in ("fake-inflight", "fake-fail-exec", "fake-api-down"):
+    if argv and argv[0] in ("fake-inflight", "fake-fail-exec", "fake-api-down", "fake-stall-down"):
         state[argv[0].removeprefix("fake-").replace("-", "_")] = int(argv[1])
         save(state)
         return 0

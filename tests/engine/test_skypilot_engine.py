@@ -342,3 +342,32 @@ def test_a_down_its_driver_never_did_is_finished_by_reconcile(
         (f"cluster {lease.name}", LeaseState.UP, LeaseState.RELEASED)
     ]
     assert len(fake.calls("down")) == 1
+
+
+def test_run_down_against_a_frozen_control_plane_keeps_the_outcome_and_reconcile_releases(
+    fake: FakeSky, tmp_path: Path
+) -> None:
+    def build(adapter: str, request: SkyPilotRequest) -> object:
+        backend = fake.registry_backend(request)
+        backend.ops.launch_timeout = 5.0  # how long `sky launch`/`sky down` may take here
+        return backend
+
+    engine = Engine(
+        open_journal(tmp_path / "journal.db"),
+        build,  # type: ignore[arg-type]
+        retry=RetryPolicy(max_retries=2, initial_delay_seconds=0.0),
+        owner="host:1:1",
+    )
+    fake.control("fake-stall-down", "30")  # the next `sky down` hangs: a stall, not an error
+    inv = run(engine, fake.request(down=True), ["true"], tmp_path)
+    assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.COMPLETED)  # the outcome stands
+    assert "not released" in engine.notes[inv.id]
+    [lease] = engine.journal.cluster_leases()
+    assert lease.state is LeaseState.RELEASING  # the intent is recorded; the effect is unproven
+    assert fake.cluster_state(lease.name) is not None  # and the cluster is still there
+    rows = reconcile(engine)
+    assert [(r.invocation_id, r.after) for r in rows] == [
+        (f"cluster {lease.name}", LeaseState.RELEASED)
+    ]
+    assert fake.cluster_state(lease.name) is None
+    assert len(fake.calls("down")) == 2
