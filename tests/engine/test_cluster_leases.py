@@ -130,3 +130,43 @@ def test_a_reuse_adopts_or_follows_a_relaunch(engine: Engine, fake: FakeSky) -> 
     moved = journal.record_reuse(**facts(fake), allocation=["301"], evidence="found")
     assert moved.id != adopted.id and moved.allocation_job == "301"
     assert journal.cluster_lease(adopted.id).state is LeaseState.LOST
+
+
+def test_a_launch_or_release_a_live_process_carries_out_is_not_taken_over(
+    engine: Engine, fake: FakeSky
+) -> None:
+    from vibesys.errors import StaleState
+
+    journal = engine.journal
+    lease = launching(journal, fake, owner=self_identity())  # this live process launches it
+    with pytest.raises(StaleState, match="by live"):
+        launching(journal, fake, owner="host:2:2")
+    assert journal.cluster_lease(lease).owner == self_identity()
+    # Its own retry continues it.
+    assert launching(journal, fake, owner=self_identity()) == lease
+
+
+def test_no_attempt_joins_a_lease_on_its_way_down_and_no_release_cuts_one_short(
+    engine: Engine, fake: FakeSky, tmp_path: Path
+) -> None:
+    from vibesys.errors import StaleState, UsageError
+
+    journal = engine.journal
+    lease = journal.record_launched(launching(journal, fake), ("200",), "up")
+    inv = engine.prepare(
+        adapter="skypilot", command=["true"], request=fake.request(), run_root=tmp_path
+    )
+    journal.record_lease_use(lease.id, inv.id, 1)
+    # The check is the journal's, in the release's own transaction: an unfinished user refuses.
+    with pytest.raises(UsageError, match=f"still serves invocation.*{inv.id}"):
+        journal.intend_release(lease.id, DEAD, "too early")
+    assert journal.cluster_lease(lease.id).state is LeaseState.UP
+    with journal.write_txn() as conn:  # the evaluation ended
+        conn.execute("UPDATE invocations SET state='DONE' WHERE id=?", (inv.id,))
+    journal.intend_release(lease.id, DEAD, "campaign over")
+    other = engine.prepare(
+        adapter="skypilot", command=["true"], request=fake.request(), run_root=tmp_path
+    )
+    with pytest.raises(StaleState, match="releasing"):
+        journal.record_lease_use(lease.id, other.id, 1)
+    assert journal.lease_users(lease.id) == [(inv.id, 1)]

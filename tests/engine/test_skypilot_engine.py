@@ -371,3 +371,17 @@ def test_run_down_against_a_frozen_control_plane_keeps_the_outcome_and_reconcile
     ]
     assert fake.cluster_state(lease.name) is None
     assert len(fake.calls("down")) == 2
+
+
+def test_run_down_after_a_retry_on_the_same_cluster_releases_it_once(
+    fake: FakeSky, tmp_path: Path
+) -> None:
+    engine = engine_on(fake, tmp_path)
+    fake.control("fake-fail-exec", "1")  # attempt 1 fails before anything runs: retried there
+    inv = run(engine, fake.request(down=True), ["true"], tmp_path)
+    assert (inv.outcome, inv.attempt) == (Outcome.COMPLETED, 2)
+    [lease] = engine.journal.cluster_leases()
+    assert [a for a, _ in engine.journal.leases_used_by(inv.id)] == [1, 2]
+    assert engine.journal.cluster_lease(lease.id).state is LeaseState.RELEASED
+    assert engine.notes[inv.id] == f"released cluster {lease.name} (run --down)"
+    assert len(fake.calls("down")) == 1

@@ -23,7 +23,7 @@ from vibesys.adapters.base import Backend
 from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend, ReleasedWhenDone
 from vibesys.adapters.registry import entry
 from vibesys.engine.failpoints import failpoint
-from vibesys.errors import BackendError, BackendUnavailable, SubmitRejected, UsageError
+from vibesys.errors import BackendError, BackendUnavailable, StaleState, SubmitRejected, UsageError
 from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
 
@@ -89,10 +89,16 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
                 maybe_submitted=False,
             )
     else:
-        lease = journal.intend_launch(**facts, reason=plan.reason, owner=owner)
+        try:
+            lease = journal.intend_launch(**facts, reason=plan.reason, owner=owner)
+        except StaleState as exc:  # a live process is launching or releasing it now
+            raise BackendUnavailable(str(exc), maybe_submitted=False) from None
         failpoint("after_launch_intent")
         lease = _launch(journal, backend, plan, lease)
-    journal.record_lease_use(lease.id, inv.id, inv.attempt)
+    try:
+        journal.record_lease_use(lease.id, inv.id, inv.attempt)
+    except StaleState as exc:  # a release was intended meanwhile: nothing was submitted
+        raise BackendUnavailable(str(exc), maybe_submitted=False) from None
     # Two processes may both have passed the first check: the one that sees the other now
     # steps back (at worst both do; never two evaluations at once).
     _refuse_while_busy(journal, inv, plan.campaign)
@@ -102,15 +108,11 @@ def _refuse_while_busy(journal: Journal, inv: Invocation, campaign: str) -> None
     """One remote evaluation at a time per campaign: an attempt is refused (REJECTED, nothing
     submitted) while another invocation that ran on one of the campaign's clusters is not DONE
     (running, retrying, or unresolved: its job may still run there)."""
-    others = sorted(
-        {
-            user
-            for lease in journal.cluster_leases()
-            if lease.campaign == campaign and lease.adapter == inv.adapter
-            for user, _ in journal.lease_users(lease.id)
-            if user != inv.id and journal.get(user).state is not JobState.DONE
-        }
-    )
+    others = [
+        user
+        for user in journal.unfinished_users(campaign=(inv.adapter, campaign))
+        if user != inv.id
+    ]
     if others:
         raise SubmitRejected(
             f"campaign {campaign} is busy with invocation(s) {', '.join(others)} (one evaluation "
@@ -148,15 +150,8 @@ def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterL
     lease = journal.cluster_lease(lease_id)
     if not lease.live:
         raise UsageError(f"cluster {lease.name} (lease {lease.id}) is {lease.state}: not live")
-    busy = sorted(
-        {i for i, _ in journal.lease_users(lease.id) if journal.get(i).state is not JobState.DONE}
-    )
-    if busy:
-        raise UsageError(
-            f"cluster {lease.name} still serves invocation(s) {', '.join(busy)}: wait for "
-            "them, or cancel them, first"
-        )
     backend = _backend_of(engine, lease)
+    # Refused there, under the write lock, while an invocation that ran on it is not DONE.
     lease = journal.intend_release(lease.id, engine.owner, reason)
     failpoint("after_release_intent")
     return _release(engine, backend, lease, "released")
@@ -169,8 +164,9 @@ def release_when_done(engine: LeaseEngine, inv: Invocation) -> list[ClusterLease
     if inv.state is not JobState.DONE or not _asks_down(inv):
         return []
     released = []
-    for _, lease in engine.journal.leases_used_by(inv.id):
-        if lease.state is LeaseState.UP and not _busy(engine.journal, lease):
+    used = {lease.id: lease for _, lease in engine.journal.leases_used_by(inv.id)}
+    for lease in used.values():  # one lease may serve several attempts
+        if lease.state is LeaseState.UP and not engine.journal.unfinished_users(lease_id=lease.id):
             why = f"run --down: invocation {inv.id} is done"
             released.append(release_cluster(engine, lease.id, why))
     return released
@@ -183,9 +179,15 @@ def release_finished_campaigns(engine: LeaseEngine) -> list[ClusterLease]:
     for lease in engine.journal.cluster_leases([LeaseState.UP]):
         users = {i for i, _ in engine.journal.lease_users(lease.id)}
         invocations = [engine.journal.get(i) for i in sorted(users)]
-        if users and not _busy(engine.journal, lease) and any(map(_asks_down, invocations)):
-            why = "run --down, finished by reconcile: every evaluation on it is done"
+        if not any(map(_asks_down, invocations)):
+            continue
+        if engine.journal.unfinished_users(lease_id=lease.id):
+            continue
+        why = "run --down, finished by reconcile: every evaluation on it is done"
+        try:
             released.append(release_cluster(engine, lease.id, why))
+        except Exception as exc:  # this lease stays for the next round; the others go on
+            engine.journal.note_lease(lease.id, f"run --down release failed: {exc}")
     return released
 
 
@@ -195,10 +197,6 @@ def _asks_down(inv: Invocation) -> bool:
     except Exception:  # a request that no longer parses asks for nothing
         return False
     return isinstance(request, ReleasedWhenDone) and request.down
-
-
-def _busy(journal: Journal, lease: ClusterLease) -> bool:
-    return any(journal.get(i).state is not JobState.DONE for i, _ in journal.lease_users(lease.id))
 
 
 def _release(

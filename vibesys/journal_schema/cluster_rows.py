@@ -116,6 +116,29 @@ def live_lease(conn: sqlite3.Connection, name: str) -> ClusterLease | None:
     return lease_row(row) if row is not None else None
 
 
+def unfinished_users(
+    conn: sqlite3.Connection,
+    *,
+    lease_id: int | None = None,
+    campaign: tuple[str, str] | None = None,
+) -> list[str]:
+    """The invocations not DONE that ran on a lease (`lease_id`), or on any lease of a
+    campaign (`(adapter, campaign)`): their jobs may still run there."""
+    params: tuple[object, ...]
+    if lease_id is not None:
+        where, params = "l.id=?", (lease_id,)
+    else:
+        assert campaign is not None
+        where, params = "l.adapter=? AND l.campaign=?", campaign
+    rows = conn.execute(
+        "SELECT DISTINCT u.invocation_id FROM cluster_lease_uses u "
+        "JOIN cluster_leases l ON l.id=u.lease_id JOIN invocations i ON i.id=u.invocation_id "
+        f"WHERE {where} AND i.state != 'DONE' ORDER BY u.invocation_id",
+        params,
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def require(lease: ClusterLease, states: Sequence[LeaseState]) -> None:
     if lease.state not in states:
         raise StaleState(

@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from vibesys.errors import UsageError
+from vibesys.errors import StaleState, UsageError
 from vibesys.journal_schema.clock import iso, utc_now
 from vibesys.journal_schema.cluster_rows import (
     COLUMNS,
@@ -36,6 +36,7 @@ from vibesys.journal_schema.cluster_rows import (
     move,
     note,
     require,
+    unfinished_users,
 )
 from vibesys.journal_schema.leases import lease_free
 
@@ -53,12 +54,7 @@ class ClusterRecords:
     # -- reads ----------------------------------------------------------------------------------
 
     def cluster_lease(self, lease_id: int) -> ClusterLease:
-        row = self.conn.execute(
-            f"SELECT {COLUMNS} FROM cluster_leases WHERE id=?", (lease_id,)
-        ).fetchone()
-        if row is None:
-            raise UsageError(f"unknown cluster lease {lease_id}")
-        return lease_row(row)
+        return get_lease(self.conn, lease_id)
 
     def cluster_leases(
         self, states: Sequence[LeaseState] | None = None, name: str | None = None
@@ -77,8 +73,13 @@ class ClusterRecords:
         return [lease_row(row) for row in rows]
 
     def live_lease(self, name: str) -> ClusterLease | None:
-        found = self.cluster_leases(LIVE_LEASE_STATES, name)
-        return found[0] if found else None
+        return live_lease(self.conn, name)
+
+    def unfinished_users(
+        self, *, lease_id: int | None = None, campaign: tuple[str, str] | None = None
+    ) -> list[str]:
+        """See `cluster_rows.unfinished_users`."""
+        return unfinished_users(self.conn, lease_id=lease_id, campaign=campaign)
 
     def leases_used_by(self, invocation_id: str) -> list[tuple[int, ClusterLease]]:
         """(attempt, lease) for every attempt of the invocation that ran on a leased cluster."""
@@ -117,8 +118,17 @@ class ClusterRecords:
         when it is a launch; an `up` one is recorded lost (a refresh found no cluster, which is
         why a launch is needed) and a `releasing` one released, then a new row starts."""
         at = iso(now or utc_now())
+        moment = now or utc_now()
         with self.write_txn() as conn:
             live = live_lease(conn, name)
+            if (
+                live is not None
+                and live.state in (LeaseState.LAUNCHING, LeaseState.RELEASING)
+                and not lease_free(live.owner, live.owner_expires_at, owner, moment)
+            ):
+                raise StaleState(
+                    f"cluster {name} is {live.state} by live {live.owner} (lease {live.id})"
+                )
             if live is not None and live.state is LeaseState.LAUNCHING:
                 move(
                     conn,
@@ -259,6 +269,9 @@ class ClusterRecords:
         self, lease_id: int, invocation_id: str, attempt: int, now: datetime | None = None
     ) -> None:
         with self.write_txn() as conn:
+            # In the same transaction as the check: a release intended meanwhile wins, and
+            # this attempt is not submitted onto a cluster on its way down.
+            require(get_lease(conn, lease_id), (LeaseState.UP,))
             conn.execute(
                 "INSERT OR IGNORE INTO cluster_lease_uses (lease_id, invocation_id, attempt, at) "
                 "VALUES (?,?,?,?)",
@@ -284,6 +297,12 @@ class ClusterRecords:
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
             require(lease, LIVE_LEASE_STATES)
+            busy = unfinished_users(conn, lease_id=lease_id)
+            if busy:  # checked with the write lock held: no attempt joins it meanwhile
+                raise UsageError(
+                    f"cluster {lease.name} still serves invocation(s) {', '.join(busy)}: wait "
+                    "for them, or cancel them, first"
+                )
             move(
                 conn,
                 lease,
