@@ -274,3 +274,21 @@ def test_control_plane_failures_are_redacted(tmp_path: Path) -> None:
     text = f"{caught.value} {getattr(caught.value, 'evidence', '')}"
     assert "abc123" not in text and "sekret" not in text and "hunter2" not in text
     assert '"X": "1"' in text and getattr(caught.value, "maybe_submitted", False)
+
+
+def test_an_exec_that_went_through_is_submitted_even_if_its_allocation_cannot_be_read(
+    fake_sky: FakeSky, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vibesys.errors import TransportLost
+
+    backend = fake_sky.backend()
+    backend.ensure_lease()
+
+    def unreachable() -> str:
+        raise TransportLost("login node unreachable", maybe_submitted=False)
+
+    monkeypatch.setattr(backend, "allocation", unreachable)
+    job = request(fake_sky, "inv-a", 1, ["sh", "-c", "echo fine"])
+    receipt = backend.submit(job)  # no error: an error here would read "nothing submitted"
+    assert receipt.job_id == "1@?"  # the allocation comes with the claim and the next status
+    assert len(fake_sky.calls("exec")) == 1

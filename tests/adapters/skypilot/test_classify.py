@@ -94,6 +94,9 @@ def seen(
         (seen(cluster=GONE), RemoteState.ALLOCATION_EXPIRED, None),
         (seen(claim=job_claim("107"), allocation="120"), RemoteState.ALLOCATION_EXPIRED, None),
         (seen(recorded="3@107", allocation="120"), RemoteState.ALLOCATION_EXPIRED, None),
+        # The cluster's allocation not seen (an empty squeue, a refresh that cleared its
+        # nodes): that proves nothing about the recorded one.
+        (seen(recorded="3@107", allocation=None), RemoteState.UNKNOWN, None),
         (seen(recorded=None), RemoteState.NOT_FOUND, None),
         (seen(recorded=None, cluster=GONE), RemoteState.NOT_FOUND, None),
         (seen(recorded=None, in_flight=True), RemoteState.UNKNOWN, None),

@@ -62,7 +62,7 @@ from vibesys.adapters.skypilot.rundirs import RunDirs
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
 from vibesys.adapters.skypilot.wrapper import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE
 from vibesys.config.resources import EffectiveResources
-from vibesys.errors import SubmitRejected
+from vibesys.errors import BackendError, SubmitRejected
 
 __all__ = ["SkyPilotBackend"]
 
@@ -238,7 +238,13 @@ class SkyPilotBackend:
         task_file = request.run_dir / TASK_FILE
         task_file.write_text(render_task(task))
         sky_id, evidence = self.ops.exec(self.cluster, task_file)
-        return SubmitReceipt(format_job_id(sky_id, self.allocation()), evidence)
+        # The job is submitted now: nothing after this line may say otherwise. Its allocation
+        # is best effort (the claim and the next status tell it too).
+        try:
+            allocation = self.allocation()
+        except BackendError:
+            allocation = None
+        return SubmitReceipt(format_job_id(sky_id, allocation), evidence)
 
     def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
         if not jobs:

@@ -134,7 +134,11 @@ def classify(seen: Observed) -> RemoteStatus:
     if queued is not None and seen.cluster is not ClusterView.GONE:
         return _from_queue(queued.status, _is_job(claim), status, by_us)
     _, recorded_allocation = parse_job_ref_id(seen.recorded_id)
-    submitted_elsewhere = recorded_allocation is not None and recorded_allocation != seen.allocation
+    submitted_elsewhere = (  # an allocation not seen (an empty squeue) proves nothing
+        recorded_allocation is not None
+        and seen.allocation is not None
+        and recorded_allocation != seen.allocation
+    )
     if seen.cluster is ClusterView.GONE and (claim_allocation or recorded_allocation):
         return status(RemoteState.ALLOCATION_EXPIRED)
     if seen.cluster is ClusterView.UP and (started_elsewhere or submitted_elsewhere):

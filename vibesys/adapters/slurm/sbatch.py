@@ -27,7 +27,6 @@ from vibesys.adapters.slurm.script import (
     with_setup,
 )
 from vibesys.adapters.staging import (
-    StagingFailed,
     copy_command,
     probe_argv,
     snapshot_path,
@@ -43,8 +42,9 @@ from vibesys.snapshot import CandidateError, Manifest, SnapshotPolicy, build_man
 
 #: `sh -c _SUBMIT vibesys-submit WORK SCRIPT PYTHON VERIFY SNAPSHOT DIGEST SBATCH...`, the
 #: batch script on stdin. With PYTHON set, the snapshot is probed first; when it is not
-#: staged the command exits PROBE_BASE + the probe's status (3: absent, 86: not verified)
-#: having submitted nothing, as it does with CANNOT_WRITE; otherwise it is sbatch's answer.
+#: staged the command says so last on stderr (PROBE_SAID) and exits PROBE_BASE + the probe's
+#: status (3: absent, 86: not verified) having submitted nothing, as it does with CANNOT_WRITE;
+#: otherwise it is sbatch's answer (whose own status may be 100 or more: never read as a probe).
 _SUBMIT = """set -u
 work=$1 script=$2 python=$3 verify=$4 final=$5 digest=$6
 shift 6
@@ -53,6 +53,7 @@ if [ -n "$python" ]; then
   rc=$?
   if [ "$rc" -ne 0 ]; then
     [ "$rc" -gt 150 ] && rc=150
+    echo "vibesys-submit: snapshot not staged ($rc)" >&2
     exit $((100 + rc))
   fi
 fi
@@ -64,6 +65,7 @@ exec "$@"
 """
 CANNOT_WRITE = 97
 PROBE_BASE = 100
+PROBE_SAID = "vibesys-submit: snapshot not staged"
 
 #: sbatch's answers that prove the request itself is invalid (nothing runs, retrying is futile).
 REJECTIONS = re.compile(
@@ -192,7 +194,7 @@ class SbatchBackend(SlurmBackendBase):
         request.run_dir.mkdir(parents=True, exist_ok=True)
         (request.run_dir / SCRIPT_FILE).write_text(script)
         code, out, err, evidence = self._submit_once(request, remote, script, candidate)
-        if code >= PROBE_BASE and candidate is not None:
+        if code >= PROBE_BASE and candidate is not None and _probe_said(err):
             # The snapshot is not staged: nothing was submitted. Stage it, then submit.
             probed = CommandResult(
                 code - PROBE_BASE, "", err, tuple(probe_argv(candidate.root, candidate.digest))
@@ -208,8 +210,6 @@ class SbatchBackend(SlurmBackendBase):
             code, out, err, evidence = self._submit_once(request, remote, script, None)
         if code == CANNOT_WRITE and err.startswith("vibesys-submit:"):
             raise BackendUnavailable("could not write the batch script", evidence=evidence)
-        if code >= PROBE_BASE and candidate is not None:
-            raise StagingFailed(f"the staged snapshot did not verify: {err.strip()[:300]}")
         if code == 0:
             try:
                 job_id = parse_sbatch_parsable(out)
@@ -269,4 +269,13 @@ def prewarm(request: SbatchRequest) -> None:
 
 #: The registry's names for this adapter's request model and request builder.
 Request = SbatchRequest
+
+
+def _probe_said(err: str) -> bool:
+    """The submit command's own word that it stopped at the probe (nothing submitted), not a
+    status of 100 or more from sbatch or a wrapper around it."""
+    lines = err.strip().splitlines()
+    return bool(lines) and lines[-1].startswith(PROBE_SAID)
+
+
 __all__ = ["REJECTIONS", "Request", "SbatchBackend", "build", "make_request", "prewarm"]
