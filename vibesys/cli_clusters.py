@@ -61,7 +61,7 @@ def release(
         from vibesys.render import lease_line
 
         store = open_store(journal)
-        if cluster.isdigit():
+        if cluster.isascii() and cluster.isdecimal():
             lease = store.cluster_lease(int(cluster))
         else:
             found = store.live_lease(cluster)

@@ -9,6 +9,7 @@ an error in the arguments) goes to the typer app unchanged, which answers as it 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -90,10 +91,17 @@ def run_fast(argv: Sequence[str]) -> int | None:
     }
     try:
         commands[command]()
+        sys.stdout.flush()
     except cli_read.CommandFailed as exc:
         with contextlib.suppress(OSError):
             cli_read.echo(f"vibesys: error: {exc}", err=True)
         return exc.status
+    except BrokenPipeError:  # `| head`: the reader is gone; say nothing more to it
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 

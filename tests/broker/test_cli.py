@@ -98,3 +98,27 @@ def test_a_read_only_path_inside_the_workspace(tmp_path: Path) -> None:
     toml = config(tmp_path, read_only=(str(tmp_path / "ws" / "data"),))
     code, err = serve(tmp_path, toml, tmp_path / "ws")
     assert code == 2 and "lies inside the workspace" in err
+
+
+def test_a_state_dir_too_long_for_a_socket_leaves_no_token(tmp_path: Path) -> None:
+    state = tmp_path / ("s" * 120)  # AF_UNIX socket paths end near 108 bytes
+    (tmp_path / "ws").mkdir()
+    done = vibesys_cli(
+        "broker", "serve", "--slurm-config", str(config(tmp_path)),
+        "--workspace", str(tmp_path / "ws"), "--state-dir", str(state), cwd=tmp_path,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2 and done.stderr.startswith("vibesys: error: cannot listen on")
+    assert not (state / "token").exists()  # no live token without a broker
+
+
+def test_a_state_dir_that_cannot_be_made(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "file").write_text("")
+    done = vibesys_cli(
+        "broker", "serve", "--slurm-config", str(config(tmp_path)),
+        "--workspace", str(tmp_path / "ws"), "--state-dir", str(tmp_path / "file" / "x"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2 and done.stderr.startswith("vibesys: error: --state-dir")

@@ -139,9 +139,12 @@ def _private_dir(state_dir: Path | None) -> Path:
         state = Path(tempfile.mkdtemp(prefix="vibesys-broker-"))
     else:
         state = state_dir.expanduser().absolute()
+    try:
         state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (state / "socket").mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--state-dir {state}: {exc.strerror or exc}") from None
     for directory in (state, state / "socket"):
-        directory.mkdir(mode=0o700, exist_ok=True)
         info = directory.lstat()
         if info.st_uid != os.getuid() or directory.is_symlink():
             raise UsageError(f"{directory}: not a directory owned by this user")
@@ -182,14 +185,20 @@ def _serve(
     if socket_path.exists():
         raise UsageError(f"{socket_path} exists: another broker may be serving from {state}")
     token = _write_token(state / TOKEN_NAME)
-    server = BrokerServer(
-        admission=Admission(token, workspace, agent, dict(os.environ), agent.read_only_paths),
-        runner=EngineGpuJobRunner(journal_file, config_path, remote_root),
-        slots=JobSlots(agent.max_concurrent_jobs),
-        socket_path=socket_path,
-        allowed_uids=frozenset(allow_uid or [os.getuid()]),
-    )
-    server.listen()
+    try:
+        server = BrokerServer(
+            admission=Admission(token, workspace, agent, dict(os.environ), agent.read_only_paths),
+            runner=EngineGpuJobRunner(journal_file, config_path, remote_root),
+            slots=JobSlots(agent.max_concurrent_jobs),
+            socket_path=socket_path,
+            allowed_uids=frozenset(allow_uid or [os.getuid()]),
+        )
+        server.listen()
+    except BaseException as exc:
+        (state / TOKEN_NAME).unlink(missing_ok=True)  # no live token without a broker
+        if isinstance(exc, OSError):  # e.g. a socket path too long for AF_UNIX
+            raise UsageError(f"cannot listen on {socket_path}: {exc.strerror or exc}") from None
+        raise
     typer.echo(f"socket {socket_path}")
     typer.echo(f"token_file {state / TOKEN_NAME}")
     typer.echo(f"client {Path(client.__file__).resolve()}")

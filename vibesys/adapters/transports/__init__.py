@@ -66,9 +66,12 @@ def prewarm(config: LocalTransportConfig | SshTransportConfig) -> None:
         return
 
     def warm() -> None:
-        runner = runner_from_config(config)
-        warm_up = getattr(runner, "warm", None)
-        if callable(warm_up):
-            warm_up()
+        try:
+            runner = runner_from_config(config)
+            warm_up = getattr(runner, "warm", None)
+            if callable(warm_up):
+                warm_up()
+        except Exception:  # the first real command meets it, and says it
+            pass
 
     threading.Thread(target=warm, name="vibesys-ssh-prewarm", daemon=True).start()

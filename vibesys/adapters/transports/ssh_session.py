@@ -54,6 +54,17 @@ class HelperLost(Exception):
     """The helper's channel closed in the middle of a command."""
 
 
+def _frame_json(data: bytes) -> dict[str, object]:
+    """A frame's JSON object; a garbled one means the helper is lost (as a closed channel)."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise HelperLost(f"the remote helper sent a garbled frame: {data[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise HelperLost(f"the remote helper sent a frame that is not an object: {data[:200]!r}")
+    return value
+
+
 class HelperTimedOut(Exception):
     """The command outlived its time limit. `answered`: the helper stopped it and said so
     (it is ready for the next command); otherwise the helper itself stopped answering and is
@@ -177,16 +188,22 @@ class HelperSession:
             elif kind == b"e":
                 self._copy(length, keep_error, deadline)
             elif kind == b"x":
-                end = json.loads(self._take(length, deadline))
+                end = _frame_json(self._take(length, deadline))
                 if end.get("timeout"):
                     raise HelperTimedOut(answered=True)
                 if dropped:
                     errors.extend(f"\n[{dropped} more bytes of stderr not kept]\n".encode())
-                return int(end["rc"]), bytes(errors)
+                rc = end.get("rc")
+                if not isinstance(rc, int):
+                    raise HelperLost(f"the remote helper's end frame has no status: {end!r:.200}")
+                return rc, bytes(errors)
             elif kind == b"E":
-                failed = json.loads(self._take(length, deadline))
+                failed = _frame_json(self._take(length, deadline))
+                errno, filename = failed.get("errno"), failed.get("filename")
                 raise CommandStartFailed(
-                    failed.get("errno"), str(failed.get("strerror")), failed.get("filename")
+                    errno if isinstance(errno, int) else None,
+                    str(failed.get("strerror")),
+                    filename if isinstance(filename, str) else None,
                 )
             else:
                 raise HelperLost(f"the remote helper sent a frame of unknown kind {kind!r}")
