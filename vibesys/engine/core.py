@@ -38,7 +38,7 @@ from vibesys.engine.plan import (
     Hold,
     PlanContext,
     Redo,
-    job_name,
+    attempt_job_name,
     needs_observation,
     plan,
 )
@@ -353,23 +353,6 @@ class Engine:
     def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
         return self.backend(inv).log_paths(self.job_ref(inv))
 
-    def all_log_paths(self, inv: Invocation) -> list[tuple[Path, Path]]:
-        """The log files of every attempt, oldest first."""
-        backend = self.backend(inv)
-        return [
-            backend.log_paths(
-                JobRef(
-                    a.job_name,
-                    a.job_id,
-                    Path(inv.run_dir) / str(a.attempt),
-                    None,
-                    inv.id,
-                    a.attempt,
-                )
-            )
-            for a in self.journal.attempts(inv.id)
-        ]
-
 
 def _job_name(inv: Invocation) -> str:
-    return inv.job_name or job_name(inv.id, inv.attempt)
+    return inv.job_name or attempt_job_name(inv, inv.attempt)

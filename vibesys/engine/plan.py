@@ -77,7 +77,8 @@ def job_name(invocation_id: str, attempt: int, prefix: str = "vibesys") -> str:
     return f"{prefix}-{invocation_id}-{attempt}"
 
 
-def _name(inv: Invocation, attempt: int) -> str:
+def attempt_job_name(inv: Invocation, attempt: int) -> str:
+    """The scheduler-visible name of an attempt: `<prefix>-<invocation>-<attempt>`."""
     return job_name(inv.id, attempt, str(inv.request.get("job_name_prefix") or "vibesys"))
 
 
@@ -92,11 +93,13 @@ def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
     """The next step for `inv`, given `seen` (None when it needs no observation)."""
     match inv.state:
         case JobState.PREPARED:
-            return Commit(SubmitIntended(1, _name(inv, 1)))
+            return Commit(SubmitIntended(1, attempt_job_name(inv, 1)))
         case JobState.SUBMITTING if not inv.dispatched:
             if inv.cancel_requested:
                 return Commit(Cancelled("cancelled before the submission began: nothing sent"))
-            return Commit(SubmitDispatched(inv.attempt, inv.job_name or _name(inv, inv.attempt)))
+            return Commit(
+                SubmitDispatched(inv.attempt, inv.job_name or attempt_job_name(inv, inv.attempt))
+            )
         case JobState.SUBMITTING:
             return _unsettled(inv, _need(seen), ctx)
         case JobState.RUNNING:
@@ -200,7 +203,7 @@ def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
         return Commit(RetryBudgetSpent(inv.failure_class, inv.retries - 1))
     if inv.not_before and datetime.fromisoformat(inv.not_before) > ctx.now:
         return Hold(f"backoff until {inv.not_before}")
-    return Commit(SubmitIntended(inv.attempt + 1, _name(inv, inv.attempt + 1)))
+    return Commit(SubmitIntended(inv.attempt + 1, attempt_job_name(inv, inv.attempt + 1)))
 
 
 def _retry_at(inv: Invocation, ctx: PlanContext) -> str:

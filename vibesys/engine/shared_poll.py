@@ -90,17 +90,17 @@ def seen_from_json(data: dict[str, Any]) -> Seen:
     failure = data.get("failure_class")
     since = data.get("since")
     return Seen(
-        Sight(data["sight"]),
-        str(data.get("evidence", "")),
-        data.get("job_id"),
-        None if failure is None else FailureClass(failure),
-        data.get("exit_code"),
-        str(data.get("fix") or ""),
-        bool(data.get("final", False)),
-        None if since is None else datetime.fromisoformat(since),
-        data.get("reason"),
-        data.get("partition"),
-        data.get("nodes"),
+        sight=Sight(data["sight"]),
+        evidence=str(data.get("evidence", "")),
+        job_id=data.get("job_id"),
+        failure_class=None if failure is None else FailureClass(failure),
+        exit_code=data.get("exit_code"),
+        fix=str(data.get("fix") or ""),
+        final=bool(data.get("final", False)),
+        since=None if since is None else datetime.fromisoformat(since),
+        reason=data.get("reason"),
+        partition=data.get("partition"),
+        nodes=data.get("nodes"),
     )
 
 
