@@ -237,6 +237,16 @@ def test_missing_sky_is_a_typed_error(tmp_path: Path) -> None:
     assert caught.value.maybe_submitted is False and not caught.value.retryable
 
 
+@pytest.mark.parametrize(
+    "error", [PermissionError(13, "Permission denied"), OSError(8, "Exec format error")]
+)
+def test_a_sky_that_cannot_start_is_misconfigured_not_maybe_submitted(error: OSError) -> None:
+    ops = SkyOps(scripted(error))
+    with pytest.raises(SkyNotInstalled) as caught:
+        ops.status("x", refresh=False)
+    assert caught.value.maybe_submitted is False and caught.value.fix
+
+
 def scripted(reply: Completed | BaseException) -> SkyCli:
     def runner(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Completed:
         if isinstance(reply, BaseException):

@@ -151,6 +151,12 @@ class SkyCli:
                 "VIBESYS_SKY_VENV)",
                 evidence=f"{shown}: {argv[0]} not found",
             ) from None
+        except OSError as exc:  # not executable, a bad interpreter line: it never started
+            raise SkyNotInstalled(
+                f"SkyPilot in {self.venv} cannot run: {exc.strerror or exc} (recreate it with "
+                "scripts/skypilot-env)",
+                evidence=f"{shown}: {argv[0]}: {exc.strerror or exc}",
+            ) from None
         except subprocess.TimeoutExpired:
             raise SkyTimeout(
                 f"{shown}: no answer within {limit:g} s",
