@@ -5,13 +5,11 @@ the entry point (`cli_fast.py`) runs them without this app, so they load not eve
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
@@ -20,11 +18,6 @@ from vibesys.broker.cli import broker_app
 from vibesys.cli_clusters import clusters_app
 from vibesys.cli_common import clean_errors, fail, make_engine, open_store
 from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
-
-if TYPE_CHECKING:
-    from vibesys.engine import DriveOptions, StopFlag
-    from vibesys.journal_schema import Invocation, Journal
-    from vibesys.live import LiveStatus
 
 app = typer.Typer(
     name="vibesys",
@@ -46,10 +39,6 @@ Patience = Annotated[
 ]
 
 
-def _show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
-    return cli_read.show_json(journal, inv)
-
-
 @contextmanager
 def _read_command() -> Iterator[None]:
     """A read-only command's failure: one line, its exit status."""
@@ -59,126 +48,11 @@ def _read_command() -> Iterator[None]:
         fail(str(exc), exc.status)
 
 
-@contextmanager
-def _interruptible() -> Iterator[StopFlag]:
-    """First SIGINT/SIGTERM asks for a clean stop; a second one leaves at once."""
-    from vibesys.engine import StopFlag
-
-    event = StopFlag()
-
-    def handler(signum: int, _frame: object) -> None:
-        if event.is_set():
-            raise KeyboardInterrupt
-        event.set()
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield event
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-
-
-def _prewarm(adapter: str, request: Any) -> None:
-    """Let the adapter start reaching its cluster now, if it can (an SSH connection), so that
-    the round trips overlap recording the invocation."""
-    from vibesys.adapters.registry import entry
-
-    warm = getattr(entry(adapter).load(), "prewarm", None)
-    if callable(warm):
-        warm(request)
-
-
-def _live_status(quiet: bool) -> LiveStatus | None:
-    """The terminal's status line and transfer bar: only when stdout and stderr are both
-    terminals and nothing asked for quiet output (`--json`, `--detach`)."""
-    try:
-        both = sys.stdout.isatty() and sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        both = False
-    if quiet or not both:
-        return None
-    from vibesys.live import LiveStatus
-
-    return LiveStatus()
-
-
-def _finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: bool) -> NoReturn:
-    from vibesys.render import EXIT_OUTPUT_FAILED, exit_status, summary
-
-    last = journal.history(inv.id)[-1:] or None
-    lines = [summary(inv, last[0] if last else None)]
-    if options.output_error is not None:
-        settled = "was cancelled" if inv.outcome == "CANCELLED" else f"ended {inv.state}"
-        lines.insert(0, f"vibesys: {options.output_error}; the job {settled}")
-    for art in journal.artifacts(inv.id):
-        if art.state in ("missing", "mismatch"):
-            lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
-    try:
-        if as_json and options.output_error is None:
-            typer.echo(json.dumps(_show_json(journal, inv), indent=2))
-        for line in lines:
-            typer.echo(line, err=True)
-    except OSError:
-        pass  # stderr is gone too: the journal holds everything
-    _quiet_streams()
-    raise typer.Exit(EXIT_OUTPUT_FAILED if options.output_error else exit_status(inv))
-
-
-def _quiet_streams() -> None:
-    """After a broken output, keep Python's own flush at exit from printing a traceback."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except OSError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, stream.fileno())
-
-
 def run(ctx: typer.Context, **values: Any) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
-    from vibesys.run_checks import check_run
+    from vibesys.run_command import execute_run
 
-    with clean_errors():
-        checked = check_run(ctx, values)
-        from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
-
-        if checked.after is not None:
-            # Resolved read-only: a bad --after writes nothing, not even a new journal.
-            parent_journal = open_store(values["journal"], readonly=True)
-            checked.resolve_after(parent_journal)
-            parent_journal.close()
-        request = checked.request()
-        _prewarm(checked.adapter, request)
-        store = open_store(values["journal"])
-        live = _live_status(values["as_json"] or values["detach"])
-        engine = make_engine(
-            store,
-            checked.patience,
-            retry=RetryPolicy(checked.max_retries, checked.retry_delay),
-            progress=live,
-        )
-        inv = engine.prepare(
-            adapter=checked.adapter,
-            command=checked.command,
-            request=request,
-            label=values["name"],
-            cwd=checked.cwd,
-        )
-        if values["detach"]:
-            typer.echo(inv.id)
-        sink = sys.stderr.buffer if values["as_json"] else sys.stdout.buffer
-        tail = None if values["detach"] else LogTail(sink, sys.stderr.buffer)
-        if tail is not None and live is not None:
-            tail.before_write = live.clear
-        with _interruptible() as interrupt:
-            options = DriveOptions(tail, values["detach"], interrupt, status=live)
-            inv = drive(engine, inv, options)
-        if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
-            raise typer.Exit(0)
-        _finish(store, inv, options, values["as_json"])
+    raise typer.Exit(execute_run(values))
 
 
 app.command(
@@ -307,17 +181,19 @@ def logs(
         return
     with clean_errors():
         from vibesys.engine import DriveOptions, LogTail, wait_for
+        from vibesys.render import EXIT_OUTPUT_FAILED
+        from vibesys.run_command import interruptible, quiet_streams
 
         store = open_store(journal)
         inv = store.resolve(invocation)
         engine = make_engine(store, 600.0)
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
-        with _interruptible() as interrupt:
+        with interruptible() as interrupt:
             options = DriveOptions(tail=tail, interrupt=interrupt, owner=False)
             wait_for(engine, inv.id, options)
         if options.output_error is not None:
-            _quiet_streams()
-            raise typer.Exit(74)
+            quiet_streams()
+            raise typer.Exit(EXIT_OUTPUT_FAILED)
 
 
 @app.command()
@@ -330,14 +206,15 @@ def wait(
     """Block until the invocation ends; exit like `run`. Ctrl-C cancels it, as for `run`."""
     with clean_errors():
         from vibesys.engine import DriveOptions, wait_for
+        from vibesys.run_command import finish, interruptible, live_status
 
         store = open_store(journal)
-        live = _live_status(as_json)
+        live = live_status(as_json)
         engine = make_engine(store, unreachable_timeout, progress=live)
-        with _interruptible() as interrupt:
+        with interruptible() as interrupt:
             options = DriveOptions(interrupt=interrupt, status=live)
             inv = wait_for(engine, store.resolve(invocation).id, options)
-        _finish(store, inv, options, as_json)
+        raise typer.Exit(finish(store, inv, options, as_json))
 
 
 @app.command()

@@ -10,8 +10,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
-
 from vibesys.errors import VibesysError
 
 if TYPE_CHECKING:
@@ -20,6 +18,10 @@ if TYPE_CHECKING:
 
 
 def fail(message: str, status: int = 2) -> NoReturn:
+    # typer is imported here, not above: `vibesys run` opens the journal through this module
+    # without the typer app.
+    import typer
+
     typer.echo(f"vibesys: error: {message}", err=True)
     raise typer.Exit(status)
 

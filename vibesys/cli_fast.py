@@ -2,6 +2,8 @@
 `journal list`, `logs` without `--follow`, `states`) run here without the typer app: their
 arguments are few and fixed, so a command line that is exactly one of them is parsed here and
 the command runs with nothing but sqlite3, json and the journal's read models imported.
+`vibesys run` in its plain forms is parsed here too (from the same option tables as the typer
+command, `run_options.py`) and runs without typer, click or their pydantic adapters.
 Anything else (every other command, `--help`, an option or a form this parser does not know,
 an error in the arguments) goes to the typer app unchanged, which answers as it always does.
 """
@@ -113,8 +115,25 @@ def _states(fmt: str) -> None:
     sys.stdout.flush()
 
 
+def run_evaluation(argv: Sequence[str]) -> int | None:
+    """`vibesys run ...` parsed here when its form is plain (`run_options.parse_run_argv`),
+    then run without typer; None when typer must parse it."""
+    if list(argv[:1]) != ["run"]:
+        return None
+    from vibesys.run_options import parse_run_argv
+
+    values = parse_run_argv(argv[1:])
+    if values is None:
+        return None
+    from vibesys.run_command import execute_run
+
+    return execute_run(values)
+
+
 def main() -> None:
     status = run_fast(sys.argv[1:])
+    if status is None:
+        status = run_evaluation(sys.argv[1:])
     if status is None:
         from vibesys.cli import main as typer_main
 

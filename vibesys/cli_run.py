@@ -1,5 +1,6 @@
-"""`vibesys run`'s options come from the adapter registry: the common ones are declared here,
-each adapter's own come from its registry entry. `vibesys run --adapter X --help` shows X's;
+"""`vibesys run`'s typer command, built from plain data: the common options of
+`run_options.COMMON` and each adapter's own from its registry entry (the entry point's own
+parser reads the same tables). `vibesys run --adapter X --help` shows X's;
 an option the chosen adapter does not take is refused, naming the adapter. Nothing here
 imports an adapter: the registry entries are plain data."""
 
@@ -14,6 +15,7 @@ import typer
 from typer.core import TyperCommand
 
 from vibesys.adapters.registry import ADAPTERS, Option
+from vibesys.run_options import COMMON, adapter_options, takers
 
 #: `--journal`, which every command takes.
 JournalOption = Annotated[
@@ -26,60 +28,20 @@ JournalOption = Annotated[
     ),
 ]
 
-#: The options every adapter takes (after the context parameter).
-COMMON: list[tuple[str, Any, Any]] = [
-    (
-        "command",
-        Annotated[list[str] | None, typer.Argument(help="The command, after --.")],
-        None,
-    ),
-    ("journal", JournalOption, None),
-    ("adapter", Annotated[str, typer.Option(help="Where the job runs (see below).")], "local"),
-    ("name", Annotated[str | None, typer.Option("--name", help="A label for people.")], None),
-    (
-        "max_retries",
-        Annotated[
-            str,
-            typer.Option(metavar="N", help="Retries after infrastructure failures (0-100)."),
-        ],
-        "2",
-    ),
-    (
-        "retry_delay",
-        Annotated[
-            str,
-            typer.Option(metavar="SECONDS", help="Seconds before the first retry (doubles after)."),
-        ],
-        "2",
-    ),
-    ("detach", Annotated[bool, typer.Option(help="Return once the job runs.")], False),
-    ("as_json", Annotated[bool, typer.Option("--json", help="Print one JSON object.")], False),
-    (
-        "unreachable_timeout",
-        Annotated[
-            str,
-            typer.Option(
-                metavar="SECONDS",
-                help="Seconds a scheduler may stay unreachable (or an outcome open) before "
-                "the job's fate is reported as unknown.",
-            ),
-        ],
-        "600",
-    ),
-]
+#: `vibesys run`'s command, after `--`.
+_COMMAND = ("command", Annotated[list[str] | None, typer.Argument(help="The command, after --.")])
 
 
-def adapter_options() -> dict[str, Option]:
-    """Every adapter option by destination name (one flag may serve several adapters)."""
-    found: dict[str, Option] = {}
-    for entry in ADAPTERS.values():
-        for option in entry.options:
-            found.setdefault(option.dest, option)
-    return found
-
-
-def takers(dest: str) -> list[str]:
-    return [e.name for e in ADAPTERS.values() if any(o.dest == dest for o in e.options)]
+def _common_annotation(option: Option) -> Any:
+    """A common option (`run_options.COMMON`) as typer declares it."""
+    decl = f"{option.flag}/--no-{option.flag[2:]}" if option.negatable else option.flag
+    kind = option.kind if option.default is not None else option.kind | None
+    settings: dict[str, Any] = {"help": option.help}
+    if option.metavar:
+        settings["metavar"] = option.metavar
+    if option.envvar:
+        settings.update(envvar=option.envvar, show_default=False)
+    return Annotated[kind, typer.Option(decl, **settings)]
 
 
 def _annotation(option: Option) -> Any:
@@ -97,10 +59,18 @@ def with_run_signature(function: Callable[..., None]) -> Callable[..., None]:
     parameters = [
         inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
     ]
-    for name, annotation, default in COMMON:
+    parameters.append(
+        inspect.Parameter(
+            _COMMAND[0], inspect.Parameter.KEYWORD_ONLY, annotation=_COMMAND[1], default=None
+        )
+    )
+    for common in COMMON:
         parameters.append(
             inspect.Parameter(
-                name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default
+                common.dest,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=_common_annotation(common),
+                default=common.default,
             )
         )
     for dest, option in adapter_options().items():

@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.registry import entry
-from vibesys.cli_run import adapter_options, takers
 from vibesys.engine.failpoints import ENV, validate
 from vibesys.errors import UsageError
+from vibesys.run_options import adapter_options, takers
 
 if TYPE_CHECKING:
-    import typer
-
     from vibesys.adapters.requests import AdapterRequest
     from vibesys.journal_schema import Journal
 
@@ -49,7 +47,7 @@ class CheckedRun:
         return entry(self.adapter).load().make_request(self.adapter, self.adapter_values)
 
 
-def check_run(ctx: typer.Context, values: Mapping[str, Any]) -> CheckedRun:
+def check_run(values: Mapping[str, Any]) -> CheckedRun:
     adapter = entry(str(values["adapter"]))
     command = list(values["command"] or [])
     if not command:

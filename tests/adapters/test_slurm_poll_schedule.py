@@ -57,7 +57,7 @@ def test_without_a_rate_limit_the_floor_is_the_configured_one() -> None:
     schedule = scheduler().poll_schedule({"SlurmctldParameters": "(null)"})
     assert (schedule.floor, schedule.initial, schedule.maximum) == (1.0, 2.0, 30.0)
     assert schedule.probe == 0.25
-    assert [schedule.interval(age) for age in (0, 1, 4, 10, 1000)] == [2.0, 2.0, 4.0, 10.0, 30.0]
+    assert [schedule.interval(age) for age in (0, 1, 4, 10, 1000)] == [2.0, 2.0, 8.0, 20.0, 30.0]
 
 
 def test_a_rate_limit_raises_the_floor_to_half_its_refill_rate() -> None:

@@ -65,7 +65,7 @@ def test_defaults_of_a_minimal_file() -> None:
     assert slurm.sbatch_arguments == ()
     assert slurm.poll_initial_seconds == 2.0
     assert slurm.poll_max_seconds == 30.0
-    assert slurm.poll_backoff == 2.0
+    assert slurm.poll_backoff == 3.0
     assert slurm.probe_seconds == 0.25
     assert slurm.poll_floor_seconds == 1.0
     assert slurm.sacct_lag_seconds == 10.0
@@ -78,16 +78,17 @@ def test_defaults_of_a_minimal_file() -> None:
 def test_poll_interval_starts_fast_and_backs_off_to_the_ceiling() -> None:
     slurm = parse_slurm_config(MINIMAL).slurm
     assert slurm.poll_interval(0) == 2.0
-    assert slurm.poll_interval(1.5) == 2.0
-    assert slurm.poll_interval(10) == 10.0  # 10 s old * (2.0 - 1)
+    assert slurm.poll_interval(1.0) == 2.0
+    assert slurm.poll_interval(10) == 20.0  # 10 s old * (3.0 - 1)
     assert slurm.poll_interval(1e6) == 30.0
     age, waits = 0.0, []
     while age < 200:
         waits.append(slurm.poll_interval(age))
         age += waits[-1]
-    # Rounds at ages 0, 2, 4, 8, 16, 32, then every 30 s: like submitit's 0, 2, 4, 8, ...
-    assert waits[:5] == [2.0, 2.0, 4.0, 8.0, 16.0]
-    assert all(b / a <= 2.0 + 1e-9 for a, b in itertools.pairwise(waits))
+    # Rounds at ages 0, 2, 6, 18, then every 30 s (the probe of exit markers sees normal
+    # ends in between, so the rounds can back off faster than submitit's 0, 2, 4, 8, ...)
+    assert waits[:4] == [2.0, 4.0, 12.0, 30.0]
+    assert all(b / a <= 3.0 + 1e-9 for a, b in itertools.pairwise(waits))
     assert waits[-1] == 30.0
     assert len(waits) < 15  # a few rounds, not one per second
 

@@ -28,7 +28,7 @@ PROVENANCE = "vibesys/engine/provenance.py"
 SHARED_POLL = "vibesys/engine/shared_poll.py"
 POLLS = "vibesys/journal_schema/polls.py"
 MACHINE = "vibesys/states/machine.py"
-CLI = "vibesys/cli.py"
+RUN_COMMAND = "vibesys/run_command.py"
 CORE = "vibesys/engine/core.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
@@ -62,7 +62,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     SHARED_POLL: ("tests/engine/test_shared_poll.py",),
     POLLS: ("tests/engine/test_shared_poll.py",),
     MACHINE: ("tests/states/test_states_decide.py",),
-    CLI: ("tests/test_live_status.py",),
+    RUN_COMMAND: ("tests/test_live_status.py",),
     CORE: ("tests/engine/test_shared_poll.py",),
 }
 
@@ -166,7 +166,7 @@ MUTANTS: list[Mutant] = [
     M("poller-frozen-blocks", POLLS, "    return expires is None or datetime.fromisoformat(expires) <= now\n", "    return identity_alive(holder) is None and (expires is None or datetime.fromisoformat(expires) <= now)\n", "a frozen (SIGSTOPped) poller keeps every other process blind for good"),
     M("poller-round-before-due", POLLS, "not (force or probe)", "False", "a process whose view of the schedule is stale runs a round before it is due"),
     M("poll-unshared", CORE, "return self.shared.observe(inv, shared)", "return self.shared._direct([inv], shared)[inv.id]", "every driver asks the scheduler on its own (one query per process per round)"),
-    M("live-status-without-a-terminal", CLI, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
+    M("live-status-without-a-terminal", RUN_COMMAND, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
     M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
 ]
 # fmt: on

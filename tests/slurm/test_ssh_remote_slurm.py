@@ -257,3 +257,48 @@ def test_hostile_strings_reach_the_remote_command_intact(tmp_path: Path, ssh_tom
     assert json.loads(spooled(inv, "stdout")) == hostile
     assert not list(tmp_path.rglob("PWNED*"))
     assert [a["path"] for a in inv["artifacts"]] == ["dir with space/f.txt"]
+
+
+def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_toml: Path) -> None:
+    """Over SSH a status round is one round trip, also when jobs have ended (their markers
+    come back with squeue's answer), and what it finds equals what the local transport finds
+    on the same cluster."""
+    from vibesys.adapters.base import JobContext, JobRef, RemoteState, SubmitRequest
+    from vibesys.adapters.slurm.sbatch import SbatchBackend
+    from vibesys.config import load_slurm_config
+
+    config = load_slurm_config(ssh_toml)
+    backend = SbatchBackend(config)
+    runner = backend.scheduler.runner
+    commands: list[list[str]] = []
+    real_run = runner.run
+
+    def counted(argv: list[str], **kwargs: Any) -> Any:
+        commands.append(list(argv))
+        return real_run(argv, **kwargs)
+
+    runner.run = counted  # type: ignore[method-assign]
+    request = SbatchRequest(site_config=str(ssh_toml), time_minutes=5, partitions=("main",))
+    refs = []
+    for index, command in enumerate((["true"], ["sh", "-c", "exit 3"], ["sleep", "60"])):
+        invocation = f"sshround{index:04d}"
+        name, run_dir = f"vibesys-{invocation}-1", tmp_path / "local" / invocation / "1"
+        receipt = backend.submit(
+            SubmitRequest(invocation, 1, name, command, run_dir, JobContext(str(tmp_path)), request)
+        )
+        refs.append(JobRef(name, receipt.job_id, run_dir, None, invocation, 1))
+    deadline = time.monotonic() + 60
+    while len(backend.probe(refs[:2])) < 2:
+        assert time.monotonic() < deadline, "the two short jobs never wrote their markers"
+        time.sleep(0.3)
+    commands.clear()
+    found = backend.status(refs)
+    assert len(commands) == 1, commands
+    assert [found[r.job_name].state for r in refs[:2]] == [
+        RemoteState.COMPLETED,
+        RemoteState.FAILED,
+    ]
+    assert found[refs[2].job_name].state in (RemoteState.PENDING, RemoteState.RUNNING)
+    assert [found[r.job_name].exit_code for r in refs[:2]] == [0, 3]
+    backend.cancel(refs[2])
+    runner.close()  # type: ignore[attr-defined]

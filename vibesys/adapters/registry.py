@@ -39,6 +39,13 @@ class Option:
     #: "invocation": the CLI resolves the value (an invocation id) to that invocation's
     #: current job before the adapter sees it, as {"invocation": ..., "job_id": ...}
     resolve: str | None = None
+    #: the value when the option is not given (vibesys run's common options)
+    default: Any = None
+    metavar: str | None = None
+    #: the environment variable read when the option is not given
+    envvar: str | None = None
+    #: a flag that also has its --no- form
+    negatable: bool = False
 
 
 class AdapterModule(Protocol):

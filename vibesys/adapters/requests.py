@@ -21,7 +21,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 class AdapterRequest(BaseModel):
     """What the engine knows of any adapter's request."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     #: Bumped when a model changes incompatibly; the journal's migrations convert old rows.
     schema_version: ClassVar[int] = 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 import types
@@ -56,8 +57,11 @@ def load_slurm_config(path: str | os.PathLike[str] | None = None) -> SlurmSiteCo
     return parse_slurm_config(text, source=source)
 
 
+@functools.lru_cache(maxsize=8)
 def parse_slurm_config(text: str, *, source: str = "slurm.toml") -> SlurmSiteConfig:
-    """Validate slurm.toml content; `source` prefixes every error message."""
+    """Validate slurm.toml content; `source` prefixes every error message. The models are
+    frozen, so one parse serves every reader of the same text (a run reads it three times:
+    the request, the adapter, the poll site)."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -17,7 +17,7 @@ __all__ = ["CheckedRequest", "SlurmRequest", "check_request"]
 class SlurmRequest(BaseModel):
     """What was asked for (`--gpus N --time MINUTES --partition P`), not yet checked."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     gpus: int = Field(default=0, description="GPUs for the job (generic resource gpu:N).")
     time_minutes: int | None = Field(
@@ -31,7 +31,7 @@ class SlurmRequest(BaseModel):
 class CheckedRequest(BaseModel):
     """A request within the limits, with the defaults filled in."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     gpus: int = Field(ge=0, description="GPUs for the job.")
     time_minutes: int = Field(gt=0, description="Time limit in whole minutes.")

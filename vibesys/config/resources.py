@@ -27,7 +27,7 @@ __all__ = [
     "resolve_resources",
 ]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
 
 _BACKEND = re.compile(r"^[a-z][a-z0-9_-]*$")

@@ -23,7 +23,7 @@ __all__ = [
     "VibesysTable",
 ]
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 #: TOML arrays arrive as lists; lax mode for the container only (items stay strict).
 StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
@@ -262,10 +262,12 @@ class SlurmConfig(BaseModel):
         default=30.0, gt=0, description="The ceiling the status delay backs off to."
     )
     poll_backoff: float = Field(
-        default=2.0,
+        default=3.0,
         ge=1.0,
         description="How the delay grows with the youngest watched job's age: it is "
-        "(backoff - 1) x that age (2.0: rounds at ages 2, 4, 8, 16, ... seconds).",
+        "(backoff - 1) x that age (3.0: rounds at ages 2, 6, 18, ... seconds). The probe of "
+        "exit markers sees a job's normal end between rounds, so the rounds themselves "
+        "are for what leaves no marker (a job killed, a node lost) and for the queue.",
     )
     probe_seconds: float = Field(
         default=0.25,

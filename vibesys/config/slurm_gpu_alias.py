@@ -64,7 +64,7 @@ _CARRIED: Final = (
 class SlurmGpuTable(BaseModel):
     """The old `[slurm_gpu]` table, read strictly: an unknown key is refused by name."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     partitions: StrTuple = Field(min_length=1)
     max_gpus: int

@@ -105,10 +105,6 @@ def open_database(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
                     f"cannot open the journal {path} for writing: {needed} is not writable "
                     "(journal list, show and verify can still read it)"
                 )
-    if not readonly and not path.exists():
-        # A new journal: load the migrations first, so the file stays empty (unreadable to
-        # `journal list`) for as short a time as possible.
-        from vibesys.journal_schema import migrations as _migrations  # noqa: F401
     conn = _connect(path, readonly)
     try:
         applied = _check_schema(conn, path, readonly)
@@ -122,15 +118,13 @@ def open_database(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         if not readonly and not applied.issuperset(KNOWN):
             # Check again and migrate under the write lock, in one transaction (sqlite-utils
             # nests its steps as savepoints): two processes opening a fresh journal at once
-            # must neither both run m001 nor see the other's half-created schema.
-            from sqlite_utils import Database
-
-            from vibesys.journal_schema.migrations import migrations
-
+            # must neither both run m001 nor see the other's half-created schema. Only the
+            # one that still finds steps missing imports sqlite-utils: dozens of `vibesys
+            # run` started at once in a new project would each pay for it otherwise.
             conn.execute("BEGIN IMMEDIATE")
             try:
-                _check_schema(conn, path, readonly)
-                migrations.apply(Database(conn))
+                if not _check_schema(conn, path, readonly).issuperset(KNOWN):
+                    _migrate(conn)
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -143,6 +137,14 @@ def open_database(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    from sqlite_utils import Database
+
+    from vibesys.journal_schema.migrations import migrations
+
+    migrations.apply(Database(conn))
 
 
 def _connect(path: Path, readonly: bool) -> sqlite3.Connection:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +57,7 @@ __all__ = [
 #: The invocation read model's fields: the committed row is built from them without the
 #: generic (and slower) dataclasses.replace.
 _INVOCATION_FIELDS = tuple(f.name for f in dataclasses.fields(Invocation))
+_INVOCATION_VALUES = operator.attrgetter(*_INVOCATION_FIELDS)
 
 
 class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, PollRecords):
@@ -171,7 +173,7 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
         conn.execute("COMMIT")
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
-        values = {name: getattr(current, name) for name in _INVOCATION_FIELDS}
+        values = dict(zip(_INVOCATION_FIELDS, _INVOCATION_VALUES(current), strict=True))
         values.update(
             state=decision.state,
             version=current.version + 1,

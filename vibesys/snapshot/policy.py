@@ -104,7 +104,7 @@ class SnapshotPolicy(BaseModel):
     Strict and frozen like the rest of the configuration: `max_file_bytes = "5"` is an error.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     #: more patterns to leave out (reason `pattern`)
     exclude: _Patterns = ()

@@ -30,7 +30,7 @@ __all__ = ["CandidateSpec", "Dependency", "SbatchRequest", "SrunRequest", "make_
 
 #: JSON arrays arrive as lists: lax for the container only, strict for the items.
 StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
-_FROZEN = ConfigDict(extra="forbid", frozen=True, strict=True)
+_FROZEN = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 class CandidateSpec(BaseModel):

@@ -29,6 +29,13 @@ from vibesys.adapters.base import (
 )
 from vibesys.adapters.claim import CANCEL_FILE, FENCE_SCRIPT, Claim, parse_claim
 from vibesys.adapters.remote_files import fetch_file, list_artifacts_in, read_from
+from vibesys.adapters.slurm.markers import (
+    ROUND_SPLIT,
+    Markers,
+    parse_markers,
+    read_here,
+    round_script,
+)
 from vibesys.adapters.slurm.parse import (
     SACCT_PLACEHOLDER_NAME,
     SLURM_STATES,
@@ -59,12 +66,6 @@ _PROBE_MARKERS = 'for d in "$@"; do [ -e "$d/exit_code" ] && printf "%s\\n" "$d"
 RATE_LIMIT_SHARE = 0.5
 #: The site facts `site_facts` keeps from `scontrol show config`.
 SITE_FACT_KEYS = ("SlurmctldParameters", "MinJobAge")
-# Reads every marker and claim in one command: "<dir>\t<exit_code>\t<setup_failed>\t<claim>"
-# per directory, the claim's lines joined by \037 (it never holds a tab or that byte).
-_READ_MARKERS = (
-    'for d in "$@"; do printf "%s\\t%s\\t%s\\t%s\\n" "$d" "$(cat "$d/exit_code" 2>/dev/null)"'
-    ' "$(cat "$d/setup_failed" 2>/dev/null)" "$(tr "\\n" "\\037" < "$d/claim" 2>/dev/null)"; done'
-)
 
 
 class SlurmScheduler:
@@ -117,8 +118,23 @@ class SlurmScheduler:
     def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
         if not jobs:
             return {}
-        queued = _by_name(parse_squeue(self.checked(squeue_argv(names=[j.job_name for j in jobs]))))
-        markers = self._markers([j for j in jobs if _terminal(queued.get(j.job_name))])
+        squeue = squeue_argv(names=[j.job_name for j in jobs])
+        prefetched: Markers | None = None
+        if self.shares_filesystem:
+            queued = _by_name(parse_squeue(self.checked(squeue)))
+        else:
+            # Over a remote transport the round is one command: squeue and every job's markers
+            # (shell builtins, no process per job); only the markers the logic below asks for
+            # are used, as if read on demand.
+            text, prefetched = self._squeue_with_markers(squeue, jobs)
+            queued = _by_name(parse_squeue(text))
+
+        def read(subset: Sequence[JobRef]) -> Markers:
+            if prefetched is None:
+                return self._markers(subset)
+            return prefetched.only(j.job_name for j in subset)
+
+        markers = read([j for j in jobs if _terminal(queued.get(j.job_name))])
         # squeue forgets finished jobs after MinJobAge; a job that ended without a marker
         # needs sacct's ExitCode too.
         ask_sacct = [
@@ -130,7 +146,7 @@ class SlurmScheduler:
         accounted = self._sacct(ask_sacct)
         unseen = [j for j in ask_sacct if j.job_name not in markers.read]
         markers.update(
-            self._markers(
+            read(
                 [
                     j
                     for j in unseen
@@ -187,29 +203,25 @@ class SlurmScheduler:
             found[name] = row
         return found
 
-    def _markers(self, jobs: Sequence[JobRef]) -> _Markers:
-        """Exit code markers, claims and failed setups of `jobs`, in one command."""
-        markers = _Markers()
-        if not jobs:
-            return markers
+    def _markers(self, jobs: Sequence[JobRef]) -> Markers:
+        """Exit code markers, claims and failed setups of `jobs`, read as this host's files."""
+        return read_here({str(self.remote_dir(j)): j.job_name for j in jobs})
+
+    def _squeue_with_markers(
+        self, squeue: Sequence[str], jobs: Sequence[JobRef]
+    ) -> tuple[str, Markers]:
         dirs = {str(self.remote_dir(j)): j.job_name for j in jobs}
-        out = self.checked(["sh", "-c", _READ_MARKERS, "vibesys-markers", *dirs])
-        for line in out.splitlines():
-            directory, _, rest = line.partition("\t")
-            if directory not in dirs:
-                continue
-            name = dirs[directory]
-            content, _, rest = rest.partition("\t")
-            setup, _, claim_text = rest.partition("\t")
-            markers.read.add(name)
-            claim = parse_claim(claim_text.replace("\037", "\n"))
-            if claim is not None:
-                markers.claims[name] = claim
-            if setup.strip().isdigit():
-                markers.setup_failed[name] = int(setup.strip())
-            elif content.strip().lstrip("-").isdigit():
-                markers.codes[name] = int(content.strip())
-        return markers
+        code, out, _, evidence = self.run(
+            ["sh", "-c", round_script(squeue), "vibesys-round", *dirs]
+        )
+        if code != 0:
+            raise BackendUnavailable("squeue failed", evidence=evidence)
+        text, split, rest = out.partition(f"\n{ROUND_SPLIT}\n")
+        if not split:  # squeue printed nothing: the split line comes first
+            text, split, rest = out.partition(f"{ROUND_SPLIT}\n")
+        if not split:
+            raise BackendUnavailable("the status round's output was cut short", evidence=out)
+        return text, parse_markers(rest, dirs)
 
     # -- effects ----------------------------------------------------------------------------
 
@@ -327,22 +339,6 @@ def _copy_from(path: str, offset: int, sink: Sink) -> int:
             sink.write(chunk)
             copied += len(chunk)
     return copied
-
-
-class _Markers:
-    """What one marker-reading command found, by job name."""
-
-    def __init__(self) -> None:
-        self.read: set[str] = set()
-        self.codes: dict[str, int] = {}
-        self.setup_failed: dict[str, int] = {}
-        self.claims: dict[str, Claim] = {}
-
-    def update(self, other: _Markers) -> None:
-        self.read |= other.read
-        self.codes |= other.codes
-        self.setup_failed |= other.setup_failed
-        self.claims |= other.claims
 
 
 def _absent(job: JobRef, claim: Claim | None, marker: int | None) -> RemoteStatus:

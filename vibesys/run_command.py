@@ -1,0 +1,162 @@
+"""What `vibesys run` does once its arguments are parsed: check them, record the invocation,
+drive it, report. It imports no typer, so the entry point can run it from its own parser
+(`run_options.py`) as well as from the typer command; both hand it the same values and
+return the status it gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from vibesys.cli_read import echo, show_json
+from vibesys.errors import VibesysError
+from vibesys.render import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OUTPUT_FAILED
+
+if TYPE_CHECKING:
+    from vibesys.engine import DriveOptions, StopFlag
+    from vibesys.journal_schema import Invocation, Journal
+    from vibesys.live import LiveStatus
+
+__all__ = ["execute_run"]
+
+
+def execute_run(values: Mapping[str, Any]) -> int:
+    """Run COMMAND as a durable invocation; its exit status (the contract in `render.py`).
+    Bad input is one `vibesys: error:` line and status 2, with nothing recorded."""
+    try:
+        return _run(values)
+    except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the job was driven
+        return EXIT_INTERRUPTED
+    except VibesysError as exc:
+        echo(f"vibesys: error: {exc}", err=True)
+    except sqlite3.Error as exc:
+        from vibesys.journal_schema import journal_error, journal_path
+
+        echo(f"vibesys: error: {journal_error(exc, journal_path(values['journal']))}", err=True)
+    return EXIT_BAD_INPUT
+
+
+def _run(values: Mapping[str, Any]) -> int:
+    from vibesys.cli_common import make_engine, open_store
+    from vibesys.run_checks import check_run
+
+    checked = check_run(values)
+    from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
+
+    if checked.after is not None:
+        # Resolved read-only: a bad --after writes nothing, not even a new journal.
+        parent_journal = open_store(values["journal"], readonly=True)
+        checked.resolve_after(parent_journal)
+        parent_journal.close()
+    request = checked.request()
+    _prewarm(checked.adapter, request)
+    store = open_store(values["journal"])
+    live = live_status(values["as_json"] or values["detach"])
+    engine = make_engine(
+        store,
+        checked.patience,
+        retry=RetryPolicy(checked.max_retries, checked.retry_delay),
+        progress=live,
+    )
+    inv = engine.prepare(
+        adapter=checked.adapter,
+        command=checked.command,
+        request=request,
+        label=values["name"],
+        cwd=checked.cwd,
+    )
+    if values["detach"]:
+        echo(inv.id)
+    sink = sys.stderr.buffer if values["as_json"] else sys.stdout.buffer
+    tail = None if values["detach"] else LogTail(sink, sys.stderr.buffer)
+    if tail is not None and live is not None:
+        tail.before_write = live.clear
+    with interruptible() as interrupt:
+        options = DriveOptions(tail, values["detach"], interrupt, status=live)
+        inv = drive(engine, inv, options)
+    if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
+        return 0
+    return finish(store, inv, options, values["as_json"])
+
+
+@contextmanager
+def interruptible() -> Iterator[StopFlag]:
+    """First SIGINT/SIGTERM asks for a clean stop; a second one leaves at once."""
+    from vibesys.engine import StopFlag
+
+    event = StopFlag()
+
+    def handler(signum: int, _frame: object) -> None:
+        if event.is_set():
+            raise KeyboardInterrupt
+        event.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield event
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _prewarm(adapter: str, request: Any) -> None:
+    """Let the adapter start reaching its cluster now, if it can (an SSH connection), so that
+    the round trips overlap recording the invocation."""
+    from vibesys.adapters.registry import entry
+
+    warm = getattr(entry(adapter).load(), "prewarm", None)
+    if callable(warm):
+        warm(request)
+
+
+def live_status(quiet: bool) -> LiveStatus | None:
+    """The terminal's status line and transfer bar: only when stdout and stderr are both
+    terminals and nothing asked for quiet output (`--json`, `--detach`)."""
+    try:
+        both = sys.stdout.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        both = False
+    if quiet or not both:
+        return None
+    from vibesys.live import LiveStatus
+
+    return LiveStatus()
+
+
+def finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: bool) -> int:
+    """Report the ended invocation (`--json`: its record) and give `run`'s exit status."""
+    from vibesys.render import exit_status, summary
+
+    last = journal.history(inv.id)[-1:] or None
+    lines = [summary(inv, last[0] if last else None)]
+    if options.output_error is not None:
+        settled = "was cancelled" if inv.outcome == "CANCELLED" else f"ended {inv.state}"
+        lines.insert(0, f"vibesys: {options.output_error}; the job {settled}")
+    for art in journal.artifacts(inv.id):
+        if art.state in ("missing", "mismatch"):
+            lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
+    try:
+        if as_json and options.output_error is None:
+            echo(json.dumps(show_json(journal, inv), indent=2))
+        for line in lines:
+            echo(line, err=True)
+    except OSError:
+        pass  # stderr is gone too: the journal holds everything
+    quiet_streams()
+    return EXIT_OUTPUT_FAILED if options.output_error else exit_status(inv)
+
+
+def quiet_streams() -> None:
+    """After a broken output, keep Python's own flush at exit from printing a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
