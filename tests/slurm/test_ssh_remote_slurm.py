@@ -302,3 +302,49 @@ def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_to
     assert [found[r.job_name].exit_code for r in refs[:2]] == [0, 3]
     backend.cancel(refs[2])
     runner.close()  # type: ignore[attr-defined]
+
+
+def test_a_collection_over_ssh_is_one_command_plus_the_downloads(
+    tmp_path: Path, ssh_toml: Path
+) -> None:
+    """`vibesys run` over SSH with two artifacts: the collection (the logs' rest, the marker,
+    the listing) is one remote command, then one download per artifact; the logs arrive whole
+    and the artifacts verified."""
+    log = tmp_path / "commands.json"
+    wrapper = tmp_path / "counted_vibesys.py"
+    wrapper.write_text(
+        "import atexit, json, sys\n"
+        "from vibesys.adapters.transports.ssh import SshTransport\n"
+        "seen = []\n"
+        "for name in ('run', 'stream'):\n"
+        "    def counted(self, argv, *a, _real=getattr(SshTransport, name), **k):\n"
+        "        seen.append(list(argv)[:6])\n"
+        "        return _real(self, argv, *a, **k)\n"
+        "    setattr(SshTransport, name, counted)\n"
+        f"atexit.register(lambda: open({str(log)!r}, 'w').write(json.dumps(seen)))\n"
+        "sys.argv[0] = 'vibesys'\n"
+        "from vibesys.cli_fast import main\n"
+        "main()\n"
+    )
+    program = "printf 'out %s\\n' 1 2 3; echo err >&2; echo A > a.txt; echo B > b.txt"
+    args = ssh_args(ssh_toml, "--artifact", "a.txt", "--artifact", "b.txt")
+    done = subprocess.run(
+        [sys.executable, str(wrapper), *args, "sh", "-c", program],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr.splitlines()[0]) == ("out 1\nout 2\nout 3\n", "err")
+    commands = json.loads(log.read_text())
+    gathered = [i for i, argv in enumerate(commands) if "vibesys-gather" in argv]
+    assert len(gathered) == 1, commands
+    assert [argv[0] for argv in commands[gathered[0] + 1 :]] == ["cat", "cat"], commands
+    [inv] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)
+    artifacts = show(tmp_path, inv["id"])["artifacts"]
+    assert sorted((a["path"], a["state"]) for a in artifacts) == [
+        ("a.txt", "acknowledged"),
+        ("b.txt", "acknowledged"),
+    ]

@@ -189,6 +189,34 @@ class RemoteFiles(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class GatheredCollection:
+    """A collection brought home in one command: how many bytes of each log arrived (into
+    the sinks given), the marker's record (as `Backend.collect` gives it), and the listing of
+    the declared artifacts (None when none were declared)."""
+
+    log_bytes: Mapping[str, int]
+    evidence: str
+    listing: tuple[list[ArtifactInfo], list[str]] | None
+
+
+@runtime_checkable
+class GathersCollection(Protocol):
+    """Adapters that can bring a whole collection home in one command (a remote round trip
+    each saved): the logs from their offsets, the marker and the artifacts' listing."""
+
+    def gather_collection(
+        self,
+        job: JobRef,
+        offsets: Mapping[str, int],
+        patterns: Sequence[str],
+        sinks: Mapping[str, Sink],
+    ) -> GatheredCollection | None:
+        """Write each log's bytes from its offset to its sink and return what came; None
+        when collecting the usual way costs nothing more here (the files are this host's)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class PollSchedule:
     """How often a site's shared status round may run (seconds). The round after one that
     watched jobs no older than `age` is due `interval(age)` later; never sooner than `floor`

@@ -23,15 +23,18 @@ def collect_artifacts(
     job: JobRef,
     patterns: list[str],
     progress: Progress | None = None,
+    *,
+    listing: tuple[list[ArtifactInfo], list[str]] | None = None,
 ) -> str:
     """Collect every declared artifact of this attempt; return a one-line summary (evidence).
-    `progress` hears of each download (a terminal shows a bar for the big ones)."""
+    `progress` hears of each download (a terminal shows a bar for the big ones); `listing`,
+    when the collection brought it already, saves listing the files again."""
     if not patterns:
         return ""
     if not isinstance(backend, RemoteFiles):
         return f"artifacts: the {type(backend).__name__} adapter cannot collect artifacts"
     known = {row.path: row for row in journal.artifacts(job.invocation_id, job.attempt)}
-    found, missing = backend.list_artifacts(job, patterns)
+    found, missing = listing if listing is not None else backend.list_artifacts(job, patterns)
     target_root = job.run_dir / "artifacts"
     counts = {state: 0 for state in ArtifactState}
     for info in found:

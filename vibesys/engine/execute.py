@@ -18,7 +18,7 @@ from vibesys.engine.artifacts import collect_artifacts
 from vibesys.engine.clusters import hold_lease
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import claim_job_id
-from vibesys.engine.spool import spool_logs
+from vibesys.engine.spool import spool_gathered, spool_logs
 from vibesys.errors import BackendError, ConfigError, SubmitRejected, UsageError
 from vibesys.journal_schema import Invocation, iso
 from vibesys.states import (
@@ -165,10 +165,18 @@ def _fence(engine: EffectContext, inv: Invocation) -> Event | None:
 def _collect(engine: EffectContext, inv: Invocation) -> Event | None:
     ref, backend = engine.job_ref(inv), engine.backend(inv)
     try:
-        # Logs and artifacts come home before anything may clean the remote directory.
-        spool_logs(engine.journal, backend, ref)
-        collected = backend.collect(ref)
-        artifacts = collect_artifacts(engine.journal, backend, ref, inv.artifacts, engine.progress)
+        # Logs and artifacts come home before anything may clean the remote directory: in
+        # one command where the adapter can, else log by log, then the marker, the listing.
+        gathered = spool_gathered(engine.journal, backend, ref, inv.artifacts)
+        if gathered is None:
+            spool_logs(engine.journal, backend, ref)
+            collected = backend.collect(ref)
+        else:
+            collected = gathered.evidence
+        listing = None if gathered is None else gathered.listing
+        artifacts = collect_artifacts(
+            engine.journal, backend, ref, inv.artifacts, engine.progress, listing=listing
+        )
     except Exception as exc:
         engine.note(inv, f"collection failed, will retry: {error_facts(exc).reason}")
         return None

@@ -12,7 +12,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vibesys.adapters.base import Backend, JobRef, RemoteFiles
+from vibesys.adapters.base import (
+    Backend,
+    GatheredCollection,
+    GathersCollection,
+    JobRef,
+    RemoteFiles,
+)
 from vibesys.engine.failpoints import failpoint
 from vibesys.journal_schema import Journal
 
@@ -47,3 +53,38 @@ def _spool_one(
         failpoint("after_spool_append")
         journal.commit_spool_offset(job.invocation_id, job.attempt, stream, committed + arrived)
     return arrived
+
+
+def spool_gathered(
+    journal: Journal, backend: Backend, job: JobRef, patterns: list[str]
+) -> GatheredCollection | None:
+    """Collect in one command where the adapter can (`GathersCollection`): both logs' rest
+    comes home with the same rules as `spool_logs` (cut back to the committed offset, append,
+    fsync, then commit), the marker and the listing with them. None: collect the usual way."""
+    if not isinstance(backend, GathersCollection) or job.attempt < 1:
+        return None
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    offsets = {s: journal.spool_offset(job.invocation_id, job.attempt, s) for s in STREAMS}
+    with (
+        open(job.run_dir / "stdout", "ab") as out,
+        open(job.run_dir / "stderr", "ab") as err,
+    ):
+        handles = {"stdout": out, "stderr": err}
+        for stream, handle in handles.items():
+            if handle.tell() != offsets[stream]:
+                handle.truncate(offsets[stream])
+                handle.seek(offsets[stream])
+        gathered = backend.gather_collection(job, offsets, patterns, handles)
+        if gathered is None:
+            return None
+        for handle in handles.values():
+            handle.flush()
+            os.fsync(handle.fileno())
+    for stream in STREAMS:
+        arrived = gathered.log_bytes.get(stream, 0)
+        if arrived:
+            failpoint("after_spool_append")
+            journal.commit_spool_offset(
+                job.invocation_id, job.attempt, stream, offsets[stream] + arrived
+            )
+    return gathered

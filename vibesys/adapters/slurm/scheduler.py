@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from vibesys.adapters.base import (
     TERMINAL_REMOTE,
     ArtifactInfo,
+    GatheredCollection,
     JobRef,
     PollSchedule,
     RemoteState,
@@ -28,6 +29,7 @@ from vibesys.adapters.base import (
     Sink,
 )
 from vibesys.adapters.claim import CANCEL_FILE, FENCE_SCRIPT, Claim, parse_claim
+from vibesys.adapters.gather import gather
 from vibesys.adapters.remote_files import fetch_file, list_artifacts_in, read_from
 from vibesys.adapters.slurm.markers import (
     ROUND_SPLIT,
@@ -245,13 +247,32 @@ class SlurmScheduler:
 
     def collect(self, job: JobRef) -> str:
         """The logs come home through the spool; here only the marker, as a record."""
-        job.run_dir.mkdir(parents=True, exist_ok=True)
         remote = self.remote_dir(job)
         code, out, _, _ = self.run(["cat", str(remote / EXIT_CODE_FILE)])
-        if code == 0:
-            (job.run_dir / EXIT_CODE_FILE).write_text(out)
-            return f"marker from {remote}: exit_code={out.strip()}"
-        return f"no marker in {remote}"
+        return self._marker_record(job, out if code == 0 else None)
+
+    def gather_collection(
+        self,
+        job: JobRef,
+        offsets: Mapping[str, int],
+        patterns: Sequence[str],
+        sinks: Mapping[str, Sink],
+    ) -> GatheredCollection | None:
+        """Over a remote transport, the logs' rest, the marker and the artifacts' listing in
+        one command (`adapters/gather.py`)."""
+        if self.shares_filesystem:
+            return None
+        remote, work = str(self.remote_dir(job)), str(self.work_dir(job))
+        got = gather(self.runner, remote, work, offsets, patterns, sinks)
+        return GatheredCollection(got.log_bytes, self._marker_record(job, got.marker), got.listing)
+
+    def _marker_record(self, job: JobRef, marker: str | None) -> str:
+        remote = self.remote_dir(job)
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        if marker is None:
+            return f"no marker in {remote}"
+        (job.run_dir / EXIT_CODE_FILE).write_text(marker)
+        return f"marker from {remote}: exit_code={marker.strip()}"
 
     def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
         if stream not in (STDOUT_FILE, STDERR_FILE):
@@ -403,6 +424,15 @@ class SlurmBackendBase:
 
     def collect(self, job: JobRef) -> str:
         return self.scheduler.collect(job)
+
+    def gather_collection(
+        self,
+        job: JobRef,
+        offsets: Mapping[str, int],
+        patterns: Sequence[str],
+        sinks: Mapping[str, Sink],
+    ) -> GatheredCollection | None:
+        return self.scheduler.gather_collection(job, offsets, patterns, sinks)
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
         return self.scheduler.log_paths(job)
