@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
+from vibesys.adapters.slurm.markers import ROUND_SPLIT
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.transports import CommandResult
 from vibesys.config import parse_slurm_config
@@ -32,7 +33,8 @@ kind = "local"
 
 
 class ScriptedSlurm:
-    """A Runner answering squeue, sacct and the marker read from fixed text."""
+    """A remote Runner answering squeue, sacct and the marker read from fixed text (a status
+    round over a remote transport asks squeue and the markers in one command)."""
 
     def __init__(self, squeue: str, sacct: str) -> None:
         self.answers = {"squeue": squeue, "sacct": sacct, "sh": ""}
@@ -47,6 +49,9 @@ class ScriptedSlurm:
         maybe_effect: bool = False,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
+        if argv[0] == "sh" and "vibesys-round" in argv:
+            self.calls.append("squeue")
+            return CommandResult(0, f"{self.answers['squeue']}{ROUND_SPLIT}\n", "", tuple(argv))
         self.calls.append(argv[0])
         return CommandResult(0, self.answers[argv[0]], "", tuple(argv))
 
