@@ -41,14 +41,18 @@ def _spool_one(
 ) -> int:
     committed = journal.spool_offset(job.invocation_id, job.attempt, stream)
     with open(local, "ab") as handle:
-        if handle.tell() != committed:
+        cut = handle.tell() != committed
+        if cut:
             # More than committed: a crash between append and commit. Less: the file was
             # removed by hand. Either way the journal's offset is the truth.
             handle.truncate(committed)
             handle.seek(committed)
         arrived = backend.read_log(job, stream, committed, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if arrived or cut:
+            # The pump runs every few hundred milliseconds while a job runs, mostly finding
+            # nothing new: an fsync then would be one per stream per turn, for nothing.
+            handle.flush()
+            os.fsync(handle.fileno())
     if arrived:
         failpoint("after_spool_append")
         journal.commit_spool_offset(job.invocation_id, job.attempt, stream, committed + arrived)
