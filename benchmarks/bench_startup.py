@@ -5,7 +5,8 @@
    SkyPilot (`sky`) or `vibesys.adapters` module but the registry's plain data (issue 2). The
    read-only commands agents call in loops (`journal show`, `journal list`, `logs`, `states`)
    may moreover import no typer (nor its click), no pydantic, no transitions machine and no
-   sqlite-utils (issue 11).
+   sqlite-utils (issue 11). `vibesys run -- true` may import no typer, click or rich: its
+   plain forms are parsed by the entry point (issue 11, the concurrent-poll wall time).
 2. `journal show` against `python -c "import sqlite3, json"`, the same interpreter, run
    alternately. Target (issue 11, hard): ratio of the medians <= 3.5.
 3. Startup (informational, target <= 1.5x): `python -m vibesys --help` against a bare typer app
@@ -144,6 +145,27 @@ def run(scratch: Path, reps: int) -> int:
             not heavy,
             f"{label} imported: {', '.join(sorted(heavy)[:8]) or 'none of the heavy modules'}",
         )
+
+    # `vibesys run` in its plain form: the evaluation runs, and neither typer nor click is
+    # loaded (dozens of runs start at once on a login node).
+    out = scratch / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", DUMP_MODULES, str(out), "run", *at, "--", "true"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    result = json.loads(out.read_text()) if out.exists() else {"code": "crashed", "modules": []}
+    cli_modules = forbidden_in(result["modules"], ("typer", "click", "rich"))
+    print(f"vibesys run -- true: {len(result['modules'])} modules")
+    verdicts.check(
+        "run_imports_no_typer",
+        result["code"] in (0, None) and not cli_modules,
+        f"vibesys run exited {result['code']}, imported "
+        f"{', '.join(sorted(cli_modules)[:4]) or 'no typer, click or rich'}",
+    )
 
     bare = scratch / "bare_typer.py"
     bare.write_text(BARE_TYPER)
