@@ -154,3 +154,15 @@ def test_the_fast_path_answers_as_the_typer_app(argv: list[str], tmp_path: Path)
     assert fast.stderr.translate(strip) == slow.stderr.translate(strip)
     assert fast.stdout == slow.stdout
     assert (fast_dir / ".vibesys").exists() == (slow_dir / ".vibesys").exists()
+
+
+def test_an_unknown_failpoint_is_refused_before_anything_is_recorded(tmp_path: Path) -> None:
+    done = vibesys_cli(
+        "run", "--", "true", cwd=tmp_path, env={"VIBESYS_FAILPOINTS": "after_nothing"}
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "vibesys: error: VIBESYS_FAILPOINTS names unknown failpoint 'after_nothing' "
+        "(see vibesys debug failpoints)"
+    ]
+    assert not (tmp_path / ".vibesys").exists()

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.registry import entry
-from vibesys.engine.failpoints import ENV, validate
 from vibesys.errors import UsageError
 from vibesys.run_options import adapter_options, takers
 
@@ -65,10 +64,6 @@ def check_run(values: Mapping[str, Any]) -> CheckedRun:
                 f"take it); see `vibesys run --adapter {adapter.name} --help`"
             )
         given[dest] = tuple(value) if isinstance(value, list) else value
-    if unknown := validate(os.environ.get(ENV, "")):
-        raise UsageError(
-            f"{ENV} names unknown failpoint {unknown[0]!r} (see vibesys debug failpoints)"
-        )
     _check_outputs(detach=bool(values["detach"]))
     after = given.pop("after", None)
     return CheckedRun(
@@ -83,6 +78,18 @@ def check_run(values: Mapping[str, Any]) -> CheckedRun:
         adapter_values=given,
         after=after,
     )
+
+
+def check_failpoints() -> None:
+    """The failpoints asked for in the environment must exist (a typo would crash nowhere).
+    Separate from `check_run` because it loads the engine: `vibesys run` first starts
+    reaching the cluster (an SSH connection), then checks this while the connection opens."""
+    from vibesys.engine.failpoints import ENV, validate
+
+    if unknown := validate(os.environ.get(ENV, "")):
+        raise UsageError(
+            f"{ENV} names unknown failpoint {unknown[0]!r} (see vibesys debug failpoints)"
+        )
 
 
 def _number(flag: str, text: object, low: float, high: float, *, whole: bool = False) -> float:

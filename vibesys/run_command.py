@@ -44,18 +44,21 @@ def execute_run(values: Mapping[str, Any]) -> int:
 
 def _run(values: Mapping[str, Any]) -> int:
     from vibesys.cli_common import make_engine, open_store
-    from vibesys.run_checks import check_run
+    from vibesys.run_checks import check_failpoints, check_run
 
     checked = check_run(values)
-    from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
-
     if checked.after is not None:
         # Resolved read-only: a bad --after writes nothing, not even a new journal.
         parent_journal = open_store(values["journal"], readonly=True)
         checked.resolve_after(parent_journal)
         parent_journal.close()
     request = checked.request()
+    # The cluster's connection opens on a thread while the engine loads and the invocation
+    # is recorded (nothing is recorded before the last check below).
     _prewarm(checked.adapter, request)
+    check_failpoints()
+    from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
+
     store = open_store(values["journal"])
     live = live_status(values["as_json"] or values["detach"])
     engine = make_engine(

@@ -24,7 +24,6 @@ from vibesys.config import (
     load_slurm_config,
 )
 from vibesys.errors import UsageError
-from vibesys.snapshot import SnapshotPolicy, build_manifest
 
 __all__ = ["CandidateSpec", "Dependency", "SbatchRequest", "SrunRequest", "make_request"]
 
@@ -112,6 +111,8 @@ def candidate_spec(directory: Path | str | None, exclude: tuple[str, ...]) -> Ca
     candidate = Path(directory)
     if not candidate.is_dir():
         raise UsageError(f"--candidate {candidate}: not a directory")
+    from vibesys.snapshot import SnapshotPolicy, build_manifest  # a candidate's runs only
+
     manifest = build_manifest(candidate, SnapshotPolicy(exclude=tuple(exclude)))
     return CandidateSpec(
         path=str(candidate.resolve()), exclude=tuple(exclude), digest=manifest.digest

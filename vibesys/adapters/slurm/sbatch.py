@@ -14,6 +14,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from vibesys.adapters.base import JobRef, Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
@@ -26,19 +27,13 @@ from vibesys.adapters.slurm.script import (
     sbatch_argv,
     with_setup,
 )
-from vibesys.adapters.staging import (
-    copy_command,
-    probe_argv,
-    snapshot_path,
-    stage,
-    verify_command,
-    verify_script,
-)
 from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
 from vibesys.adapters.transports import prewarm as prewarm_transport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected, UsageError
-from vibesys.snapshot import CandidateError, Manifest, SnapshotPolicy, build_manifest
+
+if TYPE_CHECKING:
+    from vibesys.snapshot import Manifest
 
 #: `sh -c _SUBMIT vibesys-submit WORK SCRIPT PYTHON VERIFY SNAPSHOT DIGEST SBATCH...`, the
 #: batch script on stdin. With PYTHON set, the snapshot is probed first; when it is not
@@ -116,7 +111,9 @@ class Candidate:
 
     @property
     def snapshot_dir(self) -> PurePosixPath:
-        return snapshot_path(self.root, self.manifest.digest)
+        from vibesys.adapters import staging
+
+        return staging.snapshot_path(self.root, self.manifest.digest)
 
 
 def candidate_setup(
@@ -128,6 +125,11 @@ def candidate_setup(
     candidate = request.spec.candidate
     if candidate is None:
         return spec, None
+    # Staging and snapshots are imported where a candidate is handled: most runs have none,
+    # and each of dozens of concurrent `vibesys run` pays for what it imports.
+    from vibesys.adapters import staging
+    from vibesys.snapshot import CandidateError, SnapshotPolicy, build_manifest
+
     try:
         manifest = build_manifest(candidate.path, SnapshotPolicy(exclude=candidate.exclude))
     except CandidateError as exc:
@@ -145,8 +147,8 @@ def candidate_setup(
     staged = Candidate(manifest, candidate.path, root)
     work = spec.workdir or spec.run_dir
     setup = (
-        tuple(copy_command(staged.snapshot_dir, work)),
-        tuple(verify_command(work, manifest.digest)),
+        tuple(staging.copy_command(staged.snapshot_dir, work)),
+        tuple(staging.verify_command(work, manifest.digest)),
     )
     # The copy replaces the work directory: the job starts in its run directory and enters
     # the fresh copy only once it is verified.
@@ -162,9 +164,11 @@ def stage_candidate(
 ) -> SlurmJobSpec:
     """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
     its work directory before the command runs (the srun adapter's way: a stage, then srun)."""
+    from vibesys.adapters import staging
+
     spec, candidate = candidate_setup(scheduler, request, spec)
     if candidate is not None:
-        stage(
+        staging.stage(
             candidate.manifest, candidate.path, scheduler.runner, candidate.root, progress=progress
         )
     return spec
@@ -186,6 +190,7 @@ class SbatchBackend(SlurmBackendBase):
         self.progress: Progress | None = None
 
     def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
+
         scheduler = self.scheduler
         remote = scheduler.remote_dir(request_ref(request))
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
@@ -196,10 +201,15 @@ class SbatchBackend(SlurmBackendBase):
         code, out, err, evidence = self._submit_once(request, remote, script, candidate)
         if code >= PROBE_BASE and candidate is not None and _probe_said(err):
             # The snapshot is not staged: nothing was submitted. Stage it, then submit.
+            from vibesys.adapters import staging
+
             probed = CommandResult(
-                code - PROBE_BASE, "", err, tuple(probe_argv(candidate.root, candidate.digest))
+                code - PROBE_BASE,
+                "",
+                err,
+                tuple(staging.probe_argv(candidate.root, candidate.digest)),
             )
-            stage(
+            staging.stage(
                 candidate.manifest,
                 candidate.path,
                 scheduler.runner,
@@ -236,7 +246,14 @@ class SbatchBackend(SlurmBackendBase):
         script_path = remote / SCRIPT_FILE
         probe = ["", "", "", ""]
         if candidate is not None:
-            probe = ["python3", verify_script(), str(candidate.snapshot_dir), candidate.digest]
+            from vibesys.adapters import staging
+
+            probe = [
+                "python3",
+                staging.verify_script(),
+                str(candidate.snapshot_dir),
+                candidate.digest,
+            ]
         argv = [
             "sh",
             "-c",
