@@ -33,7 +33,9 @@ def slurm_alias(infra: str) -> str:
 
 def login_transport_config(infra: str, sky_home: Path) -> SshTransportConfig:
     """An ssh transport for the login node SkyPilot uses for `infra`."""
-    import paramiko  # type: ignore[import-untyped]  # only when a transport is built
+    # Only when a transport is built; without invoke, as the ssh transport imports it
+    # (SkyPilot writes this file: no `Match exec` line, the one thing invoke serves).
+    from vibesys.adapters.transports._paramiko import paramiko
 
     alias = slurm_alias(infra)
     path = sky_home / ".slurm" / "config"
