@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tests.slurm.helpers import cli, run_args, settled_sacct, show
-from vibesys.adapters.slurm import sbatch as sbatch_module
+from vibesys import snapshot as snapshot_module
+from vibesys.adapters import staging as staging_module
 from vibesys.adapters.slurm.request import CandidateSpec, SbatchRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive
 from vibesys.journal_schema import open_journal
@@ -58,7 +59,7 @@ def test_candidate_changed_after_prepare_is_refused(
     tmp_path: Path, slurm_toml: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cand = candidate(tmp_path / "cand")
-    original = sbatch_module.build_manifest
+    original = snapshot_module.build_manifest
 
     def edit_then_build(root: Any, policy: Any = None) -> Any:
         (Path(root) / "src" / "main.py").write_text('print("edited after PREPARED")\n')
@@ -66,7 +67,8 @@ def test_candidate_changed_after_prepare_is_refused(
 
     engine, inv = prepare_candidate_run(tmp_path, slurm_toml, cand)
     journal = engine.journal
-    monkeypatch.setattr(sbatch_module, "build_manifest", edit_then_build)
+    # The sbatch adapter imports the snapshot's names when it meets a candidate.
+    monkeypatch.setattr(snapshot_module, "build_manifest", edit_then_build)
     final = drive(engine, inv, DriveOptions())
     # Running other code than recorded is never done; a person must run it again.
     assert final.outcome is Outcome.MISCONFIGURED
@@ -79,7 +81,7 @@ def test_tampered_snapshot_never_runs_and_is_replaced(
 ) -> None:
     cand = candidate(tmp_path / "cand")
     marker = tmp_path / "tampered-code-ran"
-    real_stage = sbatch_module.stage
+    real_stage = staging_module.stage
     calls: list[str] = []
 
     def stage_then_tamper(manifest: Any, root: Any, runner: Any, remote: Any, **kw: Any) -> Any:
@@ -91,7 +93,7 @@ def test_tampered_snapshot_never_runs_and_is_replaced(
             )
         return staged
 
-    monkeypatch.setattr(sbatch_module, "stage", stage_then_tamper)
+    monkeypatch.setattr(staging_module, "stage", stage_then_tamper)
     engine, inv = prepare_candidate_run(tmp_path, slurm_toml, cand)
     journal = engine.journal
     final = drive(engine, inv, DriveOptions())
