@@ -53,6 +53,7 @@ EXPECTED_CHECKS = {
         "logs_imports_only_what_it_reads",
         "states_runs",
         "states_imports_only_what_it_reads",
+        "run_imports_no_typer",
         "baseline_app_runs",
     },
     "bench_concurrent_poll": {"runs_complete_n4", "one_squeue_per_shared_round_n4"},
