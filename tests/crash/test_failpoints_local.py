@@ -3,10 +3,12 @@ command ran exactly once, nothing was lost, and the recorded outcome is the true
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -127,11 +129,23 @@ def test_random_sigkill_then_reconcile(tmp_path: Path) -> None:
 
 
 def wait_for_journal(cwd: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until the invocation is recorded (the journal's file appears empty a moment before its
+    schema: the first run of a project creates it under the write lock)."""
     journal = cwd / ".vibesys" / "journal.db"
     deadline = time.monotonic() + 30
-    while not journal.exists() and proc.poll() is None:
-        assert time.monotonic() < deadline, "vibesys run never created its journal"
+    while proc.poll() is None and not recorded(journal):
+        assert time.monotonic() < deadline, "vibesys run never recorded its invocation"
         time.sleep(0.01)
+
+
+def recorded(journal: Path) -> bool:
+    if not journal.exists():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as conn:
+            return bool(conn.execute("SELECT count(*) FROM invocations").fetchone()[0])
+    except sqlite3.Error:
+        return False
 
 
 def test_crash_after_the_dispatch_fences_the_attempt_and_runs_once(tmp_path: Path) -> None:
