@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,30 @@ def test_a_garbled_or_short_stream_is_refused(data: bytes) -> None:
 def test_a_failed_listing_says_so() -> None:
     with pytest.raises(BackendUnavailable, match="listing the artifacts failed"):
         gather(Canned(b"", returncode=4), "/r", "/r/work", {}, ["*"], dict(sinks()))  # type: ignore[arg-type]
+
+
+def test_a_frozen_listing_ends_the_gathering_at_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing that stalls (here: its python3 stops itself with SIGSTOP, as on a frozen file
+    system) is cut at the limit every other command has: the gathering fails, to be tried
+    again, instead of holding the collection for good."""
+    run = job_dir(tmp_path)
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    frozen = shims / "python3"
+    frozen.write_text("#!/bin/sh\nkill -STOP $$\n")
+    frozen.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable, match="listing the artifacts failed"):
+        gather(
+            LocalTransport(),
+            str(run),
+            str(run / "work"),
+            {},
+            ["out/*.json"],
+            dict(sinks()),
+            list_limit=1,
+        )
+    assert time.monotonic() - started < 20

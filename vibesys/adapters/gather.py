@@ -25,11 +25,17 @@ __all__ = ["GATHER_SCRIPT", "Gathered", "gather"]
 STREAMS: Final = ("stdout", "stderr")
 
 #: `env VIBESYS_LIST=LIST_SCRIPT sh -c GATHER_SCRIPT vibesys-gather RUN_DIR WORK_DIR
-#: STDOUT_OFFSET STDERR_OFFSET PATTERN...` (the listing program travels in the environment, so
-#: no shell ever re-parses it). Exit 3: a file could not be read; 4: the listing failed.
+#: STDOUT_OFFSET STDERR_OFFSET LIST_LIMIT PATTERN...` (the listing program travels in the
+#: environment, so no shell ever re-parses it). Exit 3: a file could not be read; 4: the
+#: listing failed or outlived LIST_LIMIT seconds. The logs' copy has no limit, as when they are
+#: read alone (a big log takes its time); the listing, hashing files on a file system that may
+#: stall, keeps the limit every other command has (coreutils `timeout`, where there is one).
 GATHER_SCRIPT: Final = r"""
-d=$1 w=$2 o1=$3 o2=$4
-shift 4
+d=$1 w=$2 o1=$3 o2=$4 limit=$5
+shift 5
+bounded() {
+  if command -v timeout >/dev/null 2>&1; then timeout -k 5 "$limit" "$@"; else "$@"; fi
+}
 part() { printf 'vibesys-part %s %s\n' "$1" "$2"; }
 log() {
   size=0
@@ -46,7 +52,7 @@ if [ -r "$d/exit_code" ]; then
   cat "$d/exit_code" || exit 3
 fi
 if [ $# -gt 0 ]; then
-  listing=$(python3 -c "$VIBESYS_LIST" "$w" "$@") || exit 4
+  listing=$(bounded python3 -c "$VIBESYS_LIST" "$w" "$@") || exit 4
   part listing "$(($(printf '%s' "$listing" | wc -c)))"
   printf '%s' "$listing"
 fi
@@ -71,9 +77,12 @@ def gather(
     offsets: Mapping[str, int],
     patterns: Sequence[str],
     sinks: Mapping[str, Sink],
+    *,
+    list_limit: float = 60.0,
 ) -> Gathered:
     """Run the gathering; each log's new bytes go to its sink. Raises BackendUnavailable when
-    the command fails or its stream is garbled (the sinks may then hold bytes to discard)."""
+    the command fails, the listing outlives `list_limit` seconds, or the stream is garbled
+    (the sinks may then hold bytes to discard)."""
     demux = _Demux(sinks)
     argv = [
         "env",
@@ -86,6 +95,7 @@ def gather(
         work_dir,
         str(offsets.get("stdout", 0)),
         str(offsets.get("stderr", 0)),
+        f"{list_limit:g}",
         *patterns,
     ]
     result = runner.stream(argv, demux, timeout=None)

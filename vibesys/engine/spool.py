@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 from vibesys.adapters.base import (
     Backend,
@@ -41,12 +42,7 @@ def _spool_one(
 ) -> int:
     committed = journal.spool_offset(job.invocation_id, job.attempt, stream)
     with open(local, "ab") as handle:
-        cut = handle.tell() != committed
-        if cut:
-            # More than committed: a crash between append and commit. Less: the file was
-            # removed by hand. Either way the journal's offset is the truth.
-            handle.truncate(committed)
-            handle.seek(committed)
+        cut = _cut_back(handle, committed)
         arrived = backend.read_log(job, stream, committed, handle)
         if arrived or cut:
             # The pump runs every few hundred milliseconds while a job runs, mostly finding
@@ -57,6 +53,17 @@ def _spool_one(
         failpoint("after_spool_append")
         journal.commit_spool_offset(job.invocation_id, job.attempt, stream, committed + arrived)
     return arrived
+
+
+def _cut_back(handle: BinaryIO, committed: int) -> bool:
+    """Put the spool file (open for appending) at the journal's offset; whether it moved.
+    More than committed: a crash between append and commit. Less: the file was removed by
+    hand. Either way the journal's offset is the truth."""
+    if handle.tell() == committed:
+        return False
+    handle.truncate(committed)
+    handle.seek(committed)
+    return True
 
 
 def spool_gathered(
@@ -75,9 +82,7 @@ def spool_gathered(
     ):
         handles = {"stdout": out, "stderr": err}
         for stream, handle in handles.items():
-            if handle.tell() != offsets[stream]:
-                handle.truncate(offsets[stream])
-                handle.seek(offsets[stream])
+            _cut_back(handle, offsets[stream])
         gathered = backend.gather_collection(job, offsets, patterns, handles)
         if gathered is None:
             return None

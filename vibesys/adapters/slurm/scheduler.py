@@ -263,7 +263,8 @@ class SlurmScheduler:
         if self.shares_filesystem:
             return None
         remote, work = str(self.remote_dir(job)), str(self.work_dir(job))
-        got = gather(self.runner, remote, work, offsets, patterns, sinks)
+        limit = self.config.slurm.command_timeout_seconds
+        got = gather(self.runner, remote, work, offsets, patterns, sinks, list_limit=limit)
         return GatheredCollection(got.log_bytes, self._marker_record(job, got.marker), got.listing)
 
     def _marker_record(self, job: JobRef, marker: str | None) -> str:
