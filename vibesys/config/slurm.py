@@ -185,6 +185,16 @@ class SshTransportConfig(BaseModel):
         "commands need a shell of their own each time (a container wrapper, for example). "
         "Empty (the default): each command is started directly, with no shell.",
     )
+    persist_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        le=86400,
+        description="How long one connection to this site, shared by this host's vibesys "
+        "processes, stays open after its last command (as OpenSSH's ControlPersist). The "
+        "first process that finds none starts it in the background; later ones run their "
+        "commands through it without logging in (a login, with a second factor on some "
+        "sites, and the remote helper's start). 0: each process connects on its own.",
+    )
     login_shell: bool = Field(
         default=False,
         description="Start the per-connection remote helper with a login shell (`bash -l`), "

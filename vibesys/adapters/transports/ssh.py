@@ -48,6 +48,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vibesys.adapters.transports._paramiko import paramiko
@@ -85,6 +86,7 @@ from vibesys.adapters.transports.ssh_session import (
     helper_source,
     launch_command,
 )
+from vibesys.adapters.transports.ssh_share import share_path
 from vibesys.errors import BackendUnavailable, ConfigError, TransportLost
 
 if TYPE_CHECKING:
@@ -192,14 +194,24 @@ class SshTransport(HelperPool):
         self.helpers_started = 0
         #: set while `warm` starts a helper: a command waits for it rather than start another
         self._warming: threading.Event | None = None
+        #: this host's shared connection for the site (`ssh_share`), set by `from_config`
+        self.share: tuple[Path, str] | None = None
+        self._shared_idle: list[HelperSession] = []
+        self._share_spawned = False
+        self._share_off = False
 
     @classmethod
     def from_config(
-        cls, config: SshTransportConfig, *, env: Mapping[str, str] | None = None
+        cls,
+        config: SshTransportConfig,
+        *,
+        env: Mapping[str, str] | None = None,
+        share: bool = True,
     ) -> SshTransport:
         """The transport a validated `[slurm.transport] kind = "ssh"` table describes. `env`
         (default: this process's environment) supplies the passphrase variable and the
-        allowlisted variables."""
+        allowlisted variables. With `share` and the table's `persist_seconds`, commands go
+        through this host's shared connection for the site while there is one."""
         source = os.environ if env is None else env
         passphrase = None
         if config.passphrase_env is not None:
@@ -208,7 +220,7 @@ class SshTransport(HelperPool):
                 raise ConfigError(
                     f"slurm.transport.passphrase_env: ${config.passphrase_env} is not set"
                 )
-        return cls(
+        transport = cls(
             config.host,
             port=config.port,
             user=config.user,
@@ -228,6 +240,12 @@ class SshTransport(HelperPool):
             shell_command=config.shell_command,
             login_shell=config.login_shell,
         )
+        if share and config.persist_seconds > 0:
+            config_json = config.model_dump_json(exclude_unset=True)
+            path = share_path(config_json)
+            if path is not None:
+                transport.share = (path, config_json)
+        return transport
 
     # -- what a caller may look at ------------------------------------------------------------
 
@@ -268,6 +286,8 @@ class SshTransport(HelperPool):
     def close(self) -> None:
         with self._pool_lock:
             idle, self._idle = self._idle, []
+            idle += self._shared_idle
+            self._shared_idle = []
         for helper in idle:
             helper.close()
         super().close()
@@ -325,8 +345,13 @@ class SshTransport(HelperPool):
     ) -> tuple[int, str]:
         secrets = self.secrets()
         what = redact(shlex.join(argv), secrets)
-        transport = self._ensure_connected()
-        helper = self._take_helper(transport, what, secrets)
+        warming = self._warming
+        if warming is not None:
+            warming.wait(timeout=self.connect_timeout + 60)  # a helper is on its way: take it
+        helper = self._shared_helper()
+        if helper is None:
+            transport = self._ensure_connected()
+            helper = self._take_helper(transport, what, secrets)
         if helper is not None:
             return self._through_helper(
                 helper,

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from vibesys.adapters.transports import ssh_share
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.adapters.transports.ssh_connect import SshConnection
 from vibesys.adapters.transports.ssh_errors import map_ssh_errors, redact
@@ -33,6 +35,11 @@ class HelperPool(SshConnection):
     _idle: list[HelperSession]
     _no_helper: int | None
     _warming: threading.Event | None
+    #: the shared connection's socket and transport table (JSON), when sharing is on
+    share: tuple[Path, str] | None
+    _shared_idle: list[HelperSession]
+    _share_spawned: bool
+    _share_off: bool
 
     def helper_launch(self) -> str:
         raise NotImplementedError
@@ -44,15 +51,18 @@ class HelperPool(SshConnection):
         raise NotImplementedError
 
     def warm(self) -> None:
-        """Connect and start a helper now (see `transports.prewarm`); errors are left to the
-        first command, which meets them again and reports them."""
+        """Get a helper ready now, from the shared connection or by connecting (see
+        `transports.prewarm`); errors are left to the first command, which meets them again
+        and reports them."""
         if not self.use_helper:
             return
         started = threading.Event()
         self._warming = started
         try:
-            transport = self._ensure_connected()
-            helper = self._take_helper(transport, "warm up", self.secrets(), waiting=False)
+            helper = self._shared_helper()
+            if helper is None:
+                transport = self._ensure_connected()
+                helper = self._take_helper(transport, "warm up", self.secrets(), waiting=False)
             if helper is not None:
                 self._give_back(helper)
         except Exception:
@@ -60,6 +70,43 @@ class HelperPool(SshConnection):
         finally:
             started.set()
             self._warming = None
+
+    def idle_helpers(self) -> int:
+        with self._pool_lock:
+            return len(self._idle)
+
+    def shared_helper_for_client(self) -> HelperSession | None:
+        """A started helper of this (the sharing server's) connection for one process; None
+        when there is none to give (that process connects on its own and meets the error)."""
+        try:
+            return self._take_helper(self._ensure_connected(), "shared helper", self.secrets())
+        except Exception:
+            return None
+
+    def _shared_helper(self) -> HelperSession | None:
+        """A helper from this host's shared connection (`ssh_share`), while this process has
+        no connection of its own; None to connect here. The first process that finds no
+        server starts one for the next."""
+        if self.share is None or self._share_off or not self.use_helper or self.connections:
+            return None
+        with self._pool_lock:
+            while self._shared_idle:
+                helper = self._shared_idle.pop()
+                if helper.alive:
+                    return helper
+                helper.close()
+        path, config_json = self.share
+        sock = ssh_share.connect(path, self.connect_timeout)
+        if sock is not None:
+            return HelperSession(ssh_share.SocketChannel(sock), self.read_size, ssh_share.SHARED)
+        if path.exists():
+            # A server is there but gave no helper in time (frozen, or it cannot log in): no
+            # command was sent, so this process may safely go its own way, and stays on it.
+            self._share_off = True
+        elif not self._share_spawned:
+            self._share_spawned = True
+            ssh_share.spawn(path, config_json)
+        return None
 
     def _take_helper(
         self, transport: Any, what: str, secrets: frozenset[str], *, waiting: bool = True
@@ -101,6 +148,12 @@ class HelperPool(SshConnection):
 
     def _give_back(self, helper: HelperSession) -> None:
         with self._pool_lock:
+            if helper.generation == ssh_share.SHARED:
+                if helper.alive:
+                    self._shared_idle.append(helper)
+                    return
+                helper.close()
+                return
             if helper.generation == self.connections and helper.alive:
                 self._idle.append(helper)
                 return

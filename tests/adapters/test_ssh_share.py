@@ -1,0 +1,238 @@
+"""One SSH connection shared by this host's processes (`ssh_share`): a later process runs its
+commands through the first one's server without logging in; a frozen server is passed over
+before anything is sent; a server frozen or killed while a command runs is reported as a lost
+answer that may have had its effect; the server leaves once idle; and nothing is shared through
+a directory others can enter."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.adapters.test_transport_ssh import SSHD_PORT, ssh_dir  # noqa: F401 - fixture
+from vibesys.adapters.transports import ssh_share
+from vibesys.adapters.transports.ssh import SshTransport
+from vibesys.config.slurm import SshTransportConfig
+from vibesys.errors import BackendUnavailable, TransportLost
+
+
+def site(tmp_path: Path, ssh_dir: Path, **overrides: Any) -> SshTransportConfig:  # noqa: F811
+    """A site table of its own: its known_hosts is a copy under `tmp_path`, so its shared
+    connection is this test's alone."""
+    known = tmp_path / "known_hosts"
+    shutil.copy(ssh_dir / "known_hosts", known)
+    options: dict[str, Any] = {
+        "kind": "ssh",
+        "host": "127.0.0.1",
+        "port": SSHD_PORT,
+        "user": "root",
+        "identity_file": str(ssh_dir / "id_ed25519"),
+        "known_hosts": str(known),
+        "connect_timeout_seconds": 2.0,
+        "persist_seconds": 20.0,
+    }
+    options.update(overrides)
+    return SshTransportConfig(**options)
+
+
+def server_pid(path: Path) -> int | None:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"vibesys.adapters.transports.ssh_share" in argv and str(path).encode() in argv:
+            return int(entry.name)
+    return None
+
+
+def wait_for(predicate: Any, what: str, seconds: float = 20.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (found := predicate()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+    return found
+
+
+@pytest.fixture
+def shared(tmp_path: Path, ssh_dir: Path) -> Iterator[tuple[SshTransportConfig, Path, int]]:  # noqa: F811
+    """A site whose shared connection is up: the first process (a transport here) connected
+    on its own and started the server."""
+    config = site(tmp_path, ssh_dir)
+    first = SshTransport.from_config(config)
+    assert first.share is not None
+    path = first.share[0]
+    assert first.run(["true"]).returncode == 0
+    assert first.connections == 1  # the first one finds no server: it logs in itself
+    pid = wait_for(lambda: path.exists() and server_pid(path), "the shared server never came up")
+    first.close()
+    yield config, path, pid
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            break
+
+
+@pytest.mark.slurm
+def test_a_later_process_runs_its_commands_without_logging_in(
+    shared: tuple[SshTransportConfig, Path, int],
+) -> None:
+    config, _path, _pid = shared
+    later = SshTransport.from_config(config)
+    try:
+        echoed = later.run(["sh", "-c", 'cat; echo " $PPID"'], input=b"through the server")
+        again = later.run(["sh", "-c", "echo $PPID"])
+        assert later.connections == 0  # no login of its own
+        assert echoed.returncode == 0 and echoed.stdout.startswith("through the server ")
+        # One helper serves the process's commands one after another.
+        assert echoed.stdout.split()[-1] == again.stdout.strip()
+        failed = later.run(["sh", "-c", "echo oops >&2; exit 3"])
+        assert (failed.returncode, failed.stderr.strip()) == (3, "oops")
+    finally:
+        later.close()
+    # The next process gets a helper of its own (each helper serves one process).
+    other = SshTransport.from_config(config)
+    try:
+        assert other.run(["sh", "-c", "echo $PPID"]).stdout.strip() != again.stdout.strip()
+        assert other.connections == 0
+    finally:
+        other.close()
+
+
+@pytest.mark.slurm
+def test_a_frozen_server_is_passed_over_before_anything_is_sent(
+    shared: tuple[SshTransportConfig, Path, int], tmp_path: Path
+) -> None:
+    config, _path, pid = shared
+    marker = tmp_path / "ran"
+    os.kill(pid, signal.SIGSTOP)
+    later = SshTransport.from_config(config)
+    try:
+        started = time.monotonic()
+        result = later.run(["sh", "-c", f"echo once >> {marker}"])
+        waited = time.monotonic() - started
+        assert result.returncode == 0
+        assert later.connections == 1  # it went its own way ...
+        assert waited >= config.connect_timeout_seconds  # ... after the server's silence
+    finally:
+        later.close()
+        os.kill(pid, signal.SIGCONT)
+    time.sleep(0.5)  # what the thawed server got (a connection, no request) runs nothing
+    assert marker.read_text() == "once\n"
+
+
+@pytest.mark.slurm
+def test_a_server_frozen_mid_command_is_an_answer_lost_that_may_have_run(
+    shared: tuple[SshTransportConfig, Path, int],
+) -> None:
+    config, _path, pid = shared
+    later = SshTransport.from_config(config)
+    try:
+        assert later.run(["true"]).returncode == 0  # the helper is taken
+        threading.Timer(0.3, os.kill, (pid, signal.SIGSTOP)).start()
+        with pytest.raises(BackendUnavailable) as raised:
+            later.run(["sh", "-c", "sleep 1; echo late"], timeout=2, maybe_effect=True)
+        assert raised.value.maybe_submitted is True
+        assert later.connections == 0
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        later.close()
+
+
+@pytest.mark.slurm
+def test_a_server_killed_mid_command_is_a_lost_transport_that_may_have_run(
+    shared: tuple[SshTransportConfig, Path, int],
+) -> None:
+    config, _path, pid = shared
+    later = SshTransport.from_config(config)
+    try:
+        assert later.run(["true"]).returncode == 0
+        threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
+        started = time.monotonic()
+        with pytest.raises(TransportLost) as raised:
+            later.run(["sleep", "30"], timeout=60, maybe_effect=True)
+        assert raised.value.maybe_submitted is True
+        assert time.monotonic() - started < 10  # the end of the socket says it at once
+    finally:
+        later.close()
+
+
+@pytest.mark.slurm
+def test_the_server_leaves_once_idle_for_persist_seconds(tmp_path: Path, ssh_dir: Path) -> None:  # noqa: F811
+    config = site(tmp_path, ssh_dir, persist_seconds=1.0)
+    first = SshTransport.from_config(config)
+    assert first.share is not None
+    path = first.share[0]
+    try:
+        first.run(["true"])
+    finally:
+        first.close()
+    pid = wait_for(lambda: path.exists() and server_pid(path), "the shared server never came up")
+    later = SshTransport.from_config(config)
+    try:
+        later.run(["true"])
+        time.sleep(2.0)  # longer than persist_seconds, but a process is still being served
+        assert server_pid(path) == pid
+    finally:
+        later.close()
+    wait_for(lambda: server_pid(path) is None and not path.exists(), "the server stayed", 10)
+
+
+def test_nothing_is_shared_through_a_directory_others_can_enter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    directory = tmp_path / f"vibesys-{os.getuid()}"
+    directory.mkdir(mode=0o755)
+    directory.chmod(0o755)
+    config = SshTransportConfig(kind="ssh", host="login.example.org")
+    assert ssh_share.share_path(config.model_dump_json()) is None
+    assert SshTransport.from_config(config).share is None
+    directory.chmod(0o700)
+    path = ssh_share.share_path(config.model_dump_json(exclude_unset=True))
+    assert path is not None and path.parent == directory
+    assert SshTransport.from_config(config).share == (
+        path,
+        config.model_dump_json(exclude_unset=True),
+    )
+
+
+def test_persist_seconds_zero_shares_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    config = SshTransportConfig(kind="ssh", host="login.example.org", persist_seconds=0)
+    assert SshTransport.from_config(config).share is None
+    assert SshTransport.from_config(config.model_copy(update={"persist_seconds": 5})).share
+
+
+def test_a_socket_that_does_not_say_ready_gives_no_helper(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "s.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+
+    def answer() -> None:
+        client, _ = server.accept()
+        client.sendall(b"something else\n")
+        client.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        assert ssh_share.connect(path, 2.0) is None
+        assert ssh_share.connect(tmp_path / "absent.sock", 2.0) is None
+    finally:
+        server.close()
