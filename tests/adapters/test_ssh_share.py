@@ -6,9 +6,11 @@ a directory others can enter."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -56,6 +58,19 @@ def server_pid(path: Path) -> int | None:
     return None
 
 
+def refused(path: Path) -> bool:
+    """Nobody listens on `path` any more (a killed server's socket closes a moment after its
+    process is gone)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except ConnectionRefusedError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
 def wait_for(predicate: Any, what: str, seconds: float = 20.0) -> Any:
     deadline = time.monotonic() + seconds
     while not (found := predicate()):
@@ -77,11 +92,13 @@ def shared(tmp_path: Path, ssh_dir: Path) -> Iterator[tuple[SshTransportConfig, 
     pid = wait_for(lambda: path.exists() and server_pid(path), "the shared server never came up")
     first.close()
     yield config, path, pid
-    for sig in (signal.SIGCONT, signal.SIGKILL):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            break
+    for running in (pid, server_pid(path)):
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            if running is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(running, sig)
+    path.unlink(missing_ok=True)  # what a killed server leaves
+    path.with_suffix(".lock").unlink(missing_ok=True)
 
 
 @pytest.mark.slurm
@@ -218,8 +235,6 @@ def test_persist_seconds_zero_shares_nothing(
 
 
 def test_a_socket_that_does_not_say_ready_gives_no_helper(tmp_path: Path) -> None:
-    import socket
-
     path = tmp_path / "s.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
@@ -233,6 +248,53 @@ def test_a_socket_that_does_not_say_ready_gives_no_helper(tmp_path: Path) -> Non
     threading.Thread(target=answer, daemon=True).start()
     try:
         assert ssh_share.connect(path, 2.0) is None
-        assert ssh_share.connect(tmp_path / "absent.sock", 2.0) is None
     finally:
         server.close()
+    with pytest.raises(ssh_share.NoServer):
+        ssh_share.connect(path, 2.0)  # its file is left, nobody listens
+    with pytest.raises(ssh_share.NoServer):
+        ssh_share.connect(tmp_path / "absent.sock", 2.0)
+
+
+@pytest.mark.slurm
+def test_a_dead_servers_socket_is_replaced_by_the_next_process(
+    shared: tuple[SshTransportConfig, Path, int],
+) -> None:
+    config, path, pid = shared
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: refused(path), "the server's socket still answers")
+    assert path.exists()  # its socket file stays behind
+    second = SshTransport.from_config(config)
+    try:
+        assert second.run(["true"]).returncode == 0
+        assert second.connections == 1  # nobody listens: it logs in itself ...
+    finally:
+        second.close()
+    # ... and starts a new server for the next process.
+    wait_for(lambda: not refused(path), "no new server listens")
+    new_pid = server_pid(path)
+    assert new_pid is not None and new_pid != pid
+    third = SshTransport.from_config(config)
+    try:
+        assert third.run(["true"]).returncode == 0
+        assert third.connections == 0
+    finally:
+        third.close()
+        os.kill(new_pid, signal.SIGKILL)
+
+
+def test_a_server_that_cannot_log_in_is_not_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a process whose own login worked starts the shared server: one that cannot log
+    in would add a failed login per process (and some sites ban addresses for those)."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    started: list[tuple[Path, str]] = []
+    monkeypatch.setattr(ssh_share, "spawn", lambda *share: started.append(share))
+    config = SshTransportConfig(
+        kind="ssh", host="127.0.0.1", port=1, connect_timeout_seconds=1.0, reconnect_attempts=1
+    )
+    transport = SshTransport.from_config(config)
+    with pytest.raises((BackendUnavailable, TransportLost)):
+        transport.run(["true"])
+    assert started == []

@@ -197,7 +197,7 @@ class SshTransport(HelperPool):
         #: this host's shared connection for the site (`ssh_share`), set by `from_config`
         self.share: tuple[Path, str] | None = None
         self._shared_idle: list[HelperSession] = []
-        self._share_spawned = False
+        self._share_due = False
         self._share_off = False
 
     @classmethod
@@ -350,7 +350,7 @@ class SshTransport(HelperPool):
             warming.wait(timeout=self.connect_timeout + 60)  # a helper is on its way: take it
         helper = self._shared_helper()
         if helper is None:
-            transport = self._ensure_connected()
+            transport = self._connected()
             helper = self._take_helper(transport, what, secrets)
         if helper is not None:
             return self._through_helper(

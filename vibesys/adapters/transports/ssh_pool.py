@@ -38,7 +38,7 @@ class HelperPool(SshConnection):
     #: the shared connection's socket and transport table (JSON), when sharing is on
     share: tuple[Path, str] | None
     _shared_idle: list[HelperSession]
-    _share_spawned: bool
+    _share_due: bool
     _share_off: bool
 
     def helper_launch(self) -> str:
@@ -61,7 +61,7 @@ class HelperPool(SshConnection):
         try:
             helper = self._shared_helper()
             if helper is None:
-                transport = self._ensure_connected()
+                transport = self._connected()
                 helper = self._take_helper(transport, "warm up", self.secrets(), waiting=False)
             if helper is not None:
                 self._give_back(helper)
@@ -70,6 +70,16 @@ class HelperPool(SshConnection):
         finally:
             started.set()
             self._warming = None
+
+    def _connected(self) -> Any:
+        """This process's own connection; the first one also starts the shared server for
+        the next processes when there was none (only after a login that worked: a server that
+        cannot log in would only add failed logins)."""
+        transport = self._ensure_connected()
+        if self._share_due and self.share is not None:
+            self._share_due = False
+            ssh_share.spawn(*self.share)  # a dead server's socket file goes with it
+        return transport
 
     def idle_helpers(self) -> int:
         with self._pool_lock:
@@ -95,18 +105,17 @@ class HelperPool(SshConnection):
                 if helper.alive:
                     return helper
                 helper.close()
-        path, config_json = self.share
-        sock = ssh_share.connect(path, self.connect_timeout)
-        if sock is not None:
-            return HelperSession(ssh_share.SocketChannel(sock), self.read_size, ssh_share.SHARED)
-        if path.exists():
+        try:
+            sock = ssh_share.connect(self.share[0], self.connect_timeout)
+        except ssh_share.NoServer:
+            self._share_due = True  # started once this process has logged in (`_connected`)
+            return None
+        if sock is None:
             # A server is there but gave no helper in time (frozen, or it cannot log in): no
             # command was sent, so this process may safely go its own way, and stays on it.
             self._share_off = True
-        elif not self._share_spawned:
-            self._share_spawned = True
-            ssh_share.spawn(path, config_json)
-        return None
+            return None
+        return HelperSession(ssh_share.SocketChannel(sock), self.read_size, ssh_share.SHARED)
 
     def _take_helper(
         self, transport: Any, what: str, secrets: frozenset[str], *, waiting: bool = True

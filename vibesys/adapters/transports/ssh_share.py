@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vibesys.adapters.transports.ssh import SshTransport
 
-__all__ = ["READY", "SHARED", "SocketChannel", "connect", "share_path", "spawn"]
+__all__ = ["READY", "SHARED", "NoServer", "SocketChannel", "connect", "share_path", "spawn"]
 
 #: The generation of helpers that came from a shared connection (never this process's own).
 SHARED = -1
@@ -99,12 +99,24 @@ def spawn(path: Path, config_json: str) -> None:
         )
 
 
+class NoServer(Exception):
+    """Nobody listens on the socket (none yet, or one that died and left its file)."""
+
+
 def connect(path: Path, timeout: float) -> socket.socket | None:
-    """A socket with a ready helper behind it, or None (no server, or none ready in time)."""
+    """A socket with a ready helper behind it; None when the server there gave none in time
+    (or said something else); NoServer when there is no server."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
         sock.connect(str(path))
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        raise NoServer(str(path)) from None
+    except OSError:
+        sock.close()
+        return None
+    try:
         answer = bytearray()
         while not answer.endswith(b"\n") and len(answer) <= len(READY):
             piece = sock.recv(len(READY) - len(answer) or 1)
