@@ -298,3 +298,30 @@ def test_a_server_that_cannot_log_in_is_not_started(
     with pytest.raises((BackendUnavailable, TransportLost)):
         transport.run(["true"])
     assert started == []
+
+
+@pytest.mark.slurm
+def test_a_site_without_a_helper_starts_no_server(
+    tmp_path: Path,
+    ssh_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without python3 on the remote side there is no helper to share: the commands run one
+    channel each, and no server is started (it would only add a login per process)."""
+    started: list[tuple[Path, str]] = []
+    monkeypatch.setattr(ssh_share, "spawn", lambda *share: started.append(share))
+    transport = SshTransport.from_config(site(tmp_path, ssh_dir))
+    transport.helper_pythons = ("/nonexistent/python3",)
+    try:
+        assert transport.run(["echo", "one channel"]).stdout == "one channel\n"
+        assert transport.helpers_started == 0
+    finally:
+        transport.close()
+    assert started == []
+    (tmp_path / "other").mkdir()
+    working = SshTransport.from_config(site(tmp_path / "other", ssh_dir))
+    try:
+        assert working.run(["true"]).returncode == 0
+    finally:
+        working.close()
+    assert len(started) == 1  # a helper worked there: the next processes get a server

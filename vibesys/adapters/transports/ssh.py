@@ -350,7 +350,7 @@ class SshTransport(HelperPool):
             warming.wait(timeout=self.connect_timeout + 60)  # a helper is on its way: take it
         helper = self._shared_helper()
         if helper is None:
-            transport = self._connected()
+            transport = self._ensure_connected()
             helper = self._take_helper(transport, what, secrets)
         if helper is not None:
             return self._through_helper(

@@ -61,7 +61,7 @@ class HelperPool(SshConnection):
         try:
             helper = self._shared_helper()
             if helper is None:
-                transport = self._connected()
+                transport = self._ensure_connected()
                 helper = self._take_helper(transport, "warm up", self.secrets(), waiting=False)
             if helper is not None:
                 self._give_back(helper)
@@ -70,16 +70,6 @@ class HelperPool(SshConnection):
         finally:
             started.set()
             self._warming = None
-
-    def _connected(self) -> Any:
-        """This process's own connection; the first one also starts the shared server for
-        the next processes when there was none (only after a login that worked: a server that
-        cannot log in would only add failed logins)."""
-        transport = self._ensure_connected()
-        if self._share_due and self.share is not None:
-            self._share_due = False
-            ssh_share.spawn(*self.share)  # a dead server's socket file goes with it
-        return transport
 
     def idle_helpers(self) -> int:
         with self._pool_lock:
@@ -108,7 +98,7 @@ class HelperPool(SshConnection):
         try:
             sock = ssh_share.connect(self.share[0], self.connect_timeout)
         except ssh_share.NoServer:
-            self._share_due = True  # started once this process has logged in (`_connected`)
+            self._share_due = True  # started once a helper works here (`_take_helper`)
             return None
         if sock is None:
             # A server is there but gave no helper in time (frozen, or it cannot log in): no
@@ -153,6 +143,12 @@ class HelperPool(SshConnection):
             channel.close()
             raise
         self.helpers_started += 1
+        if self._share_due and self.share is not None:
+            # This process found no shared server: it starts one for the next processes now
+            # that a login and a helper have worked here (a server that cannot have them would
+            # only add a failed login per process). A dead server's socket file goes with it.
+            self._share_due = False
+            ssh_share.spawn(*self.share)
         return helper
 
     def _give_back(self, helper: HelperSession) -> None:
