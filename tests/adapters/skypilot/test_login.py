@@ -26,7 +26,7 @@ def test_the_entry_of_the_infras_alias(tmp_path: Path) -> None:
     config = login_transport_config("slurm/site-a/gpu", tmp_path)
     assert (config.host, config.port, config.user) == ("login.example", 2222, "ana")
     assert (config.identity_file, config.known_hosts) == ("/keys/id_site", "/keys/known_hosts")
-    assert config.jump_host == "bastion.example"
+    assert (config.jump_host, config.jump_user, config.jump_port) == ("bastion.example", "jump", 22)
     assert config.accept_unknown_host is False  # host keys are verified, unlike SkyPilot's own
 
 
@@ -64,3 +64,29 @@ def test_the_login_node_is_reached_only_when_a_command_needs_it(tmp_path: Path) 
         backend.dirs.runner.run(["true"])
     assert "no such file" in str(caught.value) and "VIBESYS_SKY_LOGIN" in caught.value.fix
     assert not caught.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("jump", "expected"),
+    [
+        ("bastion", {"jump_host": "bastion", "jump_user": None, "jump_port": 22}),
+        ("ops@bastion:2200", {"jump_host": "bastion", "jump_user": "ops", "jump_port": 2200}),
+        ("ssh://ops@bastion:2201", {"jump_host": "bastion", "jump_user": "ops", "jump_port": 2201}),
+        ("[2001:db8::1]:2202", {"jump_host": "2001:db8::1", "jump_user": None, "jump_port": 2202}),
+        ("2001:db8::1", {"jump_host": "2001:db8::1", "jump_user": None, "jump_port": 22}),
+        ("none", {"jump_host": None, "jump_user": None, "jump_port": 22}),
+    ],
+)
+def test_proxyjump_keeps_the_hops_user_and_port(
+    tmp_path: Path, jump: str, expected: dict[str, object]
+) -> None:
+    write_config(tmp_path, f"Host site-a\n  HostName login.example\n  ProxyJump {jump}\n")
+    config = login_transport_config("slurm/site-a", tmp_path)
+    assert {key: getattr(config, key) for key in expected} == expected
+
+
+@pytest.mark.parametrize("jump", ["a@one,b@two", "bastion:ssh", "@:22"])
+def test_a_proxyjump_that_cannot_be_followed_is_one_config_line(tmp_path: Path, jump: str) -> None:
+    write_config(tmp_path, f"Host site-a\n  HostName login.example\n  ProxyJump {jump}\n")
+    with pytest.raises(ConfigError, match="ProxyJump"):
+        login_transport_config("slurm/site-a", tmp_path)

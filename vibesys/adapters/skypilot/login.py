@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from vibesys.adapters.base import Sink
 from vibesys.adapters.transports import Runner, runner_from_config
@@ -49,15 +50,43 @@ def login_transport_config(infra: str, sky_home: Path) -> SshTransportConfig:
     identity = entry.get("identityfile")
     known_hosts = entry.get("userknownhostsfile")
     jump = entry.get("proxyjump")
-    return SshTransportConfig(
-        kind="ssh",
-        host=entry.get("hostname", alias),
-        port=int(entry.get("port", 22)),
-        user=entry.get("user"),
-        identity_file=identity[0] if identity else None,
-        known_hosts=known_hosts.split()[0] if known_hosts else None,
-        jump_host=jump.split(",")[0].rpartition("@")[2].partition(":")[0] if jump else None,
-    )
+    settings: dict[str, Any] = {
+        "kind": "ssh",
+        "host": entry.get("hostname", alias),
+        "port": int(entry.get("port", 22)),
+        "user": entry.get("user"),
+        "identity_file": identity[0] if identity else None,
+        "known_hosts": known_hosts.split()[0] if known_hosts else None,
+    }
+    if jump and jump.lower() != "none":
+        settings.update(first_hop(jump, path))
+    return SshTransportConfig(**settings)
+
+
+def first_hop(jump: str, path: Path) -> dict[str, Any]:
+    """The jump_* settings of ProxyJump's first hop, `[user@]host[:port]` (a bracketed IPv6
+    address may carry a port, or an `ssh://` URI); later hops cannot be expressed and are
+    refused rather than silently skipped."""
+    hops = [hop.strip() for hop in jump.split(",")]
+    if len(hops) > 1:
+        raise ConfigError(f"{path}: ProxyJump {jump!r}: only one jump host is supported")
+    hop = hops[0].removeprefix("ssh://")
+    user, _, address = hop.rpartition("@")
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        port = rest.removeprefix(":")
+    elif address.count(":") == 1:
+        host, _, port = address.partition(":")
+    else:
+        host, port = address, ""
+    if not host or (port and not port.isdigit()):
+        raise ConfigError(f"{path}: ProxyJump {jump!r} is not [user@]host[:port]")
+    settings: dict[str, Any] = {"jump_host": host}
+    if user:
+        settings["jump_user"] = user
+    if port:
+        settings["jump_port"] = int(port)
+    return settings
 
 
 def login_runner(infra: str, sky_home: Path) -> Runner:
