@@ -101,13 +101,22 @@ def shared(tmp_path: Path, ssh_dir: Path) -> Iterator[tuple[SshTransportConfig, 
     path.with_suffix(".lock").unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def process(config: SshTransportConfig) -> Iterator[SshTransport]:
+    """The transport of another vibesys process for the site, closed at the end."""
+    transport = SshTransport.from_config(config)
+    try:
+        yield transport
+    finally:
+        transport.close()
+
+
 @pytest.mark.slurm
 def test_a_later_process_runs_its_commands_without_logging_in(
     shared: tuple[SshTransportConfig, Path, int],
 ) -> None:
     config, _path, _pid = shared
-    later = SshTransport.from_config(config)
-    try:
+    with process(config) as later:
         echoed = later.run(["sh", "-c", 'cat; echo " $PPID"'], input=b"through the server")
         again = later.run(["sh", "-c", "echo $PPID"])
         assert later.connections == 0  # no login of its own
@@ -116,15 +125,10 @@ def test_a_later_process_runs_its_commands_without_logging_in(
         assert echoed.stdout.split()[-1] == again.stdout.strip()
         failed = later.run(["sh", "-c", "echo oops >&2; exit 3"])
         assert (failed.returncode, failed.stderr.strip()) == (3, "oops")
-    finally:
-        later.close()
     # The next process gets a helper of its own (each helper serves one process).
-    other = SshTransport.from_config(config)
-    try:
+    with process(config) as other:
         assert other.run(["sh", "-c", "echo $PPID"]).stdout.strip() != again.stdout.strip()
         assert other.connections == 0
-    finally:
-        other.close()
 
 
 @pytest.mark.slurm
@@ -134,16 +138,15 @@ def test_a_frozen_server_is_passed_over_before_anything_is_sent(
     config, _path, pid = shared
     marker = tmp_path / "ran"
     os.kill(pid, signal.SIGSTOP)
-    later = SshTransport.from_config(config)
     try:
-        started = time.monotonic()
-        result = later.run(["sh", "-c", f"echo once >> {marker}"])
-        waited = time.monotonic() - started
-        assert result.returncode == 0
-        assert later.connections == 1  # it went its own way ...
-        assert waited >= config.connect_timeout_seconds  # ... after the server's silence
+        with process(config) as later:
+            started = time.monotonic()
+            result = later.run(["sh", "-c", f"echo once >> {marker}"])
+            waited = time.monotonic() - started
+            assert result.returncode == 0
+            assert later.connections == 1  # it went its own way ...
+            assert waited >= config.connect_timeout_seconds  # ... after the server's silence
     finally:
-        later.close()
         os.kill(pid, signal.SIGCONT)
     time.sleep(0.5)  # what the thawed server got (a connection, no request) runs nothing
     assert marker.read_text() == "once\n"
@@ -154,17 +157,16 @@ def test_a_server_frozen_mid_command_is_an_answer_lost_that_may_have_run(
     shared: tuple[SshTransportConfig, Path, int],
 ) -> None:
     config, _path, pid = shared
-    later = SshTransport.from_config(config)
     try:
-        assert later.run(["true"]).returncode == 0  # the helper is taken
-        threading.Timer(0.3, os.kill, (pid, signal.SIGSTOP)).start()
-        with pytest.raises(BackendUnavailable) as raised:
-            later.run(["sh", "-c", "sleep 1; echo late"], timeout=2, maybe_effect=True)
-        assert raised.value.maybe_submitted is True
-        assert later.connections == 0
+        with process(config) as later:
+            assert later.run(["true"]).returncode == 0  # the helper is taken
+            threading.Timer(0.3, os.kill, (pid, signal.SIGSTOP)).start()
+            with pytest.raises(BackendUnavailable) as raised:
+                later.run(["sh", "-c", "sleep 1; echo late"], timeout=2, maybe_effect=True)
+            assert raised.value.maybe_submitted is True
+            assert later.connections == 0
     finally:
         os.kill(pid, signal.SIGCONT)
-        later.close()
 
 
 @pytest.mark.slurm
@@ -172,8 +174,7 @@ def test_a_server_killed_mid_command_is_a_lost_transport_that_may_have_run(
     shared: tuple[SshTransportConfig, Path, int],
 ) -> None:
     config, _path, pid = shared
-    later = SshTransport.from_config(config)
-    try:
+    with process(config) as later:
         assert later.run(["true"]).returncode == 0
         threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
         started = time.monotonic()
@@ -181,28 +182,20 @@ def test_a_server_killed_mid_command_is_a_lost_transport_that_may_have_run(
             later.run(["sleep", "30"], timeout=60, maybe_effect=True)
         assert raised.value.maybe_submitted is True
         assert time.monotonic() - started < 10  # the end of the socket says it at once
-    finally:
-        later.close()
 
 
 @pytest.mark.slurm
 def test_the_server_leaves_once_idle_for_persist_seconds(tmp_path: Path, ssh_dir: Path) -> None:  # noqa: F811
     config = site(tmp_path, ssh_dir, persist_seconds=1.0)
-    first = SshTransport.from_config(config)
-    assert first.share is not None
-    path = first.share[0]
-    try:
+    with process(config) as first:
+        assert first.share is not None
+        path = first.share[0]
         first.run(["true"])
-    finally:
-        first.close()
     pid = wait_for(lambda: path.exists() and server_pid(path), "the shared server never came up")
-    later = SshTransport.from_config(config)
-    try:
+    with process(config) as later:
         later.run(["true"])
         time.sleep(2.0)  # longer than persist_seconds, but a process is still being served
         assert server_pid(path) == pid
-    finally:
-        later.close()
     wait_for(lambda: server_pid(path) is None and not path.exists(), "the server stayed", 10)
 
 
@@ -264,23 +257,16 @@ def test_a_dead_servers_socket_is_replaced_by_the_next_process(
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: refused(path), "the server's socket still answers")
     assert path.exists()  # its socket file stays behind
-    second = SshTransport.from_config(config)
-    try:
+    with process(config) as second:
         assert second.run(["true"]).returncode == 0
         assert second.connections == 1  # nobody listens: it logs in itself ...
-    finally:
-        second.close()
     # ... and starts a new server for the next process.
     wait_for(lambda: not refused(path), "no new server listens")
     new_pid = server_pid(path)
     assert new_pid is not None and new_pid != pid
-    third = SshTransport.from_config(config)
-    try:
+    with process(config) as third:
         assert third.run(["true"]).returncode == 0
         assert third.connections == 0
-    finally:
-        third.close()
-        os.kill(new_pid, signal.SIGKILL)
 
 
 def test_a_server_that_cannot_log_in_is_not_started(
@@ -310,18 +296,12 @@ def test_a_site_without_a_helper_starts_no_server(
     channel each, and no server is started (it would only add a login per process)."""
     started: list[tuple[Path, str]] = []
     monkeypatch.setattr(ssh_share, "spawn", lambda *share: started.append(share))
-    transport = SshTransport.from_config(site(tmp_path, ssh_dir))
-    transport.helper_pythons = ("/nonexistent/python3",)
-    try:
+    with process(site(tmp_path, ssh_dir)) as transport:
+        transport.helper_pythons = ("/nonexistent/python3",)
         assert transport.run(["echo", "one channel"]).stdout == "one channel\n"
         assert transport.helpers_started == 0
-    finally:
-        transport.close()
     assert started == []
     (tmp_path / "other").mkdir()
-    working = SshTransport.from_config(site(tmp_path / "other", ssh_dir))
-    try:
+    with process(site(tmp_path / "other", ssh_dir)) as working:
         assert working.run(["true"]).returncode == 0
-    finally:
-        working.close()
     assert len(started) == 1  # a helper worked there: the next processes get a server
