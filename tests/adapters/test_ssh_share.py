@@ -53,7 +53,7 @@ def server_pid(path: Path) -> int | None:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"vibesys.adapters.transports.ssh_share" in argv and str(path).encode() in argv:
+        if b"vibesys.adapters.transports.ssh_share_server" in argv and str(path).encode() in argv:
             return int(entry.name)
     return None
 
