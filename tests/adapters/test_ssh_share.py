@@ -305,3 +305,33 @@ def test_a_site_without_a_helper_starts_no_server(
     with process(site(tmp_path / "other", ssh_dir)) as working:
         assert working.run(["true"]).returncode == 0
     assert len(started) == 1  # a helper worked there: the next processes get a server
+
+
+def test_a_burst_of_processes_leaves_one_spare_helper_not_one_each() -> None:
+    from vibesys.adapters.transports.ssh_share_server import _Spare
+
+    class Transport:
+        def __init__(self) -> None:
+            self.idle = 0
+            self.warmed = 0
+            self.gate = threading.Event()
+
+        def idle_helpers(self) -> int:
+            return self.idle
+
+        def warm(self) -> None:
+            self.gate.wait(5)
+            self.warmed += 1
+            self.idle += 1
+
+    transport = Transport()
+    spare = _Spare(transport)  # type: ignore[arg-type]
+    for _ in range(10):  # ten processes took a helper while one refill was under way
+        spare.refill()
+    transport.gate.set()
+    wait_for(lambda: transport.idle == 1, "no spare helper was started")
+    time.sleep(0.2)
+    for _ in range(5):  # the spare is there: nothing more is started
+        spare.refill()
+    time.sleep(0.2)
+    assert (transport.warmed, transport.idle) == (1, 1)

@@ -52,6 +52,7 @@ def serve(path: Path, config_json: str) -> int:
         os.umask(previous)
     server.listen(64)
     users = _Users()
+    spare = _Spare(transport)
     try:
         while True:
             readable, _, _ = select.select([server], [], [], IDLE_POLL_SECONDS)
@@ -59,7 +60,7 @@ def serve(path: Path, config_json: str) -> int:
                 client, _ = server.accept()
                 users.enter()
                 threading.Thread(
-                    target=_serve_one, args=(transport, client, users), daemon=True
+                    target=_serve_one, args=(transport, client, users, spare), daemon=True
                 ).start()
             elif users.idle_for() > config.persist_seconds:
                 return 0
@@ -92,13 +93,40 @@ class _Users:
             return 0.0 if self._count else time.monotonic() - self._since
 
 
-def _serve_one(transport: SshTransport, client: socket.socket, users: _Users) -> None:
+class _Spare:
+    """Keeps one helper started ahead: one refill at a time, and none while one is idle (a
+    burst of processes must not leave a helper each behind, holding the site's sessions)."""
+
+    def __init__(self, transport: SshTransport) -> None:
+        self._transport = transport
+        self._lock = threading.Lock()
+        self._refilling = False
+
+    def refill(self) -> None:
+        with self._lock:
+            if self._refilling:
+                return
+            self._refilling = True
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            if not self._transport.idle_helpers():
+                self._transport.warm()
+        finally:
+            with self._lock:
+                self._refilling = False
+
+
+def _serve_one(
+    transport: SshTransport, client: socket.socket, users: _Users, spare: _Spare
+) -> None:
     try:
         helper = transport.shared_helper_for_client()
         if helper is None:
             return
         # The next process should find a helper started: start it while this one works.
-        threading.Thread(target=transport.warm, daemon=True).start()
+        spare.refill()
         try:
             client.sendall(READY)
             _splice(client, helper.channel)
