@@ -202,6 +202,10 @@ def test_a_stalled_srun_runs_the_command_once(tmp_path: Path) -> None:
     assert attempts_that_ran(counter) == [inv["attempts"][1]["job_name"]]
 
 
+def all_pids() -> list[int]:
+    return [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()]
+
+
 def stopped_processes() -> list[int]:
     found = []
     for entry in os.scandir("/proc"):
@@ -286,6 +290,69 @@ def test_an_sshd_session_stopped_mid_submit_runs_the_command_once(
     inv = show(tmp_path, str(listed(tmp_path)[0]["id"]))
     assert inv["outcome"] == "COMPLETED", history_text(inv)
     assert len(attempts_that_ran(counter)) == 1, attempts_that_ran(counter)
+
+
+def test_a_shared_ssh_server_stopped_mid_submit_runs_the_command_once(
+    tmp_path: Path, slurm_cluster: dict[str, str]
+) -> None:
+    """The host's shared SSH connection (its server process) is stopped while sbatch runs
+    behind it: the answer never comes back, the run passes the silent server over for a
+    connection of its own, finds the job by name and completes it. It never runs twice."""
+    from vibesys.adapters.transports.ssh import SshTransport
+    from vibesys.config import load_slurm_config
+
+    known = Path(slurm_cluster["VIBESYS_SLURM_DIR"]) / "ssh" / "known_hosts"
+    flag = tmp_path / "stop-the-server"
+    server = tmp_path / "server.pid"
+    shims = shim(
+        tmp_path / "shims",
+        "sbatch",
+        f'if [ -e {flag} ]; then rm -f {flag}; kill -STOP "$(cat {server})"; fi\n'
+        f'exec {SBATCH} "$@"\n',
+    )
+    path_value = f"PATH={shims}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    config = ssh_toml(
+        tmp_path,
+        slurm_cluster,
+        f"known_hosts = {json.dumps(str(known))}",
+        f'shell_command = ["env", {json.dumps(path_value)}, "bash", "-c"]',
+        "connect_timeout_seconds = 3",
+    )
+    share = SshTransport.from_config(load_slurm_config(config).slurm.transport).share
+    assert share is not None
+    socket_path = share[0]
+    # A first run logs in itself and starts the shared server for the next one.
+    first = start_run(tmp_path, *run_args("sbatch", config, "--time", "5"), "true")
+    assert first.wait(timeout=120) == 0, first.communicate()[1]
+    deadline = time.monotonic() + 30
+    while not (pids := [p for p in all_pids() if str(socket_path) in cmdline(p)]):
+        assert time.monotonic() < deadline, "no shared server started"
+        time.sleep(0.2)
+    server.write_text(str(pids[0]))
+    flag.touch()
+    counter = tmp_path / "counter"
+    run = start_run(
+        tmp_path,
+        *run_args("sbatch", config, "--time", "5", "--retry-delay", "0"),
+        "sh",
+        "-c",
+        f"echo $SLURM_JOB_NAME >> {counter}",
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while pids[0] not in stopped_processes():
+            assert time.monotonic() < deadline and run.poll() is None, "the server not stopped"
+            time.sleep(0.2)
+        wait_for_event(tmp_path, "OutcomeUnknown", timeout=60)
+    finally:
+        os.kill(pids[0], signal.SIGCONT)
+    _out, err = run.communicate(timeout=240)
+    assert run.returncode == 0, err
+    shown = [show(tmp_path, str(found["id"])) for found in listed(tmp_path)]
+    (inv,) = [one for one in shown if str(counter) in " ".join(one["command"])]
+    assert inv["outcome"] == "COMPLETED", history_text(inv)
+    assert len(attempts_that_ran(counter)) == 1, attempts_that_ran(counter)
+    os.kill(pids[0], signal.SIGKILL)
 
 
 def test_a_changed_host_key_ends_at_once_with_the_fix(
