@@ -11,6 +11,8 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -335,3 +337,28 @@ def test_a_burst_of_processes_leaves_one_spare_helper_not_one_each() -> None:
         spare.refill()
     time.sleep(0.2)
     assert (transport.warmed, transport.idle) == (1, 1)
+
+
+@pytest.mark.slurm
+def test_a_process_served_by_the_shared_connection_never_imports_paramiko(
+    shared: tuple[SshTransportConfig, Path, int],
+) -> None:
+    config, _path, _pid = shared
+    program = (
+        "import sys\n"
+        "from vibesys.adapters.transports.ssh import SshTransport\n"
+        "from vibesys.config.slurm import SshTransportConfig\n"
+        "config = SshTransportConfig.model_validate_json(sys.argv[1])\n"
+        "transport = SshTransport.from_config(config)\n"
+        "print(transport.run(['echo', 'served']).stdout.strip(), transport.connections,\n"
+        "      'paramiko' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, config.model_dump_json(exclude_unset=True)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["served", "0", "False"]

@@ -1,9 +1,9 @@
 """How commands reach Slurm: a `Runner` runs one argv there and returns its output.
 
 `local` runs on this host; `ssh` runs on a login node over one paramiko connection
-(`vibesys.adapters.transports.ssh`, imported only when an ssh transport is built, so commands
-that never reach a cluster never import paramiko). Adapters receive a Runner and never build
-one from strings themselves.
+(`vibesys.adapters.transports.ssh`, imported only when an ssh transport is built; paramiko
+itself is imported only when the process logs in, which a process served by the host's shared
+connection never does). Adapters receive a Runner and never build one from strings themselves.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 `map_ssh_errors` turns paramiko's and the socket's exceptions into our error types at this edge;
 `redact` removes secret values from every message, evidence and stderr. Both live apart from the
-transport so the error policy can be read (and tested) on its own. Imports paramiko: only
-`vibesys.adapters.transports.ssh`, itself imported when an ssh transport is built, imports this.
+transport so the error policy can be read (and tested) on its own. paramiko's exceptions are
+matched only once paramiko is imported (`_paramiko.raised`): before that none can occur.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from vibesys.adapters.transports._paramiko import paramiko
+from vibesys.adapters.transports._paramiko import raised
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, TransportLost
 
 __all__ = [
@@ -126,7 +126,7 @@ def map_ssh_errors(
             f"verify {exc.fingerprint} with the host's owner, then add the key to {exc.known_hosts}"
         )
         raise misconfigured(clean(message), fix, clean(where + message)) from None
-    except paramiko.BadHostKeyException as exc:
+    except raised("BadHostKeyException") as exc:
         message = (
             f"{what}: refusing to connect: the host key of {exc.hostname} changed (got "
             f"{exc.key.get_name()} {host_key_fingerprint(exc.key)}, known_hosts has "
@@ -138,18 +138,18 @@ def map_ssh_errors(
             f"entry for {exc.hostname} in known_hosts"
         )
         raise misconfigured(clean(message), fix, clean(where + message)) from None
-    except paramiko.AuthenticationException as exc:
+    except raised("AuthenticationException") as exc:
         message = f"{what}: authentication failed for {host or 'the host'}"
         fix = "check identity_file and that its public key is in the remote authorized_keys"
         evidence = clean(f"{where}{message}: {describe_exception(exc)}")
         raise misconfigured(clean(message), fix, evidence) from None
-    except paramiko.ChannelException as exc:
+    except raised("ChannelException") as exc:
         message = f"{what}: the server refused a new session ({exc.text or exc.code})"
         raise BackendUnavailable(
             clean(message), evidence=clean(where + message), maybe_submitted=False
         ) from None
     # socket.timeout is an OSError; NoValidConnectionsError too.
-    except (EOFError, paramiko.SSHException, OSError) as exc:
+    except (EOFError, raised("SSHException"), OSError) as exc:
         message = f"{what}: connection lost ({describe_exception(exc)})"
         raise TransportLost(
             clean(message), evidence=clean(where + message), maybe_submitted=maybe_effect

@@ -8,7 +8,8 @@ source; `run` sends one command (argv, environment, time limit, stdin) and copie
 as it arrives. A helper that cannot start (no python3 on the remote side) raises
 `HelperUnavailable`: the transport then runs each command in a channel of its own, as before.
 
-Imports paramiko: only `vibesys.adapters.transports.ssh` imports this module.
+Needs no paramiko itself: a helper's channel may be a paramiko channel or the socket of the
+host's shared connection (`ssh_share.SocketChannel`).
 """
 
 from __future__ import annotations
