@@ -240,32 +240,24 @@ def ssh_toml(tmp_path: Path, cluster: dict[str, str], *lines: str) -> Path:
     return path
 
 
-def test_an_sshd_session_stopped_mid_submit_runs_the_command_once(
-    tmp_path: Path, slurm_cluster: dict[str, str]
-) -> None:
-    """The sshd process serving the submit is stopped while sbatch runs behind it: the
-    answer never comes back, the lookups time out on that connection, and once it wakes the
-    job is found by name. It never runs twice."""
-    known = Path(slurm_cluster["VIBESYS_SLURM_DIR"]) / "ssh" / "known_hosts"
-    shims = shim(
-        tmp_path / "shims",
-        "sbatch",
-        'if grep -q -- "--job-name=.*-1$" "${@: -1}"; then\n'
-        "  p=$$\n"
-        '  while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != sshd ]; do\n'
-        "    p=$(cut -d' ' -f4 /proc/$p/stat)\n"
-        "  done\n"
-        '  [ "$p" -gt 1 ] && kill -STOP "$p"\n'
-        "fi\n"
-        f'exec {SBATCH} "$@"\n',
-    )
+def shimmed_ssh_toml(
+    tmp_path: Path, cluster: dict[str, str], sbatch_first: str, *lines: str
+) -> Path:
+    """ssh.toml whose remote commands find an sbatch that runs `sbatch_first` (bash) first."""
+    known = Path(cluster["VIBESYS_SLURM_DIR"]) / "ssh" / "known_hosts"
+    shims = shim(tmp_path / "shims", "sbatch", sbatch_first + f'exec {SBATCH} "$@"\n')
     path_value = f"PATH={shims}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    config = ssh_toml(
+    return ssh_toml(
         tmp_path,
-        slurm_cluster,
+        cluster,
         f"known_hosts = {json.dumps(str(known))}",
         f'shell_command = ["env", {json.dumps(path_value)}, "bash", "-c"]',
+        *lines,
     )
+
+
+def counted_sbatch_run(tmp_path: Path, config: Path) -> tuple[subprocess.Popen[str], Path]:
+    """`vibesys run --adapter sbatch` of a command that notes each attempt that ran it."""
     counter = tmp_path / "counter"
     run = start_run(
         tmp_path,
@@ -274,6 +266,27 @@ def test_an_sshd_session_stopped_mid_submit_runs_the_command_once(
         "-c",
         f"echo $SLURM_JOB_NAME >> {counter}",
     )
+    return run, counter
+
+
+def test_an_sshd_session_stopped_mid_submit_runs_the_command_once(
+    tmp_path: Path, slurm_cluster: dict[str, str]
+) -> None:
+    """The sshd process serving the submit is stopped while sbatch runs behind it: the
+    answer never comes back, the lookups time out on that connection, and once it wakes the
+    job is found by name. It never runs twice."""
+    config = shimmed_ssh_toml(
+        tmp_path,
+        slurm_cluster,
+        'if grep -q -- "--job-name=.*-1$" "${@: -1}"; then\n'
+        "  p=$$\n"
+        '  while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != sshd ]; do\n'
+        "    p=$(cut -d' ' -f4 /proc/$p/stat)\n"
+        "  done\n"
+        '  [ "$p" -gt 1 ] && kill -STOP "$p"\n'
+        "fi\n",
+    )
+    run, counter = counted_sbatch_run(tmp_path, config)
     try:
         deadline = time.monotonic() + 60
         while not [p for p in stopped_processes() if cmdline(p).startswith("sshd")]:
@@ -301,21 +314,12 @@ def test_a_shared_ssh_server_stopped_mid_submit_runs_the_command_once(
     from vibesys.adapters.transports.ssh import SshTransport
     from vibesys.config import load_slurm_config
 
-    known = Path(slurm_cluster["VIBESYS_SLURM_DIR"]) / "ssh" / "known_hosts"
     flag = tmp_path / "stop-the-server"
     server = tmp_path / "server.pid"
-    shims = shim(
-        tmp_path / "shims",
-        "sbatch",
-        f'if [ -e {flag} ]; then rm -f {flag}; kill -STOP "$(cat {server})"; fi\n'
-        f'exec {SBATCH} "$@"\n',
-    )
-    path_value = f"PATH={shims}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    config = ssh_toml(
+    config = shimmed_ssh_toml(
         tmp_path,
         slurm_cluster,
-        f"known_hosts = {json.dumps(str(known))}",
-        f'shell_command = ["env", {json.dumps(path_value)}, "bash", "-c"]',
+        f'if [ -e {flag} ]; then rm -f {flag}; kill -STOP "$(cat {server})"; fi\n',
         "connect_timeout_seconds = 3",
     )
     share = SshTransport.from_config(load_slurm_config(config).slurm.transport).share
@@ -323,21 +327,15 @@ def test_a_shared_ssh_server_stopped_mid_submit_runs_the_command_once(
     socket_path = share[0]
     # A first run logs in itself and starts the shared server for the next one.
     first = start_run(tmp_path, *run_args("sbatch", config, "--time", "5"), "true")
-    assert first.wait(timeout=120) == 0, first.communicate()[1]
+    _out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
     deadline = time.monotonic() + 30
     while not (pids := [p for p in all_pids() if str(socket_path) in cmdline(p)]):
         assert time.monotonic() < deadline, "no shared server started"
         time.sleep(0.2)
     server.write_text(str(pids[0]))
     flag.touch()
-    counter = tmp_path / "counter"
-    run = start_run(
-        tmp_path,
-        *run_args("sbatch", config, "--time", "5", "--retry-delay", "0"),
-        "sh",
-        "-c",
-        f"echo $SLURM_JOB_NAME >> {counter}",
-    )
+    run, counter = counted_sbatch_run(tmp_path, config)
     try:
         deadline = time.monotonic() + 60
         while pids[0] not in stopped_processes():
