@@ -190,8 +190,9 @@ class SshTransportConfig(BaseModel):
         ge=0,
         le=86400,
         description="How long one connection to this site, shared by this host's vibesys "
-        "processes, stays open after its last command (as OpenSSH's ControlPersist). The "
-        "first process that finds none starts it in the background; later ones run their "
+        "processes, stays open after its last command (as OpenSSH's ControlPersist). A "
+        "process that finds none connects on its own and, once its login and remote helper "
+        "work, starts it in the background; later ones run their "
         "commands through it without logging in (a login, with a second factor on some "
         "sites, and the remote helper's start). 0: each process connects on its own.",
     )

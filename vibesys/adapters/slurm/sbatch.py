@@ -190,7 +190,6 @@ class SbatchBackend(SlurmBackendBase):
         self.progress: Progress | None = None
 
     def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
-
         scheduler = self.scheduler
         remote = scheduler.remote_dir(request_ref(request))
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)

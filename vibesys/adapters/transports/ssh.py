@@ -345,9 +345,7 @@ class SshTransport(HelperPool):
     ) -> tuple[int, str]:
         secrets = self.secrets()
         what = redact(shlex.join(argv), secrets)
-        warming = self._warming
-        if warming is not None:
-            warming.wait(timeout=self.connect_timeout + 60)  # a helper is on its way: take it
+        self._await_warming()
         helper = self._shared_helper()
         if helper is None:
             transport = self._ensure_connected()

@@ -62,7 +62,7 @@ class HelperPool(SshConnection):
             helper = self._shared_helper()
             if helper is None:
                 transport = self._ensure_connected()
-                helper = self._take_helper(transport, "warm up", self.secrets(), waiting=False)
+                helper = self._take_helper(transport, "warm up", self.secrets())
             if helper is not None:
                 self._give_back(helper)
         except Exception:
@@ -71,6 +71,12 @@ class HelperPool(SshConnection):
             started.set()
             self._warming = None
 
+    def _await_warming(self) -> None:
+        """A helper is on its way (`warm`): take it rather than start another."""
+        warming = self._warming
+        if warming is not None:
+            warming.wait(timeout=self.connect_timeout + 60)
+
     def idle_helpers(self) -> int:
         with self._pool_lock:
             return len(self._idle)
@@ -78,6 +84,7 @@ class HelperPool(SshConnection):
     def shared_helper_for_client(self) -> HelperSession | None:
         """A started helper of this (the sharing server's) connection for one process; None
         when there is none to give (that process connects on its own and meets the error)."""
+        self._await_warming()
         try:
             return self._take_helper(self._ensure_connected(), "shared helper", self.secrets())
         except Exception:
@@ -108,13 +115,10 @@ class HelperPool(SshConnection):
         return HelperSession(ssh_share.SocketChannel(sock), self.read_size, ssh_share.SHARED)
 
     def _take_helper(
-        self, transport: Any, what: str, secrets: frozenset[str], *, waiting: bool = True
+        self, transport: Any, what: str, secrets: frozenset[str]
     ) -> HelperSession | None:
         """An idle helper of the current connection, or a new one; None when commands must run
         one channel each (no helper wanted, or it cannot start on this connection)."""
-        warming = self._warming
-        if waiting and warming is not None:
-            warming.wait(timeout=self.connect_timeout + 60)  # one is on its way: take it
         generation = self.connections
         if not self.use_helper or self._no_helper == generation:
             return None
