@@ -362,3 +362,45 @@ def test_a_process_served_by_the_shared_connection_never_imports_paramiko(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["served", "0", "False"]
+
+
+@pytest.mark.slurm
+def test_a_served_process_frozen_or_killed_mid_command_does_not_stop_the_others(
+    shared: tuple[SshTransportConfig, Path, int],
+) -> None:
+    """Following is not owning: a process the server serves may freeze or die in the middle
+    of a command; the server goes on serving the others."""
+    config, path, pid = shared
+    program = (
+        "import sys\n"
+        "from vibesys.adapters.transports.ssh import SshTransport\n"
+        "from vibesys.config.slurm import SshTransportConfig as Config\n"
+        "transport = SshTransport.from_config(Config.model_validate_json(sys.argv[1]))\n"
+        "transport.run(['true'])\n"
+        "print('served', transport.connections, flush=True)\n"
+        "transport.run(['sh', '-c', 'yes | head -c 50000000; sleep 60'], timeout=120)\n"
+    )
+    busy = subprocess.Popen(
+        [sys.executable, "-c", program, config.model_dump_json(exclude_unset=True)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert busy.stdout is not None and busy.stdout.readline() == "served 0\n"
+        time.sleep(1.0)  # its command now fills the pipes towards the frozen process
+        os.kill(busy.pid, signal.SIGSTOP)
+        with process(config) as other:
+            assert other.run(["echo", "still served"]).stdout == "still served\n"
+            assert other.connections == 0
+        os.kill(busy.pid, signal.SIGKILL)
+        busy.wait(timeout=10)
+        with process(config) as third:
+            assert third.run(["echo", "and after"]).stdout == "and after\n"
+            assert third.connections == 0
+        assert server_pid(path) == pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(busy.pid, signal.SIGKILL)
+        busy.wait(timeout=10)
+        if busy.stdout is not None:
+            busy.stdout.close()
