@@ -103,6 +103,21 @@ def shared(tmp_path: Path, ssh_dir: Path) -> Iterator[tuple[SshTransportConfig, 
     path.with_suffix(".lock").unlink(missing_ok=True)
 
 
+def python_with_transport(config: SshTransportConfig, *lines: str) -> list[str]:
+    """The argv of another Python process that builds the site's transport (as `transport`)
+    and runs `lines`: a clean interpreter, a process of its own."""
+    program = "\n".join(
+        [
+            "import sys",
+            "from vibesys.adapters.transports.ssh import SshTransport",
+            "from vibesys.config.slurm import SshTransportConfig as Config",
+            "transport = SshTransport.from_config(Config.model_validate_json(sys.argv[1]))",
+            *lines,
+        ]
+    )
+    return [sys.executable, "-c", program, config.model_dump_json(exclude_unset=True)]
+
+
 @contextlib.contextmanager
 def process(config: SshTransportConfig) -> Iterator[SshTransport]:
     """The transport of another vibesys process for the site, closed at the end."""
@@ -344,17 +359,12 @@ def test_a_process_served_by_the_shared_connection_never_imports_paramiko(
     shared: tuple[SshTransportConfig, Path, int],
 ) -> None:
     config, _path, _pid = shared
-    program = (
-        "import sys\n"
-        "from vibesys.adapters.transports.ssh import SshTransport\n"
-        "from vibesys.config.slurm import SshTransportConfig\n"
-        "config = SshTransportConfig.model_validate_json(sys.argv[1])\n"
-        "transport = SshTransport.from_config(config)\n"
-        "print(transport.run(['echo', 'served']).stdout.strip(), transport.connections,\n"
-        "      'paramiko' in sys.modules)\n"
-    )
     done = subprocess.run(
-        [sys.executable, "-c", program, config.model_dump_json(exclude_unset=True)],
+        python_with_transport(
+            config,
+            "print(transport.run(['echo', 'served']).stdout.strip(), transport.connections,",
+            "      'paramiko' in sys.modules)",
+        ),
         capture_output=True,
         text=True,
         timeout=60,
@@ -371,17 +381,13 @@ def test_a_served_process_frozen_or_killed_mid_command_does_not_stop_the_others(
     """Following is not owning: a process the server serves may freeze or die in the middle
     of a command; the server goes on serving the others."""
     config, path, pid = shared
-    program = (
-        "import sys\n"
-        "from vibesys.adapters.transports.ssh import SshTransport\n"
-        "from vibesys.config.slurm import SshTransportConfig as Config\n"
-        "transport = SshTransport.from_config(Config.model_validate_json(sys.argv[1]))\n"
-        "transport.run(['true'])\n"
-        "print('served', transport.connections, flush=True)\n"
-        "transport.run(['sh', '-c', 'yes | head -c 50000000; sleep 60'], timeout=120)\n"
-    )
     busy = subprocess.Popen(
-        [sys.executable, "-c", program, config.model_dump_json(exclude_unset=True)],
+        python_with_transport(
+            config,
+            "transport.run(['true'])",
+            "print('served', transport.connections, flush=True)",
+            "transport.run(['sh', '-c', 'yes | head -c 50000000; sleep 60'], timeout=120)",
+        ),
         stdout=subprocess.PIPE,
         text=True,
     )
