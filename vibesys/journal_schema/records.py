@@ -59,9 +59,12 @@ class HistoryRow:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Invocation:
-    """One invocation's row, with the facts of its current attempt that decisions need."""
+    """One invocation's row, with the facts of its current attempt that decisions need.
+
+    Not slotted: `evolve` copies the instance dictionary, which is several times cheaper than
+    the 29 keyword arguments `dataclasses.replace` passes (it runs on every commit)."""
 
     id: str
     label: str | None
@@ -94,6 +97,15 @@ class Invocation:
     fence_intended: bool = False
     intended_at: str | None = None
     job_name: str | None = None
+
+    def evolve(self, **changes: Any) -> Invocation:
+        """This row with `changes` (field names only), as `dataclasses.replace` without its
+        generic cost. Callers pass fields only: nothing else is checked."""
+        new = object.__new__(Invocation)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields.update(changes)
+        return new
 
     @property
     def snapshot_digest(self) -> str | None:

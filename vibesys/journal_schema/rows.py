@@ -1,10 +1,10 @@
-"""What a transition writes besides the state: the invocation row's other columns and the
-attempts table. Called inside `Journal.commit_transition`'s transaction."""
+"""What a transition writes besides the state: the invocation row's other columns, the
+attempts table, and the same facts on the read model that `commit_transition` returns. One
+match per event kind keeps the table and the read model in step (and runs on every commit)."""
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any
+from typing import Any, NamedTuple
 
 from vibesys.journal_schema.records import Invocation
 from vibesys.states import (
@@ -21,34 +21,32 @@ from vibesys.states import (
     Submitted,
 )
 
+_THIS_ATTEMPT = "WHERE invocation_id=? AND attempt=?"
 
-def row_updates(current: Invocation, event: Event, decision: Decision) -> dict[str, Any]:
-    """The columns of the invocation row an event changes besides state and version."""
+
+class Changes(NamedTuple):
+    #: invocation columns besides state, version and updated_at
+    columns: dict[str, Any]
+    #: the attempts table's statement and its parameters (None: the attempt is unchanged)
+    attempt_sql: str | None
+    attempt_params: tuple[Any, ...]
+    #: the current attempt's fields on the read model
+    facts: dict[str, Any]
+
+
+def changes(current: Invocation, event: Event, decision: Decision, at: str) -> Changes:
+    key = (current.id, current.attempt)
     columns: dict[str, Any] = {}
+    sql: str | None = None
+    params: tuple[Any, ...] = ()
+    facts: dict[str, Any] = {}
     match event:
-        case SubmitIntended(attempt=attempt):
-            columns.update(attempt=attempt, not_before=None)
-        case Finished(failure_class=fc, exit_code=code):
-            columns.update(failure_class=fc, exit_code=code)
-        case InfraFailed(failure_class=fc, not_before=not_before):
-            columns.update(
-                failure_class=fc, retries=current.retries + 1, not_before=not_before or None
-            )
-        case CancelRequested():
-            columns.update(cancel_requested=True)
-        case Collected(exit_code=code):
-            columns.update(exit_code=code)
-    for effect in decision.effects:
-        if isinstance(effect, Finish):
-            columns.update(outcome=effect.outcome)
-    return columns
-
-
-def attempt_facts(current: Invocation, event: Event, at: str) -> dict[str, Any]:
-    """How the current attempt's facts on the read model change (mirrors `attempt_updates`)."""
-    match event:
-        case SubmitIntended(job_name=name):
-            return {
+        case SubmitIntended(attempt=attempt, job_name=name):
+            columns = {"attempt": attempt, "not_before": None}
+            sql = "INSERT INTO attempts (invocation_id, attempt, job_name, intended_at) "
+            sql += "VALUES (?,?,?,?)"
+            params = (current.id, attempt, name, at)
+            facts = {
                 "job_id": None,
                 "job_name": name,
                 "dispatched": False,
@@ -56,41 +54,27 @@ def attempt_facts(current: Invocation, event: Event, at: str) -> dict[str, Any]:
                 "intended_at": at,
             }
         case SubmitDispatched():
-            return {"dispatched": True}
+            sql = f"UPDATE attempts SET dispatched_at=? {_THIS_ATTEMPT}"
+            params, facts = (at, *key), {"dispatched": True}
         case FenceIntended():
-            return {"fence_intended": True}
+            sql = "UPDATE attempts SET fence_intended_at=coalesce(fence_intended_at, ?) "
+            sql += _THIS_ATTEMPT
+            params, facts = (at, *key), {"fence_intended": True}
         case Submitted(job_id=job_id):
-            return {"job_id": job_id}
-    return {}
-
-
-def attempt_updates(conn: sqlite3.Connection, current: Invocation, event: Event, at: str) -> None:
-    key = (current.id, current.attempt)
-    match event:
-        case SubmitIntended(attempt=attempt, job_name=name):
-            conn.execute(
-                "INSERT INTO attempts (invocation_id, attempt, job_name, intended_at) "
-                "VALUES (?,?,?,?)",
-                (current.id, attempt, name, at),
-            )
-        case SubmitDispatched():
-            conn.execute(
-                "UPDATE attempts SET dispatched_at=? WHERE invocation_id=? AND attempt=?",
-                (at, *key),
-            )
-        case FenceIntended():
-            conn.execute(
-                "UPDATE attempts SET fence_intended_at=coalesce(fence_intended_at, ?) "
-                "WHERE invocation_id=? AND attempt=?",
-                (at, *key),
-            )
-        case Submitted(job_id=job_id):
-            conn.execute(
-                "UPDATE attempts SET job_id=?, submitted_at=? WHERE invocation_id=? AND attempt=?",
-                (job_id, at, *key),
-            )
-        case Finished(failure_class=fc) | InfraFailed(failure_class=fc):
-            conn.execute(
-                "UPDATE attempts SET failure_class=? WHERE invocation_id=? AND attempt=?",
-                (fc, *key),
-            )
+            sql = f"UPDATE attempts SET job_id=?, submitted_at=? {_THIS_ATTEMPT}"
+            params, facts = (job_id, at, *key), {"job_id": job_id}
+        case Finished(failure_class=fc, exit_code=code):
+            columns = {"failure_class": fc, "exit_code": code}
+            sql, params = f"UPDATE attempts SET failure_class=? {_THIS_ATTEMPT}", (fc, *key)
+        case InfraFailed(failure_class=fc, not_before=not_before):
+            retries = current.retries + 1
+            columns = {"failure_class": fc, "retries": retries, "not_before": not_before or None}
+            sql, params = f"UPDATE attempts SET failure_class=? {_THIS_ATTEMPT}", (fc, *key)
+        case CancelRequested():
+            columns = {"cancel_requested": True}
+        case Collected(exit_code=code):
+            columns = {"exit_code": code}
+    for effect in decision.effects:
+        if isinstance(effect, Finish):
+            columns["outcome"] = effect.outcome
+    return Changes(columns, sql, params, facts)

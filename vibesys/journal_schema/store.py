@@ -8,9 +8,8 @@ the current row. The engine performs the effect a transition authorizes only aft
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
-import operator
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,7 +35,7 @@ from vibesys.journal_schema.polls import PollRecords
 from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
-from vibesys.journal_schema.rows import attempt_facts, attempt_updates, row_updates
+from vibesys.journal_schema.rows import changes
 from vibesys.states import Decision, Event, JobState, decide
 
 if TYPE_CHECKING:
@@ -54,10 +53,11 @@ __all__ = [
 ]
 
 
-#: The invocation read model's fields: the committed row is built from them without the
-#: generic (and slower) dataclasses.replace.
-_INVOCATION_FIELDS = tuple(f.name for f in dataclasses.fields(Invocation))
-_INVOCATION_VALUES = operator.attrgetter(*_INVOCATION_FIELDS)
+@functools.cache
+def _update_sql(columns: tuple[str, ...]) -> str:
+    """The compare-and-swap's UPDATE for one set of changed columns, up to its WHERE."""
+    sets = "".join(f", {name}=?" for name in columns)
+    return f"UPDATE invocations SET state=?, version=version+1, updated_at=?{sets} "
 
 
 class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, PollRecords):
@@ -140,15 +140,13 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
         decision = decide(current.state, event)
         at = iso(now or utc_now())
         kind, evidence = encode_event(event)
-        columns = row_updates(current, event, decision)
-        sets = "".join(f", {name}=?" for name in columns)
+        columns, attempt_sql, attempt_params, facts = changes(current, event, decision, at)
         conn = self.conn
         # The transaction of write_txn(), inlined: this runs on every transition.
         conn.execute("BEGIN IMMEDIATE")
         try:
             cursor = conn.execute(
-                f"UPDATE invocations SET state=?, version=version+1, updated_at=?{sets} "
-                "WHERE id=? AND state=? AND version=?",
+                _update_sql(tuple(columns)) + "WHERE id=? AND state=? AND version=?",
                 (decision.state, at, *columns.values(), current.id, current.state, current.version),
             )
             if cursor.rowcount != 1:
@@ -166,22 +164,18 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
                     at,
                 ),
             )
-            attempt_updates(conn, current, event, at)
+            if attempt_sql is not None:
+                conn.execute(attempt_sql, attempt_params)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
-        values = dict(zip(_INVOCATION_FIELDS, _INVOCATION_VALUES(current), strict=True))
-        values.update(
-            state=decision.state,
-            version=current.version + 1,
-            updated_at=at,
-            **columns,
-            **attempt_facts(current, event, at),
+        committed = current.evolve(
+            state=decision.state, version=current.version + 1, updated_at=at, **columns, **facts
         )
-        return Invocation(**values), decision
+        return committed, decision
 
 
 def open_journal(path: Path, *, readonly: bool = False) -> Journal:
