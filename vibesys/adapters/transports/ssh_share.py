@@ -29,11 +29,11 @@ import hashlib
 import os
 import select
 import socket
-import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from vibesys.private_dir import private_dir
 
 __all__ = ["READY", "SHARED", "NoServer", "SocketChannel", "connect", "share_path", "spawn"]
 
@@ -45,23 +45,9 @@ READY = b"vibesys-shared-helper ready\n"
 CONFIG_VARIABLE = "VIBESYS_SSH_SHARE_CONFIG"
 
 
-def share_dir() -> Path | None:
-    """This user's private directory for shared connections; None when it cannot be made
-    private (then nothing is shared)."""
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    path = Path(base) / f"vibesys-{os.getuid()}"
-    try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        info = os.lstat(path)
-    except OSError:
-        return None
-    private = info.st_uid == os.getuid() and not info.st_mode & 0o077
-    return path if stat.S_ISDIR(info.st_mode) and private else None
-
-
 def share_path(config_json: str) -> Path | None:
     """The socket of the shared connection for one transport table (its JSON)."""
-    directory = share_dir()
+    directory = private_dir()
     if directory is None:
         return None
     digest = hashlib.sha256(config_json.encode("utf-8")).hexdigest()[:24]
