@@ -149,6 +149,38 @@ def test_newly_watched_jobs_wait_the_initial_delay_for_their_first_round(
     assert len(fake.status_calls()) == 1
 
 
+def test_a_burst_of_submissions_gets_one_first_round_when_its_newest_is_due(
+    journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    first = running(a, tmp_path)
+    clock.advance(1.0)
+    second = running(a, tmp_path)  # one second later: the first look waits for it too
+    clock.advance(1.5)  # 2.5 s: the first job's initial delay is past, the second's is not
+    assert a.observe(journal.get(first.id)) is None
+    assert fake.status_calls() == []
+    clock.advance(0.6)  # 3.1 s: the second's is past; one round sees both
+    assert a.observe(journal.get(first.id)) is not None
+    assert a.observe(journal.get(second.id)) is not None
+    assert len(fake.status_calls()) == 1
+
+
+def test_a_stream_of_submissions_does_not_put_the_first_round_off_for_ever(
+    journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    first = running(a, tmp_path)
+    for _ in range(6):  # a new job every 0.7 s
+        clock.advance(0.7)
+        running(a, tmp_path)
+        if fake.status_calls():
+            break
+    # The oldest waits at most twice the initial delay (2 s) for its first round.
+    clock.advance(max(0.0, 4.0 - 0.7 * 6) + 0.01)
+    a.observe(journal.get(first.id))
+    assert len(fake.status_calls()) == 1
+
+
 def test_a_round_not_yet_due_is_not_run(
     journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
 ) -> None:

@@ -160,7 +160,11 @@ class PollRecords:
     ) -> None:
         """Have every round at `site` observe these invocations (until they need it no more).
         Newly watched ones make a round that nobody has waited for (its time is past) due at
-        `hold_until`, not at once: a job just submitted needs no scheduler query yet."""
+        `hold_until`, not at once: a job just submitted needs no scheduler query yet. While no
+        watched job of the site has been observed (a burst of submissions from idle), the
+        first look waits for the newest of them alike, but the oldest waits at most twice the
+        hold: one first round for the burst, not one for its first job and another soon
+        after for the rest."""
         known = {
             row[0]
             for row in self.conn.execute(
@@ -177,11 +181,23 @@ class PollRecords:
                 [(site, i) for i in missing],
             )
             if hold_until is not None and now is not None:
-                conn.execute(
-                    "UPDATE poll_sites SET due_at=? WHERE site=? "
-                    "AND (due_at IS NULL OR due_at < ?)",
-                    (iso(hold_until), site, iso(now)),
-                )
+                oldest, observed = conn.execute(
+                    "SELECT min(i.updated_at), max(w.round) FROM poll_watch w "
+                    "JOIN invocations i ON i.id = w.invocation_id WHERE w.site=?",
+                    (site,),
+                ).fetchone()
+                if observed is None and oldest is not None:
+                    cap = datetime.fromisoformat(oldest) + 2 * (hold_until - now)
+                    conn.execute(
+                        "UPDATE poll_sites SET due_at=? WHERE site=?",
+                        (iso(min(hold_until, max(cap, now))), site),
+                    )
+                else:
+                    conn.execute(
+                        "UPDATE poll_sites SET due_at=? WHERE site=? "
+                        "AND (due_at IS NULL OR due_at < ?)",
+                        (iso(hold_until), site, iso(now)),
+                    )
 
     def take_poller(
         self,
