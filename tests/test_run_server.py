@@ -98,11 +98,15 @@ def context() -> Iterator[Context]:
 def served_run(ctx: Context, *argv: str) -> tuple[int, str, str, int]:
     """Run until a server has started for this context, then once more through it."""
     ctx.run("run", "--", "true")
+    await_socket(ctx)
+    return ctx.run(*argv)
+
+
+def await_socket(ctx: Context) -> None:
     deadline = time.monotonic() + 20
     while not ctx.sockets():
         assert time.monotonic() < deadline, "no server started"
         time.sleep(0.05)
-    return ctx.run(*argv)
 
 
 def _normal(out: str) -> list[str]:
@@ -140,8 +144,20 @@ def test_a_served_run_answers_as_its_own_process_would(context: Context) -> None
     assert status == 0 and "COMMAND" in out
 
 
+def test_a_burst_from_nothing_starts_one_server(context: Context) -> None:
+    burst = [context.start("run", "--", sys.executable, "ancestry.py") for _ in range(4)]
+    results = [(process.communicate(timeout=60), process) for process in burst]
+    assert [process.returncode for _, process in results] == [0, 0, 0, 0]
+    await_socket(context)
+    time.sleep(0.5)  # a second server, had one started, would hold its socket by now
+    assert len(context.sockets()) == 1
+    assert len(context.servers()) == 1
+    # The run that found nobody ran in its own process (and started the server).
+    local = [p for (out, _), p in results if p.pid in ancestry(out)]
+    assert len(local) >= 1
+
+
 def test_a_served_client_loads_none_of_the_run_machinery(context: Context) -> None:
-    served_run(context, "run", "--", "true")
     probe = (
         "import json, sys\n"
         "sys.argv = ['vibesys', 'run', '--', 'true']\n"
@@ -149,17 +165,24 @@ def test_a_served_client_loads_none_of_the_run_machinery(context: Context) -> No
         "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
         "print(json.dumps([code, sorted(sys.modules)]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=context.project,
-        env=context.env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    code, modules = json.loads(done.stdout.splitlines()[-1])
+
+    def loaded() -> tuple[int, list[str]]:
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=context.project,
+            env=context.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        code, modules = json.loads(done.stdout.splitlines()[-1])
+        return code, modules
+
+    loaded()  # no server for this context yet: it starts one and runs here
+    await_socket(context)
+    code, modules = loaded()
     assert code == 0
     heavy = [m for m in modules if m.split(".")[0] in ("pydantic", "transitions", "sqlite3")]
     heavy += [m for m in modules if m.startswith(("vibesys.engine", "vibesys.adapters"))]

@@ -81,8 +81,11 @@ def served(argv: Sequence[str]) -> int | None:
     sock = _connect(socket_path)
     if sock is None:
         if not _held(lock_path):
+            # Nobody serves this context: start a server for the runs to come, and run this
+            # one here meanwhile (waiting for the server would cost as much as importing).
             spawn(socket_path, lock_path)
-        sock = _await_server(socket_path)
+            return None
+        sock = _await_server(socket_path, lock_path)  # one is starting: a burst waits for it
         if sock is None:
             return None
     return _follow(sock, argv)
@@ -197,13 +200,17 @@ def _held(lock_path: Path) -> bool:
     return False
 
 
-def _await_server(path: Path) -> socket.socket | None:
+def _await_server(path: Path, lock_path: Path) -> socket.socket | None:
+    """The starting server's socket; None after STARTING_WAIT, or once the server has given
+    up (its lock is free and nobody listens)."""
     deadline = time.monotonic() + STARTING_WAIT
     while time.monotonic() < deadline:
         time.sleep(0.02)
         sock = _connect(path)
         if sock is not None:
             return sock
+        if not _held(lock_path):
+            return None
     return None
 
 

@@ -48,9 +48,7 @@ def main(argv: list[str]) -> int:
         return 0  # the client imported another vibesys (its own path first): not ours to serve
     global _lock_fd
     lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    if not _take(lock):
         return 0  # another server serves this context, or is starting
     _lock_fd = lock
     with contextlib.suppress(Exception):
@@ -81,6 +79,19 @@ def main(argv: list[str]) -> int:
     listener.close()
     os.close(lock)
     return 0
+
+
+def _take(lock: int) -> bool:
+    """The lock, or False when another server holds it. A client asking whether a server is
+    there holds it for an instant: a few tries tell that from a server that lives."""
+    for _ in range(20):
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            time.sleep(0.01)
+        else:
+            return True
+    return False
 
 
 def warm() -> None:
