@@ -225,6 +225,26 @@ def test_a_killed_client_takes_its_served_run_with_it(context: Context) -> None:
         time.sleep(0.05)
 
 
+def test_a_frozen_client_follows_its_run_without_stopping_it(context: Context) -> None:
+    """SIGSTOP cannot be passed on: the fork, the run's owner, goes on, and the client reports
+    its status once it is thawed (documented in operator-setup.md)."""
+    served_run(context, "run", "--", "true")
+    process = context.start("run", "--", "sh", "-c", "sleep 1; echo finished")
+    _await_running(context)
+    process.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 30
+        while _latest_state(context) != "DONE":
+            assert time.monotonic() < deadline, "the run stopped with its client"
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGCONT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert out.splitlines() == ["finished"]
+    assert "DONE COMPLETED exit 0" in err
+
+
 def test_a_frozen_server_is_passed_over_and_never_runs_the_evaluation(
     context: Context,
 ) -> None:
@@ -360,15 +380,17 @@ def test_only_an_identical_context_shares_a_server(monkeypatch: pytest.MonkeyPat
 
 def _await_running(ctx: Context) -> None:
     deadline = time.monotonic() + 30
-    while True:
-        with sqlite3.connect(ctx.project / ".vibesys" / "journal.db") as conn:
-            row = conn.execute(
-                "SELECT state FROM invocations ORDER BY created_at DESC LIMIT 1"
-            ).fetchone()
-        if row and row[0] == "RUNNING":
-            return
+    while _latest_state(ctx) != "RUNNING":
         assert time.monotonic() < deadline, "the run did not reach RUNNING"
         time.sleep(0.05)
+
+
+def _latest_state(ctx: Context) -> str | None:
+    with sqlite3.connect(ctx.project / ".vibesys" / "journal.db") as conn:
+        row = conn.execute(
+            "SELECT state FROM invocations ORDER BY created_at DESC LIMIT 1"
+        ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _pids() -> list[int]:
