@@ -4,7 +4,9 @@ servers. Stdlib only (the entry point imports it before anything heavy)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -25,3 +27,18 @@ def private_dir() -> Path | None:
         return None
     private = info.st_uid == os.getuid() and not info.st_mode & 0o077
     return path if stat.S_ISDIR(info.st_mode) and private else None
+
+
+def listen_private(path: Path, backlog: int) -> socket.socket:
+    """A Unix socket listening at `path` (mode 0600), in place of whatever file a dead server
+    left there: the caller holds the lock that makes the name its own."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0o177)
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(previous)
+    listener.listen(backlog)
+    return listener

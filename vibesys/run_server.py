@@ -32,6 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from vibesys.private_dir import listen_private
 from vibesys.run_client import DEFAULT_PERSIST, PERSIST
 
 #: How long a fork waits for its client's request before leaving without running anything.
@@ -54,15 +55,7 @@ def main(argv: list[str]) -> int:
     with contextlib.suppress(Exception):
         warm()  # what fails to load here fails in the fork as it would in a run of its own
     persist = _persist_seconds()
-    with contextlib.suppress(FileNotFoundError):
-        socket_path.unlink()  # ours by the lock: whatever is there is a dead server's
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    mask = os.umask(0o177)
-    try:
-        listener.bind(str(socket_path))
-    finally:
-        os.umask(mask)
-    listener.listen(128)
+    listener = listen_private(socket_path, 128)
     last = time.monotonic()
     while True:
         _reap()

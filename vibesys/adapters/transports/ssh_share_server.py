@@ -22,6 +22,7 @@ from typing import Any
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.adapters.transports.ssh_share import CONFIG_VARIABLE, READY
 from vibesys.config.slurm import SshTransportConfig
+from vibesys.private_dir import listen_private
 
 #: How long the server waits on a quiet splice before it looks again (its stderr drained).
 SPLICE_POLL_SECONDS = 5.0
@@ -42,15 +43,7 @@ def serve(path: Path, config_json: str) -> int:
     transport.warm()
     if not transport.idle_helpers():
         return 1  # the processes connect on their own, and say what is wrong
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    previous = os.umask(0o177)
-    try:
-        server.bind(str(path))
-    finally:
-        os.umask(previous)
-    server.listen(64)
+    server = listen_private(path, 64)
     users = _Users()
     spare = _Spare(transport)
     try:
