@@ -144,6 +144,26 @@ def test_a_served_run_answers_as_its_own_process_would(context: Context) -> None
     assert status == 0 and "COMMAND" in out
 
 
+def test_a_run_from_a_directory_that_is_gone_gets_the_same_one_line(context: Context) -> None:
+    served_run(context, "run", "--", "true")
+    gone = context.project / "gone"
+    gone.mkdir()
+    script = 'cd "$1" && rmdir "$1" && exec "$0" -m vibesys run -- true'
+    done = subprocess.run(
+        ["sh", "-c", script, sys.executable, str(gone)],
+        env=context.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "vibesys: error: the current directory no longer exists; cd somewhere else"
+    ]
+
+
 def test_a_burst_from_nothing_starts_one_server(context: Context) -> None:
     burst = [context.start("run", "--", sys.executable, "ancestry.py") for _ in range(4)]
     results = [(process.communicate(timeout=60), process) for process in burst]

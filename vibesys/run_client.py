@@ -74,7 +74,11 @@ def served(argv: Sequence[str]) -> int | None:
     """Run `argv` (`run ...`) through a server: its exit status; None to run it here."""
     if os.environ.get(DISABLE) == "0" or any(_terminal(fd) for fd in (0, 1, 2)):
         return None
-    paths = server_paths()
+    try:
+        cwd = os.getcwd()
+        paths = server_paths()
+    except OSError:
+        return None  # a directory that is gone, say: the run here says what is wrong
     if paths is None:
         return None
     socket_path, lock_path = paths
@@ -88,7 +92,7 @@ def served(argv: Sequence[str]) -> int | None:
         sock = _await_server(socket_path, lock_path)  # one is starting: a burst waits for it
         if sock is None:
             return None
-    return _follow(sock, argv)
+    return _follow(sock, argv, cwd)
 
 
 def server_key() -> str:
@@ -214,7 +218,7 @@ def _await_server(path: Path, lock_path: Path) -> socket.socket | None:
     return None
 
 
-def _follow(sock: socket.socket, argv: Sequence[str]) -> int | None:
+def _follow(sock: socket.socket, argv: Sequence[str], cwd: str) -> int | None:
     """Hand the run to the fork the server made for this connection and follow it to its exit
     status; None when it did not start (then nothing ran, and nothing will)."""
     ready = _line(sock)  # the fork says so at once; a frozen or gone server says nothing
@@ -223,7 +227,7 @@ def _follow(sock: socket.socket, argv: Sequence[str]) -> int | None:
         return None  # nothing was handed over: a fork made later finds nobody and leaves
     pid = int(ready[6:])
     # The environment too: equal to the server's but for what its starting shell changed.
-    fields = {"argv": list(argv), "cwd": os.getcwd(), "environment": dict(os.environ)}
+    fields = {"argv": list(argv), "cwd": cwd, "environment": dict(os.environ)}
     request = json.dumps(fields).encode("utf-8", "surrogateescape") + b"\n"
     try:
         socket.send_fds(sock, [request], [0, 1, 2])
