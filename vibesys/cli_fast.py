@@ -137,7 +137,10 @@ def main() -> None:
     if sys.argv[1:2] == ["run"]:
         from vibesys.run_client import served
 
-        status = served(sys.argv[1:])
+        try:
+            status = served(sys.argv[1:])
+        except KeyboardInterrupt:  # a SIGINT while nothing was handed over: nothing runs
+            status = 130
     if status is None:
         status = run_fast(sys.argv[1:])
     if status is None:

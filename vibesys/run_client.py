@@ -83,16 +83,26 @@ def served(argv: Sequence[str]) -> int | None:
         return None
     socket_path, lock_path = paths
     sock = _connect(socket_path)
-    if sock is None:
-        if not _held(lock_path):
-            # Nobody serves this context: start a server for the runs to come, and run this
-            # one here meanwhile (waiting for the server would cost as much as importing).
-            spawn(socket_path, lock_path)
-            return None
-        sock = _await_server(socket_path, lock_path)  # one is starting: a burst waits for it
+    if sock is None and not _held(lock_path):
+        # Nobody serves this context: start a server for the runs to come, and run this one
+        # here meanwhile (waiting for the server would cost as much as importing).
+        spawn(socket_path, lock_path)
+        return None
+    # A signal that comes while the run is handed over waits until it can go where the run
+    # is: to the fork once it has started, else to this process, which then runs nothing.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    try:
         if sock is None:
-            return None
-    return _follow(sock, argv, cwd)
+            sock = _await_server(socket_path, lock_path)  # one is starting: a burst waits
+        pid = None if sock is None else _hand_over(sock, argv, cwd)
+        if pid is not None:
+            for signum in FORWARDED:
+                signal.signal(signum, lambda number, _frame: _forward(pid, number))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    if sock is None or pid is None:
+        return None
+    return _follow(sock, pid)
 
 
 def server_key() -> str:
@@ -218,9 +228,9 @@ def _await_server(path: Path, lock_path: Path) -> socket.socket | None:
     return None
 
 
-def _follow(sock: socket.socket, argv: Sequence[str], cwd: str) -> int | None:
-    """Hand the run to the fork the server made for this connection and follow it to its exit
-    status; None when it did not start (then nothing ran, and nothing will)."""
+def _hand_over(sock: socket.socket, argv: Sequence[str], cwd: str) -> int | None:
+    """Hand the run to the fork the server made for this connection: its pid once it has
+    started; None when it did not start (then nothing ran, and nothing will)."""
     ready = _line(sock)  # the fork says so at once; a frozen or gone server says nothing
     if not ready.startswith(b"ready ") or not ready[6:].isdigit():
         sock.close()
@@ -240,8 +250,11 @@ def _follow(sock: socket.socket, argv: Sequence[str], cwd: str) -> int | None:
     if answer != b"started" and not _started_before_fence(sock, pid, answer):
         sock.close()
         return None  # dead, and it never started: the evaluation is this process's to run
-    for signum in FORWARDED:
-        signal.signal(signum, lambda number, _frame: _forward(pid, number))
+    return pid
+
+
+def _follow(sock: socket.socket, pid: int) -> int:
+    """The started fork's exit status, passing signals on meanwhile."""
     sock.settimeout(None)
     answer = _line(sock)
     if answer.startswith(b"exit ") and answer[5:].isdigit():

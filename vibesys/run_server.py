@@ -44,6 +44,8 @@ _lock_fd = -1
 
 
 def main(argv: list[str]) -> int:
+    # Its forks run evaluations that must hear SIGINT and SIGTERM, whatever mask it inherited.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     socket_path, lock_path, package = Path(argv[0]), Path(argv[1]), Path(argv[2])
     if Path(__file__).resolve().parent != package:
         return 0  # the client imported another vibesys (its own path first): not ours to serve
@@ -172,7 +174,10 @@ def _run_fork(conn: socket.socket, listener: socket.socket) -> int:
     _reopen_streams()
     # Said before any work: a client that hears nothing kills this fork and, once it is dead,
     # runs the evaluation itself only if this was never said.
-    conn.sendall(b"started\n")
+    try:
+        conn.sendall(b"started\n")
+    except OSError:
+        return 0  # the client is gone before anything began: nothing is run for nobody
     conn.settimeout(None)
     threading.Thread(target=_die_with_client, args=(conn,), daemon=True).start()
     signal.signal(signal.SIGINT, signal.default_int_handler)
