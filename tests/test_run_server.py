@@ -221,6 +221,19 @@ def test_a_signal_to_the_client_stops_the_served_run_as_its_own(context: Context
     assert outcomes[0] == outcomes[1] == (130, "DONE CANCELLED exit 143 attempt 1")
 
 
+def test_a_signal_that_ends_the_served_run_ends_its_client_alike(context: Context) -> None:
+    """SIGHUP, which a run does not handle, ends it: the client then ends by it too."""
+    served_run(context, "run", "--", "true")
+    endings = []
+    for mode in ("1", "0"):
+        process = context.start("run", "--", "sleep", "5", VIBESYS_RUN_SERVER=mode)
+        _await_running(context)
+        process.send_signal(signal.SIGHUP)
+        process.communicate(timeout=60)
+        endings.append(process.returncode)
+    assert endings == [-signal.SIGHUP, -signal.SIGHUP]
+
+
 def test_a_killed_client_takes_its_served_run_with_it(context: Context) -> None:
     served_run(context, "run", "--", "true")
     script = f"{sys.executable} ancestry.py > chain; sleep 30"

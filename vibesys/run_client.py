@@ -95,14 +95,15 @@ def served(argv: Sequence[str]) -> int | None:
         if sock is None:
             sock = _await_server(socket_path, lock_path)  # one is starting: a burst waits
         pid = None if sock is None else _hand_over(sock, argv, cwd)
+        forwarded: list[int] = []
         if pid is not None:
             for signum in FORWARDED:
-                signal.signal(signum, lambda number, _frame: _forward(pid, number))
+                signal.signal(signum, lambda number, _frame: _forward(pid, number, forwarded))
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     if sock is None or pid is None:
         return None
-    return _follow(sock, pid)
+    return _follow(sock, pid, forwarded)
 
 
 def server_key() -> str:
@@ -253,12 +254,17 @@ def _hand_over(sock: socket.socket, argv: Sequence[str], cwd: str) -> int | None
     return pid
 
 
-def _follow(sock: socket.socket, pid: int) -> int:
-    """The started fork's exit status, passing signals on meanwhile."""
+def _follow(sock: socket.socket, pid: int, forwarded: list[int]) -> int:
+    """The started fork's exit status, passing signals on meanwhile (into `forwarded`)."""
     sock.settimeout(None)
     answer = _line(sock)
     if answer.startswith(b"exit ") and answer[5:].isdigit():
         return int(answer[5:])
+    if forwarded and not _alive(pid):
+        # A signal passed on before the run set its handlers ended it as it would have ended
+        # a run in its own process: end this one alike, so the caller sees the same.
+        signal.signal(forwarded[-1], signal.SIG_DFL)
+        os.kill(os.getpid(), forwarded[-1])
     sys.stderr.write(
         f"vibesys: the process that ran this evaluation ({pid}) ended without an exit status; "
         "`vibesys reconcile` settles its invocation\n"
@@ -290,7 +296,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _forward(pid: int, signum: int) -> None:
+def _forward(pid: int, signum: int, forwarded: list[int]) -> None:
+    forwarded.append(signum)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signum)
 
