@@ -61,6 +61,19 @@ class Context:
         out, err = process.communicate(timeout=60)
         return process.returncode, out, err, process.pid
 
+    def call(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """Any command, in this context, from the project directory."""
+        return subprocess.run(
+            list(argv),
+            cwd=self.project,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
     def sockets(self) -> list[Path]:
         return sorted(self.runtime.glob("vibesys-*/run-*.sock"))
 
@@ -149,15 +162,7 @@ def test_a_run_from_a_directory_that_is_gone_gets_the_same_one_line(context: Con
     gone = context.project / "gone"
     gone.mkdir()
     script = 'cd "$1" && rmdir "$1" && exec "$0" -m vibesys run -- true'
-    done = subprocess.run(
-        ["sh", "-c", script, sys.executable, str(gone)],
-        env=context.env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = context.call("sh", "-c", script, sys.executable, str(gone))
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "vibesys: error: the current directory no longer exists; cd somewhere else"
@@ -187,16 +192,7 @@ def test_a_served_client_loads_none_of_the_run_machinery(context: Context) -> No
     )
 
     def loaded() -> tuple[int, list[str]]:
-        done = subprocess.run(
-            [sys.executable, "-c", probe],
-            cwd=context.project,
-            env=context.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        done = context.call(sys.executable, "-c", probe)
         code, modules = json.loads(done.stdout.splitlines()[-1])
         return code, modules
 
@@ -210,28 +206,30 @@ def test_a_served_client_loads_none_of_the_run_machinery(context: Context) -> No
 
 
 def test_a_signal_to_the_client_stops_the_served_run_as_its_own(context: Context) -> None:
-    served_run(context, "run", "--", "true")
-    outcomes = []
-    for mode in ("1", "0"):
-        process = context.start("run", "--", "sleep", "30", VIBESYS_RUN_SERVER=mode)
-        _await_running(context)
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
-        outcomes.append((process.returncode, err.split(" ", 2)[2].split(":")[0]))
-    assert outcomes[0] == outcomes[1] == (130, "DONE CANCELLED exit 143 attempt 1")
+    endings = served_and_own(context, signal.SIGINT, "sleep", "30")
+    reports = [err.split(" ", 2)[2].split(":")[0] for _, err in endings]
+    assert [status for status, _ in endings] == [130, 130]
+    assert reports == ["DONE CANCELLED exit 143 attempt 1"] * 2
 
 
 def test_a_signal_that_ends_the_served_run_ends_its_client_alike(context: Context) -> None:
     """SIGHUP, which a run does not handle, ends it: the client then ends by it too."""
-    served_run(context, "run", "--", "true")
+    endings = served_and_own(context, signal.SIGHUP, "sleep", "5")
+    assert [status for status, _ in endings] == [-signal.SIGHUP, -signal.SIGHUP]
+
+
+def served_and_own(ctx: Context, signum: int, *command: str) -> list[tuple[int, str]]:
+    """(exit status, stderr) of `command` served, then run in its own process, each sent
+    `signum` once its job runs."""
+    served_run(ctx, "run", "--", "true")
     endings = []
     for mode in ("1", "0"):
-        process = context.start("run", "--", "sleep", "5", VIBESYS_RUN_SERVER=mode)
-        _await_running(context)
-        process.send_signal(signal.SIGHUP)
-        process.communicate(timeout=60)
-        endings.append(process.returncode)
-    assert endings == [-signal.SIGHUP, -signal.SIGHUP]
+        process = ctx.start("run", "--", *command, VIBESYS_RUN_SERVER=mode)
+        _await_running(ctx)
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)
+        endings.append((process.returncode, err))
+    return endings
 
 
 def test_a_killed_client_takes_its_served_run_with_it(context: Context) -> None:
