@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from vibesys import run_client
+from vibesys.proc import is_alive, processes, start_time
 
 ANCESTRY = (
     "import os\n"
@@ -36,6 +37,9 @@ ANCESTRY = (
     "    chain.append(p)\n"
     "print('ancestry', *chain)\n"
 )
+
+#: A job's first step: write its ancestry to `chain`, whole (renamed into place).
+CHAIN = f"{sys.executable} ancestry.py > chain.part && mv chain.part chain"
 
 
 @dataclass
@@ -78,7 +82,8 @@ class Context:
         return sorted(self.runtime.glob("vibesys-*/run-*.sock"))
 
     def servers(self) -> list[int]:
-        return [pid for pid in _pids() if f"{self.runtime}/" in _cmdline(pid)]
+        mark = f"{self.runtime}/".encode()
+        return [pid for pid, cmdline in processes("cmdline") if mark in cmdline]
 
     def invocations(self) -> int:
         with sqlite3.connect(self.project / ".vibesys" / "journal.db") as conn:
@@ -234,17 +239,8 @@ def served_and_own(ctx: Context, signum: int, *command: str) -> list[tuple[int, 
 
 def test_a_killed_client_takes_its_served_run_with_it(context: Context) -> None:
     served_run(context, "run", "--", "true")
-    script = f"{sys.executable} ancestry.py > chain; sleep 30"
-    process = context.start("run", "--", "sh", "-c", script)
-    chain_file = context.project / ".vibesys"
-    deadline = time.monotonic() + 30
-    chain: list[int] = []
-    while not chain:
-        assert time.monotonic() < deadline, "the job did not start"
-        found = list(chain_file.glob("runs/*/1/chain")) + list(context.project.glob("chain"))
-        text = found[0].read_text() if found else ""
-        chain = ancestry(text) if text.strip() else []
-        time.sleep(0.05)
+    process = context.start("run", "--", "sh", "-c", f"{CHAIN}; sleep 30")
+    chain = _await_chain(context)
     assert process.pid not in chain
     servers = set(context.servers())
     driver = next(p for p in chain if p in servers)  # the fork: a process of the server's
@@ -254,6 +250,32 @@ def test_a_killed_client_takes_its_served_run_with_it(context: Context) -> None:
     while _alive(driver):
         assert time.monotonic() < deadline, "the run outlived its client"
         time.sleep(0.05)
+
+
+def test_a_killed_fork_leaves_its_client_one_line_and_reconcile_the_run(
+    context: Context,
+) -> None:
+    """The run's owner killed (not its client): the client says so in one line and exits 1;
+    the invocation is left as a killed run's is, and reconcile settles it."""
+    served_run(context, "run", "--", "true")
+    process = context.start("run", "--", "sh", "-c", f"{CHAIN}; sleep 2")
+    chain = _await_chain(context)
+    servers = set(context.servers())
+    driver = next(p for p in chain if p in servers)
+    os.kill(driver, signal.SIGKILL)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert err.splitlines() == [
+        f"vibesys: the process that ran this evaluation ({driver}) ended without an exit "
+        "status; `vibesys reconcile` settles its invocation"
+    ]
+    assert _latest_state(context) == "RUNNING"
+    done = context.call(sys.executable, "-m", "vibesys", "reconcile")
+    deadline = time.monotonic() + 30
+    while _latest_state(context) != "DONE":
+        assert time.monotonic() < deadline, f"reconcile did not settle it: {done.stdout}"
+        time.sleep(0.2)
+        done = context.call(sys.executable, "-m", "vibesys", "reconcile")
 
 
 def test_a_frozen_client_follows_its_run_without_stopping_it(context: Context) -> None:
@@ -308,7 +330,7 @@ def test_a_fork_that_said_nothing_is_killed_before_the_client_runs_it_here(
     sock, fork, streams = _hand_over(context, ["run", "--", "true"], freeze=True)
     try:
         assert run_client._started_before_fence(sock, fork, b"") is False
-        assert not _alive(fork)
+        assert not is_alive(*fork)
     finally:
         _close(sock, streams)
     # Started, but the client did not hear it in time: after the kill, the word is found.
@@ -319,7 +341,7 @@ def test_a_fork_that_said_nothing_is_killed_before_the_client_runs_it_here(
             assert time.monotonic() < deadline, "the fork did not start the run"
             time.sleep(0.05)
         assert run_client._started_before_fence(sock, fork, b"") is True
-        assert not _alive(fork)
+        assert not is_alive(*fork)
     finally:
         _close(sock, streams)
     assert context.invocations() == before + 1
@@ -327,7 +349,7 @@ def test_a_fork_that_said_nothing_is_killed_before_the_client_runs_it_here(
 
 def _hand_over(
     ctx: Context, argv: list[str], *, freeze: bool
-) -> tuple[socket.socket, int, list[int]]:
+) -> tuple[socket.socket, tuple[int, str], list[int]]:
     """Speak the client's side by hand: connect, hear "ready", maybe freeze the fork, send the
     request with a pipe's ends as its standard streams, and stop listening there."""
     (socket_path,) = ctx.sockets()
@@ -336,9 +358,12 @@ def _hand_over(
     sock.connect(str(socket_path))
     ready = run_client._line(sock)
     assert ready.startswith(b"ready ")
-    fork = int(ready[6:])
+    pid = int(ready[6:])
+    started = start_time(pid)
+    assert started is not None
+    fork = (pid, started)
     if freeze:
-        os.kill(fork, signal.SIGSTOP)
+        os.kill(pid, signal.SIGSTOP)
     read_end, write_end = os.pipe()
     fields = {"argv": argv, "cwd": str(ctx.project), "environment": ctx.env}
     request = json.dumps(fields).encode() + b"\n"
@@ -424,23 +449,19 @@ def _latest_state(ctx: Context) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+def _await_chain(ctx: Context) -> list[int]:
+    """The ancestry the running job wrote with CHAIN (in the directory it runs in)."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = list(ctx.project.glob("chain")) + list(ctx.project.glob(".vibesys/runs/*/*/chain"))
+        if found:
+            return ancestry(found[0].read_text())
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.05)
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return is_alive(pid, None)
 
 
 def _kill(pid: int, signum: int) -> None:

@@ -140,7 +140,7 @@ def main() -> None:
         try:
             status = served(sys.argv[1:])
         except KeyboardInterrupt:  # a SIGINT while nothing was handed over: nothing runs
-            status = 130
+            status = 130  # render.EXIT_INTERRUPTED, not imported here: it loads the states
     if status is None:
         status = run_fast(sys.argv[1:])
     if status is None:

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vibesys.private_dir import private_dir
+from vibesys.proc import is_alive, start_time
 
 __all__ = ["DISABLE", "FORWARDED", "PERSIST", "served", "server_key", "server_paths"]
 
@@ -61,6 +62,8 @@ FORWARDED = (
     signal.SIGUSR2,
 )
 _PACKAGE = Path(__file__).resolve().parent
+#: A fork: its pid and start time (`proc.start_time`), so a reused pid is never taken for it.
+_Fork = tuple[int, str]
 #: The server imports from this process's import path (`-m` would put "/" first instead).
 _BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
@@ -94,16 +97,17 @@ def served(argv: Sequence[str]) -> int | None:
     try:
         if sock is None:
             sock = _await_server(socket_path, lock_path)  # one is starting: a burst waits
-        pid = None if sock is None else _hand_over(sock, argv, cwd)
+        fork = None if sock is None else _hand_over(sock, argv, cwd)
         forwarded: list[int] = []
-        if pid is not None:
+        if fork is not None:
+            pid = fork[0]
             for signum in FORWARDED:
                 signal.signal(signum, lambda number, _frame: _forward(pid, number, forwarded))
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    if sock is None or pid is None:
+    if sock is None or fork is None:
         return None
-    return _follow(sock, pid, forwarded)
+    return _follow(sock, fork, forwarded)
 
 
 def server_key() -> str:
@@ -229,14 +233,15 @@ def _await_server(path: Path, lock_path: Path) -> socket.socket | None:
     return None
 
 
-def _hand_over(sock: socket.socket, argv: Sequence[str], cwd: str) -> int | None:
-    """Hand the run to the fork the server made for this connection: its pid once it has
+def _hand_over(sock: socket.socket, argv: Sequence[str], cwd: str) -> _Fork | None:
+    """Hand the run to the fork the server made for this connection: the fork once it has
     started; None when it did not start (then nothing ran, and nothing will)."""
     ready = _line(sock)  # the fork says so at once; a frozen or gone server says nothing
-    if not ready.startswith(b"ready ") or not ready[6:].isdigit():
+    started = start_time(int(ready[6:])) if ready[6:].isdigit() else None
+    if not ready.startswith(b"ready ") or started is None:
         sock.close()
         return None  # nothing was handed over: a fork made later finds nobody and leaves
-    pid = int(ready[6:])
+    fork = (int(ready[6:]), started)
     # The environment too: equal to the server's but for what its starting shell changed.
     fields = {"argv": list(argv), "cwd": cwd, "environment": dict(os.environ)}
     request = json.dumps(fields).encode("utf-8", "surrogateescape") + b"\n"
@@ -248,37 +253,38 @@ def _hand_over(sock: socket.socket, argv: Sequence[str], cwd: str) -> int | None
     if answer == b"no":
         sock.close()
         return None  # a form of `run` the fork leaves to the full parser
-    if answer != b"started" and not _started_before_fence(sock, pid, answer):
+    if answer != b"started" and not _started_before_fence(sock, fork, answer):
         sock.close()
         return None  # dead, and it never started: the evaluation is this process's to run
-    return pid
+    return fork
 
 
-def _follow(sock: socket.socket, pid: int, forwarded: list[int]) -> int:
+def _follow(sock: socket.socket, fork: _Fork, forwarded: list[int]) -> int:
     """The started fork's exit status, passing signals on meanwhile (into `forwarded`)."""
     sock.settimeout(None)
     answer = _line(sock)
     if answer.startswith(b"exit ") and answer[5:].isdigit():
         return int(answer[5:])
-    if forwarded and not _alive(pid):
+    if forwarded and not is_alive(*fork):
         # A signal passed on before the run set its handlers ended it as it would have ended
         # a run in its own process: end this one alike, so the caller sees the same.
         signal.signal(forwarded[-1], signal.SIG_DFL)
         os.kill(os.getpid(), forwarded[-1])
     sys.stderr.write(
-        f"vibesys: the process that ran this evaluation ({pid}) ended without an exit status; "
-        "`vibesys reconcile` settles its invocation\n"
+        f"vibesys: the process that ran this evaluation ({fork[0]}) ended without an exit "
+        "status; `vibesys reconcile` settles its invocation\n"
     )
     return 1
 
 
-def _started_before_fence(sock: socket.socket, pid: int, heard: bytes) -> bool:
+def _started_before_fence(sock: socket.socket, fork: _Fork, heard: bytes) -> bool:
     """The fork said nothing in time: kill it, and once it is dead, whether it had said
     "started" (it says so before any work). Only a dead fork proves it will not start."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+    if is_alive(*fork):  # the same process: its pid is not yet some other's
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(fork[0], signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while _alive(pid):
+    while is_alive(*fork):
         if time.monotonic() > deadline:
             return True  # not provably dead: it may run, so this process must not
         time.sleep(0.01)
@@ -286,14 +292,6 @@ def _started_before_fence(sock: socket.socket, pid: int, heard: bytes) -> bool:
     with contextlib.suppress(OSError):
         heard += sock.recv(64)
     return heard.startswith(b"started")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _forward(pid: int, signum: int, forwarded: list[int]) -> None:

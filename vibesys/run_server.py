@@ -162,7 +162,8 @@ def _run_fork(conn: socket.socket, listener: socket.socket) -> int:
     argv = [str(word) for word in fields["argv"]]
     from vibesys.run_options import parse_run_argv
 
-    if argv[:1] != ["run"] or parse_run_argv(argv[1:]) is None:
+    values = parse_run_argv(argv[1:]) if argv[:1] == ["run"] else None
+    if values is None:
         conn.sendall(b"no\n")
         return 0
     os.chdir(str(fields["cwd"]))
@@ -180,18 +181,13 @@ def _run_fork(conn: socket.socket, listener: socket.socket) -> int:
         return 0  # the client is gone before anything began: nothing is run for nobody
     conn.settimeout(None)
     threading.Thread(target=_die_with_client, args=(conn,), daemon=True).start()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.argv = ["vibesys", *argv]
-    from vibesys.cli_fast import run_evaluation
+    from vibesys.run_command import execute_run
 
-    try:
-        status = run_evaluation(argv)
-    except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else 1
+    status = execute_run(values)  # as `cli_fast.run_evaluation`, whose parse is above
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
-    status = 1 if status is None else status
     conn.sendall(f"exit {status}\n".encode())
     return status
 
