@@ -130,7 +130,7 @@ def await_socket(ctx: Context) -> None:
 def _normal(out: str) -> list[str]:
     """Output lines but the ancestry, with invocation ids made alike."""
     lines = [line for line in out.splitlines() if not line.startswith("ancestry")]
-    return [re.sub("[0-9a-f]{12}", "ID", line) for line in lines]
+    return [re.sub("[0-9a-f]{16}", "ID", line) for line in lines]
 
 
 def ancestry(out: str) -> list[int]:
@@ -155,7 +155,7 @@ def test_a_served_run_answers_as_its_own_process_would(context: Context) -> None
     assert f"PWD={context.project}" in out.splitlines()
     assert _normal(out) == _normal(here[1])
     assert err.count("to-err") == here[2].count("to-err") == 1
-    assert re.sub("[0-9a-f]{12}", "ID", err) == re.sub("[0-9a-f]{12}", "ID", here[2])
+    assert re.sub("[0-9a-f]{16}", "ID", err) == re.sub("[0-9a-f]{16}", "ID", here[2])
     assert "DONE APPLICATION_FAILED exit 3" in err
     # A form the fast parser leaves to typer is answered by typer, here.
     status, out, _, _ = context.run("run", "--help")

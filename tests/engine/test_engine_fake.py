@@ -302,3 +302,20 @@ def test_a_short_outage_within_patience_is_waited_out(journal: Journal, tmp_path
     assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.COMPLETED)
     assert "OutcomeUnknown" not in events(journal, inv.id)
     assert failures == [], "the outage happened"
+
+
+def test_invocation_ids_sort_by_creation_and_stay_distinct() -> None:
+    # Ids sort as they were made (the journal's b-trees append instead of splitting random
+    # pages); the random tail keeps ids of one millisecond apart.
+    from vibesys.engine import new_invocation_id
+
+    with freeze_time("2026-12-01 00:00:00", tick=False) as clock:
+        made = []
+        for _ in range(50):
+            same_ms = {new_invocation_id() for _ in range(20)}
+            assert len(same_ms) == 20
+            made.append(min(same_ms))
+            clock.tick(timedelta(milliseconds=5))  # freezegun's clock is a float
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert all(len(i) == 16 and int(i, 16) >= 0 and i == i.lower() for i in made)
+    assert made[0].startswith(f"{1_796_083_200_000:011x}")

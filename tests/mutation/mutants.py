@@ -131,9 +131,9 @@ MUTANTS: list[Mutant] = [
     M("exit-detached-is-1", RENDER, "return 0  # detached", "return 1  # detached", "`run --detach` of a healthy job exits as a failure"),
     M("exit-broken-done-is-0", RENDER, "\n    return 1\n", "\n    return 0\n", "a DONE record without an outcome exits as success"),
     # -- the journal's compare-and-swap ------------------------------------------------------
-    M("cas-ignores-version", STORE, '"WHERE id=? AND state=? AND version=?",', '"WHERE id=? AND state=? AND ?>=0",', "two writers that read the same state both win"),
-    M("cas-ignores-state", STORE, '"WHERE id=? AND state=? AND version=?",', "\"WHERE id=? AND ?!='' AND version=?\",", "the state term alone dropped", equivalent="every transition bumps version (nothing else writes state), so id and version already pin the state"),
-    M("cas-lost-race-goes-on", STORE, "if cursor.rowcount != 1:", "if cursor.rowcount > 1:", "a writer that lost the race goes on as if it had won"),
+    M("cas-ignores-version", STORE, '"WHERE id=? AND state=? AND version=?"', '"WHERE id=? AND state=? AND ?>=0"', "two writers that read the same state both win"),
+    M("cas-ignores-state", STORE, '"WHERE id=? AND state=? AND version=?"', "\"WHERE id=? AND ?!='' AND version=?\"", "the state term alone dropped", equivalent="every transition bumps version (nothing else writes state), so id and version already pin the state"),
+    M("cas-lost-race-goes-on", STORE, "if moved != 1:", "if moved > 1:", "a writer that lost the race goes on as if it had won"),
     M("history-seq-off-by-one", STORE, "                    current.version + 1,\n                    current.state,", "                    current.version + 2,\n                    current.state,", "history rows are numbered with gaps"),
     # -- leases ------------------------------------------------------------------------------
     M("lease-expiry-boundary", LEASES, "datetime.fromisoformat(expires) <= now", "datetime.fromisoformat(expires) < now", "a lease still holds at the very moment it expires"),
@@ -165,8 +165,10 @@ MUTANTS: list[Mutant] = [
     M("poller-dead-lease-blocks", POLLS, "if not poller_free(current.poller, current.poller_expires_at, owner, now):", "if current.poller not in (None, owner):", "a dead poller's lease never passes to another"),
     M("poller-frozen-blocks", POLLS, "    return expires is None or datetime.fromisoformat(expires) <= now\n", "    return identity_alive(holder) is None and (expires is None or datetime.fromisoformat(expires) <= now)\n", "a frozen (SIGSTOPped) poller keeps every other process blind for good"),
     M("poller-round-before-due", POLLS, "not (force or probe)", "False", "a process whose view of the schedule is stale runs a round before it is due"),
+    M("ids-random", CORE, 'return f"{time.time_ns() // 1_000_000:011x}{secrets.randbits(20):05x}"', "return secrets.token_hex(8)", "invocation ids no longer sort by creation (each commit writes a cold page of every table)", tests=("tests/engine/test_engine_fake.py",)),
     M("poll-unshared", CORE, "return self.shared.observe(inv, shared)", "return self.shared._direct([inv], shared)[inv.id]", "every driver asks the scheduler on its own (one query per process per round)"),
     M("live-status-without-a-terminal", RUN_COMMAND, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
+    M("decision-kept-whole-reads-event", MACHINE, '"emit_collect", "emit_cancel"}', '"emit_collect", "emit_cancel", "emit_finish"}', "a decision whose effect reads the event is kept whole: a later event gets the first one's outcome"),
     M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
 ]
 # fmt: on

@@ -60,7 +60,7 @@ def test_failed_parent_cancels_the_child(tmp_path: Path, slurm_toml: Path) -> No
 def test_after_needs_a_submitted_sbatch_invocation(tmp_path: Path, slurm_toml: Path) -> None:
     local = cli("run", "--", "true", cwd=tmp_path)
     assert local.returncode == 0
-    inv = cli("journal", "list", "--json", cwd=tmp_path).stdout.split('"id": "')[1][:12]
+    inv = cli("journal", "list", "--json", cwd=tmp_path).stdout.split('"id": "')[1].split('"')[0]
     refused = cli(*run_args("sbatch", slurm_toml, "--after", inv), "true", cwd=tmp_path)
     assert refused.returncode == 2 and "not an sbatch invocation" in refused.stderr
     srun = cli(*run_args("srun", slurm_toml, "--after", inv), "true", cwd=tmp_path)

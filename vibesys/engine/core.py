@@ -80,7 +80,13 @@ _AFTER_COMMIT = {
 
 
 def new_invocation_id() -> str:
-    return secrets.token_hex(6)
+    """16 hex digits: the creation time in milliseconds (11), then 20 random bits (5).
+
+    Ids sort by creation, as Slurm's job ids do. That is also what the journal's b-trees want:
+    the rows of the invocations being driven sit at the end of each table, in pages that
+    stay warm, where random ids sent every commit to a cold page of its own and split pages
+    all over the tables (more pages, and more bytes of WAL, per transition)."""
+    return f"{time.time_ns() // 1_000_000:011x}{secrets.randbits(20):05x}"
 
 
 def registry_backend(adapter: str, request: AdapterRequest) -> Backend:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import json.encoder
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vibesys.errors import NotAJournal
@@ -20,7 +22,31 @@ _BY_NAME: dict[str, type[Event]] = {cls.__name__: cls for cls in EVENT_TYPES}
 _FIELDS: dict[type[Event], tuple[str, ...]] = {
     cls: tuple(sorted(f.name for f in dataclasses.fields(cls))) for cls in EVENT_TYPES
 }
-_ENCODE = json.JSONEncoder(sort_keys=True).encode
+
+
+def _json_encoder() -> Callable[[dict[str, Any]], str]:
+    """`json.dumps(payload, sort_keys=True)`, minus the C encoder that every `dumps` builds
+    anew (most of its cost on a payload this small): one is built here and kept. Without the
+    C accelerator (another Python), the standard encoder does the same work."""
+    standard = json.JSONEncoder(sort_keys=True)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return standard.encode
+    encode = make(
+        None,  # no circular check: payloads are flat dicts of scalars
+        standard.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        standard.key_separator,
+        standard.item_separator,
+        True,  # sort_keys
+        False,  # skipkeys
+        True,  # allow_nan
+    )
+    return lambda payload: "".join(encode(payload, 0))
+
+
+_ENCODE = _json_encoder()
 
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vibesys.errors import StaleState
-from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.journal_schema.clock import iso, now_iso, utc_now
 from vibesys.journal_schema.clusters import ClusterRecords
 from vibesys.journal_schema.codec import encode_event
 from vibesys.journal_schema.leases import LeaseRecords
@@ -55,15 +55,26 @@ __all__ = [
 
 @functools.cache
 def _update_sql(columns: tuple[str, ...]) -> str:
-    """The compare-and-swap's UPDATE for one set of changed columns, up to its WHERE."""
+    """The compare-and-swap's UPDATE for one set of changed columns."""
     sets = "".join(f", {name}=?" for name in columns)
-    return f"UPDATE invocations SET state=?, version=version+1, updated_at=?{sets} "
+    return (
+        f"UPDATE invocations SET state=?, version=version+1, updated_at=?{sets} "
+        "WHERE id=? AND state=? AND version=?"
+    )
+
+
+_APPEND_SQL = (
+    "INSERT INTO history (invocation_id, seq, from_state, to_state, event, evidence, at) "
+    "VALUES (?,?,?,?,?,?,?)"
+)
 
 
 class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, PollRecords):
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
+        # One cursor for every commit: a connection's execute() makes a new one each time.
+        self._commits = conn.cursor()
 
     @property
     def db(self) -> Database:
@@ -138,22 +149,21 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
     ) -> tuple[Invocation, Decision]:
         """Move `current` by `event` if, and only if, nobody moved it since it was read."""
         decision = decide(current.state, event)
-        at = iso(now or utc_now())
+        at = now_iso() if now is None else iso(now)
         kind, evidence = encode_event(event)
         columns, attempt_sql, attempt_params, facts = changes(current, event, decision, at)
-        conn = self.conn
+        execute = self._commits.execute
         # The transaction of write_txn(), inlined: this runs on every transition.
-        conn.execute("BEGIN IMMEDIATE")
+        execute("BEGIN IMMEDIATE")
         try:
-            cursor = conn.execute(
-                _update_sql(tuple(columns)) + "WHERE id=? AND state=? AND version=?",
+            moved = execute(
+                _update_sql(tuple(columns)),
                 (decision.state, at, *columns.values(), current.id, current.state, current.version),
-            )
-            if cursor.rowcount != 1:
+            ).rowcount
+            if moved != 1:
                 raise StaleState(f"invocation {current.id} moved since it was read")
-            conn.execute(
-                "INSERT INTO history (invocation_id, seq, from_state, to_state, event, evidence,"
-                " at) VALUES (?,?,?,?,?,?,?)",
+            execute(
+                _APPEND_SQL,
                 (
                     current.id,
                     current.version + 1,
@@ -165,11 +175,11 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
                 ),
             )
             if attempt_sql is not None:
-                conn.execute(attempt_sql, attempt_params)
+                execute(attempt_sql, attempt_params)
         except BaseException:
-            conn.execute("ROLLBACK")
+            execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
+        execute("COMMIT")
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
         committed = current.evolve(

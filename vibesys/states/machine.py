@@ -7,7 +7,8 @@ no clock.
 The machine is the definition; a commit must not pay for it every time. The first decision for
 each (state, trigger) fires the machine with a model that records which callbacks it ran and
 where it landed; later decisions for that pair replay exactly those callbacks on the new event
-(the table has no conditions, so the pair alone decides which ones run). `decide_by_machine`
+(the table has no conditions, so the pair alone decides which ones run), or return the recorded
+decision itself when none of them reads the event. `decide_by_machine`
 fires the machine every time; the tests hold the two equal for every row. `transitions` is
 imported when the first machine is built, so reading the journal never loads it.
 """
@@ -173,12 +174,19 @@ def next_state(state: JobState, event: Event) -> JobState:
     return state if dest is None else dest
 
 
+#: Callbacks whose effect does not read the event. A decision made of these alone is the same
+#: for every event of its (state, trigger), so it is kept whole; any other callback is replayed.
+_EVENT_FREE: Final = frozenset({"emit_poll", "emit_resolve", "emit_collect", "emit_cancel"})
+
+
 @dataclass(frozen=True, slots=True)
 class _Recorded:
     """What the machine did for one (state, trigger): the callbacks it ran, and where it went."""
 
     dest: JobState
     callbacks: tuple[str, ...]
+    #: the decision itself, when no callback read the event (decisions are immutable)
+    whole: Decision | None
 
 
 class _Recording(_Model):
@@ -239,9 +247,12 @@ def decide(state: JobState, event: Event) -> Decision:
             raise InvalidTransition(state, trigger)
         recording = _Recording(state)
         _fire(recording, event)
-        recorded = _Recorded(JobState(recording.state), tuple(recording.called))
-        _RECORDED[key] = recorded
-        return Decision(recorded.dest, tuple(recording.effects))
+        decision = Decision(JobState(recording.state), tuple(recording.effects))
+        whole = decision if _EVENT_FREE.issuperset(recording.called) else None
+        _RECORDED[key] = _Recorded(decision.state, tuple(recording.called), whole)
+        return decision
+    if recorded.whole is not None:
+        return recorded.whole
     model = _Model(state)
     data = _Replayed({"event": event})
     for name in recorded.callbacks:
