@@ -109,3 +109,24 @@ def test_a_round_starts_no_process_per_job(tmp_path: Path, count: int) -> None:
     assert done.returncode == 0, done.stderr
     rest = done.stdout.partition(f"{ROUND_SPLIT}\n")[2]
     assert parse_markers(rest, dirs).codes == {f"j{i}": i % 256 for i in range(count)}
+
+
+@pytest.mark.parametrize("caught_up", [True, False])
+def test_a_forgotten_claimed_job_is_final_only_once_sacct_has_caught_up(
+    tmp_path: Path, caught_up: bool
+) -> None:
+    # squeue forgot it, sacct shows nothing, the job claimed and left no marker: it ended
+    # without its status, and nothing will tell how. But while the attempt is younger than
+    # the site's sacct lag, sacct's silence proves nothing yet: sacct may still tell.
+    from vibesys.adapters.base import JobRef, RemoteState
+    from vibesys.adapters.claim import Claim
+    from vibesys.adapters.slurm.scheduler import _absent
+
+    job = JobRef("vibesys-x-1", "77", tmp_path)
+    claim = Claim("job", {"kind": "job", "slurm_job_id": "77"})
+    status = _absent(job, claim, None, sacct_caught_up=caught_up)
+    assert (status.state, status.final, status.claim) == (RemoteState.NOT_FOUND, caught_up, claim)
+    unclaimed = _absent(job, None, None, sacct_caught_up=caught_up)
+    assert not unclaimed.final
+    ended = _absent(job, claim, 0, sacct_caught_up=caught_up)
+    assert (ended.state, ended.exit_code) == (RemoteState.COMPLETED, 0)

@@ -182,7 +182,9 @@ class SlurmScheduler:
                 where = {"site": self.config.slurm.name, **provenance(row)}
                 result[job.job_name] = dataclasses.replace(status, provenance=where)
             else:
-                result[job.job_name] = _absent(job, markers.claims.get(job.job_name), marker)
+                recorded = (_age(job.intended_at) or 0.0) > self.config.slurm.sacct_lag_seconds
+                claim = markers.claims.get(job.job_name)
+                result[job.job_name] = _absent(job, claim, marker, sacct_caught_up=recorded)
         return result
 
     def _sacct(self, jobs: Sequence[JobRef]) -> dict[str, SacctRow]:
@@ -363,8 +365,12 @@ def _copy_from(path: str, offset: int, sink: Sink) -> int:
     return copied
 
 
-def _absent(job: JobRef, claim: Claim | None, marker: int | None) -> RemoteStatus:
-    """A job neither squeue nor sacct shows: NOT_FOUND, with the evidence its directory holds."""
+def _absent(
+    job: JobRef, claim: Claim | None, marker: int | None, *, sacct_caught_up: bool
+) -> RemoteStatus:
+    """A job neither squeue nor sacct shows: NOT_FOUND, with the evidence its directory holds.
+    `sacct_caught_up`: the attempt is older than the site's sacct lag, so sacct's silence
+    about it counts."""
     parts = [f"no job named {job.job_name} in squeue (all states) or sacct"]
     if job.job_id:
         parts[0] = f"job {job.job_id} known to neither squeue nor sacct"
@@ -381,8 +387,9 @@ def _absent(job: JobRef, claim: Claim | None, marker: int | None) -> RemoteStatu
             job.job_name, job_id, state, exit_code=marker, observation="; ".join(parts)
         )
     # A claim without a marker the scheduler has forgotten: the job ended without leaving
-    # its status (killed), and nothing will ever tell how.
-    final = claim is not None and claim.kind == "job"
+    # its status (killed), and nothing will ever tell how. Unless sacct may not have caught up
+    # yet (the attempt is younger than its lag): then sacct may still tell.
+    final = claim is not None and claim.kind == "job" and sacct_caught_up
     return RemoteStatus(
         job.job_name,
         job.job_id,
