@@ -353,3 +353,24 @@ def test_iso_is_utc_with_microseconds() -> None:
     plus_two = timezone(timedelta(hours=2))
     assert iso(datetime(2030, 1, 1, 2, 0, tzinfo=plus_two)) == "2030-01-01T00:00:00.000000+00:00"
     assert JobState("DONE") is S.DONE
+
+
+def test_the_commit_clock_writes_what_iso_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # now_iso() makes the text up to the second once a second: across seconds, back and
+    # forth, it must say exactly what iso() of the same moment says.
+    from datetime import UTC, datetime, timedelta
+
+    from vibesys.journal_schema import clock
+
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    moments = [
+        1_796_083_199_999_999_999,  # the last microsecond of a day, then the next day
+        1_796_083_200_000_000_000,
+        1_796_083_200_000_001_500,
+        1_796_083_201_123_456_789,
+        1_796_083_200_999_999_000,  # back to an earlier second
+        1_830_297_600_000_000_000,  # a year later
+    ]
+    for ns in moments:
+        monkeypatch.setattr(clock.time, "time_ns", lambda ns=ns: ns)
+        assert clock.now_iso() == clock.iso(epoch + timedelta(microseconds=ns // 1000)), ns

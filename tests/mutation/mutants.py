@@ -165,6 +165,7 @@ MUTANTS: list[Mutant] = [
     M("poller-dead-lease-blocks", POLLS, "if not poller_free(current.poller, current.poller_expires_at, owner, now):", "if current.poller not in (None, owner):", "a dead poller's lease never passes to another"),
     M("poller-frozen-blocks", POLLS, "    return expires is None or datetime.fromisoformat(expires) <= now\n", "    return identity_alive(holder) is None and (expires is None or datetime.fromisoformat(expires) <= now)\n", "a frozen (SIGSTOPped) poller keeps every other process blind for good"),
     M("poller-round-before-due", POLLS, "not (force or probe)", "False", "a process whose view of the schedule is stale runs a round before it is due"),
+    M("clock-second-kept", "vibesys/journal_schema/clock.py", "    if cached != second:", "    if cached < 0:", "the commit clock keeps the first second's text for ever", tests=("tests/journal_schema/test_journal_store.py",)),
     M("ids-random", CORE, 'return f"{time.time_ns() // 1_000_000:011x}{secrets.randbits(20):05x}"', "return secrets.token_hex(8)", "invocation ids no longer sort by creation (each commit writes a cold page of every table)", tests=("tests/engine/test_engine_fake.py",)),
     M("poll-unshared", CORE, "return self.shared.observe(inv, shared)", "return self.shared._direct([inv], shared)[inv.id]", "every driver asks the scheduler on its own (one query per process per round)"),
     M("live-status-without-a-terminal", RUN_COMMAND, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),

@@ -36,7 +36,7 @@ from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
-from vibesys.states import Decision, Event, JobState, decide
+from vibesys.states import Decision, Event, FailureClass, JobState, Outcome, decide
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -51,6 +51,13 @@ __all__ = [
     "journal_path",
     "open_journal",
 ]
+
+
+# Every commit binds states, failure classes and outcomes. sqlite3 binds a str subclass
+# without an adapter only after looking for one the slow way (two failed attribute lookups,
+# each formatting an AttributeError): register the plain one.
+for _enum in (JobState, FailureClass, Outcome):
+    sqlite3.register_adapter(_enum, str)
 
 
 @functools.cache
