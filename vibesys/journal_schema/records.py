@@ -98,13 +98,14 @@ class Invocation:
     intended_at: str | None = None
     job_name: str | None = None
 
-    def evolve(self, **changes: Any) -> Invocation:
+    def evolve(self, changes: dict[str, Any]) -> Invocation:
         """This row with `changes` (field names only), as `dataclasses.replace` without its
-        generic cost. Callers pass fields only: nothing else is checked."""
-        new = object.__new__(Invocation)
-        fields = new.__dict__
-        fields.update(self.__dict__)
+        generic cost: a copy of the instance dictionary, updated. Callers pass fields only:
+        nothing else is checked."""
+        fields = self.__dict__.copy()
         fields.update(changes)
+        new = object.__new__(Invocation)
+        object.__setattr__(new, "__dict__", fields)  # frozen: no setattr of its own
         return new
 
     @property

@@ -4,7 +4,7 @@ match per event kind keeps the table and the read model in step (and runs on eve
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from vibesys.journal_schema.records import Invocation
 from vibesys.states import (
@@ -22,16 +22,18 @@ from vibesys.states import (
 )
 
 _THIS_ATTEMPT = "WHERE invocation_id=? AND attempt=?"
+_INTEND = "INSERT INTO attempts (invocation_id, attempt, job_name, intended_at) VALUES (?,?,?,?)"
+_DISPATCHED = f"UPDATE attempts SET dispatched_at=? {_THIS_ATTEMPT}"
+_FENCE = f"UPDATE attempts SET fence_intended_at=coalesce(fence_intended_at, ?) {_THIS_ATTEMPT}"
+_SUBMITTED = f"UPDATE attempts SET job_id=?, submitted_at=? {_THIS_ATTEMPT}"
+_FAILURE = f"UPDATE attempts SET failure_class=? {_THIS_ATTEMPT}"
 
-
-class Changes(NamedTuple):
-    #: invocation columns besides state, version and updated_at
-    columns: dict[str, Any]
-    #: the attempts table's statement and its parameters (None: the attempt is unchanged)
-    attempt_sql: str | None
-    attempt_params: tuple[Any, ...]
-    #: the current attempt's fields on the read model
-    facts: dict[str, Any]
+#: What a transition writes besides the state, as a plain tuple (a NamedTuple costs several
+#: times as much to make, on every commit):
+#: - the invocation's columns besides state, version and updated_at;
+#: - the attempts table's statement (None: the attempt is unchanged) and its parameters;
+#: - the current attempt's fields on the read model.
+Changes = tuple[dict[str, Any], str | None, tuple[Any, ...], dict[str, Any]]
 
 
 def changes(current: Invocation, event: Event, decision: Decision, at: str) -> Changes:
@@ -43,9 +45,7 @@ def changes(current: Invocation, event: Event, decision: Decision, at: str) -> C
     match event:
         case SubmitIntended(attempt=attempt, job_name=name):
             columns = {"attempt": attempt, "not_before": None}
-            sql = "INSERT INTO attempts (invocation_id, attempt, job_name, intended_at) "
-            sql += "VALUES (?,?,?,?)"
-            params = (current.id, attempt, name, at)
+            sql, params = _INTEND, (current.id, attempt, name, at)
             facts = {
                 "job_id": None,
                 "job_name": name,
@@ -54,22 +54,18 @@ def changes(current: Invocation, event: Event, decision: Decision, at: str) -> C
                 "intended_at": at,
             }
         case SubmitDispatched():
-            sql = f"UPDATE attempts SET dispatched_at=? {_THIS_ATTEMPT}"
-            params, facts = (at, *key), {"dispatched": True}
+            sql, params, facts = _DISPATCHED, (at, *key), {"dispatched": True}
         case FenceIntended():
-            sql = "UPDATE attempts SET fence_intended_at=coalesce(fence_intended_at, ?) "
-            sql += _THIS_ATTEMPT
-            params, facts = (at, *key), {"fence_intended": True}
+            sql, params, facts = _FENCE, (at, *key), {"fence_intended": True}
         case Submitted(job_id=job_id):
-            sql = f"UPDATE attempts SET job_id=?, submitted_at=? {_THIS_ATTEMPT}"
-            params, facts = (job_id, at, *key), {"job_id": job_id}
+            sql, params, facts = _SUBMITTED, (job_id, at, *key), {"job_id": job_id}
         case Finished(failure_class=fc, exit_code=code):
             columns = {"failure_class": fc, "exit_code": code}
-            sql, params = f"UPDATE attempts SET failure_class=? {_THIS_ATTEMPT}", (fc, *key)
+            sql, params = _FAILURE, (fc, *key)
         case InfraFailed(failure_class=fc, not_before=not_before):
             retries = current.retries + 1
             columns = {"failure_class": fc, "retries": retries, "not_before": not_before or None}
-            sql, params = f"UPDATE attempts SET failure_class=? {_THIS_ATTEMPT}", (fc, *key)
+            sql, params = _FAILURE, (fc, *key)
         case CancelRequested():
             columns = {"cancel_requested": True}
         case Collected(exit_code=code):
@@ -77,4 +73,4 @@ def changes(current: Invocation, event: Event, decision: Decision, at: str) -> C
     for effect in decision.effects:
         if isinstance(effect, Finish):
             columns["outcome"] = effect.outcome
-    return Changes(columns, sql, params, facts)
+    return columns, sql, params, facts

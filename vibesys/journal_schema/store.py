@@ -189,10 +189,8 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
         execute("COMMIT")
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
-        committed = current.evolve(
-            state=decision.state, version=current.version + 1, updated_at=at, **columns, **facts
-        )
-        return committed, decision
+        changed = {"state": decision.state, "version": current.version + 1, "updated_at": at}
+        return current.evolve({**changed, **columns, **facts}), decision
 
 
 def open_journal(path: Path, *, readonly: bool = False) -> Journal:
