@@ -182,9 +182,11 @@ class SlurmScheduler:
                 where = {"site": self.config.slurm.name, **provenance(row)}
                 result[job.job_name] = dataclasses.replace(status, provenance=where)
             else:
-                recorded = (_age(job.intended_at) or 0.0) > self.config.slurm.sacct_lag_seconds
+                # An attempt of unknown age counts as young: waiting costs less than a guess.
+                age = _age(job.intended_at) or 0.0
+                caught_up = age > self.config.slurm.sacct_lag_seconds
                 claim = markers.claims.get(job.job_name)
-                result[job.job_name] = _absent(job, claim, marker, sacct_caught_up=recorded)
+                result[job.job_name] = _absent(job, claim, marker, sacct_caught_up=caught_up)
         return result
 
     def _sacct(self, jobs: Sequence[JobRef]) -> dict[str, SacctRow]:
