@@ -223,6 +223,22 @@ def test_a_signal_that_ends_the_served_run_ends_its_client_alike(context: Contex
     assert [status for status, _ in endings] == [-signal.SIGHUP, -signal.SIGHUP]
 
 
+def test_a_fork_that_closes_its_socket_a_moment_before_it_dies_ends_the_client_alike() -> None:
+    # The fork's socket closes as it exits, a moment before the system counts it dead: the
+    # client, which passed SIGHUP on, waits for the death instead of calling the end unknown.
+    script = (
+        "import signal, socket, subprocess, sys\n"
+        "from vibesys import run_client\n"
+        "from vibesys.proc import start_time\n"
+        "mine, its = socket.socketpair()\n"
+        "fork = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(0.3)'])\n"
+        "its.close()  # the end of the socket comes first, the death 0.3 s later\n"
+        "sys.exit(run_client._follow(mine, (fork.pid, start_time(fork.pid)), [signal.SIGHUP]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == -signal.SIGHUP, done.stderr
+
+
 def served_and_own(ctx: Context, signum: int, *command: str) -> list[tuple[int, str]]:
     """(exit status, stderr) of `command` served, then run in its own process, each sent
     `signum` once its job runs."""

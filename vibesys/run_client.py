@@ -265,9 +265,11 @@ def _follow(sock: socket.socket, fork: _Fork, forwarded: list[int]) -> int:
     answer = _line(sock)
     if answer.startswith(b"exit ") and answer[5:].isdigit():
         return int(answer[5:])
-    if forwarded and not is_alive(*fork):
+    if forwarded and _dead_within(fork, 2.0):
         # A signal passed on before the run set its handlers ended it as it would have ended
-        # a run in its own process: end this one alike, so the caller sees the same.
+        # a run in its own process: end this one alike, so the caller sees the same. (Its
+        # socket closes as it exits, a moment before the system counts it dead: hence the
+        # wait.)
         signal.signal(forwarded[-1], signal.SIG_DFL)
         os.kill(os.getpid(), forwarded[-1])
     sys.stderr.write(
@@ -283,15 +285,22 @@ def _started_before_fence(sock: socket.socket, fork: _Fork, heard: bytes) -> boo
     if is_alive(*fork):  # the same process: its pid is not yet some other's
         with contextlib.suppress(ProcessLookupError):
             os.kill(fork[0], signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while is_alive(*fork):
-        if time.monotonic() > deadline:
-            return True  # not provably dead: it may run, so this process must not
-        time.sleep(0.01)
+    if not _dead_within(fork, 10.0):
+        return True  # not provably dead: it may run, so this process must not
     sock.setblocking(False)
     with contextlib.suppress(OSError):
         heard += sock.recv(64)
     return heard.startswith(b"started")
+
+
+def _dead_within(fork: _Fork, seconds: float) -> bool:
+    """Whether the fork is dead, or dies within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while is_alive(*fork):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def _forward(pid: int, signum: int, forwarded: list[int]) -> None:
