@@ -130,3 +130,24 @@ def test_a_forgotten_claimed_job_is_final_only_once_sacct_has_caught_up(
     assert not unclaimed.final
     ended = _absent(job, claim, 0, sacct_caught_up=caught_up)
     assert (ended.state, ended.exit_code) == (RemoteState.COMPLETED, 0)
+
+
+def test_squeue_rows_of_a_name_go_to_the_attempt_whose_job_they_are(tmp_path: Path) -> None:
+    # Two jobs carry one attempt's name (a manual resubmission): an attempt whose job id is
+    # known gets its own job's row only; one not yet known gets the name's last row.
+    from vibesys.adapters.base import JobRef
+    from vibesys.adapters.slurm.parse import parse_squeue
+    from vibesys.adapters.slurm.scheduler import _by_name
+
+    rows = parse_squeue(
+        "41|vibesys-a-1|RUNNING|None|main|N/A|node1|2026-12-01T05:00:00|N/A|1\n"
+        "57|vibesys-a-1|FAILED|NonZeroExitCode|main|N/A|node1|N/A|N/A|1\n"
+        "60|vibesys-b-1|PENDING|Priority|main|N/A||N/A|N/A|1\n"
+    )
+    known = JobRef("vibesys-a-1", "41", tmp_path)
+    assert _by_name(rows, [known])["vibesys-a-1"].job_id == "41"
+    gone = JobRef("vibesys-a-1", "39", tmp_path)  # its job is not among the rows at all
+    assert "vibesys-a-1" not in _by_name(rows, [gone])
+    unknown = JobRef("vibesys-a-1", None, tmp_path)
+    assert _by_name(rows, [unknown])["vibesys-a-1"].job_id == "57"
+    assert _by_name(rows, [known])["vibesys-b-1"].job_id == "60"

@@ -123,13 +123,13 @@ class SlurmScheduler:
         squeue = squeue_argv(names=[j.job_name for j in jobs])
         prefetched: Markers | None = None
         if self.shares_filesystem:
-            queued = _by_name(parse_squeue(self.checked(squeue)))
+            queued = _by_name(parse_squeue(self.checked(squeue)), jobs)
         else:
             # Over a remote transport the round is one command: squeue and every job's markers
             # (shell builtins, no process per job); only the markers the logic below asks for
             # are used, as if read on demand.
             text, prefetched = self._squeue_with_markers(squeue, jobs)
-            queued = _by_name(parse_squeue(text))
+            queued = _by_name(parse_squeue(text), jobs)
 
         def read(subset: Sequence[JobRef]) -> Markers:
             if prefetched is None:
@@ -402,8 +402,11 @@ def _absent(
     )
 
 
-def _by_name(rows: Sequence[SqueueRow]) -> dict[str, SqueueRow]:
-    return {row.job_name: row for row in rows}
+def _by_name(rows: Sequence[SqueueRow], jobs: Sequence[JobRef]) -> dict[str, SqueueRow]:
+    """squeue's row for each job's name. A job whose id is known gets only the row with that
+    id: another job of the same name (a manual resubmission, say) is not this attempt's."""
+    ids = {job.job_name: str(job.job_id) for job in jobs if job.job_id}
+    return {row.job_name: row for row in rows if ids.get(row.job_name, row.job_id) == row.job_id}
 
 
 def _lagging(row: SacctRow) -> bool:
