@@ -13,10 +13,12 @@ What keeps it the same run:
   the umask, ids and limits, and the installed code (vibesys's files and the import path's
   directories, by time and size). Anything different finds a server of its own; stale code
   never serves.
-- The fork does nothing before this process says "go", which it says once, and only when it
-  will not run the evaluation itself. A server that does not answer in time (frozen, or gone)
-  is passed over for running here, and a fork it makes later finds no "go" and leaves: one
-  command line is one evaluation, never two.
+- The server forks as soon as this process connects; the fork says "ready", takes the request
+  and the standard streams, and says "started" before any work. A server that does not
+  answer in time (frozen, or gone) is passed over for running here, and a fork it makes
+  later finds nobody and leaves. A fork that goes silent before "started" is killed, and
+  only once it is provably dead, without having said it, does this process run the
+  evaluation itself: one command line is one evaluation, never two.
 - Following is not owning, and the fork is the owner: this process forwards SIGINT, SIGTERM,
   SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to it; when this process dies, even by SIGKILL, the
   fork kills itself, as this process's own driver would have died with it.
