@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -302,3 +303,28 @@ def test_an_exec_that_went_through_is_submitted_even_if_its_allocation_cannot_be
     receipt = backend.submit(job)  # no error: an error here would read "nothing submitted"
     assert receipt.job_id == "1@?"  # the allocation comes with the claim and the next status
     assert len(fake_sky.calls("exec")) == 1
+
+
+def test_a_job_ended_by_its_marker_takes_the_markers_time_till_the_queue_has_one(
+    fake_sky: FakeSky,
+) -> None:
+    """The wrapper writes the exit code a moment before SkyPilot's queue records an end (the
+    status may already come from the marker): the marker's own time is the end till then."""
+    backend = fake_sky.backend()
+    backend.ensure_lease()
+    req = request(fake_sky, "inv-end", 1, ["sh", "-c", "exit 0"])
+    job = ref(req, backend.submit(req).job_id)
+    wait_terminal(backend, job)
+    marker = fake_sky.remote / "inv-end" / "1" / "exit_code"
+    os.utime(marker, (1_700_000_000, 1_700_000_000))
+    [queued] = fake_sky.cluster_state(backend.cluster)["jobs"]  # type: ignore[index]
+    rc_file = Path(queued["rc_file"])
+    os.utime(rc_file, (1_700_000_100, 1_700_000_100))
+    # The queue's end time, once it has one, is SkyPilot's own account.
+    ended = backend.status([job])[job.job_name]
+    assert ended.provenance["ended_at"] == "2023-11-14T22:15:00Z"
+
+    rc_file.unlink()  # the queue not caught up yet
+    status = backend.status([job])[job.job_name]
+    assert (status.state, status.exit_code) == (RemoteState.COMPLETED, 0)
+    assert status.provenance["ended_at"] == "2023-11-14T22:13:20Z"

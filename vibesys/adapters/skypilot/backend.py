@@ -268,7 +268,11 @@ class SkyPilotBackend:
         return {name: self._with_provenance(s, seen[name]) for name, s in result.items()}
 
     def _with_provenance(self, status: RemoteStatus, seen: Observed) -> RemoteStatus:
+        # SkyPilot's queue records the end a moment after the wrapper wrote the exit code (and
+        # the status may come from that marker first): the marker's time stands in till then.
         ended = seen.queued.end_at if seen.queued is not None else None
+        if ended is None and seen.files.exit_code is not None:
+            ended = seen.files.exit_written_at
         found = provenance(self.effective, self.cluster, status.job_id, seen.files.claim, ended)
         return dataclasses.replace(status, provenance=found) if found else status
 

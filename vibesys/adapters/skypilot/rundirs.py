@@ -39,7 +39,7 @@ __all__ = ["DirState", "RunDirs"]
 # Prints nothing (rc 0) for a log that does not exist yet, else its bytes from an offset.
 _WHO: Final = 'printf "%s\\n%s\\n" "$(id -un)" "$HOME"'
 # Every marker of every directory in one command, as JSON (python3 is on every login node the
-# artifact listing already relies on).
+# artifact listing already relies on), with the time the first one (the exit code) was written.
 _READ_STATES: Final = r"""
 import json, os, sys
 def read(path):
@@ -48,8 +48,17 @@ def read(path):
             return f.read()
     except OSError:
         return None
+def written(path):
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
 names = sys.argv[1:5]
-print(json.dumps({d: {n: read(os.path.join(d, n)) for n in names} for d in sys.argv[5:]}))
+def markers(d):
+    found = {n: read(os.path.join(d, n)) for n in names}
+    found["written"] = written(os.path.join(d, names[0]))
+    return found
+print(json.dumps({d: markers(d) for d in sys.argv[5:]}))
 """
 
 
@@ -61,6 +70,9 @@ class DirState:
     exit_code: int | None
     refused: str | None
     setup_failed: int | None
+    #: When the wrapper wrote the exit code (epoch seconds): the command's end by its own
+    #: account, known before SkyPilot's queue records an end time of its own.
+    exit_written_at: float | None = None
 
     def describe(self) -> str:
         parts = []
@@ -115,7 +127,7 @@ class RunDirs:
         if not jobs:
             return {}
         dirs = {str(self.run_dir(job)): job.job_name for job in jobs}
-        names = [CLAIM_FILE, EXIT_CODE_FILE, REFUSED_FILE, SETUP_FAILED_FILE]
+        names = [EXIT_CODE_FILE, CLAIM_FILE, REFUSED_FILE, SETUP_FAILED_FILE]
         out = self._checked(["python3", "-c", _READ_STATES, *names, *dirs])
         try:
             data = json.loads(out)
@@ -129,6 +141,7 @@ class RunDirs:
                 exit_code=_number(files.get(EXIT_CODE_FILE)),
                 refused=files.get(REFUSED_FILE),
                 setup_failed=_number(files.get(SETUP_FAILED_FILE)),
+                exit_written_at=_epoch(files.get("written")),
             )
         return states
 
@@ -167,6 +180,10 @@ class RunDirs:
                 f"{argv[0]} on the login node failed", evidence=result.evidence()
             )
         return result.stdout
+
+
+def _epoch(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def _number(text: str | None) -> int | None:
