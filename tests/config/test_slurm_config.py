@@ -67,6 +67,7 @@ def test_defaults_of_a_minimal_file() -> None:
     assert slurm.poll_max_seconds == 30.0
     assert slurm.poll_backoff == 3.0
     assert slurm.probe_seconds == 0.25
+    assert slurm.poll_settle_seconds == 0.5
     assert slurm.poll_floor_seconds == 1.0
     assert slurm.sacct_lag_seconds == 10.0
     assert slurm.command_timeout_seconds == 60.0
@@ -273,7 +274,8 @@ def test_the_ssh_variant_validates() -> None:
             'name = "c"\nzzz = 1',
             "slurm.zzz: unknown key (allowed: name, remote_workspace_root, sbatch_arguments, "
             "poll_initial_seconds, poll_floor_seconds, poll_max_seconds, poll_backoff, "
-            "probe_seconds, sacct_lag_seconds, command_timeout_seconds, transport)",
+            "probe_seconds, poll_settle_seconds, sacct_lag_seconds, command_timeout_seconds, "
+            "transport)",
         ),
         (
             'name = "local-cluster"',

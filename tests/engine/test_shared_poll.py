@@ -34,6 +34,7 @@ class SharedFake(FakeBackend):
     """The fake scheduler, declaring its status calls shared per site (SharedPolling)."""
 
     floor: float = 0.0
+    settle: float = 0.0
     #: job names whose end marker a probe finds
     ended: set[str] = field(default_factory=set)
     probes: list[list[str]] = field(default_factory=list)
@@ -47,7 +48,7 @@ class SharedFake(FakeBackend):
         return {"SlurmctldParameters": "(null)"}
 
     def poll_schedule(self, facts: object) -> PollSchedule:
-        return PollSchedule(self.floor, 2.0, 30.0, 2.0, 0.25)
+        return PollSchedule(self.floor, 2.0, 30.0, 2.0, 0.25, settle=self.settle)
 
     def probe(self, jobs: Sequence[JobRef]) -> set[str]:
         self.probes.append([j.job_name for j in jobs])
@@ -324,6 +325,7 @@ def test_an_expired_lease_of_another_host_passes_on(
 def test_a_probe_that_finds_an_end_brings_the_round_forward(
     journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
 ) -> None:
+    fake.settle = 0.5  # no other job runs: nobody to wait for
     a = engine(journal, fake, clock, "elsewhere:1:1")
     inv = running(a, tmp_path)
     fake.probes.clear()
@@ -337,6 +339,34 @@ def test_a_probe_that_finds_an_end_brings_the_round_forward(
     assert a.observe(journal.get(inv.id)) is None  # this probe finds the marker...
     assert a.observe(journal.get(inv.id)) is not None  # ... and the round runs at once
     assert len(fake.status_calls()) == rounds + 1
+
+
+def test_ends_found_together_are_confirmed_by_one_round(
+    journal: Journal, second_journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    fake.settle = 0.5
+    fake.attempts.append(FakeAttempt((S.RUNNING,)))
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    b = engine(second_journal, fake, clock, "elsewhere:2:1")
+    inv_a, inv_b, still = running(a, tmp_path), running(b, tmp_path), running(a, tmp_path)
+    names = [f"vibesys-{inv.id}-1" for inv in (inv_a, inv_b, still)]
+    rounds = len(fake.status_calls())
+    fake.ended.add(names[0])
+    clock.advance(0.5)
+    assert a.observe(journal.get(inv_a.id)) is None  # the probe finds a's end: a round in 0.5 s
+    assert len(fake.status_calls()) == rounds
+    fake.ended.add(names[1])
+    clock.advance(0.25)
+    # b's probe finds b's end too: the round is neither run at once nor put off.
+    assert b.observe(second_journal.get(inv_b.id)) is None
+    assert len(fake.status_calls()) == rounds
+    due = journal.poll_site(SITE).due_at  # type: ignore[union-attr]
+    assert due == iso(clock() + timedelta(seconds=0.25))
+    clock.advance(0.25)
+    assert a.observe(journal.get(inv_a.id)) is not None
+    assert b.observe(second_journal.get(inv_b.id)) is not None
+    assert len(fake.status_calls()) == rounds + 1
+    assert sorted(fake.status_calls()[-1]) == sorted(names)
 
 
 def test_the_floor_holds_between_rounds(

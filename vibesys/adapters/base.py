@@ -220,7 +220,8 @@ class GathersCollection(Protocol):
 class PollSchedule:
     """How often a site's shared status round may run (seconds). The round after one that
     watched jobs no older than `age` is due `interval(age)` later; never sooner than `floor`
-    after the last one. Between rounds the cheap `probe` runs every `probe` seconds."""
+    after the last one. Between rounds the cheap `probe` runs every `probe` seconds; an end it
+    finds makes the next round due `settle` later (at once when no other job still runs)."""
 
     floor: float
     initial: float
@@ -229,6 +230,9 @@ class PollSchedule:
     probe: float
     #: why the floor is what it is (the site's RPC rate limit, when it set it), for people
     why: str = ""
+    #: how long after a probe finds an end the confirming round waits for the other watched
+    #: jobs, still running, to end too
+    settle: float = 0.0
 
     def interval(self, age: float) -> float:
         """Waiting a fixed fraction of the youngest job's age grows the delay geometrically

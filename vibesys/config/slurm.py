@@ -287,6 +287,13 @@ class SlurmConfig(BaseModel):
         "looked for (a file check, or one remote command over SSH; never a scheduler call): a "
         "job that ends is seen within about this long, and one status round confirms it.",
     )
+    poll_settle_seconds: float = Field(
+        default=0.5,
+        ge=0,
+        description="How long the status round that confirms an end found by the probe waits "
+        "for other jobs to end too: the jobs of a batch end close together, and one round "
+        "confirms them all instead of one round each.",
+    )
     sacct_lag_seconds: float = Field(
         default=10.0,
         ge=0,

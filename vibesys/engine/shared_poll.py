@@ -18,8 +18,10 @@ The schedule (`adapters.base.PollSchedule`): the next round is due `interval(age
 last one, `age` being the youngest watched job's; never sooner than the floor after the last
 round started (the floor follows the site's RPC rate limit, read once per site by the poller
 and kept in the journal). Between rounds the poller lease also serves a cheap probe of the
-watched jobs' exit markers (no scheduler call): a job that ended makes the next round due at
-once (still no sooner than the floor), so a short job's end is seen within about a second.
+watched jobs' exit markers (no scheduler call): a job that ended makes the next round due a
+short `settle` later while other watched jobs still run (at once when none does; never
+sooner than the floor), so that one round confirms the jobs of a batch that end together,
+and a short job's end is seen within about a second.
 
 The observations are the same `Seen` values the planner reads from a direct status call; the
 planner does not know whether a round was shared.
@@ -304,8 +306,11 @@ class SharedPoll:
             ]
             refs = [engine.job_ref(inv) for inv in open_jobs]
             self.probes_run += 1
-            if refs and backend.probe(refs):
-                due = max(now, _after(taken.started_at, schedule.floor) or now)
+            ended = backend.probe(refs) if refs else set()
+            if ended:
+                # Nobody left to wait for: the round is due as soon as the floor allows.
+                settle = 0.0 if len(ended) == len(refs) else schedule.settle
+                due = _round_after_ends(now, taken, schedule.floor, settle)
         except BackendError:
             pass  # the next round will tell; a probe proves nothing by failing
         finally:
@@ -344,6 +349,14 @@ class SharedPoll:
         if row.poller is None or row.poller == self.engine.owner:
             return False
         return not poller_free(row.poller, row.poller_expires_at, self.engine.owner, now)
+
+
+def _round_after_ends(now: datetime, row: PollSite, floor: float, settle: float) -> datetime:
+    """When the round confirming ends that a probe found is due: `settle` from now while other
+    watched jobs still run, so that the jobs of a batch, which end close together, are
+    confirmed by one round rather than one each; never sooner than the floor allows. (The
+    journal keeps a round already due sooner.)"""
+    return max(now + _seconds(settle), _after(row.started_at, floor) or now)
 
 
 def _ended(last: Any, inv: Invocation) -> bool:

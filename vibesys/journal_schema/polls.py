@@ -285,18 +285,16 @@ class PollRecords:
         due_at: datetime | None = None,
     ) -> None:
         """Give the lease back without a round (after a probe, or a failure to poll); a probe
-        that found an ended job makes the next round due at `due_at`."""
+        that found an ended job makes the next round due no later than `due_at` (a round due
+        sooner stays so: later probes never put off what an earlier one, or a cancel, asked)."""
+        due = None if due_at is None else iso(due_at)
         with self._relaxed() as conn:
             conn.execute(
                 "UPDATE poll_sites SET poller=NULL, poller_expires_at=NULL, "
-                "probed_at=coalesce(?, probed_at), due_at=coalesce(?, due_at) "
-                "WHERE site=? AND poller=?",
-                (
-                    None if probed_at is None else iso(probed_at),
-                    None if due_at is None else iso(due_at),
-                    site,
-                    owner,
-                ),
+                "probed_at=coalesce(?, probed_at), "
+                "due_at=CASE WHEN due_at IS NULL OR ? < due_at THEN coalesce(?, due_at) "
+                "ELSE due_at END WHERE site=? AND poller=?",
+                (None if probed_at is None else iso(probed_at), due, due, site, owner),
             )
 
     def advance_due(self, site: str, due_at: datetime) -> None:

@@ -335,7 +335,13 @@ class SlurmScheduler:
                 )
         maximum = max(slurm.poll_max_seconds, floor)
         return PollSchedule(
-            floor, slurm.poll_initial_seconds, maximum, slurm.poll_backoff, slurm.probe_seconds, why
+            floor,
+            slurm.poll_initial_seconds,
+            maximum,
+            slurm.poll_backoff,
+            slurm.probe_seconds,
+            why,
+            settle=slurm.poll_settle_seconds,
         )
 
     def probe(self, jobs: Sequence[JobRef]) -> set[str]:
