@@ -288,11 +288,12 @@ class SlurmConfig(BaseModel):
         "job that ends is seen within about this long, and one status round confirms it.",
     )
     poll_settle_seconds: float = Field(
-        default=0.5,
+        default=1.0,
         ge=0,
         description="How long the status round that confirms an end found by the probe waits "
-        "for other jobs to end too: the jobs of a batch end close together, and one round "
-        "confirms them all instead of one round each.",
+        "for the other watched jobs, still running, to end too: the jobs of a batch end "
+        "within a second or two of each other, and one round confirms them all instead of "
+        "one round each. A lone job's end (no other job still running) is confirmed at once.",
     )
     sacct_lag_seconds: float = Field(
         default=10.0,
