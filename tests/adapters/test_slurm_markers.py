@@ -120,15 +120,15 @@ def test_a_forgotten_claimed_job_is_final_only_once_sacct_has_caught_up(
     # the site's sacct lag, sacct's silence proves nothing yet: sacct may still tell.
     from vibesys.adapters.base import JobRef, RemoteState
     from vibesys.adapters.claim import Claim
-    from vibesys.adapters.slurm.scheduler import _absent
+    from vibesys.adapters.slurm.status_rules import absent_status
 
     job = JobRef("vibesys-x-1", "77", tmp_path)
     claim = Claim("job", {"kind": "job", "slurm_job_id": "77"})
-    status = _absent(job, claim, None, sacct_caught_up=caught_up)
+    status = absent_status(job, claim, None, sacct_caught_up=caught_up)
     assert (status.state, status.final, status.claim) == (RemoteState.NOT_FOUND, caught_up, claim)
-    unclaimed = _absent(job, None, None, sacct_caught_up=caught_up)
+    unclaimed = absent_status(job, None, None, sacct_caught_up=caught_up)
     assert not unclaimed.final
-    ended = _absent(job, claim, 0, sacct_caught_up=caught_up)
+    ended = absent_status(job, claim, 0, sacct_caught_up=caught_up)
     assert (ended.state, ended.exit_code) == (RemoteState.COMPLETED, 0)
 
 
@@ -137,7 +137,7 @@ def test_squeue_rows_of_a_name_go_to_the_attempt_whose_job_they_are(tmp_path: Pa
     # known gets its own job's row only; one not yet known gets the name's last row.
     from vibesys.adapters.base import JobRef
     from vibesys.adapters.slurm.parse import parse_squeue
-    from vibesys.adapters.slurm.scheduler import _by_name
+    from vibesys.adapters.slurm.status_rules import rows_by_name
 
     rows = parse_squeue(
         "41|vibesys-a-1|RUNNING|None|main|N/A|node1|2026-12-01T05:00:00|N/A|1\n"
@@ -145,9 +145,9 @@ def test_squeue_rows_of_a_name_go_to_the_attempt_whose_job_they_are(tmp_path: Pa
         "60|vibesys-b-1|PENDING|Priority|main|N/A||N/A|N/A|1\n"
     )
     known = JobRef("vibesys-a-1", "41", tmp_path)
-    assert _by_name(rows, [known])["vibesys-a-1"].job_id == "41"
+    assert rows_by_name(rows, [known])["vibesys-a-1"].job_id == "41"
     gone = JobRef("vibesys-a-1", "39", tmp_path)  # its job is not among the rows at all
-    assert "vibesys-a-1" not in _by_name(rows, [gone])
+    assert "vibesys-a-1" not in rows_by_name(rows, [gone])
     unknown = JobRef("vibesys-a-1", None, tmp_path)
-    assert _by_name(rows, [unknown])["vibesys-a-1"].job_id == "57"
-    assert _by_name(rows, [known])["vibesys-b-1"].job_id == "60"
+    assert rows_by_name(rows, [unknown])["vibesys-a-1"].job_id == "57"
+    assert rows_by_name(rows, [known])["vibesys-b-1"].job_id == "60"

@@ -30,6 +30,7 @@ POLLS = "vibesys/journal_schema/polls.py"
 MACHINE = "vibesys/states/machine.py"
 RUN_COMMAND = "vibesys/run_command.py"
 CORE = "vibesys/engine/core.py"
+STATUS_RULES = "vibesys/adapters/slurm/status_rules.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -64,6 +65,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     MACHINE: ("tests/states/test_states_decide.py",),
     RUN_COMMAND: ("tests/test_live_status.py",),
     CORE: ("tests/engine/test_shared_poll.py",),
+    STATUS_RULES: ("tests/adapters/test_slurm_markers.py",),
 }
 
 
@@ -163,6 +165,11 @@ MUTANTS: list[Mutant] = [
     M("shared-poll-stale-when-due", SHARED_POLL, "if due is not None and due <= self.engine.clock() and row.poller != self.engine.owner:", "if False:", "an observation older than a round is read as fresh once the next is due"),
     M("poller-lease-ignores-holder", POLLS, "if not poller_free(current.poller, current.poller_expires_at, owner, now):", "if False:", "two processes run a site's round at once (a live poller's lease is taken)"),
     M("poller-dead-lease-blocks", POLLS, "if not poller_free(current.poller, current.poller_expires_at, owner, now):", "if current.poller not in (None, owner):", "a dead poller's lease never passes to another"),
+    M("poller-release-puts-off-the-round", POLLS, '"due_at=CASE WHEN due_at IS NULL OR ? < due_at THEN coalesce(?, due_at) "', '"due_at=CASE WHEN 1 OR ? < due_at THEN coalesce(?, due_at) "', "each probe that finds another end puts the confirming round off again (it may never run)"),
+    M("shared-poll-settles-a-lone-end", SHARED_POLL, "settle = 0.0 if len(ended) == len(refs) else schedule.settle", "settle = schedule.settle", "a lone job's end waits for others that will never end with it"),
+    M("shared-poll-no-settle", SHARED_POLL, "return max(now + _seconds(settle), _after(row.started_at, floor) or now)", "return max(now, _after(row.started_at, floor) or now)", "a batch's ends cost a status round each"),
+    M("slurm-forgotten-claim-final-at-once", STATUS_RULES, 'final = claim is not None and claim.kind == "job" and sacct_caught_up', 'final = claim is not None and claim.kind == "job"', "a job sacct has not caught up with yet is given up as killed"),
+    M("slurm-name-takes-any-row", STATUS_RULES, "if ids.get(row.job_name, row.job_id) == row.job_id}", "}", "another job of the same name (a resubmission by hand) is taken for the attempt"),
     M("poller-frozen-blocks", POLLS, "    return expires is None or datetime.fromisoformat(expires) <= now\n", "    return identity_alive(holder) is None and (expires is None or datetime.fromisoformat(expires) <= now)\n", "a frozen (SIGSTOPped) poller keeps every other process blind for good"),
     M("poller-round-before-due", POLLS, "not (force or probe)", "False", "a process whose view of the schedule is stale runs a round before it is due"),
     M("clock-second-kept", "vibesys/journal_schema/clock.py", "    if cached != second:", "    if cached < 0:", "the commit clock keeps the first second's text for ever", tests=("tests/journal_schema/test_journal_store.py",)),

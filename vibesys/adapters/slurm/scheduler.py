@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from vibesys.adapters.base import (
-    TERMINAL_REMOTE,
     ArtifactInfo,
     GatheredCollection,
     JobRef,
@@ -39,8 +38,6 @@ from vibesys.adapters.slurm.markers import (
     round_script,
 )
 from vibesys.adapters.slurm.parse import (
-    SACCT_PLACEHOLDER_NAME,
-    SLURM_STATES,
     SacctRow,
     SqueueRow,
     classify,
@@ -53,6 +50,12 @@ from vibesys.adapters.slurm.parse import (
 )
 from vibesys.adapters.slurm.provenance import provenance
 from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE
+from vibesys.adapters.slurm.status_rules import (
+    absent_status,
+    is_terminal,
+    rows_by_name,
+    sacct_lagging,
+)
 from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable
@@ -123,27 +126,27 @@ class SlurmScheduler:
         squeue = squeue_argv(names=[j.job_name for j in jobs])
         prefetched: Markers | None = None
         if self.shares_filesystem:
-            queued = _by_name(parse_squeue(self.checked(squeue)), jobs)
+            queued = rows_by_name(parse_squeue(self.checked(squeue)), jobs)
         else:
             # Over a remote transport the round is one command: squeue and every job's markers
             # (shell builtins, no process per job); only the markers the logic below asks for
             # are used, as if read on demand.
             text, prefetched = self._squeue_with_markers(squeue, jobs)
-            queued = _by_name(parse_squeue(text), jobs)
+            queued = rows_by_name(parse_squeue(text), jobs)
 
         def read(subset: Sequence[JobRef]) -> Markers:
             if prefetched is None:
                 return self._markers(subset)
             return prefetched.only(j.job_name for j in subset)
 
-        markers = read([j for j in jobs if _terminal(queued.get(j.job_name))])
+        markers = read([j for j in jobs if is_terminal(queued.get(j.job_name))])
         # squeue forgets finished jobs after MinJobAge; a job that ended without a marker
         # needs sacct's ExitCode too.
         ask_sacct = [
             j
             for j in jobs
             if j.job_name not in queued
-            or (_terminal(queued[j.job_name]) and j.job_name not in markers.codes)
+            or (is_terminal(queued[j.job_name]) and j.job_name not in markers.codes)
         ]
         accounted = self._sacct(ask_sacct)
         unseen = [j for j in ask_sacct if j.job_name not in markers.read]
@@ -152,7 +155,7 @@ class SlurmScheduler:
                 [
                     j
                     for j in unseen
-                    if _terminal(accounted.get(j.job_name))
+                    if is_terminal(accounted.get(j.job_name))
                     or (j.job_name not in queued and j.job_name not in accounted)
                 ]
             )
@@ -166,10 +169,13 @@ class SlurmScheduler:
             # exit code of a job that ended without a marker, once it has caught up (until
             # then its row is a placeholder that proves nothing, and squeue's end stands).
             use_live = live is not None and (
-                not _terminal(live) or marker is not None or record is None or _lagging(record)
+                not is_terminal(live)
+                or marker is not None
+                or record is None
+                or sacct_lagging(record)
             )
             row: SqueueRow | SacctRow | None = live if use_live else record
-            if job.job_name in markers.setup_failed and row is not None and _terminal(row):
+            if job.job_name in markers.setup_failed and row is not None and is_terminal(row):
                 result[job.job_name] = RemoteStatus(
                     job.job_name,
                     row.job_id,
@@ -186,7 +192,7 @@ class SlurmScheduler:
                 age = _age(job.intended_at) or 0.0
                 caught_up = age > self.config.slurm.sacct_lag_seconds
                 claim = markers.claims.get(job.job_name)
-                result[job.job_name] = _absent(job, claim, marker, sacct_caught_up=caught_up)
+                result[job.job_name] = absent_status(job, claim, marker, sacct_caught_up=caught_up)
         return result
 
     def _sacct(self, jobs: Sequence[JobRef]) -> dict[str, SacctRow]:
@@ -371,57 +377,6 @@ def _copy_from(path: str, offset: int, sink: Sink) -> int:
             sink.write(chunk)
             copied += len(chunk)
     return copied
-
-
-def _absent(
-    job: JobRef, claim: Claim | None, marker: int | None, *, sacct_caught_up: bool
-) -> RemoteStatus:
-    """A job neither squeue nor sacct shows: NOT_FOUND, with the evidence its directory holds.
-    `sacct_caught_up`: the attempt is older than the site's sacct lag, so sacct's silence
-    about it counts."""
-    parts = [f"no job named {job.job_name} in squeue (all states) or sacct"]
-    if job.job_id:
-        parts[0] = f"job {job.job_id} known to neither squeue nor sacct"
-    if claim is not None:
-        parts.append(claim.describe())
-    if marker is not None:
-        parts.append(f"marker exit_code={marker}")
-    if claim is not None and claim.kind == "job" and marker is not None:
-        # The job claimed, ran and left its marker: that is its outcome, whatever the
-        # scheduler still remembers.
-        state = RemoteState.COMPLETED if marker == 0 else RemoteState.FAILED
-        job_id = claim.get("slurm_job_id") or job.job_id
-        return RemoteStatus(
-            job.job_name, job_id, state, exit_code=marker, observation="; ".join(parts)
-        )
-    # A claim without a marker the scheduler has forgotten: the job ended without leaving
-    # its status (killed), and nothing will ever tell how. Unless sacct may not have caught up
-    # yet (the attempt is younger than its lag): then sacct may still tell.
-    final = claim is not None and claim.kind == "job" and sacct_caught_up
-    return RemoteStatus(
-        job.job_name,
-        job.job_id,
-        RemoteState.NOT_FOUND,
-        observation="; ".join(parts),
-        claim=claim,
-        final=final,
-    )
-
-
-def _by_name(rows: Sequence[SqueueRow], jobs: Sequence[JobRef]) -> dict[str, SqueueRow]:
-    """squeue's row for each job's name. A job whose id is known gets only the row with that
-    id: another job of the same name (a manual resubmission, say) is not this attempt's."""
-    ids = {job.job_name: str(job.job_id) for job in jobs if job.job_id}
-    return {row.job_name: row for row in rows if ids.get(row.job_name, row.job_id) == row.job_id}
-
-
-def _lagging(row: SacctRow) -> bool:
-    """sacct has not yet written the job's real record (its name reads `allocation`)."""
-    return row.job_name == SACCT_PLACEHOLDER_NAME
-
-
-def _terminal(row: SqueueRow | SacctRow | None) -> bool:
-    return row is not None and SLURM_STATES.get(row.state, RemoteState.UNKNOWN) in TERMINAL_REMOTE
 
 
 def _age(moment: datetime | None) -> float | None:

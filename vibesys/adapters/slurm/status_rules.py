@@ -1,0 +1,64 @@
+"""What a status round concludes from squeue's and sacct's rows and an attempt's run directory,
+where the rows alone do not say: which row is whose, whether sacct has caught up, and what a
+job that neither shows proves. Pure: no commands, no clock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vibesys.adapters.base import TERMINAL_REMOTE, JobRef, RemoteState, RemoteStatus
+from vibesys.adapters.claim import Claim
+from vibesys.adapters.slurm.parse import SACCT_PLACEHOLDER_NAME, SLURM_STATES, SacctRow, SqueueRow
+
+__all__ = ["absent_status", "is_terminal", "rows_by_name", "sacct_lagging"]
+
+
+def absent_status(
+    job: JobRef, claim: Claim | None, marker: int | None, *, sacct_caught_up: bool
+) -> RemoteStatus:
+    """A job neither squeue nor sacct shows: NOT_FOUND, with the evidence its directory holds.
+    `sacct_caught_up`: the attempt is older than the site's sacct lag, so sacct's silence
+    about it counts."""
+    parts = [f"no job named {job.job_name} in squeue (all states) or sacct"]
+    if job.job_id:
+        parts[0] = f"job {job.job_id} known to neither squeue nor sacct"
+    if claim is not None:
+        parts.append(claim.describe())
+    if marker is not None:
+        parts.append(f"marker exit_code={marker}")
+    if claim is not None and claim.kind == "job" and marker is not None:
+        # The job claimed, ran and left its marker: that is its outcome, whatever the
+        # scheduler still remembers.
+        state = RemoteState.COMPLETED if marker == 0 else RemoteState.FAILED
+        job_id = claim.get("slurm_job_id") or job.job_id
+        return RemoteStatus(
+            job.job_name, job_id, state, exit_code=marker, observation="; ".join(parts)
+        )
+    # A claim without a marker the scheduler has forgotten: the job ended without leaving
+    # its status (killed), and nothing will ever tell how. Unless sacct may not have caught up
+    # yet (the attempt is younger than its lag): then sacct may still tell.
+    final = claim is not None and claim.kind == "job" and sacct_caught_up
+    return RemoteStatus(
+        job.job_name,
+        job.job_id,
+        RemoteState.NOT_FOUND,
+        observation="; ".join(parts),
+        claim=claim,
+        final=final,
+    )
+
+
+def rows_by_name(rows: Sequence[SqueueRow], jobs: Sequence[JobRef]) -> dict[str, SqueueRow]:
+    """squeue's row for each job's name. A job whose id is known gets only the row with that
+    id: another job of the same name (a manual resubmission, say) is not this attempt's."""
+    ids = {job.job_name: str(job.job_id) for job in jobs if job.job_id}
+    return {row.job_name: row for row in rows if ids.get(row.job_name, row.job_id) == row.job_id}
+
+
+def sacct_lagging(row: SacctRow) -> bool:
+    """sacct has not yet written the job's real record (its name reads `allocation`)."""
+    return row.job_name == SACCT_PLACEHOLDER_NAME
+
+
+def is_terminal(row: SqueueRow | SacctRow | None) -> bool:
+    return row is not None and SLURM_STATES.get(row.state, RemoteState.UNKNOWN) in TERMINAL_REMOTE
