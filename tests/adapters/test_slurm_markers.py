@@ -134,7 +134,7 @@ def test_a_forgotten_claimed_job_is_final_only_once_sacct_has_caught_up(
 
 def test_squeue_rows_of_a_name_go_to_the_attempt_whose_job_they_are(tmp_path: Path) -> None:
     # Two jobs carry one attempt's name (a manual resubmission): an attempt whose job id is
-    # known gets its own job's row only; one not yet known gets the name's last row.
+    # known gets its own job's row only; one not yet known gets the earliest submitted.
     from vibesys.adapters.base import JobRef
     from vibesys.adapters.slurm.parse import parse_squeue
     from vibesys.adapters.slurm.status_rules import rows_by_name
@@ -149,5 +149,6 @@ def test_squeue_rows_of_a_name_go_to_the_attempt_whose_job_they_are(tmp_path: Pa
     gone = JobRef("vibesys-a-1", "39", tmp_path)  # its job is not among the rows at all
     assert "vibesys-a-1" not in rows_by_name(rows, [gone])
     unknown = JobRef("vibesys-a-1", None, tmp_path)
-    assert rows_by_name(rows, [unknown])["vibesys-a-1"].job_id == "57"
+    assert rows_by_name(rows, [unknown])["vibesys-a-1"].job_id == "41"
+    assert rows_by_name(rows[::-1], [unknown])["vibesys-a-1"].job_id == "41"
     assert rows_by_name(rows, [known])["vibesys-b-1"].job_id == "60"

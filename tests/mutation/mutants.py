@@ -65,7 +65,10 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     MACHINE: ("tests/states/test_states_decide.py",),
     RUN_COMMAND: ("tests/test_live_status.py",),
     CORE: ("tests/engine/test_shared_poll.py",),
-    STATUS_RULES: ("tests/adapters/test_slurm_markers.py",),
+    STATUS_RULES: (
+        "tests/adapters/test_slurm_markers.py",
+        "tests/adapters/test_slurm_claimed_elsewhere.py",
+    ),
 }
 
 
@@ -169,7 +172,9 @@ MUTANTS: list[Mutant] = [
     M("shared-poll-settles-a-lone-end", SHARED_POLL, "settle = 0.0 if len(ended) == len(refs) else schedule.settle", "settle = schedule.settle", "a lone job's end waits for others that will never end with it"),
     M("shared-poll-no-settle", SHARED_POLL, "return max(now + _seconds(settle), _after(row.started_at, floor) or now)", "return max(now, _after(row.started_at, floor) or now)", "a batch's ends cost a status round each"),
     M("slurm-forgotten-claim-final-at-once", STATUS_RULES, 'final = claim is not None and claim.kind == "job" and sacct_caught_up', 'final = claim is not None and claim.kind == "job"', "a job sacct has not caught up with yet is given up as killed"),
-    M("slurm-name-takes-any-row", STATUS_RULES, "if ids.get(row.job_name, row.job_id) == row.job_id}", "}", "another job of the same name (a resubmission by hand) is taken for the attempt"),
+    M("slurm-name-takes-any-row", STATUS_RULES, "if ids.get(row.job_name, row.job_id) == row.job_id:", "if True:", "another job of the same name (a resubmission by hand) is taken for the attempt"),
+    M("slurm-refused-copy-is-the-end", STATUS_RULES, "return claimer if claimer and claimer != job_id else None", "return None", "a copy of the job that found the attempt claimed and ran nothing is read as the attempt's end (exit 85)"),
+    M("slurm-lookup-takes-any-of-a-name", STATUS_RULES, "for row in sorted(rows, key=_submission_order, reverse=True):", "for row in rows:", "a lookup by name takes whichever job of the name squeue lists last"),
     M("poller-frozen-blocks", POLLS, "    return expires is None or datetime.fromisoformat(expires) <= now\n", "    return identity_alive(holder) is None and (expires is None or datetime.fromisoformat(expires) <= now)\n", "a frozen (SIGSTOPped) poller keeps every other process blind for good"),
     M("poller-round-before-due", POLLS, "not (force or probe)", "False", "a process whose view of the schedule is stale runs a round before it is due"),
     M("clock-second-kept", "vibesys/journal_schema/clock.py", "    if cached != second:", "    if cached < 0:", "the commit clock keeps the first second's text for ever", tests=("tests/journal_schema/test_journal_store.py",)),

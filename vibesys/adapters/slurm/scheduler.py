@@ -52,6 +52,7 @@ from vibesys.adapters.slurm.provenance import provenance
 from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE
 from vibesys.adapters.slurm.status_rules import (
     absent_status,
+    claimed_elsewhere,
     is_terminal,
     rows_by_name,
     sacct_lagging,
@@ -126,13 +127,14 @@ class SlurmScheduler:
         squeue = squeue_argv(names=[j.job_name for j in jobs])
         prefetched: Markers | None = None
         if self.shares_filesystem:
-            queued = rows_by_name(parse_squeue(self.checked(squeue)), jobs)
+            rows = parse_squeue(self.checked(squeue))
         else:
             # Over a remote transport the round is one command: squeue and every job's markers
             # (shell builtins, no process per job); only the markers the logic below asks for
             # are used, as if read on demand.
             text, prefetched = self._squeue_with_markers(squeue, jobs)
-            queued = rows_by_name(parse_squeue(text), jobs)
+            rows = parse_squeue(text)
+        queued = rows_by_name(rows, jobs)
 
         def read(subset: Sequence[JobRef]) -> Markers:
             if prefetched is None:
@@ -175,6 +177,13 @@ class SlurmScheduler:
                 or sacct_lagging(record)
             )
             row: SqueueRow | SacctRow | None = live if use_live else record
+            claim = markers.claims.get(job.job_name)
+            seen: str | None = None
+            if row is not None and (claimer := claimed_elsewhere(claim, row.job_id)):
+                seen = f"job {row.job_id} found the attempt claimed by job {claimer}"
+                row = next(
+                    (r for r in rows if (r.job_name, r.job_id) == (job.job_name, claimer)), None
+                )
             if job.job_name in markers.setup_failed and row is not None and is_terminal(row):
                 result[job.job_name] = RemoteStatus(
                     job.job_name,
@@ -186,13 +195,17 @@ class SlurmScheduler:
             elif row is not None:
                 status = classify(row, marker, cancelled_by_us, job_name=job.job_name)
                 where = {"site": self.config.slurm.name, **provenance(row)}
-                result[job.job_name] = dataclasses.replace(status, provenance=where)
+                told = status.observation if seen is None else f"{seen}; {status.observation}"
+                result[job.job_name] = dataclasses.replace(
+                    status, provenance=where, observation=told
+                )
             else:
                 # An attempt of unknown age counts as young: waiting costs less than a guess.
                 age = _age(job.intended_at) or 0.0
                 caught_up = age > self.config.slurm.sacct_lag_seconds
-                claim = markers.claims.get(job.job_name)
-                result[job.job_name] = absent_status(job, claim, marker, sacct_caught_up=caught_up)
+                result[job.job_name] = absent_status(
+                    job, claim, marker, sacct_caught_up=caught_up, seen=seen
+                )
         return result
 
     def _sacct(self, jobs: Sequence[JobRef]) -> dict[str, SacctRow]:
@@ -238,10 +251,11 @@ class SlurmScheduler:
     # -- effects ----------------------------------------------------------------------------
 
     def cancel(self, job: JobRef) -> None:
+        """Cancel every job of the attempt's name: the one recorded, and any copy that may have
+        claimed the attempt instead (scancel ANDs a job id with --name, so the name alone)."""
         job.run_dir.mkdir(parents=True, exist_ok=True)
         (job.run_dir / CANCEL_MARKER).touch()
-        target = [job.job_id] if job.job_id else ["--name", job.job_name]
-        self.checked(["scancel", *target])
+        self.checked(["scancel", "--name", job.job_name])
 
     def fence(self, job: JobRef, text: str) -> Claim:
         """Claim the attempt's remote run directory for nobody, unless its job did first; when

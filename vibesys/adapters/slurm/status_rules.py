@@ -10,18 +10,25 @@ from vibesys.adapters.base import TERMINAL_REMOTE, JobRef, RemoteState, RemoteSt
 from vibesys.adapters.claim import Claim
 from vibesys.adapters.slurm.parse import SACCT_PLACEHOLDER_NAME, SLURM_STATES, SacctRow, SqueueRow
 
-__all__ = ["absent_status", "is_terminal", "rows_by_name", "sacct_lagging"]
+__all__ = ["absent_status", "claimed_elsewhere", "is_terminal", "rows_by_name", "sacct_lagging"]
 
 
 def absent_status(
-    job: JobRef, claim: Claim | None, marker: int | None, *, sacct_caught_up: bool
+    job: JobRef,
+    claim: Claim | None,
+    marker: int | None,
+    *,
+    sacct_caught_up: bool,
+    seen: str | None = None,
 ) -> RemoteStatus:
     """A job neither squeue nor sacct shows: NOT_FOUND, with the evidence its directory holds.
     `sacct_caught_up`: the attempt is older than the site's sacct lag, so sacct's silence
-    about it counts."""
+    about it counts. `seen`: what the scheduler did show instead, when it showed something."""
     parts = [f"no job named {job.job_name} in squeue (all states) or sacct"]
     if job.job_id:
         parts[0] = f"job {job.job_id} known to neither squeue nor sacct"
+    if seen is not None:
+        parts[0] = seen
     if claim is not None:
         parts.append(claim.describe())
     if marker is not None:
@@ -50,9 +57,31 @@ def absent_status(
 
 def rows_by_name(rows: Sequence[SqueueRow], jobs: Sequence[JobRef]) -> dict[str, SqueueRow]:
     """squeue's row for each job's name. A job whose id is known gets only the row with that
-    id: another job of the same name (a manual resubmission, say) is not this attempt's."""
+    id: another job of the same name (a manual resubmission, say) is not this attempt's. One
+    whose id is not known yet (a lookup after a crash) gets the earliest submitted: a copy
+    submitted by hand comes after the one vibesys submitted (and whichever claims the attempt
+    first is its job: `claimed_elsewhere`)."""
     ids = {job.job_name: str(job.job_id) for job in jobs if job.job_id}
-    return {row.job_name: row for row in rows if ids.get(row.job_name, row.job_id) == row.job_id}
+    found: dict[str, SqueueRow] = {}
+    for row in sorted(rows, key=_submission_order, reverse=True):
+        if ids.get(row.job_name, row.job_id) == row.job_id:
+            found[row.job_name] = row
+    return found
+
+
+def claimed_elsewhere(claim: Claim | None, job_id: str) -> str | None:
+    """The id of the job that claimed the attempt, if another than `job_id`: the attempt's
+    job is that one (a copy of its batch script that started first, say); `job_id` found
+    the attempt claimed and ran nothing."""
+    if claim is None or claim.kind != "job":
+        return None
+    claimer = claim.get("slurm_job_id")
+    return claimer if claimer and claimer != job_id else None
+
+
+def _submission_order(row: SqueueRow) -> tuple[int, str]:
+    number = row.job_id.partition("_")[0].partition("+")[0]
+    return (int(number) if number.isdigit() else 0, row.job_id)
 
 
 def sacct_lagging(row: SacctRow) -> bool:
