@@ -241,15 +241,24 @@ def test_a_fork_that_closes_its_socket_a_moment_before_it_dies_ends_the_client_a
 
 def served_and_own(ctx: Context, signum: int, *command: str) -> list[tuple[int, str]]:
     """(exit status, stderr) of `command` served, then run in its own process, each sent
-    `signum` once its job runs."""
-    served_run(ctx, "run", "--", "true")
-    endings = []
-    for mode in ("1", "0"):
-        process = ctx.start("run", "--", *command, VIBESYS_RUN_SERVER=mode)
-        _await_running(ctx)
-        process.send_signal(signum)
-        _, err = process.communicate(timeout=60)
-        endings.append((process.returncode, err))
+    `signum` once its job runs. The processes never start deaf to the signal: they inherit
+    this one's dispositions, and a test run under nohup ignores SIGHUP (as a run started under
+    nohup rightly does), one started in the background SIGINT."""
+    previous = signal.getsignal(signum)
+    if previous == signal.SIG_IGN:
+        signal.signal(signum, signal.SIG_DFL)
+    try:
+        served_run(ctx, "run", "--", "true")
+        endings = []
+        for mode in ("1", "0"):
+            process = ctx.start("run", "--", *command, VIBESYS_RUN_SERVER=mode)
+            _await_running(ctx)
+            process.send_signal(signum)
+            _, err = process.communicate(timeout=60)
+            endings.append((process.returncode, err))
+    finally:
+        if previous == signal.SIG_IGN:
+            signal.signal(signum, previous)
     return endings
 
 

@@ -104,3 +104,17 @@ def test_a_cancel_reaches_every_job_of_the_attempts_name(tmp_path: Path) -> None
     scheduler.cancel(JobRef(NAME, "581", tmp_path, None, "0123456789abcdef", 1))
     assert runner.calls == [["scancel", "--name", NAME]]
     assert (tmp_path / "cancel_requested").exists()
+
+
+def test_a_copy_that_ended_while_the_recorded_job_waits_is_the_outcome() -> None:
+    """The copy ran and ended before vibesys's job left the queue: the end is known now (the
+    probe saw the marker; another round would tell nothing new until the job refuses)."""
+    pending = f"581|{NAME}|PENDING|Resources|main|gpu:1|||N/A|1\n"
+    seen = status(ScriptedRound(pending, code="0", claim=claim_by("590")))
+    assert (seen.state, seen.job_id, seen.exit_code) == (RemoteState.COMPLETED, "590", 0)
+
+
+def test_its_own_marker_before_squeue_sees_the_end_changes_nothing() -> None:
+    running = f"581|{NAME}|RUNNING|None|main|N/A{WHERE}\n"
+    seen = status(ScriptedRound(running, code="0", claim=claim_by("581")))
+    assert (seen.state, seen.job_id) == (RemoteState.RUNNING, "581")

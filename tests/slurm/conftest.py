@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import LOCAL_SLURM, UNFINISHED, slurm, write_slurm_toml
+from tests.slurm.helpers import (
+    LOCAL_SLURM,
+    UNFINISHED,
+    slurm,
+    wait_for_state,
+    write_slurm_toml,
+)
 from vibesys.journal_schema import open_journal
 from vibesys.states import JobState
 
@@ -87,3 +93,23 @@ def cancel_leftover_jobs(tmp_path: Path) -> Iterator[None]:
         job_id, state = line.strip().split("|")
         if state in UNFINISHED:
             slurm("scancel", job_id, check=False)
+
+
+@pytest.fixture
+def all_gpus_taken(tmp_path: Path) -> Iterator[str]:
+    """A job of our own holding both fake GPUs, so that a GPU job stays PENDING."""
+    holder = slurm(
+        "sbatch",
+        "--parsable",
+        f"--job-name=vibesys-test-holder-{tmp_path.name}",
+        "--output=/dev/null",
+        "--partition=priority",
+        "--gres=gpu:2",
+        "--time=5",
+        "--wrap=sleep 120",
+    ).strip()
+    try:
+        wait_for_state(f"vibesys-test-holder-{tmp_path.name}", ["RUNNING"])
+        yield holder
+    finally:
+        slurm("scancel", holder)

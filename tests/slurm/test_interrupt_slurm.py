@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,32 +15,11 @@ from tests.slurm.helpers import (
     run_args,
     sacct_states,
     show,
-    slurm,
     wait_for_job_id,
     wait_for_state,
 )
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def all_gpus_taken(tmp_path: Path) -> Iterator[str]:
-    """A job of our own holding both fake GPUs, so that a GPU job stays PENDING."""
-    holder = slurm(
-        "sbatch",
-        "--parsable",
-        f"--job-name=vibesys-test-holder-{tmp_path.name}",
-        "--output=/dev/null",
-        "--partition=priority",
-        "--gres=gpu:2",
-        "--time=5",
-        "--wrap=sleep 120",
-    ).strip()
-    try:
-        wait_for_state(f"vibesys-test-holder-{tmp_path.name}", ["RUNNING"])
-        yield holder
-    finally:
-        slurm("scancel", holder)
 
 
 @pytest.mark.parametrize("adapter", ["sbatch", "srun"])

@@ -141,7 +141,14 @@ class SlurmScheduler:
                 return self._markers(subset)
             return prefetched.only(j.job_name for j in subset)
 
-        markers = read([j for j in jobs if is_terminal(queued.get(j.job_name))])
+        def ended(job: JobRef) -> bool:
+            if prefetched is not None:
+                return job.job_name in prefetched.codes
+            return os.path.exists(f"{self.remote_dir(job)}/{EXIT_CODE_FILE}")
+
+        # A job squeue shows unfinished can have an exit marker already: its own, a moment
+        # before squeue sees the end, or that of a copy of it that claimed the attempt first.
+        markers = read([j for j in jobs if is_terminal(queued.get(j.job_name)) or ended(j)])
         # squeue forgets finished jobs after MinJobAge; a job that ended without a marker
         # needs sacct's ExitCode too.
         ask_sacct = [
@@ -179,6 +186,7 @@ class SlurmScheduler:
             row: SqueueRow | SacctRow | None = live if use_live else record
             claim = markers.claims.get(job.job_name)
             seen: str | None = None
+            # A job whose attempt another job claimed runs nothing: the claimer is the job.
             if row is not None and (claimer := claimed_elsewhere(claim, row.job_id)):
                 seen = f"job {row.job_id} found the attempt claimed by job {claimer}"
                 row = next(
