@@ -5,6 +5,7 @@ copy's command's, never the refusal's."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -37,14 +38,21 @@ def test_the_job_that_claimed_the_attempt_is_its_outcome(
     assert detached.returncode == 0, detached.stderr
     invocation, job_name, ours = wait_for_job_id(tmp_path)
     assert wait_for_state(job_name, ["PENDING"]) == ours
-    # The copy asks for no GPU, so it starts at once and claims the attempt.
+    # Held, it reserves no node for itself; the copy asks for no GPU, so it starts at once
+    # and claims the attempt.
+    slurm("scontrol", "hold", ours)
     script = tmp_path / "remote" / invocation / "1" / SCRIPT_FILE
     copy = slurm("sbatch", "--parsable", "--gres=none", str(script)).strip()
     assert wait_for_state(job_name, ["RUNNING"]) == copy
-    claim = (script.parent / "claim").read_text()
-    assert f"slurm_job_id={copy}" in claim
+    claim = script.parent / "claim"
+    deadline = time.monotonic() + 30
+    while not claim.exists():  # RUNNING in squeue a moment before the script claims
+        assert time.monotonic() < deadline, "the copy never claimed the attempt"
+        time.sleep(0.05)
+    assert f"slurm_job_id={copy}" in claim.read_text()
     # Now vibesys's job starts, finds the claim and ends (85) while the copy still runs.
     slurm("scancel", all_gpus_taken)
+    slurm("scontrol", "release", ours)
 
     waited = cli("wait", invocation, cwd=tmp_path, timeout=120)
     assert waited.returncode == 3, waited.stderr
