@@ -24,11 +24,13 @@ def absent_status(
     """A job neither squeue nor sacct shows: NOT_FOUND, with the evidence its directory holds.
     `sacct_caught_up`: the attempt is older than the site's sacct lag, so sacct's silence
     about it counts. `seen`: what the scheduler did show instead, when it showed something."""
-    parts = [f"no job named {job.job_name} in squeue (all states) or sacct"]
-    if job.job_id:
-        parts[0] = f"job {job.job_id} known to neither squeue nor sacct"
-    if seen is not None:
-        parts[0] = seen
+    if seen is None:
+        seen = (
+            f"job {job.job_id} known to neither squeue nor sacct"
+            if job.job_id
+            else f"no job named {job.job_name} in squeue (all states) or sacct"
+        )
+    parts = [seen]
     if claim is not None:
         parts.append(claim.describe())
     if marker is not None:
