@@ -65,8 +65,12 @@ def rows_by_name(rows: Sequence[SqueueRow], jobs: Sequence[JobRef]) -> dict[str,
     first is its job: `claimed_elsewhere`)."""
     ids = {job.job_name: str(job.job_id) for job in jobs if job.job_id}
     found: dict[str, SqueueRow] = {}
-    for row in sorted(rows, key=_submission_order, reverse=True):
-        if ids.get(row.job_name, row.job_id) == row.job_id:
+    for row in rows:
+        recorded = ids.get(row.job_name)
+        if recorded is not None:
+            if row.job_id == recorded:
+                found[row.job_name] = row
+        elif (held := found.get(row.job_name)) is None or _earlier(row, held):
             found[row.job_name] = row
     return found
 
@@ -79,6 +83,10 @@ def claimed_elsewhere(claim: Claim | None, job_id: str) -> str | None:
         return None
     claimer = claim.get("slurm_job_id")
     return claimer if claimer and claimer != job_id else None
+
+
+def _earlier(row: SqueueRow, than: SqueueRow) -> bool:
+    return _submission_order(row) < _submission_order(than)
 
 
 def _submission_order(row: SqueueRow) -> tuple[int, str]:
