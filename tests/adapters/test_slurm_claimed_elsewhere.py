@@ -5,13 +5,11 @@ Scripted Slurm answers in the 22.05 formats the round asks for; no cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from tests.scripted_slurm import ScriptedSlurm
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
-from vibesys.adapters.slurm.markers import ROUND_SPLIT
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
-from vibesys.adapters.transports import CommandResult
 from vibesys.config import parse_slurm_config
 
 NAME = "vibesys-0123456789abcdef-1"
@@ -34,57 +32,39 @@ def claim_by(job_id: str) -> str:
     return f"kind=job\x1fhost=node1\x1fstarted_at=2026-12-01T03:00:46Z\x1fslurm_job_id={job_id}\x1f"
 
 
-class ScriptedRound:
-    """squeue and the run directory's markers in one answer, as a round over SSH gets them."""
-
-    def __init__(self, squeue: str, *, code: str = "", claim: str = "") -> None:
-        self.squeue, self.code, self.claim = squeue, code, claim
-        self.calls: list[list[str]] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        input: bytes | None = None,
-        timeout: float | None = None,
-        maybe_effect: bool = False,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self.calls.append(list(argv) if "vibesys-round" not in argv else ["round"])
-        if "vibesys-round" not in argv:
-            return CommandResult(0, "", "", tuple(argv))  # sacct: nothing
-        marker = f"{ROOT}/0123456789abcdef/1\t{self.code}\t\t{self.claim}\n"
-        return CommandResult(0, f"{self.squeue}{ROUND_SPLIT}\n{marker}", "", tuple(argv))
+def scripted(squeue: str, *, code: str = "", claim: str = "") -> ScriptedSlurm:
+    """squeue and the attempt's run directory in one answer, as a round over SSH gets them."""
+    return ScriptedSlurm(squeue, markers=f"{ROOT}/0123456789abcdef/1\t{code}\t\t{claim}\n")
 
 
-def status(runner: ScriptedRound, job_id: str | None = "581") -> RemoteStatus:
+def status(runner: ScriptedSlurm, job_id: str | None = "581") -> RemoteStatus:
     scheduler = SlurmScheduler(parse_slurm_config(CONFIG), runner)
     job = JobRef(NAME, job_id, Path("/nonexistent/local"), None, "0123456789abcdef", 1)
     return scheduler.status([job])[NAME]
 
 
 def test_a_refused_job_is_followed_by_the_job_that_claimed_the_attempt() -> None:
-    seen = status(ScriptedRound(REFUSED + CLAIMER_RUNNING, claim=claim_by("590")))
+    seen = status(scripted(REFUSED + CLAIMER_RUNNING, claim=claim_by("590")))
     assert (seen.state, seen.job_id, seen.exit_code) == (RemoteState.RUNNING, "590", None)
     assert seen.observation.startswith("job 581 found the attempt claimed by job 590; squeue: 590|")
     assert seen.provenance["slurm_job_id"] == "590"
 
 
 def test_the_claimers_marker_is_the_outcome_once_squeue_forgot_it() -> None:
-    seen = status(ScriptedRound(REFUSED, code="3", claim=claim_by("590")))
+    seen = status(scripted(REFUSED, code="3", claim=claim_by("590")))
     assert (seen.state, seen.job_id, seen.exit_code) == (RemoteState.FAILED, "590", 3)
     assert seen.observation.startswith("job 581 found the attempt claimed by job 590; ")
     assert "marker exit_code=3" in seen.observation
 
 
 def test_a_claimer_gone_without_a_marker_is_not_the_refused_jobs_end() -> None:
-    seen = status(ScriptedRound(REFUSED, claim=claim_by("590")))
+    seen = status(scripted(REFUSED, claim=claim_by("590")))
     assert (seen.state, seen.exit_code) == (RemoteState.NOT_FOUND, None)
     assert seen.claim is not None and seen.claim.get("slurm_job_id") == "590"
 
 
 def test_the_job_that_claimed_is_followed_as_usual() -> None:
-    runner = ScriptedRound(REFUSED.replace("581", "600") + CLAIMER_RUNNING, claim=claim_by("590"))
+    runner = scripted(REFUSED.replace("581", "600") + CLAIMER_RUNNING, claim=claim_by("590"))
     seen = status(runner, job_id="590")
     assert (seen.state, seen.job_id) == (RemoteState.RUNNING, "590")
     assert seen.observation.startswith("squeue: 590|")
@@ -93,13 +73,13 @@ def test_the_job_that_claimed_is_followed_as_usual() -> None:
 def test_a_lookup_by_name_takes_the_earliest_job_until_one_claims() -> None:
     pending = f"581|{NAME}|PENDING|Priority|main|N/A|||N/A|1\n"
     later = f"590|{NAME}|PENDING|Priority|main|N/A|||N/A|1\n"
-    seen = status(ScriptedRound(later + pending), job_id=None)
+    seen = status(scripted(later + pending), job_id=None)
     assert (seen.state, seen.job_id) == (RemoteState.PENDING, "581")
 
 
 def test_a_cancel_reaches_every_job_of_the_attempts_name(tmp_path: Path) -> None:
     """The recorded job may be the copy that ran nothing: the cancel names the attempt."""
-    runner = ScriptedRound("")
+    runner = scripted("")
     scheduler = SlurmScheduler(parse_slurm_config(CONFIG), runner)
     scheduler.cancel(JobRef(NAME, "581", tmp_path, None, "0123456789abcdef", 1))
     assert runner.calls == [["scancel", "--name", NAME]]
@@ -110,11 +90,11 @@ def test_a_copy_that_ended_while_the_recorded_job_waits_is_the_outcome() -> None
     """The copy ran and ended before vibesys's job left the queue: the end is known now (the
     probe saw the marker; another round would tell nothing new until the job refuses)."""
     pending = f"581|{NAME}|PENDING|Resources|main|gpu:1|||N/A|1\n"
-    seen = status(ScriptedRound(pending, code="0", claim=claim_by("590")))
+    seen = status(scripted(pending, code="0", claim=claim_by("590")))
     assert (seen.state, seen.job_id, seen.exit_code) == (RemoteState.COMPLETED, "590", 0)
 
 
 def test_its_own_marker_before_squeue_sees_the_end_changes_nothing() -> None:
     running = f"581|{NAME}|RUNNING|None|main|N/A{WHERE}\n"
-    seen = status(ScriptedRound(running, code="0", claim=claim_by("581")))
+    seen = status(scripted(running, code="0", claim=claim_by("581")))
     assert (seen.state, seen.job_id) == (RemoteState.RUNNING, "581")

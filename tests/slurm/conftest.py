@@ -97,11 +97,13 @@ def cancel_leftover_jobs(tmp_path: Path) -> Iterator[None]:
 
 @pytest.fixture
 def all_gpus_taken(tmp_path: Path) -> Iterator[str]:
-    """A job of our own holding both fake GPUs, so that a GPU job stays PENDING."""
+    """A job of our own holding both fake GPUs, so that a GPU job stays PENDING. Its name is
+    not a vibesys name (a lookup by name must never meet it)."""
+    name = f"vbt-holder-{tmp_path.name[-12:]}-{os.getpid()}"
     holder = slurm(
         "sbatch",
         "--parsable",
-        f"--job-name=vibesys-test-holder-{tmp_path.name}",
+        f"--job-name={name}",
         "--output=/dev/null",
         "--partition=priority",
         "--gres=gpu:2",
@@ -109,7 +111,7 @@ def all_gpus_taken(tmp_path: Path) -> Iterator[str]:
         "--wrap=sleep 120",
     ).strip()
     try:
-        wait_for_state(f"vibesys-test-holder-{tmp_path.name}", ["RUNNING"])
+        wait_for_state(name, ["RUNNING"])
         yield holder
     finally:
         slurm("scancel", holder)

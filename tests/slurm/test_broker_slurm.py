@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import UNFINISHED, sacct_states, slurm, wait_for_state
+from tests.slurm.helpers import UNFINISHED, sacct_states, slurm
 from vibesys.broker import client
 
 pytestmark = pytest.mark.slurm
@@ -243,26 +243,6 @@ def test_the_job_is_confined(broker: Broker, tmp_path: Path) -> None:
 
 
 # -- stopping --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def all_gpus_taken(tmp_path: Path) -> Iterator[str]:
-    name = f"vbt-holder-{tmp_path.name[-12:]}-{os.getpid()}"
-    holder = slurm(
-        "sbatch",
-        "--parsable",
-        f"--job-name={name}",
-        "--output=/dev/null",
-        "--partition=priority",
-        "--gres=gpu:2",
-        "--time=5",
-        "--wrap=sleep 120",
-    ).strip()
-    try:
-        wait_for_state(name, ["RUNNING"])
-        yield holder
-    finally:
-        slurm("scancel", holder)
 
 
 @pytest.mark.parametrize("queued", [False, True], ids=["running", "queued"])

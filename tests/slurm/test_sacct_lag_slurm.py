@@ -9,15 +9,13 @@ observed within ~5 s into UNRESOLVED (exit 4) on the real cluster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
+from tests.scripted_slurm import ScriptedSlurm
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
-from vibesys.adapters.slurm.markers import ROUND_SPLIT
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
-from vibesys.adapters.transports import CommandResult
 from vibesys.config import parse_slurm_config
 
 pytestmark = pytest.mark.slurm
@@ -30,30 +28,6 @@ remote_workspace_root = "/nonexistent/vibesys-remote"
 [slurm.transport]
 kind = "local"
 """
-
-
-class ScriptedSlurm:
-    """A remote Runner answering squeue, sacct and the marker read from fixed text (a status
-    round over a remote transport asks squeue and the markers in one command)."""
-
-    def __init__(self, squeue: str, sacct: str) -> None:
-        self.answers = {"squeue": squeue, "sacct": sacct, "sh": ""}
-        self.calls: list[str] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        input: bytes | None = None,
-        timeout: float | None = None,
-        maybe_effect: bool = False,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        if argv[0] == "sh" and "vibesys-round" in argv:
-            self.calls.append("squeue")
-            return CommandResult(0, f"{self.answers['squeue']}{ROUND_SPLIT}\n", "", tuple(argv))
-        self.calls.append(argv[0])
-        return CommandResult(0, self.answers[argv[0]], "", tuple(argv))
 
 
 #: The provenance fields of SQUEUE_FORMAT (%N|%S|%e|%C) and SACCT_FORMAT (the last three).
@@ -70,7 +44,7 @@ def remote_status(tmp_path: Path, squeue: str, sacct: str) -> tuple[RemoteStatus
     runner = ScriptedSlurm(squeue, sacct)
     scheduler = SlurmScheduler(parse_slurm_config(CONFIG), runner)
     job = JobRef(NAME, "581", tmp_path / "1", None, "0123456789ab", 1)
-    return scheduler.status([job])[NAME], runner.calls
+    return scheduler.status([job])[NAME], [call[0] for call in runner.calls]
 
 
 @pytest.mark.parametrize(
