@@ -5,6 +5,7 @@ Scripted Slurm answers in the 22.05 formats the round asks for; no cluster."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.scripted_slurm import ScriptedSlurm
@@ -28,13 +29,14 @@ REFUSED = f"581|{NAME}|FAILED|NonZeroExitCode|main|N/A{WHERE}\n"
 CLAIMER_RUNNING = f"590|{NAME}|RUNNING|None|main|N/A{WHERE}\n"
 
 
-def claim_by(job_id: str) -> str:
-    return f"kind=job\x1fhost=node1\x1fstarted_at=2026-12-01T03:00:46Z\x1fslurm_job_id={job_id}\x1f"
+def claim_by(job_id: str, started_at: str = "2026-12-01T03:00:46Z") -> str:
+    return f"kind=job\x1fhost=node1\x1fstarted_at={started_at}\x1fslurm_job_id={job_id}\x1f"
 
 
-def scripted(squeue: str, *, code: str = "", claim: str = "") -> ScriptedSlurm:
+def scripted(squeue: str, *, code: str = "", claim: str = "", sacct: str = "") -> ScriptedSlurm:
     """squeue and the attempt's run directory in one answer, as a round over SSH gets them."""
-    return ScriptedSlurm(squeue, markers=f"{ROOT}/0123456789abcdef/1\t{code}\t\t{claim}\n")
+    markers = f"{ROOT}/0123456789abcdef/1\t{code}\t\t{claim}\n"
+    return ScriptedSlurm(squeue, sacct, markers=markers)
 
 
 def status(runner: ScriptedSlurm, job_id: str | None = "581") -> RemoteStatus:
@@ -58,9 +60,26 @@ def test_the_claimers_marker_is_the_outcome_once_squeue_forgot_it() -> None:
 
 
 def test_a_claimer_gone_without_a_marker_is_not_the_refused_jobs_end() -> None:
-    seen = status(scripted(REFUSED, claim=claim_by("590")))
+    runner = scripted(REFUSED, claim=claim_by("590"))
+    seen = status(runner)
     assert (seen.state, seen.exit_code) == (RemoteState.NOT_FOUND, None)
     assert seen.claim is not None and seen.claim.get("slurm_job_id") == "590"
+    # Known to neither squeue nor sacct, asked by its own id, long after it claimed: killed.
+    assert seen.final
+    assert [c for c in runner.calls if c[0] == "sacct"][-1][-2:] == ["-j", "590"]
+
+
+def test_a_claimer_that_claimed_a_moment_ago_is_not_given_up() -> None:
+    just_now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    seen = status(scripted(REFUSED, claim=claim_by("590", just_now)))
+    assert (seen.state, seen.final) == (RemoteState.NOT_FOUND, False)
+
+
+def test_a_claimer_under_another_name_is_found_by_its_id() -> None:
+    sacct = "590|copy-of-it|RUNNING|0:0|2026-12-01T03:00:46|Unknown|None|main|node1|cpu=1\n"
+    seen = status(scripted(REFUSED, claim=claim_by("590"), sacct=sacct))
+    assert (seen.state, seen.job_id) == (RemoteState.RUNNING, "590")
+    assert seen.observation.startswith("job 581 found the attempt claimed by job 590; sacct: ")
 
 
 def test_the_job_that_claimed_is_followed_as_usual() -> None:

@@ -5,6 +5,8 @@ copy's command's, never the refusal's."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -24,9 +26,12 @@ from vibesys.adapters.slurm.script import SCRIPT_FILE
 pytestmark = pytest.mark.slurm
 
 
+@pytest.mark.parametrize("fault", ["none", "stall", "kill"])
 def test_the_job_that_claimed_the_attempt_is_its_outcome(
-    tmp_path: Path, slurm_toml: Path, all_gpus_taken: str
+    tmp_path: Path, slurm_toml: Path, all_gpus_taken: str, fault: str
 ) -> None:
+    """And while the copy is frozen (SIGSTOP) the attempt waits for it; killed, its end is the
+    attempt's."""
     # vibesys's job asks for a GPU: it stays PENDING while the holder has both.
     detached = cli(
         *run_args("sbatch", slurm_toml, "--detach", "--gpus", "1"),
@@ -44,21 +49,51 @@ def test_the_job_that_claimed_the_attempt_is_its_outcome(
     script = tmp_path / "remote" / invocation / "1" / SCRIPT_FILE
     copy = slurm("sbatch", "--parsable", "--gres=none", str(script)).strip()
     assert wait_for_state(job_name, ["RUNNING"]) == copy
-    claim = script.parent / "claim"
-    deadline = time.monotonic() + 30
-    while not claim.exists():  # RUNNING in squeue a moment before the script claims
-        assert time.monotonic() < deadline, "the copy never claimed the attempt"
-        time.sleep(0.05)
-    assert f"slurm_job_id={copy}" in claim.read_text()
+    wait_for_file(script.parent / "claim")  # RUNNING in squeue a moment before it claims
+    assert f"slurm_job_id={copy}" in (script.parent / "claim").read_text()
     # Now vibesys's job starts, finds the claim and ends (85) while the copy still runs.
     slurm("scancel", all_gpus_taken)
     slurm("scontrol", "release", ours)
+    wait_for_file(script.parent / "refused")
+
+    if fault == "stall":
+        pids = copy_pids(copy)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(8)  # past the command's own 6 s, many status rounds
+        assert show(tmp_path, invocation)["state"] == "RUNNING"
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    elif fault == "kill":
+        slurm("scancel", copy)
 
     waited = cli("wait", invocation, cwd=tmp_path, timeout=120)
-    assert waited.returncode == 3, waited.stderr
     inv = show(tmp_path, invocation)
-    assert (inv["state"], inv["outcome"], inv["exit_code"]) == ("DONE", "APPLICATION_FAILED", 3)
     assert len(inv["attempts"]) == 1
-    assert (script.parent / "refused").exists(), "vibesys's own job did not refuse"
     evidence = finished_evidence(inv)
     assert f"claimed by job {copy}" in evidence, evidence
+    if fault == "kill":
+        assert waited.returncode == 130, waited.stderr
+        assert (inv["state"], inv["outcome"]) == ("DONE", "CANCELLED")
+    else:
+        assert waited.returncode == 3, waited.stderr
+        assert (inv["state"], inv["outcome"], inv["exit_code"]) == (
+            "DONE",
+            "APPLICATION_FAILED",
+            3,
+        )
+
+
+def wait_for_file(path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.05)
+
+
+def copy_pids(job_id: str) -> list[int]:
+    """The processes of the job's batch script on this node (not slurmstepd)."""
+    out = slurm("scontrol", "listpids", job_id)
+    pids = [int(line.split()[0]) for line in out.splitlines()[1:] if line.split()]
+    assert pids, out
+    return pids

@@ -189,9 +189,7 @@ class SlurmScheduler:
             # A job whose attempt another job claimed runs nothing: the claimer is the job.
             if row is not None and (claimer := claimed_elsewhere(claim, row.job_id)):
                 seen = f"job {row.job_id} found the attempt claimed by job {claimer}"
-                row = next(
-                    (r for r in rows if (r.job_name, r.job_id) == (job.job_name, claimer)), None
-                )
+                row = self._claimers_row(rows, job, claimer)
             if job.job_name in markers.setup_failed and row is not None and is_terminal(row):
                 result[job.job_name] = RemoteStatus(
                     job.job_name,
@@ -209,12 +207,24 @@ class SlurmScheduler:
                 )
             else:
                 # An attempt of unknown age counts as young: waiting costs less than a guess.
-                age = _age(job.intended_at) or 0.0
+                # A claimer's own age counts (it may have started long after the attempt).
+                age = _age(_claimed_at(claim) if seen else job.intended_at) or 0.0
                 caught_up = age > self.config.slurm.sacct_lag_seconds
                 result[job.job_name] = absent_status(
                     job, claim, marker, sacct_caught_up=caught_up, seen=seen
                 )
         return result
+
+    def _claimers_row(
+        self, rows: Sequence[SqueueRow], job: JobRef, claimer: str
+    ) -> SqueueRow | SacctRow | None:
+        """The row of the job that claimed `job`'s attempt: squeue's among the name's jobs,
+        else sacct's by its id (a copy submitted under another name, or one squeue forgot).
+        None only when neither knows it."""
+        for row in rows:
+            if (row.job_name, row.job_id) == (job.job_name, claimer):
+                return row
+        return self._sacct([dataclasses.replace(job, job_id=claimer)]).get(job.job_name)
 
     def _sacct(self, jobs: Sequence[JobRef]) -> dict[str, SacctRow]:
         with_id = [j for j in jobs if j.job_id]
@@ -399,6 +409,13 @@ def _copy_from(path: str, offset: int, sink: Sink) -> int:
             sink.write(chunk)
             copied += len(chunk)
     return copied
+
+
+def _claimed_at(claim: Claim | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(claim.get("started_at")) if claim else None
+    except ValueError:
+        return None
 
 
 def _age(moment: datetime | None) -> float | None:
