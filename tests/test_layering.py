@@ -93,6 +93,7 @@ _BROKER_CORE = (
     "vibesys.adapters.slurm.bwrap",
     "vibesys.config",
     "vibesys.errors",
+    "vibesys.tokens",
 )
 BROKER_ALLOWED = {
     "vibesys.broker.protocol": (),
