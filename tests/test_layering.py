@@ -202,6 +202,9 @@ PUBLIC_API = {
     "reconcile": "vibesys.engine",
     "replay": "vibesys.states",
     "wait_for": "vibesys.engine",
+    "JobResult": "vibesys.job_result",
+    "JobStatus": "vibesys.job_result",
+    "result": "vibesys.job_result",
 }
 
 

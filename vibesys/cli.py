@@ -217,6 +217,25 @@ def wait(
         raise typer.Exit(finish(store, inv, options, as_json))
 
 
+@app.command("result")
+def result_command(
+    invocation: Annotated[str, typer.Argument(help="An id or a unique prefix of one.")],
+    journal: JournalOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """How an invocation ended, as one typed record (JobResult): status, exit code, logs,
+    artifacts, where it ran, times. Exits 1 while it has not ended."""
+    with clean_errors(journal):
+        from vibesys.job_result import NotEnded, render_result, result_from_journal
+
+        store = open_store(journal, readonly=True)
+        try:
+            found = result_from_journal(store, invocation)
+        except NotEnded as exc:
+            fail(str(exc), 1)
+        typer.echo(found.model_dump_json(indent=2) if as_json else render_result(found))
+
+
 @app.command()
 def states(
     fmt: Annotated[
