@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from vibesys import cli_read
+from vibesys.bridge.cli import session_app
 from vibesys.broker.cli import broker_app
 from vibesys.cli_clusters import clusters_app
 from vibesys.cli_common import clean_errors, fail, make_engine, open_store
@@ -32,6 +33,7 @@ app.add_typer(journal_app, name="journal")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(debug_app, name="debug")
 app.add_typer(broker_app, name="broker")
+app.add_typer(session_app, name="session")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 Patience = Annotated[
