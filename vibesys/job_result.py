@@ -251,7 +251,7 @@ def job_result(
         invocation_id=inv.id,
         status=status,
         exit_code=inv.exit_code,
-        reason=None if own_end else _reason(history),
+        reason=None if own_end else _reason(history, status),
         attempt=inv.attempt,
         remote_job_id=last.job_id if last else None,
         cluster_name=cluster or provenance.get("site"),
@@ -277,9 +277,12 @@ def job_result(
     )
 
 
-def _reason(history: Sequence[HistoryRow]) -> str | None:
+def _reason(history: Sequence[HistoryRow], status: JobStatus) -> str | None:
     if not history:
         return None
+    asked = [row.evidence.get("by") for row in history if row.event == "CancelRequested"]
+    if status in (JobStatus.CANCELLED, JobStatus.TIMEOUT) and asked:
+        return f"cancelled by {asked[0]}"
     evidence = history[-1].evidence
     text = " ".join(str(evidence.get("reason") or evidence.get("observation") or "").split())
     fix = evidence.get("fix")

@@ -193,9 +193,7 @@ class Evaluation:
             self.output(reply)
         elif kind == "accepted":
             self.once(f"[vibesys-eval] accepted: invocation {reply.get('invocation')}")
-        elif kind == "queued" and reply.get("position"):
-            self.once(str(reply.get("message", "")))
-        elif kind in ("stopping", "cancelling"):
+        elif (kind == "queued" and reply.get("position")) or kind in ("stopping", "cancelling"):
             self.once(str(reply.get("message", "")))
         elif kind == "started":
             where = reply.get("cluster") or "this host"

@@ -53,12 +53,13 @@ class Follower:
     def step(self) -> Invocation:
         """Send whatever is new; return the invocation as read."""
         inv = self._journal.get(self._id)
-        if inv.attempt < 1 or (inv.state not in _STARTED and inv.job_id is None):
+        waiting = inv.attempt < 1 or (inv.state not in _STARTED and inv.job_id is None)
+        if waiting or self._position is None:  # told at least once, before it starts
             position = queue_position(self._journal, self._run_id, self._id)
             if position != self._position:
                 self._position = position
                 self._send(Queued(position, _queued_text(position)))
-        elif inv.attempt not in self._started and (inv.job_id or inv.state in _STARTED):
+        if not waiting and inv.attempt not in self._started:
             self._started.add(inv.attempt)
             self._send(Started(inv.attempt, self._cluster, inv.job_id))
         self._output(inv)

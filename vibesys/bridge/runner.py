@@ -105,6 +105,7 @@ class EvaluationRunner:
     def start(self, evaluation: Evaluation) -> tuple[Handle, bool]:
         """The handle of the evaluation's invocation, recorded now if the request is new;
         True when the request id was known already (a reattach). Refusal says why not."""
+        self._refuse_if_closing()
         journal = open_journal(self.journal_path)
         try:
             row = journal.bridge_request(evaluation.run_id, evaluation.request_id)
@@ -128,8 +129,7 @@ class EvaluationRunner:
                 request = None
             _same_request(row, evaluation)
             with self._lock:
-                if self._closing is not None:
-                    raise Refusal(f"the session is shutting down ({self._closing})")
+                self._refuse_if_closing()
                 handle = self._handles.get(row.invocation_id)
                 if handle is not None:
                     _same_values(handle.evaluation.env, evaluation)
@@ -144,6 +144,10 @@ class EvaluationRunner:
             return handle, known
         finally:
             journal.close()
+
+    def _refuse_if_closing(self) -> None:
+        if self._closing is not None:
+            raise Refusal(f"the session is shutting down ({self._closing})")
 
     def cancel(self, run_id: str, request_id: str, uid: int, by: str) -> str:
         """Ask for the request's evaluation to be cancelled; the message for the helper."""

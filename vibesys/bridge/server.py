@@ -268,8 +268,15 @@ def _read_request(conn: socket.socket) -> Request:
 
 
 def _send_quietly(conn: socket.socket, reply: Reply) -> None:
+    """Send a last reply, then read what the peer still sends (briefly, dropped): closing a
+    socket with unread bytes resets the connection, and the peer would lose the reply."""
     with contextlib.suppress(OSError):
         conn.sendall(encode_reply(reply))
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(1.0)
+        drained = 0
+        while drained < MAX_REQUEST_BYTES and (data := conn.recv(65536)):
+            drained += len(data)
 
 
 class _Sink:
