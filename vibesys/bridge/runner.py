@@ -263,7 +263,9 @@ class EvaluationRunner:
             handles = list(self._handles.values())
         for handle in handles:
             if not handle.done.is_set():
-                handle.stopping = handle.stopping or reason
+                handle.stopping = handle.stopping or (
+                    f"the session is shutting down ({reason}); the evaluation is cancelled"
+                )
                 self._cancel_handle(handle, f"session teardown: {reason}")
         deadline = time.monotonic() + budget_seconds
         for handle in handles:

@@ -25,7 +25,9 @@ from vibesys.bridge.admission import SessionPolicy
 from vibesys.bridge.setup import (
     check_options,
     checked_workspace,
+    claim_socket,
     private_dir,
+    session_token,
     start_broker,
     subdir,
     write_private,
@@ -33,7 +35,7 @@ from vibesys.bridge.setup import (
 from vibesys.bridge.site import Site
 from vibesys.engine.drive import StopFlag
 from vibesys.errors import UsageError
-from vibesys.tokens import BRIDGE_PREFIX, new_token, write_token_file
+from vibesys.tokens import BRIDGE_PREFIX
 
 __all__ = ["SessionOptions", "run_site_checks", "serve_session"]
 
@@ -183,7 +185,10 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
     results = (options.results_dir or state / "results").absolute()
     results.mkdir(parents=True, exist_ok=True, mode=0o700)
     uids = frozenset(options.allow_uids or (os.getuid(),))
-    token = new_token(BRIDGE_PREFIX)
+    socket_dir = subdir(state, "eval")
+    claim_socket(socket_dir / EVAL_SOCKET)
+    token_file = state / "eval-token"
+    token = session_token(token_file, BRIDGE_PREFIX, session.secrets)
     policy = SessionPolicy(
         token, options.run_id, given, real, frozenset(options.allow_env),
         options.default_timeout, options.max_timeout,
@@ -191,14 +196,10 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
     session.runner = EvaluationRunner(
         journal, options.site, results, dict(os.environ), max_retries=options.max_retries
     )
-    socket_dir = subdir(state, "eval")
     capabilities = _capabilities(options, policy, results)
     bridge = BridgeServer(policy, session.runner, socket_dir / EVAL_SOCKET, uids, capabilities)
     bridge.listen()
     session.bridge = bridge
-    token_file = state / "eval-token"
-    session.secrets.append(token_file)
-    write_token_file(token_file, token)
     _thread(session, bridge.serve, session.stop, "vibesys-eval-accept")
     eval_client = str(Path(client.__file__).resolve())
     environment = {

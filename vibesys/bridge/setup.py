@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -15,7 +17,16 @@ from vibesys.tokens import new_token, write_token_file
 if TYPE_CHECKING:
     from vibesys.bridge.session import SessionOptions
 
-__all__ = ["check_options", "checked_workspace", "private_dir", "start_broker", "subdir"]
+__all__ = [
+    "check_options",
+    "checked_workspace",
+    "claim_socket",
+    "private_dir",
+    "session_token",
+    "start_broker",
+    "subdir",
+    "write_private",
+]
 
 GPU_SOCKET: Final = "gpu.sock"
 #: The variable names an operator may not let a request set: they steer the submission.
@@ -119,20 +130,18 @@ def start_broker(
     _checked_workspace(Path(workspace), agent)
     _check_bwrap()
     socket_dir = subdir(state, "gpu")
-    token = new_token(BROKER_PREFIX)
     server = BrokerServer(
-        admission=Admission(token, workspace, agent, dict(os.environ), agent.read_only_paths),
+        admission=Admission("", workspace, agent, dict(os.environ), agent.read_only_paths),
         runner=EngineGpuJobRunner(journal, slurm_config, config.slurm.remote_workspace_root),
         slots=JobSlots(agent.max_concurrent_jobs),
         socket_path=socket_dir / GPU_SOCKET,
         allowed_uids=uids,
     )
-    if server.socket_path.exists():
-        raise UsageError(f"{server.socket_path} exists: another broker may be serving")
-    server.listen()
+    claim_socket(server.socket_path)
     token_file = state / "gpu-token"
-    secrets.append(token_file)
-    write_token_file(token_file, token)
+    token = session_token(token_file, BROKER_PREFIX, secrets)
+    server.admission = replace(server.admission, token=token)
+    server.listen()
     info = {
         "socket": str(server.socket_path),
         "token_file": str(token_file),
@@ -140,3 +149,38 @@ def start_broker(
         "token": token,
     }
     return server, info
+
+
+def claim_socket(path: Path) -> None:
+    """Make `path` free for this session's socket: a socket a dead session left is removed;
+    one that answers belongs to a live session, which is refused (nothing is touched)."""
+    if not os.path.lexists(path):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        path.unlink(missing_ok=True)  # nobody listens: a session that died left it
+        return
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    finally:
+        probe.close()
+    raise UsageError(f"{path}: another session serves from this state directory")
+
+
+def session_token(path: Path, prefix: str, secrets: list[Path]) -> str:
+    """The session's token: the one a session that died left in `path` (a restart of the same
+    session keeps its token, so its helpers reattach), else a new one. Teardown removes it."""
+    secrets.append(path)
+    try:
+        info = path.lstat()
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        text, info = "", None
+    mine = info is not None and info.st_uid == os.getuid() and not info.st_mode & 0o077
+    if mine and text.startswith(prefix) and len(text) > len(prefix) + 30:
+        return text
+    token = new_token(prefix)
+    write_token_file(path, token)
+    return token
