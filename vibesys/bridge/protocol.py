@@ -40,7 +40,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -323,7 +322,7 @@ def _artifacts(value: Any) -> tuple[str, ...]:
     if len(value) > MAX_ARTIFACTS:
         raise FieldError("artifacts", f"request: at most {MAX_ARTIFACTS} artifact globs")
     for pattern in value:
-        parts = PurePosixPath(pattern).parts
+        parts = pattern.split("/")
         if not pattern or pattern.startswith("/") or ".." in parts or "\0" in pattern:
             raise FieldError(
                 "artifacts",
