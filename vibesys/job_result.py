@@ -82,6 +82,24 @@ class JobStatus(StrEnum):
     MISCONFIGURED = "MISCONFIGURED"  # configuration or security: a person must act
 
 
+#: What each status tells the caller to do (docs/bridge.md is generated from it).
+MEANING: Final = {
+    JobStatus.COMPLETED: "the command ran to exit 0: read its results",
+    JobStatus.APPLICATION_FAILED: "the command failed (non-zero exit, a signal, its own time or "
+    "memory limit): the candidate's fault, never retried",
+    JobStatus.ALLOCATION_EXPIRED: "the allocation ended under it, and the retries are spent",
+    JobStatus.NODE_FAILED: "its node failed, and the retries are spent",
+    JobStatus.PREEMPTED: "it was preempted, and the retries are spent",
+    JobStatus.TRANSPORT_LOST: "the cluster could not be reached to prove its fate, retries spent",
+    JobStatus.CANCELLED: "cancelled (the helper interrupted, the session torn down); nothing of it "
+    "runs any more",
+    JobStatus.UNRESOLVED: "its outcome cannot be proven (`vibesys reconcile` may settle it later)",
+    JobStatus.TIMEOUT: "its timeout ended it (cancelled at the deadline)",
+    JobStatus.REJECTED: "the scheduler refused the request: nothing ran",
+    JobStatus.MISCONFIGURED: "a configuration or security failure: nothing ran; `reason` names "
+    "the fix",
+}
+
 #: Exit statuses of `vibesys-eval` (and `vibesys run`) for each status but the command's own.
 EXIT_STATUS: Final = {
     JobStatus.ALLOCATION_EXPIRED: 75,
