@@ -198,6 +198,8 @@ def test_results_of_real_runs(tmp_path: Path) -> None:
     assert "status      APPLICATION_FAILED  exit 3  attempt 1" in text.stdout
     as_json = vibesys_cli("result", failed["invocation_id"], "--json", cwd=tmp_path)
     assert json.loads(as_json.stdout) == failed
+    waited = vibesys_cli("wait", failed["invocation_id"], "--json", cwd=tmp_path)
+    assert waited.returncode == 3 and json.loads(waited.stdout)["result"] == failed
 
 
 def test_result_of_an_unfinished_run_says_so(tmp_path: Path) -> None:

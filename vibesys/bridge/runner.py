@@ -134,10 +134,14 @@ class EvaluationRunner:
                 if handle is not None:
                     _same_values(handle.evaluation.env, evaluation)
                     return handle, True
-                if not _invocation_exists(journal, row.invocation_id):
-                    self._prepare(journal, row, evaluation, request)
-                else:
-                    _same_values(load_context(journal.get(row.invocation_id)).env, evaluation)
+                try:
+                    if not _invocation_exists(journal, row.invocation_id):
+                        self._prepare(journal, row, evaluation, request)
+                    else:
+                        recorded = load_context(journal.get(row.invocation_id)).env
+                        _same_values(recorded, evaluation)
+                except VibesysError as exc:  # the row stays: the same id tries again
+                    raise Refusal(f"the evaluation could not be recorded: {exc}") from None
                 handle = Handle(row, evaluation)
                 self._handles[row.invocation_id] = handle
             threading.Thread(target=self._drive, args=(handle,), daemon=True).start()

@@ -12,7 +12,6 @@ cancels it.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import struct
 import sys
@@ -48,6 +47,7 @@ from vibesys.broker.jobs import StopSignal
 from vibesys.broker.server import PeerCredentials, peer_credentials
 from vibesys.job_result import JobResult, exit_status_of
 from vibesys.journal_schema import open_journal
+from vibesys.private_dir import listen_private
 
 __all__ = ["BridgeServer", "PeerCredentials"]
 
@@ -84,15 +84,9 @@ class BridgeServer:
     _abandon: threading.Event = field(default_factory=threading.Event)
 
     def listen(self) -> None:
-        """Bind the socket (owner-only) in its directory, which the caller made private."""
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        previous = os.umask(0o177)
-        try:
-            listener.bind(str(self.socket_path))
-        finally:
-            os.umask(previous)
-        os.chmod(self.socket_path, 0o600)
-        listener.listen(16)
+        """Bind the socket (owner-only) in its directory, which the caller made private and
+        whose stale socket the caller found dead (`setup.claim_socket`)."""
+        listener = listen_private(self.socket_path, 16)
         listener.settimeout(0.2)
         self._listener = listener
 
@@ -173,6 +167,10 @@ class BridgeServer:
             return
         except OSError:
             return  # gone (or too slow) before its request arrived
+        except Exception as exc:  # a bug: say so, rather than leave the helper retrying
+            self.log(f"pid={peer.pid}: failed: {type(exc).__name__}: {exc}")
+            _send_quietly(conn, Refused(f"the bridge failed: {type(exc).__name__}: {exc}"))
+            return
         if isinstance(reply, tuple):
             self._follow(conn, *reply, request, peer)
         else:
