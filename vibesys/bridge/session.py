@@ -190,9 +190,14 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
     token_file = state / "eval-token"
     token = session_token(token_file, BRIDGE_PREFIX, session.secrets)
     policy = SessionPolicy(
-        token, options.run_id, given, real, frozenset(options.allow_env),
-        options.default_timeout, options.max_timeout,
-    )  # fmt: skip
+        token,
+        options.run_id,
+        given,
+        real,
+        frozenset(options.allow_env),
+        options.default_timeout,
+        options.max_timeout,
+    )
     session.runner = EvaluationRunner(
         journal, options.site, results, dict(os.environ), max_retries=options.max_retries
     )
