@@ -3,7 +3,10 @@
 - docs/architecture.md: the blocks between GENERATED markers: the state diagram, rendered from
   the one transition table (`vibesys.states.diagram.mermaid`, the same text as
   `vibesys states --format mermaid`), and the table of named failpoints;
-- docs/cli.md: the whole file, from the `--help` of every command and subcommand.
+- docs/cli.md: the whole file, from the `--help` of every command and subcommand;
+- docs/bridge.md: the blocks between GENERATED markers: the request's fields, the fields only
+  the operator decides, the JobResult statuses and exit statuses;
+- docs/job-result.schema.json: the JSON Schema of `vibesys.job_result.JobResult`.
 
     python docs/gen_docs.py          rewrite the files that are stale
     python docs/gen_docs.py --check  exit 1, naming them, if any file is stale
@@ -19,11 +22,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 ARCHITECTURE = DOCS / "architecture.md"
 CLI = DOCS / "cli.md"
+BRIDGE = DOCS / "bridge.md"
+RESULT_SCHEMA = DOCS / "job-result.schema.json"
 
 HELP_WIDTH = "100"
 if str(ROOT) not in sys.path:  # run from a checkout: import this tree's vibesys
@@ -169,6 +175,51 @@ BLOCKS = {
 }
 
 
+def request_fields_block() -> str:
+    from vibesys.bridge.protocol import REQUEST_FIELDS
+
+    rows = []
+    for op, fields in REQUEST_FIELDS.items():
+        names = ", ".join(f"`{name}`" for name in ("version", "op", "token", *fields))
+        rows.append(f"| `{op}` | {names} |")
+    return "\n".join(["| op | fields |", "|---|---|", *rows])
+
+
+def forbidden_fields_block() -> str:
+    from vibesys.bridge.protocol import FORBIDDEN_FIELDS
+
+    by_what: dict[str, list[str]] = {}
+    for name, what in FORBIDDEN_FIELDS.items():
+        by_what.setdefault(what, []).append(f"`{name}`")
+    rows = [f"| {', '.join(names)} | the {what} |" for what, names in by_what.items()]
+    return "\n".join(["| fields | what the operator's configuration decides |", "|---|---|", *rows])
+
+
+def statuses_block() -> str:
+    from vibesys.job_result import EXIT_STATUS, MEANING, JobStatus
+
+    rows = []
+    for status in JobStatus:
+        code = EXIT_STATUS.get(status)
+        shown = "the command's own" if code is None else str(code)
+        rows.append(f"| `{status}` | {shown} | {MEANING[status]} |")
+    return "\n".join(["| status | vibesys-eval exits | meaning |", "|---|---|---|", *rows])
+
+
+#: Blocks of docs/bridge.md, likewise.
+BRIDGE_BLOCKS = {
+    "request fields": request_fields_block,
+    "forbidden fields": forbidden_fields_block,
+    "result statuses": statuses_block,
+}
+
+
+def result_schema() -> str:
+    from vibesys.job_result import JobResult
+
+    return json.dumps(JobResult.model_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
 def begin_marker(name: str) -> str:
     return f"<!-- BEGIN GENERATED: {name} (python docs/gen_docs.py) -->"
 
@@ -177,13 +228,13 @@ def end_marker(name: str) -> str:
     return f"<!-- END GENERATED: {name} -->"
 
 
-def render_architecture(current: str) -> str:
+def render_architecture(current: str, blocks: dict[str, Any] | None = None) -> str:
     """`current` with every generated block replaced by a fresh rendering."""
-    for name, render in BLOCKS.items():
+    for name, render in (BLOCKS if blocks is None else blocks).items():
         begin, end = begin_marker(name), end_marker(name)
         start, stop = current.find(begin), current.find(end)
         if start < 0 or stop < start:
-            raise SystemExit(f"{ARCHITECTURE.name}: the GENERATED {name} markers are missing")
+            raise SystemExit(f"the GENERATED {name} markers are missing")
         current = current[:start] + f"{begin}\n{render()}\n{end}" + current[stop + len(end) :]
     return current
 
@@ -193,6 +244,8 @@ def expected() -> dict[Path, str]:
     return {
         ARCHITECTURE: render_architecture(ARCHITECTURE.read_text(encoding="utf-8")),
         CLI: render_cli(collect_help()),
+        BRIDGE: render_architecture(BRIDGE.read_text(encoding="utf-8"), BRIDGE_BLOCKS),
+        RESULT_SCHEMA: result_schema(),
     }
 
 

@@ -41,13 +41,19 @@ FORBIDDEN = {
         "pathlib",
         "random",
     ),
-    "vibesys.journal_schema": ("vibesys.engine", "vibesys.adapters", "vibesys.cli"),
+    "vibesys.journal_schema": (
+        "vibesys.engine",
+        "vibesys.adapters",
+        "vibesys.cli",
+        "vibesys.bridge",
+    ),
     "vibesys.adapters": (
         "vibesys.journal_schema",
         "vibesys.engine",
         "vibesys.states",
         "vibesys.cli",
         "vibesys.broker",
+        "vibesys.bridge",
     ),
     "vibesys.config": (
         "vibesys.journal_schema",
@@ -57,7 +63,7 @@ FORBIDDEN = {
         "vibesys.adapters",
         "vibesys.broker",
     ),
-    "vibesys.engine": ("vibesys.cli", "vibesys.broker"),
+    "vibesys.engine": ("vibesys.cli", "vibesys.broker", "vibesys.bridge"),
     # The candidate snapshot is computed before any adapter exists: pure and local.
     "vibesys.snapshot": (
         "vibesys.adapters",
@@ -93,6 +99,7 @@ _BROKER_CORE = (
     "vibesys.adapters.slurm.bwrap",
     "vibesys.config",
     "vibesys.errors",
+    "vibesys.tokens",
 )
 BROKER_ALLOWED = {
     "vibesys.broker.protocol": (),
@@ -176,6 +183,42 @@ def test_the_client_is_stdlib_only() -> None:
     assert outside == []
 
 
+#: The bridge's wire format is pure: nothing of vibesys but the broker's line framing.
+BRIDGE_PURE = {
+    "vibesys.bridge.protocol": ("vibesys.broker.protocol",),
+    "vibesys.bridge.replies": ("vibesys.bridge.protocol",),
+}
+
+
+def test_bridge_protocol_is_pure() -> None:
+    problems = []
+    for module, allowed in BRIDGE_PURE.items():
+        path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        for imported in imports_of(path):
+            if imported.startswith("vibesys") and imported not in allowed:
+                problems.append(f"{module} imports {imported}")
+            if imported.split(".")[0] in IO_MODULES:
+                problems.append(f"{module} (pure) imports {imported}")
+    assert problems == []
+
+
+def test_only_the_runner_and_the_session_reach_the_engine() -> None:
+    reaching = sorted(
+        "vibesys.bridge." + path.stem
+        for path in (PACKAGE / "bridge").glob("*.py")
+        if any(imported.startswith("vibesys.engine") for imported in imports_of(path))
+    )
+    assert reaching == ["vibesys.bridge.runner", "vibesys.bridge.session"]
+
+
+def test_the_eval_client_is_stdlib_only() -> None:
+    import sys
+
+    client = PACKAGE / "bridge" / "client.py"
+    outside = [m for m in imports_of(client) if m.split(".")[0] not in sys.stdlib_module_names]
+    assert outside == []
+
+
 def test_wrapper_is_stdlib_only() -> None:
     wrapper = PACKAGE / "adapters" / "local_wrapper.py"
     assert not [m for m in imports_of(wrapper) if m.startswith("vibesys")]
@@ -201,6 +244,9 @@ PUBLIC_API = {
     "reconcile": "vibesys.engine",
     "replay": "vibesys.states",
     "wait_for": "vibesys.engine",
+    "JobResult": "vibesys.job_result",
+    "JobStatus": "vibesys.job_result",
+    "result": "vibesys.job_result",
 }
 
 

@@ -29,6 +29,9 @@ _PUBLIC = {
     "FakeBackend": "vibesys.adapters.fake",
     "FakeAttempt": "vibesys.adapters.fake",
     "VibesysError": "vibesys.errors",
+    "JobResult": "vibesys.job_result",
+    "JobStatus": "vibesys.job_result",
+    "result": "vibesys.job_result",
 }
 
 if TYPE_CHECKING:
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from vibesys.adapters.registry import AdapterEntry, register
     from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile, wait_for
     from vibesys.errors import VibesysError
+    from vibesys.job_result import JobResult, JobStatus, result
     from vibesys.journal_schema import Journal, journal_path, open_journal
     from vibesys.states import FailureClass, JobState, Outcome, replay
 
@@ -53,7 +57,9 @@ __all__ = [
     "FailureClass",
     "FakeAttempt",
     "FakeBackend",
+    "JobResult",
     "JobState",
+    "JobStatus",
     "Journal",
     "Outcome",
     "RetryPolicy",
@@ -65,5 +71,6 @@ __all__ = [
     "reconcile",
     "register",
     "replay",
+    "result",
     "wait_for",
 ]

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from vibesys import cli_read
+from vibesys.bridge.cli import session_app
 from vibesys.broker.cli import broker_app
 from vibesys.cli_clusters import clusters_app
 from vibesys.cli_common import clean_errors, fail, make_engine, open_store
@@ -32,6 +33,7 @@ app.add_typer(journal_app, name="journal")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(debug_app, name="debug")
 app.add_typer(broker_app, name="broker")
+app.add_typer(session_app, name="session")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 Patience = Annotated[
@@ -215,6 +217,25 @@ def wait(
             options = DriveOptions(interrupt=interrupt, status=live)
             inv = wait_for(engine, store.resolve(invocation).id, options)
         raise typer.Exit(finish(store, inv, options, as_json))
+
+
+@app.command("result")
+def result_command(
+    invocation: Annotated[str, typer.Argument(help="An id or a unique prefix of one.")],
+    journal: JournalOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """How an invocation ended, as one typed record (JobResult): status, exit code, logs,
+    artifacts, where it ran, times. Exits 1 while it has not ended."""
+    with clean_errors(journal):
+        from vibesys.job_result import NotEnded, render_result, result_from_journal
+
+        store = open_store(journal, readonly=True)
+        try:
+            found = result_from_journal(store, invocation)
+        except NotEnded as exc:
+            fail(str(exc), 1)
+        typer.echo(found.model_dump_json(indent=2) if as_json else render_result(found))
 
 
 @app.command()

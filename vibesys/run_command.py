@@ -146,7 +146,9 @@ def finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: bo
             lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
     try:
         if as_json and options.output_error is None:
-            echo(json.dumps(show_json(journal, inv), indent=2))
+            from vibesys.job_result import with_result
+
+            echo(json.dumps(with_result(journal, inv, show_json(journal, inv)), indent=2))
         for line in lines:
             echo(line, err=True)
     except OSError:

@@ -130,3 +130,16 @@ CREATE TABLE "poll_watch" (
    "observed_at" TEXT,
    PRIMARY KEY ("site", "invocation_id")
 ) WITHOUT ROWID;
+CREATE TABLE "bridge_requests" (
+   "run_id" TEXT NOT NULL,
+   "request_id" TEXT NOT NULL,
+   "invocation_id" TEXT NOT NULL,
+   "uid" INTEGER NOT NULL,
+   "workspace" TEXT NOT NULL,
+   "kind" TEXT NOT NULL,
+   "body" TEXT NOT NULL,
+   "results_dir" TEXT,
+   "created_at" TEXT NOT NULL,
+   PRIMARY KEY ("run_id", "request_id")
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX "bridge_requests_invocation" ON "bridge_requests" ("invocation_id");

@@ -31,6 +31,14 @@ MACHINE = "vibesys/states/machine.py"
 RUN_COMMAND = "vibesys/run_command.py"
 CORE = "vibesys/engine/core.py"
 STATUS_RULES = "vibesys/adapters/slurm/status_rules.py"
+JOB_RESULT = "vibesys/job_result.py"
+BRIDGE_PROTOCOL = "vibesys/bridge/protocol.py"
+BRIDGE_ADMISSION = "vibesys/bridge/admission.py"
+BRIDGE_RUNNER = "vibesys/bridge/runner.py"
+BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
+BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
+EVAL_CLIENT = "vibesys/bridge/client.py"
+TOKENS = "vibesys/tokens.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -69,6 +77,16 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
         "tests/adapters/test_slurm_markers.py",
         "tests/adapters/test_slurm_claimed_elsewhere.py",
     ),
+    JOB_RESULT: ("tests/test_job_result.py",),
+    BRIDGE_PROTOCOL: ("tests/bridge/test_protocol.py",),
+    BRIDGE_ADMISSION: ("tests/bridge/test_admission.py",),
+    BRIDGE_RUNNER: ("tests/bridge/test_server.py",),
+    BRIDGE_FOLLOW: ("tests/bridge/test_server.py",),
+    BRIDGE_ROWS: ("tests/bridge/test_request_rows.py",),
+    EVAL_CLIENT: (
+        "tests/bridge/test_session.py::test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches",
+    ),
+    TOKENS: ("tests/bridge/test_admission.py",),
 }
 
 
@@ -182,6 +200,24 @@ MUTANTS: list[Mutant] = [
     M("poll-unshared", CORE, "return self.shared.observe(inv, shared)", "return self.shared._direct([inv], shared)[inv.id]", "every driver asks the scheduler on its own (one query per process per round)"),
     M("live-status-without-a-terminal", RUN_COMMAND, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
     M("decision-kept-whole-reads-event", MACHINE, '"emit_collect", "emit_cancel"}', '"emit_collect", "emit_cancel", "emit_finish"}', "a decision whose effect reads the event is kept whole: a later event gets the first one's outcome"),
+    # -- JobResult and the evaluation bridge -----------------------------------------------------
+    M("result-infra-class-lost", JOB_RESULT, "return infra.get(inv.failure_class, JobStatus.UNRESOLVED)", "return JobStatus.TRANSPORT_LOST", "an exhausted retry budget loses the failure class that spent it"),
+    M("result-unresolved-guessed", JOB_RESULT, "    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):\n        return JobStatus.UNRESOLVED", "    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):\n        return JobStatus.COMPLETED", "an outcome that cannot be proven is reported as success"),
+    M("result-timeout-unseen", JOB_RESULT, "    if outcome == Outcome.CANCELLED and _timed_out(history):", "    if False:", "an evaluation its timeout ended reads as cancelled by someone"),
+    M("result-outcome-ignored", JOB_RESULT, "        return JobStatus(outcome)\n", "        return JobStatus.APPLICATION_FAILED\n", "a rejected or misconfigured evaluation is blamed on the candidate"),
+    M("result-unresolved-exits-0", JOB_RESULT, "    JobStatus.UNRESOLVED: 4,", "    JobStatus.UNRESOLVED: 0,", "vibesys-eval exits as success when the outcome cannot be proven"),
+    M("bridge-forbidden-named-unknown", BRIDGE_PROTOCOL, "        if name in FORBIDDEN_FIELDS:\n", "        if False:\n", "a request naming a partition is refused without the reason (only as an unknown field)"),
+    M("bridge-dotdot-glob", BRIDGE_PROTOCOL, ' or ".." in parts or ', " or ", "an artifact glob climbs out of the workspace"),
+    M("bridge-foreign-workspace", BRIDGE_ADMISSION, "if os.path.normpath(request.workspace) not in (self.workspace, self.workspace_real):", "if False:", "one candidate's helper evaluates another candidate's workspace"),
+    M("bridge-unlisted-variable", BRIDGE_ADMISSION, "unlisted = sorted(set(request.env) - self.allowed_env)", "unlisted: list[str] = []", "a request passes variables the operator never allowed"),
+    M("bridge-broker-token-unnamed", BRIDGE_ADMISSION, 'if service is not None and service != "the evaluation bridge":', "if False:", "the GPU broker's token is refused without saying it is the broker's"),
+    M("bridge-id-replaced", BRIDGE_ROWS, "INSERT OR IGNORE INTO bridge_requests", "INSERT OR REPLACE INTO bridge_requests", "a request id claimed again names a second invocation"),
+    M("bridge-other-body-reattaches", BRIDGE_RUNNER, "    differs = first_difference(row.body, evaluation.body())", "    differs = None", "the same request id with another command reattaches to the first one's result"),
+    M("bridge-other-uid-reattaches", BRIDGE_RUNNER, "    if row.uid != evaluation.uid:", "    if False:", "another user's helper reattaches to an evaluation by guessing its request id"),
+    M("bridge-timeout-unmarked", BRIDGE_RUNNER, 'f"{TIMEOUT_CANCEL} {timeout} s"', 'f"deadline {timeout} s"', "an evaluation its timeout ended is reported CANCELLED"),
+    M("bridge-resume-ignored", BRIDGE_FOLLOW, "            resumed = inv.attempt == self._resume.attempt", "            resumed = False", "a reconnecting helper gets the output it has again"),
+    M("eval-retry-new-id", EVAL_CLIENT, '        return line_of({**self.body, "resume": resume})', '        return line_of({**self.body, "request_id": uuid.uuid4().hex, "resume": resume})', "a reconnecting helper starts a second evaluation"),
+    M("tokens-one-format", TOKENS, 'BROKER_PREFIX: Final = "vbgpu1."', 'BROKER_PREFIX: Final = "vbeval1."', "the GPU broker's and the bridge's tokens cannot be told apart"),
     M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
 ]
 # fmt: on

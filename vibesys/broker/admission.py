@@ -17,6 +17,7 @@ from vibesys.broker.jobs import GpuJob
 from vibesys.broker.protocol import Request, token_matches
 from vibesys.config import AgentGpuConfig, SlurmRequest, check_request
 from vibesys.errors import UsageError
+from vibesys.tokens import service_of
 
 __all__ = ["OUTSIDE_WORKSPACE", "Admission", "Refusal"]
 
@@ -42,6 +43,11 @@ class Admission:
 
     def admit(self, request: Request) -> GpuJob:
         if not token_matches(request, self.token):
+            if service_of(request.token) not in (None, "the GPU broker"):
+                raise Refusal(
+                    f"bad token: that is {service_of(request.token)}'s token, not this "
+                    "broker's (VIBESYS_GPU_TOKEN)"
+                )
             raise Refusal("bad token: this broker serves another run (check VIBESYS_GPU_TOKEN)")
         cwd = self.resolve_cwd(request.cwd)
         try:

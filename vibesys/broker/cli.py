@@ -6,7 +6,6 @@ Only typer is imported here at module level: `vibesys --help` must stay light.
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import sys
 from collections.abc import Iterator
@@ -153,11 +152,10 @@ def _private_dir(state_dir: Path | None) -> Path:
 
 
 def _write_token(path: Path) -> str:
-    token = secrets.token_urlsafe(32)
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token + "\n")
+    from vibesys.tokens import BROKER_PREFIX, new_token, write_token_file
+
+    token = new_token(BROKER_PREFIX)
+    write_token_file(path, token)
     return token
 
 

@@ -305,6 +305,33 @@ def m005_shared_polls_leaner_commits(db: Database) -> None:
     )
 
 
+@migrations()
+def m010_bridge_requests(db: Database) -> None:
+    # The evaluation bridge's idempotency keys: a helper's request id, within its campaign
+    # (run id), names exactly one invocation. The row is committed before the invocation is
+    # recorded (its id chosen first), so a retried request, after a dropped connection or a
+    # restarted bridge, finds the same invocation and never starts a second one. `body` is
+    # the request as its identity (JSON, without the token, the variables' values or the
+    # output offsets); `uid` the peer that sent it first.
+    db.execute(
+        """CREATE TABLE "bridge_requests" (
+   "run_id" TEXT NOT NULL,
+   "request_id" TEXT NOT NULL,
+   "invocation_id" TEXT NOT NULL,
+   "uid" INTEGER NOT NULL,
+   "workspace" TEXT NOT NULL,
+   "kind" TEXT NOT NULL,
+   "body" TEXT NOT NULL,
+   "results_dir" TEXT,
+   "created_at" TEXT NOT NULL,
+   PRIMARY KEY ("run_id", "request_id")
+) WITHOUT ROWID"""
+    )
+    db.execute(
+        'CREATE UNIQUE INDEX "bridge_requests_invocation" ON "bridge_requests" ("invocation_id")'
+    )
+
+
 def request_from_options(
     adapter: str, options: dict[str, Any], digest: str | None
 ) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vibesys.errors import StaleState
+from vibesys.journal_schema.bridge_requests import BridgeRecords
 from vibesys.journal_schema.clock import iso, now_iso, utc_now
 from vibesys.journal_schema.clusters import ClusterRecords
 from vibesys.journal_schema.codec import encode_event
@@ -76,7 +77,9 @@ _APPEND_SQL = (
 )
 
 
-class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, PollRecords):
+class Journal(
+    InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, PollRecords, BridgeRecords
+):
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path

@@ -1,0 +1,287 @@
+"""`vibesys session serve` and `vibesys-eval` as a framework runs them (local site, real
+processes and sockets): the document, streaming, the result file, exit statuses, capabilities;
+a bridge SIGKILLed while an evaluation is submitting and while it runs, restarted, the helper
+reattaching to the same invocation (exactly one run); teardown after success, failure, cancel,
+a partial start and the parent's death."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bridge.session_helpers import (
+    BUDGET,
+    result_line,
+    serve_argv,
+    start_session,
+    wait_for,
+)
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def leftovers(state: Path) -> list[str]:
+    """What teardown must not leave: sockets, tokens, the container's environment file."""
+    return sorted(
+        str(p.relative_to(state))
+        for p in state.rglob("*")
+        if p.is_socket() or p.name in ("eval-token", "gpu-token", "container.env")
+    )
+
+
+def test_a_session_end_to_end(tmp_path: Path) -> None:
+    session = start_session(tmp_path, "--local", extra=("--allow-env", "SEED"))
+    doc = session.document
+    try:
+        assert doc["backend"] == "local" and doc["gpu"] is None and doc["run_id"] == "campaign-1"
+        env = doc["environment"]
+        assert env["VIBESYS_EVAL_TOKEN"].startswith("vbeval1.")
+        assert Path(doc["bridge"]["token_file"]).read_text().strip() == env["VIBESYS_EVAL_TOKEN"]
+        assert Path(doc["bridge"]["token_file"]).stat().st_mode & 0o777 == 0o600
+        assert Path(doc["bridge"]["socket"]).parent.stat().st_mode & 0o777 == 0o700
+        assert Path(doc["env_file"]).read_text().count("\n") == len(env)
+        rc, out, err = session.evaluate(
+            "--env", "SEED", "--", "sh", "-c", "echo seed=$SEED; echo warn >&2; exit 3", SEED="7"
+        )
+        assert rc == 3, err
+        assert out.splitlines()[0] == "seed=7" and "warn" in err
+        result = result_line(out)
+        assert (result["status"], result["exit_code"]) == ("APPLICATION_FAILED", 3)
+        result_file = tmp_path / "r.json"
+        rc, out, _ = session.evaluate("--result", str(result_file), "--", "printf", "no newline")
+        assert (rc, out) == (0, "no newline")
+        assert json.loads(result_file.read_text())["status"] == "COMPLETED"
+        rc, out, err = session.evaluate("--env", "HOME", "--", "true")
+        assert rc == 2 and "refused: variable HOME is not one the operator lets" in err
+        caps = session.helper("capabilities")
+        printed, _ = caps.communicate(timeout=BUDGET)
+        capabilities = json.loads(printed)
+        assert capabilities["backend"] == "local" and capabilities["remote_profiling"] is False
+        assert capabilities["env"] == ["SEED"] and capabilities["kinds"] == [
+            "accuracy",
+            "benchmark",
+        ]
+        assert capabilities["nodes"] == 1 and capabilities["accelerators_per_node"] == 0
+    finally:
+        status, err = session.stop()
+    assert status == 0, err
+    assert "tearing down: SIGTERM received" in err and "torn down" in err
+    assert leftovers(tmp_path / "state") == []
+    assert len(list((tmp_path / "state" / "results").iterdir())) == 2  # results stay
+
+
+def test_exit_statuses_for_lost_and_refused(tmp_path: Path) -> None:
+    session = start_session(tmp_path)
+    session.stop()
+    env = {"VIBESYS_EVAL_SOCKET": str(tmp_path / "none.sock"), "VIBESYS_EVAL_TOKEN": "vbeval1.x"}
+    lost = subprocess.run(
+        [
+            sys.executable,
+            str(Path(session.document["bridge"]["client"])),
+            "--retry-seconds",
+            "0.5",
+            "--",
+            "true",
+        ],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=BUDGET,
+        check=False,
+    )
+    assert lost.returncode == 255 and "gave up after 0.5 s" in lost.stderr
+    unset = subprocess.run(
+        [sys.executable, str(Path(session.document["bridge"]["client"])), "--", "true"],
+        env={k: v for k, v in os.environ.items() if not k.startswith("VIBESYS_")},
+        capture_output=True,
+        text=True,
+        timeout=BUDGET,
+        check=False,
+    )
+    assert unset.returncode == 2 and "VIBESYS_EVAL_SOCKET" in unset.stderr
+
+
+@pytest.mark.parametrize(
+    ("failpoint", "attempt"),
+    [
+        ("after_submit_dispatch", 2),  # dispatched, nothing launched: fenced, run again
+        ("after_submit_effect", 1),  # launched, its id not recorded: found by its claim
+    ],
+)
+def test_a_bridge_killed_while_submitting_is_restarted_and_runs_it_once(
+    tmp_path: Path, failpoint: str, attempt: int
+) -> None:
+    marker = tmp_path / "runs.txt"
+    session = start_session(tmp_path, env={"VIBESYS_FAILPOINTS": failpoint})
+    helper = session.helper(
+        "--request-id", "eval-1", "--", "sh", "-c", f"echo run >> {marker}; echo done"
+    )
+    assert session.reap()[0] == 137  # stopped dead at the failpoint
+    again = start_session(tmp_path)
+    try:
+        out, err = helper.communicate(timeout=BUDGET)
+        assert helper.returncode == 0, err
+        assert "trying again with the same request id" in err
+        result = result_line(out)
+        assert (result["status"], result["attempt"]) == ("COMPLETED", attempt)
+        assert marker.read_text() == "run\n"  # exactly one run
+        assert out.count("done\n") == 1
+    finally:
+        status, err = again.stop()
+    assert status == 0, err
+
+
+def test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches(tmp_path: Path) -> None:
+    marker = tmp_path / "runs.txt"
+    session = start_session(tmp_path)
+    script = f"echo run >> {marker}; echo before; sleep 2; echo after"
+    helper = session.helper("--request-id", "eval-2", "--", "sh", "-c", script)
+    wait_for(lambda: marker.exists(), "the command to start")
+    session.process.kill()
+    session.reap()
+    again = start_session(tmp_path)
+    try:
+        out, err = helper.communicate(timeout=BUDGET)
+        assert helper.returncode == 0, err
+        result = result_line(out)
+        assert result["status"] == "COMPLETED" and result["attempt"] == 1
+        assert marker.read_text() == "run\n"
+        assert out.count("before\n") == 1 and out.count("after\n") == 1
+    finally:
+        again.stop()
+
+
+def test_teardown_cancels_a_running_evaluation_and_tells_its_helper(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    session = start_session(tmp_path)
+    helper = session.helper("--", "sh", "-c", f"touch {marker}; sleep 60")
+    wait_for(lambda: marker.exists(), "the command to start")
+    status, err = session.stop(signal.SIGINT)
+    out, helper_err = helper.communicate(timeout=BUDGET)
+    assert status == 0, err
+    assert helper.returncode == 130, helper_err
+    assert (
+        "[vibesys-eval] the session is shutting down (SIGINT received); the evaluation is "
+        "cancelled" in helper_err
+    )
+    result = result_line(out)
+    assert result["status"] == "CANCELLED"
+    assert "session teardown: SIGINT received" in result["reason"]
+    assert leftovers(tmp_path / "state") == []
+
+
+def test_an_interrupted_helper_cancels_its_evaluation(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    session = start_session(tmp_path)
+    try:
+        helper = session.helper("--", "sh", "-c", f"touch {marker}; sleep 60")
+        wait_for(lambda: marker.exists(), "the command to start")
+        helper.send_signal(signal.SIGINT)
+        out, err = helper.communicate(timeout=BUDGET)
+        assert helper.returncode == 130, err
+        assert "interrupted: cancelling the evaluation" in err
+        assert result_line(out)["status"] == "CANCELLED"
+    finally:
+        session.stop()
+
+
+def test_a_partial_start_is_torn_down(tmp_path: Path) -> None:
+    # A site with GPU commands: the bridge starts, then the broker cannot (its socket's path
+    # is taken by something that is not a socket). Everything started is undone.
+    config = tmp_path / "slurm.toml"
+    config.write_text(
+        "[slurm]\nname = 'local'\nremote_workspace_root = '/tmp'\n[slurm.transport]\n"
+        "kind = 'local'\n[vibesys.agent_gpu]\npartitions = ['main']\nmax_gpus = 1\n"
+        "max_time_minutes = 5\ndefault_time_minutes = 1\n"
+    )
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "state" / "gpu").mkdir(parents=True)
+    (tmp_path / "state" / "gpu" / "gpu.sock").mkdir()
+    done = subprocess.run(
+        serve_argv(tmp_path, "--slurm-config", str(config)),
+        capture_output=True,
+        text=True,
+        timeout=BUDGET,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.splitlines()[-1].startswith("vibesys: error: ")
+    assert "tearing down: the start failed" in done.stderr
+    assert leftovers(tmp_path / "state") == []
+
+
+def test_the_parents_death_ends_the_session(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    doc = tmp_path / "doc.json"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            f"subprocess.Popen(sys.argv[1:], stdout=open({str(doc)!r}, 'w'),"
+            f" stderr=open({str(tmp_path / 'err')!r}, 'w'))\n"
+            "time.sleep(600)\n",
+            *serve_argv(tmp_path, "--local"),
+        ],
+        cwd=tmp_path,
+    )
+    try:
+        wait_for(lambda: doc.exists() and doc.read_text().endswith("}\n"), "the document")
+        pid = json.loads(doc.read_text())["pid"]
+        parent.kill()
+        parent.wait(timeout=BUDGET)
+        wait_for(lambda: not _alive(pid), "the session to end")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    err = (tmp_path / "err").read_text()
+    assert f"tearing down: the parent process {parent.pid} is gone" in err
+    assert leftovers(tmp_path / "state") == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].split()[0]
+    return status != "Z"
+
+
+def test_bad_input_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    for extra, needle in (
+        (("--profile", "x", "--local"), "name one site"),
+        (("--local", "--allow-env", "SLURM_JOB_ID"), "--allow-env SLURM_JOB_ID: a SLURM_"),
+        (("--local", "--run-id", "a b"), "--run-id 'a b'"),
+    ):
+        argv = serve_argv(tmp_path, *extra)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=BUDGET, check=False)
+        assert done.returncode == 2, done.stderr
+        assert needle in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_second_session_on_the_same_state_is_refused(tmp_path: Path) -> None:
+    session = start_session(tmp_path)
+    try:
+        done = subprocess.run(
+            serve_argv(tmp_path, "--local"),
+            capture_output=True,
+            text=True,
+            timeout=BUDGET,
+            check=False,
+        )
+        assert done.returncode == 2
+        assert "another session serves from this state directory" in done.stderr
+        assert Path(session.document["bridge"]["token_file"]).exists()  # untouched
+    finally:
+        session.stop()

@@ -1,0 +1,101 @@
+"""`vibesys session serve` on the local Slurm cluster (the sbatch path, with the GPU broker of
+the same session) and `vibesys-eval` end to end: the output streams while the job runs, the
+result file, the command's exit status, artifacts brought home, capabilities; each service's
+token opens only its own socket; teardown cancels a running evaluation in Slurm itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bridge.session_helpers import BUDGET, result_line, start_session, wait_for
+from tests.slurm.helpers import UNFINISHED, slurm
+from vibesys.broker import client as gpu_client
+
+pytestmark = pytest.mark.slurm
+
+
+def test_an_evaluation_through_the_bridge_on_slurm(tmp_path: Path, slurm_toml: Path) -> None:
+    go = tmp_path / "go"
+    session = start_session(tmp_path, "--slurm-config", str(slurm_toml))
+    doc = session.document
+    try:
+        assert (doc["backend"], doc["cluster"]) == ("slurm", "local")
+        env = doc["environment"]
+        assert env["VIBESYS_GPU_TOKEN"].startswith("vbgpu1.") and env["CUDA_VISIBLE_DEVICES"] == ""
+        script = (
+            f"echo first; while [ ! -e {go} ]; do sleep 0.2; done; mkdir -p out; "
+            "echo 42 > out/m.txt; echo second; exit 3"
+        )
+        result_file = tmp_path / "result.json"
+        helper = session.helper(
+            "--kind",
+            "benchmark",
+            "--artifact",
+            "out/*.txt",
+            "--result",
+            str(result_file),
+            "--",
+            "sh",
+            "-c",
+            script,
+        )
+        assert helper.stdout is not None
+        assert helper.stdout.readline() == "first\n"  # streamed while the job still runs
+        go.touch()
+        rest, err = helper.communicate(timeout=BUDGET)
+        assert helper.returncode == 3, err
+        assert rest == "second\n"
+        result = json.loads(result_file.read_text())
+        assert (result["status"], result["exit_code"], result["cluster_name"]) == (
+            "APPLICATION_FAILED",
+            3,
+            "local",
+        )
+        assert result["remote_job_id"].isdigit() and result["provenance"]["site"] == "local"
+        assert [(a["path"], a["size"]) for a in result["artifacts"]] == [("out/m.txt", 3)]
+        copy = Path(result["results_dir"])
+        assert (copy / "artifacts" / "out" / "m.txt").read_text() == "42\n"
+        assert not (Path(doc["workspace"]) / "out").exists()  # nothing synced back
+        caps = session.helper("capabilities")
+        printed, _ = caps.communicate(timeout=BUDGET)
+        capabilities = json.loads(printed)
+        assert (capabilities["backend"], capabilities["gpu_commands"]) == ("slurm", True)
+        # Each token opens only its own service.
+        swapped = session.helper("--", "true", VIBESYS_EVAL_TOKEN=env["VIBESYS_GPU_TOKEN"])
+        _, err = swapped.communicate(timeout=BUDGET)
+        assert swapped.returncode == 2 and "that is the GPU broker's token" in err
+        gpu = subprocess.run(
+            [sys.executable, gpu_client.__file__, "--gpus", "0", "--", "true"],
+            env={**os.environ, **env, "VIBESYS_GPU_TOKEN": env["VIBESYS_EVAL_TOKEN"]},
+            cwd=doc["workspace"],
+            capture_output=True,
+            text=True,
+            timeout=BUDGET,
+            check=False,
+        )
+        assert gpu.returncode == 2 and "that is the evaluation bridge's token" in gpu.stderr
+    finally:
+        status, err = session.stop()
+    assert status == 0, err
+
+
+def test_teardown_cancels_an_evaluation_in_slurm(tmp_path: Path, slurm_toml: Path) -> None:
+    started = tmp_path / "started"
+    session = start_session(tmp_path, "--slurm-config", str(slurm_toml))
+    helper = session.helper("--", "sh", "-c", f"touch {started}; sleep 120")
+    wait_for(started.exists, "the job to start")
+    status, err = session.stop(signal.SIGTERM)
+    out, helper_err = helper.communicate(timeout=BUDGET)
+    assert status == 0, err
+    result = result_line(out)
+    assert (helper.returncode, result["status"]) == (130, "CANCELLED"), helper_err
+    job = result["remote_job_id"]
+    states = slurm("squeue", "-h", "--states=all", "-j", job, "-o", "%T", check=False)
+    assert not set(states.split()) & UNFINISHED  # Slurm shows it ended: nothing runs

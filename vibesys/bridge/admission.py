@@ -1,0 +1,132 @@
+"""Turning a decoded request into an accepted `Evaluation`, or a refusal that names the field.
+
+Order: the token (constant time; the GPU broker's token is recognized and named), then the
+campaign (run id), the workspace, the variables (only names the operator allows), the timeout
+(refused above the session's limit, never clamped). What the request may not name at all (a
+host, an account, a partition, ...) was refused by the protocol already.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from vibesys.bridge.protocol import Request, Resume
+from vibesys.tokens import service_of
+
+__all__ = ["Evaluation", "Refusal", "SessionPolicy"]
+
+
+class Refusal(Exception):
+    """A request the bridge will not serve; the message is for the helper, `field` says which
+    field of the request is at fault (None: the connection itself)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """An accepted evaluate (or cancel) request: checked against the session."""
+
+    request_id: str
+    run_id: str
+    workspace: str
+    kind: str
+    argv: tuple[str, ...]
+    #: the request's own value (None: the session's default), part of its identity
+    timeout_requested: int | None
+    #: what applies: the request's, else the session's default
+    timeout_seconds: int
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    artifacts: tuple[str, ...] = ()
+    uid: int = -1
+    resume: Resume = field(default_factory=Resume)
+
+    def __repr__(self) -> str:  # never print the variables' values
+        return f"Evaluation({self.request_id!r}, argv={self.argv!r}, env=<{sorted(self.env)}>)"
+
+    def body(self) -> dict[str, Any]:
+        """The request's identity as the journal keeps it (no values of variables), with the
+        timeout that applies, so a restarted session keeps the same deadline."""
+        return {
+            "run": self.run_id,
+            "workspace": self.workspace,
+            "kind": self.kind,
+            "argv": list(self.argv),
+            "timeout_seconds": self.timeout_requested,
+            "env": sorted(self.env),
+            "artifacts": list(self.artifacts),
+            "effective_timeout_seconds": self.timeout_seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPolicy:
+    """Everything a check needs: fixed when the session starts."""
+
+    token: str
+    run_id: str
+    #: the workspace as the operator named it (absolute) and with symlinks resolved
+    workspace: str
+    workspace_real: str
+    allowed_env: frozenset[str] = frozenset()
+    default_timeout: int = 3600
+    max_timeout: int = 86400
+
+    def check_token(self, token: str) -> None:
+        if hmac.compare_digest(token.encode("utf-8"), self.token.encode("utf-8")):
+            return
+        service = service_of(token)
+        if service is not None and service != "the evaluation bridge":
+            raise Refusal(
+                f"bad token: that is {service}'s token (VIBESYS_GPU_TOKEN), not this bridge's "
+                "(VIBESYS_EVAL_TOKEN)",
+                "token",
+            )
+        raise Refusal(
+            "bad token: this bridge serves another session (check VIBESYS_EVAL_TOKEN)", "token"
+        )
+
+    def admit(self, request: Request, uid: int) -> Evaluation:
+        self.check_token(request.token)
+        if request.run != self.run_id:
+            raise Refusal(f"run {request.run!r} is not this session's campaign", "run")
+        if os.path.normpath(request.workspace) not in (self.workspace, self.workspace_real):
+            raise Refusal(
+                f"workspace {request.workspace} is not this session's workspace: a session "
+                "evaluates only its own candidate",
+                "workspace",
+            )
+        unlisted = sorted(set(request.env) - self.allowed_env)
+        if unlisted:
+            allowed = ", ".join(sorted(self.allowed_env)) or "none"
+            raise Refusal(
+                f"variable {unlisted[0]} is not one the operator lets evaluations receive "
+                f"(allowed: {allowed})",
+                "env",
+            )
+        timeout = request.timeout_seconds
+        if timeout is not None and timeout > self.max_timeout:
+            raise Refusal(
+                f"timeout_seconds {timeout} exceeds this session's limit ({self.max_timeout})",
+                "timeout_seconds",
+            )
+        return Evaluation(
+            request_id=request.request_id,
+            run_id=request.run,
+            workspace=self.workspace,
+            kind=request.kind,
+            argv=request.argv,
+            timeout_requested=timeout,
+            timeout_seconds=self.default_timeout if timeout is None else timeout,
+            env=dict(request.env),
+            artifacts=request.artifacts,
+            uid=uid,
+            resume=request.resume,
+        )

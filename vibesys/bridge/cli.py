@@ -1,0 +1,133 @@
+"""`vibesys session ...`: one candidate session's host side (the evaluation bridge, and the GPU
+broker when the site offers GPU commands). Only typer is imported at module level: `vibesys
+--help` must stay light."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+session_app = typer.Typer(
+    help="A candidate session's host side: the evaluation bridge (vibesys-eval) and, when the "
+    "site has [vibesys.agent_gpu], the GPU broker (vibesys-gpu).",
+    no_args_is_help=True,
+)
+
+
+@session_app.command()
+def serve(
+    run_id: Annotated[
+        str, typer.Option(help="The campaign: its evaluations share one journal and cluster.")
+    ],
+    workspace: Annotated[
+        Path, typer.Option(help="The candidate's worktree: the only one it evaluates.")
+    ],
+    slurm_config: Annotated[
+        Path | None, typer.Option(help="A Slurm site (slurm.toml): the sbatch path.")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="A SkyPilot profile (\\[profiles.NAME] of clusters.toml).")
+    ] = None,
+    clusters_config: Annotated[
+        Path | None,
+        typer.Option(help="Operator profiles \\[default: ~/.config/vibesys/clusters.toml]."),
+    ] = None,
+    local: Annotated[bool, typer.Option("--local", help="Evaluate on this host.")] = False,
+    resources: Annotated[
+        Path | None,
+        typer.Option(help="An experiment file whose \\[resources] table sizes the evaluations."),
+    ] = None,
+    journal: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="VIBESYS_JOURNAL", help="The campaign's journal \\[default: .vibesys/journal.db]"
+        ),
+    ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(help="Private directory for sockets and tokens \\[default: a new one]"),
+    ] = None,
+    results_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where each result is copied \\[default: STATE_DIR/results]"),
+    ] = None,
+    allow_env: Annotated[
+        list[str] | None,
+        typer.Option(help="A variable an evaluation may receive from the helper (repeatable)."),
+    ] = None,
+    allow_uid: Annotated[
+        list[int] | None, typer.Option(help="A uid that may connect \\[default: this one]")
+    ] = None,
+    default_timeout: Annotated[
+        int, typer.Option(help="Seconds, for a request that names none.", min=1)
+    ] = 3600,
+    max_timeout: Annotated[int, typer.Option(help="The most a request may ask.", min=1)] = 86400,
+    max_retries: Annotated[
+        int, typer.Option(help="Infrastructure retries per evaluation.", min=0)
+    ] = 2,
+    teardown_seconds: Annotated[
+        float, typer.Option(help="How long teardown waits for cancels to settle.", min=0)
+    ] = 120.0,
+    parent_pid: Annotated[
+        int | None, typer.Option(help="Stop when this process ends \\[default: the parent]")
+    ] = None,
+    down: Annotated[
+        bool, typer.Option("--down", help="Release the campaign's cluster at the end.")
+    ] = False,
+) -> None:
+    """Serve one candidate session until SIGTERM, SIGINT or the parent's death. Prints one JSON
+    document: the sockets, token files and clients, and the environment to give the
+    container. Exit 0 after a clean teardown, 4 when an evaluation was left UNRESOLVED."""
+    from vibesys.cli_common import clean_errors
+
+    with clean_errors(journal):
+        from vibesys.bridge.session import SessionOptions, serve_session
+        from vibesys.bridge.site import resolve_site
+        from vibesys.config import PortableResources, parse_resources
+        from vibesys.config.profiles import load_resources_table
+        from vibesys.journal_schema import journal_path
+
+        if max_timeout < default_timeout:
+            raise typer.BadParameter(f"--max-timeout {max_timeout} is below --default-timeout")
+        portable = (
+            parse_resources(load_resources_table(resources), source=f"{resources} [resources]")
+            if resources is not None
+            else PortableResources()
+        )
+        site = resolve_site(
+            run_id=run_id,
+            workspace=str(workspace.expanduser().absolute()),
+            resources=portable,
+            slurm_config=slurm_config,
+            clusters_config=clusters_config,
+            profile=profile,
+            local=local,
+        )
+        options = SessionOptions(
+            run_id=run_id,
+            workspace=workspace,
+            site=site,
+            journal=journal_path(journal),
+            state_dir=state_dir,
+            results_dir=results_dir,
+            allow_env=tuple(allow_env or ()),
+            allow_uids=tuple(allow_uid or ()),
+            default_timeout=default_timeout,
+            max_timeout=max_timeout,
+            max_retries=max_retries,
+            teardown_seconds=teardown_seconds,
+            parent_pid=parent_pid,
+            down=down,
+        )
+        status = serve_session(options, typer.echo)
+    raise typer.Exit(status)
+
+
+@session_app.command("client-path")
+def client_path() -> None:
+    """Print the path of the stdlib-only `vibesys-eval` file, to mount into a container."""
+    from vibesys.bridge import client
+
+    typer.echo(Path(client.__file__).resolve())

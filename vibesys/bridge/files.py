@@ -1,0 +1,127 @@
+"""Files the bridge moves on this host: the candidate's copy for a local evaluation, a local
+evaluation's declared artifacts, and the session's copy of every result.
+
+Nothing goes back into the workspace. A local evaluation runs in a fresh copy of the
+candidate's snapshot (staged by the snapshot policy and verified, as the sbatch path does on
+the cluster); the session's results directory gets a copy of the result, the logs and the
+verified artifacts, while the originals stay in the host's run directory.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from vibesys.errors import UsageError
+from vibesys.job_result import JobResult
+
+__all__ = ["collect_local_artifacts", "copy_result", "stage_local_candidate"]
+
+WORK_DIR: Final = "work"
+RESULT_FILE: Final = "result.json"
+
+
+def stage_local_candidate(workspace: str, stage_root: Path, run_dir: Path) -> Path:
+    """`run_dir/work`: a fresh, verified copy of the workspace's snapshot (its digest's
+    directory under `stage_root` is made once and reused)."""
+    from vibesys.adapters.staging import copy_command, stage, verify_command
+    from vibesys.adapters.transports import LocalTransport
+    from vibesys.snapshot import SnapshotPolicy, build_manifest
+
+    manifest = build_manifest(workspace, SnapshotPolicy())
+    staged = stage(manifest, workspace, LocalTransport(), str(stage_root))
+    work = run_dir / WORK_DIR
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    steps = (
+        copy_command(staged.snapshot_dir, str(work)),
+        verify_command(str(work), manifest.digest),
+    )
+    for argv in steps:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+        if done.returncode != 0:
+            raise UsageError(f"the candidate's copy failed: {' '.join(done.stderr.split())}")
+    return work
+
+
+def collect_local_artifacts(
+    work: Path, patterns: Sequence[str], target: Path
+) -> tuple[list[tuple[str, int, str, str]], list[str]]:
+    """The files of `work` matching `patterns` (relative globs, the listing's rules: regular
+    files, no symlinks, nothing that resolves outside `work`), copied under `target`: a list
+    of (path, size, sha256, local copy), and the patterns nothing matched."""
+    base = os.path.realpath(work)
+    found: list[tuple[str, int, str, str]] = []
+    missing: list[str] = []
+    seen: set[str] = set()
+    for pattern in patterns:
+        matches = sorted(glob.glob(os.path.join(glob.escape(base), pattern), recursive=True))
+        files = [m for m in matches if _inside(base, m)]
+        if not files:
+            missing.append(pattern)
+        for path in files:
+            relative = os.path.relpath(path, base)
+            if relative in seen:
+                continue
+            seen.add(relative)
+            copy = target / relative
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            size, digest = _copy_hashing(Path(path), copy)
+            found.append((relative, size, digest, str(copy)))
+    return found, missing
+
+
+def _inside(base: str, path: str) -> bool:
+    if not os.path.isfile(path) or os.path.islink(path):
+        return False
+    real = os.path.realpath(path)
+    return real.startswith(base + os.sep)
+
+
+def _copy_hashing(source: Path, target: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    partial = target.with_name(target.name + ".part")
+    with open(source, "rb") as reader, open(partial, "wb") as writer:
+        while chunk := reader.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+            writer.write(chunk)
+        writer.flush()
+        os.fsync(writer.fileno())
+    os.replace(partial, target)
+    return size, digest.hexdigest()
+
+
+def copy_result(found: JobResult, results_root: Path) -> Path:
+    """`<results_root>/<invocation>/`: result.json, stdout, stderr and artifacts/<path>, made
+    beside it and renamed into place (done again, it replaces the last copy whole)."""
+    final = results_root / found.invocation_id
+    building = results_root / f".{found.invocation_id}.{os.getpid()}.tmp"
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True, mode=0o700)
+    for name, source in (("stdout", found.stdout_path), ("stderr", found.stderr_path)):
+        if source and os.path.isfile(source):
+            shutil.copyfile(source, building / name)
+    for art in found.artifacts:
+        if art.local_path and os.path.isfile(art.local_path):
+            copy = building / "artifacts" / art.path
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(art.local_path, copy)
+    text = found.model_copy(update={"results_dir": str(final)}).model_dump_json(indent=2)
+    (building / RESULT_FILE).write_text(text + "\n", encoding="utf-8")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(building, final)
+    return final
+
+
+def read_result(path: Path) -> dict[str, object]:
+    """A copied result.json (tests and tools)."""
+    loaded: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded

@@ -1,0 +1,341 @@
+"""The wire protocol between `vibesys-eval` and the evaluation bridge: versioned JSON lines.
+
+Pure (sans-I/O, as `vibesys.broker.protocol`): bytes go in, typed values come out, replies are
+encoded to bytes; the caller owns the socket. The helper sends one request line, `op` saying
+which kind:
+
+    {"version": 1, "op": "evaluate", "token": "vbeval1.…", "request_id": "r-1",
+     "run": "campaign-7", "workspace": "/abs/worktree", "kind": "accuracy",
+     "argv": ["python", "eval.py"], "timeout_seconds": 600, "env": {"SEED": "1"},
+     "artifacts": ["results/*.json"], "resume": {"attempt": 1, "stdout": 0, "stderr": 0}}
+    {"version": 1, "op": "cancel", "token": "…", "request_id": "r-1", "run": "…",
+     "workspace": "…"}
+    {"version": 1, "op": "capabilities", "token": "…"}
+
+(`timeout_seconds` may be null: the session's default; `env`, `artifacts` and `resume` may be
+left out.) Strict: a field this version does not define is refused by name, and so, with the
+reason, is a field naming what only the operator decides (a host, an account, a partition, a
+profile, an adapter, a mount path, a journal, resources). The bridge answers with lines:
+
+    {"version": 1, "type": "accepted", "invocation": "…", "request_id": "r-1",
+     "reattached": false}
+    {"version": 1, "type": "queued", "position": 0, "message": "…"}
+    {"version": 1, "type": "started", "attempt": 1, "cluster": "…", "job_id": "…"}
+    {"version": 1, "type": "output", "attempt": 1, "stream": "stdout", "offset": 0,
+     "data": "<base64>"}
+    {"version": 1, "type": "result", "result": {JobResult}, "exit_status": 0}
+    {"version": 1, "type": "stopping", "message": "the session is shutting down …"}
+    {"version": 1, "type": "cancelling", "message": "…"}
+    {"version": 1, "type": "capabilities", "capabilities": {…}}
+    {"version": 1, "type": "refused", "field": "partition", "message": "…"}
+
+and closes after `result`, `refused`, `cancelling` or `capabilities`. Output bytes travel as
+base64 with their offset in the attempt's log: a helper that reconnects with `resume` gets
+what it has not seen, never a byte twice. Nothing in a refusal repeats the token. The replies
+are in `vibesys.bridge.replies`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+# The line framing and JSON helpers are the GPU broker's: one reading of a line for both.
+from vibesys.broker.protocol import LineDecoder, LineTooLong, ProtocolError
+from vibesys.broker.protocol import _line as _line
+from vibesys.broker.protocol import _object as _object
+
+__all__ = [
+    "FORBIDDEN_FIELDS",
+    "KINDS",
+    "MAX_REQUEST_BYTES",
+    "PROTOCOL_VERSION",
+    "REQUEST_FIELDS",
+    "FieldError",
+    "LineDecoder",
+    "LineTooLong",
+    "ProtocolError",
+    "Request",
+    "Resume",
+    "decode_request",
+    "encode_request",
+    "first_difference",
+    "refusal_field",
+]
+
+PROTOCOL_VERSION: Final = 1
+#: An argv and a few variables; a megabyte is far beyond any honest request.
+MAX_REQUEST_BYTES: Final = 1 << 20
+KINDS: Final = ("accuracy", "benchmark")
+MAX_ARTIFACTS: Final = 64
+
+Op = Literal["evaluate", "cancel", "capabilities"]
+
+#: Every field a request may carry, by op (`version`, `op` and `token` always).
+REQUEST_FIELDS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "evaluate": (
+            "request_id",
+            "run",
+            "workspace",
+            "kind",
+            "argv",
+            "timeout_seconds",
+            "env",
+            "artifacts",
+            "resume",
+        ),
+        "cancel": ("request_id", "run", "workspace"),
+        "capabilities": (),
+    }
+)
+_OPTIONAL: Final = frozenset({"env", "artifacts", "resume"})
+_COMMON: Final = ("version", "op", "token")
+
+#: Fields the sandbox may never send, and who decides instead: refused with that reason.
+FORBIDDEN_FIELDS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        **dict.fromkeys(("host", "hostname", "login", "login_node", "ssh"), "host"),
+        **dict.fromkeys(("account", "qos", "reservation"), "account"),
+        **dict.fromkeys(("partition", "partitions"), "partition"),
+        **dict.fromkeys(("profile", "cluster", "infra", "site"), "profile"),
+        **dict.fromkeys(("adapter", "backend"), "adapter"),
+        **dict.fromkeys(
+            ("mount", "mounts", "mount_path", "workdir", "remote_root", "artifact_root"),
+            "mount path",
+        ),
+        **dict.fromkeys(("journal", "journal_path"), "journal"),
+        **dict.fromkeys(
+            ("nodes", "gpus", "accelerators", "accelerators_per_node", "resources"), "resources"
+        ),
+    }
+)
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_RUN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Ten days: anything longer is a mistake in seconds.
+_MAX_TIMEOUT = 10 * 86400
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Where the helper's copy of the output stands: bytes of `attempt`'s logs it has."""
+
+    attempt: int = 0
+    stdout: int = 0
+    stderr: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request, as the helper sent it (not yet checked against the session)."""
+
+    op: Op
+    token: str
+    request_id: str = ""
+    run: str = ""
+    workspace: str = ""
+    kind: str = "accuracy"
+    argv: tuple[str, ...] = ()
+    timeout_seconds: int | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    artifacts: tuple[str, ...] = ()
+    resume: Resume = Resume()
+    version: int = PROTOCOL_VERSION
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+
+    def __repr__(self) -> str:  # never print the token or the variables' values
+        return (
+            f"Request(op={self.op!r}, request_id={self.request_id!r}, run={self.run!r}, "
+            f"kind={self.kind!r}, argv={self.argv!r}, env=<{sorted(self.env)}>)"
+        )
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two evaluate requests the same request: everything but the token, the
+        variables' values (secrets: compared apart, never stored in the journal) and resume."""
+        return {
+            "run": self.run,
+            "workspace": self.workspace,
+            "kind": self.kind,
+            "argv": list(self.argv),
+            "timeout_seconds": self.timeout_seconds,
+            "env": sorted(self.env),
+            "artifacts": list(self.artifacts),
+        }
+
+
+def first_difference(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> str | None:
+    """The first identity field in which two requests differ (None: the same request)."""
+    for name in ("run", "workspace", "kind", "argv", "timeout_seconds", "env", "artifacts"):
+        if recorded.get(name) != sent.get(name):
+            return name
+    return None
+
+
+# -- requests --------------------------------------------------------------------------------
+
+
+def encode_request(request: Request) -> bytes:
+    body: dict[str, Any] = {"version": request.version, "op": request.op, "token": request.token}
+    if request.op != "capabilities":
+        body |= {"request_id": request.request_id, "run": request.run}
+        body["workspace"] = request.workspace
+    if request.op == "evaluate":
+        body |= {
+            "kind": request.kind,
+            "argv": list(request.argv),
+            "timeout_seconds": request.timeout_seconds,
+            "env": dict(request.env),
+            "artifacts": list(request.artifacts),
+            "resume": {
+                "attempt": request.resume.attempt,
+                "stdout": request.resume.stdout,
+                "stderr": request.resume.stderr,
+            },
+        }
+    return _line(body)
+
+
+def decode_request(line: bytes) -> Request:
+    """The request on one line (without its newline); ProtocolError says what is wrong,
+    naming the field (`refusal_field` tells which)."""
+    data = _object(line)
+    version = data.get("version")
+    if type(version) is not int:
+        raise FieldError("version", "request: 'version' must be an integer")
+    if version != PROTOCOL_VERSION:
+        raise FieldError(
+            "version",
+            f"unsupported protocol version {version} (this bridge speaks {PROTOCOL_VERSION}); "
+            "use the vibesys-eval that came with this session",
+        )
+    for name in sorted(data):
+        if name in FORBIDDEN_FIELDS:
+            what = FORBIDDEN_FIELDS[name]
+            raise FieldError(
+                name,
+                f"request: {name!r} is not the sandbox's to choose: the session's operator "
+                f"configuration decides the {what}; remove it",
+            )
+    op = data.get("op")
+    if not isinstance(op, str) or op not in REQUEST_FIELDS:
+        raise FieldError("op", f"request: 'op' must be one of {', '.join(REQUEST_FIELDS)}")
+    allowed = (*_COMMON, *REQUEST_FIELDS[op])
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise FieldError(unknown[0], f"request: unknown field {unknown[0]!r} for op {op!r}")
+    missing = [name for name in allowed if name not in data and name not in _OPTIONAL]
+    if missing:
+        raise FieldError(missing[0], f"request: missing field {missing[0]!r}")
+    token = data["token"]
+    if not isinstance(token, str) or not token or not token.isascii():
+        raise FieldError("token", "request: 'token' must be a non-empty ASCII string")
+    if op == "capabilities":
+        return Request(op="capabilities", token=token, version=version)
+    request_id = _matching(data, "request_id", _ID, "1-128 letters, digits, . _ : -")
+    run = _matching(data, "run", _RUN, "letters, digits, . _ -")
+    workspace = data["workspace"]
+    if not isinstance(workspace, str) or not workspace.startswith("/") or "\0" in workspace:
+        raise FieldError("workspace", "request: 'workspace' must be an absolute path")
+    if op == "cancel":
+        return Request("cancel", token, request_id, run, workspace, version=version)
+    return Request(
+        op="evaluate",
+        token=token,
+        request_id=request_id,
+        run=run,
+        workspace=workspace,
+        kind=_kind(data["kind"]),
+        argv=_argv(data["argv"]),
+        timeout_seconds=_timeout(data["timeout_seconds"]),
+        env=_environment(data.get("env", {})),
+        artifacts=_artifacts(data.get("artifacts", [])),
+        resume=_resume(data.get("resume", {})),
+        version=version,
+    )
+
+
+class FieldError(ProtocolError):
+    """A bad request, and the field it is about."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.field = name
+
+
+def refusal_field(error: ProtocolError) -> str | None:
+    return error.field if isinstance(error, FieldError) else None
+
+
+def _matching(data: Mapping[str, Any], name: str, pattern: re.Pattern[str], rule: str) -> str:
+    value = data[name]
+    if not isinstance(value, str) or not pattern.match(value):
+        raise FieldError(name, f"request: {name!r} must be {rule}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    if value not in KINDS:
+        raise FieldError("kind", f"request: 'kind' must be one of {', '.join(KINDS)}")
+    return str(value)
+
+
+def _argv(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
+        raise FieldError("argv", "request: 'argv' must be a non-empty list of strings")
+    if any("\0" in a for a in value) or not value[0]:
+        raise FieldError("argv", "request: 'argv' items may not contain NUL; the program not ''")
+    return tuple(value)
+
+
+def _timeout(value: Any) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or not 0 < value <= _MAX_TIMEOUT:
+        raise FieldError(
+            "timeout_seconds",
+            f"request: 'timeout_seconds' must be null or an integer from 1 to {_MAX_TIMEOUT}",
+        )
+    return value
+
+
+def _environment(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise FieldError("env", "request: 'env' must be an object of strings")
+    for name, text in value.items():
+        if not _ENV_NAME.match(name):
+            raise FieldError("env", f"request: env: {name[:64]!r} is not a variable name")
+        if not isinstance(text, str) or "\0" in text:
+            raise FieldError("env", f"request: env: {name} must be a string without NUL")
+    return dict(value)
+
+
+def _artifacts(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise FieldError("artifacts", "request: 'artifacts' must be a list of globs")
+    if len(value) > MAX_ARTIFACTS:
+        raise FieldError("artifacts", f"request: at most {MAX_ARTIFACTS} artifact globs")
+    for pattern in value:
+        parts = pattern.split("/")
+        if not pattern or pattern.startswith("/") or ".." in parts or "\0" in pattern:
+            raise FieldError(
+                "artifacts",
+                f"request: artifact {pattern[:200]!r} must be a relative glob inside the "
+                "workspace (no '..', not absolute)",
+            )
+    return tuple(value)
+
+
+def _resume(value: Any) -> Resume:
+    if not isinstance(value, dict) or set(value) - {"attempt", "stdout", "stderr"}:
+        raise FieldError("resume", "request: 'resume' must be {attempt, stdout, stderr}")
+    numbers = {k: value.get(k, 0) for k in ("attempt", "stdout", "stderr")}
+    if any(type(n) is not int or n < 0 for n in numbers.values()):
+        raise FieldError("resume", "request: 'resume' values must be integers >= 0")
+    return Resume(**numbers)

@@ -1,0 +1,178 @@
+"""The bridge's replies to `vibesys-eval` (pure): typed values, encoded as JSON lines.
+
+See `vibesys.bridge.protocol` for the whole conversation; output bytes travel as base64 with
+their offset in the attempt's log, and a result carries the JobResult's JSON object.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from vibesys.bridge.protocol import PROTOCOL_VERSION, ProtocolError, _line, _object
+
+__all__ = [
+    "Accepted",
+    "Cancelling",
+    "Capabilities",
+    "Output",
+    "Queued",
+    "Refused",
+    "Reply",
+    "Result",
+    "Started",
+    "Stopping",
+    "decode_reply",
+    "encode_reply",
+]
+
+Stream = Literal["stdout", "stderr"]
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    invocation: str
+    request_id: str
+    reattached: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """Not started yet; `position` evaluations of the campaign are ahead (0: none)."""
+
+    position: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    attempt: int
+    cluster: str | None
+    job_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    attempt: int
+    stream: Stream
+    offset: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """The JobResult (its JSON object), and the exit status the helper gives for it."""
+
+    result: Mapping[str, Any]
+    exit_status: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stopping:
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelling:
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    capabilities: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    message: str
+    field: str | None = None
+
+
+Reply = (
+    Accepted | Queued | Started | Output | Result | Stopping | Cancelling | Capabilities | Refused
+)
+
+
+def encode_reply(reply: Reply) -> bytes:
+    body: dict[str, Any]
+    match reply:
+        case Accepted(invocation, request_id, reattached):
+            body = {"type": "accepted", "invocation": invocation, "request_id": request_id}
+            body["reattached"] = reattached
+        case Queued(position, message):
+            body = {"type": "queued", "position": position, "message": message}
+        case Started(attempt, cluster, job_id):
+            body = {"type": "started", "attempt": attempt, "cluster": cluster, "job_id": job_id}
+        case Output(attempt, stream, offset, data):
+            body = {"type": "output", "attempt": attempt, "stream": stream, "offset": offset}
+            body["data"] = base64.b64encode(data).decode()
+        case Result(result, exit_status):
+            body = {"type": "result", "result": dict(result), "exit_status": exit_status}
+        case Stopping(message):
+            body = {"type": "stopping", "message": message}
+        case Cancelling(message):
+            body = {"type": "cancelling", "message": message}
+        case Capabilities(capabilities):
+            body = {"type": "capabilities", "capabilities": dict(capabilities)}
+        case Refused(message, name):
+            body = {"type": "refused", "field": name, "message": message}
+    return _line({"version": PROTOCOL_VERSION, **body})
+
+
+def decode_reply(line: bytes) -> Reply:
+    data = _object(line)
+    if data.get("version") != PROTOCOL_VERSION:
+        raise ProtocolError(f"reply: unsupported protocol version {data.get('version')!r}")
+    kind = data.get("type")
+    try:
+        return _reply(kind, data)
+    except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+        raise ProtocolError(f"reply: malformed {kind} message") from exc
+
+
+def _reply(kind: Any, data: dict[str, Any]) -> Reply:
+    if kind == "accepted":
+        return Accepted(
+            _str(data["invocation"]), _str(data["request_id"]), _bool(data["reattached"])
+        )
+    if kind == "queued":
+        return Queued(_int(data["position"]), _str(data["message"]))
+    if kind == "started":
+        return Started(_int(data["attempt"]), _opt(data["cluster"]), _opt(data["job_id"]))
+    if kind == "output" and data["stream"] in ("stdout", "stderr"):
+        raw = base64.b64decode(data["data"], validate=True)
+        return Output(_int(data["attempt"]), data["stream"], _int(data["offset"]), raw)
+    if kind == "result" and isinstance(data["result"], dict):
+        return Result(data["result"], _int(data["exit_status"]))
+    if kind in ("stopping", "cancelling"):
+        return (Stopping if kind == "stopping" else Cancelling)(_str(data["message"]))
+    if kind == "capabilities" and isinstance(data["capabilities"], dict):
+        return Capabilities(data["capabilities"])
+    if kind == "refused":
+        return Refused(_str(data["message"]), _opt(data.get("field")))
+    raise ProtocolError(f"reply: unknown message type {kind!r}")
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise TypeError(value)
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _opt(value: Any) -> str | None:
+    return None if value is None else _str(value)
+
+
+def _bool(value: Any) -> bool:
+    if type(value) is not bool:
+        raise TypeError(value)
+    return value

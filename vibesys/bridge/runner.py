@@ -1,0 +1,353 @@
+"""The one place the bridge drives the engine: each accepted evaluation is a journaled vibesys
+invocation, found again by its request id.
+
+A new request's id is committed first, naming the invocation id it gets (write-ahead); only
+then is the invocation recorded (PREPARED, with the candidate staged by the snapshot policy)
+and driven. The same id again, from a reconnecting helper or after a restart, finds that row
+and follows the same invocation: never a second one. One thread drives each invocation to its
+end (it takes the invocation's lease, so a restarted bridge takes over from a dead one); the
+evaluation's timeout, counted from the request's first acceptance, cancels it; teardown cancels
+what still runs and waits for it to settle.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+from vibesys.bridge.admission import Evaluation, Refusal
+from vibesys.bridge.files import collect_local_artifacts, copy_result, stage_local_candidate
+from vibesys.bridge.protocol import first_difference
+from vibesys.bridge.site import Site
+from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, StopFlag, wait_for
+from vibesys.engine.context import ENV_FILE, load_context
+from vibesys.engine.core import new_invocation_id
+from vibesys.errors import VibesysError
+from vibesys.job_result import TIMEOUT_CANCEL, JobResult, JobStatus, job_result
+from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal
+from vibesys.journal_schema.bridge_requests import BridgeRequest
+from vibesys.states import JobState, Outcome
+
+__all__ = ["EvaluationRunner", "Handle"]
+
+#: The variables an evaluation gets from the bridge's own environment (besides those passed):
+#: what finding programs and the scheduler needs, nothing that may hold a credential.
+HOST_VARIABLES: Final = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SLURM_CONF"}
+    | {"LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME"}
+)
+_ENDED: Final = (JobState.DONE, JobState.UNRESOLVED, JobState.COLLECTING)
+
+
+@dataclass
+class Handle:
+    """One evaluation as this bridge serves it: the request's row and its driver."""
+
+    row: BridgeRequest
+    evaluation: Evaluation
+    stop: StopFlag = field(default_factory=StopFlag)
+    done: threading.Event = field(default_factory=threading.Event)
+    result: JobResult | None = None
+    #: why this session stopped serving it (teardown), for the helpers still connected
+    stopping: str | None = None
+
+    @property
+    def invocation_id(self) -> str:
+        return self.row.invocation_id
+
+
+class _SpoolOnly(LogTail):
+    """Lets the driver bring a remote job's logs home as it runs (the helpers read the spool)
+    without writing them anywhere else."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), io.BytesIO())
+
+    def pump(self, paths: tuple[Path, Path]) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+class EvaluationRunner:
+    def __init__(
+        self,
+        journal_path: Path,
+        site: Site,
+        results_root: Path,
+        host_env: Mapping[str, str],
+        *,
+        max_retries: int = 2,
+        patience_seconds: float = 600.0,
+    ) -> None:
+        self.journal_path = journal_path
+        self.site = site
+        self.results_root = results_root
+        self.host_env = {k: v for k, v in host_env.items() if k in HOST_VARIABLES}
+        self.max_retries = max_retries
+        self.patience = timedelta(seconds=patience_seconds)
+        self._lock = threading.Lock()
+        self._handles: dict[str, Handle] = {}
+        self._closing: str | None = None
+
+    def engine(self, journal: Journal) -> Engine:
+        return Engine(journal, retry=RetryPolicy(self.max_retries), patience=self.patience)
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def start(self, evaluation: Evaluation) -> tuple[Handle, bool]:
+        """The handle of the evaluation's invocation, recorded now if the request is new;
+        True when the request id was known already (a reattach). Refusal says why not."""
+        self._refuse_if_closing()
+        journal = open_journal(self.journal_path)
+        try:
+            row = journal.bridge_request(evaluation.run_id, evaluation.request_id)
+            known = row is not None
+            if row is None:
+                # Everything that can refuse the evaluation is checked before anything is
+                # written: the site's request (limits, the candidate's digest).
+                request = self._site_request(evaluation)
+                row, created = journal.claim_bridge_request(
+                    run_id=evaluation.run_id,
+                    request_id=evaluation.request_id,
+                    invocation_id=new_invocation_id(),
+                    uid=evaluation.uid,
+                    workspace=evaluation.workspace,
+                    kind=evaluation.kind,
+                    body=evaluation.body(),
+                    results_dir=str(self.results_root),
+                )
+                known = not created
+            else:
+                request = None
+            _same_request(row, evaluation)
+            with self._lock:
+                self._refuse_if_closing()
+                handle = self._handles.get(row.invocation_id)
+                if handle is not None:
+                    _same_values(handle.evaluation.env, evaluation)
+                    return handle, True
+                try:
+                    if not _invocation_exists(journal, row.invocation_id):
+                        self._prepare(journal, row, evaluation, request)
+                    else:
+                        recorded = load_context(journal.get(row.invocation_id)).env
+                        _same_values(recorded, evaluation)
+                except VibesysError as exc:  # the row stays: the same id tries again
+                    raise Refusal(f"the evaluation could not be recorded: {exc}") from None
+                handle = Handle(row, evaluation)
+                self._handles[row.invocation_id] = handle
+            threading.Thread(target=self._drive, args=(handle,), daemon=True).start()
+            return handle, known
+        finally:
+            journal.close()
+
+    def _refuse_if_closing(self) -> None:
+        if self._closing is not None:
+            raise Refusal(f"the session is shutting down ({self._closing})")
+
+    def cancel(self, run_id: str, request_id: str, uid: int, by: str) -> str:
+        """Ask for the request's evaluation to be cancelled; the message for the helper."""
+        journal = open_journal(self.journal_path)
+        try:
+            row = journal.bridge_request(run_id, request_id)
+            if row is None or not _invocation_exists(journal, row.invocation_id):
+                raise Refusal(f"no evaluation has request id {request_id}", "request_id")
+            if row.uid != uid:
+                raise Refusal(f"request id {request_id} belongs to another user", "request_id")
+            inv = self.engine(journal).request_cancel(journal.get(row.invocation_id), by)
+            return f"cancel of {inv.id} requested ({inv.state})"
+        finally:
+            journal.close()
+
+    def _site_request(self, evaluation: Evaluation) -> Any:
+        try:
+            return self.site.request(
+                evaluation.workspace, evaluation.timeout_seconds, evaluation.artifacts
+            )
+        except VibesysError as exc:
+            raise Refusal(f"the site cannot take this evaluation: {exc}") from None
+
+    def _prepare(
+        self, journal: Journal, row: BridgeRequest, evaluation: Evaluation, request: Any
+    ) -> Invocation:
+        """Record the invocation the row names (nothing was sent for it yet)."""
+        if request is None:  # the row survived a crash before its invocation was recorded
+            request = self._site_request(evaluation)
+        runs = self.journal_path.parent / "runs"
+        run_dir = (runs / row.invocation_id).resolve()
+        # A crash between the environment file and the invocation's row left the file; the
+        # run directory is this row's alone.
+        (run_dir / ENV_FILE).unlink(missing_ok=True)
+        cwd = evaluation.workspace
+        if self.site.backend == "local":
+            cwd = str(stage_local_candidate(evaluation.workspace, runs / ".stage", run_dir))
+        return self.engine(journal).prepare(
+            adapter=self.site.adapter,
+            command=list(evaluation.argv),
+            request=request,
+            label=f"vibesys-eval {evaluation.kind} {evaluation.request_id}",
+            max_retries=self.max_retries,
+            cwd=cwd,
+            env={**self.host_env, **evaluation.env},
+            run_root=runs,
+            invocation_id=row.invocation_id,
+        )
+
+    # -- driving --------------------------------------------------------------------------------
+
+    def _drive(self, handle: Handle) -> None:
+        journal = open_journal(self.journal_path)
+        try:
+            threading.Thread(target=self._deadline, args=(handle,), daemon=True).start()
+            engine = self.engine(journal)
+            options = DriveOptions(tail=_SpoolOnly(), interrupt=handle.stop)
+            inv = journal.get(handle.invocation_id)
+            while inv.state not in _ENDED and not handle.stop.is_set():
+                inv = wait_for(engine, handle.invocation_id, options)
+            handle.result = self._finish(journal, journal.get(handle.invocation_id))
+        except Exception as exc:  # a thread must never die silently: the helper is told
+            handle.stopping = handle.stopping or f"the bridge failed: {type(exc).__name__}: {exc}"
+        finally:
+            handle.done.set()
+            journal.close()
+
+    def _deadline(self, handle: Handle) -> None:
+        """Cancel the evaluation once its timeout, counted from its first acceptance, is
+        over (the cancel's `by` marks it: the result is TIMEOUT)."""
+        timeout = int(handle.row.body.get("effective_timeout_seconds") or 0)
+        if timeout <= 0:
+            return
+        accepted = datetime.fromisoformat(handle.row.created_at)
+        deadline = accepted + timedelta(seconds=timeout)
+        left = (deadline - datetime.now(accepted.tzinfo)).total_seconds()
+        if handle.done.wait(max(left, 0.0)):
+            return
+        self._cancel_handle(handle, f"{TIMEOUT_CANCEL} {timeout} s")
+
+    def _cancel_handle(self, handle: Handle, by: str) -> None:
+        journal = open_journal(self.journal_path)
+        try:
+            if _invocation_exists(journal, handle.invocation_id):
+                self.engine(journal).request_cancel(journal.get(handle.invocation_id), by)
+        finally:
+            journal.close()
+
+    def _finish(self, journal: Journal, inv: Invocation) -> JobResult:
+        bridge = journal.bridge_request_of(inv.id)
+        patterns = list(bridge.body.get("artifacts", [])) if bridge else []
+        if self.site.backend == "local" and _ran(inv) and patterns:
+            _record_local_artifacts(journal, inv, patterns)
+        found = job_result(
+            inv,
+            journal.attempts(inv.id),
+            journal.history(inv.id),
+            journal.artifacts(inv.id),
+            journal.leases_used_by(inv.id),
+            unfinished=JobStatus.UNRESOLVED,
+        )
+        final = copy_result(found, self.results_root)
+        return found.model_copy(update={"results_dir": str(final)})
+
+    # -- teardown -------------------------------------------------------------------------------
+
+    def close(self, reason: str, budget_seconds: float) -> list[Handle]:
+        """Stop serving: refuse new requests, cancel every evaluation that has not ended, and
+        wait up to `budget_seconds` for them to settle. Idempotent; the handles that did not
+        settle in time (their results are UNRESOLVED)."""
+        with self._lock:
+            self._closing = self._closing or reason
+            handles = list(self._handles.values())
+        for handle in handles:
+            if not handle.done.is_set():
+                handle.stopping = handle.stopping or (
+                    f"the session is shutting down ({reason}); the evaluation is cancelled"
+                )
+                self._cancel_handle(handle, f"session teardown: {reason}")
+        deadline = time.monotonic() + budget_seconds
+        for handle in handles:
+            handle.done.wait(max(deadline - time.monotonic(), 0.0))
+        late = [handle for handle in handles if not handle.done.is_set()]
+        for handle in late:
+            handle.stop.set()
+        return late
+
+    def unsettled_result(self, handle: Handle) -> JobResult:
+        """The result of an evaluation teardown could not settle: UNRESOLVED from its row."""
+        journal = open_journal(self.journal_path, readonly=True)
+        try:
+            inv = journal.get(handle.invocation_id)
+            return job_result(
+                inv,
+                journal.attempts(inv.id),
+                journal.history(inv.id),
+                unfinished=JobStatus.UNRESOLVED,
+            )
+        finally:
+            journal.close()
+
+
+def _same_request(row: BridgeRequest, evaluation: Evaluation) -> None:
+    if row.uid != evaluation.uid:
+        raise Refusal(
+            f"request id {evaluation.request_id} belongs to another user; use a new request id",
+            "request_id",
+        )
+    differs = first_difference(row.body, evaluation.body())
+    if differs is not None:
+        raise Refusal(
+            f"request id {evaluation.request_id} was sent before with another {differs}; "
+            "use a new request id for another request",
+            differs,
+        )
+
+
+def _same_values(recorded: Mapping[str, str], evaluation: Evaluation) -> None:
+    for name, value in evaluation.env.items():
+        if recorded.get(name) != value:
+            raise Refusal(
+                f"request id {evaluation.request_id} was sent before with another value of "
+                f"{name}; use a new request id for another request",
+                "env",
+            )
+
+
+def _invocation_exists(journal: Journal, invocation_id: str) -> bool:
+    found = journal.conn.execute("SELECT 1 FROM invocations WHERE id=?", (invocation_id,))
+    return found.fetchone() is not None
+
+
+def _ran(inv: Invocation) -> bool:
+    return inv.state is JobState.DONE and inv.outcome in (
+        Outcome.COMPLETED,
+        Outcome.APPLICATION_FAILED,
+    )
+
+
+def _record_local_artifacts(journal: Journal, inv: Invocation, patterns: list[str]) -> None:
+    """A local evaluation's declared artifacts, from its copy of the candidate to the run
+    directory, recorded as verified artifacts (once: a redo finds them recorded)."""
+    if journal.artifacts(inv.id, inv.attempt) or inv.cwd is None:
+        return
+    target = Path(inv.run_dir) / str(inv.attempt) / "artifacts"
+    found, missing = collect_local_artifacts(Path(inv.cwd), patterns, target)
+    for path, size, digest, copy in found:
+        state = ArtifactState.ACKNOWLEDGED
+        journal.record_artifact(
+            inv.id, inv.attempt, path, state, size=size, sha256=digest, local_path=copy
+        )
+    for pattern in missing:
+        journal.record_artifact(
+            inv.id,
+            inv.attempt,
+            pattern,
+            ArtifactState.MISSING,
+            detail=f"nothing matched {pattern!r} in the evaluation's directory",
+        )

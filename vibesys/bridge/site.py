@@ -1,0 +1,172 @@
+"""The operator's site, resolved once when a session starts: which adapter runs the session's
+evaluations, the typed request each one gets, the campaign's cluster name, and what the
+session offers (`vibesys-eval capabilities`).
+
+Three kinds of site, chosen by the trusted host side, never by a request:
+
+- a Slurm site (`slurm.toml`): the sbatch path, `vibesys run --adapter sbatch --slurm-config F
+  --gpus N --time M --candidate WORKSPACE --artifact ...`, sized by the experiment's
+  `[resources]` (one node; the evaluation's timeout rounded up to whole minutes is the job's
+  `--time`);
+- a SkyPilot profile (`clusters.toml`, `[profiles.NAME]`): the campaign's cluster, named from
+  the run id and the resources' fingerprint (the adapter's own naming), the workspace synced;
+- this host (`--local`): a local process in a fresh copy of the candidate's snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from vibesys.adapters.requests import AdapterRequest
+from vibesys.config import EffectiveResources, PortableResources
+from vibesys.errors import UsageError
+
+__all__ = ["Site", "resolve_site"]
+
+Backend = Literal["local", "slurm", "skypilot"]
+
+
+@dataclass(frozen=True)
+class Site:
+    backend: Backend
+    #: the registry's adapter name
+    adapter: str
+    resources: PortableResources
+    #: the SkyPilot cluster's name, the Slurm site's name, or None (this host)
+    cluster: str | None = None
+    slurm_config: Path | None = None
+    #: the SkyPilot request every evaluation's is made from (artifacts aside)
+    sky_request: AdapterRequest | None = None
+    effective: EffectiveResources | None = None
+    #: the Slurm site has `[vibesys.agent_gpu]`: the session starts the GPU broker too
+    agent_gpu: bool = False
+
+    def request(self, workspace: str, timeout_seconds: int, artifacts: tuple[str, ...]) -> Any:
+        """The typed adapter request of one evaluation (the candidate's digest computed now,
+        for the sbatch path). UsageError/ConfigError say why the site cannot take it."""
+        if self.backend == "local":
+            from vibesys.adapters.local import LocalRequest
+
+            return LocalRequest()
+        if self.backend == "skypilot":
+            assert self.sky_request is not None
+            return self.sky_request.model_copy(update={"artifacts": artifacts})
+        from vibesys.adapters.slurm.request import make_request
+
+        values = {
+            "slurm_config": self.slurm_config,
+            "gpus": self.resources.accelerators_per_node or 0,
+            "time_minutes": max(1, math.ceil(timeout_seconds / 60)),
+            "candidate": Path(workspace),
+            "artifact": artifacts,
+        }
+        return make_request("sbatch", values)
+
+    def capabilities(self) -> dict[str, Any]:
+        """What an evaluation gets here, from the configuration (no scheduler is asked)."""
+        found: dict[str, Any] = {"backend": self.backend, "cluster": self.cluster}
+        if self.effective is not None:
+            found |= {
+                "accelerator_type": self.effective.accelerator_type,
+                "accelerators_per_node": self.effective.accelerators_per_node,
+                "accelerator_backend": self.effective.accelerator_backend,
+                "nodes": self.effective.nodes,
+                "cpus_per_node": self.effective.cpus_per_node,
+                "allocation_time": self.effective.allocation_time,
+            }
+        else:
+            found |= {
+                "accelerator_type": None,
+                "accelerators_per_node": self.resources.accelerators_per_node or 0,
+                "accelerator_backend": self.resources.accelerator_backend,
+                "nodes": 1,
+                "cpus_per_node": os.cpu_count() if self.backend == "local" else None,
+                "allocation_time": None,
+            }
+        return found
+
+
+def resolve_site(
+    *,
+    run_id: str,
+    workspace: str,
+    resources: PortableResources,
+    slurm_config: Path | None = None,
+    clusters_config: Path | None = None,
+    profile: str | None = None,
+    local: bool = False,
+) -> Site:
+    """The one site the options name; UsageError/ConfigError (one line naming the option or
+    key) when they name none, several, or one that cannot serve `resources`."""
+    named = (("--slurm-config", slurm_config), ("--profile", profile), ("--local", local))
+    chosen = [name for name, given in named if given]
+    if len(chosen) != 1:
+        raise UsageError(
+            "name one site: --slurm-config FILE (the sbatch path), --profile NAME (a SkyPilot "
+            "profile of --clusters-config) or --local (this host)"
+            + (f"; got {' and '.join(chosen)}" if chosen else "")
+        )
+    if clusters_config is not None and profile is None:
+        raise UsageError("--clusters-config needs --profile NAME")
+    if local:
+        return Site("local", "local", resources)
+    if slurm_config is not None:
+        return _slurm_site(slurm_config, resources)
+    assert profile is not None
+    return _sky_site(run_id, workspace, resources, profile, clusters_config)
+
+
+def _slurm_site(path: Path, resources: PortableResources) -> Site:
+    from vibesys.config import load_slurm_config
+
+    config_path = path.expanduser().resolve()
+    config = load_slurm_config(config_path)
+    if resources.nodes != 1:
+        raise UsageError(
+            f"[resources] nodes = {resources.nodes}: the sbatch path runs an evaluation on one "
+            "node; use a SkyPilot profile for more"
+        )
+    return Site(
+        "slurm",
+        "sbatch",
+        resources,
+        cluster=config.slurm.name,
+        slurm_config=config_path,
+        agent_gpu=config.agent_gpu is not None,
+    )
+
+
+def _sky_site(
+    run_id: str,
+    workspace: str,
+    resources: PortableResources,
+    profile: str,
+    clusters_config: Path | None,
+) -> Site:
+    from vibesys.adapters.skypilot.naming import cluster_name
+    from vibesys.adapters.skypilot.request import make_request
+    from vibesys.config import load_clusters_config, resolve_resources, select_profile
+
+    values = {
+        "profile": profile,
+        "run_id": run_id,
+        "clusters_config": clusters_config,
+        "workdir": workspace,
+        **resources.model_dump(exclude_none=True),
+    }
+    request = make_request("skypilot", values)
+    source = request.clusters_config
+    chosen = select_profile(load_clusters_config(source), profile, source=source)
+    effective = resolve_resources(request.resources, chosen, profile)
+    return Site(
+        "skypilot",
+        "skypilot",
+        resources,
+        cluster=cluster_name(run_id, effective),
+        sky_request=request,
+        effective=effective,
+    )

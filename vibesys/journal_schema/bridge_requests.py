@@ -1,0 +1,110 @@
+"""The evaluation bridge's request ids (m010): which invocation each helper request names.
+
+Write-ahead: a new request's row, naming the invocation id it will get, is committed before
+that invocation is recorded, let alone submitted. Whoever finds the row later (the same
+bridge after a dropped connection, a restarted one, another session of the campaign) follows
+that invocation, or records it when a crash came between the two commits: a request id
+never gets a second invocation.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from vibesys.journal_schema.clock import now_iso
+
+__all__ = ["BridgeRecords", "BridgeRequest"]
+
+_COLUMNS = "run_id, request_id, invocation_id, uid, workspace, kind, body, results_dir, created_at"
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeRequest:
+    run_id: str
+    request_id: str
+    invocation_id: str
+    uid: int
+    workspace: str
+    kind: str
+    #: the request as its identity: what a retry must repeat exactly
+    body: dict[str, Any]
+    results_dir: str | None
+    created_at: str
+
+
+def _row(values: tuple[Any, ...]) -> BridgeRequest:
+    run_id, request_id, invocation_id, uid, workspace, kind, body, results, created = values
+    body_json = json.loads(body)
+    return BridgeRequest(
+        run_id, request_id, invocation_id, int(uid), workspace, kind, body_json, results, created
+    )
+
+
+class BridgeRecords:
+    """Request-id methods of the Journal."""
+
+    conn: sqlite3.Connection
+
+    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def claim_bridge_request(
+        self,
+        *,
+        run_id: str,
+        request_id: str,
+        invocation_id: str,
+        uid: int,
+        workspace: str,
+        kind: str,
+        body: dict[str, Any],
+        results_dir: str | None,
+    ) -> tuple[BridgeRequest, bool]:
+        """The row of (`run_id`, `request_id`): this one, committed now (True), or the one
+        recorded first (False), whatever it says; the caller compares it."""
+        with self.write_txn() as conn:
+            inserted = conn.execute(
+                f"INSERT OR IGNORE INTO bridge_requests ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    run_id,
+                    request_id,
+                    invocation_id,
+                    uid,
+                    workspace,
+                    kind,
+                    json.dumps(body, sort_keys=True, separators=(",", ":")),
+                    results_dir,
+                    now_iso(),
+                ),
+            ).rowcount
+            found = conn.execute(
+                f"SELECT {_COLUMNS} FROM bridge_requests WHERE run_id=? AND request_id=?",
+                (run_id, request_id),
+            ).fetchone()
+        return _row(found), inserted == 1
+
+    def bridge_request(self, run_id: str, request_id: str) -> BridgeRequest | None:
+        found = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM bridge_requests WHERE run_id=? AND request_id=?",
+            (run_id, request_id),
+        ).fetchone()
+        return None if found is None else _row(found)
+
+    def bridge_request_of(self, invocation_id: str) -> BridgeRequest | None:
+        found = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM bridge_requests WHERE invocation_id=?", (invocation_id,)
+        ).fetchone()
+        return None if found is None else _row(found)
+
+    def campaign_requests(self, run_id: str) -> list[BridgeRequest]:
+        """Every request of one campaign, oldest first."""
+        rows = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM bridge_requests WHERE run_id=? ORDER BY created_at, "
+            "invocation_id",
+            (run_id,),
+        ).fetchall()
+        return [_row(found) for found in rows]
