@@ -31,6 +31,10 @@ MACHINE = "vibesys/states/machine.py"
 RUN_COMMAND = "vibesys/run_command.py"
 CORE = "vibesys/engine/core.py"
 STATUS_RULES = "vibesys/adapters/slurm/status_rules.py"
+CHECK_MODEL = "vibesys/sitecheck/model.py"
+CHECK_RUNNER = "vibesys/sitecheck/runner.py"
+CHECK_CERT = "vibesys/sitecheck/certificate.py"
+CHECK_JOB = "vibesys/sitecheck/slurm_job.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -69,6 +73,10 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
         "tests/adapters/test_slurm_markers.py",
         "tests/adapters/test_slurm_claimed_elsewhere.py",
     ),
+    CHECK_MODEL: ("tests/sitecheck/test_model.py",),
+    CHECK_RUNNER: ("tests/sitecheck/test_runner.py",),
+    CHECK_CERT: ("tests/sitecheck/test_certificate.py",),
+    CHECK_JOB: ("tests/sitecheck/test_slurm_pieces.py",),
 }
 
 
@@ -182,6 +190,15 @@ MUTANTS: list[Mutant] = [
     M("poll-unshared", CORE, "return self.shared.observe(inv, shared)", "return self.shared._direct([inv], shared)[inv.id]", "every driver asks the scheduler on its own (one query per process per round)"),
     M("live-status-without-a-terminal", RUN_COMMAND, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
     M("decision-kept-whole-reads-event", MACHINE, '"emit_collect", "emit_cancel"}', '"emit_collect", "emit_cancel", "emit_finish"}', "a decision whose effect reads the event is kept whole: a later event gets the first one's outcome"),
+    # -- vibesys check ------------------------------------------------------------------------
+    M("check-failure-exits-0", CHECK_MODEL, "return EXIT_OK if self.ok else EXIT_FAILED", "return EXIT_OK", "a site whose check failed exits as ready (session serve would start on it)"),
+    M("check-warning-fails-the-site", CHECK_MODEL, "        return not self.failed\n", "        return not self.failed and not self.warnings\n", "a warning (a busy queue, a certificate expiring in days) refuses the site"),
+    M("check-needs-ignored", CHECK_RUNNER, "    return row.status is Status.FAIL or (row.status is Status.SKIPPED and bool(row.fix))", "    return False", "every check after a frozen controller waits its own time limit (and reports its own noise)"),
+    M("check-waits-without-limit", CHECK_RUNNER, "    worker.join(check.budget)", "    worker.join()", "a frozen sshd or slurmctld hangs the whole check"),
+    M("cert-expired-passes", CHECK_CERT, "    if left <= 0:\n", "    if False:\n", "an expired SSH certificate is reported as about to expire, not as a failure"),
+    M("cert-warn-threshold-ignored", CHECK_CERT, "    if left < warn_days * 86400:\n", "    if False:\n", "a certificate hours from expiry passes without a word"),
+    M("check-node-nonce-unchecked", CHECK_JOB, '        if reply.get("nonce") != self.settings.nonce:\n', "        if False:\n", "a node that cannot read the check's file still proves the root shared"),
+    M("check-bwrap-probe-unread", CHECK_JOB, '    if reply.get("probe_rc") != "0" or reply.get("probe") != probe.settings.nonce:\n', "    if False:\n", "a node whose bwrap cannot confine a command passes the bwrap check"),
     M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
 ]
 # fmt: on

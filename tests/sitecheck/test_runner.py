@@ -14,7 +14,7 @@ def test_a_check_that_does_not_answer_fails_within_its_budget() -> None:
     release = threading.Event()
 
     def frozen() -> Found:
-        release.wait(30)
+        release.wait(4)  # past its budget; short, so a mutant without the limit ends soon
         return ok("too late")
 
     started = time.monotonic()
@@ -28,7 +28,7 @@ def test_a_check_that_does_not_answer_fails_within_its_budget() -> None:
         )
     finally:
         release.set()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 3
     assert [(r.name, r.status, r.detail, r.fix) for r in rows] == [
         ("transport", Status.FAIL, "no answer within 0.3 s", "check that sshd answers"),
         ("squeue", Status.SKIPPED, "needs transport, which failed", "repair transport first"),

@@ -102,7 +102,10 @@ def _guarded(check: Check) -> Found:
     try:
         return check.run()
     except BackendError as exc:
-        detail = exc.evidence if len(exc.evidence) > len(str(exc)) else str(exc)
+        # The evidence when it says more than the message (the last error of a failed
+        # connection), not when it only prefixes it with where it happened.
+        message = str(exc)
+        detail = message if exc.evidence.endswith(message) else exc.evidence
         return fail(_one_line(detail), exc.fix or check.fix)
     except VibesysError as exc:
         return fail(_one_line(str(exc)), check.fix)
