@@ -202,3 +202,17 @@ def test_the_command_prints_one_json_object_and_exits_by_the_rows(
     assert done.returncode == 1, done.stderr
     assert "  fail     skypilot       SkyPilot 0.12.3 in" in done.stdout
     assert done.stdout.endswith("overall: fail (3 ok, 1 fail)\n")
+
+
+def test_an_unparsable_login_entry_is_the_login_rows_failure(
+    tmp_path: Path, fake: FakeSky, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = sky_home(tmp_path, None)
+    (home / ".slurm" / "config").write_text("Host localslurm\n  Port twenty-two\n")
+    rows = check(fake, home, monkeypatch, login="ssh")
+    status, detail, fix = rows["login-node"]
+    assert status == "fail" and detail.startswith(f"{home / '.slurm' / 'config'}: ValueError"), (
+        detail
+    )
+    assert fix.startswith("add Host localslurm")
+    assert rows["certificate"][0] == "ok" and rows["artifact-root"][0] == "skipped"

@@ -89,7 +89,7 @@ class SiteAccess:
             via = f" (through {config.jump_host}:{config.jump_port})" if config.jump_host else ""
             after = f" (gave up after {time.monotonic() - started:.1f} s)"
             raise BackendUnavailable(
-                str(exc) + after,
+                exc.evidence + after,  # with the connection's last error
                 evidence=exc.evidence + after,
                 fix=f"check that sshd on {where}{via} runs, answers and is reachable from this "
                 "host (a stopped or frozen sshd, a firewall, the VPN, the jump host)",

@@ -102,11 +102,7 @@ def _guarded(check: Check) -> Found:
     try:
         return check.run()
     except BackendError as exc:
-        # The evidence when it says more than the message (the last error of a failed
-        # connection), not when it only prefixes it with where it happened.
-        message = str(exc)
-        detail = message if exc.evidence.endswith(message) else exc.evidence
-        return fail(_one_line(detail), exc.fix or check.fix)
+        return fail(_one_line(str(exc)), exc.fix or check.fix)
     except VibesysError as exc:
         return fail(_one_line(str(exc)), check.fix)
     except Exception as exc:  # a check's own bug must still end as one row, with its name

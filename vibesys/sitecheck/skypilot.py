@@ -54,6 +54,8 @@ class SkyPilotChecks:
             self.login = login_transport_config(site.profile.infra, self.home)
         except ConfigError as exc:
             self.login_error = str(exc)
+        except Exception as exc:  # unreadable or unparsable: the login row says so
+            self.login_error = f"{self.ssh_config}: {type(exc).__name__}: {exc}"
         transport: LocalTransportConfig | SshTransportConfig = LocalTransportConfig(kind="local")
         if self.environment.login == "ssh" and self.login is not None:
             transport = self.login
