@@ -64,6 +64,15 @@ FORBIDDEN = {
         "vibesys.broker",
     ),
     "vibesys.engine": ("vibesys.cli", "vibesys.broker", "vibesys.bridge"),
+    # A site check reaches the site through config and adapters and records nothing.
+    "vibesys.sitecheck": (
+        "vibesys.journal_schema",
+        "vibesys.engine",
+        "vibesys.states",
+        "vibesys.cli",
+        "vibesys.broker",
+        "vibesys.bridge",
+    ),
     # The candidate snapshot is computed before any adapter exists: pure and local.
     "vibesys.snapshot": (
         "vibesys.adapters",

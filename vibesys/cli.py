@@ -16,6 +16,7 @@ import typer
 from vibesys import cli_read
 from vibesys.bridge.cli import session_app
 from vibesys.broker.cli import broker_app
+from vibesys.cli_check import check_command
 from vibesys.cli_clusters import clusters_app
 from vibesys.cli_common import clean_errors, fail, make_engine, open_store
 from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
@@ -248,6 +249,9 @@ def states(
     decisions, generated from the planner)."""
     with _read_command():
         typer.echo(cli_read.states(fmt), nl=False)
+
+
+app.command("check")(check_command)
 
 
 @debug_app.command("failpoints")

@@ -285,3 +285,29 @@ def test_a_second_session_on_the_same_state_is_refused(tmp_path: Path) -> None:
         assert Path(session.document["bridge"]["token_file"]).exists()  # untouched
     finally:
         session.stop()
+
+
+def test_a_session_refuses_to_start_on_a_site_whose_check_fails(tmp_path: Path) -> None:
+    """`session serve` runs `vibesys check` first: a site whose Slurm commands cannot run (here
+    a transport whose shell fails every command) is refused in one line naming the failed
+    check and its fix, before anything listens or is recorded."""
+    (tmp_path / "ws").mkdir()
+    config = tmp_path / "slurm.toml"
+    config.write_text(
+        '[slurm]\nname = "broken"\n'
+        f'remote_workspace_root = "{tmp_path / "remote"}"\n\n'
+        '[slurm.transport]\nkind = "local"\nshell_command = ["false"]\n'
+    )
+    done = subprocess.run(
+        serve_argv(tmp_path, "--slurm-config", str(config)),
+        capture_output=True,
+        text=True,
+        timeout=BUDGET,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "the site is not ready: site check" in lines[0], lines[0]
+    assert "fix:" in lines[0], lines[0]
+    assert not (tmp_path / "state" / "socket").exists()
+    assert not (tmp_path / ".vibesys" / "journal.db").exists()

@@ -39,6 +39,10 @@ BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
 BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
 TOKENS = "vibesys/tokens.py"
+CHECK_MODEL = "vibesys/sitecheck/model.py"
+CHECK_RUNNER = "vibesys/sitecheck/runner.py"
+CHECK_CERT = "vibesys/sitecheck/certificate.py"
+CHECK_JOB = "vibesys/sitecheck/slurm_job.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -87,6 +91,10 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
         "tests/bridge/test_session.py::test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches",
     ),
     TOKENS: ("tests/bridge/test_admission.py",),
+    CHECK_MODEL: ("tests/sitecheck/test_model.py",),
+    CHECK_RUNNER: ("tests/sitecheck/test_runner.py",),
+    CHECK_CERT: ("tests/sitecheck/test_certificate.py",),
+    CHECK_JOB: ("tests/sitecheck/test_slurm_pieces.py",),
 }
 
 
@@ -218,6 +226,15 @@ MUTANTS: list[Mutant] = [
     M("bridge-resume-ignored", BRIDGE_FOLLOW, "            resumed = inv.attempt == self._resume.attempt", "            resumed = False", "a reconnecting helper gets the output it has again"),
     M("eval-retry-new-id", EVAL_CLIENT, '        return line_of({**self.body, "resume": resume})', '        return line_of({**self.body, "request_id": uuid.uuid4().hex, "resume": resume})', "a reconnecting helper starts a second evaluation"),
     M("tokens-one-format", TOKENS, 'BROKER_PREFIX: Final = "vbgpu1."', 'BROKER_PREFIX: Final = "vbeval1."', "the GPU broker's and the bridge's tokens cannot be told apart"),
+    # -- vibesys check ------------------------------------------------------------------------
+    M("check-failure-exits-0", CHECK_MODEL, "return EXIT_OK if self.ok else EXIT_FAILED", "return EXIT_OK", "a site whose check failed exits as ready (session serve would start on it)"),
+    M("check-warning-fails-the-site", CHECK_MODEL, "        return not self.failed\n", "        return not self.failed and not self.warnings\n", "a warning (a busy queue, a certificate expiring in days) refuses the site"),
+    M("check-needs-ignored", CHECK_RUNNER, "    return row.status is Status.FAIL or (row.status is Status.SKIPPED and bool(row.fix))", "    return False", "every check after a frozen controller waits its own time limit (and reports its own noise)"),
+    M("check-waits-without-limit", CHECK_RUNNER, "    worker.join(check.budget)", "    worker.join()", "a frozen sshd or slurmctld hangs the whole check"),
+    M("cert-expired-passes", CHECK_CERT, "    if left <= 0:\n", "    if False:\n", "an expired SSH certificate is reported as about to expire, not as a failure"),
+    M("cert-warn-threshold-ignored", CHECK_CERT, "    if left < warn_days * 86400:\n", "    if False:\n", "a certificate hours from expiry passes without a word"),
+    M("check-node-nonce-unchecked", CHECK_JOB, '        if reply.get("nonce") != self.settings.nonce:\n', "        if False:\n", "a node that cannot read the check's file still proves the root shared"),
+    M("check-bwrap-probe-unread", CHECK_JOB, '    if reply.get("probe_rc") != "0" or reply.get("probe") != probe.settings.nonce:\n', "    if False:\n", "a node whose bwrap cannot confine a command passes the bwrap check"),
     M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
 ]
 # fmt: on

@@ -76,6 +76,13 @@ def serve(
     down: Annotated[
         bool, typer.Option("--down", help="Release the campaign's cluster at the end.")
     ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check/--no-check",
+            help="Run `vibesys check` on the site first and refuse to start on a failure.",
+        ),
+    ] = True,
 ) -> None:
     """Serve one candidate session until SIGTERM, SIGINT or the parent's death. Prints one JSON
     document: the sockets, token files and clients, and the environment to give the
@@ -120,6 +127,7 @@ def serve(
             teardown_seconds=teardown_seconds,
             parent_pid=parent_pid,
             down=down,
+            check_site=check,
         )
         status = serve_session(options, typer.echo)
     raise typer.Exit(status)

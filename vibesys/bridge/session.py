@@ -58,14 +58,28 @@ class SessionOptions:
     teardown_seconds: float = 120.0
     parent_pid: int | None = None
     down: bool = False
+    #: run `vibesys check` first and refuse to start on a failure
+    check_site: bool = True
 
 
 def run_site_checks(site: Site) -> list[str]:
-    """The site's checks before a session starts: the failures, each naming its fix.
+    """The site's checks (`vibesys check`) before a session starts: the failures, one line
+    naming the first and its fix. A local site has nothing to reach."""
+    if site.backend == "local":
+        return []
+    from vibesys.sitecheck import load_skypilot_site, load_slurm_site
+    from vibesys.sitecheck import run_site_checks as check_site
 
-    STUB until issue 22 item 8 (`vibesys check`) is merged: it passes every site. The lead
-    wires the real checks here; `serve_session` refuses to start on any failure it returns."""
-    return []
+    if site.backend == "slurm":
+        assert site.slurm_config is not None
+        report = check_site(load_slurm_site(site.slurm_config))
+    else:
+        from vibesys.adapters.skypilot.request import SkyPilotRequest
+
+        request = site.sky_request
+        assert isinstance(request, SkyPilotRequest)
+        report = check_site(load_skypilot_site(request.profile, request.clusters_config))
+    return [report.failure_summary()] if report.failed else []
 
 
 @dataclass
@@ -137,9 +151,9 @@ def serve_session(options: SessionOptions, out: Callable[[str], None]) -> int:
     """Start, print the document, serve until stopped, tear down; the exit status."""
     own_parent = os.getppid()
     watched, started = _parent(options.parent_pid)
-    failures = run_site_checks(options.site)
+    failures = run_site_checks(options.site) if options.check_site else []
     if failures:
-        raise UsageError(f"the site check failed: {failures[0]}")
+        raise UsageError(f"the site is not ready: {failures[0]}")
     workspace = checked_workspace(options)
     check_options(options)
     state = private_dir(options.state_dir)

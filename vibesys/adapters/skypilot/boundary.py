@@ -176,10 +176,10 @@ class SkyCli:
     def clean(self, text: str) -> str:
         return redact_sky(text, self.secrets)
 
-    def check_version(self) -> str:
+    def check_version(self, timeout: float = 60.0) -> str:
         """Refuse any SkyPilot but the pinned one (once per instance)."""
         args = ["--version"]
-        done = self._run(args, timeout=60)
+        done = self._run(args, timeout=timeout)
         if done.returncode != 0:
             raise SkyNotInstalled(
                 f"{self.sky} --version failed", evidence=self.evidence(args, done)

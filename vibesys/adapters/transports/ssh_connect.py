@@ -143,6 +143,11 @@ class SshConnection:
         return self.known_hosts or "~/.ssh/known_hosts"
 
     @property
+    def accepted_unknown_hosts(self) -> tuple[str, ...]:
+        """Hosts whose key was not in known_hosts and was trusted (`accept_unknown_host`)."""
+        return tuple(hostname for hostname, _ in self._accepted)
+
+    @property
     def connections(self) -> int:
         """How many connections this transport has opened so far."""
         return self._connections
