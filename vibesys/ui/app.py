@@ -32,7 +32,7 @@ from vibesys.ui.pages import Pages
 from vibesys.ui.queries import BadRequest, ListFilter, NotFound, now_utc
 from vibesys.ui.reader import JournalReader
 
-MAX_PATH, MAX_QUERY = 1024, 4096
+MAX_PATH, MAX_QUERY, MAX_HEADERS = 1024, 4096, 16 * 1024
 SECURITY_HEADERS = [
     (
         b"content-security-policy",
@@ -52,6 +52,7 @@ _ERRORS = {
     405: "Method not allowed",
     413: "Request too large",
     414: "URL too long",
+    431: "Headers too large",
     500: "Internal error",
     503: "Journal unavailable",
 }
@@ -143,6 +144,9 @@ def build(ui: Ui) -> Starlette:
                 return ui.error(path, 404, str(exc))
             except (UsageError, JournalError) as exc:  # the journal went, or is damaged
                 return ui.error(path, 503, str(exc))
+            except Exception as exc:  # a bug: a 500 page, and one line where it runs
+                _report(exc)
+                return ui.error(path, 500, "the view failed; see its terminal")
 
         return route
 
@@ -297,6 +301,10 @@ def build(ui: Ui) -> Starlette:
     return Starlette(routes=routes)
 
 
+def _report(exc: Exception) -> None:
+    print(f"vibesys ui: error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
 def _sse(stream: Any) -> StreamingResponse:
     return StreamingResponse(
         stream, media_type="text/event-stream", headers={"x-accel-buffering": "no"}
@@ -332,8 +340,8 @@ class Guard:
             return
         try:
             await self.app(scope, receive, secured)
-        except Exception as exc:  # the one boundary: a bug is a 500 page and a line
-            print(f"vibesys ui: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        except Exception as exc:  # a stream that failed half-way, or a bug outside the routes
+            _report(exc)
             if not started:
                 response = self.ui.error(scope["path"], 500, "the view failed; see its terminal")
                 await response(scope, receive, secured)
@@ -346,6 +354,8 @@ class Guard:
             return 414, f"the path is longer than {MAX_PATH} characters"
         if len(query) > MAX_QUERY:
             return 414, f"the query is longer than {MAX_QUERY} bytes"
+        if sum(len(k) + len(v) for k, v in scope["headers"]) > MAX_HEADERS:
+            return 431, f"the request's headers are larger than {MAX_HEADERS} bytes"
         headers = dict(scope["headers"])
         if headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers:
             return 413, "a request to this view carries no body"

@@ -15,8 +15,9 @@ from vibesys.ui.app import create_app
 from vibesys.ui.reader import JournalReader
 
 HOST = "127.0.0.1"
-#: uvicorn's limit on a request's head (request line and headers): past it, 400.
-MAX_HEAD_BYTES = 16 * 1024
+#: uvicorn's limit on a request's head arriving in pieces (past it: 400, and the connection is
+#: closed); below it the application answers 414 or 431 with a page.
+MAX_HEAD_BYTES = 64 * 1024
 
 
 def listen(port: int) -> socket.socket:
