@@ -80,7 +80,7 @@ class Running:
 
 def start_stepped(cwd: Path) -> Running:
     process = subprocess.Popen(
-        vibesys("run", "--name", "running", "--", sys.executable, "-c", STEPPED_JOB),
+        vibesys("run", "--name", "running", "--", "python3", "-c", STEPPED_JOB),
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

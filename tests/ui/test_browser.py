@@ -107,7 +107,7 @@ def test_the_ui_in_a_browser(
     shots.mkdir(parents=True, exist_ok=True)
     project = tmp_path / "project"
     project.mkdir()
-    finished = run_job(project, "finished", sys.executable, "-c", "print('all done')")
+    finished = run_job(project, "finished", "python3", "-c", "print('all done')")
     running = start_stepped(project)
     try:
         running_id = running.invocation_id()

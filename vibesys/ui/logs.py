@@ -49,9 +49,9 @@ def complete(data: bytes) -> int:
     a boundary: it is replaced, not waited for)."""
     for back in range(1, min(3, len(data)) + 1):
         byte = data[-back]
-        if byte < 0x80:
+        if byte < 0x80 or byte in (0xC0, 0xC1) or byte > 0xF4:  # ASCII, or never valid
             return len(data)
-        if byte >= 0xC0:  # a lead byte: does its character fit in what is here?
+        if byte >= 0xC2:  # a lead byte: does its character fit in what is here?
             needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
             return len(data) if back >= needed else len(data) - back
     return len(data)

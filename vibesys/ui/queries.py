@@ -213,6 +213,9 @@ def campaign_of(inv: Invocation) -> str | None:
 
 def list_page(journal: Journal, flt: ListFilter) -> Page:
     clauses, params = flt.where()
+    active_only = bool(flt.states) and JobState.DONE not in flt.states
+    if active_only:
+        clauses.append("i.outcome IS NULL")  # the same rows, from the partial index
     newest_first = not flt.after
     if flt.before:
         clauses.append("i.id < ?")
@@ -221,9 +224,12 @@ def list_page(journal: Journal, flt: ListFilter) -> Page:
         clauses.append("i.id > ?")
         params.append(flt.after)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    # Walking the id index stops after a page of matches, but reads rows in index order: for
+    # a filter few rows match, a scan in table order and a sort of the matches is ~15x less.
+    key = "+i.id" if flt.narrowed or active_only else "i.id"
     order = "DESC" if newest_first else "ASC"
     cursor = journal.conn.execute(
-        f"SELECT {ROW_COLUMNS} {ROW_FROM} {where} ORDER BY i.id {order} LIMIT ?",
+        f"SELECT {ROW_COLUMNS} {ROW_FROM} {where} ORDER BY {key} {order} LIMIT ?",
         [*params, flt.limit + 1],
     )
     invs = [Invocation.from_row(as_dict(cursor, row)) for row in cursor.fetchall()]

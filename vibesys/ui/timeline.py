@@ -57,7 +57,7 @@ _STEPS = (
     43200,
     86400,
 )
-WIDTH, LEFT, RIGHT, TOP, LANE = 960, 150, 20, 34, 38
+WIDTH, LEFT, RIGHT, TOP, LANE = 960, 150, 20, 46, 38
 
 
 def _when(text: object) -> datetime | None:
