@@ -5,6 +5,7 @@ the list's event stream, which sends the list again when the journal changes."""
 from __future__ import annotations
 
 import http.client
+import signal
 import socket
 import subprocess
 import sys
@@ -52,9 +53,16 @@ def test_it_serves_one_url_on_loopback_and_refuses_what_it_must(
     except ConnectionResetError:
         huge = 400
     assert 400 <= huge < 500
-    server.process.terminate()
+    # Ctrl-C with a live page open: the stream ends, the server stops at once and quietly.
+    parts = urlsplit(server.url)
+    stream = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    stream.request("GET", f"/events/list?token={server.token}")
+    answer = stream.getresponse()
+    assert answer.status == 200 and answer.readline() == b"event: html\n"
+    server.process.send_signal(signal.SIGINT)
     _, stderr = server.process.communicate(timeout=10)
-    assert "Traceback" not in stderr
+    stream.close()
+    assert server.process.returncode == 130 and stderr == ""  # as any interrupted command
 
 
 def test_bad_journals_and_a_taken_port_are_one_line(tmp_path: Path) -> None:

@@ -70,6 +70,8 @@ class Ui:
         self.token = token
         self.pages = Pages(token, str(reader.path))
         self.clock = clock
+        #: set by the server: whether it is shutting down (open event streams then end)
+        self.stopping: Callable[[], bool] = lambda: False
         self.static = {
             name: resources.files("vibesys.ui").joinpath("static", name).read_bytes()
             for name in _STATIC

@@ -4,7 +4,8 @@ A stream looks at the journal's files every POLL_SECONDS (a `stat`, no query) an
 journal only when they changed; it then sends the parts of the page that changed, rendered by
 the same templates as the page. An invocation's stream also sends its current attempt's new
 output, by byte offset (the event id carries the offsets, so a reconnecting browser resumes
-where it was), and ends once the invocation is DONE and its output is all sent.
+where it was), and ends once the invocation is DONE and its output is all sent. Every stream
+ends within a poll once the server is stopping (Ctrl-C), so it stops at once and cleanly.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ REFRESH_SECONDS = 15.0
 
 class Live(Protocol):
     def stamp(self) -> tuple[object, ...]: ...
+    def stopping(self) -> bool: ...
     def list_parts(self, flt: ListFilter) -> dict[str, str]: ...
     def invocation_parts(self, prefix: str, attempt: int) -> tuple[Progress, dict[str, str]]: ...
 
@@ -78,7 +80,7 @@ async def list_events(live: Live, flt: ListFilter) -> AsyncIterator[bytes]:
     stamp: tuple[object, ...] | None = None
     sent: dict[str, str] | None = None
     clock = _Clock()
-    while True:
+    while not live.stopping():
         now_stamp = live.stamp()
         if now_stamp != stamp or clock.since_read >= REFRESH_SECONDS:
             stamp, clock.since_read = now_stamp, 0.0
@@ -111,7 +113,7 @@ async def invocation_events(
     progress: Progress | None = None
     clock = _Clock()
     following = True
-    while True:
+    while not live.stopping():
         now_stamp = live.stamp()
         if progress is None or now_stamp != stamp or clock.since_read >= REFRESH_SECONDS:
             stamp, clock.since_read = now_stamp, 0.0

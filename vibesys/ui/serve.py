@@ -48,7 +48,7 @@ def serve(journal: Path | None, port: int, open_browser: bool) -> None:
     app = create_app(reader, token, hosts=hosts)
     config = uvicorn.Config(
         app,
-        log_level="warning",
+        log_level="error",
         access_log=False,
         lifespan="off",
         timeout_graceful_shutdown=1,
@@ -60,7 +60,9 @@ def serve(journal: Path | None, port: int, open_browser: bool) -> None:
     sys.stdout.flush()
     if open_browser:
         webbrowser.open(url)
+    server = uvicorn.Server(config)
+    app.ui.stopping = lambda: server.should_exit
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
     finally:
         sock.close()
