@@ -169,3 +169,10 @@ def test_the_timeline_reads_the_record() -> None:
     assert "running" not in {s.kind for s in second.spans}  # not started yet
     svg = str(timeline.svg([first, second]))
     assert svg.count('class="lane-label"') == 2 and "Priority" in svg
+
+
+def test_the_broker_label_is_the_one_the_broker_gives() -> None:
+    from vibesys.ui.queries import BROKER_LABEL
+
+    runner = Path(__file__).resolve().parents[2] / "vibesys" / "broker" / "engine_runner.py"
+    assert f'label="{BROKER_LABEL}"' in runner.read_text(encoding="utf-8")

@@ -57,7 +57,7 @@ _STEPS = (
     43200,
     86400,
 )
-WIDTH, LEFT, RIGHT, TOP, LANE = 960, 150, 20, 46, 38
+WIDTH, LEFT, RIGHT, TOP, LANE = 960, 175, 20, 46, 38
 
 
 def _when(text: object) -> datetime | None:
@@ -78,6 +78,10 @@ class Span:
     #: still going (its end is now)
     open: bool
     text: str
+
+    def __post_init__(self) -> None:
+        if self.end < self.start:  # a clock behind the record (another host's): no negative span
+            object.__setattr__(self, "end", self.start)
 
 
 @dataclass(frozen=True, slots=True)
