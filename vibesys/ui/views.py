@@ -66,9 +66,11 @@ def invocation_view(
         raise queries.NotFound(f"invocation {inv.id} has no attempt {attempt}")
     shown = attempt if attempt is not None else (numbers[-1] if numbers else 0)
     seen = queries.observation(journal, inv)
-    tails = (
-        [logs.tail(logs.log_path(inv.run_dir, shown, s), s) for s in logs.STREAMS] if shown else []
-    )
+    # Before the first attempt: empty ones, which a live page fills once it starts.
+    tails = [
+        logs.tail(logs.log_path(inv.run_dir, shown, s), s) if shown else logs.Chunk(s, 0, 0, 0, "")
+        for s in logs.STREAMS
+    ]
     return InvocationView(
         inv=inv,
         attempts=attempts,
