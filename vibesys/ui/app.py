@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -163,12 +164,22 @@ def build(ui: Ui) -> Starlette:
         live = ui.pages.url("/events/list", flt.params())
         return page("list.html", page=found, flt=flt, states=list(JobState), events=live)
 
-    @handled
-    def invocation(request: Request) -> Response:
-        params = _params(request, ["attempt"])
+    def read_view(request: Request, *extra: str) -> tuple[dict[str, str], views.InvocationView]:
+        """The invocation the path names, with the attempt `?attempt=` names (else the last)."""
+        params = _params(request, ["attempt", *extra])
         prefix = queries.invocation_id(request.path_params["inv"])
         attempt, now = _number(params, "attempt"), ui.clock()
-        view = ui.reader.read(lambda j: views.invocation_view(j, prefix, attempt, now))
+        return params, ui.reader.read(lambda j: views.invocation_view(j, prefix, attempt, now))
+
+    def log_of(request: Request, view: views.InvocationView) -> tuple[str, Path]:
+        stream = _stream(request.path_params["stream"])
+        if not view.shown_attempt:
+            raise NotFound(f"invocation {view.inv.id} has no attempt yet")
+        return stream, logs.log_path(view.inv.run_dir, view.shown_attempt, stream)
+
+    @handled
+    def invocation(request: Request) -> Response:
+        view = read_view(request)[1]
         live = None
         if view.live:
             ends = {c.stream: c.end for c in view.tails}
@@ -182,13 +193,7 @@ def build(ui: Ui) -> Starlette:
 
     @handled
     def log_file(request: Request) -> Response:
-        params = _params(request, ["attempt"])
-        prefix = queries.invocation_id(request.path_params["inv"])
-        stream, attempt = _stream(request.path_params["stream"]), _number(params, "attempt")
-        view = ui.reader.read(lambda j: views.invocation_view(j, prefix, attempt, ui.clock()))
-        if not view.shown_attempt:
-            raise NotFound(f"invocation {view.inv.id} has no attempt yet")
-        path = logs.log_path(view.inv.run_dir, view.shown_attempt, stream)
+        _, path = log_of(request, read_view(request)[1])
 
         def text() -> Iterator[str]:
             decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -221,22 +226,13 @@ def build(ui: Ui) -> Starlette:
 
     @handled
     def api_details(request: Request) -> Response:
-        params = _params(request, ["attempt"])
-        prefix = queries.invocation_id(request.path_params["inv"])
-        attempt, now = _number(params, "attempt"), ui.clock()
-        view = ui.reader.read(lambda j: views.invocation_view(j, prefix, attempt, now))
-        return JSONResponse(views.extra_json(view))
+        return JSONResponse(views.extra_json(read_view(request)[1]))
 
     @handled
     def api_log(request: Request) -> Response:
-        params = _params(request, ["attempt", "offset"])
-        prefix = queries.invocation_id(request.path_params["inv"])
-        stream, attempt = _stream(request.path_params["stream"]), _number(params, "attempt")
-        offset, now = _number(params, "offset"), ui.clock()
-        view = ui.reader.read(lambda j: views.invocation_view(j, prefix, attempt, now))
-        if not view.shown_attempt:
-            raise NotFound(f"invocation {view.inv.id} has no attempt yet")
-        path = logs.log_path(view.inv.run_dir, view.shown_attempt, stream)
+        params, view = read_view(request, "offset")
+        stream, path = log_of(request, view)
+        offset = _number(params, "offset")
         chunk = logs.tail(path, stream) if offset is None else logs.read_from(path, stream, offset)
         return JSONResponse({"attempt": view.shown_attempt, **chunk.to_json()})
 

@@ -168,22 +168,18 @@ class ListFilter:
         if with_state and self.states:
             clauses.append(f"i.state IN ({','.join('?' * len(self.states))})")
             params += self.states
-        if self.adapter:
-            clauses.append("i.adapter = ?")
-            params.append(self.adapter)
-        if self.label:
-            clauses.append("instr(i.label, ?) > 0")
-            params.append(self.label)
-        if self.campaign:
-            # The cheap text test first: most requests have no run id at all.
-            clauses.append("instr(i.request, ?) > 0 AND json_extract(i.request, '$.run_id') = ?")
-            params += [_RUN_ID_KEY, self.campaign]
-        if self.since_at:
-            clauses.append("i.created_at >= ?")
-            params.append(self.since_at)
-        if self.until_at:
-            clauses.append("i.created_at < ?")
-            params.append(self.until_at)
+        # The cheap text test first for a campaign: most requests have no run id at all.
+        campaign = "instr(i.request, ?) > 0 AND json_extract(i.request, '$.run_id') = ?"
+        for value, sql, values in (
+            (self.adapter, "i.adapter = ?", [self.adapter]),
+            (self.label, "instr(i.label, ?) > 0", [self.label]),
+            (self.campaign, campaign, [_RUN_ID_KEY, self.campaign]),
+            (self.since_at, "i.created_at >= ?", [self.since_at]),
+            (self.until_at, "i.created_at < ?", [self.until_at]),
+        ):
+            if value:
+                clauses.append(sql)
+                params += values
         return clauses, params
 
 
