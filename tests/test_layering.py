@@ -99,6 +99,16 @@ FORBIDDEN = {
         "random",
     ),
     "vibesys.engine.seen": ("vibesys.adapters", "sqlite3", "subprocess", "os", "time"),
+    # The web view only reads the journal: no engine, no adapter, nothing that writes.
+    "vibesys.ui": (
+        "vibesys.engine",
+        "vibesys.adapters",
+        "vibesys.broker",
+        "vibesys.cli",
+        "vibesys.run_command",
+        "sqlite_utils",
+        "subprocess",
+    ),
 }
 
 #: The broker's own rules: module -> the only vibesys packages (and I/O modules) it may import.

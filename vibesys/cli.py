@@ -254,6 +254,22 @@ def states(
 app.command("check")(check_command)
 
 
+@app.command()
+def ui(
+    journal: JournalOption = None,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: any free one).")
+    ] = 0,
+    open_browser: Annotated[bool, typer.Option("--open", help="Open it in a browser.")] = False,
+) -> None:
+    """Serve a read-only, live web view of the journal on 127.0.0.1; prints its URL (with a
+    random token: a request without it is refused). Ctrl-C stops it."""
+    with _read_command():
+        from vibesys.ui.serve import serve
+
+        serve(journal, port, open_browser)
+
+
 @debug_app.command("failpoints")
 def debug_failpoints() -> None:
     """List the named failpoints (set VIBESYS_FAILPOINTS=name[,name...] to crash there)."""

@@ -43,6 +43,12 @@ CHECK_MODEL = "vibesys/sitecheck/model.py"
 CHECK_RUNNER = "vibesys/sitecheck/runner.py"
 CHECK_CERT = "vibesys/sitecheck/certificate.py"
 CHECK_JOB = "vibesys/sitecheck/slurm_job.py"
+UI_READER = "vibesys/ui/reader.py"
+UI_APP = "vibesys/ui/app.py"
+UI_QUERIES = "vibesys/ui/queries.py"
+UI_LOGS = "vibesys/ui/logs.py"
+UI_DIAGRAM = "vibesys/ui/diagram.py"
+UI_PAGE = "vibesys/ui/templates/invocation.html"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -95,6 +101,12 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     CHECK_RUNNER: ("tests/sitecheck/test_runner.py",),
     CHECK_CERT: ("tests/sitecheck/test_certificate.py",),
     CHECK_JOB: ("tests/sitecheck/test_slurm_pieces.py",),
+    UI_READER: ("tests/ui/test_reader.py",),
+    UI_APP: ("tests/ui/test_app.py",),
+    UI_QUERIES: ("tests/ui/test_app.py",),
+    UI_LOGS: ("tests/ui/test_parts.py",),
+    UI_DIAGRAM: ("tests/ui/test_parts.py",),
+    UI_PAGE: ("tests/ui/test_app.py",),
 }
 
 
@@ -236,5 +248,16 @@ MUTANTS: list[Mutant] = [
     M("check-node-nonce-unchecked", CHECK_JOB, '        if reply.get("nonce") != self.settings.nonce:\n', "        if False:\n", "a node that cannot read the check's file still proves the root shared"),
     M("check-bwrap-probe-unread", CHECK_JOB, '    if reply.get("probe_rc") != "0" or reply.get("probe") != probe.settings.nonce:\n', "    if False:\n", "a node whose bwrap cannot confine a command passes the bwrap check"),
     M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
+    M("ui-reader-writes-the-shm", UI_READER, '"mode=ro&readonly_shm=1"', '"mode=ro"', "a read beside WAL files writes its read mark into the -shm"),
+    M("ui-reader-makes-wal-files", UI_READER, '"mode=ro&immutable=1"', '"mode=ro"', "a read of a quiet journal creates an empty -wal and a -shm beside it"),
+    M("ui-reader-trusts-a-torn-read", UI_READER, "        if _stamp(self.path) != before or self._wal.exists():\n            return False, None\n        return True, result", "        return True, result", "a read during which a checkpoint rewrote the file is taken as the journal"),
+    M("ui-token-not-required", UI_APP, 'if not self.authorized(query, headers.get(b"authorization", b"")):', "if False:", "a request without the token is served"),
+    M("ui-any-token-will-do", UI_APP, "return any(secrets.compare_digest(g.encode(\"latin-1\", \"replace\"), expected) for g in given)", "return bool(given)", "a wrong token is accepted"),
+    M("ui-writes-allowed", UI_APP, 'if scope["method"] not in ("GET", "HEAD"):', 'if scope["method"] not in ("GET", "HEAD", "POST"):', "a POST reaches the routes"),
+    M("ui-done-count-counts-all", UI_QUERIES, "counts[JobState.DONE] = total - sum(n for _, n in active)", "counts[JobState.DONE] = total", "DONE counts the unfinished invocations too"),
+    M("ui-keyset-page-repeats-a-row", UI_QUERIES, 'clauses.append("i.id < ?")', 'clauses.append("i.id <= ?")', "the next page starts with the last row of this one"),
+    M("ui-chunk-splits-a-character", UI_LOGS, "keep = len(data) if final else complete(data)", "keep = len(data)", "a live chunk ends inside a character: both halves are shown replaced"),
+    M("ui-path-not-marked", UI_DIAGRAM, "counts[(source, dest)] += 1", "counts[(source, source)] += 1", "the diagram does not mark the edges the history took"),
+    M("ui-output-as-markup", UI_PAGE, ">{{ chunk.text }}</pre>", ">{{ chunk.text|safe }}</pre>", "a job's output is inserted into the page as HTML"),
 ]
 # fmt: on

@@ -1,0 +1,151 @@
+"""Server-sent events: the list and an invocation's page, live.
+
+A stream looks at the journal's files every POLL_SECONDS (a `stat`, no query) and reads the
+journal only when they changed; it then sends the parts of the page that changed, rendered by
+the same templates as the page. An invocation's stream also sends its current attempt's new
+output, by byte offset (the event id carries the offsets, so a reconnecting browser resumes
+where it was), and ends once the invocation is DONE and its output is all sent. Every stream
+ends within a poll once the server is stopping (Ctrl-C), so it stops at once and cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import anyio
+
+from vibesys.states import JobState
+from vibesys.ui import logs
+from vibesys.ui.queries import ListFilter
+
+T = TypeVar("T")
+POLL_SECONDS = 0.25
+#: A comment line this often keeps proxies and the browser from timing the stream out, and
+#: finds a browser that went away.
+KEEPALIVE_SECONDS = 10.0
+#: Re-read the journal at least this often, whatever its files say.
+REFRESH_SECONDS = 15.0
+
+
+class Live(Protocol):
+    def stamp(self) -> tuple[object, ...]: ...
+    def stopping(self) -> bool: ...
+    def list_parts(self, flt: ListFilter) -> dict[str, str]: ...
+    def invocation_parts(self, prefix: str, attempt: int) -> tuple[Progress, dict[str, str]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """The facts a stream follows an invocation by."""
+
+    version: int
+    state: JobState
+    attempt: int
+    run_dir: str
+
+
+def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(data, separators=(",", ":")))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """Journal reads and file reads block: they run on a worker thread."""
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.quiet = 0.0
+        self.since_read = 0.0
+
+    def tick(self) -> None:
+        self.quiet += POLL_SECONDS
+        self.since_read += POLL_SECONDS
+
+    def keepalive(self) -> bool:
+        if self.quiet >= KEEPALIVE_SECONDS:
+            self.quiet = 0.0
+            return True
+        return False
+
+
+async def list_events(live: Live, flt: ListFilter) -> AsyncIterator[bytes]:
+    stamp: tuple[object, ...] | None = None
+    sent: dict[str, str] | None = None
+    clock = _Clock()
+    while not live.stopping():
+        now_stamp = live.stamp()
+        if now_stamp != stamp or clock.since_read >= REFRESH_SECONDS:
+            stamp, clock.since_read = now_stamp, 0.0
+            parts = await _off_loop(live.list_parts, flt)
+            if parts != sent:
+                sent, clock.quiet = parts, 0.0
+                yield sse("html", parts)
+        if clock.keepalive():
+            yield b": keepalive\n\n"
+        await anyio.sleep(POLL_SECONDS)
+        clock.tick()
+
+
+def resume_point(last_event_id: str | None, attempt: int, out: int, err: int) -> tuple[int, ...]:
+    """(attempt, stdout offset, stderr offset) from the browser's Last-Event-ID, when it sent
+    one this stream made, else from the page's own."""
+    if last_event_id:
+        parts = last_event_id.split(":")
+        if len(parts) == 3 and all(p.isdecimal() and len(p) < 19 for p in parts):
+            return tuple(int(p) for p in parts)
+    return attempt, out, err
+
+
+async def invocation_events(
+    live: Live, prefix: str, attempt: int, offsets: dict[str, int]
+) -> AsyncIterator[bytes]:
+    """The page of `prefix` showing `attempt`'s output up to `offsets`, kept up to date."""
+    stamp: tuple[object, ...] | None = None
+    version: int | None = None
+    progress: Progress | None = None
+    clock = _Clock()
+    following = True
+    while not live.stopping():
+        now_stamp = live.stamp()
+        if progress is None or now_stamp != stamp or clock.since_read >= REFRESH_SECONDS:
+            stamp, clock.since_read = now_stamp, 0.0
+            found, parts = await _off_loop(live.invocation_parts, prefix, attempt)
+            if progress is None:
+                following = found.attempt == attempt
+            if found.version != version:
+                version, clock.quiet = found.version, 0.0
+                yield sse("html", parts)
+            if following and found.attempt != attempt:  # a retry: follow the new attempt
+                attempt, offsets = found.attempt, dict.fromkeys(logs.STREAMS, 0)
+                yield sse("reset", {"attempt": attempt}, f"{attempt}:0:0")
+            progress = found
+        final = progress.state is JobState.DONE
+        if following and attempt:
+            run_dir = progress.run_dir
+            for stream in logs.STREAMS:
+                path = logs.log_path(run_dir, attempt, stream)
+                while True:
+                    offset = offsets[stream]
+                    chunk = await _off_loop(logs.read_from, path, stream, offset, final)
+                    if chunk.end == chunk.start:
+                        break
+                    offsets[stream], clock.quiet = chunk.end, 0.0
+                    event_id = f"{attempt}:{offsets['stdout']}:{offsets['stderr']}"
+                    yield sse("log", chunk.to_json() | {"attempt": attempt}, event_id)
+                    if not final:
+                        break  # one chunk per stream and round: others get their turn
+        if final:
+            yield sse("end", {"state": str(progress.state)})
+            return
+        if clock.keepalive():
+            yield b": keepalive\n\n"
+        await anyio.sleep(POLL_SECONDS)
+        clock.tick()

@@ -1,0 +1,73 @@
+"""The templates (package data, autoescaped) and what they need: links that carry the token,
+times and durations for people."""
+
+from __future__ import annotations
+
+import shlex
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from vibesys.ui.timeline import until_now
+
+
+def since(text: str | None, now: datetime) -> timedelta | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return now - (moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+
+
+def span(delta: timedelta | float | None) -> str:
+    """A duration in at most two units: 850ms, 42s, 3m 12s, 2h 05m, 4d 3h."""
+    if delta is None:
+        return "-"
+    seconds = delta.total_seconds() if isinstance(delta, timedelta) else float(delta)
+    if seconds < 1:
+        return f"{max(seconds, 0) * 1000:.0f}ms"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+class Pages:
+    """The templates of one server: every link they make carries its token."""
+
+    def __init__(self, token: str, journal_label: str) -> None:
+        self.token = token
+        self.env = Environment(
+            loader=PackageLoader("vibesys.ui", "templates"),
+            autoescape=select_autoescape(["html"]),
+            undefined=StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.globals.update(
+            url=self.url,
+            span=span,
+            journal=journal_label,
+            shell=shlex.join,
+            since=since,
+            until_now=until_now,
+        )
+
+    def url(self, path: str, params: dict[str, Any] | None = None, **more: Any) -> str:
+        """`path` with the token and the parameters (empty ones left out)."""
+        query = {"token": self.token}
+        for name, value in {**(params or {}), **more}.items():
+            if value not in (None, ""):
+                query[name] = str(value)
+        return f"{path}?{urlencode(query)}"
+
+    def render(self, name: str, **context: Any) -> str:
+        return self.env.get_template(name).render(**context)
