@@ -36,6 +36,8 @@ from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
+from vibesys.journal_schema.sites import SiteRecords, SiteRendering, insert_site
+from vibesys.journal_schema.slots import SlotRecords
 from vibesys.states import Decision, Event, FailureClass, JobState, Outcome, decide
 
 if TYPE_CHECKING:
@@ -76,7 +78,15 @@ _APPEND_SQL = (
 )
 
 
-class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, PollRecords):
+class Journal(
+    InvocationReads,
+    LeaseRecords,
+    ProgressRecords,
+    ClusterRecords,
+    PollRecords,
+    SiteRecords,
+    SlotRecords,
+):
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
@@ -122,15 +132,20 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
         lease_owner: str | None = None,
         lease_ttl: timedelta = timedelta(seconds=30),
         now: datetime | None = None,
+        site: SiteRendering | None = None,
     ) -> Invocation:
+        """Record a new invocation (PREPARED), with the site configuration it runs with (kept
+        once per digest) in the same transaction."""
         moment = now or utc_now()
         at = iso(moment)
         with self.write_txn() as conn:
+            if site is not None:
+                insert_site(conn, site, at)
             conn.execute(
                 "INSERT INTO invocations (id, label, adapter, command, request, request_version,"
-                " cwd, env_file, state, version, attempt, max_retries, retries, cancel_requested,"
-                " run_dir, created_at, updated_at, lease_owner, lease_expires_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?)",
+                " cwd, env_file, site_digest, state, version, attempt, max_retries, retries,"
+                " cancel_requested, run_dir, created_at, updated_at, lease_owner,"
+                " lease_expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?)",
                 (
                     invocation_id,
                     label,
@@ -140,6 +155,7 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
                     request_version,
                     cwd,
                     env_file,
+                    site.digest if site is not None else None,
                     JobState.PREPARED,
                     max_retries,
                     run_dir,
