@@ -128,6 +128,43 @@ def journal_list(
         cli_read.journal_list(journal, state, as_json)
 
 
+@journal_app.command("config")
+def journal_config(
+    invocation: Annotated[str, typer.Argument(help="An id or a unique prefix of one.")],
+    journal: JournalOption = None,
+    replace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Record the site configuration in this file instead (slurm.toml, or "
+            "clusters.toml for SkyPilot): its next step on uses it; the change is a history "
+            "row (SiteReplaced) naming both digests and the keys that changed.",
+            show_default=False,
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            help="With --replace, for SkyPilot: another profile of the file, which must serve "
+            "the recorded [resources] \\[default: the recorded one].",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The site configuration an invocation runs with: the rendering recorded at PREPARED
+    (its digest is in `journal show`). No process reads the file again."""
+    from vibesys import cli_site
+
+    if replace is None:
+        if profile is not None:
+            fail("--profile needs --replace")
+        with _read_command():
+            cli_site.show_site(journal, invocation, as_json)
+        return
+    with clean_errors(journal):
+        cli_site.replace_site(journal, invocation, replace, profile)
+
+
 @journal_app.command("verify")
 def journal_verify(journal: JournalOption = None) -> None:
     """Replay every history through the transition table and check integrity."""
