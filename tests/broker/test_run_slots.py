@@ -113,7 +113,7 @@ def test_a_stopped_waiter_leaves_the_line_holding_nothing(journal_file: Path) ->
 def test_a_dead_brokers_tickets_are_given_back(journal_file: Path) -> None:
     """Its waiting ticket and a slot it held before recording any job go at once."""
     journal = open_journal(journal_file)
-    ahead = journal.slot_enqueue("run-1", DEAD)
+    journal.slot_enqueue("run-1", DEAD)  # waiting, ahead of the next
     held = journal.slot_enqueue("run-1", DEAD)
     with journal.write_txn() as conn:
         conn.execute("UPDATE run_slots SET state='active' WHERE ticket=?", (held,))

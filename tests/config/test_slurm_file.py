@@ -46,7 +46,7 @@ def test_a_slurm_gpu_file_is_translated_with_its_gate(tmp_path: Path) -> None:
 def test_a_plain_slurm_toml_has_no_gate_and_no_warning(tmp_path: Path) -> None:
     path = tmp_path / "slurm.toml"
     path.write_text('[slurm]\nname = "x"\nremote_workspace_root = "/r"\n[slurm.transport]\n')
-    with pytest.raises(ConfigError, match="slurm.transport.kind"):
+    with pytest.raises(ConfigError, match=r"slurm\.transport\.kind"):
         load_site_file(path)
     path.write_text('[slurm]\nname = "x"\nremote_workspace_root = "/r"\n')
     path.write_text(path.read_text() + '[slurm.transport]\nkind = "local"\n')
@@ -108,5 +108,5 @@ def test_a_trusted_evaluation_from_a_slurm_gpu_file_gets_the_gate_sizing(
     assert isinstance(agent, SrunRequest) and (agent.gpus, agent.time_minutes) == (0, 5)
     assert capsys.readouterr().err.count("deprecated") == 1
     # What is recorded is the translation, which reads back without the old table.
-    assert gate.site_record is not None and "slurm_gpu" not in gate.site_record.text
+    assert gate.site_record is not None and "[slurm_gpu]" not in gate.site_record.text
     assert gate.site() == load_site_file(path).config

@@ -4,6 +4,7 @@ every refusal names its reason and submits nothing; the cap holds in the schedul
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -89,34 +90,33 @@ def write_config(path: Path, remote: Path, prefix: str, cap: int | None, partiti
 
 
 def start_broker(
-    root: Path, name: str, cap: int | None = None, partitions: str = '["main", "priority"]'
+    root: Path,
+    name: str,
+    cap: int | None = None,
+    partitions: str = '["main", "priority"]',
+    *,
+    journal: Path | None = None,
+    run_id: str | None = None,
+    config: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> Broker:
     root.mkdir(parents=True, exist_ok=True)
     workspace = root / "ws"
     workspace.mkdir()
     prefix = f"vbt-{name}-{os.getpid()}"
-    config = write_config(root / "slurm.toml", root / "remote", prefix, cap, partitions)
-    journal = root / ".vibesys" / "journal.db"
+    if config is None:
+        config = write_config(root / "slurm.toml", root / "remote", prefix, cap, partitions)
+    journal = journal or root / ".vibesys" / "journal.db"
+    argv = [sys.executable, "-m", "vibesys", "broker", "serve", "--slurm-config", str(config)]
+    argv += ["--workspace", str(workspace), "--state-dir", str(root / "state")]
+    argv += ["--journal", str(journal), *(["--run-id", run_id] if run_id else [])]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "vibesys",
-            "broker",
-            "serve",
-            "--slurm-config",
-            str(config),
-            "--workspace",
-            str(workspace),
-            "--state-dir",
-            str(root / "state"),
-            "--journal",
-            str(journal),
-        ],
+        argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=root,
+        env={**os.environ, **(env or {})},
     )
     assert process.stdout is not None
     printed = dict(process.stdout.readline().split(" ", 1) for _ in range(3))
@@ -351,32 +351,44 @@ def test_another_candidates_worktree_is_refused(tmp_path: Path) -> None:
 # -- the cap ---------------------------------------------------------------------------------
 
 
-def test_cap_two_four_commands(tmp_path: Path) -> None:
-    broker = start_broker(tmp_path, f"cap{tmp_path.name[-8:]}", cap=2)
-    order = broker.workspace / "order"
+def test_two_brokers_of_one_run_share_one_cap(tmp_path: Path) -> None:
+    """Two candidate sessions of one run (same journal, same run id), cap 2, four commands
+    alternating between them: never more than 2 of the run's jobs in Slurm, first come first
+    served across the brokers; then one broker dies with its two jobs running, and the other's
+    waiting command runs only once they have left Slurm (cancelled: their clients are gone)."""
+    journal = tmp_path / "run" / "journal.db"
+    name = f"run{tmp_path.name[-8:]}"
+    brokers = [
+        start_broker(tmp_path / side, name, cap=2, journal=journal, run_id="run-7")
+        for side in ("a", "b")
+    ]
     seen: list[int] = []
     watching = threading.Event()
 
+    def in_slurm() -> dict[str, str]:
+        return brokers[0].jobs()  # the same prefix: both brokers' jobs
+
     def watch() -> None:
         while not watching.is_set():
-            seen.append(sum(state in UNFINISHED for state in broker.jobs().values()))
+            seen.append(sum(state in UNFINISHED for state in in_slurm().values()))
             time.sleep(0.1)
 
-    def lines() -> list[str]:
-        return order.read_text().split() if order.exists() else []
+    def started(i: int) -> bool:
+        order = brokers[i % 2].workspace / "order"
+        return order.exists() and str(i) in order.read_text().split()
 
     def command(i: int) -> subprocess.Popen[str]:
-        gate = broker.workspace / f"release-{min(i, 2)}"
+        gate = brokers[i % 2].workspace / f"release-{i}"
         script = f"echo {i} >> order; while [ ! -e {gate} ]; do sleep 0.1; done"
-        return broker.client("--gpus", "0", "--", "bash", "-c", script)
+        return brokers[i % 2].client("--gpus", "0", "--", "bash", "-c", script)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
         clients = [command(0)]
-        wait_until(lambda: len(lines()) == 1, "command 0 to run")
+        wait_until(lambda: started(0), "command 0 to run (broker a)")
         clients.append(command(1))
-        wait_until(lambda: len(lines()) == 2, "command 1 to run")
+        wait_until(lambda: started(1), "command 1 to run (broker b)")
         waiting = []
         for i in (2, 3):
             clients.append(command(i))
@@ -387,22 +399,26 @@ def test_cap_two_four_commands(tmp_path: Path) -> None:
             "[vibesys-gpu] waiting: 2 of this run's GPU jobs are active (cap 2), 0 queued ahead",
             "[vibesys-gpu] waiting: 2 of this run's GPU jobs are active (cap 2), 1 queued ahead",
         ]
-        assert len(broker.jobs()) == 2 and lines() == ["0", "1"]
-        (broker.workspace / "release-0").touch()
-        wait_until(lambda: len(lines()) == 3, "the first waiter to run")
-        assert lines()[2] == "2"  # first come, first served
-        (broker.workspace / "release-1").touch()
-        wait_until(lambda: len(lines()) == 4, "the second waiter to run")
-        (broker.workspace / "release-2").touch()
-        results = [finish(proc) for proc in clients]
+        # Broker b's own job ends: the slot goes to the first in line, broker a's command 2.
+        (brokers[1].workspace / "release-1").touch()
+        wait_until(lambda: started(2), "command 2 (first in line, broker a) to run")
+        assert not started(3) and finish(clients[1])[0] == 0
+        # Broker a dies with commands 0 and 2 running: b's command 3 runs once they are gone.
+        running = [n for n, state in in_slurm().items() if state == "RUNNING"]
+        brokers[0].process.kill()
+        brokers[0].process.wait(BUDGET)
+        wait_until(lambda: started(3), "command 3 to run once broker a's jobs are gone")
+        assert all(sacct_states(n) == ["CANCELLED"] for n in running), running
+        (brokers[1].workspace / "release-3").touch()
+        results = [finish(proc)[0] for proc in clients]
     finally:
         watching.set()
         watcher.join(BUDGET)
-        stop_broker(broker)
-    assert [code for code, _, _ in results] == [0, 0, 0, 0]
-    assert lines() == ["0", "1", "2", "3"]
+        for broker in brokers:
+            stop_broker(broker)
+    assert results[1] == results[3] == 0  # broker b's commands; a's clients lost their broker
     assert max(seen) == 2, seen
-    assert len(broker.jobs()) == 4
+    assert len(in_slurm()) == 4
 
 
 def test_stopping_the_broker_cancels_its_jobs(broker: Broker) -> None:
@@ -425,3 +441,32 @@ def test_no_partition_fits_exits_2_with_the_reason(tmp_path: Path) -> None:
     assert (code, out) == (2, "")
     assert "REJECTED" in err and "no partition fits --time 10: short 5 min" in err
     assert broker.jobs() == {}
+
+
+def test_a_broker_from_a_slurm_gpu_file(tmp_path: Path) -> None:
+    """The deprecated [slurm_gpu] table works with `broker serve`: translated once (one
+    warning at start), kept as the broker's own rendering in its state directory, which every
+    job is recorded with; the file can go once the broker runs."""
+    name = f"old{tmp_path.name[-8:]}"
+    old = tmp_path / "slurm-gpu.toml"
+    old.write_text(
+        "[slurm_gpu]\n"
+        'partitions = ["main", "priority"]\n'
+        "max_gpus = 2\nmax_time_minutes = 60\ndefault_time_minutes = 5\ngate_time_minutes = 5\n"
+        f'job_name_prefix = "vbt-{name}-{os.getpid()}"\nmax_concurrent_jobs = 1\n'
+    )
+    broker = start_broker(tmp_path, name, config=old, env={"HOME": str(tmp_path)})
+    try:
+        rendering = tmp_path / "state" / "slurm-operator.toml"
+        assert rendering.stat().st_mode & 0o777 == 0o600
+        text = rendering.read_text()
+        assert "[vibesys.agent_gpu]" in text and "[slurm_gpu]" not in text
+        assert "max_concurrent_jobs = 1" in text
+        old.unlink()
+        code, out, _ = finish(broker.client("--gpus", "1", "--", "sh", "-c", "echo ran"))
+        assert (code, out) == (0, "ran\n")
+    finally:
+        log = stop_broker(broker)
+    assert log.count("deprecated") == 1, log
+    [row] = journal_rows(broker)
+    assert row["site_digest"] == hashlib.sha256(text.encode()).hexdigest()
