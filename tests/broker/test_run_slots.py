@@ -120,9 +120,13 @@ def test_a_dead_brokers_tickets_are_given_back(journal_file: Path) -> None:
     assert journal.slot_counts("run-1") == (1, 1)
     journal.close()
     seen: list[Waiting] = []
-    with broker(journal_file, cap=1).slot(threading.Event(), seen.append) as got:
+    stop = threading.Event()
+    timer = threading.Timer(5.0, stop.set)  # a line that never moves fails, never hangs
+    timer.start()
+    with broker(journal_file, cap=1).slot(stop, seen.append) as got:
         assert got and seen == []
     assert broker(journal_file).waiting == 0
+    timer.cancel()
 
 
 def test_a_dead_brokers_running_job_holds_its_slot_until_it_is_settled(
@@ -151,8 +155,12 @@ def test_a_dead_brokers_running_job_holds_its_slot_until_it_is_settled(
 
     slots = RunSlots(journal_file, "run-1", 1, self_identity(), settle=settle)
     seen: list[Waiting] = []
-    with slots.slot(threading.Event(), seen.append) as got:
+    stop = threading.Event()
+    timer = threading.Timer(5.0, stop.set)
+    timer.start()
+    with slots.slot(stop, seen.append) as got:
         assert got
+    timer.cancel()
     assert asked == [inv.id] and seen == [Waiting(1, 1, 0)]  # it counted until settled
     assert journal.get(inv.id).outcome == "CANCELLED"
     journal.close()

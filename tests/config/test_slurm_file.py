@@ -110,3 +110,16 @@ def test_a_trusted_evaluation_from_a_slurm_gpu_file_gets_the_gate_sizing(
     # What is recorded is the translation, which reads back without the old table.
     assert gate.site_record is not None and "[slurm_gpu]" not in gate.site_record.text
     assert gate.site() == load_site_file(path).config
+
+
+def test_another_rendering_of_one_file_is_another_adapter_instance(tmp_path: Path) -> None:
+    """Invocations recorded with different renderings of the same path never share an
+    adapter (and so never a transport built from the wrong one)."""
+    path = tmp_path / "old.toml"
+    path.write_text(OLD)
+    first = make_request("srun", {"slurm_config": path})
+    path.write_text(OLD.replace("max_gpus = 2", "max_gpus = 1").replace("gate_gpus = 2", ""))
+    second = make_request("srun", {"slurm_config": path})
+    assert first.site_config == second.site_config
+    assert first.backend_key() != second.backend_key()
+    assert first.backend_key() == first.model_copy().backend_key()

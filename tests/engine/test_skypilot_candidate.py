@@ -10,17 +10,20 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.engine.test_skypilot_engine import engine_on
 from tests.skyfake import FakeSky, make_fake_sky
 from vibesys.adapters.candidate import candidate_spec
+from vibesys.adapters.skypilot.backend import SkyPilotBackend
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.engine import DriveOptions, Engine, drive
-from vibesys.journal_schema import Invocation
+from vibesys.engine.clusters import release_cluster
+from vibesys.journal_schema import Invocation, LeaseState
 from vibesys.snapshot import build_manifest
-from vibesys.states import Outcome
+from vibesys.states import FailureClass, Outcome
 
 SECRETS = (".env", "id_rsa", ".git", "__pycache__", "model.safetensors")
 
@@ -66,8 +69,8 @@ def run(engine: Engine, request: SkyPilotRequest, tmp_path: Path) -> tuple[Invoc
     Path(request.clusters_config).unlink()
     inv = drive(engine, inv, DriveOptions())
     assert inv.outcome is Outcome.COMPLETED, engine.journal.history(inv.id)[-1]
-    [row] = [r for r in engine.journal.history(inv.id) if r.event == "Submitted"]
-    return inv, str(row.evidence["observation"])
+    rows = [r for r in engine.journal.history(inv.id) if r.event == "Submitted"]
+    return inv, str(rows[-1].evidence["observation"])
 
 
 def test_only_the_snapshot_reaches_the_cluster_verified_and_sent_once(
@@ -98,3 +101,44 @@ def test_only_the_snapshot_reaches_the_cluster_verified_and_sent_once(
     assert engine.log_paths(second)[0].read_text() == engine.log_paths(first)[0].read_text()
     assert f"snapshot {digest} verified at {snapshot}: reused, nothing uploaded" in submitted
     assert leaked(tmp_path, candidate) == []
+
+    # The campaign's cluster is released with the profile it was launched with: the file is
+    # long gone.
+    [lease] = engine.journal.cluster_leases()
+    assert lease.site_digest == first.site_digest
+    assert release_cluster(engine, lease.id, "campaign over").state is LeaseState.RELEASED
+
+
+def test_a_snapshot_changed_on_the_cluster_after_staging_never_runs(
+    fake: FakeSky, tmp_path: Path
+) -> None:
+    """Staging verifies the copy it installs; the job verifies it again where it runs. A copy
+    changed in between (on the shared file system, before the job starts) fails the job's own
+    check: the command never runs (setup_failed), the attempt is an infrastructure failure,
+    and the retry stages a verified copy again (the bad one is quarantined) and runs."""
+    candidate = make_candidate(tmp_path)
+    digest = build_manifest(candidate).digest
+    staged = fake.remote / "snapshots" / digest / "src" / "main.py"
+
+    def backend(adapter: str, request: Any) -> SkyPilotBackend:
+        built = fake.registry_backend(request)
+        submit = built.ops.exec
+
+        def tamper_then_exec(name: str, task_file: Path) -> tuple[int, str]:
+            if not list(fake.remote.glob("*/1/claim")):  # the first attempt only
+                staged.chmod(0o644)
+                staged.write_text("print('not what was recorded')\n")
+            return submit(name, task_file)
+
+        built.ops.exec = tamper_then_exec  # type: ignore[method-assign]
+        return built
+
+    engine = engine_on(fake, tmp_path)
+    engine.backends = backend
+    inv, _ = run(engine, fake.request(candidate=candidate_spec(candidate, ())), tmp_path)
+    attempts = engine.journal.attempts(inv.id)
+    assert [a.failure_class for a in attempts] == [FailureClass.NODE_FAILED, FailureClass.COMPLETED]
+    first = fake.remote / inv.id / "1"
+    assert (first / "setup_failed").exists() and not (first / "exit_code").exists()
+    assert engine.log_paths(inv)[0].read_text().splitlines()[-1] == "candidate"
+    assert list((fake.remote / "snapshots").glob(f".quarantine-{digest}-*"))
