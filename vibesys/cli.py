@@ -71,7 +71,9 @@ def snapshot(
         list[str] | None, typer.Option(help="Extra exclusion pattern (repeatable).")
     ] = None,
 ) -> None:
-    """Show the candidate snapshot: its digest, and with --dry-run what goes in and what not."""
+    """Show the candidate snapshot: its digest, and with --dry-run what goes in and what not.
+    Every adapter stages `--candidate` this way (sbatch, srun, SkyPilot): this is exactly
+    what would be sent."""
     with clean_errors():
         from vibesys.snapshot import SnapshotPolicy, build_manifest, render_manifest_text
 
