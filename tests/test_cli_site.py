@@ -164,3 +164,19 @@ def test_an_invocation_without_a_site_says_so(tmp_path: Path) -> None:
     inv = json.loads(cli(tmp_path, "journal", "list", "--json").stdout)[0]["id"]
     done = cli(tmp_path, "journal", "config", inv)
     assert done.returncode == 2 and "has no recorded site configuration" in done.stderr
+
+
+def test_an_invocation_recorded_before_sites_were_may_be_given_one(tmp_path: Path) -> None:
+    """Recorded before m007 (no digest): it reads its file, until an operator records one."""
+    site = write_site(tmp_path / "slurm.toml")
+    inv = record(tmp_path, site)
+    journal = open_journal(tmp_path / ".vibesys" / "journal.db")
+    with journal.write_txn() as conn:
+        conn.execute("UPDATE invocations SET site_digest=NULL WHERE id=?", (inv,))
+    journal.close()
+    assert cli(tmp_path, "journal", "config", inv).returncode == 2
+    done = cli(tmp_path, "journal", "config", inv, "--replace", str(site))
+    assert done.returncode == 0 and "none -> sha256:" in done.stdout, done.stderr
+    evidence = show(tmp_path, inv)["history"][-1]["evidence"]
+    assert (evidence["old_digest"], evidence["changed"]) == ("", "(none was recorded)")
+    assert cli(tmp_path, "journal", "config", inv).returncode == 0

@@ -50,7 +50,7 @@ def replace_site(
 ) -> None:
     """Record the site configuration in `file` for the invocation, from its next step on."""
     from vibesys.cli_common import make_engine, open_store
-    from vibesys.config.site import RecordedSite, changed_keys
+    from vibesys.config.site import changed_keys
     from vibesys.journal_schema.sites import SiteRendering
     from vibesys.states import JobState, SiteReplaced
 
@@ -59,19 +59,20 @@ def replace_site(
     inv = journal.resolve(invocation)
     if inv.state is JobState.DONE:
         raise UsageError(f"invocation {inv.id} is DONE: nothing carries it on any more")
-    digest, kind, text = _recorded(journal, inv)
-    old = RecordedSite.model_validate({"kind": kind, "text": text, "digest": digest})
+    # One recorded before sites were (it reads the file its request names) may be given one.
+    old = engine.recorded_site(inv.site_digest)
     request = engine.request_of(inv)
     new = request.read_site_from(str(file.expanduser().resolve()), profile)
-    if new.kind != old.kind:
+    if old is not None and new.kind != old.kind:
         raise UsageError(f"{file} is a {new.kind}, the invocation runs with a {old.kind}")
-    if new.digest == old.digest:
+    if old is not None and new.digest == old.digest:
         echo(f"{inv.id}: unchanged (sha256:{new.digest})")
         return
-    changed = ", ".join(changed_keys(old, new))
+    changed = ", ".join(changed_keys(old, new)) if old is not None else "(none was recorded)"
+    before = old.digest if old is not None else None
     journal.record_site(SiteRendering(new.digest, new.kind, new.text))
     event = SiteReplaced(
-        old_digest=old.digest,
+        old_digest=before or "",
         new_digest=new.digest,
         source=str(file.expanduser().resolve()),
         changed=changed,
@@ -79,9 +80,10 @@ def replace_site(
     )
     while journal.get(inv.id).state is not JobState.DONE:
         current = journal.get(inv.id)
-        if current.site_digest != old.digest:
+        if current.site_digest != before:
             raise UsageError(f"invocation {inv.id}: its site configuration changed meanwhile")
         if engine.try_commit(current, event) is not None:
-            echo(f"{inv.id}: sha256:{old.digest[:12]} -> sha256:{new.digest[:12]} ({changed})")
+            was = f"sha256:{before[:12]}" if before else "none"
+            echo(f"{inv.id}: {was} -> sha256:{new.digest[:12]} ({changed})")
             return
     raise UsageError(f"invocation {inv.id} ended meanwhile: nothing carries it on any more")
