@@ -123,3 +123,26 @@ def test_another_rendering_of_one_file_is_another_adapter_instance(tmp_path: Pat
     assert first.site_config == second.site_config
     assert first.backend_key() != second.backend_key()
     assert first.backend_key() == first.model_copy().backend_key()
+
+
+SITES = {
+    "local, agents": OLD,
+    "ssh": '[slurm]\nname = "a"\nremote_workspace_root = "/r"\n[slurm.transport]\nkind = "ssh"\n'
+    'host = "login"\nidentity_file = "~/.ssh/k"\nenv_allowlist = ["A"]\n',
+    "ssh, jump host": '[slurm]\nname = "a"\nremote_workspace_root = "/r"\n'
+    'sbatch_arguments = ["--account=x"]\n[slurm.transport]\nkind = "ssh"\nhost = "login"\n'
+    'jump_host = "bastion"\njump_port = 2200\nuser = "me"\npersist_seconds = 0.0\n',
+}
+
+
+@pytest.mark.parametrize("text", SITES.values(), ids=SITES)
+def test_a_rendering_reads_back_as_the_same_settings(tmp_path: Path, text: str) -> None:
+    """What a process reads back from the journal is exactly what was recorded."""
+    from vibesys.config.site import slurm_site
+
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    config = load_site_file(path).config
+    recorded = slurm_site(config)
+    assert recorded.slurm() == config
+    assert slurm_site(recorded.slurm()) == recorded  # canonical: a fixed point

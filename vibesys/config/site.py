@@ -52,7 +52,12 @@ def render_slurm(config: SlurmSiteConfig) -> str:
     """The canonical rendering of a whole slurm.toml."""
     import tomli_w
 
-    return tomli_w.dumps(config.model_dump(mode="json", exclude_none=True))
+    data = config.model_dump(mode="json", exclude_none=True)
+    transport = data["slurm"]["transport"]
+    if "jump_host" not in transport:
+        # Its default means nothing without a jump host (and is refused there when given).
+        transport.pop("jump_port", None)
+    return tomli_w.dumps(data)
 
 
 def render_profile(name: str, profile: SkyPilotProfile) -> str:
