@@ -26,7 +26,8 @@ import sys
 
 from _slurm_common import run_on_slurm, site_config
 
-from vibesys.config import SlurmRequest, check_request, load_slurm_config
+from vibesys.config import SlurmRequest
+from vibesys.config.request import check_trusted
 
 #: The "evaluation": reports where it ran. Any argv works here.
 COMMAND = ["sh", "-c", 'echo "accuracy 0.93 (job $SLURM_JOB_ID in $SLURM_JOB_PARTITION)"']
@@ -34,9 +35,10 @@ COMMAND = ["sh", "-c", 'echo "accuracy 0.93 (job $SLURM_JOB_ID in $SLURM_JOB_PAR
 
 def main(argv: list[str]) -> int:
     config_path = site_config(argv)
-    config = load_slurm_config(config_path)
-    # The same check `vibesys run` makes: over-limit requests are refused, never clamped.
-    request = check_request(SlurmRequest(gpus=0, time_minutes=5), config.agent_gpu)
+    # The same sizing `vibesys run --adapter sbatch` gives: a trusted evaluation asks for what
+    # it needs ([vibesys.agent_gpu] limits only the agents' own jobs); Slurm refuses what the
+    # site cannot give. The engine records the site's rendering with the invocation.
+    request = check_trusted(SlurmRequest(gpus=0, time_minutes=5), None)
     return run_on_slurm(
         adapter="sbatch",
         command=COMMAND,

@@ -125,6 +125,8 @@ BROKER_ALLOWED = {
     "vibesys.broker.jobs": ("vibesys.adapters.slurm.bwrap",),
     "vibesys.broker.environment": (),
     "vibesys.broker.slots": ("vibesys.broker.jobs", "vibesys.broker.protocol"),
+    # The run-wide cap's line lives in the journal; it never drives an invocation itself.
+    "vibesys.broker.run_slots": ("vibesys.broker", "vibesys.journal_schema"),
     "vibesys.broker.admission": _BROKER_CORE,
     "vibesys.broker.server": _BROKER_CORE,
     "vibesys.broker.client": (),
@@ -191,7 +193,11 @@ def test_only_the_engine_runner_and_the_cli_reach_the_engine() -> None:
             for imported in imports_of(path)
         )
     )
-    assert reaching == ["vibesys.broker.cli", "vibesys.broker.engine_runner"]
+    assert reaching == [
+        "vibesys.broker.cli",
+        "vibesys.broker.engine_runner",
+        "vibesys.broker.run_slots",  # the journal's run_slots only (test_broker_imports)
+    ]
 
 
 def test_the_client_is_stdlib_only() -> None:

@@ -74,7 +74,9 @@ def snapshot(
         list[str] | None, typer.Option(help="Extra exclusion pattern (repeatable).")
     ] = None,
 ) -> None:
-    """Show the candidate snapshot: its digest, and with --dry-run what goes in and what not."""
+    """Show the candidate snapshot: its digest, and with --dry-run what goes in and what not.
+    Every adapter stages `--candidate` this way (sbatch, srun, SkyPilot): this is exactly
+    what would be sent."""
     with clean_errors():
         from vibesys.snapshot import SnapshotPolicy, build_manifest, render_manifest_text
 
@@ -129,6 +131,43 @@ def journal_list(
     """One line per invocation."""
     with _read_command():
         cli_read.journal_list(journal, state, as_json)
+
+
+@journal_app.command("config")
+def journal_config(
+    invocation: Annotated[str, typer.Argument(help="An id or a unique prefix of one.")],
+    journal: JournalOption = None,
+    replace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Record the site configuration in this file instead (slurm.toml, or "
+            "clusters.toml for SkyPilot): its next step on uses it; the change is a history "
+            "row (SiteReplaced) naming both digests and the keys that changed.",
+            show_default=False,
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            help="With --replace, for SkyPilot: another profile of the file, which must serve "
+            "the recorded [resources] \\[default: the recorded one].",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The site configuration an invocation runs with: the rendering recorded at PREPARED
+    (its digest is in `journal show`). No process reads the file again."""
+    from vibesys import cli_site
+
+    if replace is None:
+        if profile is not None:
+            fail("--profile needs --replace")
+        with _read_command():
+            cli_site.show_site(journal, invocation, as_json)
+        return
+    with clean_errors(journal):
+        cli_site.replace_site(journal, invocation, replace, profile)
 
 
 @journal_app.command("verify")

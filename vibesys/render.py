@@ -98,6 +98,11 @@ def show(
         f"run dir     {inv.run_dir}",
         f"request     {_evidence_text(inv.request) or '-'}",
         *([f"snapshot    sha256:{inv.snapshot_digest}"] if inv.snapshot_digest else []),
+        *(
+            [f"site        sha256:{inv.site_digest}  (vibesys journal config {inv.id})"]
+            if inv.site_digest
+            else []
+        ),
         f"retries     {used} of {inv.max_retries}{failures}",
         "attempts",
     ]

@@ -227,11 +227,17 @@ def test_nothing_is_shared_through_a_directory_others_can_enter(
     assert ssh_share.share_path(config.model_dump_json()) is None
     assert SshTransport.from_config(config).share is None
     directory.chmod(0o700)
-    path = ssh_share.share_path(config.model_dump_json(exclude_unset=True))
+    path = ssh_share.share_path(config.model_dump_json(exclude_defaults=True))
     assert path is not None and path.parent == directory
     assert SshTransport.from_config(config).share == (
         path,
-        config.model_dump_json(exclude_unset=True),
+        config.model_dump_json(exclude_defaults=True),
+    )
+    # The same settings with every default written out (a recorded site's rendering): the
+    # same shared connection.
+    spelled = config.model_dump(mode="json", exclude_none=True, exclude={"jump_port"})
+    assert SshTransport.from_config(SshTransportConfig.model_validate(spelled)).share == (
+        SshTransport.from_config(config).share
     )
 
 

@@ -122,3 +122,21 @@ def test_a_state_dir_that_cannot_be_made(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "Traceback" not in done.stderr
     assert done.returncode == 2 and done.stderr.startswith("vibesys: error: --state-dir")
+
+
+def test_a_slurm_gpu_key_that_cannot_be_carried_over_is_refused_by_name(tmp_path: Path) -> None:
+    old = tmp_path / "slurm-gpu.toml"
+    old.write_text(
+        "[slurm_gpu]\npartitions = ['main']\nmax_gpus = 1\nmax_time_minutes = 10\n"
+        "default_time_minutes = 5\ngate_time_minutes = 5\ngate_command = ['x']\n"
+    )
+    (tmp_path / "ws").mkdir()
+    code, err = serve(tmp_path, old, tmp_path / "ws")
+    assert code == 2
+    assert err == (
+        f"vibesys: error: {old}: slurm_gpu.gate_command: unknown key, cannot be carried over to "
+        "slurm.toml (known: partitions, max_gpus, max_time_minutes, default_time_minutes, "
+        "windows_command, job_name_prefix, srun_arguments, read_only_paths, max_concurrent_jobs, "
+        "srun_command, scancel_command, gate_gpus, gate_time_minutes)"
+    )
+    assert not (tmp_path / "state" / "slurm-operator.toml").exists()

@@ -81,7 +81,7 @@ def test_a_stopped_waiter_never_holds_a_slot_and_keeps_no_place() -> None:
 
         def waiter() -> None:
             with slots.slot(stop, lambda w: None) as got:
-                outcome.append(got)
+                outcome.append(bool(got))
 
         thread = threading.Thread(target=waiter)
         thread.start()

@@ -20,6 +20,7 @@ from vibesys.config.resources import (
     expand_remote_root,
     resolve_resources,
 )
+from vibesys.config.site import profile_site
 from vibesys.errors import ConfigError
 
 EXAMPLE = """
@@ -162,9 +163,12 @@ def test_the_journal_request_is_strict_and_names_no_site() -> None:
     stored = request.model_dump(mode="json")
     assert SkyPilotRequest.model_validate(stored) == request
     assert sorted(stored) == [
-        "artifacts", "cancel_when_orphaned", "clusters_config", "down", "job_name_prefix",
-        "profile", "resources", "run_id", "workdir",
+        "artifacts", "cancel_when_orphaned", "candidate", "clusters_config", "down",
+        "job_name_prefix", "profile", "resources", "run_id", "workdir",
     ]  # fmt: skip
+    # The profile's content is the recorded site, kept apart (by digest), never in the JSON.
+    recorded = request.with_site(profile_site("gpu-site", profile()))
+    assert recorded.model_dump(mode="json") == stored
     assert stored["resources"] == {
         "nodes": 2, "accelerators_per_node": None, "accelerator_backend": None,
     }  # fmt: skip
@@ -181,3 +185,7 @@ def test_one_backend_per_campaign_cluster() -> None:
     assert one.backend_key() == same.backend_key()
     for other in ({"run_id": "r2"}, {"profile": "q"}, {"resources": {"nodes": 2}}):
         assert SkyPilotRequest.model_validate({**base, **other}).backend_key() != one.backend_key()
+    # Another recorded rendering of the profile is another adapter instance.
+    first = one.with_site(profile_site("p", profile()))
+    moved = one.with_site(profile_site("p", profile().model_copy(update={"cpus_per_node": 9})))
+    assert len({one.backend_key(), first.backend_key(), moved.backend_key()}) == 3

@@ -40,7 +40,11 @@ def test_the_minimal_table() -> None:
     assert agent.default_time_minutes == 30
     assert agent.job_name_prefix == "vibesys-gpu"
     assert result.gate == GateSizing(
-        gpus=None, time_minutes=45, partitions=("main", "priority"), timeout_seconds=45 * 60 + 3600
+        gpus=None,
+        time_minutes=45,
+        partitions=("main", "priority"),
+        timeout_seconds=45 * 60 + 3600,
+        max_gpus=4,
     )
     assert result.warning == DEPRECATION_WARNING
 

@@ -50,7 +50,7 @@ CREATE TABLE "invocations" (
    "request_version" INTEGER,
    "cwd" TEXT,
    "env_file" TEXT
-);
+, "site_digest" TEXT);
 CREATE TABLE "cluster_leases" (
    "id" INTEGER PRIMARY KEY,
    "name" TEXT NOT NULL,
@@ -69,7 +69,7 @@ CREATE TABLE "cluster_leases" (
    "released_at" TEXT,
    "updated_at" TEXT NOT NULL,
    "evidence" TEXT NOT NULL
-);
+, "site_digest" TEXT);
 CREATE INDEX "idx_cluster_leases_name"
     ON "cluster_leases" ("name");
 CREATE UNIQUE INDEX cluster_leases_live ON cluster_leases (name) WHERE state IN ('launching', 'up', 'releasing');
@@ -130,6 +130,23 @@ CREATE TABLE "poll_watch" (
    "observed_at" TEXT,
    PRIMARY KEY ("site", "invocation_id")
 ) WITHOUT ROWID;
+CREATE TABLE "site_configs" (
+   "digest" TEXT NOT NULL PRIMARY KEY,
+   "kind" TEXT NOT NULL,
+   "rendering" TEXT NOT NULL,
+   "recorded_at" TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE "run_slots" (
+   "ticket" INTEGER PRIMARY KEY AUTOINCREMENT,
+   "run_id" TEXT NOT NULL,
+   "owner" TEXT NOT NULL,
+   "state" TEXT NOT NULL,
+   "invocation_id" TEXT,
+   "queued_at" TEXT NOT NULL,
+   "active_at" TEXT
+);
+CREATE TABLE sqlite_sequence(name,seq);
+CREATE INDEX "run_slots_run" ON "run_slots" ("run_id", "state", "ticket");
 CREATE TABLE "bridge_requests" (
    "run_id" TEXT NOT NULL,
    "request_id" TEXT NOT NULL,

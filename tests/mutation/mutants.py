@@ -49,6 +49,15 @@ UI_QUERIES = "vibesys/ui/queries.py"
 UI_LOGS = "vibesys/ui/logs.py"
 UI_DIAGRAM = "vibesys/ui/diagram.py"
 UI_PAGE = "vibesys/ui/templates/invocation.html"
+REQUESTS = "vibesys/adapters/requests.py"
+SLURM_REQUEST = "vibesys/adapters/slurm/request.py"
+SKY_REQUEST = "vibesys/adapters/skypilot/request.py"
+SKY_STAGED = "vibesys/adapters/skypilot/staged.py"
+SITE_FILE = "vibesys/config/slurm_file.py"
+TRUSTED = "vibesys/config/request.py"
+SLOTS = "vibesys/journal_schema/slots.py"
+RUN_SLOTS = "vibesys/broker/run_slots.py"
+ROWS = "vibesys/journal_schema/rows.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -107,6 +116,15 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     UI_LOGS: ("tests/ui/test_parts.py",),
     UI_DIAGRAM: ("tests/ui/test_parts.py",),
     UI_PAGE: ("tests/ui/test_app.py",),
+    SITE_FILE: ("tests/config/test_slurm_file.py",),
+    TRUSTED: ("tests/config/test_slurm_file.py", "tests/test_cli_site.py"),
+    SLURM_REQUEST: ("tests/config/test_slurm_file.py", "tests/test_cli_site.py"),
+    SKY_REQUEST: ("tests/config/test_resources_profiles.py",),
+    SKY_STAGED: ("tests/engine/test_skypilot_candidate.py",),
+    SLOTS: ("tests/broker/test_run_slots.py",),
+    RUN_SLOTS: ("tests/broker/test_run_slots.py",),
+    ROWS: ("tests/test_cli_site.py",),
+    REQUESTS: ("tests/test_cli_site.py", "tests/config/test_resources_profiles.py"),
 }
 
 
@@ -259,5 +277,23 @@ MUTANTS: list[Mutant] = [
     M("ui-chunk-splits-a-character", UI_LOGS, "keep = len(data) if final else complete(data)", "keep = len(data)", "a live chunk ends inside a character: both halves are shown replaced"),
     M("ui-path-not-marked", UI_DIAGRAM, "counts[(source, dest)] += 1", "counts[(source, source)] += 1", "the diagram does not mark the edges the history took"),
     M("ui-output-as-markup", UI_PAGE, ">{{ chunk.text }}</pre>", ">{{ chunk.text|safe }}</pre>", "a job's output is inserted into the page as HTML"),
+    # -- what a run was started with: the site, the candidate, the cap ------------------------
+    M("site-reread", CORE, "parsed.with_site(self.recorded_site(site_digest))", "parsed", "every process reads the site's file again: an edited or deleted file changes jobs in flight", tests=("tests/engine/test_skypilot_candidate.py", "tests/adapters/skypilot/test_profile_on_resume.py")),
+    M("site-not-recorded", CORE, "site = request.site_record or request.read_site()", "site = None", "an invocation is recorded without the site configuration it runs with", tests=("tests/test_cli_site.py",)),
+    M("site-in-request-json", REQUESTS, "        exclude=True,\n", "        exclude=False,\n", "the rendering is copied into every request's JSON instead of recorded once by digest"),
+    M("site-replaced-silently", ROWS, '            columns = {"site_digest": digest}', "            columns = {}", "a replacement is a history row that changes nothing (the old site goes on being used)"),
+    M("slurm-site-key-ignores-rendering", SLURM_REQUEST, '        return f"{self.site_config}#{recorded}"', "        return self.site_config", "invocations recorded with different renderings of one path share an adapter built from one of them"),
+    M("sky-site-key-ignores-rendering", SKY_REQUEST, '        recorded = self.site_record.digest if self.site_record is not None else ""', '        recorded = ""', "campaigns recorded with different profiles share an adapter built from one of them"),
+    M("trusted-sized-by-agent-limits", SLURM_REQUEST, "        trusted = check_trusted(person, loaded.gate)", "        trusted = check_request(person, loaded.config.agent_gpu)", "a site that gives agents 1 GPU cannot run a 2-GPU trusted evaluation"),
+    M("alias-not-wired", SITE_FILE, '    if "slurm_gpu" not in raw:', "    if True:", "a [slurm_gpu] file is refused as an unknown table: the documented alias does not work"),
+    M("alias-warns-every-read", SITE_FILE, "    if text is None or text in _WARNED:", "    if text is None:", "the deprecation warning is printed once per reader, not once per run"),
+    M("alias-gate-sizing-dropped", TRUSTED, "    if gate is not None:", "    if False:", "a trusted evaluation from a [slurm_gpu] file loses its gates' GPUs, time and partitions"),
+    M("cap-per-broker", RUN_SLOTS, "        ticket = journal.slot_enqueue(self.run_id, self.owner)", "        ticket = journal.slot_enqueue(f\"{self.run_id}:{id(self)}\", self.owner)", "each broker keeps its own cap: a run with N candidates holds N x cap jobs"),
+    M("cap-not-first-come", SLOTS, "                elif other < ticket:", "                elif False:", "a command that came later takes the freed slot before one waiting longer"),
+    M("cap-dead-broker-holds-forever", SLOTS, "if identity_alive(o) is False}", "if False}", "a broker that died keeps its slots for good: the run's cap shrinks until nothing runs"),
+    M("cap-dead-broker-frees-running-job", SLOTS, "        if state != ACTIVE or invocation is None:", "        if True:", "a dead broker's slot is reused while its job still runs in Slurm (cap + 1 jobs)"),
+    M("sky-candidate-not-verified", SKY_STAGED, "        staging.verify_command(work, manifest.digest),\n", "", "the job runs in whatever the shared file system holds, not the snapshot recorded"),
+    M("sky-candidate-not-staged", SKY_STAGED, "    if candidate is None:\n        return \"\", \"\"", "    if True:\n        return \"\", \"\"", "a SkyPilot evaluation runs without its candidate"),
+    M("lease-site-dropped", CLUSTERS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
 ]
 # fmt: on

@@ -1,6 +1,7 @@
 """`vibesys-gpu` through a real `vibesys broker serve`, real Slurm (fake GPUs) and real bwrap:
 output streams and the status is the command's; interrupts cancel queued and running jobs;
-every refusal names its reason and submits nothing; the cap holds in the scheduler itself."""
+every refusal names its reason and submits nothing (the run's cap, across its brokers:
+test_broker_run_slurm.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import UNFINISHED, sacct_states, slurm
+from tests.slurm.helpers import sacct_states, slurm
 from vibesys.broker import client
 
 pytestmark = pytest.mark.slurm
@@ -89,34 +89,33 @@ def write_config(path: Path, remote: Path, prefix: str, cap: int | None, partiti
 
 
 def start_broker(
-    root: Path, name: str, cap: int | None = None, partitions: str = '["main", "priority"]'
+    root: Path,
+    name: str,
+    cap: int | None = None,
+    partitions: str = '["main", "priority"]',
+    *,
+    journal: Path | None = None,
+    run_id: str | None = None,
+    config: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> Broker:
     root.mkdir(parents=True, exist_ok=True)
     workspace = root / "ws"
     workspace.mkdir()
     prefix = f"vbt-{name}-{os.getpid()}"
-    config = write_config(root / "slurm.toml", root / "remote", prefix, cap, partitions)
-    journal = root / ".vibesys" / "journal.db"
+    if config is None:
+        config = write_config(root / "slurm.toml", root / "remote", prefix, cap, partitions)
+    journal = journal or root / ".vibesys" / "journal.db"
+    argv = [sys.executable, "-m", "vibesys", "broker", "serve", "--slurm-config", str(config)]
+    argv += ["--workspace", str(workspace), "--state-dir", str(root / "state")]
+    argv += ["--journal", str(journal), *(["--run-id", run_id] if run_id else [])]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "vibesys",
-            "broker",
-            "serve",
-            "--slurm-config",
-            str(config),
-            "--workspace",
-            str(workspace),
-            "--state-dir",
-            str(root / "state"),
-            "--journal",
-            str(journal),
-        ],
+        argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=root,
+        env={**os.environ, **(env or {})},
     )
     assert process.stdout is not None
     printed = dict(process.stdout.readline().split(" ", 1) for _ in range(3))
@@ -348,61 +347,7 @@ def test_another_candidates_worktree_is_refused(tmp_path: Path) -> None:
         stop_broker(b)
 
 
-# -- the cap ---------------------------------------------------------------------------------
-
-
-def test_cap_two_four_commands(tmp_path: Path) -> None:
-    broker = start_broker(tmp_path, f"cap{tmp_path.name[-8:]}", cap=2)
-    order = broker.workspace / "order"
-    seen: list[int] = []
-    watching = threading.Event()
-
-    def watch() -> None:
-        while not watching.is_set():
-            seen.append(sum(state in UNFINISHED for state in broker.jobs().values()))
-            time.sleep(0.1)
-
-    def lines() -> list[str]:
-        return order.read_text().split() if order.exists() else []
-
-    def command(i: int) -> subprocess.Popen[str]:
-        gate = broker.workspace / f"release-{min(i, 2)}"
-        script = f"echo {i} >> order; while [ ! -e {gate} ]; do sleep 0.1; done"
-        return broker.client("--gpus", "0", "--", "bash", "-c", script)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        clients = [command(0)]
-        wait_until(lambda: len(lines()) == 1, "command 0 to run")
-        clients.append(command(1))
-        wait_until(lambda: len(lines()) == 2, "command 1 to run")
-        waiting = []
-        for i in (2, 3):
-            clients.append(command(i))
-            stderr = clients[i].stderr
-            assert stderr is not None
-            waiting.append(stderr.readline().rstrip("\n"))  # printed while it waits
-        assert waiting == [
-            "[vibesys-gpu] waiting: 2 of this run's GPU jobs are active (cap 2), 0 queued ahead",
-            "[vibesys-gpu] waiting: 2 of this run's GPU jobs are active (cap 2), 1 queued ahead",
-        ]
-        assert len(broker.jobs()) == 2 and lines() == ["0", "1"]
-        (broker.workspace / "release-0").touch()
-        wait_until(lambda: len(lines()) == 3, "the first waiter to run")
-        assert lines()[2] == "2"  # first come, first served
-        (broker.workspace / "release-1").touch()
-        wait_until(lambda: len(lines()) == 4, "the second waiter to run")
-        (broker.workspace / "release-2").touch()
-        results = [finish(proc) for proc in clients]
-    finally:
-        watching.set()
-        watcher.join(BUDGET)
-        stop_broker(broker)
-    assert [code for code, _, _ in results] == [0, 0, 0, 0]
-    assert lines() == ["0", "1", "2", "3"]
-    assert max(seen) == 2, seen
-    assert len(broker.jobs()) == 4
+# -- stopping --------------------------------------------------------------------------------
 
 
 def test_stopping_the_broker_cancels_its_jobs(broker: Broker) -> None:

@@ -39,11 +39,10 @@ def test_gpus_reach_the_job(tmp_path: Path, slurm_toml: Path, adapter: str) -> N
 # -- rejections ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("adapter", ADAPTERS)
-def test_unknown_partition_is_refused_before_anything_is_written(
-    tmp_path: Path, slurm_toml: Path, adapter: str
+def test_an_agent_partition_outside_the_limits_is_refused_before_anything_is_written(
+    tmp_path: Path, slurm_toml: Path
 ) -> None:
-    result = cli(*run_args(adapter, slurm_toml, "--partition", "nosuch"), "true", cwd=tmp_path)
+    result = cli(*run_args("srun", slurm_toml, "--partition", "nosuch"), "true", cwd=tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -51,6 +50,43 @@ def test_unknown_partition_is_refused_before_anything_is_written(
     assert "Traceback" not in result.stderr
     assert not (tmp_path / ".vibesys").exists(), "nothing may be written for a refused request"
     assert not (tmp_path / "remote").exists()
+
+
+# -- trusted evaluations: sized by the task and [slurm], never by [vibesys.agent_gpu] --------
+
+
+def test_a_trusted_evaluation_may_ask_more_than_the_agents_limits(tmp_path: Path) -> None:
+    """The agents of this site get at most 1 GPU and 10 minutes in `main`; a trusted sbatch
+    evaluation asking 2 GPUs, 20 minutes, in `priority` is accepted and runs with them. The
+    agent's own srun asking the same is refused, naming the limit."""
+    config = write_slurm_toml(
+        tmp_path / "slurm.toml",
+        tmp_path / "remote",
+        partitions=["main"],
+        max_gpus=1,
+        max_time_minutes=10,
+    )
+    asked = ("--gpus", "2", "--time", "20", "--partition", "priority")
+    trusted = cli(*run_args("sbatch", config, *asked), "sh", "-c", SHOW_ENV, cwd=tmp_path)
+    assert trusted.returncode == 0, trusted.stderr
+    assert "gpus=0,1 partition=priority" in trusted.stdout
+    ran = only_invocation(tmp_path)["attempts"][0]["provenance"]
+    assert ran["partition"] == "priority" and "gpu" in (ran.get("tres") or ran.get("gres", ""))
+    agent = cli(*run_args("srun", config, "--gpus", "2"), "true", cwd=tmp_path)
+    assert agent.returncode == 2
+    assert "--gpus 2 exceeds vibesys.agent_gpu.max_gpus (1)" in agent.stderr
+
+
+def test_a_partition_slurm_does_not_know_is_rejected_by_slurm(
+    tmp_path: Path, slurm_toml: Path
+) -> None:
+    """A trusted evaluation's partition is not checked against the agents' list: Slurm's
+    answer decides, and the invocation ends REJECTED with it (exit 2)."""
+    result = cli(*run_args("sbatch", slurm_toml, "--partition", "nosuch"), "true", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    inv = only_invocation(tmp_path)
+    assert (inv["state"], inv["outcome"]) == ("DONE", "REJECTED")
+    assert "invalid partition specified: nosuch" in finished_evidence(inv)
 
 
 def test_srun_request_no_partition_fits_is_rejected(tmp_path: Path) -> None:

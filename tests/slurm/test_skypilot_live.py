@@ -7,7 +7,9 @@ own API server, and afterwards undoes it all (teardown) and checks that no SkyPi
 no Slurm job of its clusters is left and that the account's files are as they were.
 
 One campaign, one cluster lease at a time: launch, two evaluations on one allocation (exit 0,
-and exit 3 with the true code recorded), a crash of `vibesys run` right after its exec then
+and exit 3 with the true code recorded; both in a candidate holding .env, id_rsa, .git/,
+__pycache__/ and 200 MB of weights, of which only the snapshot reaches the cluster, uploaded
+once and verified where the job runs), a crash of `vibesys run` right after its exec then
 reconcile (found by name, no second exec), a lost allocation (scancel of the holding job) then
 recovery on a new allocation, cancel (the cluster stays), release. Budget (measured, 2 CPUs):
 10 to 15 minutes with the SkyPilot venv installed (scripts/test installs it first), the longer
@@ -197,14 +199,22 @@ def test_status_of_an_empty_state(live: Live) -> None:
 def test_a_campaign_through_vibesys_on_real_skypilot(live: Live, tmp_path: Path) -> None:
     c = Campaign(live, tmp_path)
 
-    # 1. The first evaluation launches the campaign's cluster: exit 0, with an artifact.
+    # 1. The first evaluation launches the campaign's cluster: exit 0, with an artifact. Its
+    # candidate holds secrets, VCS metadata, a cache and 200 MB of weights: only the snapshot
+    # reaches the cluster, staged once, and the job runs in a copy verified there.
+    candidate = _candidate(tmp_path)
     started = time.monotonic()
-    ok = c.run("--json", "--artifact", "result.txt", "--", "sh", "-c",
-               "echo hello; echo out > result.txt")  # fmt: skip
+    ok = c.run("--json", "--candidate", str(candidate), "--artifact", "result.txt", "--",
+               "sh", "-c", "echo hello; find . -type f | sort; cat .vibesys-snapshot;"
+               " echo out > result.txt")  # fmt: skip
     live.timed("first evaluation (launch + exec)", started)
     assert ok.returncode == 0, ok.stderr
     first = json.loads(ok.stdout)
     assert "hello" in ok.stderr  # --json: the job's output goes to stderr
+    digest = first["snapshot_digest"]
+    assert f"./.vibesys-snapshot\n./src/main.py\n{digest}\n" in ok.stderr  # verified there
+    assert f"snapshot {digest} uploaded" in _submitted(first)
+    assert _leaked(live.state / "remote") == []
     [lease] = c.leases()
     assert (lease["state"], lease["profile"], lease["campaign"]) == ("up", "local", CAMPAIGN)
     allocation = lease["allocation_job"]
@@ -216,12 +226,14 @@ def test_a_campaign_through_vibesys_on_real_skypilot(live: Live, tmp_path: Path)
     assert first["attempts"][0]["job_id"] == f"{ran['sky_job_id']}@{allocation}"
     assert [(a["path"], a["state"]) for a in first["artifacts"]] == [("result.txt", "acknowledged")]
 
-    # 2. The second runs on the same allocation: exit 3, the true code recorded.
+    # 2. The second runs on the same allocation: exit 3, the true code recorded. The same
+    # candidate: nothing is uploaded again.
     started = time.monotonic()
-    bad = c.run("--json", "--", "sh", "-c", "echo bad >&2; exit 3")
+    bad = c.run("--json", "--candidate", str(candidate), "--", "sh", "-c", "echo bad >&2; exit 3")
     live.timed("second evaluation (reuse + exec)", started)
     assert bad.returncode == 3, bad.stderr
     second = json.loads(bad.stdout)
+    assert "reused, nothing uploaded" in _submitted(second)
     assert (second["outcome"], second["exit_code"]) == ("APPLICATION_FAILED", 3)
     assert second["attempts"][0]["provenance"]["allocation_job_id"] == allocation
     assert [lease["id"] for lease in c.leases()] == [lease["id"]]  # no second launch
@@ -289,6 +301,38 @@ def test_a_campaign_through_vibesys_on_real_skypilot(live: Live, tmp_path: Path)
     settled = c.vibesys("reconcile")
     assert (settled.returncode, settled.stdout) == (0, "nothing to reconcile\n")
     assert c.vibesys("journal", "verify").returncode == 0
+
+
+#: Names of candidate files that must never reach the cluster.
+SECRETS = (".env", "id_rsa", ".git", "__pycache__", "model.safetensors")
+
+
+def _candidate(root: Path) -> Path:
+    candidate = root / "candidate"
+    (candidate / "src" / "__pycache__").mkdir(parents=True)
+    (candidate / "src" / "main.py").write_text("print('candidate')\n")
+    (candidate / "src" / "__pycache__" / "main.cpython-311.pyc").write_bytes(b"\0" * 16)
+    (candidate / ".env").write_text("API_TOKEN=secret\n")
+    (candidate / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (candidate / ".git").mkdir()
+    (candidate / ".git" / "config").write_text("[core]\n")
+    with open(candidate / "model.safetensors", "wb") as weights:  # 200 MB, sparse
+        weights.truncate(200 * 1024 * 1024)
+    return candidate
+
+
+def _leaked(remote: Path) -> list[str]:
+    """What of the candidate's secrets is on the cluster: under vibesys's own root (snapshots,
+    run directories) and in any SkyPilot workdir of the cluster homes."""
+    places = [remote / "vibesys", *remote.glob(".sky_clusters/*/sky_workdir")]
+    return sorted(
+        str(path) for place in places for path in place.rglob("*") if path.name in SECRETS
+    )
+
+
+def _submitted(shown: dict[str, Any]) -> str:
+    [row] = [r for r in shown["history"] if r["event"] == "Submitted"]
+    return str(row["evidence"]["observation"])
 
 
 def _keep_golden(source: Path, name: str) -> None:

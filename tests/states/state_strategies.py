@@ -25,6 +25,7 @@ from vibesys.states import (
     OutcomeUnknown,
     Rejected,
     RetryBudgetSpent,
+    SiteReplaced,
     Step,
     SubmitDispatched,
     SubmitIntended,
@@ -67,6 +68,12 @@ EXPECTED: dict[tuple[JobState, str], JobState] = {
     (S.COLLECTING, "Cancelled"): S.DONE,
     (S.RETRYING, "Cancelled"): S.DONE,
     (S.UNRESOLVED, "Cancelled"): S.DONE,
+    (S.PREPARED, "SiteReplaced"): S.PREPARED,
+    (S.SUBMITTING, "SiteReplaced"): S.SUBMITTING,
+    (S.RUNNING, "SiteReplaced"): S.RUNNING,
+    (S.COLLECTING, "SiteReplaced"): S.COLLECTING,
+    (S.RETRYING, "SiteReplaced"): S.RETRYING,
+    (S.UNRESOLVED, "SiteReplaced"): S.UNRESOLVED,
 }
 
 #: The failure classes after which another attempt may follow (infrastructure, never the
@@ -100,6 +107,7 @@ SAMPLES: dict[str, Event] = {
     "RetryBudgetSpent": RetryBudgetSpent(FailureClass.PREEMPTED, retries=2),
     "CancelRequested": CancelRequested(by="user@host"),
     "Cancelled": Cancelled(observation="scancel: job 4242 cancelled"),
+    "SiteReplaced": SiteReplaced("a" * 64, "b" * 64, "/etc/slurm.toml", "slurm.name", "op@host"),
 }
 assert set(SAMPLES) == {cls.__name__ for cls in EVENT_TYPES}
 
@@ -141,6 +149,9 @@ BY_NAME: dict[str, st.SearchStrategy[Any]] = {
     ),
     "CancelRequested": st.builds(CancelRequested, by=text),
     "Cancelled": st.builds(Cancelled, observation=text),
+    "SiteReplaced": st.builds(
+        SiteReplaced, old_digest=text, new_digest=text, source=text, changed=text, by=text
+    ),
 }
 assert set(BY_NAME) == set(SAMPLES)
 

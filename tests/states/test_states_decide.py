@@ -37,6 +37,7 @@ from vibesys.states import (
     Resolve,
     RetryBudgetSpent,
     ScheduleRetry,
+    SiteReplaced,
     Submit,
     SubmitDispatched,
     SubmitIntended,
@@ -64,6 +65,7 @@ OTHER_SAMPLES: dict[str, Event] = {
     "RetryBudgetSpent": RetryBudgetSpent(FailureClass.NODE_FAILED, 2),
     "CancelRequested": CancelRequested(by="someone"),
     "Cancelled": Cancelled(observation="cancelled by 0"),
+    "SiteReplaced": SiteReplaced("c" * 64, "d" * 64, "moved.toml", "slurm.transport.host", "op"),
 }
 assert set(OTHER_SAMPLES) == set(SAMPLES)
 
@@ -86,12 +88,13 @@ EFFECT_OF: dict[str, type | None] = {
     "RetryBudgetSpent": Finish,
     "CancelRequested": Cancel,
     "Cancelled": Finish,
+    "SiteReplaced": None,
 }
 
 
 def test_the_matrix_covers_every_state_and_event() -> None:
     assert set(EFFECT_OF) == {cls.__name__ for cls in EVENT_TYPES}
-    assert len(MATRIX) == len(JobState) * len(EVENT_TYPES) == 91
+    assert len(MATRIX) == len(JobState) * len(EVENT_TYPES) == 98
 
 
 def test_next_is_the_table() -> None:

@@ -163,7 +163,7 @@ def test_details_logs_states_clusters_broker(
     assert [lane["attempt"] for lane in details["timeline"]] == [1, 2]
     assert {m["kind"] for m in details["timeline"][0]["marks"]} >= {"fence", "retry", "fenced"}
     done = get(client, f"/api/invocations/{ids.done}/details").json()
-    assert done["recorded"] == {"settings": {"poll_floor_seconds": 5}}
+    assert done["recorded"] == {"settings": {"poll_floor_seconds": 5}, "site_digest": None}
     log = get(client, f"/api/invocations/{ids.done}/logs/stderr").json()
     assert log["text"] == STDERR.decode() and log["end"] == len(STDERR)
     part = get(client, f"/api/invocations/{ids.done}/logs/stdout", offset="3").json()

@@ -132,6 +132,7 @@ def test_the_timeline_reads_the_record() -> None:
             "request_version": 1,
             "cwd": None,
             "env_file": None,
+            "site_digest": None,
             "a_job_id": "72",
             "a_dispatched_at": _at(21),
             "a_fence_intended_at": None,

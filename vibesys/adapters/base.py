@@ -54,7 +54,8 @@ class JobRef:
     attempt: int = 0
 
 
-R = TypeVar("R")
+#: Covariant: frozen, so a request of a subclass is a request of its base.
+R = TypeVar("R", covariant=True)
 
 
 @dataclass(frozen=True, slots=True)

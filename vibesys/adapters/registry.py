@@ -142,11 +142,15 @@ _SKYPILOT_OPTIONS = (
         "The software stack the evaluation needs (e.g. rocm, cuda).",
     ),
     Option(
-        "--workdir",
-        "workdir",
-        "Local directory synced to the cluster; the command runs in a private copy.",
+        "--candidate",
+        "candidate",
+        "Directory to snapshot and run in: staged once per digest on the cluster's shared "
+        "file system (credentials, .env, keys, VCS metadata, caches and large files left "
+        "out, as for sbatch), verified where it runs; the command runs in a private copy.",
         Path,
     ),
+    Option("--workdir", "workdir", "The old name of --candidate.", Path),
+    Option("--exclude", "exclude", "Extra snapshot exclusion pattern (repeatable).", str, True),
     Option(
         "--down",
         "down",

@@ -4,16 +4,23 @@ Each adapter defines a frozen pydantic model derived from `AdapterRequest` holdi
 needs (resources, time, partitions, the candidate snapshot, a dependency, ...). The journal
 stores it as JSON together with the adapter's name and `schema_version`, and hands it back on
 every attempt; the engine reads only the fields defined here.
+
+The site configuration the invocation runs with (the rendering of slurm.toml, or of the
+SkyPilot profile) is not part of that JSON: it is recorded once in the journal by digest, and
+the engine hands it back with the request (`site_record`), so no later process reads the file.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["AdapterRequest"]
+from vibesys.config.site import RecordedSite
+from vibesys.errors import UsageError
+
+__all__ = ["AdapterRequest", "RecordedSite"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -44,6 +51,13 @@ class AdapterRequest(BaseModel):
         "broker's jobs): `reconcile` cancels it instead of following it to its end.",
     )
 
+    site_record: RecordedSite | None = Field(
+        default=None,
+        exclude=True,
+        description="The site configuration recorded at PREPARED (kept in the journal by "
+        "digest, never in the request's JSON); None for adapters that need none.",
+    )
+
     @field_validator("job_name_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:
@@ -55,3 +69,18 @@ class AdapterRequest(BaseModel):
         """Invocations whose requests share this key (and adapter) share one adapter instance,
         and so one batched status call per round."""
         return ""
+
+    def read_site(self) -> RecordedSite | None:
+        """Read the site configuration this request names, to record it at PREPARED (once:
+        later processes get the recorded one). None: the adapter needs no site."""
+        return None
+
+    def read_site_from(self, path: str, profile: str | None = None) -> RecordedSite:
+        """The site configuration in `path`, as this request would record it: what an
+        operator's explicit replacement records (`vibesys journal config --replace`).
+        `profile` names another profile where the site is one (SkyPilot)."""
+        raise UsageError("this adapter records no site configuration")
+
+    def with_site(self, site: RecordedSite | None) -> Self:
+        """This request with the site it was recorded with."""
+        return self if site is None else self.model_copy(update={"site_record": site})

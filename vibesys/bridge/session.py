@@ -249,7 +249,7 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
     if options.site.agent_gpu:
         assert options.site.slurm_config is not None
         session.broker, gpu = start_broker(
-            state, options.site.slurm_config, real, journal, uids, session.secrets
+            state, options.site.slurm_config, real, journal, uids, session.secrets, options.run_id
         )
         _thread(session, session.broker.serve_forever, session.broker_stop, "vibesys-gpu-accept")
         document["gpu"] = gpu

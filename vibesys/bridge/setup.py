@@ -112,28 +112,40 @@ def start_broker(
     journal: Path,
     uids: frozenset[int],
     secrets: list[Path],
+    run_id: str,
 ) -> tuple[Any, dict[str, str]]:
     """The session's GPU broker, listening (its own socket and token): the server, and what
-    the session's document says of it (with the token, for the container's environment)."""
+    the session's document says of it (with the token, for the container's environment).
+    Like `vibesys broker serve`, it keeps its own rendering of the site file, read once now,
+    and shares the run's `max_concurrent_jobs` with every broker of the run."""
     from vibesys.broker import client
     from vibesys.broker.admission import Admission
-    from vibesys.broker.cli import _check_bwrap, _checked_workspace
+    from vibesys.broker.cli import OPERATOR_FILE, _check_bwrap, _checked_workspace
     from vibesys.broker.engine_runner import EngineGpuJobRunner
+    from vibesys.broker.run_slots import RunSlots
     from vibesys.broker.server import BrokerServer
-    from vibesys.broker.slots import JobSlots
-    from vibesys.config import load_slurm_config
+    from vibesys.config.site import slurm_site
+    from vibesys.config.slurm_file import load_site_file, warn_once
+    from vibesys.proc import self_identity
     from vibesys.tokens import BROKER_PREFIX
 
-    config = load_slurm_config(slurm_config)
-    agent = config.agent_gpu
+    loaded = load_site_file(slurm_config)
+    agent = loaded.config.agent_gpu
     assert agent is not None
     _checked_workspace(Path(workspace), agent)
     _check_bwrap()
+    warn_once(loaded.warning)
+    site = slurm_site(loaded.config)
     socket_dir = subdir(state, "gpu")
+    operator_file = state / OPERATOR_FILE
+    write_private(operator_file, site.text)
+    runner = EngineGpuJobRunner(journal, site, operator_file)
     server = BrokerServer(
         admission=Admission("", workspace, agent, dict(os.environ), agent.read_only_paths),
-        runner=EngineGpuJobRunner(journal, slurm_config, config.slurm.remote_workspace_root),
-        slots=JobSlots(agent.max_concurrent_jobs),
+        runner=runner,
+        slots=RunSlots(
+            journal, run_id, agent.max_concurrent_jobs, self_identity(), settle=runner.settle
+        ),
         socket_path=socket_dir / GPU_SOCKET,
         allowed_uids=uids,
     )

@@ -19,6 +19,7 @@ from vibesys.errors import UsageError, VibesysError
 
 if TYPE_CHECKING:
     from vibesys.config import AgentGpuConfig
+    from vibesys.config.site import RecordedSite
 
 broker_app = typer.Typer(
     help="The GPU broker: runs an agent's `vibesys-gpu` commands as confined Slurm jobs.",
@@ -27,6 +28,8 @@ broker_app = typer.Typer(
 
 SOCKET_NAME = "gpu.sock"
 TOKEN_NAME = "token"
+#: The site configuration this broker runs with, rendered once when it starts.
+OPERATOR_FILE = "slurm-operator.toml"
 
 
 def _fail(message: str) -> NoReturn:
@@ -44,15 +47,20 @@ def _clean_errors() -> Iterator[None]:
 
 @broker_app.command()
 def serve(
-    slurm_config: Annotated[
-        Path, typer.Option(help="slurm.toml with a [vibesys.agent_gpu] table.", show_default=False)
-    ],
     workspace: Annotated[
         Path,
         typer.Option(
             help="The candidate's worktree: commands run only inside it.", show_default=False
         ),
     ],
+    slurm_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="slurm.toml with a [vibesys.agent_gpu] table (or a deprecated [slurm_gpu] "
+            "one) \\[default: ~/.config/vibesys/slurm.toml, else slurm-gpu.toml beside it]",
+            show_default=False,
+        ),
+    ] = None,
     state_dir: Annotated[
         Path | None,
         typer.Option(
@@ -73,23 +81,37 @@ def serve(
         list[int] | None,
         typer.Option(help="A uid that may connect (repeatable) \\[default: the broker's own]"),
     ] = None,
+    run_id: Annotated[
+        str,
+        typer.Option(
+            envvar="VIBESYS_RUN_ID",
+            help="The run this session belongs to: max_concurrent_jobs holds across every "
+            "broker started with the same run id on the same journal \\[default: the "
+            "journal's brokers without one]",
+            show_default=False,
+        ),
+    ] = "",
 ) -> None:
     """Serve one session's GPU commands until interrupted. Prints the socket path, the token
     file (readable only by its owner) and the client to give the container."""
     with _clean_errors():
-        from vibesys.config import load_slurm_config
+        from vibesys.config.site import slurm_site
+        from vibesys.config.slurm_file import load_site_file, site_file_path, warn_once
 
-        config_path = slurm_config.expanduser().resolve()
-        config = load_slurm_config(config_path)
-        agent = config.agent_gpu
+        config_path = site_file_path(slurm_config)
+        loaded = load_site_file(config_path)
+        agent = loaded.config.agent_gpu
         if agent is None:
             raise UsageError(f"{config_path}: no [vibesys.agent_gpu] table; GPU commands are off")
         root = _checked_workspace(workspace, agent)
         _check_bwrap()
         state = _private_dir(state_dir)
-        _serve(
-            config_path, config.slurm.remote_workspace_root, agent, root, state, journal, allow_uid
-        )
+        warn_once(loaded.warning)
+        site = slurm_site(loaded.config)
+        # The broker's own rendering, parsed once now: its jobs run with it, whatever
+        # becomes of the file it was read from.
+        _write_private(state / OPERATOR_FILE, site.text)
+        _serve(site, state, agent, root, journal, allow_uid, run_id)
 
 
 @broker_app.command("client-path")
@@ -159,23 +181,32 @@ def _write_token(path: Path) -> str:
     return token
 
 
+def _write_private(path: Path, text: str) -> None:
+    """A new owner-only file at `path` (whatever was there is replaced, never followed)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
 def _serve(
-    config_path: Path,
-    remote_root: str,
+    site: RecordedSite,
+    state: Path,
     agent: AgentGpuConfig,
     workspace: str,
-    state: Path,
     journal: Path | None,
     allow_uid: list[int] | None,
+    run_id: str,
 ) -> None:
     import threading
 
     from vibesys.broker import client
     from vibesys.broker.admission import Admission
     from vibesys.broker.engine_runner import EngineGpuJobRunner
+    from vibesys.broker.run_slots import RunSlots
     from vibesys.broker.server import BrokerServer
-    from vibesys.broker.slots import JobSlots
     from vibesys.journal_schema import journal_path, open_journal
+    from vibesys.proc import self_identity
 
     journal_file = journal_path(journal).absolute()
     open_journal(journal_file).close()  # refuse now (NFS, newer schema), not at the first job
@@ -184,10 +215,12 @@ def _serve(
         raise UsageError(f"{socket_path} exists: another broker may be serving from {state}")
     token = _write_token(state / TOKEN_NAME)
     try:
+        runner = EngineGpuJobRunner(journal_file, site, state / OPERATOR_FILE)
+        cap = agent.max_concurrent_jobs
         server = BrokerServer(
             admission=Admission(token, workspace, agent, dict(os.environ), agent.read_only_paths),
-            runner=EngineGpuJobRunner(journal_file, config_path, remote_root),
-            slots=JobSlots(agent.max_concurrent_jobs),
+            runner=runner,
+            slots=RunSlots(journal_file, run_id, cap, self_identity(), settle=runner.settle),
             socket_path=socket_path,
             allowed_uids=frozenset(allow_uid or [os.getuid()]),
         )

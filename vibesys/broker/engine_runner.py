@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Final
 
+from vibesys.adapters.requests import RecordedSite
 from vibesys.adapters.slurm.bwrap import confined_command, env_file_bytes
 from vibesys.adapters.slurm.request import SrunRequest
 from vibesys.adapters.slurm.script import STDERR_FILE, STDOUT_FILE
@@ -40,10 +41,14 @@ AGENT_ENV_FILE: Final = "agent.env"
 
 
 class EngineGpuJobRunner:
-    def __init__(self, journal_path: Path, site_config: Path, remote_root: str) -> None:
+    """`site` is the broker's own rendering of its site file (kept in `site_file`, its state
+    directory's slurm-operator.toml, read once at start): every job is recorded with it."""
+
+    def __init__(self, journal_path: Path, site: RecordedSite, site_file: Path) -> None:
         self.journal_path = journal_path
-        self.site_config = site_config
-        self.remote_root = Path(remote_root)
+        self.site = site
+        self.site_file = site_file
+        self.remote_root = Path(site.slurm().slurm.remote_workspace_root)
 
     def run(self, job: GpuJob, output: OutputSink, stop: StopSignal) -> int:
         # One connection per job: SQLite connections stay in the thread that opened them.
@@ -52,7 +57,8 @@ class EngineGpuJobRunner:
             # An agent's command is never re-run on its behalf: a node failure is reported.
             engine = Engine(journal, retry=RetryPolicy(max_retries=0))
             request = SrunRequest(
-                site_config=str(self.site_config),
+                site_config=str(self.site_file),
+                site_record=self.site,
                 gpus=job.gpus,
                 time_minutes=job.time_minutes,
                 partitions=job.partitions,
@@ -69,6 +75,8 @@ class EngineGpuJobRunner:
                 max_retries=0,
                 invocation_id=invocation_id,
             )
+            if job.slot is not None:
+                job.slot.bind(inv.id)  # before anything is submitted
             follower = _Follower(self.remote_root / inv.id, output)
             follower.start()
             try:
@@ -76,6 +84,23 @@ class EngineGpuJobRunner:
             finally:
                 follower.finish()
             return _report(journal, inv, output)
+        finally:
+            journal.close()
+
+    def settle(self, invocation_id: str, stop: StopSignal) -> bool:
+        """Carry on a GPU job whose broker died (its slot under the run's cap is still held):
+        cancel it (its client is gone with that broker) and drive it until Slurm shows it
+        ended. False when another live process drives it, or its end cannot be proven yet."""
+        journal = open_journal(self.journal_path)
+        try:
+            engine = Engine(journal, retry=RetryPolicy(max_retries=0))
+            if not journal.acquire_lease(invocation_id, engine.owner, engine.lease_ttl):
+                return False
+            inv = journal.get(invocation_id)
+            if inv.state is not JobState.DONE:
+                inv = engine.request_cancel(inv, "broker: the broker that ran it died")
+                inv = drive(engine, inv, DriveOptions(interrupt=_Bridge(stop)))
+            return inv.state is JobState.DONE
         finally:
             journal.close()
 

@@ -13,9 +13,15 @@ from typing import Literal, Protocol
 
 from vibesys.adapters.slurm.bwrap import Sandbox
 
-__all__ = ["GpuJob", "GpuJobRunner", "OutputSink", "StopSignal"]
+__all__ = ["GpuJob", "GpuJobRunner", "OutputSink", "SlotBinding", "StopSignal"]
 
 Stream = Literal["stdout", "stderr"]
+
+
+class SlotBinding(Protocol):
+    """The run slot a job holds: told which invocation it runs once that is recorded."""
+
+    def bind(self, invocation_id: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +36,8 @@ class GpuJob:
     partitions: tuple[str, ...]
     #: the job is named `<job_name_prefix>-<invocation>-<attempt>`
     job_name_prefix: str
+    #: the slot it holds under the run's cap (set by the server once it has one)
+    slot: SlotBinding | None = None
 
     @property
     def cwd(self) -> str:

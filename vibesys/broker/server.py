@@ -12,6 +12,7 @@ whether it is still waiting (nothing is submitted) or running (the job is cancel
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import struct
@@ -19,12 +20,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from vibesys.broker.admission import Admission, Refusal
-from vibesys.broker.jobs import GpuJobRunner, Stream
+from vibesys.broker.jobs import GpuJobRunner, StopSignal, Stream
 from vibesys.broker.protocol import (
     MAX_REQUEST_BYTES,
     Exit,
@@ -34,12 +36,13 @@ from vibesys.broker.protocol import (
     Refused,
     Reply,
     Request,
+    Waiting,
     decode_request,
     encode_reply,
 )
-from vibesys.broker.slots import JobSlots
+from vibesys.broker.slots import Held
 
-__all__ = ["BrokerServer", "PeerCredentials", "peer_credentials"]
+__all__ = ["BrokerServer", "PeerCredentials", "Slots", "peer_credentials"]
 
 #: How long a client may take to send its request line.
 REQUEST_SECONDS: Final = 10.0
@@ -49,6 +52,17 @@ SEND_SECONDS: Final = 30
 OUTPUT_CHUNK: Final = 48 * 1024
 #: Connections served at once; more are refused at once (a run has a handful of agents).
 MAX_CONNECTIONS: Final = 64
+
+
+class Slots(Protocol):
+    """The run's cap: one broker's (`slots.JobSlots`) or the whole run's (`RunSlots`)."""
+
+    @property
+    def waiting(self) -> int: ...
+
+    def slot(
+        self, stop: StopSignal, on_wait: Callable[[Waiting], None]
+    ) -> AbstractContextManager[Held]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +87,7 @@ def _log_to_stderr(line: str) -> None:
 class BrokerServer:
     admission: Admission
     runner: GpuJobRunner
-    slots: JobSlots
+    slots: Slots
     socket_path: Path
     allowed_uids: frozenset[int]
     log: Callable[[str], None] = _log_to_stderr
@@ -181,11 +195,11 @@ class BrokerServer:
         )
         sink = _Sink(conn, stop)
         threading.Thread(target=_watch, args=(conn, stop), daemon=True).start()
-        with self.slots.slot(stop, sink.send) as acquired:
-            if not acquired:
+        with self.slots.slot(stop, sink.send) as held:
+            if not held:
                 self.log(f"pid={peer.pid}: stopped while waiting; nothing was submitted")
                 return
-            status = self.runner.run(job, sink, stop)
+            status = self.runner.run(dataclasses.replace(job, slot=held), sink, stop)
         self.log(f"pid={peer.pid}: exit status {status}")
         sink.send(Exit(status))
 

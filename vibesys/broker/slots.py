@@ -15,13 +15,32 @@ from contextlib import contextmanager
 from vibesys.broker.jobs import StopSignal
 from vibesys.broker.protocol import Waiting
 
-__all__ = ["JobSlots"]
+__all__ = ["Held", "JobSlots"]
 
 #: How often a waiting command checks whether its client is still there.
 _RECHECK_SECONDS = 0.1
 
 
+class Held:
+    """What a command waiting for a slot gets: true once it holds one (false: it stopped while
+    waiting, holding nothing). `bind` names the invocation the slot runs, once recorded (a
+    run-wide line keeps it, so a dead broker's slot is given back once that one is settled)."""
+
+    def __init__(self, acquired: bool, bind: Callable[[str], None] | None = None) -> None:
+        self.acquired = acquired
+        self._bind = bind
+
+    def __bool__(self) -> bool:
+        return self.acquired
+
+    def bind(self, invocation_id: str) -> None:
+        if self._bind is not None:
+            self._bind(invocation_id)
+
+
 class JobSlots:
+    """One process's cap (the run-wide one is `run_slots.RunSlots`)."""
+
     def __init__(self, cap: int | None) -> None:
         if cap is not None and cap <= 0:
             raise ValueError(f"cap {cap}: must be a positive integer or None")
@@ -41,12 +60,13 @@ class JobSlots:
             return len(self._queue)
 
     @contextmanager
-    def slot(self, stop: StopSignal, on_wait: Callable[[Waiting], None]) -> Iterator[bool]:
-        """Hold a slot for the body; yields False (holding nothing) if `stop` was set while
-        waiting. `on_wait` is called once, outside the lock, when the command has to wait."""
+    def slot(self, stop: StopSignal, on_wait: Callable[[Waiting], None]) -> Iterator[Held]:
+        """Hold a slot for the body; yields a false `Held` (holding nothing) if `stop` was set
+        while waiting. `on_wait` is called once, outside the lock, when the command has to
+        wait."""
         acquired = self._acquire(stop, on_wait)
         try:
-            yield acquired
+            yield Held(acquired)
         finally:
             if acquired:
                 with self._lock:

@@ -22,6 +22,7 @@ __all__ = [
     "default_slurm_config_path",
     "load_slurm_config",
     "parse_slurm_config",
+    "read_config_text",
 ]
 
 #: Where `--slurm-config` points when it is not given (expanded at use).
@@ -43,6 +44,11 @@ def default_slurm_config_path() -> Path:
 def load_slurm_config(path: str | os.PathLike[str] | None = None) -> SlurmSiteConfig:
     """Read and validate slurm.toml (default `~/.config/vibesys/slurm.toml`)."""
     file = Path(path) if path is not None else default_slurm_config_path()
+    return parse_slurm_config(read_config_text(file), source=str(file))
+
+
+def read_config_text(file: Path) -> str:
+    """A configuration file's text; ConfigError names the file when it cannot be read."""
     source = str(file)
     try:
         data = file.read_bytes()
@@ -51,10 +57,9 @@ def load_slurm_config(path: str | os.PathLike[str] | None = None) -> SlurmSiteCo
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{source}: not UTF-8 text (byte {exc.start})") from None
-    return parse_slurm_config(text, source=source)
 
 
 @functools.lru_cache(maxsize=8)

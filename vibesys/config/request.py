@@ -6,12 +6,17 @@ than asked for fails later in a way that is much harder to understand.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from vibesys.config.slurm import AgentGpuConfig
 from vibesys.errors import UsageError
 
-__all__ = ["CheckedRequest", "SlurmRequest", "check_request"]
+if TYPE_CHECKING:
+    from vibesys.config.slurm_gpu_alias import GateSizing
+
+__all__ = ["CheckedRequest", "SlurmRequest", "TrustedRequest", "check_request", "check_trusted"]
 
 
 class SlurmRequest(BaseModel):
@@ -40,16 +45,51 @@ class CheckedRequest(BaseModel):
     )
 
 
+class TrustedRequest(BaseModel):
+    """A trusted evaluation's sizing: what was asked, with a `[slurm_gpu]` gate's defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+
+    gpus: int = Field(ge=0)
+    time_minutes: int | None = Field(gt=0, description="None: the partition's default.")
+    partitions: tuple[str, ...]
+
+
+def _well_formed(request: SlurmRequest) -> None:
+    if request.gpus < 0:
+        raise UsageError(f"--gpus {request.gpus}: must be 0 or more")
+    if request.time_minutes is not None and request.time_minutes <= 0:
+        raise UsageError(f"--time {request.time_minutes}: must be at least 1 minute")
+    if request.partition is not None and not request.partition:
+        raise UsageError("--partition: must not be empty")
+
+
+def check_trusted(request: SlurmRequest, gate: GateSizing | None) -> TrustedRequest:
+    """Size a trusted sbatch evaluation. The agent's limits ([vibesys.agent_gpu]) never apply:
+    the task asks for what it needs, and the scheduler refuses what the site cannot give (the
+    invocation then ends REJECTED). A deprecated `[slurm_gpu]` table (`gate`) fills in its
+    gate's GPUs, time and partitions, and refuses more GPUs than its max_gpus."""
+    _well_formed(request)
+    gpus, time_minutes = request.gpus, request.time_minutes
+    partitions: tuple[str, ...] = (request.partition,) if request.partition else ()
+    if gate is not None:
+        if not gpus and gate.gpus:
+            gpus = gate.gpus
+        if gpus > gate.max_gpus:
+            raise UsageError(
+                f"--gpus {gpus} exceeds slurm_gpu.max_gpus ({gate.max_gpus}), the limit the "
+                "deprecated [slurm_gpu] table sets for gates"
+            )
+        time_minutes = time_minutes or gate.time_minutes
+        partitions = partitions or gate.partitions
+    return TrustedRequest(gpus=gpus, time_minutes=time_minutes, partitions=partitions)
+
+
 def check_request(request: SlurmRequest, limits: AgentGpuConfig | None) -> CheckedRequest:
     """Fill in defaults and check `request` against `limits` ([vibesys.agent_gpu], or None
     when the file has no such table). Raises UsageError naming the offending value."""
-    if request.gpus < 0:
-        raise UsageError(f"--gpus {request.gpus}: must be 0 or more")
+    _well_formed(request)
     time_minutes = request.time_minutes
-    if time_minutes is not None and time_minutes <= 0:
-        raise UsageError(f"--time {time_minutes}: must be at least 1 minute")
-    if request.partition is not None and not request.partition:
-        raise UsageError("--partition: must not be empty")
     if limits is None:
         if time_minutes is None:
             raise UsageError("--time is required: slurm.toml has no [vibesys.agent_gpu] table")

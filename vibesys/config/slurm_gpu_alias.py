@@ -91,6 +91,8 @@ class GateSizing:
     #: the scheduler starts the gate in whichever of these starts it earliest
     partitions: tuple[str, ...]
     timeout_seconds: int
+    #: a gate asking for more GPUs than the old table's max_gpus is refused
+    max_gpus: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +135,7 @@ def translate_slurm_gpu(table: Mapping[str, Any], *, home: str) -> TranslatedSlu
         time_minutes=old.gate_time_minutes,
         partitions=old.partitions,
         timeout_seconds=old.gate_time_minutes * 60 + QUEUE_ALLOWANCE_SECONDS,
+        max_gpus=old.max_gpus,
     )
     return TranslatedSlurmGpu(config, gate, DEPRECATION_WARNING)
 

@@ -28,6 +28,7 @@ from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime
 
     from vibesys.adapters.requests import AdapterRequest
@@ -52,6 +53,10 @@ class LeaseEngine(Protocol):
     def clock(self) -> datetime: ...
 
     def backend_for(self, adapter: str, request: AdapterRequest) -> Backend: ...
+
+    def parse_request(
+        self, adapter: str, data: Mapping[str, Any], site_digest: str | None
+    ) -> AdapterRequest: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         "profile": plan.profile,
         "adapter": inv.adapter,
         "request": inv.request,
+        "site_digest": inv.site_digest,
     }
     if plan.action is LeaseAction.REUSE:
         lease = journal.record_reuse(**facts, allocation=plan.allocation, evidence=plan.reason)
@@ -246,7 +252,7 @@ def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
 
 
 def _backend_of(engine: LeaseEngine, lease: ClusterLease) -> LeasingBackend:
-    request = entry(lease.adapter).parse_request(lease.request)
+    request = engine.parse_request(lease.adapter, lease.request, lease.site_digest)
     backend = engine.backend_for(lease.adapter, request)
     if not isinstance(backend, LeasingBackend):
         raise UsageError(f"the {lease.adapter} adapter holds no cluster leases")

@@ -28,7 +28,7 @@ from vibesys.adapters.base import (
     SubmitRequest,
 )
 from vibesys.adapters.registry import entry
-from vibesys.adapters.requests import AdapterRequest
+from vibesys.adapters.requests import AdapterRequest, RecordedSite
 from vibesys.engine.context import load_context, record_environment
 from vibesys.engine.execute import execute
 from vibesys.engine.failpoints import failpoint
@@ -47,8 +47,9 @@ from vibesys.engine.retry import RetryPolicy, next_attempt_at
 from vibesys.engine.seen import Seen
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
-from vibesys.errors import BackendError, StaleState
+from vibesys.errors import BackendError, ConfigError, StaleState
 from vibesys.journal_schema import Invocation, Journal, iso, utc_now
+from vibesys.journal_schema.sites import SiteRendering
 from vibesys.proc import self_identity
 from vibesys.states import (
     Cancelled,
@@ -110,7 +111,7 @@ class Engine:
     #: hears of transfers (staging, artifact downloads): a terminal's progress bar
     progress: Progress | None = None
     _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
-    _requests: dict[tuple[str, str], AdapterRequest] = field(default_factory=dict)
+    _requests: dict[tuple[str, str, str], AdapterRequest] = field(default_factory=dict)
     _cancel_sent: dict[tuple[str, int], float] = field(default_factory=dict)
     #: this process's side of the status rounds shared per site (engine/shared_poll.py)
     shared: SharedPoll = field(init=False, repr=False)
@@ -121,11 +122,31 @@ class Engine:
     # -- adapters -----------------------------------------------------------------------------
 
     def request_of(self, inv: Invocation) -> AdapterRequest:
-        """The invocation's typed request (validated once per distinct request and adapter)."""
-        key = (inv.adapter, json.dumps(inv.request, sort_keys=True))
+        """The invocation's typed request, with the site configuration it was recorded with
+        (validated once per distinct request, site and adapter)."""
+        return self.parse_request(inv.adapter, inv.request, inv.site_digest)
+
+    def parse_request(
+        self, adapter: str, data: Mapping[str, Any], site_digest: str | None
+    ) -> AdapterRequest:
+        """A recorded request, handed back with its recorded site (`site_digest`; None for
+        what was recorded before sites were): adapters never read the site's file again."""
+        key = (adapter, json.dumps(data, sort_keys=True), site_digest or "")
         if key not in self._requests:
-            self._requests[key] = entry(inv.adapter).parse_request(inv.request)
+            parsed = entry(adapter).parse_request(data)
+            self._requests[key] = parsed.with_site(self.recorded_site(site_digest))
         return self._requests[key]
+
+    def recorded_site(self, digest: str | None) -> RecordedSite | None:
+        """The site configuration recorded under `digest`."""
+        if digest is None:
+            return None
+        found = self.journal.site_rendering(digest)
+        if found is None:
+            raise ConfigError(f"the journal has no site configuration sha256:{digest}")
+        return RecordedSite.model_validate(
+            {"kind": found.kind, "text": found.text, "digest": found.digest}
+        )
 
     def backend(self, inv: Invocation) -> Backend:
         return self.backend_for(inv.adapter, self.request_of(inv))
@@ -180,6 +201,9 @@ class Engine:
     ) -> Invocation:
         """Record a new invocation (PREPARED) with its request and context, leased to us."""
         request = request or entry(adapter).parse_request({})
+        # The site configuration is read once, here at the latest (`vibesys run` read it while
+        # checking the request): what is recorded is what every later process uses.
+        site = request.site_record or request.read_site()
         invocation_id = invocation_id or new_invocation_id()
         root = run_root or self.journal.path.parent / "runs"
         run_dir = (root / invocation_id).resolve()
@@ -197,6 +221,7 @@ class Engine:
             env_file=str(env_file),
             lease_owner=self.owner,
             lease_ttl=self.lease_ttl,
+            site=SiteRendering(site.digest, site.kind, site.text) if site is not None else None,
         )
         failpoint("after_prepare_commit")
         return invocation

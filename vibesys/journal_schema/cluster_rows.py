@@ -34,7 +34,7 @@ EFFECT_TTL = timedelta(hours=1)
 COLUMNS = (
     "id, name, campaign, fingerprint, profile, adapter, request, state, allocation_job, owner, "
     "owner_expires_at, intended_at, launched_at, release_intended_at, released_at, updated_at, "
-    "evidence"
+    "evidence, site_digest"
 )
 
 
@@ -59,6 +59,8 @@ class ClusterLease:
     updated_at: str
     #: every step: {"at", "state", "text"}
     evidence: list[dict[str, str]]
+    #: (m007) the site configuration (the profile's rendering) it was launched or adopted with
+    site_digest: str | None = None
 
     @property
     def live(self) -> bool:
@@ -81,6 +83,7 @@ class ClusterLease:
             "released_at": self.released_at,
             "updated_at": self.updated_at,
             "evidence": self.evidence,
+            "site_digest": self.site_digest,
         }
 
 

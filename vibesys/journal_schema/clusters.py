@@ -113,6 +113,7 @@ class ClusterRecords:
         reason: str,
         owner: str,
         now: datetime | None = None,
+        site_digest: str | None = None,
     ) -> ClusterLease:
         """Commit the intent to launch `name` (before `sky launch`). A live row is continued
         when it is a launch; an `up` one is recorded lost (a refresh found no cluster, which is
@@ -146,8 +147,8 @@ class ClusterRecords:
                 move(conn, live, ended, at, f"gone on refresh: {reason}", **{column: at})
             cursor = conn.execute(
                 "INSERT INTO cluster_leases (name, campaign, fingerprint, profile, adapter, "
-                "request, state, owner, owner_expires_at, intended_at, updated_at, evidence) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "request, state, owner, owner_expires_at, intended_at, updated_at, evidence, "
+                "site_digest) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     name,
                     campaign,
@@ -161,6 +162,7 @@ class ClusterRecords:
                     at,
                     at,
                     json.dumps([note(at, LeaseState.LAUNCHING, f"launch intended: {reason}")]),
+                    site_digest,
                 ),
             )
             return get_lease(conn, int(cursor.lastrowid or 0))
@@ -209,6 +211,7 @@ class ClusterRecords:
         allocation: Sequence[str],
         evidence: str,
         now: datetime | None = None,
+        site_digest: str | None = None,
     ) -> ClusterLease:
         """A refresh found `name` up on `allocation`: the live row, brought up to date. A
         cluster nobody recorded (launched by another journal, or by hand) is adopted; one that
@@ -246,8 +249,8 @@ class ClusterRecords:
                 )
             cursor = conn.execute(
                 "INSERT INTO cluster_leases (name, campaign, fingerprint, profile, adapter, "
-                "request, state, allocation_job, intended_at, launched_at, updated_at, evidence) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "request, state, allocation_job, intended_at, launched_at, updated_at, evidence, "
+                "site_digest) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     name,
                     campaign,
@@ -261,6 +264,7 @@ class ClusterRecords:
                     at,
                     at,
                     json.dumps([note(at, LeaseState.UP, f"adopted, found up: {evidence}")]),
+                    site_digest,
                 ),
             )
             return get_lease(conn, int(cursor.lastrowid or 0))

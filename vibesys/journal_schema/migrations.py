@@ -306,6 +306,41 @@ def m005_shared_polls_leaner_commits(db: Database) -> None:
 
 
 @migrations()
+def m007_site_configs_run_slots(db: Database) -> None:
+    # The site configuration each invocation runs with, recorded at PREPARED: its canonical
+    # rendering (slurm.toml, or the SkyPilot profile), once per digest (sha256 of the text),
+    # named by the invocation (and by a cluster lease, which must be inspected and released
+    # with the same site). Invocations recorded before have no digest.
+    db.execute(
+        """CREATE TABLE "site_configs" (
+   "digest" TEXT NOT NULL PRIMARY KEY,
+   "kind" TEXT NOT NULL,
+   "rendering" TEXT NOT NULL,
+   "recorded_at" TEXT NOT NULL
+) WITHOUT ROWID"""
+    )
+    db.table("invocations").add_column("site_digest", str)
+    db.table("cluster_leases").add_column("site_digest", str)
+    # One concurrency cap per run (`max_concurrent_jobs`), across every broker of the run
+    # that shares this journal: a ticket per command, first come first served (tickets only
+    # grow), `active` from before its submission until its job has left the scheduler. A row
+    # whose owner (host:pid:start of its broker) died is given back once nothing of its job
+    # can still be in the scheduler.
+    db.execute(
+        """CREATE TABLE "run_slots" (
+   "ticket" INTEGER PRIMARY KEY AUTOINCREMENT,
+   "run_id" TEXT NOT NULL,
+   "owner" TEXT NOT NULL,
+   "state" TEXT NOT NULL,
+   "invocation_id" TEXT,
+   "queued_at" TEXT NOT NULL,
+   "active_at" TEXT
+)"""
+    )
+    db.execute('CREATE INDEX "run_slots_run" ON "run_slots" ("run_id", "state", "ticket")')
+
+
+@migrations()
 def m010_bridge_requests(db: Database) -> None:
     # The evaluation bridge's idempotency keys: a helper's request id, within its campaign
     # (run id), names exactly one invocation. The row is committed before the invocation is

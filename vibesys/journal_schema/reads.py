@@ -16,7 +16,8 @@ from vibesys.states import FailureClass, JobState
 ROW_COLUMNS = (
     "i.id AS id, i.label AS label, i.adapter AS adapter, i.command AS command, "
     "i.request AS request, i.request_version AS request_version, i.cwd AS cwd, "
-    "i.env_file AS env_file, i.state AS state, i.version AS version, i.attempt AS attempt, "
+    "i.env_file AS env_file, i.site_digest AS site_digest, i.state AS state, "
+    "i.version AS version, i.attempt AS attempt, "
     "i.max_retries AS max_retries, i.retries AS retries, i.outcome AS outcome, "
     "i.exit_code AS exit_code, i.failure_class AS failure_class, "
     "i.cancel_requested AS cancel_requested, i.not_before AS not_before, "

@@ -91,6 +91,8 @@ class Invocation:
     #: the job's context, recorded at PREPARED: working directory and environment file
     cwd: str | None = None
     env_file: str | None = None
+    #: (m007) the digest of the site configuration it runs with (`site_configs`)
+    site_digest: str | None = None
     #: the current attempt's facts (None/False before the first intent)
     job_id: str | None = None
     dispatched: bool = False
@@ -143,6 +145,7 @@ class Invocation:
             request_version=row["request_version"] or 1,
             cwd=row["cwd"],
             env_file=row["env_file"],
+            site_digest=row["site_digest"],
             job_id=row["a_job_id"],
             dispatched=row["a_dispatched_at"] is not None,
             fence_intended=row["a_fence_intended_at"] is not None,
@@ -168,6 +171,7 @@ class Invocation:
             "cancel_requested": self.cancel_requested,
             "run_dir": self.run_dir,
             "snapshot_digest": self.snapshot_digest,
+            "site_digest": self.site_digest,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "attempts": [a.to_json() for a in attempts],

@@ -16,6 +16,7 @@ from vibesys.states import (
     Finish,
     Finished,
     InfraFailed,
+    SiteReplaced,
     SubmitDispatched,
     SubmitIntended,
     Submitted,
@@ -70,6 +71,8 @@ def changes(current: Invocation, event: Event, decision: Decision, at: str) -> C
             columns = {"cancel_requested": True}
         case Collected(exit_code=code):
             columns = {"exit_code": code}
+        case SiteReplaced(new_digest=digest):
+            columns = {"site_digest": digest}
     for effect in decision.effects:
         if isinstance(effect, Finish):
             columns["outcome"] = effect.outcome

@@ -37,6 +37,8 @@ from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
+from vibesys.journal_schema.sites import SiteRecords, SiteRendering, insert_site
+from vibesys.journal_schema.slots import SlotRecords
 from vibesys.states import Decision, Event, FailureClass, JobState, Outcome, decide
 
 if TYPE_CHECKING:
@@ -78,7 +80,14 @@ _APPEND_SQL = (
 
 
 class Journal(
-    InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, PollRecords, BridgeRecords
+    InvocationReads,
+    LeaseRecords,
+    ProgressRecords,
+    ClusterRecords,
+    PollRecords,
+    SiteRecords,
+    SlotRecords,
+    BridgeRecords,
 ):
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
@@ -125,15 +134,20 @@ class Journal(
         lease_owner: str | None = None,
         lease_ttl: timedelta = timedelta(seconds=30),
         now: datetime | None = None,
+        site: SiteRendering | None = None,
     ) -> Invocation:
+        """Record a new invocation (PREPARED), with the site configuration it runs with (kept
+        once per digest) in the same transaction."""
         moment = now or utc_now()
         at = iso(moment)
         with self.write_txn() as conn:
+            if site is not None:
+                insert_site(conn, site, at)
             conn.execute(
                 "INSERT INTO invocations (id, label, adapter, command, request, request_version,"
-                " cwd, env_file, state, version, attempt, max_retries, retries, cancel_requested,"
-                " run_dir, created_at, updated_at, lease_owner, lease_expires_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?)",
+                " cwd, env_file, site_digest, state, version, attempt, max_retries, retries,"
+                " cancel_requested, run_dir, created_at, updated_at, lease_owner,"
+                " lease_expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?)",
                 (
                     invocation_id,
                     label,
@@ -143,6 +157,7 @@ class Journal(
                     request_version,
                     cwd,
                     env_file,
+                    site.digest if site is not None else None,
                     JobState.PREPARED,
                     max_retries,
                     run_dir,

@@ -126,6 +126,19 @@ class Cancelled:
     observation: str
 
 
+@dataclass(frozen=True, slots=True)
+class SiteReplaced:
+    """An operator replaced the site configuration the invocation runs with (a moved login
+    node): from here on its attempts use the rendering `new_digest`, never a re-read file."""
+
+    old_digest: str
+    new_digest: str
+    #: the file the new rendering was read from, and the keys whose values changed
+    source: str
+    changed: str
+    by: str
+
+
 Event = (
     SubmitIntended
     | SubmitDispatched
@@ -140,6 +153,7 @@ Event = (
     | RetryBudgetSpent
     | CancelRequested
     | Cancelled
+    | SiteReplaced
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -156,4 +170,5 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     RetryBudgetSpent,
     CancelRequested,
     Cancelled,
+    SiteReplaced,
 )

@@ -89,6 +89,9 @@ TRANSITIONS: Final[list[TransitionConfigDict]] = [
     # RETRYING have nothing running, so they go at once. (COLLECTING keeps this edge so that
     # older journals replay; a cancel during collection now keeps the proven outcome.)
     {"trigger": "Cancelled", "source": NON_TERMINAL, "dest": S.DONE, "after": "emit_finish"},
+    # An operator's explicit replacement of the recorded site configuration: recorded with its
+    # evidence, nothing else changes (the next adapter built uses the new rendering).
+    {"trigger": "SiteReplaced", "source": NON_TERMINAL, "dest": None},
 ]
 
 

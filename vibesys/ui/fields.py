@@ -48,8 +48,7 @@ HIDDEN = frozenset({"env_file"})
 #: Titles of recorded columns; a column not named here is shown under its own name.
 RECORDED = {
     "settings": "settings",
-    "site_config_digest": "site configuration digest",
-    "site_config": "site configuration",
+    "site_digest": "site configuration digest",
 }
 
 

@@ -5,6 +5,7 @@ parser and means what vibesys meant."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -15,6 +16,7 @@ import pytest
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
+from vibesys.adapters.staging import copy_command
 
 from .test_task_wrapper import effective
 
@@ -80,8 +82,7 @@ def test_every_generated_task_is_accepted_by_skypilots_parser(
     assert sbatch["time"] == chosen.allocation_time
     assert sbatch.get("exclusive", False) is chosen.exclusive
 
-    workdir = tmp_path / "candidate"
-    workdir.mkdir()
+    setup = shlex.join(copy_command("/scratch/u/vibesys/snapshots/" + "a" * 64, "/scratch/w"))
     run = tmp_path / "exec.json"
     task = exec_task(
         chosen,
@@ -89,13 +90,13 @@ def test_every_generated_task_is_accepted_by_skypilots_parser(
         cluster="vibesys-c-1234abcd",
         run_dir=PurePosixPath("/scratch/u/vibesys/inv/1"),
         command=["python", "-c", "print('it''s \"quoted\" $HOME\\n')", "ünïcode"],
-        workdir=str(workdir),
+        setup=setup,
         envs={"SEED": "1"},
     )
     run.write_text(render_task(task))
     parsed = ops.helper("validate", str(run))
     assert parsed["has_run"] and parsed["num_nodes"] == 1 and parsed["name"] == "vibesys-inv-1"
-    assert parsed["workdir"] == str(workdir)
+    assert parsed["workdir"] is None  # nothing synced: the candidate is a staged snapshot
     assert parsed["envs"] == ["SEED", "VIBESYS_SKY_CLUSTER"]
     assert parsed["run"] == task["run"]  # every quote and byte survives SkyPilot's reading
 

@@ -1,5 +1,7 @@
-"""A resumed run may name another compatible profile (VIBESYS_SKY_PROFILE): the journal keeps
-the portable request and the profile chosen at launch; the profile actually used is provenance."""
+"""The profile a SkyPilot invocation runs with is its recorded site configuration: built from
+the rendering recorded at PREPARED whatever becomes of clusters.toml, and moved to another
+compatible profile only explicitly (`read_site_from`, what `vibesys journal config --replace
+FILE --profile NAME` records), never by a variable every process reads."""
 
 from __future__ import annotations
 
@@ -9,10 +11,10 @@ import pytest
 
 from tests.skyfake import profile_toml
 from vibesys.adapters.skypilot import SkyEnvironment, SkyPilotBackend, build_backend
-from vibesys.adapters.skypilot.errors import SkyProfileError
-from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.adapters.skypilot.request import SkyPilotRequest, make_request
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config.resources import PortableResources
+from vibesys.errors import ConfigError, UsageError
 
 ROCM = {"accelerator_backend": "rocm", "accelerator_type": "MI300A"}
 
@@ -27,32 +29,50 @@ def _request(tmp_path: Path) -> SkyPilotRequest:
         + profile_toml(root, "cpu-only")
     )
     resources = PortableResources(accelerators_per_node=2, accelerator_backend="rocm")
-    return SkyPilotRequest(
+    request = SkyPilotRequest(
         clusters_config=str(config), profile="launched", run_id="c7", resources=resources
     )
+    return request.with_site(request.read_site())
 
 
-def _build(request: SkyPilotRequest, tmp_path: Path, profile: str | None) -> SkyPilotBackend:
+def _build(request: SkyPilotRequest, tmp_path: Path) -> SkyPilotBackend:
     """Nothing is run: the profile is read and checked when the adapter is built."""
-    environment = SkyEnvironment(venv=tmp_path / "sky-venv", profile=profile)
+    environment = SkyEnvironment(venv=tmp_path / "sky-venv")
     return build_backend(request, environment, files=LocalTransport())
 
 
-def test_the_recorded_profile_serves_by_default(tmp_path: Path) -> None:
+def test_the_recorded_profile_serves_whatever_becomes_of_the_file(tmp_path: Path) -> None:
     request = _request(tmp_path)
-    backend = _build(request, tmp_path, None)
-    assert backend.effective.profile == "launched"
-    assert (backend.effective.accelerators_per_node, backend.effective.cpus_per_node) == (2, 1)
+    before = _build(request, tmp_path)
+    assert before.effective.profile == "launched"
+    assert (before.effective.accelerators_per_node, before.effective.cpus_per_node) == (2, 1)
+    config = Path(request.clusters_config)
+    config.write_text(profile_toml(tmp_path / "elsewhere", "launched", cpus_per_node=64, **ROCM))
+    assert _build(request, tmp_path).effective == before.effective
+    config.unlink()
+    after = _build(request, tmp_path)
+    assert (after.effective, after.cluster) == (before.effective, before.cluster)
 
 
-def test_a_resumed_run_may_name_another_compatible_profile(tmp_path: Path) -> None:
+def test_only_a_request_recorded_before_sites_were_reads_its_file(tmp_path: Path) -> None:
+    legacy = _request(tmp_path).model_copy(update={"site_record": None})
+    assert _build(legacy, tmp_path).effective.profile == "launched"
+    Path(legacy.clusters_config).unlink()
+    with pytest.raises(Exception, match="no such file"):
+        _build(legacy, tmp_path)
+
+
+def test_an_explicit_replacement_may_name_another_compatible_profile(tmp_path: Path) -> None:
     request = _request(tmp_path)
-    first, other = _build(request, tmp_path, None), _build(request, tmp_path, "bigger")
-    # The request is untouched; what is launched follows the profile named now.
-    assert (request.profile, request.resources.accelerators_per_node) == ("launched", 2)
+    first = _build(request, tmp_path)
+    moved = request.with_site(request.read_site_from(request.clusters_config, "bigger"))
+    other = _build(moved, tmp_path)
+    # The request is untouched; what is launched follows the profile recorded now.
+    assert (moved.profile, moved.resources.accelerators_per_node) == ("launched", 2)
     assert (other.effective.profile, other.effective.cpus_per_node) == ("bigger", 4)
     assert other.effective.accelerators_per_node == 2  # the request's, within the new limit
     assert other.cluster != first.cluster  # another launch shape: another cluster
+    assert moved.backend_key() != request.backend_key()
 
 
 @pytest.mark.parametrize(
@@ -63,11 +83,20 @@ def test_a_resumed_run_may_name_another_compatible_profile(tmp_path: Path) -> No
         ("nosuch", "no profile 'nosuch' (profiles: bigger, cpu-only, launched, too-small)"),
     ],
 )
-def test_an_incompatible_or_unknown_profile_is_refused_with_the_fix(
+def test_an_incompatible_or_unknown_replacement_is_refused(
     tmp_path: Path, profile: str, detail: str
 ) -> None:
-    with pytest.raises(SkyProfileError) as refused:
-        _build(_request(tmp_path), tmp_path, profile)
+    request = _request(tmp_path)
+    with pytest.raises((UsageError, ConfigError)) as refused:
+        request.read_site_from(request.clusters_config, profile)
     assert detail in str(refused.value)
-    assert "VIBESYS_SKY_PROFILE" in refused.value.fix
-    assert not refused.value.maybe_submitted and not refused.value.retryable
+
+
+def test_the_retired_profile_variable_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    request = _request(tmp_path)
+    monkeypatch.setenv("VIBESYS_SKY_PROFILE", "bigger")
+    values = {"profile": "launched", "run_id": "c7", "clusters_config": request.clusters_config}
+    with pytest.raises(UsageError, match=r"VIBESYS_SKY_PROFILE is no longer read.*--replace"):
+        make_request("skypilot", values)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 from pathlib import Path, PurePosixPath
@@ -11,16 +12,19 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from tests.golden_files import assert_matches_golden
+from vibesys.adapters import staging
 from vibesys.adapters.skypilot.naming import cluster_name, fingerprint, name_on_cloud
 from vibesys.adapters.skypilot.parse import exit_code_line
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task, run_section
 from vibesys.adapters.skypilot.wrapper import REFUSED_EXIT, SETUP_FAILED_EXIT, attempt_program
+from vibesys.adapters.transports import LocalTransport
 from vibesys.config.resources import (
     EffectiveResources,
     PortableResources,
     SkyPilotProfile,
     resolve_resources,
 )
+from vibesys.snapshot import build_manifest
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "sky"
 
@@ -58,11 +62,12 @@ def test_exec_task_golden() -> None:
         cluster="vibesys-c-1234abcd",
         run_dir=PurePosixPath("/scratch/u/vibesys/inv/1"),
         command=["python", "eval.py", "--name", "it's $HOME; rm -rf /"],
-        workdir="/home/me/candidate",
+        setup="sh -c copy /scratch/u/vibesys/snapshots/abc /scratch/u/vibesys/inv/1/work",
         envs={"SEED": "1"},
     )
     golden("exec_task.json", render_task(task))
     assert task["num_nodes"] == 1  # the wrapper claims once; the prefix spreads the work
+    assert "workdir" not in task  # SkyPilot syncs nothing: the candidate is a staged snapshot
 
 
 def test_cpu_only_request_asks_for_no_accelerators() -> None:
@@ -72,19 +77,36 @@ def test_cpu_only_request_asks_for_no_accelerators() -> None:
 
 
 def test_run_section_quotes_every_word() -> None:
-    text = run_section("echo $1", PurePosixPath("/d"), ["a b", "'"], ["pre"])
-    assert text == "exec bash -c 'echo $1' vibesys-sky /d pre 'a b' ''\"'\"''\n"
+    text = run_section("echo $1", PurePosixPath("/d"), ["a b", "'"], ["pre"], "cp x y")
+    assert text == "exec bash -c 'echo $1' vibesys-sky /d 'cp x y' pre 'a b' ''\"'\"''\n"
     with pytest.raises(ValueError):
         run_section("x", PurePosixPath("/d"), [])
 
 
+def staged_setup(tmp: Path) -> tuple[str, Path]:
+    """A candidate staged as a snapshot under tmp/root (as the backend stages it through the
+    login node), and the setup line that copies and verifies it into D/work."""
+    candidate = tmp / "candidate"
+    candidate.mkdir(exist_ok=True)
+    (candidate / "input.txt").write_text("in\n")
+    (candidate / ".env").write_text("TOKEN=secret\n")
+    manifest = build_manifest(candidate)
+    result = staging.stage(manifest, candidate, LocalTransport(), tmp / "root")
+    steps = (
+        staging.copy_command(result.snapshot_dir, tmp / "D" / "work"),
+        staging.verify_command(tmp / "D" / "work", manifest.digest),
+    )
+    return " && ".join(shlex.join(step) for step in steps), Path(result.snapshot_dir)
+
+
 def run_attempt(
-    tmp: Path, command: list[str], *, env: dict[str, str] | None = None
+    tmp: Path, command: list[str], *, env: dict[str, str] | None = None, candidate: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    work = tmp / "sky_workdir"
+    work = tmp / "sky_workdir"  # SkyPilot's own, which the attempt never reads
     work.mkdir(exist_ok=True)
-    (work / "input.txt").write_text("in\n")
-    script = run_section(attempt_program(), PurePosixPath(tmp / "D"), command)
+    (work / "stale.txt").write_text("an earlier exec's\n")
+    setup = staged_setup(tmp)[0] if candidate else ""
+    script = run_section(attempt_program(), PurePosixPath(tmp / "D"), command, (), setup)
     environment = {
         **os.environ,
         "SKYPILOT_INTERNAL_JOB_ID": "7",
@@ -110,6 +132,10 @@ def test_the_attempt_claims_runs_in_a_copy_and_records_its_true_exit_code(tmp_pa
     assert (d / "exit_code").read_text() == "3\n"
     assert (d / "stdout").read_text() == "in\n" and (d / "stderr").read_text() == "err\n"
     assert (d / "work" / "made").exists() and not (tmp_path / "sky_workdir" / "made").exists()
+    # The verified snapshot (the marker aside), not SkyPilot's workdir, and no .env.
+    assert sorted(p.name for p in (d / "work").iterdir()) == [
+        ".vibesys-snapshot", "input.txt", "made",
+    ]  # fmt: skip
     claim = (d / "claim").read_text().splitlines()
     assert claim[0] == "kind=job" and "sky_job_id=7" in claim and "slurm_job_id=107" in claim
     assert [p.name for p in d.iterdir() if p.name.startswith(".claim")] == []
@@ -139,13 +165,24 @@ def test_death_by_signal_is_128_plus_n(tmp_path: Path) -> None:
     assert (tmp_path / "D" / "exit_code").read_text() == "137\n"
 
 
-def test_a_failed_copy_means_the_command_never_ran(tmp_path: Path) -> None:
+def test_without_a_candidate_the_command_runs_in_an_empty_directory(tmp_path: Path) -> None:
+    done = run_attempt(tmp_path, ["sh", "-c", "ls -A; pwd"], candidate=False)
+    assert done.returncode == 0
+    assert (tmp_path / "D" / "stdout").read_text() == f"{tmp_path / 'D' / 'work'}\n"
+
+
+def test_a_snapshot_that_does_not_verify_where_it_runs_never_runs(tmp_path: Path) -> None:
+    setup, snapshot = staged_setup(tmp_path)
+    (snapshot / "input.txt").chmod(0o644)
+    (snapshot / "input.txt").write_text("tampered\n")  # after staging, before the job
+    script = run_section(
+        attempt_program(), PurePosixPath(tmp_path / "D"), ["touch", "ran"], (), setup
+    )
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     d = tmp_path / "D"
-    (d / "work").mkdir(parents=True)
-    (d / "work" / "input.txt").mkdir()  # cp cannot put a file where a directory is
-    done = run_attempt(tmp_path, ["sh", "-c", "touch ran"])
     assert done.returncode == SETUP_FAILED_EXIT
-    assert (d / "setup_failed").exists() and not (d / "exit_code").exists()
+    assert (d / "setup_failed").read_text() == f"{SETUP_FAILED_EXIT}\n"
+    assert not (d / "exit_code").exists() and not (d / "work" / "ran").exists()
 
 
 def test_cluster_names_are_stable_and_shape_specific() -> None:

@@ -21,7 +21,7 @@ from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.request import SkyPilotRequest, make_request
 from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config.profiles import load_clusters_config, select_profile
-from vibesys.config.resources import resolve_resources
+from vibesys.config.resources import SkyPilotProfile, resolve_resources
 from vibesys.errors import BackendMisconfigured, ConfigError, UsageError
 
 __all__ = [
@@ -52,13 +52,11 @@ def build_backend(
     state_dir: Path | None = None,
     poll_seconds: tuple[float, float] = (10.0, 30.0),
 ) -> SkyPilotBackend:
-    """The adapter for one campaign. `environment.profile` overrides the request's (a resumed
-    run may name another compatible one); `files` reaches the run directories (default: SSH to
-    the login node of the profile's infra, as SkyPilot itself does)."""
-    name = environment.profile or request.profile
+    """The adapter for one campaign, with the profile recorded for it (`site_record`; only a
+    request recorded before profiles were reads its file); `files` reaches the run
+    directories (default: SSH to the login node of the profile's infra, as SkyPilot does)."""
     try:
-        config = load_clusters_config(request.clusters_config)
-        profile = select_profile(config, name, source=request.clusters_config)
+        name, profile = _profile(request)
         effective = resolve_resources(request.resources, profile, name)
         if files is None and environment.login == "local":
             files = LocalTransport()
@@ -70,8 +68,8 @@ def build_backend(
     except (ConfigError, UsageError) as exc:
         raise SkyProfileError(
             f"the skypilot request cannot be served: {exc}",
-            fix=f"fix {request.clusters_config}, or set VIBESYS_SKY_PROFILE to a compatible "
-            "profile",
+            fix="record a compatible profile: vibesys journal config INVOCATION --replace FILE "
+            "--profile NAME",
         ) from None
     from vibesys.adapters.skypilot.rundirs import RunDirs
 
@@ -85,6 +83,13 @@ def build_backend(
         before_launch=_hook(environment.before_launch),
         poll_seconds=poll_seconds,
     )
+
+
+def _profile(request: SkyPilotRequest) -> tuple[str, SkyPilotProfile]:
+    if request.site_record is not None:
+        return request.site_record.profile()
+    config = load_clusters_config(request.clusters_config)
+    return request.profile, select_profile(config, request.profile, source=request.clusters_config)
 
 
 def _hook(argv: tuple[str, ...]) -> _BeforeLaunch | None:

@@ -28,6 +28,7 @@ from vibesys.adapters.base import (
     ArtifactInfo,
     Backend,
     JobRef,
+    Progress,
     RemoteFiles,
     RemoteState,
     RemoteStatus,
@@ -59,8 +60,9 @@ from vibesys.adapters.skypilot.parse import ClusterRecord, ClusterStatus, QueueJ
 from vibesys.adapters.skypilot.provenance import provenance
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.adapters.skypilot.rundirs import RunDirs
+from vibesys.adapters.skypilot.staged import stage_candidate
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
-from vibesys.adapters.skypilot.wrapper import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE
+from vibesys.adapters.skypilot.wrapper import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, WORK_DIR
 from vibesys.config.resources import EffectiveResources
 from vibesys.errors import BackendError, SubmitRejected
 
@@ -99,6 +101,8 @@ class SkyPilotBackend:
         self.before_launch = before_launch
         #: seconds between status rounds while a job is young, then later
         self.poll_seconds = poll_seconds
+        #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
+        self.progress: Progress | None = None
         self.fingerprint = fingerprint(effective)
         self.cluster = cluster_name(run_id, effective)
         self._record: ClusterRecord | None = None
@@ -223,13 +227,17 @@ class SkyPilotBackend:
         ref = _ref(request)
         try:
             run_dir = self.dirs.run_dir(ref)
+        except ValueError as exc:
+            raise SubmitRejected(f"invalid request: {exc}") from None
+        setup, staged = stage_candidate(request.spec, self.dirs, run_dir / WORK_DIR, self.progress)
+        try:
             task = exec_task(
                 self.effective,
                 job_name=request.job_name,
                 cluster=self.cluster,
                 run_dir=run_dir,
                 command=request.command,
-                workdir=request.spec.workdir,
+                setup=setup,
                 envs=self.envs,
             )
         except ValueError as exc:
@@ -238,6 +246,8 @@ class SkyPilotBackend:
         task_file = request.run_dir / TASK_FILE
         task_file.write_text(render_task(task))
         sky_id, evidence = self.ops.exec(self.cluster, task_file)
+        if staged:
+            evidence = f"{staged}; {evidence}"
         # The job is submitted now: nothing after this line may say otherwise. Its allocation
         # is best effort (the claim and the next status tell it too).
         try:

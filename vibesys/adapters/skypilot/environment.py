@@ -1,5 +1,6 @@
 """Where this process finds SkyPilot: read from the environment of the vibesys process that
 needs it (`run`, `wait`, `reconcile`, `clusters release` alike), never recorded in the journal.
+Where and how evaluations run (the operator's profile) is not among them: that is recorded.
 
     VIBESYS_SKY_VENV           SkyPilot's own virtual environment (scripts/skypilot-env)
     VIBESYS_SKY_HOME           HOME for SkyPilot's client state (~/.sky, ~/.slurm/config);
@@ -7,7 +8,6 @@ needs it (`run`, `wait`, `reconcile`, `clusters release` alike), never recorded 
     VIBESYS_SKY_PORT           the local API server's port (SKYPILOT_API_SERVER_LOCAL_PORT)
     VIBESYS_SKY_BEFORE_LAUNCH  a site hook run before every launch, with the cluster name as
                                its last argument (e.g. to place tools a node cannot download)
-    VIBESYS_SKY_PROFILE        resume with another (compatible) profile than the recorded one
     VIBESYS_SKY_LOGIN          how the run directories are reached: `ssh` (default: the login
                                node SkyPilot's ~/.slurm/config names for the infra) or `local`
                                (vibesys runs where the cluster's shared file system is mounted)
@@ -33,7 +33,6 @@ class SkyEnvironment:
     home: Path | None = None
     port: str | None = None
     before_launch: tuple[str, ...] = ()
-    profile: str | None = None
     login: str = "ssh"
 
     @classmethod
@@ -46,7 +45,6 @@ class SkyEnvironment:
             home=Path(home).expanduser() if home else None,
             port=env.get("VIBESYS_SKY_PORT") or None,
             before_launch=tuple(shlex.split(env.get("VIBESYS_SKY_BEFORE_LAUNCH", ""))),
-            profile=env.get("VIBESYS_SKY_PROFILE") or None,
             login=_login(env.get("VIBESYS_SKY_LOGIN") or "ssh"),
         )
 

@@ -1,17 +1,19 @@
 """The typed request the SkyPilot adapter stores in the journal (one per invocation), and how
 `vibesys run --adapter skypilot` builds it.
 
-It holds the portable request (`[resources]`), the profile's name, the campaign (run) id and
-the declared artifacts, never the profile's content: the effective profile is launch
-provenance (recorded with the cluster lease and each attempt), and a resumed run may name
-another compatible profile (VIBESYS_SKY_PROFILE). Everything is checked before anything is
-recorded: the profile file, the profile, whether it can serve the request, the workdir, and
-the SkyPilot installation's version.
+It holds the portable request (`[resources]`), the profile's name, the campaign (run) id, the
+candidate (path, exclusions, digest) and the declared artifacts. The profile's content is the
+invocation's recorded site configuration (its rendering, kept in the journal by digest): every
+process that carries the invocation on uses it, and a resumed run moves to another compatible
+profile only explicitly (`vibesys journal config INVOCATION --replace FILE --profile NAME`).
+Everything is checked before anything is recorded: the profile file, the profile, whether it
+can serve the request, the candidate, and the SkyPilot installation's version.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
+from vibesys.adapters.candidate import CandidateSpec, candidate_spec
 from vibesys.adapters.listing import check_pattern
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.config.profiles import (
@@ -29,9 +32,13 @@ from vibesys.config.profiles import (
     select_profile,
 )
 from vibesys.config.resources import PortableResources, resolve_resources
+from vibesys.config.site import RecordedSite, profile_site
 from vibesys.errors import UsageError
 
-__all__ = ["SkyPilotRequest", "make_request"]
+__all__ = ["RETIRED_PROFILE_ENV", "SkyPilotRequest", "make_request"]
+
+#: Once read by every process to resume with another profile: a silent re-read, retired.
+RETIRED_PROFILE_ENV = "VIBESYS_SKY_PROFILE"
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -53,11 +60,16 @@ class SkyPilotRequest(AdapterRequest):
     resources: PortableResources = Field(
         default_factory=PortableResources, description="The experiment's [resources]."
     )
+    candidate: CandidateSpec | None = Field(
+        default=None,
+        description="The candidate to run in: staged as a snapshot (the same policy and digest "
+        "as the Slurm adapters'), verified on the cluster; the command runs in a private copy.",
+    )
     workdir: str | None = Field(
         default=None,
         min_length=1,
-        description="Local directory synced to the cluster before each evaluation (sky exec "
-        "--workdir); the command runs in a private copy of it.",
+        description="Recorded before candidates were snapshots: the directory is staged "
+        "through the same policy when it is submitted (its digest taken then).",
     )
     down: bool = Field(
         default=False,
@@ -81,12 +93,30 @@ class SkyPilotRequest(AdapterRequest):
         return value
 
     def backend_key(self) -> str:
-        """One adapter instance per campaign cluster: the same profile file, profile, run id
-        and resources give the same cluster."""
+        """One adapter instance per campaign cluster: the same profile (its recorded
+        rendering), run id and resources give the same cluster."""
+        recorded = self.site_record.digest if self.site_record is not None else ""
         return json.dumps(
-            [self.clusters_config, self.profile, self.run_id, self.resources.model_dump()],
+            [
+                self.clusters_config,
+                self.profile,
+                recorded,
+                self.run_id,
+                self.resources.model_dump(),
+            ],
             sort_keys=True,
         )
+
+    def read_site(self) -> RecordedSite:
+        return self.read_site_from(self.clusters_config)
+
+    def read_site_from(self, path: str, profile: str | None = None) -> RecordedSite:
+        """The profile `profile` (default: the one recorded) of the clusters.toml at `path`,
+        which must serve the recorded portable request."""
+        name = profile or self.profile
+        chosen = select_profile(load_clusters_config(path), name, source=path)
+        resolve_resources(self.resources, chosen, name)
+        return profile_site(name, chosen)
 
 
 def make_request(adapter: str, values: Mapping[str, Any]) -> SkyPilotRequest:
@@ -119,19 +149,29 @@ def make_request(adapter: str, values: Mapping[str, Any]) -> SkyPilotRequest:
     )
     source = f"{experiment} [resources]" if experiment is not None else "[resources]"
     resources = parse_resources(table, source=source)
-    resolve_resources(resources, select_profile(config, str(profile), source=str(path)), profile)
-    workdir = values.get("workdir")
-    if workdir is not None and not Path(workdir).is_dir():
-        raise UsageError(f"--workdir {workdir}: not a directory")
+    chosen = select_profile(config, str(profile), source=str(path))
+    resolve_resources(resources, chosen, profile)
+    if values.get("candidate") is not None and values.get("workdir") is not None:
+        raise UsageError("--workdir is the old name of --candidate: give one of them")
+    flag = "--workdir" if values.get("workdir") is not None else "--candidate"
+    directory = values.get("candidate") or values.get("workdir")
+    candidate = candidate_spec(directory, values.get("exclude") or (), flag=flag)
+    if os.environ.get(RETIRED_PROFILE_ENV):
+        raise UsageError(
+            f"{RETIRED_PROFILE_ENV} is no longer read: a run keeps the profile it was recorded "
+            "with; move one to another with `vibesys journal config INVOCATION --replace FILE "
+            "--profile NAME`"
+        )
     try:
         request = SkyPilotRequest(
             clusters_config=str(path),
             profile=str(profile),
             run_id=str(run_id),
             resources=resources,
-            workdir=str(Path(workdir).resolve()) if workdir is not None else None,
+            candidate=candidate,
             down=bool(values.get("down")),
             artifacts=tuple(check_pattern(p) for p in values.get("artifact") or ()),
+            site_record=profile_site(str(profile), chosen),
         )
     except ValidationError as exc:
         first = exc.errors()[0]

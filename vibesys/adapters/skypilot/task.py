@@ -52,16 +52,21 @@ def launch_task(effective: EffectiveResources, cluster: str) -> dict[str, Any]:
 
 
 def run_section(
-    program: str, run_dir: PurePosixPath, command: Sequence[str], prefix: Sequence[str] = ()
+    program: str,
+    run_dir: PurePosixPath,
+    command: Sequence[str],
+    prefix: Sequence[str] = (),
+    setup: str = "",
 ) -> str:
-    """The task's `run:` text: `program` (a `bash -c` program taking D and the argv) applied to
-    the run directory and `prefix + command`, every word shell-quoted."""
+    """The task's `run:` text: `program` (a `bash -c` program taking D, the setup line and the
+    argv) applied to the run directory, `setup` and `prefix + command`, every word
+    shell-quoted."""
     if not command:
         raise ValueError("empty command")
     words = [*prefix, *command]
-    if any("\0" in word for word in words):
+    if any("\0" in word for word in [*words, setup]):
         raise ValueError("an argument holds a NUL byte, which no command line can carry")
-    argv = ["bash", "-c", program, "vibesys-sky", str(run_dir), *words]
+    argv = ["bash", "-c", program, "vibesys-sky", str(run_dir), setup, *words]
     return "exec " + " ".join(shlex.quote(word) for word in argv) + "\n"
 
 
@@ -72,11 +77,12 @@ def exec_task(
     cluster: str,
     run_dir: PurePosixPath,
     command: Sequence[str],
-    workdir: str | None = None,
+    setup: str = "",
     envs: Mapping[str, str] | None = None,
     program: str | None = None,
 ) -> dict[str, Any]:
-    """The task `sky exec CLUSTER` gets for one attempt."""
+    """The task `sky exec CLUSTER` gets for one attempt. It has no `workdir`: SkyPilot syncs
+    nothing; the candidate was staged as a snapshot and `setup` copies and verifies it."""
     task: dict[str, Any] = {
         "name": job_name,
         "num_nodes": 1,
@@ -87,10 +93,9 @@ def exec_task(
             run_dir,
             command,
             effective.command_prefix,
+            setup,
         ),
     }
-    if workdir is not None:
-        task["workdir"] = workdir
     return task
 
 

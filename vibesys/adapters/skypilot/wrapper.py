@@ -2,19 +2,22 @@
 exit code. Pure text; `task.run_section` puts it into a task's `run:`.
 
 It is a `bash -c` program whose positional arguments are the attempt's run directory D (on the
-cluster's shared file system, under the profile's `remote_artifact_root`) and the command argv,
-so the command is never re-parsed by a shell. In D:
+cluster's shared file system, under the profile's `remote_artifact_root`), the setup (a shell
+line: copy the candidate's staged snapshot into D/work and verify its digest; empty without a
+candidate) and the command argv, so the command is never re-parsed by a shell. In D:
 - `claim`     written to a temporary file, then `ln`ed to D/claim before anything runs (link is
               atomic and fails if D/claim exists, also on NFS). Its first line is `kind=job`.
               If the link fails, the claim is someone else's (an engine fence, or a duplicate
               exec): the program runs nothing, writes `refused` (why, and that claim) and exits
               REFUSED_EXIT;
-- `work/`     a private copy of the synced workdir, where the command runs and leaves artifacts;
+- `work/`     a private copy of the candidate's snapshot, verified against the digest recorded at
+              PREPARED (empty without a candidate), where the command runs and leaves artifacts;
 - `stdout`, `stderr` the command's output;
 - `exit_code` written atomically (temporary file, rename) after the command ends: its own
               status, or 128+N when signal N killed it. SkyPilot only reports 0/100..103, so
               the same number is also printed as the job's last line (`vibesys: exit_code=N`);
-- `setup_failed` when the copy into work/ failed (the command never ran; exit SETUP_FAILED_EXIT).
+- `setup_failed` when the copy into work/ or its verification failed (the command never ran;
+              exit SETUP_FAILED_EXIT).
 When the whole job is killed no exit_code is written; when only the command is signalled (a
 real scancel of the allocation lets the wrapper outlive it) it records 128+N, which the
 classifier reads with what became of the allocation (`classify.py`).
@@ -67,10 +70,11 @@ _CLAIM_IDS: Final = {
     "sky_cluster": '"${VIBESYS_SKY_CLUSTER:-}"',
 }
 
-#: Runs after a successful claim: the command, in a private copy of the workdir.
+#: Runs after a successful claim: the setup (it makes $work the verified copy of the
+#: candidate), or an empty $work without one; then the command there.
 _RUN: Final = (
     f'work="$D/{WORK_DIR}"\n'
-    'mkdir -p "$work" && cp -a . "$work/" || {\n'
+    'if [ -n "$setup" ]; then sh -c "$setup"; else rm -rf "$work" && mkdir -p "$work"; fi || {\n'
     "  rc=$?\n"
     f'  printf \'%s\\n\' "$rc" > "$D/{SETUP_FAILED_FILE}.tmp"'
     f' && mv -f "$D/{SETUP_FAILED_FILE}.tmp" "$D/{SETUP_FAILED_FILE}"\n'
@@ -87,9 +91,9 @@ _RUN: Final = (
 
 
 def attempt_program() -> str:
-    """The `bash -c` program: `bash -c PROGRAM vibesys-sky D CMD...`."""
+    """The `bash -c` program: `bash -c PROGRAM vibesys-sky D SETUP CMD...`."""
     return (
-        f'D=$1\nshift\nmkdir -p "$D" || exit {SETUP_FAILED_EXIT}\n'
+        f'D=$1\nsetup=$2\nshift 2\nmkdir -p "$D" || exit {SETUP_FAILED_EXIT}\n'
         + claim_shell("D", _CLAIM_IDS)
         + _RUN
     )

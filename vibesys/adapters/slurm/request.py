@@ -1,9 +1,11 @@
 """The typed requests of the sbatch and srun adapters, and how `vibesys run` builds them.
 
 Everything is checked here, before anything is recorded: the site configuration is read and
-validated, the resource request is checked against the operator's limits (rejected, never
-clamped), artifact patterns must stay inside the job's directory, and the candidate snapshot's
-digest is computed (the digest recorded at PREPARED is what must run).
+validated (once: its rendering is recorded with the invocation), the agent's srun request is
+checked against the operator's limits (rejected, never clamped), a trusted sbatch evaluation is
+sized by the request itself (or a deprecated `[slurm_gpu]` table's gate sizing), artifact
+patterns must stay inside the job's directory, and the candidate snapshot's digest is computed
+(the digest recorded at PREPARED is what must run).
 """
 
 from __future__ import annotations
@@ -14,32 +16,27 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vibesys.adapters.candidate import CandidateSpec, candidate_spec
 from vibesys.adapters.listing import check_pattern
 from vibesys.adapters.requests import AdapterRequest
-from vibesys.config import (
-    SlurmRequest,
-    SlurmSiteConfig,
-    check_request,
-    default_slurm_config_path,
-    load_slurm_config,
-)
+from vibesys.config import SlurmRequest, SlurmSiteConfig, check_request, load_slurm_config
+from vibesys.config.request import check_trusted
+from vibesys.config.site import RecordedSite, slurm_site
+from vibesys.config.slurm_file import load_site_file, site_file_path, warn_once
 from vibesys.errors import UsageError
 
-__all__ = ["CandidateSpec", "Dependency", "SbatchRequest", "SrunRequest", "make_request"]
+__all__ = [
+    "CandidateSpec",
+    "Dependency",
+    "SbatchRequest",
+    "SlurmRequestBase",
+    "SrunRequest",
+    "make_request",
+]
 
 #: JSON arrays arrive as lists: lax for the container only, strict for the items.
 StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
 _FROZEN = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
-
-
-class CandidateSpec(BaseModel):
-    """The candidate directory to snapshot, and the digest recorded at PREPARED."""
-
-    model_config = _FROZEN
-
-    path: str = Field(description="The candidate directory (absolute).")
-    exclude: StrTuple = Field(default=(), description="Extra exclusion patterns.")
-    digest: str = Field(description="sha256 of the snapshot's content, recorded at PREPARED.")
 
 
 class Dependency(BaseModel):
@@ -51,12 +48,15 @@ class Dependency(BaseModel):
     invocation: str = Field(description="The parent invocation, for people.")
 
 
-class SrunRequest(AdapterRequest):
-    """A foreground srun job on a submit node."""
+class SlurmRequestBase(AdapterRequest):
+    """What the sbatch and srun requests share."""
 
-    site_config: str = Field(description="The site configuration file (slurm.toml).")
+    site_config: str = Field(
+        description="The site configuration file (slurm.toml) it was read from, for people: "
+        "the invocation runs with the rendering recorded at PREPARED."
+    )
     gpus: int = Field(default=0, ge=0, description="GPUs (generic resource gpu:N).")
-    time_minutes: int = Field(gt=0, description="Time limit in whole minutes.")
+    time_minutes: int | None = Field(default=None, gt=0, description="Time limit in minutes.")
     partitions: StrTuple = Field(
         default=(), description="Candidate partitions in preference order; empty: Slurm's."
     )
@@ -66,54 +66,77 @@ class SrunRequest(AdapterRequest):
     artifacts: StrTuple = Field(default=(), description="Files brought home after the job.")
 
     def backend_key(self) -> str:
-        return self.site_config
+        recorded = self.site_record.digest if self.site_record is not None else ""
+        return f"{self.site_config}#{recorded}"
 
     def site(self) -> SlurmSiteConfig:
+        """The site configuration the invocation runs with: the recorded rendering. Only an
+        invocation recorded before renderings were (no digest) reads its file."""
+        if self.site_record is not None:
+            return self.site_record.slurm()
         return load_slurm_config(self.site_config)
 
+    def read_site(self) -> RecordedSite:
+        return self.read_site_from(self.site_config)
 
-class SbatchRequest(SrunRequest):
-    """A batch job: the trusted evaluation path."""
+    def read_site_from(self, path: str, profile: str | None = None) -> RecordedSite:
+        if profile is not None:
+            raise UsageError("--profile names a SkyPilot profile; a Slurm site has none")
+        loaded = load_site_file(Path(path).expanduser().resolve())
+        warn_once(loaded.warning)
+        return slurm_site(loaded.config)
 
+
+class SrunRequest(SlurmRequestBase):
+    """A foreground srun job on a submit node."""
+
+    time_minutes: int = Field(gt=0, description="Time limit in whole minutes.")
+
+
+class SbatchRequest(SlurmRequestBase):
+    """A batch job: the trusted evaluation path, sized by the request and [slurm] (its
+    sbatch_arguments), never by [vibesys.agent_gpu]."""
+
+    time_minutes: int | None = Field(
+        default=None,
+        gt=0,
+        description="Time limit in whole minutes; None: the partition's default (or one in "
+        "sbatch_arguments).",
+    )
     after: Dependency | None = Field(default=None, description="Start once this job succeeds.")
 
 
 def make_request(adapter: str, values: Mapping[str, Any]) -> SbatchRequest | SrunRequest:
-    """Check `vibesys run`'s options for a Slurm adapter; UsageError/ConfigError otherwise."""
-    path = Path(values.get("slurm_config") or default_slurm_config_path()).expanduser().resolve()
-    config = load_slurm_config(path)
+    """Check `vibesys run`'s options for a Slurm adapter; UsageError/ConfigError otherwise.
+    The site file is read here, once: its rendering goes with the request to be recorded."""
+    path = site_file_path(values.get("slurm_config"))
+    loaded = load_site_file(path)
+    warn_once(loaded.warning)
     person = SlurmRequest(
         gpus=values.get("gpus") or 0,
         time_minutes=values.get("time_minutes"),
         partition=values.get("partition"),
     )
-    checked = check_request(person, config.agent_gpu)
-    fields: dict[str, Any] = {
+    common: dict[str, Any] = {
         "site_config": str(path),
-        "gpus": checked.gpus,
-        "time_minutes": checked.time_minutes,
-        "partitions": checked.partitions,
         "artifacts": tuple(check_pattern(p) for p in values.get("artifact") or ()),
         "candidate": candidate_spec(values.get("candidate"), values.get("exclude") or ()),
+        "site_record": slurm_site(loaded.config),
     }
     if adapter == "sbatch":
+        trusted = check_trusted(person, loaded.gate)
         after = values.get("after")
-        fields["after"] = Dependency(**after) if after else None
-        return SbatchRequest(**fields)
-    return SrunRequest(**fields)
-
-
-def candidate_spec(directory: Path | str | None, exclude: tuple[str, ...]) -> CandidateSpec | None:
-    if directory is None:
-        if exclude:
-            raise UsageError("--exclude needs --candidate")
-        return None
-    candidate = Path(directory)
-    if not candidate.is_dir():
-        raise UsageError(f"--candidate {candidate}: not a directory")
-    from vibesys.snapshot import SnapshotPolicy, build_manifest  # a candidate's runs only
-
-    manifest = build_manifest(candidate, SnapshotPolicy(exclude=tuple(exclude)))
-    return CandidateSpec(
-        path=str(candidate.resolve()), exclude=tuple(exclude), digest=manifest.digest
+        return SbatchRequest(
+            **common,
+            gpus=trusted.gpus,
+            time_minutes=trusted.time_minutes,
+            partitions=trusted.partitions,
+            after=Dependency(**after) if after else None,
+        )
+    checked = check_request(person, loaded.config.agent_gpu)
+    return SrunRequest(
+        **common,
+        gpus=checked.gpus,
+        time_minutes=checked.time_minutes,
+        partitions=checked.partitions,
     )

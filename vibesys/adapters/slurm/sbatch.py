@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from vibesys.adapters.base import JobRef, Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
-from vibesys.adapters.slurm.request import SbatchRequest, SrunRequest, make_request
+from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase, make_request
 from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
 from vibesys.adapters.slurm.script import (
     SCRIPT_FILE,
@@ -30,7 +30,7 @@ from vibesys.adapters.slurm.script import (
 from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
 from vibesys.adapters.transports import prewarm as prewarm_transport
 from vibesys.config import SlurmSiteConfig
-from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected, UsageError
+from vibesys.errors import BackendUnavailable, SubmitRejected, UsageError
 
 if TYPE_CHECKING:
     from vibesys.snapshot import Manifest
@@ -72,7 +72,7 @@ REJECTIONS = re.compile(
 
 
 def job_spec(
-    request: SubmitRequest[SrunRequest],
+    request: SubmitRequest[SlurmRequestBase],
     remote: PurePosixPath,
     extra: Sequence[str],
     partitions: tuple[str, ...] | None = None,
@@ -117,7 +117,7 @@ class Candidate:
 
 
 def candidate_setup(
-    scheduler: SlurmScheduler, request: SubmitRequest[SrunRequest], spec: SlurmJobSpec
+    scheduler: SlurmScheduler, request: SubmitRequest[SlurmRequestBase], spec: SlurmJobSpec
 ) -> tuple[SlurmJobSpec, Candidate | None]:
     """The job with its candidate's copy-and-verify steps, and the candidate to stage; no
     remote command yet. The candidate must still have the digest recorded at PREPARED:
@@ -128,21 +128,9 @@ def candidate_setup(
     # Staging and snapshots are imported where a candidate is handled: most runs have none,
     # and each of dozens of concurrent `vibesys run` pays for what it imports.
     from vibesys.adapters import staging
-    from vibesys.snapshot import CandidateError, SnapshotPolicy, build_manifest
+    from vibesys.adapters.candidate import checked_manifest
 
-    try:
-        manifest = build_manifest(candidate.path, SnapshotPolicy(exclude=candidate.exclude))
-    except CandidateError as exc:
-        raise BackendMisconfigured(
-            f"the candidate cannot be snapshotted: {exc}",
-            fix=f"restore {candidate.path}, or run again with the candidate as it is now",
-        ) from None
-    if manifest.digest != candidate.digest:
-        raise BackendMisconfigured(
-            f"the candidate {candidate.path} changed since it was recorded (digest "
-            f"{candidate.digest}, now {manifest.digest})",
-            fix="run again to record the candidate as it is now",
-        )
+    manifest = checked_manifest(candidate)
     root = PurePosixPath(scheduler.config.slurm.remote_workspace_root)
     staged = Candidate(manifest, candidate.path, root)
     work = spec.workdir or spec.run_dir
@@ -158,7 +146,7 @@ def candidate_setup(
 
 def stage_candidate(
     scheduler: SlurmScheduler,
-    request: SubmitRequest[SrunRequest],
+    request: SubmitRequest[SlurmRequestBase],
     spec: SlurmJobSpec,
     progress: Progress | None = None,
 ) -> SlurmJobSpec:
@@ -174,7 +162,7 @@ def stage_candidate(
     return spec
 
 
-def request_ref(request: SubmitRequest[SrunRequest]) -> JobRef:
+def request_ref(request: SubmitRequest[SlurmRequestBase]) -> JobRef:
     return JobRef(
         request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
     )
@@ -189,7 +177,7 @@ class SbatchBackend(SlurmBackendBase):
         #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
         self.progress: Progress | None = None
 
-    def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
+    def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
         scheduler = self.scheduler
         remote = scheduler.remote_dir(request_ref(request))
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
@@ -236,7 +224,7 @@ class SbatchBackend(SlurmBackendBase):
 
     def _submit_once(
         self,
-        request: SubmitRequest[SrunRequest],
+        request: SubmitRequest[SlurmRequestBase],
         remote: PurePosixPath,
         script: str,
         candidate: Candidate | None,

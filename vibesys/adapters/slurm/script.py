@@ -75,7 +75,8 @@ class SlurmJobSpec:
     command: tuple[str, ...]
     #: the attempt's directory on the cluster's shared file system (markers, logs)
     run_dir: PurePosixPath
-    time_minutes: int
+    #: None: the partition's default time limit (a batch job's only; srun always names one)
+    time_minutes: int | None
     gpus: int = 0
     #: candidate partitions; Slurm starts the job in whichever can run it first
     partitions: tuple[str, ...] = ()
@@ -93,7 +94,7 @@ class SlurmJobSpec:
         _check_path("run_dir", self.run_dir)
         if self.workdir is not None:
             _check_path("workdir", self.workdir)
-        if self.time_minutes <= 0:
+        if self.time_minutes is not None and self.time_minutes <= 0:
             raise InvalidJobSpec(f"time limit {self.time_minutes}: must be at least 1 minute")
         if self.gpus < 0:
             raise InvalidJobSpec(f"gpus {self.gpus}: must be 0 or more")
@@ -117,7 +118,8 @@ def _resource_options(spec: SlurmJobSpec) -> list[str]:
     options = [f"--job-name={spec.job_name}"]
     if spec.gpus > 0:
         options.append(f"--gres=gpu:{spec.gpus}")
-    options.append(f"--time={spec.time_minutes}")
+    if spec.time_minutes is not None:
+        options.append(f"--time={spec.time_minutes}")
     if spec.partitions:
         options.append(f"--partition={','.join(spec.partitions)}")
     return options

@@ -241,7 +241,9 @@ class SshTransport(HelperPool):
             login_shell=config.login_shell,
         )
         if share and config.persist_seconds > 0:
-            config_json = config.model_dump_json(exclude_unset=True)
+            # Defaults left out: a file and the rendering recorded from it (every default
+            # written) mean the same settings and share one connection.
+            config_json = config.model_dump_json(exclude_defaults=True)
             path = share_path(config_json)
             if path is not None:
                 transport.share = (path, config_json)

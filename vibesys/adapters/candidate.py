@@ -1,0 +1,71 @@
+"""The candidate an evaluation runs in, the same for every adapter that stages one (sbatch,
+srun, SkyPilot): a directory snapshotted under one policy (`vibesys.snapshot`: credentials,
+.env, keys, VCS metadata, caches, run state and large files left out), whose digest is recorded
+at PREPARED and must still hold when it is staged; the job verifies it where it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vibesys.errors import BackendMisconfigured, UsageError
+
+if TYPE_CHECKING:
+    from vibesys.snapshot import Manifest
+
+__all__ = ["CandidateSpec", "candidate_spec", "checked_manifest"]
+
+StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
+
+
+class CandidateSpec(BaseModel):
+    """The candidate directory to snapshot, and the digest recorded at PREPARED."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+
+    path: str = Field(description="The candidate directory (absolute).")
+    exclude: StrTuple = Field(default=(), description="Extra exclusion patterns.")
+    digest: str = Field(description="sha256 of the snapshot's content, recorded at PREPARED.")
+
+
+def candidate_spec(
+    directory: Path | str | None, exclude: Sequence[str], *, flag: str = "--candidate"
+) -> CandidateSpec | None:
+    """The candidate `directory` with its digest now (None: no candidate)."""
+    if directory is None:
+        if exclude:
+            raise UsageError(f"--exclude needs {flag}")
+        return None
+    candidate = Path(directory)
+    if not candidate.is_dir():
+        raise UsageError(f"{flag} {candidate}: not a directory")
+    from vibesys.snapshot import SnapshotPolicy, build_manifest  # a candidate's runs only
+
+    manifest = build_manifest(candidate, SnapshotPolicy(exclude=tuple(exclude)))
+    return CandidateSpec(
+        path=str(candidate.resolve()), exclude=tuple(exclude), digest=manifest.digest
+    )
+
+
+def checked_manifest(candidate: CandidateSpec) -> Manifest:
+    """The candidate's manifest now, which must still have the digest recorded at PREPARED:
+    vibesys never runs code other than what it recorded."""
+    from vibesys.snapshot import CandidateError, SnapshotPolicy, build_manifest
+
+    try:
+        manifest = build_manifest(candidate.path, SnapshotPolicy(exclude=candidate.exclude))
+    except CandidateError as exc:
+        raise BackendMisconfigured(
+            f"the candidate cannot be snapshotted: {exc}",
+            fix=f"restore {candidate.path}, or run again with the candidate as it is now",
+        ) from None
+    if manifest.digest != candidate.digest:
+        raise BackendMisconfigured(
+            f"the candidate {candidate.path} changed since it was recorded (digest "
+            f"{candidate.digest}, now {manifest.digest})",
+            fix="run again to record the candidate as it is now",
+        )
+    return manifest

@@ -1,0 +1,50 @@
+"""The site configurations invocations run with (m007): each canonical rendering kept once,
+by its digest. The journal stores and returns text; what it means is the config layer's."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from vibesys.journal_schema.clock import now_iso
+
+__all__ = ["SiteRecords", "SiteRendering", "insert_site"]
+
+
+@dataclass(frozen=True, slots=True)
+class SiteRendering:
+    digest: str
+    #: "slurm.toml" or "clusters.toml"
+    kind: str
+    text: str
+
+
+def insert_site(conn: sqlite3.Connection, site: SiteRendering, at: str) -> None:
+    """Keep `site` unless its digest is there already (same digest, same text)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO site_configs (digest, kind, rendering, recorded_at)"
+        " VALUES (?,?,?,?)",
+        (site.digest, site.kind, site.text, at),
+    )
+
+
+class SiteRecords:
+    """Site configuration methods of the Journal."""
+
+    conn: sqlite3.Connection
+
+    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def site_rendering(self, digest: str) -> SiteRendering | None:
+        row = self.conn.execute(
+            "SELECT digest, kind, rendering FROM site_configs WHERE digest=?", (digest,)
+        ).fetchone()
+        return SiteRendering(*row) if row is not None else None
+
+    def record_site(self, site: SiteRendering) -> None:
+        """Keep a rendering before a transition names it (`SiteReplaced`): an unnamed one is
+        harmless, a named one must exist."""
+        with self.write_txn() as conn:
+            insert_site(conn, site, now_iso())
