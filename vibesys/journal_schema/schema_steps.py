@@ -15,5 +15,6 @@ STEPS: Final = (
     "m003_typed_requests_fences_context",
     "m004_cluster_leases",
     "m005_shared_polls_leaner_commits",
+    "m006_settings_unreachable_since",
 )
 KNOWN: Final = frozenset(STEPS)

@@ -36,6 +36,7 @@ from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
+from vibesys.journal_schema.settings import Settings
 from vibesys.states import Decision, Event, FailureClass, JobState, Outcome, decide
 
 if TYPE_CHECKING:
@@ -122,6 +123,7 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
         lease_owner: str | None = None,
         lease_ttl: timedelta = timedelta(seconds=30),
         now: datetime | None = None,
+        settings: Settings | None = None,
     ) -> Invocation:
         moment = now or utc_now()
         at = iso(moment)
@@ -129,8 +131,8 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
             conn.execute(
                 "INSERT INTO invocations (id, label, adapter, command, request, request_version,"
                 " cwd, env_file, state, version, attempt, max_retries, retries, cancel_requested,"
-                " run_dir, created_at, updated_at, lease_owner, lease_expires_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?)",
+                " run_dir, created_at, updated_at, lease_owner, lease_expires_at, settings)"
+                " VALUES (?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?,?)",
                 (
                     invocation_id,
                     label,
@@ -147,6 +149,7 @@ class Journal(InvocationReads, LeaseRecords, ProgressRecords, ClusterRecords, Po
                     at,
                     lease_owner,
                     iso(moment + lease_ttl) if lease_owner else None,
+                    (settings or Settings()).dumps(),
                 ),
             )
         return self.get(invocation_id)
