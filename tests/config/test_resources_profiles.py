@@ -162,8 +162,8 @@ def test_the_journal_request_is_strict_and_names_no_site() -> None:
     stored = request.model_dump(mode="json")
     assert SkyPilotRequest.model_validate(stored) == request
     assert sorted(stored) == [
-        "artifacts", "cancel_when_orphaned", "clusters_config", "down", "job_name_prefix",
-        "profile", "resources", "run_id", "workdir",
+        "artifacts", "clusters_config", "down", "job_name_prefix", "profile", "resources",
+        "run_id", "workdir",
     ]  # fmt: skip
     assert stored["resources"] == {
         "nodes": 2, "accelerators_per_node": None, "accelerator_backend": None,

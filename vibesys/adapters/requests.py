@@ -9,7 +9,7 @@ every attempt; the engine reads only the fields defined here.
 from __future__ import annotations
 
 import re
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -38,18 +38,22 @@ class AdapterRequest(BaseModel):
         "(the GPU broker's jobs use its own prefix).",
     )
 
-    cancel_when_orphaned: bool = Field(
-        default=False,
-        description="The job serves a client that is gone once its driver is (the GPU "
-        "broker's jobs): `reconcile` cancels it instead of following it to its end.",
-    )
-
     @field_validator("job_name_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:
         if not _NAME.match(value):
             raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
         return value
+
+    def runs_after(self) -> str | None:
+        """The invocation this one runs after (`--after`), if any: its job waits on that
+        invocation's current attempt, whichever it is."""
+        return None
+
+    def with_parent_job(self, job_id: str | None) -> Self:
+        """This request depending on the parent's job `job_id` (None: on nothing, the parent
+        has completed), for one submission."""
+        return self
 
     def backend_key(self) -> str:
         """Invocations whose requests share this key (and adapter) share one adapter instance,

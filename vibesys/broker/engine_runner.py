@@ -57,7 +57,6 @@ class EngineGpuJobRunner:
                 time_minutes=job.time_minutes,
                 partitions=job.partitions,
                 job_name_prefix=job.job_name_prefix,
-                cancel_when_orphaned=True,
             )
             invocation_id = new_invocation_id()
             env_file = _write_agent_env(self.remote_root / invocation_id, job)
@@ -68,6 +67,8 @@ class EngineGpuJobRunner:
                 label="vibesys-gpu",
                 max_retries=0,
                 invocation_id=invocation_id,
+                # Its client goes with the broker: reconcile cancels it instead of following.
+                cancel_when_orphaned=True,
             )
             follower = _Follower(self.remote_root / inv.id, output)
             follower.start()
