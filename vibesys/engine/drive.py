@@ -160,7 +160,7 @@ class _Watch:
         shared = self.engine.shared_backend(inv)
         if shared is not None and inv.cancel_requested:
             self.engine.shared.hurry(inv, shared)
-        # An outage is dated from the journal's first unreachable observation (Engine.outage).
+        # An outage is dated from the journal's first unreachable observation (engine/outage.py).
         return self.engine.observe(inv)
 
     def settled(self, inv: Invocation, seen: Seen | None) -> bool:
