@@ -167,7 +167,7 @@ def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
     result passes `vibesys journal verify`. Returns the invocation ids in insertion order.
     """
     from vibesys.engine import job_name
-    from vibesys.journal_schema import encode_event, iso, open_journal
+    from vibesys.journal_schema import Settings, encode_event, iso, open_journal
     from vibesys.states import (
         Collected,
         Event,
@@ -233,9 +233,9 @@ def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
         conn.executemany(
             "INSERT INTO invocations (id, label, adapter, command, request, state, version,"
             " attempt, max_retries, retries, outcome, exit_code, failure_class,"
-            " cancel_requested, run_dir, created_at, updated_at)"
-            " VALUES (?, NULL, 'local', ?, '{}', ?, 4, 1, 2, 0, ?, 0, ?, 0, ?, ?, ?)",
-            invocations,
+            " cancel_requested, run_dir, created_at, updated_at, settings)"
+            " VALUES (?, NULL, 'local', ?, '{}', ?, 4, 1, 2, 0, ?, 0, ?, 0, ?, ?, ?, ?)",
+            [(*row, Settings().dumps()) for row in invocations],
         )
         conn.executemany(
             "INSERT INTO attempts (invocation_id, attempt, job_name, job_id, failure_class,"

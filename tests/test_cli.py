@@ -92,6 +92,25 @@ def test_detach_then_wait_and_logs(tmp_path: Path) -> None:
     assert cli("logs", inv, cwd=tmp_path).stdout == "done\n"
 
 
+def test_detach_json_prints_one_object(tmp_path: Path) -> None:
+    result = cli("run", "--detach", "--json", "--", "sleep", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)  # one JSON object, not the bare id
+    assert shown["state"] == "RUNNING" and shown["attempts"][0]["job_id"]
+    assert shown["settings"]["unreachable_timeout_seconds"] == 600.0
+    assert cli("wait", shown["id"], cwd=tmp_path).returncode == 0
+
+
+def test_local_attempts_record_where_they_ran(tmp_path: Path) -> None:
+    result = cli("run", "--json", "--", "sh", "-c", "sleep 1.2", cwd=tmp_path)
+    [attempt] = json.loads(result.stdout)["attempts"]
+    ran = attempt["provenance"]
+    assert (ran["host"], ran["pid"]) == (os.uname().nodename, attempt["job_id"])
+    assert ran["start"] < ran["end"], ran  # ISO times a second or more apart
+    shown = cli("journal", "show", last_id(tmp_path), cwd=tmp_path).stdout
+    assert f"ran on  end={ran['end']} host={ran['host']} pid={ran['pid']}" in shown
+
+
 def test_interrupt_cancels_the_job_first(tmp_path: Path) -> None:
     marker = tmp_path / "finished"
     with subprocess.Popen(

@@ -5,6 +5,7 @@ while the job runs and erases it before the job's output; without a terminal (or
 from __future__ import annotations
 
 import io
+import json
 import os
 import pty
 import select
@@ -94,7 +95,7 @@ def test_wait_shows_the_status_line_and_erases_it_before_the_summary(tmp_path: P
         check=True,
         timeout=60,
     )
-    invocation_id = started.stdout.decode().strip().strip('"')
+    invocation_id = json.loads(started.stdout)["id"]  # --json: one object, even detached
     written = run_in(tmp_path, "wait", invocation_id, stdout_tty=True, stderr_tty=True)
     assert b"DONE COMPLETED exit 0" in written, written
     before, _, after = written.partition(b"DONE COMPLETED exit 0")

@@ -2,7 +2,8 @@
 
 README: the command's own status when it ran to an end (137 for SIGKILL), 75 when
 infrastructure failures spent the retry budget, 4 when the outcome is UNRESOLVED, 130 when
-interrupted (the job is cancelled first), 2 for bad input; 0 while a detached job runs.
+interrupted (the job is cancelled first), 66 when the invocation it runs after failed, 2 for
+bad input; 0 while a detached job runs. `reconcile`: 4 before 69 (left waiting) before 0.
 The table below is the oracle; it never reads the constants of `vibesys.render`.
 """
 
@@ -15,7 +16,7 @@ import pytest
 
 from tests.journal_schema.journal_helpers import create
 from vibesys.journal_schema import HistoryRow, Invocation, Journal, open_journal
-from vibesys.render import exit_status, show, summary
+from vibesys.render import exit_status, reconcile_status, show, summary
 from vibesys.states import JobState, Outcome
 
 S, Out = JobState, Outcome
@@ -36,6 +37,7 @@ EXIT_STATUS_ORACLE: list[tuple[tuple[JobState, Outcome | None, int | None], int]
     ((S.DONE, Out.CANCELLED, 143), 130),
     ((S.DONE, Out.REJECTED, None), 2),
     ((S.DONE, Out.MISCONFIGURED, None), 78),  # a person must fix the configuration first
+    ((S.DONE, Out.DEPENDENCY_FAILED, None), 66),  # its parent failed; never 130 (interrupt)
     ((S.DONE, None, None), 1),  # DONE without an outcome is a broken record: never success
     ((S.UNRESOLVED, None, None), 4),
     ((S.UNRESOLVED, None, 0), 4),  # a stale code never turns "unknown" into success
@@ -79,6 +81,19 @@ def test_exit_status(
     assert exit_status(inv) == status
 
 
+@pytest.mark.parametrize(
+    ("failed", "waiting", "status"),
+    [
+        (False, False, 0),
+        (False, True, 69),  # left as it is within its unreachable timeout: look again later
+        (True, False, 4),
+        (True, True, 4),  # an UNRESOLVED invocation (or a failed row) is the first news
+    ],
+)
+def test_reconcile_status(failed: bool, waiting: bool, status: int) -> None:
+    assert reconcile_status(failed, waiting) == status
+
+
 def test_the_readme_states_the_same_contract() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     contract = " ".join(readme.split())
@@ -89,6 +104,8 @@ def test_the_readme_states_the_same_contract() -> None:
         "4 when the outcome is UNRESOLVED",
         "130 when interrupted",
         "2 for bad input",
+        "66 when the invocation it runs after (`--after`) ended without success",
+        "69 when an invocation is left as it is",
     ):
         assert phrase in contract, phrase
 

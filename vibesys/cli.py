@@ -37,9 +37,7 @@ app.add_typer(broker_app, name="broker")
 app.add_typer(session_app, name="session")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-Patience = Annotated[
-    float, typer.Option(help="Seconds an unreachable scheduler (or open outcome) is waited for.")
-]
+JsonListOption = Annotated[bool, typer.Option("--json", help="Print one JSON list.")]
 
 
 @contextmanager
@@ -90,11 +88,15 @@ def snapshot(
 
 
 @app.command("reconcile")
-def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False) -> None:
-    """Reattach, collect, fence, retry or mark UNRESOLVED every unfinished invocation."""
+def reconcile_command(journal: JournalOption = None, as_json: JsonListOption = False) -> None:
+    """Reattach, collect, fence, retry or mark UNRESOLVED every unfinished invocation.
+
+    Exit 0; 4 when one is UNRESOLVED (or a row failed); 69 when one is left as it is only
+    because its scheduler is unreachable within the unreachable timeout recorded with it (its
+    row says until when): run it again later."""
     with clean_errors():
         from vibesys.engine import reconcile
-        from vibesys.render import table
+        from vibesys.render import reconcile_status, table
 
         store = open_store(journal)
         rows = reconcile(make_engine(store))
@@ -107,8 +109,9 @@ def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False
             )
         else:
             typer.echo("nothing to reconcile")
-        unresolved = [inv for inv in store.active() if inv.state == "UNRESOLVED"]
-        raise typer.Exit(4 if unresolved or any(r.failed for r in rows) else 0)
+        unresolved = any(inv.state == "UNRESOLVED" for inv in store.active())
+        failed = unresolved or any(r.failed for r in rows)
+        raise typer.Exit(reconcile_status(failed, any(r.waiting for r in rows)))
 
 
 @journal_app.command("show")
@@ -126,7 +129,7 @@ def journal_show(
 def journal_list(
     journal: JournalOption = None,
     state: Annotated[str | None, typer.Option(help="Only invocations in this state.")] = None,
-    as_json: JsonOption = False,
+    as_json: JsonListOption = False,
 ) -> None:
     """One line per invocation."""
     with _read_command():
@@ -191,18 +194,15 @@ def journal_verify(journal: JournalOption = None) -> None:
 def cancel(
     invocation: Annotated[str, typer.Argument()],
     journal: JournalOption = None,
-    unreachable_timeout: Patience = 600.0,
 ) -> None:
     """Cancel an invocation; waits until nothing of it runs any more (UNRESOLVED, exit 4, when
-    that cannot be proven)."""
+    that cannot be proven within the unreachable timeout recorded with it)."""
     with clean_errors():
         from vibesys.engine.cancel import cancel_invocation
         from vibesys.render import exit_status, summary
 
         store = open_store(journal)
-        inv = cancel_invocation(
-            make_engine(store, unreachable_timeout), store.resolve(invocation).id
-        )
+        inv = cancel_invocation(make_engine(store), store.resolve(invocation).id)
         history = store.history(inv.id)
         typer.echo(summary(inv, history[-1] if history else None), err=True)
         if inv.state == "UNRESOLVED":
@@ -216,7 +216,9 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Until it ends.")] = False,
 ) -> None:
     """Print the job's output (stdout, then stderr); --follow streams it until the end.
-    Following never owns the job: Ctrl-C only stops following."""
+
+    Following never owns the job: an interrupt (SIGINT, SIGTERM, SIGHUP) only stops following,
+    and nothing is cancelled."""
     if not follow:
         with _read_command():
             cli_read.logs(journal, invocation)
@@ -224,13 +226,13 @@ def logs(
     with clean_errors():
         from vibesys.engine import DriveOptions, LogTail, wait_for
         from vibesys.render import EXIT_OUTPUT_FAILED
-        from vibesys.run_command import interruptible, quiet_streams
+        from vibesys.run_command import FOLLOWER_SIGNALS, interruptible, quiet_streams
 
         store = open_store(journal)
         inv = store.resolve(invocation)
-        engine = make_engine(store, 600.0)
+        engine = make_engine(store)
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
-        with interruptible() as interrupt:
+        with interruptible(FOLLOWER_SIGNALS) as interrupt:
             options = DriveOptions(tail=tail, interrupt=interrupt, owner=False)
             wait_for(engine, inv.id, options)
         if options.output_error is not None:
@@ -243,20 +245,26 @@ def wait(
     invocation: Annotated[str, typer.Argument()],
     journal: JournalOption = None,
     as_json: JsonOption = False,
-    unreachable_timeout: Patience = 600.0,
 ) -> None:
-    """Block until the invocation ends; exit like `run`. Ctrl-C cancels it, as for `run`."""
+    """Block until the invocation ends; exit like `run`. Following: it never cancels.
+
+    An interrupt (SIGINT, SIGTERM, SIGHUP) only stops waiting and cancels nothing (exit 128+N
+    for signal N; the job runs on, and a later `wait` exits with its status). While nobody
+    else drives it, `wait` carries it on (a retry, a collection) with the settings it was
+    started with; a scheduler that stays unreachable is waited for as long as its recorded
+    --unreachable-timeout allows. Only `vibesys cancel`, or an interrupt of the `run` that
+    started it, cancels."""
     with clean_errors():
         from vibesys.engine import DriveOptions, wait_for
-        from vibesys.run_command import finish, interruptible, live_status
+        from vibesys.run_command import FOLLOWER_SIGNALS, finish, interruptible, live_status
 
         store = open_store(journal)
         live = live_status(as_json)
-        engine = make_engine(store, unreachable_timeout, progress=live)
-        with interruptible() as interrupt:
-            options = DriveOptions(interrupt=interrupt, status=live)
+        engine = make_engine(store, progress=live)
+        with interruptible(FOLLOWER_SIGNALS) as interrupt:
+            options = DriveOptions(interrupt=interrupt, status=live, owner=False)
             inv = wait_for(engine, store.resolve(invocation).id, options)
-        raise typer.Exit(finish(store, inv, options, as_json))
+        raise typer.Exit(finish(store, inv, options, as_json, stopped_by=interrupt.signum))
 
 
 @app.command("result")

@@ -16,6 +16,11 @@ EXIT_OUTPUT_FAILED = 74  # EX_IOERR: our own output broke (EPIPE, ENOSPC); the j
 EXIT_UNRESOLVED = 4
 EXIT_INTERRUPTED = 130
 EXIT_BAD_INPUT = 2
+#: EX_NOINPUT: the invocation it runs after (`--after`) did not succeed; its command never ran
+EXIT_DEPENDENCY_FAILED = 66
+#: `reconcile` only (EX_UNAVAILABLE): an invocation is left as it is because its scheduler is
+#: unreachable, within the unreachable timeout recorded with it; run it again later
+EXIT_WAITING = 69
 
 
 def exit_status(inv: Invocation) -> int:
@@ -37,7 +42,25 @@ def exit_status(inv: Invocation) -> int:
             return EXIT_BAD_INPUT
         case Outcome.MISCONFIGURED:
             return EXIT_MISCONFIGURED
+        case Outcome.DEPENDENCY_FAILED:
+            return EXIT_DEPENDENCY_FAILED
     return 1
+
+
+def reconcile_status(failed: bool, waiting: bool) -> int:
+    """`vibesys reconcile`'s exit status: an UNRESOLVED invocation (or a failed row) comes
+    first, then one left waiting out its scheduler's outage."""
+    if failed:
+        return EXIT_UNRESOLVED
+    return EXIT_WAITING if waiting else 0
+
+
+def stopped_line(inv: Invocation) -> str:
+    """A follower stopped before the end: nothing was cancelled."""
+    return (
+        f"vibesys: stopped waiting for {inv.id} ({inv.state}); nothing was cancelled: "
+        f"`vibesys wait {inv.id}` follows it again"
+    )
 
 
 def summary(inv: Invocation, last: HistoryRow | None = None) -> str:
@@ -57,6 +80,7 @@ def summary(inv: Invocation, last: HistoryRow | None = None) -> str:
         Outcome.MISCONFIGURED,
         Outcome.REJECTED,
         Outcome.CANCELLED,
+        Outcome.DEPENDENCY_FAILED,
     )
     if last is not None and explain:
         cause = _cause(last)
@@ -104,6 +128,7 @@ def show(
             else []
         ),
         f"retries     {used} of {inv.max_retries}{failures}",
+        f"settings    {_evidence_text(inv.settings.to_json())}",
         "attempts",
     ]
     for a in attempts:

@@ -74,7 +74,7 @@ def _run(values: Mapping[str, Any]) -> int:
         label=values["name"],
         cwd=checked.cwd,
     )
-    if values["detach"]:
+    if values["detach"] and not values["as_json"]:
         echo(inv.id)
     sink = sys.stderr.buffer if values["as_json"] else sys.stdout.buffer
     tail = None if values["detach"] else LogTail(sink, sys.stderr.buffer)
@@ -84,13 +84,21 @@ def _run(values: Mapping[str, Any]) -> int:
         options = DriveOptions(tail, values["detach"], interrupt, status=live)
         inv = drive(engine, inv, options)
     if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
+        if values["as_json"]:  # one JSON object, as every --json: the record as it stands
+            echo(json.dumps(show_json(store, inv), indent=2))
         return 0
     return finish(store, inv, options, values["as_json"])
 
 
+#: The signals a follower (`wait`, `logs --follow`) stops at: a shell that ends sends SIGHUP.
+FOLLOWER_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
-def interruptible() -> Iterator[StopFlag]:
-    """First SIGINT/SIGTERM asks for a clean stop; a second one leaves at once."""
+def interruptible(
+    signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
+) -> Iterator[StopFlag]:
+    """The first of `signals` asks for a clean stop; a second one leaves at once."""
     from vibesys.engine import StopFlag
 
     event = StopFlag()
@@ -98,9 +106,9 @@ def interruptible() -> Iterator[StopFlag]:
     def handler(signum: int, _frame: object) -> None:
         if event.is_set():
             raise KeyboardInterrupt
-        event.set()
+        event.set(signum)
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, handler) for s in signals}
     try:
         yield event
     finally:
@@ -132,12 +140,24 @@ def live_status(quiet: bool) -> LiveStatus | None:
     return LiveStatus()
 
 
-def finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: bool) -> int:
-    """Report the ended invocation (`--json`: its record) and give `run`'s exit status."""
-    from vibesys.render import exit_status, summary
+def finish(
+    journal: Journal,
+    inv: Invocation,
+    options: DriveOptions,
+    as_json: bool,
+    stopped_by: int | None = None,
+) -> int:
+    """Report the ended invocation (`--json`: its record) and give `run`'s exit status. A
+    follower stopped by signal `stopped_by` before the end says so and exits 128+N."""
+    from vibesys.render import exit_status, stopped_line, summary
 
-    last = journal.history(inv.id)[-1:] or None
-    lines = [summary(inv, last[0] if last else None)]
+    history = journal.history(inv.id)
+    if inv.outcome == "DEPENDENCY_FAILED":  # the row that says why, not the collection's
+        history = [h for h in history if h.event in ("Finished", "ParentFailed")] or history
+    lines = [summary(inv, history[-1] if history else None)]
+    stopped = stopped_by is not None and inv.state != "DONE"
+    if stopped:
+        lines = [stopped_line(inv)]
     if options.output_error is not None:
         settled = "was cancelled" if inv.outcome == "CANCELLED" else f"ended {inv.state}"
         lines.insert(0, f"vibesys: {options.output_error}; the job {settled}")
@@ -154,7 +174,9 @@ def finish(journal: Journal, inv: Invocation, options: DriveOptions, as_json: bo
     except OSError:
         pass  # stderr is gone too: the journal holds everything
     quiet_streams()
-    return EXIT_OUTPUT_FAILED if options.output_error else exit_status(inv)
+    if options.output_error:
+        return EXIT_OUTPUT_FAILED
+    return 128 + stopped_by if stopped and stopped_by is not None else exit_status(inv)
 
 
 def quiet_streams() -> None:

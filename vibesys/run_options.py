@@ -43,7 +43,7 @@ COMMON: tuple[Option, ...] = (
     Option(
         "--retry-delay",
         "retry_delay",
-        "Seconds before the first retry (doubles after).",
+        "Seconds before the first retry (doubles after); recorded with the run.",
         default="2",
         metavar="SECONDS",
     ),
@@ -52,8 +52,9 @@ COMMON: tuple[Option, ...] = (
     Option(
         "--unreachable-timeout",
         "unreachable_timeout",
-        "Seconds a scheduler may stay unreachable (or an outcome open) before the job's fate "
-        "is reported as unknown.",
+        "Seconds a scheduler may stay unreachable (from its first unreachable observation), "
+        "or an outcome open, before the job's fate is reported as unknown; recorded with the "
+        "run, so `wait` and `reconcile` keep to it.",
         default="600",
         metavar="SECONDS",
     ),

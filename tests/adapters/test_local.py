@@ -61,6 +61,20 @@ def wait_terminal(backend: LocalBackend, ref: JobRef, timeout: float = 20) -> Re
     raise AssertionError(f"hang guard: {ref.job_name} did not end within {timeout:.0f} s")
 
 
+def test_every_status_says_where_the_attempt_ran(tmp_path: Path) -> None:
+    """Provenance, as every adapter records it: the host, the wrapper's pid, when it started
+    and, once it ended, when (from its claim and its exit marker)."""
+    backend = LocalBackend()
+    ref = submit(backend, tmp_path / "run", "sh", "-c", "sleep 1.1")
+    running = backend.status([ref])[ref.job_name]
+    assert running.state is RemoteState.RUNNING
+    assert running.provenance["host"] == os.uname().nodename
+    assert running.provenance["pid"] == ref.job_id and "end" not in running.provenance
+    ended = wait_terminal(backend, ref)
+    started, finished = ended.provenance["start"], ended.provenance["end"]
+    assert started.endswith("Z") and finished.endswith("Z") and started < finished
+
+
 @pytest.mark.parametrize(
     ("command", "state", "code"),
     [

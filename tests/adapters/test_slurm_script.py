@@ -85,9 +85,11 @@ def test_directives_without_gpus_or_dependency() -> None:
     ]
 
 
-def test_a_dependency_always_comes_with_kill_on_invalid_dep() -> None:
+def test_a_dependency_never_lets_slurm_kill_the_child() -> None:
+    """A parent's failed attempt must leave the child pending (the parent may be retried and
+    the child re-pointed), whatever the site's DependencyParameters say."""
     lines = directives(render_sbatch(CASES["gpus_dependency_site_args"]))
-    assert lines[-2:] == ["--dependency=afterok:22", "--kill-on-invalid-dep=yes"]
+    assert lines[-2:] == ["--dependency=afterok:22", "--kill-on-invalid-dep=no"]
     assert "--gres=gpu:2" in lines
     assert "--partition=main,priority" in lines
     assert "--chdir=/shared/projects/kernel" in lines

@@ -281,29 +281,6 @@ def test_a_job_still_starting_after_a_crash_is_waited_for(journal: Journal, tmp_
     assert fake.submits() == [] and "fence" not in [kind for kind, _ in fake.calls]
 
 
-def test_a_short_outage_within_patience_is_waited_out(journal: Journal, tmp_path: Path) -> None:
-    """Two failed status rounds while the job runs: within the patience, nothing is concluded,
-    and the job is followed to its end without ever being UNRESOLVED."""
-    fake = FakeBackend([FakeAttempt((S.RUNNING, S.RUNNING, S.COMPLETED))])
-    engine = make_engine(journal, fake, patience=timedelta(minutes=10))
-    inv = engine.prepare(adapter="fake", command=["x"], run_root=tmp_path)
-    inv = drive(engine, inv, DriveOptions(detach=True))
-    real_status = fake.status
-    failures = [BackendUnavailable("slurmctld not responding")] * 2
-
-    def flaky(jobs):  # type: ignore[no-untyped-def]
-        if failures:
-            raise failures.pop()
-        return real_status(jobs)
-
-    fake.status = flaky  # type: ignore[method-assign]
-    assert journal.acquire_lease(inv.id, engine.owner, timedelta(seconds=30))
-    inv = drive(engine, inv, DriveOptions())
-    assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.COMPLETED)
-    assert "OutcomeUnknown" not in events(journal, inv.id)
-    assert failures == [], "the outage happened"
-
-
 def test_invocation_ids_sort_by_creation_and_stay_distinct() -> None:
     # Ids sort as they were made (the journal's b-trees append instead of splitting random
     # pages); the random tail keeps ids of one millisecond apart.

@@ -123,7 +123,7 @@ def test_one_step_executes_exactly_the_decided_effects(
         return None
 
     monkeypatch.setattr(core_module, "execute", record)
-    decided = plan(replace(inv), seen, engine.context())
+    decided = plan(replace(inv), seen, engine.context(inv))
     before = journal.history(inv.id)
     after = engine.step(inv, seen)
     written = journal.history(inv.id)[len(before) :]

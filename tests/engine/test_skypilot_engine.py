@@ -325,22 +325,21 @@ def release_finished_campaigns_of(engine: Engine) -> list[str]:
     return [lease.name for lease in release_finished_campaigns(engine)]
 
 
-def test_a_down_its_driver_never_did_is_finished_by_reconcile(
+def test_a_down_is_carried_out_by_whoever_ends_the_evaluation(
     fake: FakeSky, tmp_path: Path
 ) -> None:
+    """`--down` is recorded with the request: a follower (`wait`) that carries the evaluation
+    to its end, nobody else driving it, releases the cluster as the run would have; reconcile
+    then has nothing left to release."""
     engine = engine_on(fake, tmp_path)
     inv = engine.prepare(
         adapter="skypilot", command=["true"], request=fake.request(down=True), run_root=tmp_path
     )
-    # A follower drives it to the end (nobody else did) but does not own it: no release.
     done = drive(engine, inv, DriveOptions(owner=False))
     assert done.state is JobState.DONE
     [lease] = engine.journal.cluster_leases()
-    assert engine.journal.cluster_lease(lease.id).state is LeaseState.UP
-    rows = reconcile(engine_on(fake, tmp_path, owner="host:2:2"))
-    assert [(r.invocation_id, r.before, r.after) for r in rows] == [
-        (f"cluster {lease.name}", LeaseState.UP, LeaseState.RELEASED)
-    ]
+    assert engine.journal.cluster_lease(lease.id).state is LeaseState.RELEASED
+    assert reconcile(engine_on(fake, tmp_path, owner="host:2:2")) == []
     assert len(fake.calls("down")) == 1
 
 

@@ -50,7 +50,7 @@ CREATE TABLE "invocations" (
    "request_version" INTEGER,
    "cwd" TEXT,
    "env_file" TEXT
-, "site_digest" TEXT);
+, "settings" TEXT, "site_digest" TEXT);
 CREATE TABLE "cluster_leases" (
    "id" INTEGER PRIMARY KEY,
    "name" TEXT NOT NULL,
@@ -105,7 +105,7 @@ CREATE TABLE "attempts" (
    "dispatched_at" TEXT,
    "fence_intended_at" TEXT,
    "claim" TEXT,
-   "provenance" TEXT,
+   "provenance" TEXT, "unreachable_since" TEXT,
    PRIMARY KEY ("invocation_id", "attempt")
 ) WITHOUT ROWID;
 CREATE INDEX "invocations_active" ON "invocations" ("created_at", "id") WHERE outcome IS NULL;

@@ -40,6 +40,9 @@ def test_the_golden_schema_pins_the_contract() -> None:
         "CREATE TRIGGER history_no_delete BEFORE DELETE ON history",
         '"version" INTEGER NOT NULL',
         '"evidence" TEXT NOT NULL',
+        # m006: the settings recorded at PREPARED, the attempt's first unreachable observation
+        '"settings" TEXT',
+        '"unreachable_since" TEXT',
     ):
         assert needle in text, needle
 
@@ -193,6 +196,53 @@ def test_m003_turns_options_into_typed_requests(tmp_path: Path) -> None:
         assert (inv.cwd, inv.env_file) == (None, None)
         columns = {c.name for c in journal.db["invocations"].columns}
         assert not {"options", "snapshot_digest"} & columns
+    finally:
+        journal.close()
+
+
+def test_m006_records_settings_and_moves_cancel_when_orphaned_out_of_the_request(
+    tmp_path: Path,
+) -> None:
+    """Older invocations are carried on with what every process but their driver used (the
+    driver's own values were never recorded); a broker job's cancel-when-orphaned moves from
+    its request to its settings, so its request still parses."""
+    import json
+
+    from sqlite_utils import Database
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    old = Database(conn)
+    migrations.apply(old, stop_before="m006_settings_unreachable_since")
+    for invocation_id, orphaned in (("broker1", True), ("plain1", None)):
+        request = {"site_config": "/etc/slurm.toml", "gpus": 1, "time_minutes": 5}
+        if orphaned is not None:
+            request["cancel_when_orphaned"] = orphaned
+        old["invocations"].insert(
+            {
+                "id": invocation_id,
+                "adapter": "srun",
+                "command": '["nvidia-smi"]',
+                "request": json.dumps(request),
+                "request_version": 1,
+                "state": "RUNNING",
+                "version": 3,
+                "attempt": 1,
+                "max_retries": 0,
+                "run_dir": f"/runs/{invocation_id}",
+                "created_at": "2026-01-01T00:00:00+00:00",
+                "updated_at": "2026-01-01T00:00:00+00:00",
+            }
+        )
+    conn.close()
+    journal = open_journal(path)
+    try:
+        broker, plain = journal.get("broker1"), journal.get("plain1")
+        assert broker.settings.cancel_when_orphaned and not plain.settings.cancel_when_orphaned
+        assert "cancel_when_orphaned" not in broker.request
+        assert broker.request == {"site_config": "/etc/slurm.toml", "gpus": 1, "time_minutes": 5}
+        assert plain.settings.unreachable_timeout_seconds == 600.0
+        assert plain.settings.retry_delay_seconds == 2.0
     finally:
         journal.close()
 

@@ -58,6 +58,16 @@ TRUSTED = "vibesys/config/request.py"
 SLOTS = "vibesys/journal_schema/slots.py"
 RUN_SLOTS = "vibesys/broker/run_slots.py"
 ROWS = "vibesys/journal_schema/rows.py"
+OUTAGE = "vibesys/engine/outage.py"
+CHAINS = "vibesys/engine/chains.py"
+DRIVE = "vibesys/engine/drive.py"
+RECONCILE = "vibesys/engine/reconcile.py"
+SETTINGS = "vibesys/journal_schema/settings.py"
+SCRIPT = "vibesys/adapters/slurm/script.py"
+LOCAL = "vibesys/adapters/local.py"
+CLI = "vibesys/cli.py"
+RECORDED = ("tests/engine/test_recorded_settings.py",)
+CHAINED = ("tests/engine/test_chains.py",)
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -125,6 +135,13 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     RUN_SLOTS: ("tests/broker/test_run_slots.py",),
     ROWS: ("tests/test_cli_site.py",),
     REQUESTS: ("tests/test_cli_site.py", "tests/config/test_resources_profiles.py"),
+    OUTAGE: RECORDED,
+    CHAINS: CHAINED,
+    DRIVE: RECORDED,
+    RECONCILE: RECORDED,
+    SETTINGS: ("tests/journal_schema/test_settings.py",),
+    SCRIPT: ("tests/adapters/test_slurm_script.py",),
+    LOCAL: ("tests/adapters/test_local.py",),
 }
 
 
@@ -151,7 +168,7 @@ MUTANTS: list[Mutant] = [
     M("table-unresolved-cannot-reattach", TABLE, '"source": [S.SUBMITTING, S.UNRESOLVED],\n        "dest": S.RUNNING,', '"source": [S.SUBMITTING],\n        "dest": S.RUNNING,', "an UNRESOLVED job found running can never be followed again"),
     M("table-fence-from-running", TABLE, '"source": [S.SUBMITTING, S.UNRESOLVED],\n        "dest": None,\n        "after": "emit_fence",', '"source": [S.SUBMITTING, S.RUNNING, S.UNRESOLVED],\n        "dest": None,\n        "after": "emit_fence",', "a running job's attempt could be fenced out from under it"),
     M("table-dispatch-skips-submit", TABLE, '"after": "emit_submit"}', '"after": "emit_poll"}', "the dispatch no longer authorizes the submit"),
-    M("table-misconfigured-from-running", TABLE, '"source": [S.PREPARED, S.SUBMITTING],\n        "dest": S.DONE,\n        "after": "emit_finish",\n    },\n    # Silence', '"source": [S.PREPARED, S.SUBMITTING, S.RUNNING],\n        "dest": S.DONE,\n        "after": "emit_finish",\n    },\n    # Silence', "a job that may run is ended DONE on a configuration error"),
+    M("table-misconfigured-from-running", TABLE, '"source": [S.PREPARED, S.SUBMITTING],\n        "dest": S.DONE,\n        "after": "emit_finish",\n    },\n    # The invocation it runs after', '"source": [S.PREPARED, S.SUBMITTING, S.RUNNING],\n        "dest": S.DONE,\n        "after": "emit_finish",\n    },\n    # The invocation it runs after', "a job that may run is ended DONE on a configuration error"),
     M("retryable-application-failure", JOB_STATE, "        FailureClass.TRANSPORT_LOST,\n    }", "        FailureClass.TRANSPORT_LOST,\n        FailureClass.APPLICATION_FAILED,\n    }", "an application failure is retried blindly"),
     M("outcome-cancelled-is-completed", JOB_STATE, "FailureClass.CANCELLED: Outcome.CANCELLED,", "FailureClass.CANCELLED: Outcome.COMPLETED,", "a cancelled job reports success"),
     # -- the planner -------------------------------------------------------------------------
@@ -159,9 +176,9 @@ MUTANTS: list[Mutant] = [
     M("plan-redispatch", PLAN, "        case JobState.SUBMITTING:\n            return _unsettled(inv, _need(seen), ctx)", "        case JobState.SUBMITTING:\n            return Commit(SubmitDispatched(inv.attempt, attempt_job_name(inv, inv.attempt)))", "an attempt whose submit may have happened is submitted again", tests=("tests/engine/test_fences.py", "tests/engine/test_plan_execute.py")),
     M("plan-fence-ignored", PLAN, "        case Sight.FENCED:\n            return _fenced(inv, seen, ctx)\n        case Sight.ABSENT:", "        case Sight.ABSENT:", "a fence that won is never acted on: the invocation hangs"),
     M("plan-unknown-while-running-holds", PLAN, '    return Commit(OutcomeUnknown(f"{seen.sight}: {seen.evidence}"))\n\n\ndef _ended', '    return Hold(f"{seen.sight}: {seen.evidence}")\n\n\ndef _ended', "a running job the scheduler lost is never marked UNRESOLVED", tests=("tests/engine/test_engine_fake.py", "tests/engine/test_plan_execute.py")),
-    M("plan-no-patience", PLAN, "            if ctx.now - since < ctx.patience:", "            if False:", "a short outage of the scheduler ends a running job's follow-up at once"),
+    M("plan-no-patience", PLAN, "            if ctx.now - since < ctx.patience:", "            if False:", "a short outage of the scheduler ends a running job's follow-up at once", tests=RECORDED),
     M("plan-budget-off-by-one", PLAN, "    if inv.retries > inv.max_retries:", "    if inv.retries >= inv.max_retries:", "one retry fewer than the budget allows"),
-    M("plan-cancel-during-collection-cancels", PLAN, "    if inv.cancel_requested and inv.failure_class is not FailureClass.CANCELLED:", "    if False:", "a cancel during collection is ignored until the collection succeeds", tests=("tests/engine/test_fences.py", "tests/engine/test_plan_execute.py")),
+    M("plan-cancel-during-collection-cancels", PLAN, "    if inv.cancel_requested and inv.failure_class not in ended_by_cancel:", "    if False:", "a cancel during collection is ignored until the collection succeeds", tests=("tests/engine/test_fences.py", "tests/engine/test_plan_execute.py")),
     # -- the classification of observations ---------------------------------------------------
     M("observe-node-fail-is-application", OBSERVE, "    RemoteState.NODE_FAIL: FailureClass.NODE_FAILED,\n", "", "a node failure is blamed on the command, never retried"),
     M("observe-fence-not-read", OBSERVE, "    if claim is not None and claim.fenced:\n        return Seen(Sight.FENCED, evidence, status.job_id, final=True)\n", "", "a fence in the run directory is read as plain absence"),
@@ -265,6 +282,26 @@ MUTANTS: list[Mutant] = [
     M("cert-warn-threshold-ignored", CHECK_CERT, "    if left < warn_days * 86400:\n", "    if False:\n", "a certificate hours from expiry passes without a word"),
     M("check-node-nonce-unchecked", CHECK_JOB, '        if reply.get("nonce") != self.settings.nonce:\n', "        if False:\n", "a node that cannot read the check's file still proves the root shared"),
     M("check-bwrap-probe-unread", CHECK_JOB, '    if reply.get("probe_rc") != "0" or reply.get("probe") != probe.settings.nonce:\n', "    if False:\n", "a node whose bwrap cannot confine a command passes the bwrap check"),
+    # -- what an invocation was started with, wherever it is carried on (issue 20) ------------
+    M("outage-counts-from-now", OUTAGE, "    since = datetime.fromisoformat(recorded)\n", "    since = now\n", "the unreachable timeout counts from whichever process looks now: repeated reconciles never give up"),
+    M("outage-never-ends", OUTAGE, "        if recorded is not None:\n            journal.clear_unreachable", "        if False:\n            journal.clear_unreachable", "an outage that ended still counts for the next one: a later outage gives up early"),
+    M("settings-retry-from-process", CORE, "            policy_of(inv.max_retries, settings),\n", "            self.retry,\n", "a later process retries with its own delay, not the recorded one", tests=RECORDED),
+    M("settings-patience-from-process", CORE, "            timedelta(seconds=settings.unreachable_timeout_seconds),\n", "            self.patience,\n", "a later process gives up on an unreachable scheduler by its own default", tests=RECORDED),
+    M("reconcile-waiting-unsaid", RECONCILE, "    return engine.journal.unreachable_since(inv.id, inv.attempt)\n", "    return None\n", "reconcile leaves a run waiting out an outage without saying so (or until when)"),
+    M("reconcile-orphan-from-request", RECONCILE, "        if inv.settings.cancel_when_orphaned and not inv.cancel_requested:", "        if False:", "a broker job whose client is gone is followed to its end instead of cancelled"),
+    M("exit-waiting-is-0", RENDER, "    return EXIT_WAITING if waiting else 0", "    return 0", "reconcile exits 0 while it left a run waiting out an outage"),
+    M("exit-dependency-failed-is-130", RENDER, "            return EXIT_DEPENDENCY_FAILED", "            return EXIT_INTERRUPTED", "a child whose parent failed exits like an interrupt"),
+    M("settings-bool-is-a-number", SETTINGS, "            if isinstance(value, bool) or not isinstance(value, int | float):", "            if not isinstance(value, int | float):", "a damaged settings record (true for a timeout) is read as 1 s"),
+    M("follower-interrupt-cancels", DRIVE, "                if not options.owner:\n                    return inv\n                inv = engine.request_cancel", "                inv = engine.request_cancel", "`wait` interrupted in the background cancels the job it only follows"),
+    M("wait-owns", CLI, "            options = DriveOptions(interrupt=interrupt, status=live, owner=False)", "            options = DriveOptions(interrupt=interrupt, status=live)", "`wait` cancels the job on SIGINT/SIGHUP", tests=("tests/test_cli_follow.py",)),
+    M("chain-parent-retry-forgets-children", CORE, "            follow_children(self, after, self.journal.active())\n", "            pass\n", "a retried parent's pending child keeps waiting on the failed attempt", tests=CHAINED),
+    M("chain-child-never-moves", CHAINS, "    if target is None or waits_on == target:\n", "    if True:\n", "a child whose parent's retry was recorded without it (a crash) waits on the failed attempt for good"),
+    M("chain-parent-not-carried", CHAINS, "        parent = carry_parent(engine, child, parent)\n", "        pass\n", "a child in the foreground waits for good on a parent nobody drives"),
+    M("chain-failed-parent-is-cancelled", PLAN, "    if failure is FailureClass.CANCELLED and (failed := ctx.parent_failed()):", "    if False:", "a child of a failed parent ends CANCELLED (exit 130), as an interrupt", tests=CHAINED),
+    M("chain-failed-parent-submitted", PLAN, "            if failed := ctx.parent_failed():\n                return Commit(ParentFailed(_parent_id(ctx), f\"{failed}: nothing submitted\"))\n            return Commit(\n                SubmitDispatched", "            return Commit(\n                SubmitDispatched", "a child whose intent was recorded before its parent failed is submitted all the same", tests=CHAINED),
+    M("chain-slurm-kills-the-child", SCRIPT, '"--kill-on-invalid-dep=no"]', '"--kill-on-invalid-dep=yes"]', "Slurm kills the child when its parent's attempt fails, before the parent's retry exists"),
+    M("local-no-end", LOCAL, '            found["end"] = time.strftime', '            found["start"] = time.strftime', "a local attempt's record says nothing of when it ended"),
+    M("detach-json-bare-id", RUN_COMMAND, '    if values["detach"] and not values["as_json"]:', '    if values["detach"]:', "`run --detach --json` prints the bare id before its JSON object", tests=("tests/test_cli.py::test_detach_json_prints_one_object",)),
     M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
     M("ui-reader-writes-the-shm", UI_READER, '"mode=ro&readonly_shm=1"', '"mode=ro"', "a read beside WAL files writes its read mark into the -shm"),
     M("ui-reader-makes-wal-files", UI_READER, '"mode=ro&immutable=1"', '"mode=ro"', "a read of a quiet journal creates an empty -wal and a -shm beside it"),

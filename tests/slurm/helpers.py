@@ -6,12 +6,15 @@ Everything here talks to the real cluster through its ordinary clients (`squeue`
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shlex
+import signal
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +75,32 @@ def write_slurm_toml(
         lines.append(f"windows_command = {toml_list(windows_command)}")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def fast_toml(tmp_path: Path, *extra: str) -> Path:
+    """slurm.toml with a short command timeout (a frozen controller answers nothing)."""
+    path = write_slurm_toml(tmp_path / "slurm.toml", tmp_path / "remote")
+    text = path.read_text().replace("[slurm]\n", "[slurm]\ncommand_timeout_seconds = 4\n", 1)
+    path.write_text(text + "".join(f"{line}\n" for line in extra))
+    return path
+
+
+def daemon_pid(cluster: dict[str, str], name: str) -> int:
+    for line in (Path(cluster["VIBESYS_SLURM_DIR"]) / "pids").read_text().splitlines():
+        daemon, pid, _start = line.split()
+        if daemon == name:
+            return int(pid)
+    raise AssertionError(f"scripts/local-slurm recorded no {name}")
+
+
+@contextlib.contextmanager
+def frozen(pid: int) -> Iterator[None]:
+    """The daemon stopped (SIGSTOP) for the block's duration, and always continued after."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 # -- vibesys ---------------------------------------------------------------------------------

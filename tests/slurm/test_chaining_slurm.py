@@ -1,13 +1,15 @@
-"""Phases chained by the scheduler: `--after` submits a child with `afterok` and
-`--kill-on-invalid-dep=yes`, so a failed parent cancels it instead of parking it forever."""
+"""Phases chained by the scheduler: `--after` submits a child with `afterok` (and
+`--kill-on-invalid-dep=no`, so a parent that fails is not the end of the child while the parent
+may be retried); a parent that fails for good ends the child DEPENDENCY_FAILED (exit 66)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import cli, run_args, show, slurm
+from tests.slurm.helpers import cli, run_args, slurm
 
 pytestmark = pytest.mark.slurm
 
@@ -35,7 +37,12 @@ def test_child_runs_after_a_successful_parent(tmp_path: Path, slurm_toml: Path) 
     assert cli("wait", parent_id, cwd=tmp_path).returncode == 0
 
 
-def test_failed_parent_cancels_the_child(tmp_path: Path, slurm_toml: Path) -> None:
+def test_a_parent_that_fails_for_good_ends_its_child_dependency_failed(
+    tmp_path: Path, slurm_toml: Path
+) -> None:
+    """Issue: a child killed for a failed parent ended CANCELLED with exit 130, the same as an
+    interrupt. Now the child's pending job waits on a dependency that can never be satisfied
+    (Slurm leaves it pending), vibesys cancels it and says why."""
     parent = cli(
         *run_args("sbatch", slurm_toml, "--detach"), "sh", "-c", "sleep 1; exit 1", cwd=tmp_path
     )
@@ -46,15 +53,18 @@ def test_failed_parent_cancels_the_child(tmp_path: Path, slurm_toml: Path) -> No
         cwd=tmp_path,
         timeout=120,
     )
-    assert child.returncode == 130, child.stderr
-    shown = show(tmp_path, child.stdout.split('"id": "')[1].split('"')[0])
-    assert shown["outcome"] == "CANCELLED"
+    assert cli("wait", parent_id, cwd=tmp_path).returncode == 1  # it drives the parent's end
+    assert child.returncode == 66, child.stderr
+    shown = json.loads(child.stdout)
+    assert (shown["outcome"], shown["failure_class"]) == ("DEPENDENCY_FAILED", "DEPENDENCY_FAILED")
+    assert f"{parent_id}, ended APPLICATION_FAILED" in child.stderr
+    text = cli("journal", "show", shown["id"], cwd=tmp_path).stdout
+    assert "DEPENDENCY_FAILED" in text and "so its command never ran" in text
     # A job cancelled while it waited on a dependency never became eligible: `sacct --name`
     # does not list it, `sacct -j` does.
     job_id = shown["attempts"][0]["job_id"]
     states = slurm("sacct", "-X", "-n", "-P", "-o", "State,Reason", "-j", job_id)
     assert states.startswith("CANCELLED"), states
-    assert cli("wait", parent_id, cwd=tmp_path).returncode == 1
 
 
 def test_after_needs_a_submitted_sbatch_invocation(tmp_path: Path, slurm_toml: Path) -> None:

@@ -3,7 +3,6 @@ the exit status, the recorded outcome, and what Slurm's own accounting says."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -102,38 +101,3 @@ def test_own_time_limit_is_an_application_failure(tmp_path: Path, slurm_toml: Pa
     assert len(inv["attempts"]) == 1 and inv["retries"] == 0
     assert "TIMEOUT" in finished_evidence(inv)
     assert sacct_states(inv["attempts"][0]["job_name"]) == ["TIMEOUT"]
-
-
-def test_node_failure_is_retried_and_completes(tmp_path: Path, slurm_toml: Path) -> None:
-    """The node goes DOWN under a running batch job: the job (submitted with --no-requeue) ends
-    NODE_FAIL, vibesys records NODE_FAILED and runs attempt 2, which completes."""
-    detached = cli(
-        *run_args("sbatch", slurm_toml, "--detach", "--retry-delay", "1"),
-        "sh",
-        "-c",
-        "sleep 10; echo finished",
-        cwd=tmp_path,
-    )
-    assert detached.returncode == 0, detached.stderr
-    invocation = detached.stdout.strip()
-    first = f"vibesys-{invocation}-1"
-    wait_for_state(first, ["RUNNING"])
-    try:
-        slurm("scontrol", "update", "nodename=node1", "state=down", "reason=vibesys-test")
-        wait_for_state(first, ["NODE_FAIL"], timeout=20)
-    finally:
-        slurm("scontrol", "update", "nodename=node1", "state=resume")
-
-    waited = cli("wait", invocation, cwd=tmp_path)
-    assert waited.returncode == 0, waited.stderr
-    inv = show(tmp_path, invocation)
-    assert (inv["state"], inv["outcome"], inv["exit_code"]) == ("DONE", "COMPLETED", 0)
-    attempts = [(a["attempt"], a["job_name"], a["failure_class"]) for a in inv["attempts"]]
-    second = f"vibesys-{invocation}-2"
-    assert attempts == [(1, first, "NODE_FAILED"), (2, second, "COMPLETED")], json.dumps(attempts)
-    assert inv["retries"] == 1
-    assert "NODE_FAIL" in history_text(inv)
-    assert job_output(inv, 2) == "finished\n"
-    # One Slurm job per attempt name: Slurm never requeued the first one itself.
-    assert sacct_states(first) == ["NODE_FAIL"]
-    assert sacct_states(second) == ["COMPLETED"]

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,9 @@ import pytest
 from tests.conftest import ROOT
 from tests.slurm.helpers import (
     cli,
+    daemon_pid,
+    fast_toml,
+    frozen,
     history_text,
     listed,
     run_args,
@@ -30,38 +32,12 @@ from tests.slurm.helpers import (
     settled_sacct,
     show,
     squeue_jobs,
-    write_slurm_toml,
 )
 
 pytestmark = pytest.mark.slurm
 
 SBATCH = shutil.which("sbatch") or "/usr/bin/sbatch"
 SRUN = shutil.which("srun") or "/usr/bin/srun"
-
-
-def fast_toml(tmp_path: Path, *extra: str) -> Path:
-    """slurm.toml with a short command timeout (a frozen controller answers nothing)."""
-    path = write_slurm_toml(tmp_path / "slurm.toml", tmp_path / "remote")
-    text = path.read_text().replace("[slurm]\n", "[slurm]\ncommand_timeout_seconds = 4\n", 1)
-    path.write_text(text + "".join(f"{line}\n" for line in extra))
-    return path
-
-
-def daemon_pid(cluster: dict[str, str], name: str) -> int:
-    for line in (Path(cluster["VIBESYS_SLURM_DIR"]) / "pids").read_text().splitlines():
-        daemon, pid, _start = line.split()
-        if daemon == name:
-            return int(pid)
-    raise AssertionError(f"scripts/local-slurm recorded no {name}")
-
-
-@contextlib.contextmanager
-def frozen(pid: int) -> Iterator[None]:
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
 
 
 def start_run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -23,6 +23,7 @@ from vibesys.states import (
     Misconfigured,
     Outcome,
     OutcomeUnknown,
+    ParentFailed,
     Rejected,
     RetryBudgetSpent,
     SiteReplaced,
@@ -47,6 +48,9 @@ EXPECTED: dict[tuple[JobState, str], JobState] = {
     (S.SUBMITTING, "Rejected"): S.DONE,
     (S.PREPARED, "Misconfigured"): S.DONE,
     (S.SUBMITTING, "Misconfigured"): S.DONE,
+    (S.PREPARED, "ParentFailed"): S.DONE,
+    (S.SUBMITTING, "ParentFailed"): S.DONE,
+    (S.RETRYING, "ParentFailed"): S.DONE,
     (S.SUBMITTING, "FenceIntended"): S.SUBMITTING,
     (S.UNRESOLVED, "FenceIntended"): S.UNRESOLVED,
     (S.SUBMITTING, "OutcomeUnknown"): S.UNRESOLVED,
@@ -90,6 +94,7 @@ OUTCOME_OF_CLASS = {
     FailureClass.COMPLETED: Outcome.COMPLETED,
     FailureClass.APPLICATION_FAILED: Outcome.APPLICATION_FAILED,
     FailureClass.CANCELLED: Outcome.CANCELLED,
+    FailureClass.DEPENDENCY_FAILED: Outcome.DEPENDENCY_FAILED,
 }
 
 #: One fixed example of every event type.
@@ -97,6 +102,7 @@ SAMPLES: dict[str, Event] = {
     "SubmitIntended": SubmitIntended(attempt=2, job_name="vibesys-abc123-2"),
     "SubmitDispatched": SubmitDispatched(attempt=2, job_name="vibesys-abc123-2"),
     "Misconfigured": Misconfigured(reason="host key changed", fix="verify it"),
+    "ParentFailed": ParentFailed(parent="0a1b2c3d4e5f6789", observation="it ended INFRA_FAILED"),
     "FenceIntended": FenceIntended(attempt=2),
     "Submitted": Submitted(job_id="4242", observation="Submitted batch job 4242"),
     "Rejected": Rejected(reason="sbatch: error: invalid partition"),
@@ -125,6 +131,7 @@ BY_NAME: dict[str, st.SearchStrategy[Any]] = {
         SubmitDispatched, attempt=st.integers(min_value=1, max_value=10**6), job_name=text
     ),
     "Misconfigured": st.builds(Misconfigured, reason=text, fix=text),
+    "ParentFailed": st.builds(ParentFailed, parent=text, observation=text),
     "FenceIntended": st.builds(FenceIntended, attempt=st.integers(min_value=1, max_value=10**6)),
     "Submitted": st.builds(Submitted, job_id=text, observation=text),
     "Rejected": st.builds(Rejected, reason=text),

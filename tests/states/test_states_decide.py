@@ -32,6 +32,7 @@ from vibesys.states import (
     Misconfigured,
     Outcome,
     OutcomeUnknown,
+    ParentFailed,
     Poll,
     Rejected,
     Resolve,
@@ -55,6 +56,7 @@ OTHER_SAMPLES: dict[str, Event] = {
     "SubmitIntended": SubmitIntended(attempt=3, job_name="vibesys-def456-3"),
     "SubmitDispatched": SubmitDispatched(attempt=3, job_name="vibesys-def456-3"),
     "Misconfigured": Misconfigured(reason="key refused", fix="add the key"),
+    "ParentFailed": ParentFailed(parent="feedface00000000", observation="it was REJECTED"),
     "FenceIntended": FenceIntended(attempt=3),
     "Submitted": Submitted(job_id="77", observation="found by name"),
     "Rejected": Rejected(reason="invalid partition"),
@@ -80,6 +82,7 @@ EFFECT_OF: dict[str, type | None] = {
     "Submitted": Poll,
     "Rejected": Finish,
     "Misconfigured": Finish,
+    "ParentFailed": Finish,
     "FenceIntended": Fence,
     "OutcomeUnknown": Resolve,
     "Finished": Collect,
@@ -200,6 +203,10 @@ def test_cancel_request_stays_and_authorizes_cancel(source: JobState) -> None:
         (S.COLLECTING, Collected(Outcome.CANCELLED, None), Finish(Outcome.CANCELLED, None)),
         (S.PREPARED, Rejected("bad partition"), Finish(Outcome.REJECTED, None)),
         (S.SUBMITTING, Rejected("bad partition"), Finish(Outcome.REJECTED, None)),
+        *[
+            (s, ParentFailed("0a1b", "it failed"), Finish(Outcome.DEPENDENCY_FAILED, None))
+            for s in (S.PREPARED, S.SUBMITTING, S.RETRYING)
+        ],
         (
             S.RETRYING,
             RetryBudgetSpent(FailureClass.NODE_FAILED, 2),
@@ -209,7 +216,9 @@ def test_cancel_request_stays_and_authorizes_cancel(source: JobState) -> None:
     ],
 )
 def test_into_done_finish_carries_the_outcome(
-    source: JobState, event: Collected | Rejected | RetryBudgetSpent | Cancelled, finish: Finish
+    source: JobState,
+    event: Collected | Rejected | ParentFailed | RetryBudgetSpent | Cancelled,
+    finish: Finish,
 ) -> None:
     assert decide(source, event) == Decision(S.DONE, (finish,))
 

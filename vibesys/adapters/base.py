@@ -272,6 +272,18 @@ class SharedPolling(Protocol):
         ...
 
 
+@runtime_checkable
+class FollowsParent(Protocol):
+    """An adapter whose jobs can wait on another job (`--after`): a pending job's dependency
+    can be moved to the parent's new attempt when the parent is retried."""
+
+    def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
+        """Make the pending `job` wait on `parent_job` (None: on nothing, the parent has
+        completed); evidence of what was done. A job that no longer waits is left as it is.
+        Raises BackendError when it cannot tell."""
+        ...
+
+
 class Progress(Protocol):
     """Hears how a transfer goes (a stage, an artifact download) for people: a progress bar
     on a terminal, nothing elsewhere. Never decided by."""

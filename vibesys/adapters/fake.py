@@ -76,9 +76,13 @@ class FakeBackend:
     hidden: set[str] = field(default_factory=set)
     #: jobs whose command actually ran (claimed by the job itself)
     ran: list[str] = field(default_factory=list)
+    #: the parent's job each job waits on (submitted with, or moved to by `follow_parent`)
+    waits_on: dict[str, str | None] = field(default_factory=dict)
 
     def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         self.calls.append(("submit", request.job_name))
+        if isinstance(request.spec, FakeRequest) and request.spec.after:
+            self.waits_on[request.job_name] = request.spec.after_job
         index = sum(1 for kind, _ in self.calls if kind == "submit") - 1
         script = self.attempts[index] if index < len(self.attempts) else FakeAttempt()
         if script.submit_error is None or script.submitted_despite_error:
@@ -154,6 +158,13 @@ class FakeBackend:
             observation=f"fake: {state} round {job.rounds}",
         )
 
+    def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
+        self.calls.append(("follow_parent", f"{job.job_name}->{parent_job}"))
+        if self.status_error is not None:
+            raise self.status_error
+        self.waits_on[job.job_name] = parent_job
+        return f"fake: {job.job_name} waits on {parent_job}"
+
     def cancel(self, job: JobRef) -> None:
         self.calls.append(("cancel", job.job_name))
         if job.job_name in self.jobs:
@@ -199,7 +210,17 @@ class FakeBackend:
 
 
 class FakeRequest(AdapterRequest):
-    """The fake adapter takes nothing beyond the common request."""
+    """The common request, and a parent to run after (as sbatch's `--after`), for tests."""
+
+    after: str | None = None
+    #: the parent's job this submission waits on (set by the engine for one submission)
+    after_job: str | None = None
+
+    def runs_after(self) -> str | None:
+        return self.after
+
+    def with_parent_job(self, job_id: str | None) -> FakeRequest:
+        return self.model_copy(update={"after_job": job_id}) if self.after else self
 
 
 #: The registry's names for this adapter's request model and request builder.

@@ -179,6 +179,7 @@ class LocalBackend:
         # Read the marker after the liveness check: a wrapper that exits in between wrote it.
         marker = _read_marker(directory / "exit_code")
         cancelled = (directory / CANCEL_FILE).exists()
+        ran = _provenance(claim, directory / "exit_code" if marker is not None else None)
         if marker is not None:
             stopped = cancelled and marker != 0
             state = (
@@ -195,10 +196,15 @@ class LocalBackend:
                 exit_code=marker,
                 cancelled_by="vibesys" if stopped else None,
                 observation=f"marker exit_code={marker}",
+                provenance=ran,
             )
         if alive:
             return RemoteStatus(
-                job.job_name, str(pid), RemoteState.RUNNING, observation=f"pid {pid} alive"
+                job.job_name,
+                str(pid),
+                RemoteState.RUNNING,
+                observation=f"pid {pid} alive",
+                provenance=ran,
             )
         group = _read_json(directory / "group")
         members = group_members(int(group["pgid"]), group.get("start_time")) if group else []
@@ -209,6 +215,7 @@ class LocalBackend:
                 RemoteState.RUNNING,
                 observation=f"wrapper {pid} gone; process group {group and group['pgid']} "
                 f"still runs ({len(members)} processes)",
+                provenance=ran,
             )
         if cancelled:
             return RemoteStatus(
@@ -218,6 +225,7 @@ class LocalBackend:
                 cancelled_by="vibesys",
                 observation=f"cancel requested; wrapper {pid} gone without a marker and "
                 "nothing of its process group runs",
+                provenance=ran,
             )
         return RemoteStatus(
             job.job_name,
@@ -226,6 +234,7 @@ class LocalBackend:
             observation=f"started as pid {pid}; process gone and no exit_code marker",
             claim=claim,
             final=True,
+            provenance=ran,
         )
 
     def _not_claimed(self, job: JobRef) -> RemoteStatus:
@@ -253,6 +262,16 @@ class LocalBackend:
             RemoteState.NOT_FOUND,
             observation=f"launched {age:.0f}s ago and never claimed ({wrapper})",
         )
+
+
+def _provenance(claim: Claim, marker: Path | None) -> dict[str, str]:
+    """Where the attempt ran, from its claim (host, the wrapper's pid, when it started) and,
+    once it ended, when its exit marker was written."""
+    found = {"host": claim.get("host"), "pid": claim.get("pid"), "start": claim.get("started_at")}
+    if marker is not None:
+        with contextlib.suppress(OSError):
+            found["end"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(marker.stat().st_mtime))
+    return {key: value for key, value in found.items() if value}
 
 
 def _wrapper_pids(job_name: str) -> list[int]:

@@ -176,7 +176,8 @@ ADAPTERS: dict[str, AdapterEntry] = {
                 Option(
                     "--after",
                     "after",
-                    "Start once this sbatch invocation's job succeeds (afterok).",
+                    "Start once this sbatch invocation succeeds (afterok on its current "
+                    "attempt, moved to the next one when it is retried).",
                     resolve="invocation",
                 ),
             ),

@@ -45,12 +45,6 @@ class AdapterRequest(BaseModel):
         "(the GPU broker's jobs use its own prefix).",
     )
 
-    cancel_when_orphaned: bool = Field(
-        default=False,
-        description="The job serves a client that is gone once its driver is (the GPU "
-        "broker's jobs): `reconcile` cancels it instead of following it to its end.",
-    )
-
     site_record: RecordedSite | None = Field(
         default=None,
         exclude=True,
@@ -64,6 +58,16 @@ class AdapterRequest(BaseModel):
         if not _NAME.match(value):
             raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
         return value
+
+    def runs_after(self) -> str | None:
+        """The invocation this one runs after (`--after`), if any: its job waits on that
+        invocation's current attempt, whichever it is."""
+        return None
+
+    def with_parent_job(self, job_id: str | None) -> Self:
+        """This request depending on the parent's job `job_id` (None: on nothing, the parent
+        has completed), for one submission."""
+        return self
 
     def backend_key(self) -> str:
         """Invocations whose requests share this key (and adapter) share one adapter instance,

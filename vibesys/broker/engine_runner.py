@@ -63,7 +63,6 @@ class EngineGpuJobRunner:
                 time_minutes=job.time_minutes,
                 partitions=job.partitions,
                 job_name_prefix=job.job_name_prefix,
-                cancel_when_orphaned=True,
             )
             invocation_id = new_invocation_id()
             env_file = _write_agent_env(self.remote_root / invocation_id, job)
@@ -74,6 +73,8 @@ class EngineGpuJobRunner:
                 label="vibesys-gpu",
                 max_retries=0,
                 invocation_id=invocation_id,
+                # Its client goes with the broker: reconcile cancels it instead of following.
+                cancel_when_orphaned=True,
             )
             if job.slot is not None:
                 job.slot.bind(inv.id)  # before anything is submitted

@@ -29,10 +29,12 @@ from vibesys.adapters.base import (
 )
 from vibesys.adapters.registry import entry
 from vibesys.adapters.requests import AdapterRequest, RecordedSite
+from vibesys.engine.chains import follow_children, follow_parent, parent_of, submit_spec
 from vibesys.engine.context import load_context, record_environment
 from vibesys.engine.execute import execute
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import seen_error, seen_status
+from vibesys.engine.outage import date_outage
 from vibesys.engine.plan import (
     Commit,
     Hold,
@@ -43,12 +45,12 @@ from vibesys.engine.plan import (
     plan,
 )
 from vibesys.engine.provenance import record_provenance
-from vibesys.engine.retry import RetryPolicy, next_attempt_at
-from vibesys.engine.seen import Seen
+from vibesys.engine.retry import RetryPolicy, next_attempt_at, policy_of
+from vibesys.engine.seen import Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, ConfigError, StaleState
-from vibesys.journal_schema import Invocation, Journal, iso, utc_now
+from vibesys.journal_schema import Invocation, Journal, Settings, iso, utc_now
 from vibesys.journal_schema.sites import SiteRendering
 from vibesys.proc import self_identity
 from vibesys.states import (
@@ -58,6 +60,7 @@ from vibesys.states import (
     Finished,
     InfraFailed,
     JobState,
+    Submitted,
 )
 
 #: Builds the adapter an invocation names from its adapter name and typed request.
@@ -98,10 +101,13 @@ def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
 class Engine:
     journal: Journal
     backends: BackendFactory = registry_backend
+    #: the retry policy `prepare` records for a new invocation; every later step of an
+    #: invocation uses the one recorded with it (its settings), whichever process takes it
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     lease_ttl: timedelta = timedelta(seconds=30)
     owner: str = field(default_factory=self_identity)
-    #: how long a running job's scheduler may stay unreachable before its outcome is unknown
+    #: the unreachable timeout `prepare` records: how long a running job's scheduler may stay
+    #: unreachable before its outcome is unknown (recorded, like `retry`)
     patience: timedelta = timedelta(0)
     clock: Callable[[], datetime] = utc_now
     #: the last thing an effect could not do, per invocation (shown by reconcile and run)
@@ -181,7 +187,7 @@ class Engine:
             inv.command,
             ref.run_dir,
             load_context(inv),
-            self.request_of(inv),
+            submit_spec(self, inv, self.request_of(inv)),
         )
 
     # -- creating -----------------------------------------------------------------------------
@@ -198,8 +204,11 @@ class Engine:
         env: Mapping[str, str] | None = None,
         run_root: Path | None = None,
         invocation_id: str | None = None,
+        cancel_when_orphaned: bool = False,
     ) -> Invocation:
-        """Record a new invocation (PREPARED) with its request and context, leased to us."""
+        """Record a new invocation (PREPARED) with its request, its context and the settings
+        every process carries it on with (this engine's retry policy and patience), leased
+        to us."""
         request = request or entry(adapter).parse_request({})
         # The site configuration is read once, here at the latest (`vibesys run` read it while
         # checking the request): what is recorded is what every later process uses.
@@ -222,21 +231,36 @@ class Engine:
             lease_owner=self.owner,
             lease_ttl=self.lease_ttl,
             site=SiteRendering(site.digest, site.kind, site.text) if site is not None else None,
+            settings=Settings(
+                retry_delay_seconds=self.retry.initial_delay_seconds,
+                retry_backoff=self.retry.backoff,
+                retry_max_delay_seconds=self.retry.max_delay_seconds,
+                unreachable_timeout_seconds=self.patience.total_seconds(),
+                cancel_when_orphaned=cancel_when_orphaned,
+            ),
         )
         failpoint("after_prepare_commit")
         return invocation
 
     # -- one step at a time ---------------------------------------------------------------------
 
-    def context(self) -> PlanContext:
-        return PlanContext(self.clock(), self.retry, self.patience)
+    def context(self, inv: Invocation) -> PlanContext:
+        """What the planner decides `inv`'s next step by: the time, and the settings recorded
+        with it (never this process's own)."""
+        settings = inv.settings
+        return PlanContext(
+            self.clock(),
+            policy_of(inv.max_retries, settings),
+            timedelta(seconds=settings.unreachable_timeout_seconds),
+            parent_of(self, inv),
+        )
 
     def shared_backend(self, inv: Invocation) -> SharedPolling | None:
         """`inv`'s adapter when its status rounds are shared per site (a scheduler's)."""
         backend = self.backend(inv)
         return backend if isinstance(backend, SharedPolling) else None
 
-    def observe(self, inv: Invocation, since: datetime | None = None) -> Seen | None:
+    def observe(self, inv: Invocation) -> Seen | None:
         """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
         when no round newer than this process's last view of this version exists yet."""
         shared = self.shared_backend(inv)
@@ -246,7 +270,7 @@ class Engine:
         try:
             status = self.backend(inv).status([ref])[ref.job_name]
         except BackendError as exc:
-            return seen_error(exc, since)
+            return seen_error(exc)
         return self.seen(inv, status)
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
@@ -281,7 +305,13 @@ class Engine:
         """One decision of the planner, carried out: commit and execute exactly the effects
         `decide()` returns (and commit what they prove), or redo an authorized effect, or hold.
         Returns `inv` itself when nothing was written."""
-        step = plan(inv, seen if needs_observation(inv) else None, self.context())
+        if not needs_observation(inv):
+            seen = None
+        elif seen is not None:
+            seen = date_outage(self.journal, self.clock(), inv, seen)
+            if seen.sight is Sight.QUEUED:
+                follow_parent(self, inv)
+        step = plan(inv, seen, self.context(inv))
         match step:
             case Hold():
                 return inv
@@ -335,6 +365,9 @@ class Engine:
             point = "after_done_commit"
         if point is not None:
             failpoint(point)
+        if isinstance(event, Submitted) and after.attempt > 1:
+            # A retried parent's children wait on this attempt from now on.
+            follow_children(self, after, self.journal.active())
         return after, decision.effects
 
     # -- cancellation ---------------------------------------------------------------------------
@@ -368,7 +401,8 @@ class Engine:
     # -- helpers for effects ----------------------------------------------------------------------
 
     def retry_at(self, inv: Invocation) -> str:
-        return iso(next_attempt_at(inv.retries + 1, self.retry, self.clock()))
+        policy = policy_of(inv.max_retries, inv.settings)
+        return iso(next_attempt_at(inv.retries + 1, policy, self.clock()))
 
     def note(self, inv: Invocation, text: str) -> None:
         self.notes[inv.id] = text

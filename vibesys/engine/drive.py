@@ -1,10 +1,12 @@
-"""Driving one invocation to its end (`vibesys run`, `vibesys wait`), and following one that
-another process drives (`vibesys logs --follow`).
+"""Driving one invocation to its end (`vibesys run`, the GPU broker), and following one
+(`vibesys wait`, `vibesys logs --follow`).
 
-Following is not owning: only the process that drives an invocation for its user (`run`,
-`wait`) turns an interrupt, or a broken output, into a cancel. A follower's Ctrl-C only stops
-the following; if nobody else drives the job, the follower drives it meanwhile (so its logs come
-home) and lets go of it when it stops.
+Following is not owning: only the process that started an invocation for its user (`run`,
+the broker for its client) turns an interrupt, or a broken output, into a cancel; `vibesys
+cancel` is the other way to cancel. A follower's interrupt only stops the following. When
+nobody else drives the invocation, the follower drives it meanwhile (a retry, a collection, its
+logs coming home) with the settings recorded with it, and lets go of it when it stops: the next
+process that looks carries on.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from vibesys.engine.core import Engine
 from vibesys.engine.execute import error_facts
 from vibesys.engine.logs import LogTail
 from vibesys.engine.plan import needs_observation
-from vibesys.engine.seen import Seen, Sight
+from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
@@ -35,8 +37,11 @@ class StopFlag:
 
     def __init__(self) -> None:
         self._set = False
+        #: the signal that set it, when one did
+        self.signum: int | None = None
 
-    def set(self) -> None:
+    def set(self, signum: int | None = None) -> None:
+        self.signum = self.signum or signum
         self._set = True
 
     def is_set(self) -> bool:
@@ -63,10 +68,13 @@ class StatusSink(Protocol):
 class DriveOptions:
     tail: LogTail | None = None
     detach: bool = False
-    #: set from a signal handler. Owners (`run`, `wait`): cancel the job, then keep driving
-    #: until it has settled. Followers: stop following, leave the job alone.
+    #: set from a signal handler. Owners (`run`, the broker): cancel the job, then keep
+    #: driving until it has settled. Followers (`wait`, `logs --follow`): stop, leave the job
+    #: alone.
     interrupt: StopFlag | None = None
     owner: bool = True
+    #: set by `drive`: another process took the invocation over (a follower follows it on)
+    taken_over: bool = False
     #: set by `drive`/`wait_for`: why the output stopped (a broken pipe, a full disk)
     output_error: str | None = None
     #: a live status line, when the output is a terminal
@@ -86,7 +94,8 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     try:
         while True:
             if not watch.renew(inv):
-                return engine.journal.get(inv.id)  # someone took over
+                options.taken_over = True
+                return engine.journal.get(inv.id)
             inv = engine.journal.get(inv.id)  # picks up cancels from other processes
             if stop.is_set() and inv.state is not JobState.DONE:
                 if not options.owner:
@@ -105,8 +114,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                         return inv
                     stop.set()  # an output that broke is handled like an interrupt
             if inv.state is JobState.DONE:
-                if options.owner:
-                    _release_if_asked(engine, inv)
+                _release_if_asked(engine, inv)  # recorded with it: whoever ends it releases
                 return inv
             if options.detach and inv.state is JobState.RUNNING:
                 return inv
@@ -134,12 +142,11 @@ def _release_if_asked(engine: Engine, inv: Invocation) -> None:
 
 class _Watch:
     """What a driver keeps between rounds: the lease, and how long the job's fate has stayed
-    open (an unreachable scheduler, an unresolved or uncollected invocation)."""
+    open (an unresolved or uncollected invocation)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.renewed = time.monotonic()
-        self.unreachable_since: datetime | None = None
         self.open_since: float | None = None
 
     def renew(self, inv: Invocation) -> bool:
@@ -153,14 +160,8 @@ class _Watch:
         shared = self.engine.shared_backend(inv)
         if shared is not None and inv.cancel_requested:
             self.engine.shared.hurry(inv, shared)
-        seen = self.engine.observe(inv, since=self.unreachable_since)
-        if seen is None:
-            return None
-        if seen.sight is Sight.UNREACHABLE:
-            self.unreachable_since = self.unreachable_since or self.engine.clock()
-            return Seen(seen.sight, seen.evidence, since=self.unreachable_since)
-        self.unreachable_since = None
-        return seen
+        # An outage is dated from the journal's first unreachable observation (engine/outage.py).
+        return self.engine.observe(inv)
 
     def settled(self, inv: Invocation, seen: Seen | None) -> bool:
         """Whether to stop driving an invocation whose fate stays open."""
@@ -170,7 +171,8 @@ class _Watch:
         if inv.state is JobState.UNRESOLVED and seen is not None and seen.final:
             return True  # nothing will change by waiting: report it now
         self.open_since = self.open_since or time.monotonic()
-        return time.monotonic() - self.open_since >= self.engine.patience.total_seconds()
+        patience = inv.settings.unreachable_timeout_seconds  # recorded with it, not ours
+        return time.monotonic() - self.open_since >= patience
 
 
 def _pump(engine: Engine, inv: Invocation, tail: LogTail, *, spool: bool = True) -> str | None:
@@ -205,15 +207,20 @@ def _pause(engine: Engine, inv: Invocation) -> float:
 
 
 def wait_for(engine: Engine, invocation_id: str, options: DriveOptions) -> Invocation:
-    """Block until the invocation ends; drive it whenever no live process does. A follower
-    (`owner=False`) streams the logs meanwhile and stops at its interrupt."""
+    """Block until the invocation ends; drive it whenever no live process does, follow it
+    while one does. A follower (`owner=False`) stops at its interrupt, cancelling nothing."""
     stop = options.interrupt
     while True:
         inv = engine.journal.get(invocation_id)
         if inv.state is not JobState.DONE and engine.journal.acquire_lease(
             inv.id, engine.owner, engine.lease_ttl
         ):
-            return drive(engine, inv, options)
+            options.taken_over = False
+            inv = drive(engine, inv, options)
+            interrupted = stop is not None and stop.is_set()
+            if not options.taken_over or interrupted or options.output_error is not None:
+                return inv
+            continue  # another process drives it now: follow it
         if options.tail is not None:
             options.output_error = _pump(engine, inv, options.tail, spool=False)
             if options.output_error is not None:

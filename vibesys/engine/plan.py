@@ -27,6 +27,7 @@ from vibesys.states import (
     OUTCOME_OF,
     Cancel,
     Cancelled,
+    CancelRequested,
     Collect,
     Collected,
     Effect,
@@ -36,7 +37,9 @@ from vibesys.states import (
     Finished,
     InfraFailed,
     JobState,
+    Outcome,
     OutcomeUnknown,
+    ParentFailed,
     RetryBudgetSpent,
     SubmitDispatched,
     SubmitIntended,
@@ -70,6 +73,17 @@ class PlanContext:
     retry: RetryPolicy
     #: how long a scheduler may stay unreachable before a running job's outcome is unknown
     patience: timedelta = timedelta(0)
+    #: the invocation this one runs after (`--after`), as the journal has it now
+    parent: Invocation | None = None
+
+    def parent_failed(self) -> str | None:
+        """How the parent ended, when it ended without success (this one can never run)."""
+        parent = self.parent
+        if parent is None or parent.state is not JobState.DONE:
+            return None
+        if parent.outcome is Outcome.COMPLETED:
+            return None
+        return f"the invocation it runs after, {parent.id}, ended {parent.outcome}"
 
 
 def job_name(invocation_id: str, attempt: int, prefix: str = "vibesys") -> str:
@@ -93,10 +107,14 @@ def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
     """The next step for `inv`, given `seen` (None when it needs no observation)."""
     match inv.state:
         case JobState.PREPARED:
+            if failed := ctx.parent_failed():
+                return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
             return Commit(SubmitIntended(1, attempt_job_name(inv, 1)))
         case JobState.SUBMITTING if not inv.dispatched:
             if inv.cancel_requested:
                 return Commit(Cancelled("cancelled before the submission began: nothing sent"))
+            if failed := ctx.parent_failed():
+                return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
             return Commit(
                 SubmitDispatched(inv.attempt, inv.job_name or attempt_job_name(inv, inv.attempt))
             )
@@ -152,6 +170,9 @@ def _running(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
         case Sight.QUEUED | Sight.RUNNING | Sight.STARTING:
             if inv.cancel_requested:
                 return Redo(Cancel())
+            if seen.sight is Sight.QUEUED and (failed := ctx.parent_failed()):
+                # It waits on a dependency that can never be satisfied now.
+                return Commit(CancelRequested(f"dependency: {failed}"))
             return Hold(f"{seen.sight}: {seen.evidence}")
         case Sight.FENCED:
             return _fenced(inv, seen, ctx)
@@ -168,6 +189,10 @@ def _running(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
 def _ended(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
     failure = seen.failure_class
     assert failure is not None, "an ended job always has a failure class"
+    if failure is FailureClass.CANCELLED and (failed := ctx.parent_failed()):
+        # Cancelled while it waited on its parent, which failed: its command never ran.
+        why = f"{seen.evidence}; {failed}, so its command never ran"
+        return Commit(Finished(FailureClass.DEPENDENCY_FAILED, None, why))
     if failure in OUTCOME_OF:
         return Commit(Finished(failure, seen.exit_code, seen.evidence))
     return Commit(InfraFailed(failure, seen.evidence, _retry_at(inv, ctx)))
@@ -182,7 +207,8 @@ def _fenced(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
 
 
 def _collecting(inv: Invocation) -> Step:
-    if inv.cancel_requested and inv.failure_class is not FailureClass.CANCELLED:
+    ended_by_cancel = (FailureClass.CANCELLED, FailureClass.DEPENDENCY_FAILED)
+    if inv.cancel_requested and inv.failure_class not in ended_by_cancel:
         # The job's end is proven already: a cancel only abandons the collection.
         assert inv.failure_class is not None
         return Commit(
@@ -198,12 +224,19 @@ def _collecting(inv: Invocation) -> Step:
 def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
     if inv.cancel_requested:
         return Commit(Cancelled("cancelled between attempts: nothing running"))
+    if failed := ctx.parent_failed():
+        return Commit(ParentFailed(_parent_id(ctx), f"{failed}: no further attempt"))
     assert inv.failure_class is not None
     if inv.retries > inv.max_retries:
         return Commit(RetryBudgetSpent(inv.failure_class, inv.retries - 1))
     if inv.not_before and datetime.fromisoformat(inv.not_before) > ctx.now:
         return Hold(f"backoff until {inv.not_before}")
     return Commit(SubmitIntended(inv.attempt + 1, attempt_job_name(inv, inv.attempt + 1)))
+
+
+def _parent_id(ctx: PlanContext) -> str:
+    assert ctx.parent is not None
+    return ctx.parent.id
 
 
 def _retry_at(inv: Invocation, ctx: PlanContext) -> str:

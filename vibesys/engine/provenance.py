@@ -5,6 +5,7 @@ that records it with the attempt, when an observation shows something new."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from vibesys.adapters.base import RemoteStatus
@@ -22,15 +23,29 @@ class ProvenanceKeeper(Protocol):
 def record_provenance(engine: ProvenanceKeeper, inv: Invocation, status: RemoteStatus) -> None:
     """Merge the status's provenance into the current attempt's record when it adds or
     changes a value (the start, then the end, ...); silent otherwise."""
-    if not status.provenance or inv.attempt < 1:
-        return
+    if status.provenance:
+        merge_provenance(engine, inv, status.provenance)
+
+
+def known_provenance(engine: ProvenanceKeeper, inv: Invocation) -> dict[str, str]:
+    """The current attempt's provenance as recorded (read once per process and attempt)."""
     key = (inv.id, inv.attempt)
     known = engine.provenance_seen.get(key)
     if known is None:
         recorded = [a for a in engine.journal.attempts(inv.id) if a.attempt == inv.attempt]
         known = {k: str(v) for k, v in recorded[0].provenance.items()} if recorded else {}
-    fresh = dict(status.provenance)
+        engine.provenance_seen[key] = known
+    return known
+
+
+def merge_provenance(
+    engine: ProvenanceKeeper, inv: Invocation, provenance: Mapping[str, str]
+) -> None:
+    """Record `provenance` with the current attempt when it adds or changes a value."""
+    if inv.attempt < 1:
+        return
+    known = known_provenance(engine, inv)
+    fresh = dict(provenance)
     if any(known.get(name) != value for name, value in fresh.items()):
         engine.journal.record_attempt_detail(inv.id, inv.attempt, provenance=fresh)
-        known = {**known, **fresh}
-    engine.provenance_seen[key] = known
+        engine.provenance_seen[(inv.id, inv.attempt)] = {**known, **fresh}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from vibesys.adapters.base import JobRef
 from vibesys.engine.clusters import release_finished_campaigns, settle_leases
@@ -21,9 +22,9 @@ from vibesys.engine.core import Engine
 from vibesys.engine.execute import error_facts
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
-from vibesys.engine.seen import Seen
+from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
-from vibesys.journal_schema import Invocation, LeaseState
+from vibesys.journal_schema import Invocation, LeaseState, iso
 from vibesys.states import JobState
 
 
@@ -35,14 +36,22 @@ class ReconcileRow:
     after: JobState | LeaseState
     evidence: str
     failed: bool = False
+    #: left as it is: its scheduler is unreachable, within the timeout recorded with it (the
+    #: time it ends); a later reconcile decides
+    waiting_until: str | None = None
 
-    def to_json(self) -> dict[str, str | bool]:
+    @property
+    def waiting(self) -> bool:
+        return self.waiting_until is not None
+
+    def to_json(self) -> dict[str, str | bool | None]:
         return {
             "invocation": self.invocation_id,
             "before": self.before,
             "after": self.after,
             "evidence": self.evidence,
             "failed": self.failed,
+            "waiting_until": self.waiting_until,
         }
 
 
@@ -129,7 +138,7 @@ def _as_backend_error(exc: Exception) -> BackendError:
 def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> ReconcileRow:
     before = inv
     try:
-        if inv.request.get("cancel_when_orphaned") and not inv.cancel_requested:
+        if inv.settings.cancel_when_orphaned and not inv.cancel_requested:
             # Its client went away with its driver: nobody will read what it produces.
             inv = engine.request_cancel(inv, "reconcile: its client is gone")
         after = engine.advance(inv, seen)
@@ -145,6 +154,15 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
         evidence = f"{last.event}: " + ", ".join(
             f"{key}={value}" for key, value in last.evidence.items() if value not in ("", None)
         )
+    elif (since := _held_for_outage(engine, after, seen)) is not None:
+        assert seen is not None
+        timeout = after.settings.unreachable_timeout_seconds
+        until = iso(datetime.fromisoformat(since) + timedelta(seconds=timeout))
+        evidence = (
+            f"left as it is: unreachable since {since}, within its unreachable timeout "
+            f"({timeout:g} s, until {until}): {seen.evidence}"
+        )
+        return ReconcileRow(inv.id, before.state, after.state, evidence, waiting_until=until)
     elif inv.id in engine.notes:
         evidence = engine.notes[inv.id]
     elif seen is not None:
@@ -152,3 +170,11 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
     else:
         evidence = "nothing to do yet"
     return ReconcileRow(inv.id, before.state, after.state, evidence)
+
+
+def _held_for_outage(engine: Engine, inv: Invocation, seen: Seen | None) -> str | None:
+    """The start of the outage a RUNNING invocation was just left alone for (the planner
+    holds it while its recorded unreachable timeout lasts)."""
+    if seen is None or seen.sight is not Sight.UNREACHABLE or inv.state is not JobState.RUNNING:
+        return None
+    return engine.journal.unreachable_since(inv.id, inv.attempt)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vibesys.journal_schema.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,3 +36,13 @@ def retry_delay(retry_number: int, policy: RetryPolicy) -> float:
 
 def next_attempt_at(retry_number: int, policy: RetryPolicy, now: datetime) -> datetime:
     return now + timedelta(seconds=retry_delay(retry_number, policy))
+
+
+def policy_of(max_retries: int, settings: Settings) -> RetryPolicy:
+    """The retry policy recorded with an invocation (its budget and its settings)."""
+    return RetryPolicy(
+        max_retries,
+        settings.retry_delay_seconds,
+        settings.retry_backoff,
+        settings.retry_max_delay_seconds,
+    )

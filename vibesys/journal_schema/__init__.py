@@ -18,6 +18,7 @@ _PUBLIC = {
     "ClusterLease": "vibesys.journal_schema.clusters",
     "LIVE_LEASE_STATES": "vibesys.journal_schema.clusters",
     "LeaseState": "vibesys.journal_schema.clusters",
+    "Settings": "vibesys.journal_schema.settings",
     "HistoryRow": "vibesys.journal_schema.records",
     "Invocation": "vibesys.journal_schema.records",
     "Journal": "vibesys.journal_schema.store",
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from vibesys.journal_schema.opening import DEFAULT_PATH, journal_error, journal_path
     from vibesys.journal_schema.progress import ArtifactRow, ArtifactState
     from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
+    from vibesys.journal_schema.settings import Settings
     from vibesys.journal_schema.store import Journal, open_journal
     from vibesys.journal_schema.verify import verify_journal
 
@@ -61,6 +63,7 @@ __all__ = [
     "Invocation",
     "Journal",
     "LeaseState",
+    "Settings",
     "decode_event",
     "encode_event",
     "iso",

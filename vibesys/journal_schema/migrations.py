@@ -305,6 +305,41 @@ def m005_shared_polls_leaner_commits(db: Database) -> None:
     )
 
 
+#: What every process but the driver used before m006 (the driver's own values were never
+#: recorded): the settings an older invocation is carried on with from now on.
+M006_SETTINGS = {
+    "retry_delay_seconds": 2.0,
+    "retry_backoff": 2.0,
+    "retry_max_delay_seconds": 300.0,
+    "unreachable_timeout_seconds": 600.0,
+}
+
+
+@migrations()
+def m006_settings_unreachable_since(db: Database) -> None:
+    # How the invocation is carried on (retry delays, the unreachable timeout, whether reconcile
+    # cancels it once its client is gone), recorded at PREPARED as a JSON object, so that every
+    # process that carries it on uses the values it was started with. `cancel_when_orphaned`
+    # moves here from the adapter's request.
+    db.table("invocations").add_column("settings", str)
+    # The first observation of the attempt's scheduler as unreachable (cleared by one that
+    # reaches it): the unreachable timeout counts from here, whoever looks.
+    db.execute('ALTER TABLE "attempts" ADD COLUMN "unreachable_since" TEXT')
+    rows = db.execute("SELECT id, request FROM invocations").fetchall()
+    for invocation_id, text in rows:
+        request = json.loads(text)
+        orphaned = bool(request.pop("cancel_when_orphaned", False))
+        settings = {**M006_SETTINGS, "cancel_when_orphaned": orphaned}
+        db.execute(
+            "UPDATE invocations SET settings=?, request=? WHERE id=?",
+            (
+                json.dumps(settings, sort_keys=True),
+                json.dumps(request, sort_keys=True),
+                invocation_id,
+            ),
+        )
+
+
 @migrations()
 def m007_site_configs_run_slots(db: Database) -> None:
     # The site configuration each invocation runs with, recorded at PREPARED: its canonical

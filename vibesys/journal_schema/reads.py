@@ -23,6 +23,7 @@ ROW_COLUMNS = (
     "i.cancel_requested AS cancel_requested, i.not_before AS not_before, "
     "i.run_dir AS run_dir, i.created_at AS created_at, i.updated_at AS updated_at, "
     "i.lease_owner AS lease_owner, i.lease_expires_at AS lease_expires_at, "
+    "i.settings AS settings, "
     "a.job_id AS a_job_id, a.dispatched_at AS a_dispatched_at, "
     "a.fence_intended_at AS a_fence_intended_at, a.intended_at AS a_intended_at, "
     "a.job_name AS a_job_name"
@@ -133,6 +134,38 @@ class InvocationReads:
                     "UPDATE attempts SET provenance=? WHERE invocation_id=? AND attempt=?",
                     (json.dumps(merged, sort_keys=True), invocation_id, attempt),
                 )
+
+    def unreachable_since(self, invocation_id: str, attempt: int) -> str | None:
+        """The attempt's first unreachable observation, while its outage lasts."""
+        row = self.conn.execute(
+            "SELECT unreachable_since FROM attempts WHERE invocation_id=? AND attempt=?",
+            (invocation_id, attempt),
+        ).fetchone()
+        return str(row[0]) if row and row[0] else None
+
+    def mark_unreachable(self, invocation_id: str, attempt: int, at: str) -> str:
+        """Record `at` as the attempt's first unreachable observation unless one is recorded
+        already; return the one that is. Not a transition: it moves nothing."""
+        with self.write_txn() as conn:
+            conn.execute(
+                "UPDATE attempts SET unreachable_since=coalesce(unreachable_since, ?) "
+                "WHERE invocation_id=? AND attempt=?",
+                (at, invocation_id, attempt),
+            )
+            row = conn.execute(
+                "SELECT unreachable_since FROM attempts WHERE invocation_id=? AND attempt=?",
+                (invocation_id, attempt),
+            ).fetchone()
+        return str(row[0]) if row and row[0] else at
+
+    def clear_unreachable(self, invocation_id: str, attempt: int) -> None:
+        """The attempt's scheduler answered: an outage that comes later starts its own count."""
+        with self.write_txn() as conn:
+            conn.execute(
+                "UPDATE attempts SET unreachable_since=NULL "
+                "WHERE invocation_id=? AND attempt=? AND unreachable_since IS NOT NULL",
+                (invocation_id, attempt),
+            )
 
     def history(self, invocation_id: str) -> list[HistoryRow]:
         rows = self.conn.execute(

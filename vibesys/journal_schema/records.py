@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from vibesys.journal_schema.settings import Settings
 from vibesys.states import FailureClass, JobState, Outcome
 
 
@@ -99,6 +100,8 @@ class Invocation:
     fence_intended: bool = False
     intended_at: str | None = None
     job_name: str | None = None
+    #: how it is carried on, recorded at PREPARED (every process uses these, m006)
+    settings: Settings = field(default_factory=Settings)
 
     def evolve(self, changes: dict[str, Any]) -> Invocation:
         """This row with `changes` (field names only), as `dataclasses.replace` without its
@@ -151,6 +154,7 @@ class Invocation:
             fence_intended=row["a_fence_intended_at"] is not None,
             intended_at=row["a_intended_at"],
             job_name=row["a_job_name"],
+            settings=Settings.loads(row["settings"]),
         )
 
     def to_json(self, attempts: list[Attempt], history: list[HistoryRow]) -> dict[str, Any]:
@@ -168,6 +172,7 @@ class Invocation:
             "attempt": self.attempt,
             "retries": self.retries,
             "max_retries": self.max_retries,
+            "settings": self.settings.to_json(),
             "cancel_requested": self.cancel_requested,
             "run_dir": self.run_dir,
             "snapshot_digest": self.snapshot_digest,

@@ -15,6 +15,7 @@ STEPS: Final = (
     "m003_typed_requests_fences_context",
     "m004_cluster_leases",
     "m005_shared_polls_leaner_commits",
+    "m006_settings_unreachable_since",
     "m007_site_configs_run_slots",
     "m010_bridge_requests",
 )

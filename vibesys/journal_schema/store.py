@@ -37,6 +37,7 @@ from vibesys.journal_schema.progress import ProgressRecords
 from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
+from vibesys.journal_schema.settings import Settings
 from vibesys.journal_schema.sites import SiteRecords, SiteRendering, insert_site
 from vibesys.journal_schema.slots import SlotRecords
 from vibesys.states import Decision, Event, FailureClass, JobState, Outcome, decide
@@ -135,6 +136,7 @@ class Journal(
         lease_ttl: timedelta = timedelta(seconds=30),
         now: datetime | None = None,
         site: SiteRendering | None = None,
+        settings: Settings | None = None,
     ) -> Invocation:
         """Record a new invocation (PREPARED), with the site configuration it runs with (kept
         once per digest) in the same transaction."""
@@ -147,7 +149,7 @@ class Journal(
                 "INSERT INTO invocations (id, label, adapter, command, request, request_version,"
                 " cwd, env_file, site_digest, state, version, attempt, max_retries, retries,"
                 " cancel_requested, run_dir, created_at, updated_at, lease_owner,"
-                " lease_expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?)",
+                " lease_expires_at, settings) VALUES (?,?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?,?)",
                 (
                     invocation_id,
                     label,
@@ -165,6 +167,7 @@ class Journal(
                     at,
                     lease_owner,
                     iso(moment + lease_ttl) if lease_owner else None,
+                    (settings or Settings()).dumps(),
                 ),
             )
         return self.get(invocation_id)

@@ -55,6 +55,15 @@ class Misconfigured:
 
 
 @dataclass(frozen=True, slots=True)
+class ParentFailed:
+    """The invocation this one runs after (`parent`) ended without success before this one
+    was submitted: it is proven that nothing was or will be submitted."""
+
+    parent: str
+    observation: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FenceIntended:
     """The engine is about to fence `attempt`: claim its run directory so that its command can
     never start, unless the job has claimed it first."""
@@ -145,6 +154,7 @@ Event = (
     | Submitted
     | Rejected
     | Misconfigured
+    | ParentFailed
     | FenceIntended
     | OutcomeUnknown
     | Finished
@@ -162,6 +172,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     Submitted,
     Rejected,
     Misconfigured,
+    ParentFailed,
     FenceIntended,
     OutcomeUnknown,
     Finished,

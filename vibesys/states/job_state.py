@@ -33,6 +33,8 @@ class Outcome(StrEnum):
     INFRA_FAILED = "INFRA_FAILED"  # the retry budget is spent; keeps the last failure class
     REJECTED = "REJECTED"  # the request was invalid
     MISCONFIGURED = "MISCONFIGURED"  # a configuration or security failure a person must fix
+    #: the invocation it runs after (`--after`) ended without success: its command never ran
+    DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
 
 
 class FailureClass(StrEnum):
@@ -45,6 +47,9 @@ class FailureClass(StrEnum):
     PREEMPTED = "PREEMPTED"
     TRANSPORT_LOST = "TRANSPORT_LOST"
     CANCELLED = "CANCELLED"
+    #: the job waited on its parent invocation, which ended without success; it was cancelled
+    #: before its command could run
+    DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
 
 
 #: Classes that say the infrastructure, not the command, failed. TRANSPORT_LOST is only
@@ -63,4 +68,5 @@ OUTCOME_OF: Final = {
     FailureClass.COMPLETED: Outcome.COMPLETED,
     FailureClass.APPLICATION_FAILED: Outcome.APPLICATION_FAILED,
     FailureClass.CANCELLED: Outcome.CANCELLED,
+    FailureClass.DEPENDENCY_FAILED: Outcome.DEPENDENCY_FAILED,
 }

@@ -38,6 +38,7 @@ from vibesys.states.events import (
     FenceIntended,
     InfraFailed,
     Misconfigured,
+    ParentFailed,
     Rejected,
     RetryBudgetSpent,
     SubmitDispatched,
@@ -115,6 +116,8 @@ def final_outcome(event: Event) -> tuple[Outcome, int | None]:
             return Outcome.REJECTED, None
         case Misconfigured():
             return Outcome.MISCONFIGURED, None
+        case ParentFailed():
+            return Outcome.DEPENDENCY_FAILED, None
         case RetryBudgetSpent():
             return Outcome.INFRA_FAILED, None
         case Cancelled():

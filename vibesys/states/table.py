@@ -47,6 +47,13 @@ TRANSITIONS: Final[list[TransitionConfigDict]] = [
         "dest": S.DONE,
         "after": "emit_finish",
     },
+    # The invocation it runs after ended without success before anything was submitted.
+    {
+        "trigger": "ParentFailed",
+        "source": [S.PREPARED, S.SUBMITTING, S.RETRYING],
+        "dest": S.DONE,
+        "after": "emit_finish",
+    },
     # Silence is not absence: an attempt whose job nobody can see is retired only by a fence.
     {
         "trigger": "FenceIntended",

@@ -10,7 +10,7 @@
 #SBATCH --account=lab
 #SBATCH --qos=normal
 #SBATCH --dependency=afterok:22
-#SBATCH --kill-on-invalid-dep=yes
+#SBATCH --kill-on-invalid-dep=no
 # Written by vibesys. The job claims its attempt before the command begins (and runs
 # nothing if the attempt is claimed already); exit_code is the command's own status
 # (128+N for signal N), written atomically after it ends.

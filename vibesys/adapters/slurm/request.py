@@ -105,6 +105,15 @@ class SbatchRequest(SlurmRequestBase):
     )
     after: Dependency | None = Field(default=None, description="Start once this job succeeds.")
 
+    def runs_after(self) -> str | None:
+        return (self.after.invocation or None) if self.after else None
+
+    def with_parent_job(self, job_id: str | None) -> SbatchRequest:
+        if self.after is None:
+            return self
+        after = None if job_id is None else self.after.model_copy(update={"job_id": job_id})
+        return self.model_copy(update={"after": after})
+
 
 def make_request(adapter: str, values: Mapping[str, Any]) -> SbatchRequest | SrunRequest:
     """Check `vibesys run`'s options for a Slurm adapter; UsageError/ConfigError otherwise.

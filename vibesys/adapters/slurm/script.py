@@ -82,7 +82,7 @@ class SlurmJobSpec:
     partitions: tuple[str, ...] = ()
     #: site options: [slurm] sbatch_arguments, or [vibesys.agent_gpu] srun_arguments
     extra_arguments: tuple[str, ...] = ()
-    #: job id this one runs after (afterok); a failed parent cancels it
+    #: job id this one runs after (afterok); a failed parent leaves it pending, never killed
     dependency: str | None = None
     #: the command's working directory; batch jobs default to `run_dir`
     workdir: PurePosixPath | None = field(default=None)
@@ -138,8 +138,11 @@ def render_sbatch(spec: SlurmJobSpec) -> str:
         *spec.extra_arguments,
     ]
     if spec.dependency is not None:
-        # Without kill-on-invalid-dep a child of a failed parent stays PENDING forever.
-        options += [f"--dependency=afterok:{spec.dependency}", "--kill-on-invalid-dep=yes"]
+        # A parent's attempt that fails leaves the child PENDING (DependencyNeverSatisfied),
+        # never killed: the parent may be retried, and the engine then points the child at
+        # the new attempt (or cancels it once the parent has failed for good). `no` also
+        # overrides a site's DependencyParameters=kill_invalid_depend.
+        options += [f"--dependency=afterok:{spec.dependency}", "--kill-on-invalid-dep=no"]
     lines = ["#!/bin/bash", *(f"#SBATCH {option}" for option in options)]
     lines += [
         "# Written by vibesys. The job claims its attempt before the command begins (and runs",
