@@ -97,7 +97,7 @@ EFFECT_OF: dict[str, type | None] = {
 
 def test_the_matrix_covers_every_state_and_event() -> None:
     assert set(EFFECT_OF) == {cls.__name__ for cls in EVENT_TYPES}
-    assert len(MATRIX) == len(JobState) * len(EVENT_TYPES) == 98
+    assert len(MATRIX) == len(JobState) * len(EVENT_TYPES) == 105
 
 
 def test_next_is_the_table() -> None:
