@@ -41,8 +41,12 @@ from _common import (
     vibesys_argv,
 )
 
+from vibesys.journal_schema import Settings
+
 TARGET_MS = 200.0
 PAGE = 50
+#: What `vibesys run` records by default, as every invocation row holds.
+SETTINGS = Settings().dumps()
 RUNNING = 300
 
 
@@ -57,9 +61,16 @@ def add_running(path: Path, count: int) -> None:
             conn.execute(
                 "INSERT INTO invocations (id, label, adapter, command, request, state, version,"
                 " attempt, max_retries, retries, cancel_requested, run_dir, created_at,"
-                " updated_at) VALUES (?, 'bench', 'local', ?, '{}', 'RUNNING', 3, 1, 2, 0, 0,"
-                " ?, ?, ?)",
-                (invocation_id, json.dumps(["sleep", "60"]), f"/runs/{invocation_id}", at, at),
+                " updated_at, settings) VALUES (?, 'bench', 'local', ?, '{}', 'RUNNING', 3, 1,"
+                " 2, 0, 0, ?, ?, ?, ?)",
+                (
+                    invocation_id,
+                    json.dumps(["sleep", "60"]),
+                    f"/runs/{invocation_id}",
+                    at,
+                    at,
+                    SETTINGS,
+                ),
             )
             conn.execute(
                 "INSERT INTO attempts (invocation_id, attempt, job_name, job_id, intended_at,"

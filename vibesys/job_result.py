@@ -310,7 +310,8 @@ def _reason(history: Sequence[HistoryRow], status: JobStatus) -> str | None:
 def _times(
     inv: Invocation, last: Attempt | None, history: Sequence[HistoryRow], seen: dict[str, str]
 ) -> ResultTimes:
-    queued = last.submitted_at if last else None
+    # Handed to the scheduler: the dispatch (a local job may start before its id is recorded).
+    queued = (last.dispatched_at or last.submitted_at) if last else None
     started = _utc(seen.get("started_at") or seen.get("start"))
     if started is None and inv.adapter == "local":
         started = queued

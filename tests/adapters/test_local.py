@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,8 @@ def test_every_status_says_where_the_attempt_ran(tmp_path: Path) -> None:
     assert running.provenance["pid"] == ref.job_id and "end" not in running.provenance
     ended = wait_terminal(backend, ref)
     started, finished = ended.provenance["start"], ended.provenance["end"]
-    assert started.endswith("Z") and finished.endswith("Z") and started < finished
+    assert datetime.fromisoformat(started) < datetime.fromisoformat(finished)
+    assert started.endswith("+00:00") and finished.endswith("+00:00"), "UTC, zone stated"
 
 
 @pytest.mark.parametrize(

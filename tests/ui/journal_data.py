@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal
+from vibesys.journal_schema import ArtifactState, Invocation, Journal, Settings, open_journal
 from vibesys.states import (
     Collected,
     Event,
@@ -160,11 +160,10 @@ def build(path: Path) -> Ids:
         _new(journal, root, ids.prepared, label="waiting")
         broker = _new(journal, root, ids.broker, adapter="srun", label="vibesys-gpu")
         _commit(journal, broker, _run(1, ids.broker, "99"), 60)
-        # A column a later migration adds shows up on the page without a change to it.
-        journal.conn.execute("ALTER TABLE invocations ADD COLUMN settings TEXT")
+        # A recorded column shows up on the page as it was recorded.
         journal.conn.execute(
             "UPDATE invocations SET settings=? WHERE id=?",
-            (json.dumps({"poll_floor_seconds": 5}), ids.done),
+            (Settings(retry_delay_seconds=25.0).dumps(), ids.done),
         )
         return ids
     finally:

@@ -132,7 +132,7 @@ def test_one_invocations_page(client: TestClient, journal_ids: tuple[Path, Ids])
     assert "&lt;b&gt;bold?&lt;/b&gt; &amp; café \ufffd end" in page  # escaped, decoded, replaced
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
     assert "result.json" in page and "ab" * 32 in page and "1,234" in page
-    assert 'data-column="settings"' in page and "poll_floor_seconds" in page
+    assert 'data-column="settings"' in page and "retry_delay_seconds" in page
     assert 'class="state terminal visited current" data-state="DONE"' in page
     assert 'class="edge taken" data-edge="RUNNING-COLLECTING"' in page
     assert "data-events" not in page  # finished: nothing will change
@@ -163,7 +163,8 @@ def test_details_logs_states_clusters_broker(
     assert [lane["attempt"] for lane in details["timeline"]] == [1, 2]
     assert {m["kind"] for m in details["timeline"][0]["marks"]} >= {"fence", "retry", "fenced"}
     done = get(client, f"/api/invocations/{ids.done}/details").json()
-    assert done["recorded"] == {"settings": {"poll_floor_seconds": 5}, "site_digest": None}
+    assert done["recorded"]["settings"]["retry_delay_seconds"] == 25.0
+    assert done["recorded"]["site_digest"] is None  # a local run has no site
     log = get(client, f"/api/invocations/{ids.done}/logs/stderr").json()
     assert log["text"] == STDERR.decode() and log["end"] == len(STDERR)
     part = get(client, f"/api/invocations/{ids.done}/logs/stdout", offset="3").json()

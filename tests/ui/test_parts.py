@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
+from vibesys.journal_schema.settings import Settings
 from vibesys.states import FailureClass, JobState
 from vibesys.states.table import TRANSITIONS, dest_of, sources_of
 from vibesys.ui import diagram, logs, timeline
@@ -133,6 +134,7 @@ def test_the_timeline_reads_the_record() -> None:
             "cwd": None,
             "env_file": None,
             "site_digest": None,
+            "settings": Settings().dumps(),
             "a_job_id": "72",
             "a_dispatched_at": _at(21),
             "a_fence_intended_at": None,

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -270,7 +271,8 @@ def _provenance(claim: Claim, marker: Path | None) -> dict[str, str]:
     found = {"host": claim.get("host"), "pid": claim.get("pid"), "start": claim.get("started_at")}
     if marker is not None:
         with contextlib.suppress(OSError):
-            found["end"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(marker.stat().st_mtime))
+            ended = datetime.fromtimestamp(marker.stat().st_mtime, UTC)
+            found["end"] = ended.isoformat()
     return {key: value for key, value in found.items() if value}
 
 

@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import threading
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 GRACE_SECONDS = 5.0
@@ -129,7 +129,9 @@ def main(argv: list[str]) -> int:
         "pid": pid,
         "start_time": _start_time(pid),
         "host": socket.gethostname(),
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # As precise as the journal's own times, so the attempt's start never reads as before
+        # the invocation was recorded.
+        "started_at": datetime.now(UTC).isoformat(),
     }
     if not _claim(directory, "".join(f"{k}={v}\n" for k, v in record.items())):
         os._exit(_refuse(directory))
