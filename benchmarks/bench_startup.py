@@ -146,13 +146,12 @@ def run(scratch: Path, reps: int) -> int:
             f"{label} imported: {', '.join(sorted(heavy)[:8]) or 'none of the heavy modules'}",
         )
 
-    # `vibesys run` in its plain form, in its own process (not served by a warm one, whose
-    # client imports next to nothing): the evaluation runs, and neither typer nor click is
+    # `vibesys run` in its plain form: the evaluation runs, and neither typer nor click is
     # loaded (dozens of runs start at once on a login node).
     out = scratch / "modules.json"
     done = subprocess.run(
         [sys.executable, "-c", DUMP_MODULES, str(out), "run", *at, "--", "true"],
-        env={**env, "VIBESYS_RUN_SERVER": "0"},
+        env=env,
         cwd=ROOT,
         capture_output=True,
         text=True,

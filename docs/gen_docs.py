@@ -93,10 +93,9 @@ adapter does not take is refused, naming the adapter.
 `vibesys reconcile` exits 0 when no invocation is left UNRESOLVED and 4 otherwise;
 `vibesys journal verify` exits 1 and names the first bad row when a history does not replay.
 
-A `vibesys run` whose standard streams are not terminals is run by a fork of a warm vibesys
-process of this user with the same environment and code, which answers exactly as the run's
-own process would (see [architecture.md](architecture.md)); `VIBESYS_RUN_SERVER=0` turns that
-off, and `VIBESYS_RUN_SERVER_PERSIST=SECONDS` (default 30) is how long the server stays idle.
+`vibesys run` runs in the process its caller started: the job has the caller's own namespaces,
+cgroup, capabilities, limits, CPU affinity and signal dispositions (see
+[architecture.md](architecture.md)).
 """
 
 

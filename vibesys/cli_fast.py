@@ -4,8 +4,8 @@ arguments are few and fixed, so a command line that is exactly one of them is pa
 the command runs with nothing but sqlite3, json and the journal's read models imported.
 `vibesys run` in its plain forms is parsed here too (from the same option tables as the typer
 command, `run_options.py`) and runs without typer, click or their pydantic adapters.
-Before any of that, a `vibesys run` whose standard streams are not terminals is handed to a
-warm process that runs it (`run_client.py`); this process then only follows it.
+`vibesys run` always runs in the process its caller started, so the job gets the caller's own
+context (namespaces, cgroup, capabilities, limits, affinity, signal dispositions).
 Anything else (every other command, `--help`, an option or a form this parser does not know,
 an error in the arguments) goes to the typer app unchanged, which answers as it always does.
 """
@@ -133,16 +133,7 @@ def run_evaluation(argv: Sequence[str]) -> int | None:
 
 
 def main() -> None:
-    status = None
-    if sys.argv[1:2] == ["run"]:
-        from vibesys.run_client import served
-
-        try:
-            status = served(sys.argv[1:])
-        except KeyboardInterrupt:  # a SIGINT while nothing was handed over: nothing runs
-            status = 130  # render.EXIT_INTERRUPTED, not imported here: it loads the states
-    if status is None:
-        status = run_fast(sys.argv[1:])
+    status = run_fast(sys.argv[1:])
     if status is None:
         status = run_evaluation(sys.argv[1:])
     if status is None:
