@@ -203,16 +203,17 @@ def wait(
     as_json: JsonOption = False,
     unreachable_timeout: Patience = 600.0,
 ) -> None:
-    """Block until the invocation ends; exit like `run`. Ctrl-C cancels it, as for `run`."""
+    """Block until the invocation ends, writing the job's output as `run` does; exit like
+    `run`. Ctrl-C cancels it, as for `run`."""
     with clean_errors():
         from vibesys.engine import DriveOptions, wait_for
-        from vibesys.run_command import finish, interruptible, live_status
+        from vibesys.run_command import finish, interruptible, job_output, live_status
 
         store = open_store(journal)
         live = live_status(as_json)
         engine = make_engine(store, unreachable_timeout, progress=live)
         with interruptible() as interrupt:
-            options = DriveOptions(interrupt=interrupt, status=live)
+            options = DriveOptions(job_output(as_json, live), interrupt=interrupt, status=live)
             inv = wait_for(engine, store.resolve(invocation).id, options)
         raise typer.Exit(finish(store, inv, options, as_json))
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from vibesys.engine import DriveOptions, StopFlag
     from vibesys.journal_schema import Invocation, Journal
     from vibesys.live import LiveStatus
+    from vibesys.logtail import LogTail
 
 __all__ = ["execute_run"]
 
@@ -57,7 +58,7 @@ def _run(values: Mapping[str, Any]) -> int:
     # is recorded (nothing is recorded before the last check below).
     _prewarm(checked.adapter, request)
     check_failpoints()
-    from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
+    from vibesys.engine import DriveOptions, RetryPolicy, drive
 
     store = open_store(values["journal"])
     live = live_status(values["as_json"] or values["detach"])
@@ -76,10 +77,7 @@ def _run(values: Mapping[str, Any]) -> int:
     )
     if values["detach"]:
         echo(inv.id)
-    sink = sys.stderr.buffer if values["as_json"] else sys.stdout.buffer
-    tail = None if values["detach"] else LogTail(sink, sys.stderr.buffer)
-    if tail is not None and live is not None:
-        tail.before_write = live.clear
+    tail = None if values["detach"] else job_output(values["as_json"], live)
     with interruptible() as interrupt:
         options = DriveOptions(tail, values["detach"], interrupt, status=live)
         inv = drive(engine, inv, options)
@@ -116,6 +114,17 @@ def _prewarm(adapter: str, request: Any) -> None:
     warm = getattr(entry(adapter).load(), "prewarm", None)
     if callable(warm):
         warm(request)
+
+
+def job_output(as_json: bool, live: LiveStatus | None) -> LogTail:
+    """Where the job's bytes go, unchanged: its stdout to ours (to stderr under `--json`,
+    whose object is stdout's only content), its stderr to ours."""
+    from vibesys.logtail import LogTail
+
+    tail = LogTail(sys.stderr.buffer if as_json else sys.stdout.buffer, sys.stderr.buffer)
+    if live is not None:
+        tail.before_write = live.clear
+    return tail
 
 
 def live_status(quiet: bool) -> LiveStatus | None:
