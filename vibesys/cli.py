@@ -16,7 +16,7 @@ import typer
 from vibesys import cli_read
 from vibesys.broker.cli import broker_app
 from vibesys.cli_clusters import clusters_app
-from vibesys.cli_common import clean_errors, fail, make_engine, open_store
+from vibesys.cli_common import clean_errors, fail, journal_faults, make_engine, open_store
 from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
 
 app = typer.Typer(
@@ -212,9 +212,10 @@ def wait(
         store = open_store(journal)
         live = live_status(as_json)
         engine = make_engine(store, unreachable_timeout, progress=live)
-        with interruptible() as interrupt:
+        target = store.resolve(invocation).id
+        with interruptible() as interrupt, journal_faults(store, target):
             options = DriveOptions(job_output(as_json, live), interrupt=interrupt, status=live)
-            inv = wait_for(engine, store.resolve(invocation).id, options)
+            inv = wait_for(engine, target, options)
         raise typer.Exit(finish(store, inv, options, as_json))
 
 

@@ -13,6 +13,8 @@ from vibesys.states import JobState, Outcome
 EXIT_INFRA_FAILED = 75  # EX_TEMPFAIL: infrastructure failures spent the retry budget
 EXIT_MISCONFIGURED = 78  # EX_CONFIG: a configuration or security failure; a person must act
 EXIT_OUTPUT_FAILED = 74  # EX_IOERR: our own output broke (EPIPE, ENOSPC); the job was cancelled
+EXIT_JOURNAL_FAULT = 73  # EX_CANTCREAT: the journal could not be written mid-run (disk
+# full, I/O error, made immutable, deleted or replaced); the job may still be running
 EXIT_UNRESOLVED = 4
 EXIT_INTERRUPTED = 130
 EXIT_BAD_INPUT = 2

@@ -15,35 +15,73 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from vibesys.cli_read import echo, show_json
-from vibesys.errors import VibesysError
-from vibesys.render import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OUTPUT_FAILED
+from vibesys.errors import JournalFault, StaleState, VibesysError
+from vibesys.render import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOURNAL_FAULT, EXIT_OUTPUT_FAILED
 
 if TYPE_CHECKING:
-    from vibesys.engine import DriveOptions, StopFlag
+    from vibesys.adapters.requests import AdapterRequest
+    from vibesys.engine import DriveOptions, Engine, StopFlag
     from vibesys.journal_schema import Invocation, Journal
     from vibesys.live import LiveStatus
     from vibesys.logtail import LogTail
+    from vibesys.run_checks import CheckedRun
 
 __all__ = ["execute_run"]
 
 
 def execute_run(values: Mapping[str, Any]) -> int:
     """Run COMMAND as a durable invocation; its exit status (the contract in `render.py`).
-    Bad input is one `vibesys: error:` line and status 2, with nothing recorded."""
+    Bad input is one `vibesys: error:` line and status 2, with nothing recorded. A journal
+    that fails once the invocation is being recorded is one line and status 73: the job may
+    be running, and the line says which and the way out."""
+    inv: Invocation | None = None
+    store: Journal | None = None
     try:
-        return _run(values)
+        live = live_status(values["as_json"] or values["detach"])
+        store, engine, checked, request = _prepare(values, live)
+        inv = engine.prepare(
+            adapter=checked.adapter,
+            command=checked.command,
+            request=request,
+            label=values["name"],
+            cwd=checked.cwd,
+        )
+        return _drive(values, store, engine, inv, live)
     except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the job was driven
         return EXIT_INTERRUPTED
-    except VibesysError as exc:
-        echo(f"vibesys: error: {exc}", err=True)
-    except sqlite3.Error as exc:
+    except (VibesysError, sqlite3.Error) as exc:
+        recording = isinstance(exc, JournalFault) and store is not None
+        if (inv is None and not recording) or isinstance(exc, StaleState):
+            echo(f"vibesys: error: {_bad_input(exc, values)}", err=True)
+            return EXIT_BAD_INPUT
+        assert store is not None
+        echo(f"vibesys: error: {journal_failed(exc, inv.id if inv else None, store)}", err=True)
+        quiet_streams()
+        return EXIT_JOURNAL_FAULT
+
+
+def _bad_input(exc: Exception, values: Mapping[str, Any]) -> str:
+    if isinstance(exc, sqlite3.Error):
         from vibesys.journal_schema import journal_error, journal_path
 
-        echo(f"vibesys: error: {journal_error(exc, journal_path(values['journal']))}", err=True)
-    return EXIT_BAD_INPUT
+        return str(journal_error(exc, journal_path(values["journal"])))
+    return str(exc)
 
 
-def _run(values: Mapping[str, Any]) -> int:
+def journal_failed(exc: Exception, invocation: str | None, store: Journal) -> str:
+    """The line for a journal that failed while `invocation` was driven (None: while it was
+    being recorded)."""
+    from vibesys.cli_common import journal_fault
+
+    if not isinstance(exc, JournalFault):
+        exc = JournalFault(f"the journal {store.path} failed while in use ({exc})")
+    return journal_fault(exc, invocation, store)
+
+
+def _prepare(
+    values: Mapping[str, Any], live: LiveStatus | None
+) -> tuple[Journal, Engine, CheckedRun, AdapterRequest]:
+    """Check everything, then open the journal and build the engine: nothing is recorded."""
     from vibesys.cli_common import make_engine, open_store
     from vibesys.run_checks import check_failpoints, check_run
 
@@ -58,23 +96,28 @@ def _run(values: Mapping[str, Any]) -> int:
     # is recorded (nothing is recorded before the last check below).
     _prewarm(checked.adapter, request)
     check_failpoints()
-    from vibesys.engine import DriveOptions, RetryPolicy, drive
+    from vibesys.engine import RetryPolicy
 
     store = open_store(values["journal"])
-    live = live_status(values["as_json"] or values["detach"])
     engine = make_engine(
         store,
         checked.patience,
         retry=RetryPolicy(checked.max_retries, checked.retry_delay),
         progress=live,
     )
-    inv = engine.prepare(
-        adapter=checked.adapter,
-        command=checked.command,
-        request=request,
-        label=values["name"],
-        cwd=checked.cwd,
-    )
+    return store, engine, checked, request
+
+
+def _drive(
+    values: Mapping[str, Any],
+    store: Journal,
+    engine: Engine,
+    inv: Invocation,
+    live: LiveStatus | None,
+) -> int:
+    """Drive the recorded invocation to its end (or, detached, until it runs) and report."""
+    from vibesys.engine import DriveOptions, drive
+
     if values["detach"]:
         echo(inv.id)
     tail = None if values["detach"] else job_output(values["as_json"], live)

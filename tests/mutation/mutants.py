@@ -139,7 +139,7 @@ MUTANTS: list[Mutant] = [
     M("cas-ignores-version", STORE, '"WHERE id=? AND state=? AND version=?"', '"WHERE id=? AND state=? AND ?>=0"', "two writers that read the same state both win"),
     M("cas-ignores-state", STORE, '"WHERE id=? AND state=? AND version=?"', "\"WHERE id=? AND ?!='' AND version=?\"", "the state term alone dropped", equivalent="every transition bumps version (nothing else writes state), so id and version already pin the state"),
     M("cas-lost-race-goes-on", STORE, "if moved != 1:", "if moved > 1:", "a writer that lost the race goes on as if it had won"),
-    M("history-seq-off-by-one", STORE, "                    current.version + 1,\n                    current.state,", "                    current.version + 2,\n                    current.state,", "history rows are numbered with gaps"),
+    M("history-seq-off-by-one", STORE, "                        current.version + 1,\n                        current.state,", "                        current.version + 2,\n                        current.state,", "history rows are numbered with gaps"),
     # -- leases ------------------------------------------------------------------------------
     M("lease-expiry-boundary", LEASES, "datetime.fromisoformat(expires) <= now", "datetime.fromisoformat(expires) < now", "a lease still holds at the very moment it expires"),
     M("lease-no-renewal", LEASES, "if holder is None or holder == owner:", "if holder is None:", "a holder cannot renew its own lease"),
