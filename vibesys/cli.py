@@ -256,8 +256,8 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         status = 130
     except typer.TyperException as exc:
-        format_message = getattr(exc, "format_message", None)
-        message = format_message() if callable(format_message) else str(exc)
-        typer.echo(f"vibesys: error: {' '.join(message.split())}", err=True)
+        from vibesys.cli_usage import usage_line
+
+        typer.echo(f"vibesys: error: {usage_line(exc)}", err=True)
         status = int(getattr(exc, "exit_code", 2))
     sys.exit(status if isinstance(status, int) else 0)

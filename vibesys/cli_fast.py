@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import vibesys
 
 #: Options that take a value, and flags, per fast command (the long forms typer accepts).
 _VALUED = {
@@ -132,13 +135,47 @@ def run_evaluation(argv: Sequence[str]) -> int | None:
     return execute_run(values)
 
 
-def main() -> None:
-    status = run_fast(sys.argv[1:])
-    if status is None:
-        status = run_evaluation(sys.argv[1:])
-    if status is None:
-        from vibesys.cli import main as typer_main
+def closed_streams() -> int | None:
+    """A closed stdout or stderr (`>&-`) is refused before anything runs: one line on the
+    other stream (none when both are closed), status 2. Otherwise the next file vibesys opens
+    (the journal) would take the closed stream's number, and output would go into it. A closed
+    stdin is given /dev/null for the same reason."""
+    if not _is_open(0):
+        os.open(os.devnull, os.O_RDONLY)  # the lowest free number: 0
+    closed = [name for fd, name in ((1, "stdout"), (2, "stderr")) if not _is_open(fd)]
+    if not closed:
+        return None
+    if len(closed) == 1:
+        other = 2 if closed == ["stdout"] else 1
+        line = f"vibesys: error: {closed[0]} is closed; vibesys needs it for its output\n"
+        with contextlib.suppress(OSError):
+            os.write(other, line.encode())
+    return 2  # render.EXIT_BAD_INPUT
 
-        typer_main()
-        return
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def main() -> None:
+    status = closed_streams()
+    if status is not None:
+        os._exit(status)  # nothing to flush: the streams are not there
+    if signal.getsignal(signal.SIGINT) is vibesys._interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
+    try:
+        status = run_fast(sys.argv[1:])
+        if status is None:
+            status = run_evaluation(sys.argv[1:])
+        if status is None:
+            from vibesys.cli import main as typer_main
+
+            typer_main()
+            return
+    except KeyboardInterrupt:  # while starting up (importing): nothing was done yet
+        status = 130  # render.EXIT_INTERRUPTED, not imported here: it loads the states
     sys.exit(status)

@@ -38,16 +38,21 @@ def execute_run(values: Mapping[str, Any]) -> int:
     store: Journal | None = None
     try:
         live = live_status(values["as_json"] or values["detach"])
-        store, engine, checked, request = _prepare(values, live)
-        inv = engine.prepare(
-            adapter=checked.adapter,
-            command=checked.command,
-            request=request,
-            label=values["name"],
-            cwd=checked.cwd,
-        )
-        return _drive(values, store, engine, inv, live)
-    except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the job was driven
+        # From here on an interrupt only asks to stop: before anything is recorded nothing is;
+        # once the invocation is recorded, the driver cancels it (never left for reconcile).
+        with interruptible() as interrupt:
+            store, engine, checked, request = _prepare(values, live)
+            if interrupt.is_set():
+                return EXIT_INTERRUPTED
+            inv = engine.prepare(
+                adapter=checked.adapter,
+                command=checked.command,
+                request=request,
+                label=values["name"],
+                cwd=checked.cwd,
+            )
+            return _drive(values, store, engine, inv, live, interrupt)
+    except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
         return EXIT_INTERRUPTED
     except (VibesysError, sqlite3.Error) as exc:
         recording = isinstance(exc, JournalFault) and store is not None
@@ -114,6 +119,7 @@ def _drive(
     engine: Engine,
     inv: Invocation,
     live: LiveStatus | None,
+    interrupt: StopFlag,
 ) -> int:
     """Drive the recorded invocation to its end (or, detached, until it runs) and report."""
     from vibesys.engine import DriveOptions, drive
@@ -121,9 +127,8 @@ def _drive(
     if values["detach"]:
         echo(inv.id)
     tail = None if values["detach"] else job_output(values["as_json"], live)
-    with interruptible() as interrupt:
-        options = DriveOptions(tail, values["detach"], interrupt, status=live)
-        inv = drive(engine, inv, options)
+    options = DriveOptions(tail, values["detach"], interrupt, status=live)
+    inv = drive(engine, inv, options)
     if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
         return 0
     return finish(store, inv, options, values["as_json"])

@@ -2,7 +2,7 @@
 is still the file at its path.
 
 - A journal path names a regular file, or a name where one can be created: a device
-  (`/dev/null`), a directory, a dangling symbolic link or a name ending in `/` is refused
+  (`/dev/null`), a directory, a named pipe or a dangling symbolic link is refused
   before anything is created near it (SQLite would otherwise make `/dev/null-journal`).
 - A new journal is built under a temporary name in the same directory, complete (WAL mode,
   every migration), then linked into place: a creation killed at any moment leaves no journal
@@ -41,8 +41,6 @@ def check_journal_path(path: Path) -> None:
     """Refuse, in one line and before anything is created, a path that is not a regular file
     and could not become one."""
     text = os.fsdecode(path)
-    if not text or text.endswith("/") or path.name in ("", ".", ".."):
-        raise NotAJournal(f"the journal {text!r} names a directory, not a journal file")
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
