@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from vibesys.cli_read import echo, show_json
 from vibesys.errors import JournalFault, StaleState, VibesysError
+from vibesys.proc import note_caller_disposition
 from vibesys.render import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOURNAL_FAULT, EXIT_OUTPUT_FAILED
 
 if TYPE_CHECKING:
@@ -146,7 +147,13 @@ def interruptible() -> Iterator[StopFlag]:
             raise KeyboardInterrupt
         event.set()
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    # A signal the caller ignores stays ignored (a script's `vibesys run ... &` ignores
+    # SIGINT): the caller decided this process does not hear it, and nor will its job.
+    previous: dict[int, Any] = {}
+    for wanted in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(wanted) != signal.SIG_IGN:
+            previous[wanted] = signal.signal(wanted, handler)
+            note_caller_disposition(wanted, previous[wanted])
     try:
         yield event
     finally:

@@ -36,9 +36,11 @@ from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 from vibesys.layout import log_paths
-from vibesys.proc import group_members, is_alive, processes
+from vibesys.proc import caller_ignores, group_members, is_alive, processes
 
 WRAPPER = Path(__file__).with_name("local_wrapper.py")
+#: The signals the wrapper handles (and passes on to the command's group).
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: How long a launched wrapper may take to claim its attempt before it counts as lost (and the
 #: engine may fence it). Generous: a loaded host can take seconds to start Python.
 LAUNCH_GRACE_SECONDS = 10.0
@@ -82,7 +84,11 @@ class LocalBackend:
         run_dir.mkdir(parents=True, exist_ok=True)
         launch = {"job_name": request.job_name, "launched_at": time.time()}
         _write_atomic(run_dir / "launch.json", json.dumps(launch) + "\n")
-        argv = [sys.executable, "-I", "-S", str(WRAPPER), str(run_dir), request.job_name, "--"]
+        argv = [sys.executable, "-I", "-S", str(WRAPPER), str(run_dir), request.job_name]
+        # The wrapper handles these itself; the command gets them ignored if our caller did.
+        ignored = [str(int(s)) for s in FORWARDED if caller_ignores(s)]
+        argv += [f"--ignore={','.join(ignored)}"] if ignored else []
+        argv.append("--")
         with map_transport_errors("start the local wrapper", maybe_effect=False):
             child = subprocess.Popen(
                 [*argv, *request.command],
