@@ -23,9 +23,11 @@ from vibesys.adapters.base import (
     JobRef,
     Progress,
     RemoteStatus,
+    SeesItsOwnEnd,
     SharedPolling,
     ShowsProgress,
     SubmitRequest,
+    Waitable,
 )
 from vibesys.adapters.registry import entry
 from vibesys.adapters.requests import AdapterRequest
@@ -214,6 +216,9 @@ class Engine:
     def observe(self, inv: Invocation, since: datetime | None = None) -> Seen | None:
         """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
         when no round newer than this process's last view of this version exists yet."""
+        own = self.ended_here(inv)
+        if own is not None:
+            return own
         shared = self.shared_backend(inv)
         if shared is not None:
             return self.shared.observe(inv, shared)
@@ -223,6 +228,19 @@ class Engine:
         except BackendError as exc:
             return seen_error(exc, since)
         return self.seen(inv, status)
+
+    def ended_here(self, inv: Invocation) -> Seen | None:
+        """`inv`'s end as this process saw it happen (its srun returned), if it did."""
+        backend = self.backend(inv)
+        if not isinstance(backend, SeesItsOwnEnd):
+            return None
+        status = backend.ended_here(self.job_ref(inv))
+        return None if status is None else self.seen(inv, status)
+
+    def end_signal(self, inv: Invocation) -> Waitable | None:
+        """Set when the process this one started for `inv`'s attempt ends (see above)."""
+        backend = self.backend(inv)
+        return backend.end_signal(self.job_ref(inv)) if isinstance(backend, SeesItsOwnEnd) else None
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
         """The planner's view of one status; where the attempt runs is recorded on the way."""

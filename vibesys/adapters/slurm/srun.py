@@ -13,10 +13,13 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from vibesys.adapters.base import JobRef, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
 from vibesys.adapters.claim import CLAIM_FILE, Claim, parse_claim
+from vibesys.adapters.slurm.markers import read_here
 from vibesys.adapters.slurm.parse import (
     parse_sinfo_partitions,
     parse_squeue,
@@ -27,12 +30,14 @@ from vibesys.adapters.slurm.partitions import choose_partition, parse_windows
 from vibesys.adapters.slurm.request import SrunRequest, make_request
 from vibesys.adapters.slurm.sbatch import REJECTIONS, job_spec, request_ref, stage_candidate
 from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
-from vibesys.adapters.slurm.script import STDERR_FILE, STDOUT_FILE, srun_argv
+from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, srun_argv
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable, ConfigError, SubmitRejected
 from vibesys.proc import processes
 
+#: How squeue shows a time (its `%S` and `%e`): local time, to the second.
+SQUEUE_TIME = "%Y-%m-%dT%H:%M:%S"
 #: How often, while srun waits for its allocation, squeue is asked whether the job exists.
 _LOOKUP_EVERY = 0.5
 
@@ -46,6 +51,8 @@ class SrunBackend(SlurmBackendBase):
             raise ConfigError('slurm.transport.kind: the srun adapter needs kind = "local"')
         self.transport = runner or LocalTransport(transport.shell_command)
         self.scheduler = SlurmScheduler(config, self.transport)
+        #: the srun processes this process started, by job name
+        self._launched: dict[str, _Launched] = {}
 
     def choose(self, request: SrunRequest) -> tuple[str, ...]:
         """The partition for this request, or the request's own (already checked) choice."""
@@ -82,8 +89,52 @@ class SrunBackend(SlurmBackendBase):
             process = self.transport.popen(
                 srun_argv(spec), stdout=out, stderr=err, env=request.context.env
             )
-        threading.Thread(target=process.wait, daemon=True).start()
+        only = spec.partitions[0] if len(spec.partitions) == 1 else None
+        launched = _Launched(process, threading.Event(), only)
+        self._launched[request.job_name] = launched
+        threading.Thread(target=launched.reap, daemon=True).start()
         return self._await_job(request.job_name, local, process)
+
+    def end_signal(self, job: JobRef) -> threading.Event | None:
+        launched = self._launched.get(job.job_name)
+        return None if launched is None else launched.ended
+
+    def ended_here(self, job: JobRef) -> RemoteStatus | None:
+        """srun returns once the job step has ended, and the step's wrapper leaves the
+        command's status in `exit_code` before that: the job's claim and that marker are its
+        outcome (as a status round would conclude), at once rather than at the next round. A
+        job that left no marker (killed, out of time, its node lost) is the rounds' to tell."""
+        launched = self._launched.get(job.job_name)
+        if launched is None or not launched.ended.is_set():
+            return None
+        directory = str(self.scheduler.remote_dir(job))
+        markers = read_here({directory: job.job_name})
+        claim = markers.claims.get(job.job_name)
+        code = markers.codes.get(job.job_name)
+        if claim is None or claim.kind != "job" or code is None:
+            return None
+        claimer = claim.get("slurm_job_id")
+        if job.job_id is not None and claimer != str(job.job_id):
+            return None  # another job holds the attempt: the rounds follow that one
+        where = {
+            "site": self.scheduler.config.slurm.name,
+            "slurm_job_id": claimer,
+            "partition": claim.get("slurm_partition") or launched.partition or "",
+            "nodes": claim.get("slurm_node"),
+            "cpus": claim.get("slurm_cpus"),
+            # In squeue's own form (local time), as the rounds record them.
+            "start": _local_time(claim.get("started_at")),
+            "end": _mtime(Path(directory, EXIT_CODE_FILE)),
+        }
+        return RemoteStatus(
+            job.job_name,
+            claimer,
+            RemoteState.COMPLETED if code == 0 else RemoteState.FAILED,
+            exit_code=code,
+            observation=f"srun exited {launched.process.returncode}; marker exit_code={code}; "
+            f"{claim.describe()}",
+            provenance={k: v for k, v in where.items() if v},
+        )
 
     def fence(self, job: JobRef, text: str) -> Claim:
         claim = self.scheduler.fence(job, text)
@@ -129,6 +180,33 @@ class SrunBackend(SlurmBackendBase):
             evidence=_tail(local / STDERR_FILE),
             maybe_submitted=True,
         )
+
+
+@dataclass
+class _Launched:
+    process: subprocess.Popen[bytes]
+    ended: threading.Event
+    partition: str | None
+
+    def reap(self) -> None:
+        """Wait for srun (so it never lingers as a zombie), then say it ended."""
+        self.process.wait()
+        self.ended.set()
+
+
+def _local_time(utc: str) -> str:
+    try:
+        moment = datetime.strptime(utc, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return ""
+    return moment.astimezone().strftime(SQUEUE_TIME)
+
+
+def _mtime(path: Path) -> str:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime).strftime(SQUEUE_TIME)
+    except OSError:
+        return ""
 
 
 def _kill_local_srun(job_name: str) -> None:
