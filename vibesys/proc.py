@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,7 +34,7 @@ def is_alive(pid: int, started: str | None) -> bool:
 
 
 def hostname() -> str:
-    return socket.gethostname()
+    return os.uname().nodename  # what gethostname() returns, without importing socket
 
 
 def self_identity() -> str:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from vibesys.cli_read import echo, show_json
-from vibesys.errors import JournalFault, StaleState, VibesysError
+from vibesys.errors import JournalError, JournalFault, StaleState, VibesysError
 from vibesys.proc import note_caller_disposition
 from vibesys.render import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOURNAL_FAULT, EXIT_OUTPUT_FAILED
 
@@ -56,11 +56,11 @@ def execute_run(values: Mapping[str, Any]) -> int:
     except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
         return EXIT_INTERRUPTED
     except (VibesysError, sqlite3.Error) as exc:
-        recording = isinstance(exc, JournalFault) and store is not None
-        if (inv is None and not recording) or isinstance(exc, StaleState):
+        journal = isinstance(exc, JournalError | sqlite3.Error) and not isinstance(exc, StaleState)
+        recording = isinstance(exc, JournalFault)
+        if store is None or not journal or (inv is None and not recording):
             echo(f"vibesys: error: {_bad_input(exc, values)}", err=True)
             return EXIT_BAD_INPUT
-        assert store is not None
         echo(f"vibesys: error: {journal_failed(exc, inv.id if inv else None, store)}", err=True)
         quiet_streams()
         return EXIT_JOURNAL_FAULT

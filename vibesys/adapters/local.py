@@ -32,7 +32,7 @@ from typing import Any
 
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
 from vibesys.adapters.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
-from vibesys.adapters.requests import AdapterRequest
+from vibesys.adapters.plain_request import PlainRequest
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 from vibesys.layout import log_paths
@@ -48,9 +48,12 @@ LAUNCH_GRACE_SECONDS = 10.0
 KILL_AFTER_SECONDS = 5.0
 
 
-class LocalRequest(AdapterRequest):
+class LocalRequest(PlainRequest):
     """The local adapter needs nothing beyond the command and its recorded context (the
-    command's files are where it runs, so it takes no artifacts)."""
+    command's files are where it runs, so it takes no artifacts). Plain, not pydantic: a
+    local run imports only what it uses."""
+
+    __slots__ = ()
 
 
 #: The registry's name for this adapter's request model.

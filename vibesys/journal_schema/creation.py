@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import secrets
 import sqlite3
 import stat
 from collections.abc import Callable, Iterator
@@ -76,7 +75,7 @@ def create_journal(path: Path, migrate: Callable[[sqlite3.Connection], None]) ->
     """Make a complete journal at `path` (WAL mode, `migrate` applied), unless another
     process makes one there first: then theirs is kept and ours discarded."""
     _sweep(path)
-    temporary = path.with_name(f".{path.name}.new-{os.getpid()}-{secrets.token_hex(4)}")
+    temporary = path.with_name(f".{path.name}.new-{os.getpid()}-{os.urandom(4).hex()}")
     try:
         conn = sqlite3.connect(temporary, isolation_level=None)
         try:
