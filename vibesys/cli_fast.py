@@ -178,4 +178,17 @@ def main() -> None:
             return
     except KeyboardInterrupt:  # while starting up (importing): nothing was done yet
         status = 130  # render.EXIT_INTERRUPTED, not imported here: it loads the states
-    sys.exit(status)
+    leave(status)
+
+
+def leave(status: int) -> None:
+    """End the process now that everything is said and committed: flush what is written,
+    run the exit handlers, and skip the interpreter's teardown of every module and object
+    (a sixth of a short run's time; the journal is committed, nothing else is pending)."""
+    import atexit
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    atexit._run_exitfuncs()
+    os._exit(status)

@@ -30,7 +30,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import (
+    TERMINAL_REMOTE,
+    JobRef,
+    RemoteState,
+    RemoteStatus,
+    SubmitReceipt,
+    SubmitRequest,
+)
 from vibesys.adapters.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
 from vibesys.adapters.plain_request import PlainRequest
 from vibesys.adapters.transports.base import map_transport_errors
@@ -73,6 +80,8 @@ class LocalBackend:
 
     def __init__(self, launch_grace: float = LAUNCH_GRACE_SECONDS) -> None:
         self.launch_grace = launch_grace
+        #: the wrappers this process started, by job name: set once each has ended
+        self._wrappers: dict[str, threading.Event] = {}
 
     def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         if not request.command:
@@ -103,8 +112,10 @@ class LocalBackend:
                 cwd=cwd,
                 env=dict(request.context.env),
             )
-        # Reap the wrapper whenever it ends, so it never lingers as a zombie of this process.
-        threading.Thread(target=child.wait, daemon=True).start()
+        # Reap the wrapper whenever it ends, so it never lingers as a zombie of this process,
+        # and say so: the driver then reads the job's end at once (`ended_here`).
+        ended = self._wrappers[request.job_name] = threading.Event()
+        threading.Thread(target=_reap, args=(child, ended), daemon=True).start()
         claim = _wait_for_claim(run_dir, child, self.launch_grace / 2)
         if claim is not None and claim.kind == "job":
             pid = claim.get("pid")
@@ -118,6 +129,18 @@ class LocalBackend:
 
     def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
         return {job.job_name: self._status_of(job) for job in jobs}
+
+    def end_signal(self, job: JobRef) -> threading.Event | None:
+        return self._wrappers.get(job.job_name)
+
+    def ended_here(self, job: JobRef) -> RemoteStatus | None:
+        """The wrapper this process started has ended: the job's status, read as always,
+        when it shows the end (the marker); else the next look decides."""
+        ended = self._wrappers.get(job.job_name)
+        if ended is None or not ended.is_set():
+            return None
+        status = self._status_of(job)
+        return status if status.state in TERMINAL_REMOTE else None
 
     def cancel(self, job: JobRef) -> None:
         job.run_dir.mkdir(parents=True, exist_ok=True)
@@ -277,6 +300,11 @@ def _kill_unclaimed_wrappers(job_name: str, signum: int) -> None:
     for pid in _wrapper_pids(job_name):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
+
+
+def _reap(child: subprocess.Popen[bytes], ended: threading.Event) -> None:
+    child.wait()
+    ended.set()
 
 
 def _wait_for_claim(run_dir: Path, child: subprocess.Popen[bytes], seconds: float) -> Claim | None:

@@ -148,6 +148,7 @@ class SrunBackend(SlurmBackendBase):
         """Return once the scheduler knows the job: it started, or squeue lists it."""
         deadline = time.monotonic() + self.scheduler.config.slurm.command_timeout_seconds
         next_lookup = time.monotonic() + _LOOKUP_EVERY
+        pause = 0.002
         while time.monotonic() < deadline:
             claim = _read_claim(local)
             if claim is not None and claim.kind == "job" and claim.get("slurm_job_id"):
@@ -174,7 +175,10 @@ class SrunBackend(SlurmBackendBase):
                         rows[0].job_id, f"srun job {rows[0].job_id}: {rows[0].line}"
                     )
                 next_lookup = time.monotonic() + _LOOKUP_EVERY
-            time.sleep(0.02)
+            # The job's claim comes a few milliseconds after srun's allocation: look often
+            # at first (a short job's whole run is that long), then less.
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.02)
         raise BackendUnavailable(
             "srun: the job did not appear in time",
             evidence=_tail(local / STDERR_FILE),
