@@ -5,6 +5,7 @@ return the status it gives."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -37,6 +38,7 @@ def execute_run(values: Mapping[str, Any]) -> int:
     be running, and the line says which and the way out."""
     inv: Invocation | None = None
     store: Journal | None = None
+    replaced = False
     try:
         live = live_status(values["as_json"] or values["detach"])
         # From here on an interrupt only asks to stop: before anything is recorded nothing is;
@@ -61,9 +63,17 @@ def execute_run(values: Mapping[str, Any]) -> int:
         if store is None or not journal or (inv is None and not recording):
             echo(f"vibesys: error: {_bad_input(exc, values)}", err=True)
             return EXIT_BAD_INPUT
+        replaced = isinstance(exc, JournalFault) and exc.replaced
         echo(f"vibesys: error: {journal_failed(exc, inv.id if inv else None, store)}", err=True)
         quiet_streams()
         return EXIT_JOURNAL_FAULT
+    finally:
+        # Closed here, not by the interpreter's teardown (the entry point skips it): the last
+        # connection folds the WAL into the journal, so read-only readers see everything. Not
+        # a journal that is gone from its path: its WAL's name may be another journal's now.
+        if store is not None and not replaced:
+            with contextlib.suppress(sqlite3.Error):
+                store.close()
 
 
 def _bad_input(exc: Exception, values: Mapping[str, Any]) -> str:

@@ -31,6 +31,7 @@ MACHINE = "vibesys/states/machine.py"
 RUN_COMMAND = "vibesys/run_command.py"
 CORE = "vibesys/engine/core.py"
 STATUS_RULES = "vibesys/adapters/slurm/status_rules.py"
+FAULTS = "tests/test_journal_faults.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -183,5 +184,18 @@ MUTANTS: list[Mutant] = [
     M("live-status-without-a-terminal", RUN_COMMAND, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
     M("decision-kept-whole-reads-event", MACHINE, '"emit_collect", "emit_cancel"}', '"emit_collect", "emit_cancel", "emit_finish"}', "a decision whose effect reads the event is kept whole: a later event gets the first one's outcome"),
     M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
+    # -- the caller's context, bytes, journal faults, edges (issue 21) ----------------------
+    M("journal-identity-unchecked", STORE, "if self._identity is not None and file_identity(self.path) != self._identity:", "if False:", "a journal deleted or replaced mid-run goes unnoticed (the record only in the unlinked file)", tests=(FAULTS,)),
+    M("journal-fault-is-bad-input", RUN_COMMAND, "        return EXIT_JOURNAL_FAULT\n", "        return EXIT_BAD_INPUT\n", "a journal that failed mid-run reads as bad input with nothing written (an invitation to run it again)", tests=(FAULTS,)),
+    M("journal-fault-swallowed-by-a-boundary", EXECUTE, "    except JOURNAL_FAILURES:\n        raise\n    except Exception as exc:\n        engine.note(inv, f\"collection failed", "    except Exception as exc:\n        engine.note(inv, f\"collection failed", "a full disk while collecting is retried as a collection failure for ten minutes", tests=("tests/engine/test_journal_fault_boundaries.py",)),
+    M("journal-fault-read-as-maybe-submitted", EXECUTE, "        receipt = backend.submit(request)\n    except JOURNAL_FAILURES:\n        raise\n", "        receipt = backend.submit(request)\n", "a journal that failed before the submit is read as a submit that may have gone through", tests=("tests/engine/test_journal_fault_boundaries.py",)),
+    M("journal-created-in-place", "vibesys/journal_schema/opening.py", "        if not path.exists():\n            _create(path)\n", "", "a creation killed half-way leaves a half-made journal that read commands refuse", tests=(f"{FAULTS}::test_a_creation_killed_half_way_leaves_no_journal",)),
+    M("job-output-decoded", "vibesys/logtail.py", "                    sink.write(chunk)\n", "                    sink.write(chunk.decode(\"utf-8\", \"replace\").encode())\n", "binary and Latin-1 output is rewritten on its way out", tests=("tests/test_output_bytes.py",)),
+    M("ignored-signals-dropped", "vibesys/adapters/local.py", "FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)", "FORWARDED = ()", "a job loses the signal dispositions its caller set (nohup, a script's background job)", tests=("tests/test_job_context.py",)),
+    M("srun-end-waits-for-a-round", "vibesys/adapters/slurm/srun.py", "        if claim is None or claim.kind != \"job\" or code is None:\n", "        if claim is None or claim.kind != \"job\":\n", "an srun job that left no marker (killed, out of time) is read as ended by its srun's return", tests=("tests/adapters/test_srun_end.py",)),
+    M("srun-end-of-another-job", "vibesys/adapters/slurm/srun.py", "        if job.job_id is not None and claimer != str(job.job_id):\n", "        if False:\n", "the end of a copy that claimed the attempt is taken for this job's", tests=("tests/adapters/test_srun_end.py",)),
+    M("plain-request-takes-anything", "vibesys/adapters/plain_request.py", "        unknown = sorted(set(data) - _FIELDS)\n", "        unknown: list[str] = []\n", "a recorded local request with fields it does not know is taken as valid", tests=("tests/adapters/test_plain_request.py",)),
+    M("table-label-breaks-rows", RENDER, "    body = [[one_line(str(cell)) for cell in r] for r in rows]", "    body = [[str(cell) for cell in r] for r in rows]", "a label with a newline or an escape sequence breaks journal list", tests=("tests/test_edge_inputs.py::test_labels_with_newlines_and_escapes_stay_on_their_row",)),
+    M("journal-path-not-checked", "vibesys/journal_schema/opening.py", "    check_journal_path(path)\n", "", "--journal /dev/null creates /dev/null-journal", tests=("tests/test_edge_inputs.py::test_a_journal_that_is_not_a_regular_file_is_refused_creating_nothing",)),
 ]
 # fmt: on
