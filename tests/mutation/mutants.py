@@ -196,6 +196,8 @@ MUTANTS: list[Mutant] = [
     M("srun-end-of-another-job", "vibesys/adapters/slurm/srun.py", "        if job.job_id is not None and claimer != str(job.job_id):\n", "        if False:\n", "the end of a copy that claimed the attempt is taken for this job's", tests=("tests/adapters/test_srun_end.py",)),
     M("plain-request-takes-anything", "vibesys/adapters/plain_request.py", "        unknown = sorted(set(data) - _FIELDS)\n", "        unknown: list[str] = []\n", "a recorded local request with fields it does not know is taken as valid", tests=("tests/adapters/test_plain_request.py",)),
     M("table-label-breaks-rows", RENDER, "    body = [[one_line(str(cell)) for cell in r] for r in rows]", "    body = [[str(cell) for cell in r] for r in rows]", "a label with a newline or an escape sequence breaks journal list", tests=("tests/test_edge_inputs.py::test_labels_with_newlines_and_escapes_stay_on_their_row",)),
+    M("probe-prompts-a-round-for-an-own-job", SHARED_POLL, "                and not _seen_ending_here(engine, inv)\n", "", "a marker found a moment before srun returns makes a status round of a job whose end is seen here", tests=("tests/engine/test_own_end.py",)),
+    M("ended-unobserved-counts-for-the-burst", POLLS, '"WHERE w.site=? AND i.outcome IS NULL",', '"WHERE w.site=?",', "a job that ended unobserved makes the next job's first round due at once", tests=("tests/engine/test_own_end.py",)),
     M("journal-path-not-checked", "vibesys/journal_schema/opening.py", "    check_journal_path(path)\n", "", "--journal /dev/null creates /dev/null-journal", tests=("tests/test_edge_inputs.py::test_a_journal_that_is_not_a_regular_file_is_refused_creating_nothing",)),
 ]
 # fmt: on
