@@ -13,6 +13,7 @@ an error in the arguments) goes to the typer app unchanged, which answers as it 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -162,6 +163,10 @@ def _is_open(fd: int) -> bool:
 
 
 def main() -> None:
+    # A short-lived command allocates most of what it ever will while importing: the cycle
+    # collector would only walk those objects again and again (a tenth of a run's start).
+    # Whatever runs long turns it back on (`run` once the job is driven, the typer app).
+    gc.disable()
     status = closed_streams()
     if status is not None:
         os._exit(status)  # nothing to flush: the streams are not there
@@ -172,6 +177,7 @@ def main() -> None:
         if status is None:
             status = run_evaluation(sys.argv[1:])
         if status is None:
+            collect_again()
             from vibesys.cli import main as typer_main
 
             typer_main()
@@ -179,6 +185,12 @@ def main() -> None:
     except KeyboardInterrupt:  # while starting up (importing): nothing was done yet
         status = 130  # render.EXIT_INTERRUPTED, not imported here: it loads the states
     leave(status)
+
+
+def collect_again() -> None:
+    """Turn the cycle collector back on, with what exists so far set aside for good."""
+    gc.freeze()
+    gc.enable()
 
 
 def leave(status: int) -> None:

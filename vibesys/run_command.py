@@ -133,7 +133,10 @@ def _drive(
     interrupt: StopFlag,
 ) -> int:
     """Drive the recorded invocation to its end (or, detached, until it runs) and report."""
+    from vibesys.cli_fast import collect_again
     from vibesys.engine import DriveOptions, drive
+
+    collect_again()  # the job may run for hours: its driver collects its cycles
 
     if values["detach"]:
         echo(inv.id)

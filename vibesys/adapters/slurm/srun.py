@@ -60,7 +60,9 @@ class SrunBackend(SlurmBackendBase):
         agent = self.scheduler.config.agent_gpu
         if not wanted:
             return ()
-        limits = parse_sinfo_partitions(self.scheduler.checked(sinfo_argv()))
+        ahead = _SINFO_AHEAD.pop(request.site_config, None)
+        text = ahead.answer(self.scheduler.config.slurm.command_timeout_seconds) if ahead else None
+        limits = parse_sinfo_partitions(text or self.scheduler.checked(sinfo_argv()))
         command = agent.windows_command if agent else None
 
         def windows() -> dict[str, bool]:
@@ -186,6 +188,43 @@ class SrunBackend(SlurmBackendBase):
         )
 
 
+class _Ahead:
+    """sinfo's answer, asked for on a thread (`prewarm`); None when it failed."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.done = threading.Event()
+
+    def ask(self, scheduler: SlurmScheduler) -> None:
+        try:
+            self.text = scheduler.checked(sinfo_argv())
+        except Exception:  # the submit asks again, and reports what fails
+            self.text = None
+        finally:
+            self.done.set()
+
+    def answer(self, timeout: float) -> str | None:
+        return self.text if self.done.wait(timeout) else None
+
+
+#: sinfo's answers asked for ahead of the submit, by site configuration path
+_SINFO_AHEAD: dict[str, _Ahead] = {}
+
+
+def prewarm(request: SrunRequest) -> None:
+    """Ask sinfo for the partitions' limits now, on a thread, while the invocation is being
+    recorded: the submit needs them before it can start srun, and a short job's whole run is
+    not much longer than sinfo's answer."""
+    if not request.partitions:
+        return
+    site = request.site()
+    if site.slurm.transport.kind != "local":
+        return  # refused by the adapter itself, in one line
+    ahead = _SINFO_AHEAD[request.site_config] = _Ahead()
+    scheduler = SlurmScheduler(site, LocalTransport(site.slurm.transport.shell_command))
+    threading.Thread(target=ahead.ask, args=(scheduler,), name="vibesys-sinfo", daemon=True).start()
+
+
 @dataclass
 class _Launched:
     process: subprocess.Popen[bytes]
@@ -242,4 +281,4 @@ def build(request: SrunRequest) -> SrunBackend:
 
 #: The registry's names for this adapter's request model and request builder.
 Request = SrunRequest
-__all__ = ["Request", "SrunBackend", "build", "make_request"]
+__all__ = ["Request", "SrunBackend", "build", "make_request", "prewarm"]
