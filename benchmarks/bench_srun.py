@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,10 +65,12 @@ def site_config(base: Path) -> Path:
     return config
 
 
-def start_broker(base: Path, config: Path) -> tuple[subprocess.Popen[str], dict[str, str], str]:
-    """A broker for the workspace `base/ws`: its process, the client's environment, the
-    client's path."""
-    workspace, state = base / "ws", base / "broker"
+def start_broker(
+    base: Path, config: Path, state: Path
+) -> tuple[subprocess.Popen[str], dict[str, str], str] | str:
+    """A broker for the workspace `base/ws` keeping its socket in `state`: its process, the
+    client's environment and the client's path; or why it did not start."""
+    workspace = base / "ws"
     workspace.mkdir()
     broker = subprocess.Popen(
         [
@@ -87,11 +90,17 @@ def start_broker(base: Path, config: Path) -> tuple[subprocess.Popen[str], dict[
         env=clean_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
     )
-    assert broker.stdout is not None
-    said = dict(broker.stdout.readline().split(" ", 1) for _ in range(3))
+    assert broker.stdout is not None and broker.stderr is not None
+    lines = [broker.stdout.readline() for _ in range(3)]
+    if not all(" " in line for line in lines):
+        broker.kill()
+        _, err = broker.communicate(timeout=60)
+        return f"the broker did not start: {' '.join(err.split())[-300:]}"
+    threading.Thread(target=broker.stderr.read, daemon=True).start()  # its log, unread
+    said = dict(line.split(" ", 1) for line in lines)
     env = clean_env(
         VIBESYS_GPU_SOCKET=said["socket"].strip(),
         VIBESYS_GPU_TOKEN=Path(said["token_file"].strip()).read_text().strip(),
@@ -102,7 +111,23 @@ def start_broker(base: Path, config: Path) -> tuple[subprocess.Popen[str], dict[
 def run(base: Path, rounds: int) -> int:
     config = site_config(base)
     verdicts = Verdicts()
-    broker, gpu_env, client = start_broker(base, config)
+    # The broker's socket in a short path of its own: a Unix socket's path has ~100 bytes.
+    with tempfile.TemporaryDirectory(prefix="vb-srun-") as state:
+        started = start_broker(base, config, Path(state) / "broker")
+        if isinstance(started, str):
+            verdicts.check("runs_complete", False, started)
+            return verdicts.finish()
+        return measure(verdicts, base, config, started, rounds)
+
+
+def measure(
+    verdicts: Verdicts,
+    base: Path,
+    config: Path,
+    started: tuple[subprocess.Popen[str], dict[str, str], str],
+    rounds: int,
+) -> int:
+    broker, gpu_env, client = started
     problems: list[str] = []
 
     def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
