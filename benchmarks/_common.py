@@ -56,6 +56,32 @@ def vibesys_argv() -> list[str]:
     return [sys.executable, "-m", "vibesys"]
 
 
+def cluster_env() -> None:
+    """Bring the project's local Slurm cluster up and take its environment (SLURM_CONF)."""
+    import subprocess
+
+    local_slurm = ROOT / "scripts" / "local-slurm"
+    subprocess.run([str(local_slurm), "up"], check=True, stdout=subprocess.DEVNULL)
+    env_file = subprocess.run(
+        [str(local_slurm), "env"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    for line in Path(env_file).read_text().splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export ") :].partition("=")
+            os.environ[key] = value.strip("'\"")
+
+
+def compile_vibesys() -> None:
+    """Byte-compile the vibesys package before the runs, as installing it would: an editable
+    checkout run with PYTHONDONTWRITEBYTECODE set would otherwise recompile every module it
+    imports in every process, a cost no installed vibesys pays. (`__pycache__` is ignored by
+    git.)"""
+    import subprocess
+
+    package = ROOT / "vibesys"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+
+
 def median(samples: Sequence[float]) -> float:
     return statistics.median(samples)
 

@@ -78,8 +78,10 @@ CLI_INTRO = """\
 Every command takes `--journal PATH`; without it the journal is `$VIBESYS_JOURNAL`, else
 `.vibesys/journal.db` in the current directory (see [operator-setup.md](operator-setup.md)).
 Bad input (an unknown adapter, an empty command, an unknown invocation, a file that is not a
-journal, a journal from a newer schema) gets one line on stderr and exit status 2, and nothing
-is written.
+journal, a journal from a newer schema, a `--journal` that is a device or a directory, a
+working directory or label that is not UTF-8, an unknown option, which is answered with the
+real ones) gets one line on stderr and exit status 2, and nothing is written. A closed stdout
+or stderr is refused the same way (the line goes to the other one), before anything runs.
 
 Exit statuses of `vibesys run` and `vibesys wait`:
 
@@ -91,6 +93,7 @@ Exit statuses of `vibesys run` and `vibesys wait`:
 | 4 | the outcome cannot be proven (UNRESOLVED), or the results could not be brought home yet |
 | 130 | interrupted: the job was cancelled first |
 | 74 | our own output broke (a closed pipe, a full disk): the job was cancelled first |
+| 73 | the journal failed mid-run (disk full, I/O error, deleted): fix, then `vibesys reconcile` |
 | 2 | bad input (one line, nothing recorded), or a request the scheduler rejected |
 
 `vibesys run --adapter NAME --help` shows the options of one adapter; an option the chosen
@@ -99,10 +102,9 @@ adapter does not take is refused, naming the adapter.
 `vibesys reconcile` exits 0 when no invocation is left UNRESOLVED and 4 otherwise;
 `vibesys journal verify` exits 1 and names the first bad row when a history does not replay.
 
-A `vibesys run` whose standard streams are not terminals is run by a fork of a warm vibesys
-process of this user with the same environment and code, which answers exactly as the run's
-own process would (see [architecture.md](architecture.md)); `VIBESYS_RUN_SERVER=0` turns that
-off, and `VIBESYS_RUN_SERVER_PERSIST=SECONDS` (default 30) is how long the server stays idle.
+`vibesys run` runs in the process its caller started: the job has the caller's own namespaces,
+cgroup, capabilities, limits, CPU affinity and signal dispositions (see
+[architecture.md](architecture.md)).
 """
 
 

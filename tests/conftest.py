@@ -18,11 +18,6 @@ register(FAKE_ENTRY)
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Every `vibesys run` a test starts runs in its own process: the stall tests freeze and kill
-# that process as the driver, and no warm server may outlive a test. The served path has its
-# own tests (tests/test_run_server.py), which turn it back on.
-os.environ["VIBESYS_RUN_SERVER"] = "0"
-
 #: Per-test limits (seconds) by marker, over the default `timeout` in pyproject.toml. The Slurm
 #: tests wait on a real scheduler (requeues take ~15 s, a job's own `--time 1` a minute or
 #: more) and the first one may bring the cluster up; the crash tests kill and reconcile many

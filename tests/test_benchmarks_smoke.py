@@ -54,10 +54,12 @@ EXPECTED_CHECKS = {
         "states_runs",
         "states_imports_only_what_it_reads",
         "run_imports_no_typer",
+        "run_imports_only_its_adapter",
         "baseline_app_runs",
     },
     "bench_concurrent_poll": {"runs_complete_n4", "one_squeue_per_shared_round_n4"},
     "bench_ui": {"page_lists_the_newest", "journal_unchanged"},
+    "bench_srun": {"runs_complete", "ends_seen_at_srun_return"},
 }
 
 VERDICT = re.compile(r"^(CHECK|TARGET) ([a-z0-9_]+) (PASS|FAIL)(?: (.*))?$")
@@ -127,10 +129,21 @@ def test_benchmarks_that_touch_the_cluster_say_so() -> None:
     touching = {
         p.stem
         for p in BENCHMARKS
-        if re.search(r"local-slurm|sbatch|squeue|SshTransport|:2222|\b2222\b", p.read_text())
+        if re.search(
+            r"local-slurm|sbatch|squeue|\bsrun\b|SshTransport|:2222|\b2222\b", p.read_text()
+        )
     }
     declared = {p.stem for p in BENCHMARKS if needs_cluster(p)}
-    assert touching == declared == {"bench_concurrent_poll", "bench_slurm", "bench_ssh_spool"}
+    assert (
+        touching
+        == declared
+        == {
+            "bench_concurrent_poll",
+            "bench_slurm",
+            "bench_srun",
+            "bench_ssh_spool",
+        }
+    )
 
 
 GOOD = """figures for people

@@ -105,12 +105,6 @@ def test_a_full_disk_on_stdout_cancels_the_job(tmp_path: Path) -> None:
     assert (inv["state"], inv["outcome"]) == ("DONE", "CANCELLED")
 
 
-def test_a_trailing_incomplete_character_is_shown_not_dropped(tmp_path: Path) -> None:
-    result = cli("run", "--", "printf", "abc\\342\\202", cwd=tmp_path)
-    assert result.returncode == 0
-    assert result.stdout == "abc\ufffd"
-
-
 def test_journal_show_of_a_byte_that_is_not_text(tmp_path: Path) -> None:
     assert cli("run", "--", "true", cwd=tmp_path).returncode == 0
     result = subprocess.run(

@@ -4,6 +4,8 @@ README: the command's own status when it ran to an end (137 for SIGKILL), 75 whe
 infrastructure failures spent the retry budget, 4 when the outcome is UNRESOLVED, 130 when
 interrupted (the job is cancelled first), 66 when the invocation it runs after failed, 2 for
 bad input; 0 while a detached job runs. `reconcile`: 4 before 69 (left waiting) before 0.
+74 (our output broke) and 73 (the journal could not be written mid-run) are the process's own,
+not the invocation's: tests/test_cli_robustness.py and tests/test_journal_faults.py hold them.
 The table below is the oracle; it never reads the constants of `vibesys.render`.
 """
 
@@ -101,6 +103,7 @@ def test_the_readme_states_the_same_contract() -> None:
         "75 when infrastructure failures spent the retry budget",
         "78 when a configuration or security failure",
         "74 when its own output broke",
+        "73 when the journal could not be written while the invocation was recorded or driven",
         "4 when the outcome is UNRESOLVED",
         "130 when interrupted",
         "2 for bad input",

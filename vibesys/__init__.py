@@ -5,8 +5,26 @@ The public names are loaded on first use, so `vibesys --help` stays as quick as 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import os
+import signal
+import sys
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    os._exit(130)  # nothing is done yet: nothing to undo, nothing to say
+
+
+# Started as the `vibesys` command (its console script, or `python -m vibesys` while the module
+# is being found): a Ctrl-C before the entry point takes over (`cli_fast.main`) leaves quietly,
+# 130, instead of a traceback from the middle of an import. A caller that ignores SIGINT keeps
+# it ignored; importing vibesys as a library changes nothing.
+if (sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") == "vibesys") and (
+    signal.getsignal(signal.SIGINT) is signal.default_int_handler
+):
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import importlib  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -18,7 +18,7 @@ from vibesys.bridge.cli import session_app
 from vibesys.broker.cli import broker_app
 from vibesys.cli_check import check_command
 from vibesys.cli_clusters import clusters_app
-from vibesys.cli_common import clean_errors, fail, make_engine, open_store
+from vibesys.cli_common import clean_errors, fail, journal_faults, make_engine, open_store
 from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
 
 app = typer.Typer(
@@ -246,7 +246,8 @@ def wait(
     journal: JournalOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Block until the invocation ends; exit like `run`. Following: it never cancels.
+    """Block until the invocation ends, writing the job's output as `run` does; exit like
+    `run`. Following: it never cancels.
 
     An interrupt (SIGINT, SIGTERM, SIGHUP) only stops waiting and cancels nothing (exit 128+N
     for signal N; the job runs on, and a later `wait` exits with its status). While nobody
@@ -256,14 +257,22 @@ def wait(
     started it, cancels."""
     with clean_errors():
         from vibesys.engine import DriveOptions, wait_for
-        from vibesys.run_command import FOLLOWER_SIGNALS, finish, interruptible, live_status
+        from vibesys.run_command import (
+            FOLLOWER_SIGNALS,
+            finish,
+            interruptible,
+            job_output,
+            live_status,
+        )
 
         store = open_store(journal)
         live = live_status(as_json)
         engine = make_engine(store, progress=live)
-        with interruptible(FOLLOWER_SIGNALS) as interrupt:
-            options = DriveOptions(interrupt=interrupt, status=live, owner=False)
-            inv = wait_for(engine, store.resolve(invocation).id, options)
+        target = store.resolve(invocation).id
+        with interruptible(FOLLOWER_SIGNALS) as interrupt, journal_faults(store, target):
+            tail = job_output(as_json, live)
+            options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)
+            inv = wait_for(engine, target, options)
         raise typer.Exit(finish(store, inv, options, as_json, stopped_by=interrupt.signum))
 
 
@@ -342,8 +351,8 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         status = 130
     except typer.TyperException as exc:
-        format_message = getattr(exc, "format_message", None)
-        message = format_message() if callable(format_message) else str(exc)
-        typer.echo(f"vibesys: error: {' '.join(message.split())}", err=True)
+        from vibesys.cli_usage import usage_line
+
+        typer.echo(f"vibesys: error: {usage_line(exc)}", err=True)
         status = int(getattr(exc, "exit_code", 2))
     sys.exit(status if isinstance(status, int) else 0)

@@ -10,7 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from vibesys.errors import VibesysError
+from vibesys.errors import JournalError, JournalFault, StaleState, VibesysError
+
+#: The journal's path when neither --journal nor VIBESYS_JOURNAL names one.
+DEFAULT_JOURNAL = Path(".vibesys") / "journal.db"
 
 if TYPE_CHECKING:
     from vibesys.engine import Engine
@@ -29,15 +32,52 @@ def fail(message: str, status: int = 2) -> NoReturn:
 @contextmanager
 def clean_errors(journal: Path | None = None) -> Iterator[None]:
     """Our errors become one line and exit status 2, never a traceback; so does SQLite's,
-    when a damaged journal shows itself only half-way through a read."""
+    when a damaged journal shows itself only half-way through a read. A journal that fails
+    under a write is its own status (`journal_fault`)."""
     try:
         yield
+    except JournalFault as exc:
+        from vibesys.render import EXIT_JOURNAL_FAULT
+
+        way = "put the journal back" if exc.replaced else "fix the disk"
+        fail(f"{exc}; {way}, then run `vibesys reconcile`", EXIT_JOURNAL_FAULT)
     except VibesysError as exc:
         fail(str(exc))
     except sqlite3.Error as exc:
         from vibesys.journal_schema import journal_error, journal_path
 
         fail(str(journal_error(exc, journal_path(journal))))
+
+
+def journal_fault(exc: JournalFault, invocation: str | None, store: Journal | None = None) -> str:
+    """The one line for a journal that failed under a write: what failed, which invocation
+    may still be running, and the way out."""
+    path = store.path if store is not None else None
+    reconcile = "`vibesys reconcile`"
+    if path is not None and path != DEFAULT_JOURNAL:
+        reconcile = f"`vibesys reconcile --journal {path}`"
+    if exc.replaced:
+        saved = store.rescue() if store is not None else None
+        way = f"move {saved} to {path}" if saved else "put the journal back"
+    else:
+        way = "fix the disk"
+    if invocation is None:
+        return f"{exc}; nothing was run: {way}, then run {reconcile}"
+    return f"{exc}; invocation {invocation} may still be running: {way}, then run {reconcile}"
+
+
+@contextmanager
+def journal_faults(store: Journal, invocation: str) -> Iterator[None]:
+    """While `invocation` is driven: a journal that fails is one line and status 73."""
+    try:
+        yield
+    except (JournalError, sqlite3.Error) as exc:
+        if isinstance(exc, StaleState):
+            raise
+        from vibesys.render import EXIT_JOURNAL_FAULT
+        from vibesys.run_command import journal_failed
+
+        fail(journal_failed(exc, invocation, store), EXIT_JOURNAL_FAULT)
 
 
 def open_store(journal: Path | None, *, readonly: bool = False) -> Journal:

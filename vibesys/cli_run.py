@@ -84,7 +84,7 @@ def with_run_signature(function: Callable[..., None]) -> Callable[..., None]:
     return function
 
 
-def _chosen_adapter(args: list[str]) -> str | None:
+def chosen_adapter(args: list[str]) -> str | None:
     for index, arg in enumerate(args):
         if arg == "--":
             return None
@@ -105,7 +105,7 @@ class RunCommand(TyperCommand):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if _asks_for_help(args):
-            ctx.meta["vibesys.help_for"] = _chosen_adapter(args)
+            ctx.meta["vibesys.help_for"] = chosen_adapter(args)
         return super().parse_args(ctx, args)
 
     def get_params(self, ctx: Any) -> list[Any]:

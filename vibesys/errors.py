@@ -12,6 +12,8 @@ never the message text.
     │   ├── JournalCorrupt         a vibesys journal whose pages are damaged
     │   ├── JournalTooNew          written by a newer vibesys; refused, never downgraded
     │   ├── JournalOnNetworkFS     WAL needs one host's shared memory; refused on NFS/Lustre/...
+    │   ├── JournalFault           a write to an open journal failed (disk full, I/O error,
+    │   │                          made immutable), or the file is no longer at its path
     │   └── StaleState             compare-and-swap lost: someone else moved the invocation
     ├── InvalidTransition          the transition table does not allow this event here
     └── BackendError               an adapter's side effect failed; two fields say what it proves:
@@ -60,6 +62,18 @@ class JournalTooNew(JournalError):
 
 class JournalOnNetworkFS(JournalError):
     """SQLite WAL needs the journal on a local file system."""
+
+
+class JournalFault(JournalError):
+    """A write to a journal in use failed (its disk is full, an I/O error, the file made
+    immutable), or the file this process opened is no longer at its path (deleted or replaced).
+    What the failed commit authorized was not done; what earlier commits authorized may still
+    be running."""
+
+    def __init__(self, message: str, *, replaced: bool = False) -> None:
+        super().__init__(message)
+        #: the file is no longer at its path (rather than a write that failed)
+        self.replaced = replaced
 
 
 class StaleState(JournalError):

@@ -4,8 +4,12 @@ the process we started. Stdlib only; used by the journal's leases and the local 
 from __future__ import annotations
 
 import os
-import socket
+import signal
 from collections.abc import Iterator
+from typing import Any
+
+#: What the caller had set for the signals this process took over (`note_caller_disposition`).
+_CALLER_DISPOSITIONS: dict[int, Any] = {}
 
 
 def start_time(pid: int) -> str | None:
@@ -30,7 +34,7 @@ def is_alive(pid: int, started: str | None) -> bool:
 
 
 def hostname() -> str:
-    return socket.gethostname()
+    return os.uname().nodename  # what gethostname() returns, without importing socket
 
 
 def self_identity() -> str:
@@ -77,3 +81,15 @@ def processes(what: str) -> Iterator[tuple[int, bytes]]:
                 yield int(entry.name), handle.read()
         except OSError:
             continue
+
+
+def note_caller_disposition(signum: int, previous: Any) -> None:
+    """Remember what the caller had set for `signum` before this process handled it itself,
+    so the jobs it starts get the caller's disposition, not ours."""
+    _CALLER_DISPOSITIONS.setdefault(signum, previous)
+
+
+def caller_ignores(signum: int) -> bool:
+    """Whether the process that started us ignores `signum` (SIG_IGN is inherited by a job,
+    a handler is not)."""
+    return _CALLER_DISPOSITIONS.get(signum, signal.getsignal(signum)) == signal.SIG_IGN

@@ -13,6 +13,8 @@ from vibesys.states import JobState, Outcome
 EXIT_INFRA_FAILED = 75  # EX_TEMPFAIL: infrastructure failures spent the retry budget
 EXIT_MISCONFIGURED = 78  # EX_CONFIG: a configuration or security failure; a person must act
 EXIT_OUTPUT_FAILED = 74  # EX_IOERR: our own output broke (EPIPE, ENOSPC); the job was cancelled
+EXIT_JOURNAL_FAULT = 73  # EX_CANTCREAT: the journal could not be written mid-run (disk
+# full, I/O error, made immutable, deleted or replaced); the job may still be running
 EXIT_UNRESOLVED = 4
 EXIT_INTERRUPTED = 130
 EXIT_BAD_INPUT = 2
@@ -112,7 +114,7 @@ def show(
     used = min(inv.retries, inv.max_retries)
     failures = f" ({inv.retries} infrastructure failures)" if inv.retries > used else ""
     lines = [
-        f"invocation  {inv.id}" + (f"  ({inv.label})" if inv.label else ""),
+        f"invocation  {inv.id}" + (f"  ({one_line(inv.label)})" if inv.label else ""),
         f"state       {inv.state}"
         + (f"  outcome {inv.outcome}" if inv.outcome else "")
         + (f"  exit {inv.exit_code}" if inv.exit_code is not None else ""),
@@ -184,8 +186,26 @@ def clusters_table(leases: Sequence[ClusterLease]) -> str:
     return table(headers, rows)
 
 
+def one_line(text: str) -> str:
+    """`text` safe inside a line of a table: what is not printable (a newline, a tab, an
+    escape sequence, a byte that was not UTF-8) is shown as its escape, so a label can
+    neither break a row nor move the terminal's cursor."""
+    if text.isprintable():
+        return text
+    shown = []
+    for char in text:
+        code = ord(char)
+        if char.isprintable():
+            shown.append(char)
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+            shown.append(f"\\x{code - 0xDC00:02x}")
+        else:
+            shown.append(char.encode("unicode_escape").decode("ascii"))
+    return "".join(shown)
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    body = [list(map(str, r)) for r in rows]
+    body = [[one_line(str(cell)) for cell in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(headers)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
     return "\n".join(fmt.format(*r).rstrip() for r in [list(headers), *body])

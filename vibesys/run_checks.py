@@ -65,6 +65,10 @@ def check_run(values: Mapping[str, Any]) -> CheckedRun:
             )
         given[dest] = tuple(value) if isinstance(value, list) else value
     _check_outputs(detach=bool(values["detach"]))
+    if values.get("name") is not None:
+        _text("--name", str(values["name"]), "give a label that is UTF-8 text")
+    if values.get("journal") is not None:
+        _text("--journal", os.fspath(values["journal"]), "give a journal path that is UTF-8")
     after = given.pop("after", None)
     return CheckedRun(
         adapter=adapter.name,
@@ -74,7 +78,7 @@ def check_run(values: Mapping[str, Any]) -> CheckedRun:
         ),
         retry_delay=_number("--retry-delay", values["retry_delay"], 0, MAX_SECONDS),
         patience=_number("--unreachable-timeout", values["unreachable_timeout"], 0, MAX_SECONDS),
-        cwd=_cwd(),
+        cwd=_text("the current directory", _cwd(), "run from a directory whose path is UTF-8"),
         adapter_values=given,
         after=after,
     )
@@ -119,3 +123,13 @@ def _cwd() -> str:
         return os.getcwd()
     except FileNotFoundError:
         raise UsageError("the current directory no longer exists; cd somewhere else") from None
+
+
+def _text(what: str, value: str, fix: str) -> str:
+    """`value` when it is UTF-8 text (the journal records it as such); else one line."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(value)
+        raise UsageError(f"{what} {shown!r} is not UTF-8 text; {fix}") from None
+    return value

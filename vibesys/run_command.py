@@ -5,6 +5,7 @@ return the status it gives."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,34 +16,88 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from vibesys.cli_read import echo, show_json
-from vibesys.errors import VibesysError
-from vibesys.render import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OUTPUT_FAILED
+from vibesys.errors import JournalError, JournalFault, StaleState, VibesysError
+from vibesys.proc import note_caller_disposition
+from vibesys.render import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOURNAL_FAULT, EXIT_OUTPUT_FAILED
 
 if TYPE_CHECKING:
-    from vibesys.engine import DriveOptions, StopFlag
+    from vibesys.adapters.requests import AdapterRequest
+    from vibesys.engine import DriveOptions, Engine, StopFlag
     from vibesys.journal_schema import Invocation, Journal
     from vibesys.live import LiveStatus
+    from vibesys.logtail import LogTail
+    from vibesys.run_checks import CheckedRun
 
 __all__ = ["execute_run"]
 
 
 def execute_run(values: Mapping[str, Any]) -> int:
     """Run COMMAND as a durable invocation; its exit status (the contract in `render.py`).
-    Bad input is one `vibesys: error:` line and status 2, with nothing recorded."""
+    Bad input is one `vibesys: error:` line and status 2, with nothing recorded. A journal
+    that fails once the invocation is being recorded is one line and status 73: the job may
+    be running, and the line says which and the way out."""
+    inv: Invocation | None = None
+    store: Journal | None = None
+    replaced = False
     try:
-        return _run(values)
-    except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the job was driven
+        live = live_status(values["as_json"] or values["detach"])
+        # From here on an interrupt only asks to stop: before anything is recorded nothing is;
+        # once the invocation is recorded, the driver cancels it (never left for reconcile).
+        with interruptible() as interrupt:
+            store, engine, checked, request = _prepare(values, live)
+            if interrupt.is_set():
+                return EXIT_INTERRUPTED
+            inv = engine.prepare(
+                adapter=checked.adapter,
+                command=checked.command,
+                request=request,
+                label=values["name"],
+                cwd=checked.cwd,
+            )
+            return _drive(values, store, engine, inv, live, interrupt)
+    except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
         return EXIT_INTERRUPTED
-    except VibesysError as exc:
-        echo(f"vibesys: error: {exc}", err=True)
-    except sqlite3.Error as exc:
+    except (VibesysError, sqlite3.Error) as exc:
+        journal = isinstance(exc, JournalError | sqlite3.Error) and not isinstance(exc, StaleState)
+        recording = isinstance(exc, JournalFault)
+        if store is None or not journal or (inv is None and not recording):
+            echo(f"vibesys: error: {_bad_input(exc, values)}", err=True)
+            return EXIT_BAD_INPUT
+        replaced = isinstance(exc, JournalFault) and exc.replaced
+        echo(f"vibesys: error: {journal_failed(exc, inv.id if inv else None, store)}", err=True)
+        quiet_streams()
+        return EXIT_JOURNAL_FAULT
+    finally:
+        # Closed here, not by the interpreter's teardown (the entry point skips it): the last
+        # connection folds the WAL into the journal, so read-only readers see everything. Not
+        # a journal that is gone from its path: its WAL's name may be another journal's now.
+        if store is not None and not replaced:
+            with contextlib.suppress(sqlite3.Error):
+                store.close()
+
+
+def _bad_input(exc: Exception, values: Mapping[str, Any]) -> str:
+    if isinstance(exc, sqlite3.Error):
         from vibesys.journal_schema import journal_error, journal_path
 
-        echo(f"vibesys: error: {journal_error(exc, journal_path(values['journal']))}", err=True)
-    return EXIT_BAD_INPUT
+        return str(journal_error(exc, journal_path(values["journal"])))
+    return str(exc)
 
 
-def _run(values: Mapping[str, Any]) -> int:
+def journal_failed(exc: Exception, invocation: str | None, store: Journal) -> str:
+    """The line for a journal that failed while `invocation` was driven (None: while it was
+    being recorded)."""
+    from vibesys.cli_common import journal_fault
+
+    if not isinstance(exc, JournalFault):
+        exc = JournalFault(f"the journal {store.path} failed while in use ({exc})")
+    return journal_fault(exc, invocation, store)
+
+
+def _prepare(
+    values: Mapping[str, Any], live: LiveStatus | None
+) -> tuple[Journal, Engine, CheckedRun, AdapterRequest]:
+    """Check everything, then open the journal and build the engine: nothing is recorded."""
     from vibesys.cli_common import make_engine, open_store
     from vibesys.run_checks import check_failpoints, check_run
 
@@ -57,32 +112,37 @@ def _run(values: Mapping[str, Any]) -> int:
     # is recorded (nothing is recorded before the last check below).
     _prewarm(checked.adapter, request)
     check_failpoints()
-    from vibesys.engine import DriveOptions, LogTail, RetryPolicy, drive
+    from vibesys.engine import RetryPolicy
 
     store = open_store(values["journal"])
-    live = live_status(values["as_json"] or values["detach"])
     engine = make_engine(
         store,
         checked.patience,
         retry=RetryPolicy(checked.max_retries, checked.retry_delay),
         progress=live,
     )
-    inv = engine.prepare(
-        adapter=checked.adapter,
-        command=checked.command,
-        request=request,
-        label=values["name"],
-        cwd=checked.cwd,
-    )
+    return store, engine, checked, request
+
+
+def _drive(
+    values: Mapping[str, Any],
+    store: Journal,
+    engine: Engine,
+    inv: Invocation,
+    live: LiveStatus | None,
+    interrupt: StopFlag,
+) -> int:
+    """Drive the recorded invocation to its end (or, detached, until it runs) and report."""
+    from vibesys.cli_fast import collect_again
+    from vibesys.engine import DriveOptions, drive
+
+    collect_again()  # the job may run for hours: its driver collects its cycles
+
     if values["detach"] and not values["as_json"]:
         echo(inv.id)
-    sink = sys.stderr.buffer if values["as_json"] else sys.stdout.buffer
-    tail = None if values["detach"] else LogTail(sink, sys.stderr.buffer)
-    if tail is not None and live is not None:
-        tail.before_write = live.clear
-    with interruptible() as interrupt:
-        options = DriveOptions(tail, values["detach"], interrupt, status=live)
-        inv = drive(engine, inv, options)
+    tail = None if values["detach"] else job_output(values["as_json"], live)
+    options = DriveOptions(tail, values["detach"], interrupt, status=live)
+    inv = drive(engine, inv, options)
     if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
         if values["as_json"]:  # one JSON object, as every --json: the record as it stands
             echo(json.dumps(show_json(store, inv), indent=2))
@@ -108,7 +168,13 @@ def interruptible(
             raise KeyboardInterrupt
         event.set(signum)
 
-    previous = {s: signal.signal(s, handler) for s in signals}
+    # A signal the caller ignores stays ignored (a script's `vibesys run ... &` ignores
+    # SIGINT): the caller decided this process does not hear it, and nor will its job.
+    previous: dict[int, Any] = {}
+    for wanted in signals:
+        if signal.getsignal(wanted) != signal.SIG_IGN:
+            previous[wanted] = signal.signal(wanted, handler)
+            note_caller_disposition(wanted, previous[wanted])
     try:
         yield event
     finally:
@@ -124,6 +190,17 @@ def _prewarm(adapter: str, request: Any) -> None:
     warm = getattr(entry(adapter).load(), "prewarm", None)
     if callable(warm):
         warm(request)
+
+
+def job_output(as_json: bool, live: LiveStatus | None) -> LogTail:
+    """Where the job's bytes go, unchanged: its stdout to ours (to stderr under `--json`,
+    whose object is stdout's only content), its stderr to ours."""
+    from vibesys.logtail import LogTail
+
+    tail = LogTail(sys.stderr.buffer if as_json else sys.stdout.buffer, sys.stderr.buffer)
+    if live is not None:
+        tail.before_write = live.clear
+    return tail
 
 
 def live_status(quiet: bool) -> LiveStatus | None:

@@ -234,6 +234,9 @@ def check_batch_run(
         "host",
         "started_at",
         "slurm_job_id",
+        "slurm_node",
+        "slurm_partition",
+        "slurm_cpus",
     ]
     assert claim[0] == "kind=job"
     assert not list(run_dir.glob("claim.*.tmp")), "the temporary claim is removed"

@@ -68,6 +68,7 @@ LOCAL = "vibesys/adapters/local.py"
 CLI = "vibesys/cli.py"
 RECORDED = ("tests/engine/test_recorded_settings.py",)
 CHAINED = ("tests/engine/test_chains.py",)
+FAULTS = "tests/test_journal_faults.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -212,7 +213,7 @@ MUTANTS: list[Mutant] = [
     M("cas-ignores-version", STORE, '"WHERE id=? AND state=? AND version=?"', '"WHERE id=? AND state=? AND ?>=0"', "two writers that read the same state both win"),
     M("cas-ignores-state", STORE, '"WHERE id=? AND state=? AND version=?"', "\"WHERE id=? AND ?!='' AND version=?\"", "the state term alone dropped", equivalent="every transition bumps version (nothing else writes state), so id and version already pin the state"),
     M("cas-lost-race-goes-on", STORE, "if moved != 1:", "if moved > 1:", "a writer that lost the race goes on as if it had won"),
-    M("history-seq-off-by-one", STORE, "                    current.version + 1,\n                    current.state,", "                    current.version + 2,\n                    current.state,", "history rows are numbered with gaps"),
+    M("history-seq-off-by-one", STORE, "                        current.version + 1,\n                        current.state,", "                        current.version + 2,\n                        current.state,", "history rows are numbered with gaps"),
     # -- leases ------------------------------------------------------------------------------
     M("lease-expiry-boundary", LEASES, "datetime.fromisoformat(expires) <= now", "datetime.fromisoformat(expires) < now", "a lease still holds at the very moment it expires"),
     M("lease-no-renewal", LEASES, "if holder is None or holder == owner:", "if holder is None:", "a holder cannot renew its own lease"),
@@ -251,7 +252,7 @@ MUTANTS: list[Mutant] = [
     M("poller-frozen-blocks", POLLS, "    return expires is None or datetime.fromisoformat(expires) <= now\n", "    return identity_alive(holder) is None and (expires is None or datetime.fromisoformat(expires) <= now)\n", "a frozen (SIGSTOPped) poller keeps every other process blind for good"),
     M("poller-round-before-due", POLLS, "not (force or probe)", "False", "a process whose view of the schedule is stale runs a round before it is due"),
     M("clock-second-kept", "vibesys/journal_schema/clock.py", "    if cached != second:", "    if cached < 0:", "the commit clock keeps the first second's text for ever", tests=("tests/journal_schema/test_journal_store.py",)),
-    M("ids-random", CORE, 'return f"{time.time_ns() // 1_000_000:011x}{secrets.randbits(20):05x}"', "return secrets.token_hex(8)", "invocation ids no longer sort by creation (each commit writes a cold page of every table)", tests=("tests/engine/test_engine_fake.py",)),
+    M("ids-random", CORE, 'return f"{time.time_ns() // 1_000_000:011x}{random_bits:05x}"', "return os.urandom(8).hex()", "invocation ids no longer sort by creation (each commit writes a cold page of every table)", tests=("tests/engine/test_engine_fake.py",)),
     M("poll-unshared", CORE, "return self.shared.observe(inv, shared)", "return self.shared._direct([inv], shared)[inv.id]", "every driver asks the scheduler on its own (one query per process per round)"),
     M("live-status-without-a-terminal", RUN_COMMAND, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
     M("decision-kept-whole-reads-event", MACHINE, '"emit_collect", "emit_cancel"}', '"emit_collect", "emit_cancel", "emit_finish"}', "a decision whose effect reads the event is kept whole: a later event gets the first one's outcome"),
@@ -293,7 +294,7 @@ MUTANTS: list[Mutant] = [
     M("exit-dependency-failed-is-130", RENDER, "            return EXIT_DEPENDENCY_FAILED", "            return EXIT_INTERRUPTED", "a child whose parent failed exits like an interrupt"),
     M("settings-bool-is-a-number", SETTINGS, "            if isinstance(value, bool) or not isinstance(value, int | float):", "            if not isinstance(value, int | float):", "a damaged settings record (true for a timeout) is read as 1 s"),
     M("follower-interrupt-cancels", DRIVE, "                if not options.owner:\n                    return inv\n                inv = engine.request_cancel", "                inv = engine.request_cancel", "`wait` interrupted in the background cancels the job it only follows"),
-    M("wait-owns", CLI, "            options = DriveOptions(interrupt=interrupt, status=live, owner=False)", "            options = DriveOptions(interrupt=interrupt, status=live)", "`wait` cancels the job on SIGINT/SIGHUP", tests=("tests/test_cli_follow.py",)),
+    M("wait-owns", CLI, "            options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)", "            options = DriveOptions(tail, interrupt=interrupt, status=live)", "`wait` cancels the job on SIGINT/SIGHUP", tests=("tests/test_cli_follow.py",)),
     M("chain-parent-retry-forgets-children", CORE, "            follow_children(self, after, self.journal.active())\n", "            pass\n", "a retried parent's pending child keeps waiting on the failed attempt", tests=CHAINED),
     M("chain-child-never-moves", CHAINS, "    if target is None or waits_on == target:\n", "    if True:\n", "a child whose parent's retry was recorded without it (a crash) waits on the failed attempt for good"),
     M("chain-parent-not-carried", CHAINS, "        parent = carry_parent(engine, child, parent)\n", "        pass\n", "a child in the foreground waits for good on a parent nobody drives"),
@@ -332,5 +333,20 @@ MUTANTS: list[Mutant] = [
     M("sky-candidate-not-verified", SKY_STAGED, "        staging.verify_command(work, manifest.digest),\n", "", "the job runs in whatever the shared file system holds, not the snapshot recorded"),
     M("sky-candidate-not-staged", SKY_STAGED, "    if candidate is None:\n        return \"\", \"\"", "    if True:\n        return \"\", \"\"", "a SkyPilot evaluation runs without its candidate"),
     M("lease-site-dropped", CLUSTERS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
+    # -- the caller's context, bytes, journal faults, edges (issue 21) ----------------------
+    M("journal-identity-unchecked", STORE, "if self._identity is not None and file_identity(self.path) != self._identity:", "if False:", "a journal deleted or replaced mid-run goes unnoticed (the record only in the unlinked file)", tests=(FAULTS,)),
+    M("journal-fault-is-bad-input", RUN_COMMAND, "        return EXIT_JOURNAL_FAULT\n", "        return EXIT_BAD_INPUT\n", "a journal that failed mid-run reads as bad input with nothing written (an invitation to run it again)", tests=(FAULTS,)),
+    M("journal-fault-swallowed-by-a-boundary", EXECUTE, "    except JOURNAL_FAILURES:\n        raise\n    except Exception as exc:\n        engine.note(inv, f\"collection failed", "    except Exception as exc:\n        engine.note(inv, f\"collection failed", "a full disk while collecting is retried as a collection failure for ten minutes", tests=("tests/engine/test_journal_fault_boundaries.py",)),
+    M("journal-fault-read-as-maybe-submitted", EXECUTE, "        receipt = backend.submit(request)\n    except JOURNAL_FAILURES:\n        raise\n", "        receipt = backend.submit(request)\n", "a journal that failed before the submit is read as a submit that may have gone through", tests=("tests/engine/test_journal_fault_boundaries.py",)),
+    M("journal-created-in-place", "vibesys/journal_schema/opening.py", "        if not path.exists():\n            _create(path)\n", "", "a creation killed half-way leaves a half-made journal that read commands refuse", tests=(f"{FAULTS}::test_a_creation_killed_half_way_leaves_no_journal",)),
+    M("job-output-decoded", "vibesys/logtail.py", "                    sink.write(chunk)\n", "                    sink.write(chunk.decode(\"utf-8\", \"replace\").encode())\n", "binary and Latin-1 output is rewritten on its way out", tests=("tests/test_output_bytes.py",)),
+    M("ignored-signals-dropped", "vibesys/adapters/local.py", "FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)", "FORWARDED = ()", "a job loses the signal dispositions its caller set (nohup, a script's background job)", tests=("tests/test_job_context.py",)),
+    M("srun-end-waits-for-a-round", "vibesys/adapters/slurm/srun.py", "        if claim is None or claim.kind != \"job\" or code is None:\n", "        if claim is None or claim.kind != \"job\":\n", "an srun job that left no marker (killed, out of time) is read as ended by its srun's return", tests=("tests/adapters/test_srun_end.py",)),
+    M("srun-end-of-another-job", "vibesys/adapters/slurm/srun.py", "        if job.job_id is not None and claimer != str(job.job_id):\n", "        if False:\n", "the end of a copy that claimed the attempt is taken for this job's", tests=("tests/adapters/test_srun_end.py",)),
+    M("plain-request-takes-anything", "vibesys/adapters/plain_request.py", "        unknown = sorted(set(data) - _FIELDS)\n", "        unknown: list[str] = []\n", "a recorded local request with fields it does not know is taken as valid", tests=("tests/adapters/test_plain_request.py",)),
+    M("table-label-breaks-rows", RENDER, "    body = [[one_line(str(cell)) for cell in r] for r in rows]", "    body = [[str(cell) for cell in r] for r in rows]", "a label with a newline or an escape sequence breaks journal list", tests=("tests/test_edge_inputs.py::test_labels_with_newlines_and_escapes_stay_on_their_row",)),
+    M("probe-prompts-a-round-for-an-own-job", SHARED_POLL, "                and not _seen_ending_here(engine, inv)\n", "", "a marker found a moment before srun returns makes a status round of a job whose end is seen here", tests=("tests/engine/test_own_end.py",)),
+    M("ended-unobserved-counts-for-the-burst", POLLS, '"WHERE w.site=? AND i.outcome IS NULL",', '"WHERE w.site=?",', "a job that ended unobserved makes the next job's first round due at once", tests=("tests/engine/test_own_end.py",)),
+    M("journal-path-not-checked", "vibesys/journal_schema/opening.py", "    check_journal_path(path)\n", "", "--journal /dev/null creates /dev/null-journal", tests=("tests/test_edge_inputs.py::test_a_journal_that_is_not_a_regular_file_is_refused_creating_nothing",)),
 ]
 # fmt: on

@@ -50,6 +50,8 @@ def test_exit_3_is_an_application_failure_never_retried(
     inv = only_invocation(tmp_path)
     assert (inv["state"], inv["outcome"], inv["exit_code"]) == ("DONE", "APPLICATION_FAILED", 3)
     assert len(inv["attempts"]) == 1 and inv["retries"] == 0
+    if adapter == "srun":  # seen to end when srun returned, not at a status round
+        assert "srun exited 3; marker exit_code=3" in finished_evidence(inv)
     # Slurm's accounting agrees: exactly one job under the attempt's name, and it failed.
     assert sacct_states(inv["attempts"][0]["job_name"]) == ["FAILED"]
 

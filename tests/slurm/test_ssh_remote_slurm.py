@@ -108,9 +108,20 @@ def test_end_to_end_snapshot_logs_artifacts(tmp_path: Path, ssh_toml: Path) -> N
         "print('to stderr', file=sys.stderr)\n"
     )
     args = ssh_args(ssh_toml, "--json", "--candidate", str(cand), "--artifact", "out/*.json")
-    result = cli(*args, "python3", "src/eval.py", cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "VIBESYS_FAILPOINTS"}
+    result = subprocess.run(
+        [sys.executable, "-m", "vibesys", *args, "python3", "src/eval.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
-    inv = show(tmp_path, shown_id(result.stdout))
+    # --json: the job's stdout goes to our stderr, byte for byte; the record alone to stdout.
+    assert b"score 0.93\n\xff raw byte\n" in result.stderr, result.stderr
+    inv = show(tmp_path, shown_id(result.stdout.decode()))
     assert (inv["state"], inv["outcome"]) == ("DONE", "COMPLETED")
     assert inv["snapshot_digest"]
     for stream in ("stdout", "stderr"):

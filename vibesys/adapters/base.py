@@ -281,6 +281,27 @@ class FollowsParent(Protocol):
         """Make the pending `job` wait on `parent_job` (None: on nothing, the parent has
         completed); evidence of what was done. A job that no longer waits is left as it is.
         Raises BackendError when it cannot tell."""
+
+
+class Waitable(Protocol):
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+@runtime_checkable
+class SeesItsOwnEnd(Protocol):
+    """A backend whose job runs under a process this one started and waits for (srun: the job
+    step ends with it). Its end is seen when that process ends, not at the next poll."""
+
+    def end_signal(self, job: JobRef) -> Waitable | None:
+        """Set when this process's own process for `job` has ended; None when this process
+        started none (another process submitted the attempt)."""
+        ...
+
+    def ended_here(self, job: JobRef) -> RemoteStatus | None:
+        """The job's end, once that process has ended and the job left the proof of it (its
+        claim and its exit marker); None otherwise (the status rounds decide then)."""
         ...
 
 

@@ -31,15 +31,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import (
+    TERMINAL_REMOTE,
+    JobRef,
+    RemoteState,
+    RemoteStatus,
+    SubmitReceipt,
+    SubmitRequest,
+)
 from vibesys.adapters.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
-from vibesys.adapters.requests import AdapterRequest
+from vibesys.adapters.plain_request import PlainRequest
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 from vibesys.layout import log_paths
-from vibesys.proc import group_members, is_alive, processes
+from vibesys.proc import caller_ignores, group_members, is_alive, processes
 
 WRAPPER = Path(__file__).with_name("local_wrapper.py")
+#: The signals the wrapper handles (and passes on to the command's group).
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: How long a launched wrapper may take to claim its attempt before it counts as lost (and the
 #: engine may fence it). Generous: a loaded host can take seconds to start Python.
 LAUNCH_GRACE_SECONDS = 10.0
@@ -47,9 +56,12 @@ LAUNCH_GRACE_SECONDS = 10.0
 KILL_AFTER_SECONDS = 5.0
 
 
-class LocalRequest(AdapterRequest):
+class LocalRequest(PlainRequest):
     """The local adapter needs nothing beyond the command and its recorded context (the
-    command's files are where it runs, so it takes no artifacts)."""
+    command's files are where it runs, so it takes no artifacts). Plain, not pydantic: a
+    local run imports only what it uses."""
+
+    __slots__ = ()
 
 
 #: The registry's name for this adapter's request model.
@@ -69,6 +81,8 @@ class LocalBackend:
 
     def __init__(self, launch_grace: float = LAUNCH_GRACE_SECONDS) -> None:
         self.launch_grace = launch_grace
+        #: the wrappers this process started, by job name: set once each has ended
+        self._wrappers: dict[str, threading.Event] = {}
 
     def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         if not request.command:
@@ -83,7 +97,11 @@ class LocalBackend:
         run_dir.mkdir(parents=True, exist_ok=True)
         launch = {"job_name": request.job_name, "launched_at": time.time()}
         _write_atomic(run_dir / "launch.json", json.dumps(launch) + "\n")
-        argv = [sys.executable, "-I", "-S", str(WRAPPER), str(run_dir), request.job_name, "--"]
+        argv = [sys.executable, "-I", "-S", str(WRAPPER), str(run_dir), request.job_name]
+        # The wrapper handles these itself; the command gets them ignored if our caller did.
+        ignored = [str(int(s)) for s in FORWARDED if caller_ignores(s)]
+        argv += [f"--ignore={','.join(ignored)}"] if ignored else []
+        argv.append("--")
         with map_transport_errors("start the local wrapper", maybe_effect=False):
             child = subprocess.Popen(
                 [*argv, *request.command],
@@ -95,8 +113,10 @@ class LocalBackend:
                 cwd=cwd,
                 env=dict(request.context.env),
             )
-        # Reap the wrapper whenever it ends, so it never lingers as a zombie of this process.
-        threading.Thread(target=child.wait, daemon=True).start()
+        # Reap the wrapper whenever it ends, so it never lingers as a zombie of this process,
+        # and say so: the driver then reads the job's end at once (`ended_here`).
+        ended = self._wrappers[request.job_name] = threading.Event()
+        threading.Thread(target=_reap, args=(child, ended), daemon=True).start()
         claim = _wait_for_claim(run_dir, child, self.launch_grace / 2)
         if claim is not None and claim.kind == "job":
             pid = claim.get("pid")
@@ -110,6 +130,18 @@ class LocalBackend:
 
     def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
         return {job.job_name: self._status_of(job) for job in jobs}
+
+    def end_signal(self, job: JobRef) -> threading.Event | None:
+        return self._wrappers.get(job.job_name)
+
+    def ended_here(self, job: JobRef) -> RemoteStatus | None:
+        """The wrapper this process started has ended: the job's status, read as always,
+        when it shows the end (the marker); else the next look decides."""
+        ended = self._wrappers.get(job.job_name)
+        if ended is None or not ended.is_set():
+            return None
+        status = self._status_of(job)
+        return status if status.state in TERMINAL_REMOTE else None
 
     def cancel(self, job: JobRef) -> None:
         job.run_dir.mkdir(parents=True, exist_ok=True)
@@ -289,6 +321,11 @@ def _kill_unclaimed_wrappers(job_name: str, signum: int) -> None:
     for pid in _wrapper_pids(job_name):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
+
+
+def _reap(child: subprocess.Popen[bytes], ended: threading.Event) -> None:
+    child.wait()
+    ended.set()
 
 
 def _wait_for_claim(run_dir: Path, child: subprocess.Popen[bytes], seconds: float) -> Claim | None:

@@ -12,7 +12,10 @@ Contract (the same as the Slurm wrappers, see `vibesys.adapters.claim`):
 - `exit_code` is written atomically (temporary file, fsync, rename) after the command ends:
   the command's own status, or 128+N when signal N killed it (137 for SIGKILL);
 - SIGTERM/SIGINT/SIGHUP to the wrapper are passed to the command's process group, and after a
-  grace period the group is killed, so a cancel always ends with a marker.
+  grace period the group is killed, so a cancel always ends with a marker. Those of them that
+  vibesys's caller ignores (`--ignore=N,...`) the command starts with ignored, as it would
+  have had it run directly; every other signal disposition, limit, namespace, cgroup,
+  capability and affinity it inherits unchanged.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -96,8 +100,14 @@ def _refuse(directory: Path) -> int:
 
 def main(argv: list[str]) -> int:
     run_dir, job_name, separator, *command = argv[1:]
+    ignored: list[int] = []
+    if separator.startswith("--ignore="):
+        ignored = [int(s) for s in separator.partition("=")[2].split(",")]
+        separator, *command = command
     if separator != "--" or not command:
-        print("usage: local_wrapper.py RUN_DIR JOB_NAME -- CMD...", file=sys.stderr)
+        print(
+            "usage: local_wrapper.py RUN_DIR JOB_NAME [--ignore=N,...] -- CMD...", file=sys.stderr
+        )
         return 2
     directory = Path(run_dir)
     stop = threading.Event()
@@ -142,7 +152,12 @@ def main(argv: list[str]) -> int:
         else:
             try:
                 child = subprocess.Popen(
-                    command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, process_group=0
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    process_group=0,
+                    preexec_fn=_ignoring(ignored) if ignored else None,
                 )
             except OSError as exc:
                 err.write(f"vibesys: cannot start {command[0]!r}: {exc.strerror}\n".encode())
@@ -159,6 +174,17 @@ def main(argv: list[str]) -> int:
         _signal_group(child.pid, signal.SIGKILL)
     _write_atomic(directory / "exit_code", f"{code}\n")
     os._exit(0)
+
+
+def _ignoring(signals: list[int]) -> Callable[[], None]:
+    """Run in the command's process before it starts: the signals its caller ignored (which
+    this wrapper handles, so they reach the command as default otherwise) stay ignored."""
+
+    def ignore() -> None:
+        for signum in signals:
+            signal.signal(signum, signal.SIG_IGN)
+
+    return ignore
 
 
 def _signal_group(pgid: int, signum: int) -> None:

@@ -69,17 +69,22 @@ class AdapterEntry:
 
     def parse_request(self, data: Mapping[str, Any]) -> AdapterRequest:
         """The typed request recorded as `data`; ConfigError names what does not fit."""
-        from pydantic import ValidationError
+        from vibesys.adapters.plain_request import RequestInvalid
 
         model = self.load().Request
         try:
             return model.model_validate(dict(data))
-        except ValidationError as exc:
+        except RequestInvalid as exc:  # a plain request's (no pydantic to import for it)
+            where, message = exc.where, exc.message
+        except Exception as exc:
+            from pydantic import ValidationError
+
+            if not isinstance(exc, ValidationError):
+                raise
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "request"
-            raise ConfigError(
-                f"the recorded {self.name} request does not fit: {where}: {first['msg']}"
-            ) from None
+            message = first["msg"]
+        raise ConfigError(f"the recorded {self.name} request does not fit: {where}: {message}")
 
     def build(self, data: Mapping[str, Any]) -> Backend:
         return self.load().build(self.parse_request(data))

@@ -6,7 +6,6 @@ A crash part-way resumes on reconcile: verified files are not downloaded again.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -112,6 +111,8 @@ class _HashingFile:
     """A file sink that hashes what it writes and fsyncs on close."""
 
     def __init__(self, path: Path, progress: Progress | None = None) -> None:
+        import hashlib  # only where artifacts come home: most runs have none
+
         self._handle = open(path, "wb")  # noqa: SIM115 - closed in close()
         self._hash = hashlib.sha256()
         self._progress = progress

@@ -20,14 +20,16 @@ The job each attempt of a child waits on is kept in its provenance (`after`, `af
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from vibesys.adapters.base import Backend, FollowsParent, JobRef
-from vibesys.adapters.requests import AdapterRequest
 from vibesys.engine.provenance import ProvenanceKeeper, known_provenance, merge_provenance
 from vibesys.errors import BackendError, VibesysError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState, Outcome
+
+if TYPE_CHECKING:
+    from vibesys.adapters.requests import AdapterRequest
 
 __all__ = ["follow_children", "follow_parent", "parent_of", "submit_spec"]
 

@@ -10,25 +10,25 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import (
     Backend,
     JobRef,
     Progress,
     RemoteStatus,
+    SeesItsOwnEnd,
     SharedPolling,
     ShowsProgress,
     SubmitRequest,
+    Waitable,
 )
 from vibesys.adapters.registry import entry
-from vibesys.adapters.requests import AdapterRequest, RecordedSite
 from vibesys.engine.chains import follow_children, follow_parent, parent_of, submit_spec
 from vibesys.engine.context import load_context, record_environment
 from vibesys.engine.execute import execute
@@ -63,8 +63,11 @@ from vibesys.states import (
     Submitted,
 )
 
+if TYPE_CHECKING:
+    from vibesys.adapters.requests import AdapterRequest, RecordedSite
+
 #: Builds the adapter an invocation names from its adapter name and typed request.
-BackendFactory = Callable[[str, AdapterRequest], Backend]
+BackendFactory = Callable[[str, "AdapterRequest"], Backend]
 #: How often a requested cancel is sent again while the job has not settled.
 CANCEL_RESEND_SECONDS = 5.0
 #: A planner that never holds is a bug; stop it rather than spin.
@@ -90,7 +93,8 @@ def new_invocation_id() -> str:
     the rows of the invocations being driven sit at the end of each table, in pages that
     stay warm, where random ids sent every commit to a cold page of its own and split pages
     all over the tables (more pages, and more bytes of WAL, per transition)."""
-    return f"{time.time_ns() // 1_000_000:011x}{secrets.randbits(20):05x}"
+    random_bits = int.from_bytes(os.urandom(3), "big") >> 4  # 20 bits (no `secrets` import)
+    return f"{time.time_ns() // 1_000_000:011x}{random_bits:05x}"
 
 
 def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
@@ -150,6 +154,8 @@ class Engine:
         found = self.journal.site_rendering(digest)
         if found is None:
             raise ConfigError(f"the journal has no site configuration sha256:{digest}")
+        from vibesys.adapters.requests import RecordedSite
+
         return RecordedSite.model_validate(
             {"kind": found.kind, "text": found.text, "digest": found.digest}
         )
@@ -263,6 +269,9 @@ class Engine:
     def observe(self, inv: Invocation) -> Seen | None:
         """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
         when no round newer than this process's last view of this version exists yet."""
+        own = self.ended_here(inv)
+        if own is not None:
+            return own
         shared = self.shared_backend(inv)
         if shared is not None:
             return self.shared.observe(inv, shared)
@@ -272,6 +281,19 @@ class Engine:
         except BackendError as exc:
             return seen_error(exc)
         return self.seen(inv, status)
+
+    def ended_here(self, inv: Invocation) -> Seen | None:
+        """`inv`'s end as this process saw it happen (its srun returned), if it did."""
+        backend = self.backend(inv)
+        if not isinstance(backend, SeesItsOwnEnd):
+            return None
+        status = backend.ended_here(self.job_ref(inv))
+        return None if status is None else self.seen(inv, status)
+
+    def end_signal(self, inv: Invocation) -> Waitable | None:
+        """Set when the process this one started for `inv`'s attempt ends (see above)."""
+        backend = self.backend(inv)
+        return backend.end_signal(self.job_ref(inv)) if isinstance(backend, SeesItsOwnEnd) else None
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
         """The planner's view of one status; where the attempt runs is recorded on the way."""

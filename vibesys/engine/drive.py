@@ -122,7 +122,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                 return inv
             if options.status is not None:
                 options.status.show(inv, last_seen)
-            stop.wait(_pause(engine, inv))
+            _rest(engine, inv, stop, _pause(engine, inv))
     finally:
         if options.status is not None:
             options.status.clear()
@@ -190,6 +190,19 @@ def _pump(engine: Engine, inv: Invocation, tail: LogTail, *, spool: bool = True)
     except OSError as exc:
         return f"the output failed ({exc.strerror or exc})"
     return None
+
+
+def _rest(engine: Engine, inv: Invocation, stop: StopFlag, seconds: float) -> None:
+    """Wait `seconds`, or less: until a stop, or until the process this one started for the
+    job ends (srun: its end is then seen at once, not at the next poll)."""
+    ended = engine.end_signal(inv) if inv.state is JobState.RUNNING else None
+    if ended is None or ended.is_set():  # ended without the proof of how: the rounds tell
+        stop.wait(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        if ended.wait(min(left, 0.05)):
+            return
 
 
 def _pause(engine: Engine, inv: Invocation) -> float:

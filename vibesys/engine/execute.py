@@ -5,11 +5,13 @@ the error it raised) into the next event.
 The error boundary is here and only here: an adapter error says what it proves through two
 fields, `maybe_submitted` and `retryable` (`vibesys.errors`), and `event_for_submit_error`
 reads those fields alone, never the message text. Errors that are not ours (a bug in an
-adapter) count as "may have been submitted": the safe reading.
+adapter) count as "may have been submitted": the safe reading. A journal that fails under an
+effect is not the effect's failure: it passes every boundary, since nothing can be recorded.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,7 +21,7 @@ from vibesys.engine.clusters import hold_lease
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import claim_job_id
 from vibesys.engine.spool import spool_gathered, spool_logs
-from vibesys.errors import BackendError, ConfigError, SubmitRejected, UsageError
+from vibesys.errors import BackendError, ConfigError, JournalFault, SubmitRejected, UsageError
 from vibesys.journal_schema import Invocation, iso
 from vibesys.states import (
     OUTCOME_OF,
@@ -44,6 +46,10 @@ if TYPE_CHECKING:
 
     from vibesys.adapters.base import Backend, JobRef, Progress, SubmitRequest
     from vibesys.journal_schema import Journal
+
+
+#: The journal failing under an effect (its writes, or its reads): the driver must stop.
+JOURNAL_FAILURES = (JournalFault, sqlite3.Error)
 
 
 class EffectContext(Protocol):
@@ -136,6 +142,8 @@ def _submit(engine: EffectContext, inv: Invocation) -> Event:
             engine.journal, engine.owner, inv, backend
         )  # a cluster the adapter leases: up, launch recorded
         receipt = backend.submit(request)
+    except JOURNAL_FAILURES:
+        raise
     except Exception as exc:  # the boundary: every failure becomes what it proves
         return event_for_submit_error(error_facts(exc), engine.retry_at(inv))
     failpoint("after_submit_effect")
@@ -147,6 +155,8 @@ def _fence(engine: EffectContext, inv: Invocation) -> Event | None:
     text = fence_text(engine.owner, iso(engine.clock()), "the attempt's submission is ambiguous")
     try:
         claim = engine.backend(inv).fence(ref, text)
+    except JOURNAL_FAILURES:
+        raise
     except Exception as exc:
         engine.note(inv, f"fence failed: {error_facts(exc).reason}")
         return None  # nothing proven: the invocation stays where it is, the fence is retried
@@ -177,6 +187,8 @@ def _collect(engine: EffectContext, inv: Invocation) -> Event | None:
         artifacts = collect_artifacts(
             engine.journal, backend, ref, inv.artifacts, engine.progress, listing=listing
         )
+    except JOURNAL_FAILURES:
+        raise
     except Exception as exc:
         engine.note(inv, f"collection failed, will retry: {error_facts(exc).reason}")
         return None
@@ -191,6 +203,8 @@ def _cancel(engine: EffectContext, inv: Invocation) -> None:
         return
     try:
         engine.backend(inv).cancel(engine.job_ref(inv))
+    except JOURNAL_FAILURES:
+        raise
     except Exception as exc:
         engine.note(inv, f"cancel not sent, will retry: {error_facts(exc).reason}")
         return

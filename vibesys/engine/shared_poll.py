@@ -45,7 +45,7 @@ from vibesys.journal_schema.polls import Observed, PollSite, poller_free
 from vibesys.states import FailureClass
 
 if TYPE_CHECKING:
-    from vibesys.adapters.base import JobRef, RemoteStatus
+    from vibesys.adapters.base import JobRef, RemoteStatus, Waitable
     from vibesys.journal_schema import Journal
 
 
@@ -60,6 +60,8 @@ class PollingEngine(Protocol):
     def job_ref(self, inv: Invocation) -> JobRef: ...
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen: ...
+
+    def end_signal(self, inv: Invocation) -> Waitable | None: ...
 
 
 #: How long a poller lease lasts. A holder on this host is judged by its liveness (pid and
@@ -302,7 +304,9 @@ class SharedPoll:
             open_jobs = [
                 inv
                 for inv in journal.watched(site)
-                if needs_observation(inv) and not _ended(last.get(inv.id), inv)
+                if needs_observation(inv)
+                and not _ended(last.get(inv.id), inv)
+                and not _seen_ending_here(engine, inv)
             ]
             refs = [engine.job_ref(inv) for inv in open_jobs]
             self.probes_run += 1
@@ -357,6 +361,14 @@ def _round_after_ends(now: datetime, row: PollSite, floor: float, settle: float)
     confirmed by one round rather than one each; never sooner than the floor allows. (The
     journal keeps a round already due sooner.)"""
     return max(now + _seconds(settle), _after(row.started_at, floor) or now)
+
+
+def _seen_ending_here(engine: PollingEngine, inv: Invocation) -> bool:
+    """Whether this process runs `inv`'s job under a process of its own that has not ended
+    (its srun): that process's end tells, at once; a marker found first is no reason for a
+    round."""
+    ends = engine.end_signal(inv)
+    return ends is not None and not ends.is_set()
 
 
 def _ended(last: Any, inv: Invocation) -> bool:

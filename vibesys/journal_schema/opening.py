@@ -20,6 +20,7 @@ from vibesys.errors import (
     NotAJournal,
     UsageError,
 )
+from vibesys.journal_schema.creation import check_journal_path, create_journal
 from vibesys.journal_schema.schema_steps import KNOWN, MIGRATION_SET
 
 DEFAULT_PATH = Path(".vibesys") / "journal.db"
@@ -77,11 +78,10 @@ def open_database(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     Refuses, without writing anything: a file that is not a vibesys journal, a journal written
     by a newer schema, a damaged journal, and a journal on a network file system.
     """
+    check_journal_path(path)
     if readonly and not path.exists():
         raise UsageError(f"no journal at {path}")
     if not readonly:
-        if path.exists() and path.is_dir():
-            raise NotAJournal(f"{path} is a directory, not a journal file")
         # The nearest existing directory: where missing parents would be created.
         probe = path.parent
         while not probe.exists() and probe.parent != probe:
@@ -105,6 +105,8 @@ def open_database(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
                     f"cannot open the journal {path} for writing: {needed} is not writable "
                     "(journal list, show and verify can still read it)"
                 )
+        if not path.exists():
+            _create(path)
     conn = _connect(path, readonly)
     try:
         applied = _check_schema(conn, path, readonly)
@@ -137,6 +139,16 @@ def open_database(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _create(path: Path) -> None:
+    """A new journal, complete before it appears at `path` (`creation.py`)."""
+    try:
+        create_journal(path, _migrate)
+    except sqlite3.Error as exc:
+        raise journal_error(exc, path, writing=True) from None
+    except OSError as exc:
+        raise JournalError(f"cannot create the journal {path}: {exc.strerror or exc}") from None
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

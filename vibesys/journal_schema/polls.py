@@ -181,9 +181,12 @@ class PollRecords:
                 [(site, i) for i in missing],
             )
             if hold_until is not None and now is not None:
+                # Only the unfinished count: one that ended unobserved (its own srun told)
+                # is forgotten by the next round, and until then says nothing of the burst.
                 oldest, observed = conn.execute(
                     "SELECT min(i.updated_at), max(w.round) FROM poll_watch w "
-                    "JOIN invocations i ON i.id = w.invocation_id WHERE w.site=?",
+                    "JOIN invocations i ON i.id = w.invocation_id "
+                    "WHERE w.site=? AND i.outcome IS NULL",
                     (site,),
                 ).fetchone()
                 if observed is None and oldest is not None:

@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vibesys.errors import StaleState
+from vibesys.errors import JournalFault, StaleState
 from vibesys.journal_schema.bridge_requests import BridgeRecords
 from vibesys.journal_schema.clock import iso, now_iso, utc_now
 from vibesys.journal_schema.clusters import ClusterRecords
 from vibesys.journal_schema.codec import encode_event
+from vibesys.journal_schema.creation import file_identity, rescue, rollback
 from vibesys.journal_schema.leases import LeaseRecords
 from vibesys.journal_schema.opening import (
     BUSY_TIMEOUT_MS,
@@ -56,6 +57,29 @@ __all__ = [
     "open_journal",
 ]
 
+
+#: SQLite's primary result codes for a write the file itself failed (or damage found).
+WRITE_FAILURES = frozenset(
+    {
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_NOTADB,
+    }
+)
+_WHY = {
+    sqlite3.SQLITE_FULL: "its disk is full",
+    sqlite3.SQLITE_IOERR: "an I/O error",
+    sqlite3.SQLITE_READONLY: "it is read-only now",
+    sqlite3.SQLITE_BUSY: "another process kept it locked",
+    sqlite3.SQLITE_LOCKED: "another process kept it locked",
+}
 
 # Every commit binds states, failure classes and outcomes. sqlite3 binds a str subclass
 # without an adapter only after looking for one the slow way (two failed attribute lookups,
@@ -95,6 +119,35 @@ class Journal(
         self.path = path
         # One cursor for every commit: a connection's execute() makes a new one each time.
         self._commits = conn.cursor()
+        #: the file this connection opened (device, inode): checked before every commit
+        self._identity = file_identity(path)
+
+    def check_identity(self) -> None:
+        """Refuse to commit into a file that is no longer the journal at `path` (deleted, or
+        replaced by another file): nobody would ever read what was committed there."""
+        if self._identity is not None and file_identity(self.path) != self._identity:
+            raise JournalFault(
+                f"the journal {self.path} was deleted or replaced while in use (the file this "
+                "process opened is no longer at that path)",
+                replaced=True,
+            )
+
+    def rescue(self) -> Path | None:
+        """After the file was deleted or replaced: its record (this connection still holds
+        it) copied next to the path; the copy, or None when none could be made."""
+        return rescue(self.conn, self.path)
+
+    def fault(self, exc: sqlite3.Error) -> Exception:
+        """A write's SQLite failure as our error: the file failing under it (full, I/O error,
+        read-only, locked for good) a fault, damage as damage; anything else (a constraint,
+        a bug) unchanged."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is None or code & 0xFF not in WRITE_FAILURES:
+            return exc
+        if code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return journal_error(exc, self.path, writing=True)
+        why = _WHY.get(code & 0xFF, "it cannot be written")
+        return JournalFault(f"the journal {self.path} cannot be written: {why} ({exc})")
 
     @property
     def db(self) -> Database:
@@ -108,14 +161,21 @@ class Journal(
 
     @contextmanager
     def write_txn(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, taking the write lock up front (BEGIN IMMEDIATE)."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        """One write transaction, taking the write lock up front (BEGIN IMMEDIATE). A write
+        that fails (a full disk, an I/O error) or a journal no longer at its path raises
+        JournalFault, and nothing of the transaction is committed."""
+        conn = self.conn
         try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                self.check_identity()
+            except BaseException:
+                rollback(conn)
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self.fault(exc) from None
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -182,32 +242,36 @@ class Journal(
         columns, attempt_sql, attempt_params, facts = changes(current, event, decision, at)
         execute = self._commits.execute
         # The transaction of write_txn(), inlined: this runs on every transition.
-        execute("BEGIN IMMEDIATE")
         try:
-            moved = execute(
-                _update_sql(tuple(columns)),
-                (decision.state, at, *columns.values(), current.id, current.state, current.version),
-            ).rowcount
-            if moved != 1:
-                raise StaleState(f"invocation {current.id} moved since it was read")
-            execute(
-                _APPEND_SQL,
-                (
-                    current.id,
-                    current.version + 1,
-                    current.state,
-                    decision.state,
-                    kind,
-                    evidence,
-                    at,
-                ),
-            )
-            if attempt_sql is not None:
-                execute(attempt_sql, attempt_params)
-        except BaseException:
-            execute("ROLLBACK")
-            raise
-        execute("COMMIT")
+            execute("BEGIN IMMEDIATE")
+            try:
+                where = (current.id, current.state, current.version)
+                moved = execute(
+                    _update_sql(tuple(columns)), (decision.state, at, *columns.values(), *where)
+                ).rowcount
+                if moved != 1:
+                    raise StaleState(f"invocation {current.id} moved since it was read")
+                execute(
+                    _APPEND_SQL,
+                    (
+                        current.id,
+                        current.version + 1,
+                        current.state,
+                        decision.state,
+                        kind,
+                        evidence,
+                        at,
+                    ),
+                )
+                if attempt_sql is not None:
+                    execute(attempt_sql, attempt_params)
+                self.check_identity()
+            except BaseException:
+                rollback(self.conn)
+                raise
+            execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self.fault(exc) from None
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
         changed = {"state": decision.state, "version": current.version + 1, "updated_at": at}

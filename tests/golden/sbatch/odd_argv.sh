@@ -10,7 +10,7 @@
 # (128+N for signal N), written atomically after it ends.
 run_dir=/shared/vibesys/odd/1
 vibesys_claim="$run_dir"/claim.$$.tmp
-printf 'kind=job\nhost=%s\nstarted_at=%s\nslurm_job_id=%s\n' "$(uname -n)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-}" > "$vibesys_claim"
+printf 'kind=job\nhost=%s\nstarted_at=%s\nslurm_job_id=%s\nslurm_node=%s\nslurm_partition=%s\nslurm_cpus=%s\n' "$(uname -n)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-}" "${SLURMD_NODENAME:-}" "${SLURM_JOB_PARTITION:-}" "${SLURM_CPUS_ON_NODE:-}" > "$vibesys_claim"
 if ! ln "$vibesys_claim" "$run_dir"/claim 2>/dev/null; then
   rm -f "$vibesys_claim"
   { echo 'vibesys: this attempt is claimed by someone else; nothing was run'; cat "$run_dir"/claim; } > "$run_dir"/refused.$$ 2>/dev/null

@@ -154,10 +154,10 @@ def stage_candidate(
 ) -> SlurmJobSpec:
     """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
     its work directory before the command runs (the srun adapter's way: a stage, then srun)."""
-    from vibesys.adapters import staging
-
     spec, candidate = candidate_setup(scheduler, request, spec)
     if candidate is not None:
+        from vibesys.adapters import staging  # only with a candidate (see candidate_setup)
+
         staging.stage(
             candidate.manifest, candidate.path, scheduler.runner, candidate.root, progress=progress
         )

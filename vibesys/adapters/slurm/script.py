@@ -49,8 +49,18 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@:,=-]*$")
 _JOB_ID = re.compile(r"^[0-9]+$")
 
-# The claim records `uname -n`, not $HOSTNAME: srun exports the submitter's environment.
-_CLAIM = claim_shell("run_dir", {"slurm_job_id": '"${SLURM_JOB_ID:-}"'})
+# The claim records `uname -n`, not $HOSTNAME: srun exports the submitter's environment. It
+# also records where the job runs (Slurm sets these in the job's own environment): an srun
+# job's end is seen from its claim and marker, before any status round shows where it ran.
+_CLAIM = claim_shell(
+    "run_dir",
+    {
+        "slurm_job_id": '"${SLURM_JOB_ID:-}"',
+        "slurm_node": '"${SLURMD_NODENAME:-}"',
+        "slurm_partition": '"${SLURM_JOB_PARTITION:-}"',
+        "slurm_cpus": '"${SLURM_CPUS_ON_NODE:-}"',
+    },
+)
 _MARKER = (
     "rc=$?\n"
     f'printf \'%s\\n\' "$rc" > "$run_dir/{EXIT_CODE_FILE}.tmp"'

@@ -13,10 +13,13 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from vibesys.adapters.base import JobRef, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
 from vibesys.adapters.claim import CLAIM_FILE, Claim, parse_claim
+from vibesys.adapters.slurm.markers import read_here
 from vibesys.adapters.slurm.parse import (
     parse_sinfo_partitions,
     parse_squeue,
@@ -27,12 +30,14 @@ from vibesys.adapters.slurm.partitions import choose_partition, parse_windows
 from vibesys.adapters.slurm.request import SrunRequest, make_request
 from vibesys.adapters.slurm.sbatch import REJECTIONS, job_spec, request_ref, stage_candidate
 from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
-from vibesys.adapters.slurm.script import STDERR_FILE, STDOUT_FILE, srun_argv
+from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, srun_argv
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable, ConfigError, SubmitRejected
 from vibesys.proc import processes
 
+#: How squeue shows a time (its `%S` and `%e`): local time, to the second.
+SQUEUE_TIME = "%Y-%m-%dT%H:%M:%S"
 #: How often, while srun waits for its allocation, squeue is asked whether the job exists.
 _LOOKUP_EVERY = 0.5
 
@@ -46,6 +51,8 @@ class SrunBackend(SlurmBackendBase):
             raise ConfigError('slurm.transport.kind: the srun adapter needs kind = "local"')
         self.transport = runner or LocalTransport(transport.shell_command)
         self.scheduler = SlurmScheduler(config, self.transport)
+        #: the srun processes this process started, by job name
+        self._launched: dict[str, _Launched] = {}
 
     def choose(self, request: SrunRequest) -> tuple[str, ...]:
         """The partition for this request, or the request's own (already checked) choice."""
@@ -53,7 +60,9 @@ class SrunBackend(SlurmBackendBase):
         agent = self.scheduler.config.agent_gpu
         if not wanted:
             return ()
-        limits = parse_sinfo_partitions(self.scheduler.checked(sinfo_argv()))
+        ahead = _SINFO_AHEAD.pop(request.site_config, None)
+        text = ahead.answer(self.scheduler.config.slurm.command_timeout_seconds) if ahead else None
+        limits = parse_sinfo_partitions(text or self.scheduler.checked(sinfo_argv()))
         command = agent.windows_command if agent else None
 
         def windows() -> dict[str, bool]:
@@ -82,8 +91,52 @@ class SrunBackend(SlurmBackendBase):
             process = self.transport.popen(
                 srun_argv(spec), stdout=out, stderr=err, env=request.context.env
             )
-        threading.Thread(target=process.wait, daemon=True).start()
+        only = spec.partitions[0] if len(spec.partitions) == 1 else None
+        launched = _Launched(process, threading.Event(), only)
+        self._launched[request.job_name] = launched
+        threading.Thread(target=launched.reap, daemon=True).start()
         return self._await_job(request.job_name, local, process)
+
+    def end_signal(self, job: JobRef) -> threading.Event | None:
+        launched = self._launched.get(job.job_name)
+        return None if launched is None else launched.ended
+
+    def ended_here(self, job: JobRef) -> RemoteStatus | None:
+        """srun returns once the job step has ended, and the step's wrapper leaves the
+        command's status in `exit_code` before that: the job's claim and that marker are its
+        outcome (as a status round would conclude), at once rather than at the next round. A
+        job that left no marker (killed, out of time, its node lost) is the rounds' to tell."""
+        launched = self._launched.get(job.job_name)
+        if launched is None or not launched.ended.is_set():
+            return None
+        directory = str(self.scheduler.remote_dir(job))
+        markers = read_here({directory: job.job_name})
+        claim = markers.claims.get(job.job_name)
+        code = markers.codes.get(job.job_name)
+        if claim is None or claim.kind != "job" or code is None:
+            return None
+        claimer = claim.get("slurm_job_id")
+        if job.job_id is not None and claimer != str(job.job_id):
+            return None  # another job holds the attempt: the rounds follow that one
+        where = {
+            "site": self.scheduler.config.slurm.name,
+            "slurm_job_id": claimer,
+            "partition": claim.get("slurm_partition") or launched.partition or "",
+            "nodes": claim.get("slurm_node"),
+            "cpus": claim.get("slurm_cpus"),
+            # In squeue's own form (local time), as the rounds record them.
+            "start": _local_time(claim.get("started_at")),
+            "end": _mtime(Path(directory, EXIT_CODE_FILE)),
+        }
+        return RemoteStatus(
+            job.job_name,
+            claimer,
+            RemoteState.COMPLETED if code == 0 else RemoteState.FAILED,
+            exit_code=code,
+            observation=f"srun exited {launched.process.returncode}; marker exit_code={code}; "
+            f"{claim.describe()}",
+            provenance={k: v for k, v in where.items() if v},
+        )
 
     def fence(self, job: JobRef, text: str) -> Claim:
         claim = self.scheduler.fence(job, text)
@@ -97,6 +150,7 @@ class SrunBackend(SlurmBackendBase):
         """Return once the scheduler knows the job: it started, or squeue lists it."""
         deadline = time.monotonic() + self.scheduler.config.slurm.command_timeout_seconds
         next_lookup = time.monotonic() + _LOOKUP_EVERY
+        pause = 0.002
         while time.monotonic() < deadline:
             claim = _read_claim(local)
             if claim is not None and claim.kind == "job" and claim.get("slurm_job_id"):
@@ -123,12 +177,79 @@ class SrunBackend(SlurmBackendBase):
                         rows[0].job_id, f"srun job {rows[0].job_id}: {rows[0].line}"
                     )
                 next_lookup = time.monotonic() + _LOOKUP_EVERY
-            time.sleep(0.02)
+            # The job's claim comes a few milliseconds after srun's allocation: look often
+            # at first (a short job's whole run is that long), then less.
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.02)
         raise BackendUnavailable(
             "srun: the job did not appear in time",
             evidence=_tail(local / STDERR_FILE),
             maybe_submitted=True,
         )
+
+
+class _Ahead:
+    """sinfo's answer, asked for on a thread (`prewarm`); None when it failed."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.done = threading.Event()
+
+    def ask(self, scheduler: SlurmScheduler) -> None:
+        try:
+            self.text = scheduler.checked(sinfo_argv())
+        except Exception:  # the submit asks again, and reports what fails
+            self.text = None
+        finally:
+            self.done.set()
+
+    def answer(self, timeout: float) -> str | None:
+        return self.text if self.done.wait(timeout) else None
+
+
+#: sinfo's answers asked for ahead of the submit, by site configuration path
+_SINFO_AHEAD: dict[str, _Ahead] = {}
+
+
+def prewarm(request: SrunRequest) -> None:
+    """Ask sinfo for the partitions' limits now, on a thread, while the invocation is being
+    recorded: the submit needs them before it can start srun, and a short job's whole run is
+    not much longer than sinfo's answer."""
+    if not request.partitions:
+        return
+    site = request.site()
+    if site.slurm.transport.kind != "local":
+        return  # refused by the adapter itself, in one line
+    ahead = _SINFO_AHEAD[request.site_config] = _Ahead()
+    scheduler = SlurmScheduler(site, LocalTransport(site.slurm.transport.shell_command))
+    threading.Thread(target=ahead.ask, args=(scheduler,), name="vibesys-sinfo", daemon=True).start()
+
+
+@dataclass
+class _Launched:
+    process: subprocess.Popen[bytes]
+    ended: threading.Event
+    partition: str | None
+
+    def reap(self) -> None:
+        """Wait for srun (so it never lingers as a zombie), then say it ended."""
+        self.process.wait()
+        self.ended.set()
+
+
+def _local_time(utc: str) -> str:
+    try:
+        moment = datetime.strptime(utc, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return ""
+    return moment.astimezone().strftime(SQUEUE_TIME)
+
+
+def _mtime(path: Path) -> str:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime).strftime(SQUEUE_TIME)
+    except OSError:
+        return ""
 
 
 def _kill_local_srun(job_name: str) -> None:
@@ -160,4 +281,4 @@ def build(request: SrunRequest) -> SrunBackend:
 
 #: The registry's names for this adapter's request model and request builder.
 Request = SrunRequest
-__all__ = ["Request", "SrunBackend", "build", "make_request"]
+__all__ = ["Request", "SrunBackend", "build", "make_request", "prewarm"]

@@ -19,11 +19,13 @@ from vibesys.adapters.transports.base import (
     shell_join,
 )
 from vibesys.adapters.transports.local import DEFAULT_SHELL_COMMAND, LocalTransport
-from vibesys.config.slurm import LocalTransportConfig, SshTransportConfig
 from vibesys.errors import ConfigError
 
 if TYPE_CHECKING:
+    # Only what a transport is made from: the local adapter uses this package's helpers,
+    # and needs neither the site configuration's models nor pydantic.
     from vibesys.adapters.transports.ssh import SshTransport
+    from vibesys.config.slurm import LocalTransportConfig, SshTransportConfig
 
 __all__ = [
     "DEFAULT_SHELL_COMMAND",
@@ -46,6 +48,8 @@ _SSH_LOCK = threading.Lock()
 
 def runner_from_config(config: LocalTransportConfig | SshTransportConfig) -> Runner:
     """The Runner a `[slurm.transport]` table describes."""
+    from vibesys.config.slurm import LocalTransportConfig, SshTransportConfig
+
     if isinstance(config, LocalTransportConfig):
         return LocalTransport(config.shell_command)
     if isinstance(config, SshTransportConfig):
@@ -62,6 +66,8 @@ def prewarm(config: LocalTransportConfig | SshTransportConfig) -> None:
     """Start opening the connection (and its remote helper) now, on a thread, so that its
     round trips overlap the work done before the first command. Nothing for a local transport.
     Failures are left to the first real command, which reports them."""
+    from vibesys.config.slurm import SshTransportConfig
+
     if not isinstance(config, SshTransportConfig):
         return
 

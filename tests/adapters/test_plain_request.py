@@ -1,0 +1,68 @@
+"""The local adapter's request is plain (no pydantic, so a local run imports only what it uses)
+yet answers as `AdapterRequest` does: the same fields and defaults, the same refusals, the same
+JSON in the journal and the same schema version. The pydantic model is the oracle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vibesys.adapters.local import LocalRequest
+from vibesys.adapters.registry import entry
+from vibesys.adapters.requests import AdapterRequest
+from vibesys.errors import ConfigError
+
+
+class Modelled(AdapterRequest):
+    """The common request as pydantic checks it."""
+
+
+CASES: list[dict[str, Any]] = [
+    {},
+    {"artifacts": []},
+    {"artifacts": ["results/*.json", "x"]},
+    {"job_name_prefix": "vibesys-gpu"},
+    {"cancel_when_orphaned": True},
+    {"artifacts": ["a"], "job_name_prefix": "p.q_r-1", "cancel_when_orphaned": False},
+    {"artifacts": "a"},
+    {"artifacts": [1]},
+    {"artifacts": None},
+    {"job_name_prefix": "two words"},
+    {"job_name_prefix": "-leading"},
+    {"job_name_prefix": ""},
+    {"job_name_prefix": 5},
+    {"cancel_when_orphaned": "yes"},
+    {"cancel_when_orphaned": 1},
+    {"gpus": 1},
+]
+
+
+@pytest.mark.parametrize("data", CASES, ids=[repr(c) for c in CASES])
+def test_a_plain_request_answers_as_the_modelled_one(data: dict[str, Any]) -> None:
+    try:
+        modelled: dict[str, Any] | None = Modelled.model_validate(data).model_dump(mode="json")
+    except ValueError:
+        modelled = None
+    try:
+        plain: dict[str, Any] | None = LocalRequest.model_validate(data).model_dump(mode="json")
+    except ValueError:
+        plain = None
+    assert plain == modelled
+    assert LocalRequest.schema_version == AdapterRequest.schema_version
+
+
+def test_a_recorded_request_that_does_not_fit_names_the_field() -> None:
+    with pytest.raises(ConfigError, match="local request does not fit: gpus: extra inputs"):
+        entry("local").parse_request({"gpus": 1})
+    with pytest.raises(ConfigError, match="job_name_prefix: 'no good' must be letters"):
+        entry("local").parse_request({"job_name_prefix": "no good"})
+
+
+def test_a_plain_request_is_frozen_and_compares_by_value() -> None:
+    request = LocalRequest.model_validate({"artifacts": ["a"]})
+    assert request == LocalRequest(artifacts=("a",)) and request != LocalRequest()
+    assert hash(request) == hash(LocalRequest(artifacts=["a"]))
+    assert request.backend_key() == ""
+    with pytest.raises(AttributeError):
+        request.artifacts = ()  # type: ignore[misc]
