@@ -20,10 +20,15 @@ from vibesys.broker import client as gpu_client
 
 pytestmark = pytest.mark.slurm
 
+#: The evaluations' job time is their timeout (whole minutes): the local cluster's default
+#: partition allows 30 minutes, so the session's default timeout must fit it (a trusted
+#: evaluation is sized by the site and its request, never clamped to fit).
+SITE = ("--default-timeout", "600", "--slurm-config")
+
 
 def test_an_evaluation_through_the_bridge_on_slurm(tmp_path: Path, slurm_toml: Path) -> None:
     go = tmp_path / "go"
-    session = start_session(tmp_path, "--slurm-config", str(slurm_toml))
+    session = start_session(tmp_path, *SITE, str(slurm_toml))
     doc = session.document
     try:
         assert (doc["backend"], doc["cluster"]) == ("slurm", "local")
@@ -88,7 +93,7 @@ def test_an_evaluation_through_the_bridge_on_slurm(tmp_path: Path, slurm_toml: P
 
 def test_teardown_cancels_an_evaluation_in_slurm(tmp_path: Path, slurm_toml: Path) -> None:
     started = tmp_path / "started"
-    session = start_session(tmp_path, "--slurm-config", str(slurm_toml))
+    session = start_session(tmp_path, *SITE, str(slurm_toml))
     helper = session.helper("--", "sh", "-c", f"touch {started}; sleep 120")
     wait_for(started.exists, "the job to start")
     status, err = session.stop(signal.SIGTERM)
