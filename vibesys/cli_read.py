@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from vibesys.errors import UsageError, VibesysError
 
 if TYPE_CHECKING:
+    from vibesys.journal_schema.queue import QueuePlace
     from vibesys.journal_schema.records import Invocation
     from vibesys.journal_schema.store import Journal
 
@@ -66,6 +67,8 @@ def show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
     shown["clusters"] = [
         {"attempt": attempt, **lease.to_json()} for attempt, lease in journal.leases_used_by(inv.id)
     ]
+    place = journal.queue_place(inv.id)
+    shown["queue"] = None if place is None else _place_json(place)
     return shown
 
 
@@ -81,6 +84,24 @@ def journal_show(journal: Path | None, invocation: str, as_json: bool, out: Echo
             attempts, history = store.attempts(inv.id), store.history(inv.id)
             leases = store.leases_used_by(inv.id)
             out(show(inv, attempts, history, store.artifacts(inv.id), leases))
+            place = store.queue_place(inv.id) if inv.state == "PREPARED" else None
+            if place is not None and place.ahead:
+                out(f"waiting  {place.describe()}")
+
+
+def _listed(inv: Invocation, store: Journal, place: QueuePlace | None) -> dict[str, Any]:
+    shown = inv.to_json(store.attempts(inv.id), [])
+    shown["waiting"] = None if place is None else _place_json(place)
+    return shown
+
+
+def _place_json(place: QueuePlace) -> dict[str, Any]:
+    return {"campaign": place.campaign, "position": place.position, "ahead": list(place.ahead)}
+
+
+def _state_cell(state: str, place: QueuePlace | None) -> str:
+    """A recorded invocation waiting for its campaign's turn says so, with its position."""
+    return state if place is None else f"WAITING ({place.position} ahead)"
 
 
 def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Echo = echo) -> None:
@@ -92,8 +113,9 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
             raise UsageError(f"unknown state {state!r} (choose from {', '.join(JobState)})")
         store = open_readonly(journal)
         invs = store.list_invocations(JobState(state.upper()) if state else None)
+        waiting = store.waiting()
         if as_json:
-            out(json.dumps([i.to_json(store.attempts(i.id), []) for i in invs]))
+            out(json.dumps([_listed(i, store, waiting.get(i.id)) for i in invs]))
             return
         out(
             table(
@@ -101,7 +123,7 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
                 [
                     (
                         i.id,
-                        i.state,
+                        _state_cell(i.state, waiting.get(i.id)),
                         i.outcome or "-",
                         "-" if i.exit_code is None else str(i.exit_code),
                         i.adapter,

@@ -46,6 +46,7 @@ from vibesys.layout import attempt_dir, log_paths
 from vibesys.states import FailureClass, JobState, Outcome
 
 __all__ = [
+    "EXIT_STATUS",
     "TIMEOUT_CANCEL",
     "ArtifactProblem",
     "JobResult",
@@ -59,6 +60,7 @@ __all__ = [
     "result",
     "result_from_journal",
     "status_of",
+    "timed_out",
     "with_result",
 ]
 
@@ -203,7 +205,7 @@ def status_of(inv: Invocation, history: Sequence[HistoryRow]) -> JobStatus | Non
     outcome = str(inv.outcome)
     if outcome == "TIMEOUT":  # the mapping point of the timeout outcome to come
         return JobStatus.TIMEOUT
-    if outcome == Outcome.CANCELLED and _timed_out(history):
+    if outcome == Outcome.CANCELLED and timed_out(history):
         return JobStatus.TIMEOUT
     if outcome == Outcome.INFRA_FAILED:
         infra = {
@@ -219,7 +221,8 @@ def status_of(inv: Invocation, history: Sequence[HistoryRow]) -> JobStatus | Non
         return JobStatus.UNRESOLVED  # an outcome this code does not know: never guessed
 
 
-def _timed_out(history: Sequence[HistoryRow]) -> bool:
+def timed_out(history: Sequence[HistoryRow]) -> bool:
+    """Whether the invocation's cancel was its timeout's (`vibesys.engine.deadline`)."""
     return any(
         row.event == "CancelRequested"
         and str(row.evidence.get("by", "")).startswith(TIMEOUT_CANCEL)

@@ -11,7 +11,7 @@ import os
 import signal
 import sqlite3
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +124,16 @@ def _prepare(
     return store, engine, checked, request
 
 
+def _told(invocation_id: str) -> Callable[[str], None]:
+    """Says on stderr, before any byte of the job, why the job is not submitted yet."""
+
+    def tell(why: str) -> None:
+        with contextlib.suppress(OSError):
+            echo(f"vibesys: {invocation_id} is {why}", err=True)
+
+    return tell
+
+
 def _drive(
     values: Mapping[str, Any],
     store: Journal,
@@ -141,7 +151,7 @@ def _drive(
     if values["detach"] and not values["as_json"]:
         echo(inv.id)
     tail = None if values["detach"] else job_output(values["as_json"], live)
-    options = DriveOptions(tail, values["detach"], interrupt, status=live)
+    options = DriveOptions(tail, values["detach"], interrupt, status=live, on_wait=_told(inv.id))
     inv = drive(engine, inv, options)
     if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
         if values["as_json"]:  # one JSON object, as every --json: the record as it stands

@@ -44,25 +44,24 @@ def test_request_ids_are_per_campaign_and_listed_in_order(journal: Journal) -> N
     assert journal.bridge_request("campaign-3", "r-1") is None
 
 
-def test_the_queue_position_counts_the_campaigns_unfinished_earlier_ones(journal: Journal) -> None:
+def test_the_queue_position_counts_the_campaigns_open_earlier_ones(journal: Journal) -> None:
     from vibesys.bridge.queue import queue_position
     from vibesys.states import Cancelled
 
-    for n in range(1, 5):
-        claim(journal, f"r-{n}", f"inv-{n}")
-        if n != 2:  # inv-2's row was recorded, its invocation not (a crash between the two)
-            journal.create_invocation(
-                invocation_id=f"inv-{n}",
-                adapter="local",
-                command=["true"],
-                request={},
-                label=None,
-                max_retries=0,
-                run_dir=f"/runs/inv-{n}",
-            )
-    claim(journal, "r-other", "inv-other", run_id="campaign-2")
-    assert queue_position(journal, "campaign-1", "inv-1") == 0
-    assert queue_position(journal, "campaign-1", "inv-4") == 2  # inv-1 and inv-3
+    for n, campaign in ((1, "campaign-1"), (2, "campaign-2"), (3, "campaign-1"), (4, "campaign-1")):
+        journal.create_invocation(
+            invocation_id=f"inv-{n}",
+            adapter="local",
+            command=["true"],
+            request={},
+            label=None,
+            max_retries=0,
+            run_dir=f"/runs/inv-{n}",
+            campaign=campaign,
+        )
+    assert queue_position(journal, "inv-1") == 0
+    assert queue_position(journal, "inv-4") == 2  # inv-1 and inv-3, not campaign-2's inv-2
+    assert queue_position(journal, "inv-2") == 0
     journal.commit_transition(journal.get("inv-1"), Cancelled("done with it"))
-    assert queue_position(journal, "campaign-1", "inv-4") == 1
-    assert queue_position(journal, "campaign-2", "inv-other") == 0
+    assert queue_position(journal, "inv-4") == 1
+    assert queue_position(journal, "inv-unknown") == 0  # in no queue: nothing ahead

@@ -160,3 +160,10 @@ CREATE TABLE "bridge_requests" (
    PRIMARY KEY ("run_id", "request_id")
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX "bridge_requests_invocation" ON "bridge_requests" ("invocation_id");
+CREATE TABLE "campaign_queue" (
+   "seq" INTEGER PRIMARY KEY AUTOINCREMENT,
+   "campaign" TEXT NOT NULL,
+   "invocation_id" TEXT NOT NULL UNIQUE,
+   "joined_at" TEXT NOT NULL
+);
+CREATE INDEX "campaign_queue_campaign" ON "campaign_queue" ("campaign", "seq");

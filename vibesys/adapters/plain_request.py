@@ -81,6 +81,9 @@ class PlainRequest:
     def runs_after(self) -> str | None:
         return None
 
+    def campaign(self) -> str | None:
+        return None
+
     def with_parent_job(self, job_id: str | None) -> PlainRequest:
         return self
 

@@ -69,6 +69,11 @@ class AdapterRequest(BaseModel):
         has completed), for one submission."""
         return self
 
+    def campaign(self) -> str | None:
+        """The campaign whose queue this request's invocation waits in (one evaluation at a
+        time per campaign), or None: it waits for nothing of ours."""
+        return None
+
     def backend_key(self) -> str:
         """Invocations whose requests share this key (and adapter) share one adapter instance,
         and so one batched status call per round."""

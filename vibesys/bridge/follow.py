@@ -55,7 +55,7 @@ class Follower:
         inv = self._journal.get(self._id)
         waiting = inv.attempt < 1 or (inv.state not in _STARTED and inv.job_id is None)
         if waiting or self._position is None:  # told at least once, before it starts
-            position = queue_position(self._journal, self._run_id, self._id)
+            position = queue_position(self._journal, self._id)
             if position != self._position:
                 self._position = position
                 self._send(Queued(position, _queued_text(position)))

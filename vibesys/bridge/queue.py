@@ -1,28 +1,18 @@
-"""The campaign's queue position of an evaluation: the one function the `queued` reply reads.
+"""The campaign's queue position of an evaluation: what the `queued` reply says.
 
-One remote evaluation at a time per campaign, with the others waiting in order across every
-session of the campaign, is the campaign queue's work (engine side, still to come). Until it
-lands the bridge holds nothing back, and this reports what the journal says: how many of the
-campaign's evaluations recorded before this one have not ended (0: nothing is ahead). The
-queue replaces this body; the reply, and every caller, stay as they are.
+Every evaluation of a campaign, from any of its sessions (they share the campaign's journal),
+joins the campaign's queue when it is recorded (`vibesys.journal_schema.queue`); the planner
+submits it once nothing that joined before it is still open. The position is how many are
+ahead (0: its turn).
 """
 
 from __future__ import annotations
 
 from vibesys.journal_schema import Journal
-from vibesys.states import JobState
 
 __all__ = ["queue_position"]
 
 
-def queue_position(journal: Journal, run_id: str, invocation_id: str) -> int:
-    ahead = 0
-    for row in journal.campaign_requests(run_id):
-        if row.invocation_id == invocation_id:
-            return ahead
-        found = journal.conn.execute(
-            "SELECT state FROM invocations WHERE id=?", (row.invocation_id,)
-        ).fetchone()
-        if found is not None and found[0] != JobState.DONE:
-            ahead += 1
-    return ahead
+def queue_position(journal: Journal, invocation_id: str) -> int:
+    place = journal.queue_place(invocation_id)
+    return 0 if place is None else place.position

@@ -28,6 +28,7 @@ from vibesys.bridge.site import Site
 from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, StopFlag, wait_for
 from vibesys.engine.context import ENV_FILE, load_context
 from vibesys.engine.core import new_invocation_id
+from vibesys.engine.deadline import cancel_at_deadline
 from vibesys.errors import VibesysError
 from vibesys.job_result import TIMEOUT_CANCEL, JobResult, JobStatus, job_result
 from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal
@@ -199,6 +200,7 @@ class EvaluationRunner:
             env={**self.host_env, **evaluation.env},
             run_root=runs,
             invocation_id=row.invocation_id,
+            campaign=evaluation.run_id,  # one evaluation at a time, across its sessions
         )
 
     # -- driving --------------------------------------------------------------------------------
@@ -206,7 +208,7 @@ class EvaluationRunner:
     def _drive(self, handle: Handle) -> None:
         journal = open_journal(self.journal_path)
         try:
-            threading.Thread(target=self._deadline, args=(handle,), daemon=True).start()
+            self._deadline(handle)
             engine = self.engine(journal)
             options = DriveOptions(tail=_SpoolOnly(), interrupt=handle.stop)
             inv = journal.get(handle.invocation_id)
@@ -228,9 +230,8 @@ class EvaluationRunner:
         accepted = datetime.fromisoformat(handle.row.created_at)
         deadline = accepted + timedelta(seconds=timeout)
         left = (deadline - datetime.now(accepted.tzinfo)).total_seconds()
-        if handle.done.wait(max(left, 0.0)):
-            return
-        self._cancel_handle(handle, f"{TIMEOUT_CANCEL} {timeout} s")
+        by = f"{TIMEOUT_CANCEL} {timeout} s"
+        cancel_at_deadline(self.journal_path, handle.invocation_id, left, handle.done, by)
 
     def _cancel_handle(self, handle: Handle, by: str) -> None:
         journal = open_journal(self.journal_path)

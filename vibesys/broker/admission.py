@@ -7,6 +7,7 @@ nothing), then the operator's limits (rejected, never clamped), then the environ
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,9 +51,19 @@ class Admission:
                 )
             raise Refusal("bad token: this broker serves another run (check VIBESYS_GPU_TOKEN)")
         cwd = self.resolve_cwd(request.cwd)
+        minutes = request.time_minutes
+        timeout = request.timeout_seconds
+        if timeout is not None:
+            if minutes is None:  # the job's limit is whole minutes; the broker cancels at S
+                minutes = math.ceil(timeout / 60)
+            elif timeout > minutes * 60:
+                raise Refusal(
+                    f"--timeout-seconds {timeout} is past the job's --time {minutes} (minutes): "
+                    "give a longer --time, or leave it out"
+                )
         try:
             checked = check_request(
-                SlurmRequest(gpus=request.gpus, time_minutes=request.time_minutes), self.limits
+                SlurmRequest(gpus=request.gpus, time_minutes=minutes), self.limits
             )
         except UsageError as exc:
             raise Refusal(str(exc)) from None
@@ -69,6 +80,7 @@ class Admission:
             time_minutes=checked.time_minutes,
             partitions=checked.partitions,
             job_name_prefix=self.limits.job_name_prefix,
+            timeout_seconds=timeout,
         )
 
     def resolve_cwd(self, cwd: str) -> str:

@@ -60,6 +60,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "(default: the operator's default_time_minutes); it starts when the job is submitted",
     )
     parser.add_argument(
+        "--timeout-seconds",
+        type=int,
+        default=None,
+        metavar="S",
+        help="end the command S seconds after it was submitted, exactly (it covers the wait in "
+        "Slurm's queue and the run; exit status 124); the time limit defaults to S rounded up to "
+        "whole minutes",
+    )
+    parser.add_argument(
         "--socket", default=None, help=f"the broker's socket (default: ${SOCKET_ENV})"
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
@@ -68,6 +77,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.command = args.command[1:]
     if not args.command:
         parser.error("no command given; usage: vibesys-gpu [--gpus N] [--time MINUTES] -- CMD")
+    if args.timeout_seconds is not None and args.timeout_seconds <= 0:
+        parser.error(f"--timeout-seconds {args.timeout_seconds}: must be a positive integer")
     return args
 
 
@@ -82,6 +93,8 @@ def request_line(args: argparse.Namespace, token: str, cwd: str) -> bytes:
         "time_minutes": args.time,
         "env": env,
     }
+    if args.timeout_seconds is not None:
+        body["timeout_seconds"] = args.timeout_seconds
     return json.dumps(body, separators=(",", ":")).encode("utf-8") + b"\n"
 
 

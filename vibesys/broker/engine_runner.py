@@ -26,7 +26,9 @@ from vibesys.adapters.slurm.request import SrunRequest
 from vibesys.adapters.slurm.script import STDERR_FILE, STDOUT_FILE
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
+from vibesys.engine.deadline import cancel_at_deadline
 from vibesys.engine.drive import StopFlag
+from vibesys.job_result import EXIT_STATUS, TIMEOUT_CANCEL, JobStatus, timed_out
 from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.render import exit_status
 from vibesys.states import JobState, Outcome
@@ -80,9 +82,14 @@ class EngineGpuJobRunner:
                 job.slot.bind(inv.id)  # before anything is submitted
             follower = _Follower(self.remote_root / inv.id, output)
             follower.start()
+            ended = threading.Event()
+            if job.timeout_seconds is not None:
+                by = f"{TIMEOUT_CANCEL} {job.timeout_seconds} s"
+                cancel_at_deadline(self.journal_path, inv.id, job.timeout_seconds, ended, by)
             try:
                 inv = drive(engine, inv, DriveOptions(interrupt=_Bridge(stop)))
             finally:
+                ended.set()
                 follower.finish()
             return _report(journal, inv, output)
         finally:
@@ -118,16 +125,20 @@ def _write_agent_env(directory: Path, job: GpuJob) -> Path:
 
 
 def _report(journal: Journal, inv: Invocation, output: OutputSink) -> int:
-    """The client's exit status; for anything but the command's own end, the reason too."""
+    """The client's exit status; for anything but the command's own end, the reason too. A
+    command its timeout ended exits 124 (as `timeout(1)`'s), TIMEOUT."""
     status = exit_status(inv)
     ran = inv.state is JobState.DONE and inv.outcome in (
         Outcome.COMPLETED,
         Outcome.APPLICATION_FAILED,
     )
     if not ran:
-        last = journal.history(inv.id)[-1]
+        history = journal.history(inv.id)
+        last = history[-1]
         why = "; ".join(str(v) for v in last.evidence.values() if v not in ("", None))
-        what = inv.outcome or inv.state
+        what = str(inv.outcome or inv.state)
+        if inv.outcome is Outcome.CANCELLED and timed_out(history):
+            what, status = JobStatus.TIMEOUT, EXIT_STATUS[JobStatus.TIMEOUT]
         output.write("stderr", f"[vibesys-gpu] {what} ({inv.id}): {why}\n".encode())
     return status
 

@@ -38,6 +38,8 @@ class GpuJob:
     job_name_prefix: str
     #: the slot it holds under the run's cap (set by the server once it has one)
     slot: SlotBinding | None = None
+    #: cancelled this many seconds after its submission, exactly (None: its time limit only)
+    timeout_seconds: int | None = None
 
     @property
     def cwd(self) -> str:

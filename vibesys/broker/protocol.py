@@ -6,8 +6,11 @@ encoded to bytes; the caller owns the socket. The client sends exactly one reque
     {"version": 1, "token": "...", "cwd": "/abs/dir", "argv": ["python", "t.py"],
      "gpus": 1, "time_minutes": 10, "env": {"NAME": "value"}}
 
-(`time_minutes` may be null: the operator's default applies.) It then keeps its end open; closing
-it, or losing it, means "stop the command". The broker answers with any number of lines:
+(`time_minutes` may be null: the operator's default applies. An optional `"timeout_seconds": S`
+ends the command S seconds after it was submitted, exactly: the job's time limit is whole
+minutes, so the broker cancels it at the second, and the client exits 124.) It then keeps its
+end open; closing it, or losing it, means "stop the command". The broker answers with any
+number of lines:
 
     {"version": 1, "type": "waiting", "active": 2, "cap": 2, "ahead": 1, "message": "..."}
     {"version": 1, "type": "output", "stream": "stdout", "data": "<base64>"}
@@ -60,6 +63,8 @@ MAX_REPLY_BYTES: Final = 1 << 20
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REQUEST_FIELDS: Final = ("version", "token", "cwd", "argv", "gpus", "time_minutes", "env")
+#: Fields a request may leave out (a client older than them sends none).
+_OPTIONAL_FIELDS: Final = ("timeout_seconds",)
 
 Stream = Literal["stdout", "stderr"]
 
@@ -83,6 +88,8 @@ class Request:
     time_minutes: int | None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     version: int = PROTOCOL_VERSION
+    #: cancel the command this many seconds after its submission (None: its time limit only)
+    timeout_seconds: int | None = None
 
     def __post_init__(self) -> None:
         # A read-only view, so a frozen request cannot be changed through its mapping.
@@ -91,7 +98,8 @@ class Request:
     def __repr__(self) -> str:  # never print the token
         return (
             f"Request(cwd={self.cwd!r}, argv={self.argv!r}, gpus={self.gpus}, "
-            f"time_minutes={self.time_minutes}, env=<{len(self.env)} variables>)"
+            f"time_minutes={self.time_minutes}, timeout_seconds={self.timeout_seconds}, "
+            f"env=<{len(self.env)} variables>)"
         )
 
 
@@ -189,6 +197,8 @@ def encode_request(request: Request) -> bytes:
         "time_minutes": request.time_minutes,
         "env": dict(request.env),
     }
+    if request.timeout_seconds is not None:
+        body["timeout_seconds"] = request.timeout_seconds
     return _line(body)
 
 
@@ -203,7 +213,7 @@ def decode_request(line: bytes) -> Request:
             f"unsupported protocol version {version} (this broker speaks {PROTOCOL_VERSION}); "
             "use the vibesys-gpu that came with this broker"
         )
-    unknown = sorted(set(data) - set(_REQUEST_FIELDS))
+    unknown = sorted(set(data) - set(_REQUEST_FIELDS) - set(_OPTIONAL_FIELDS))
     if unknown:
         raise ProtocolError(f"request: unknown field {unknown[0]!r}")
     missing = [name for name in _REQUEST_FIELDS if name not in data]
@@ -224,6 +234,9 @@ def decode_request(line: bytes) -> Request:
     minutes = data["time_minutes"]
     if minutes is not None and (type(minutes) is not int or minutes <= 0):
         raise ProtocolError("request: 'time_minutes' must be a positive integer or null")
+    timeout = data.get("timeout_seconds")
+    if timeout is not None and (type(timeout) is not int or timeout <= 0):
+        raise ProtocolError("request: 'timeout_seconds' must be a positive integer or null")
     return Request(
         token=token,
         cwd=cwd,
@@ -232,6 +245,7 @@ def decode_request(line: bytes) -> Request:
         time_minutes=minutes,
         env=_environment(data["env"]),
         version=version,
+        timeout_seconds=timeout,
     )
 
 

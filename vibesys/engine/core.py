@@ -116,6 +116,8 @@ class Engine:
     clock: Callable[[], datetime] = utc_now
     #: the last thing an effect could not do, per invocation (shown by reconcile and run)
     notes: dict[str, str] = field(default_factory=dict)
+    #: why a recorded invocation is not submitted yet (its campaign's queue), per invocation
+    waiting: dict[str, str] = field(default_factory=dict)
     #: the provenance recorded for each (invocation, attempt), as far as this process knows
     provenance_seen: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
     #: hears of transfers (staging, artifact downloads): a terminal's progress bar
@@ -211,10 +213,11 @@ class Engine:
         run_root: Path | None = None,
         invocation_id: str | None = None,
         cancel_when_orphaned: bool = False,
+        campaign: str | None = None,
     ) -> Invocation:
         """Record a new invocation (PREPARED) with its request, its context and the settings
         every process carries it on with (this engine's retry policy and patience), leased
-        to us."""
+        to us; at the end of its campaign's queue (`campaign`, else the request's own)."""
         request = request or entry(adapter).parse_request({})
         # The site configuration is read once, here at the latest (`vibesys run` read it while
         # checking the request): what is recorded is what every later process uses.
@@ -244,6 +247,7 @@ class Engine:
                 unreachable_timeout_seconds=self.patience.total_seconds(),
                 cancel_when_orphaned=cancel_when_orphaned,
             ),
+            campaign=campaign or request.campaign(),
         )
         failpoint("after_prepare_commit")
         return invocation
@@ -254,11 +258,13 @@ class Engine:
         """What the planner decides `inv`'s next step by: the time, and the settings recorded
         with it (never this process's own)."""
         settings = inv.settings
+        place = self.journal.queue_place(inv.id) if inv.state is JobState.PREPARED else None
         return PlanContext(
             self.clock(),
             policy_of(inv.max_retries, settings),
             timedelta(seconds=settings.unreachable_timeout_seconds),
             parent_of(self, inv),
+            place,
         )
 
     def shared_backend(self, inv: Invocation) -> SharedPolling | None:
@@ -334,8 +340,11 @@ class Engine:
             if seen.sight is Sight.QUEUED:
                 follow_parent(self, inv)
         step = plan(inv, seen, self.context(inv))
+        self.waiting.pop(inv.id, None)
         match step:
-            case Hold():
+            case Hold(why=why):
+                if inv.state is JobState.PREPARED:
+                    self.waiting[inv.id] = why
                 return inv
             case Redo(effect=effect):
                 follow = execute(self, inv, effect)

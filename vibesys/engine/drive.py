@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
@@ -26,6 +27,9 @@ from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
+
+#: how often an invocation waiting in its campaign's queue looks whether its turn has come
+QUEUE_PAUSE_SECONDS: Final = 1.0
 
 
 class StopFlag:
@@ -79,6 +83,9 @@ class DriveOptions:
     output_error: str | None = None
     #: a live status line, when the output is a terminal
     status: StatusSink | None = None
+    #: told once each time why the invocation waits before its submission (its campaign's
+    #: queue: the position, who is first)
+    on_wait: Callable[[str], None] | None = None
 
 
 def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invocation:
@@ -91,6 +98,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     watch = _Watch(engine)
     inv = invocation
     last_seen: Seen | None = None
+    told: str | None = None
     try:
         while True:
             if not watch.renew(inv):
@@ -122,6 +130,10 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                 return inv
             if options.status is not None:
                 options.status.show(inv, last_seen)
+            waiting = engine.waiting.get(inv.id)
+            if waiting is not None and waiting != told and options.on_wait is not None:
+                options.on_wait(waiting)
+            told = waiting
             _rest(engine, inv, stop, _pause(engine, inv))
     finally:
         if options.status is not None:
@@ -216,6 +228,8 @@ def _pause(engine: Engine, inv: Invocation) -> float:
             return engine.shared.pause(inv, shared)
         age = (now - datetime.fromisoformat(inv.updated_at)).total_seconds()
         return engine.backend(inv).poll_interval(age)
+    if inv.state is JobState.PREPARED and inv.id in engine.waiting:
+        return QUEUE_PAUSE_SECONDS  # its turn comes when another evaluation ends: no hurry
     return 0.2 if inv.state is JobState.COLLECTING else 0.05
 
 

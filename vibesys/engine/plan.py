@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from vibesys.engine.retry import RetryPolicy, next_attempt_at
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema.clock import iso
+from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.records import Invocation
 from vibesys.states import (
     OUTCOME_OF,
@@ -75,6 +76,8 @@ class PlanContext:
     patience: timedelta = timedelta(0)
     #: the invocation this one runs after (`--after`), as the journal has it now
     parent: Invocation | None = None
+    #: its place in its campaign's queue (PREPARED only): submitted when nothing is ahead
+    queue: QueuePlace | None = None
 
     def parent_failed(self) -> str | None:
         """How the parent ended, when it ended without success (this one can never run)."""
@@ -109,6 +112,8 @@ def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
         case JobState.PREPARED:
             if failed := ctx.parent_failed():
                 return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
+            if ctx.queue is not None and ctx.queue.ahead:
+                return Hold(ctx.queue.describe())
             return Commit(SubmitIntended(1, attempt_job_name(inv, 1)))
         case JobState.SUBMITTING if not inv.dispatched:
             if inv.cancel_requested:

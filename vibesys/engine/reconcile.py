@@ -163,6 +163,8 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
             f"({timeout:g} s, until {until}): {seen.evidence}"
         )
         return ReconcileRow(inv.id, before.state, after.state, evidence, waiting_until=until)
+    elif inv.id in engine.waiting:
+        evidence = f"left as it is: {engine.waiting[inv.id]}"
     elif inv.id in engine.notes:
         evidence = engine.notes[inv.id]
     elif seen is not None:

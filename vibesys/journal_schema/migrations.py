@@ -8,11 +8,11 @@ vibesys and is refused (see opening.open_database).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
+from vibesys.journal_schema.legacy_requests import request_from_options
 from vibesys.journal_schema.schema_steps import MIGRATION_SET, STEPS
 
 migrations = Migrations(MIGRATION_SET)
@@ -402,30 +402,21 @@ def m010_bridge_requests(db: Database) -> None:
     )
 
 
-def request_from_options(
-    adapter: str, options: dict[str, Any], digest: str | None
-) -> dict[str, Any]:
-    """The typed request (schema version 1) of an invocation recorded before m003."""
-    request: dict[str, Any] = {}
-    if options.get("artifacts"):
-        request["artifacts"] = list(options["artifacts"])
-    if adapter in ("sbatch", "srun"):
-        request["site_config"] = str(options.get("site_config", ""))
-        request["gpus"] = int(options.get("gpus", 0))
-        request["time_minutes"] = int(options.get("time_minutes", 1))
-        request["partitions"] = list(options.get("partitions", []))
-        if options.get("candidate"):
-            request["candidate"] = {
-                "path": str(options["candidate"]),
-                "exclude": list(options.get("snapshot_exclude", [])),
-                "digest": str(digest or options.get("snapshot_digest", "")),
-            }
-        if adapter == "sbatch" and options.get("dependency"):
-            request["after"] = {
-                "job_id": str(options["dependency"]),
-                "invocation": str(options.get("after", "")),
-            }
-    return request
+@migrations()
+def m011_campaign_queue(db: Database) -> None:
+    # One evaluation at a time per campaign: an invocation of a campaign joins its queue when
+    # it is recorded (PREPARED, in the same transaction), and is submitted only once every
+    # invocation that joined before it is DONE. `seq` only grows, so the order survives any
+    # restart; an invocation leaves the queue by ending (its row stays, as history).
+    db.execute(
+        """CREATE TABLE "campaign_queue" (
+   "seq" INTEGER PRIMARY KEY AUTOINCREMENT,
+   "campaign" TEXT NOT NULL,
+   "invocation_id" TEXT NOT NULL UNIQUE,
+   "joined_at" TEXT NOT NULL
+)"""
+    )
+    db.execute('CREATE INDEX "campaign_queue_campaign" ON "campaign_queue" ("campaign", "seq")')
 
 
 KNOWN = frozenset(m.name for m in migrations._migrations)

@@ -18,5 +18,6 @@ STEPS: Final = (
     "m006_settings_unreachable_since",
     "m007_site_configs_run_slots",
     "m010_bridge_requests",
+    "m011_campaign_queue",
 )
 KNOWN: Final = frozenset(STEPS)

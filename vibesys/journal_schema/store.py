@@ -35,6 +35,7 @@ from vibesys.journal_schema.opening import (
 )
 from vibesys.journal_schema.polls import PollRecords
 from vibesys.journal_schema.progress import ProgressRecords
+from vibesys.journal_schema.queue import QueueRecords, join_queue
 from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
@@ -113,6 +114,7 @@ class Journal(
     SiteRecords,
     SlotRecords,
     BridgeRecords,
+    QueueRecords,
 ):
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
@@ -197,9 +199,10 @@ class Journal(
         now: datetime | None = None,
         site: SiteRendering | None = None,
         settings: Settings | None = None,
+        campaign: str | None = None,
     ) -> Invocation:
         """Record a new invocation (PREPARED), with the site configuration it runs with (kept
-        once per digest) in the same transaction."""
+        once per digest) and its place in its campaign's queue, in the same transaction."""
         moment = now or utc_now()
         at = iso(moment)
         with self.write_txn() as conn:
@@ -230,6 +233,8 @@ class Journal(
                     (settings or Settings()).dumps(),
                 ),
             )
+            if campaign is not None:
+                join_queue(conn, campaign, invocation_id, at)
         return self.get(invocation_id)
 
     def commit_transition(

@@ -92,6 +92,10 @@ class SkyPilotRequest(AdapterRequest):
                 raise ValueError(f"{pattern!r}: a relative glob inside the work directory")
         return value
 
+    def campaign(self) -> str:
+        """A campaign's evaluations share its cluster: one at a time, in order."""
+        return self.run_id
+
     def backend_key(self) -> str:
         """One adapter instance per campaign cluster: the same profile (its recorded
         rendering), run id and resources give the same cluster."""
