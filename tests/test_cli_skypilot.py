@@ -140,3 +140,43 @@ def test_a_bad_resources_table_is_one_line_and_writes_nothing(
     assert done.returncode == 2 and needle in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / ".vibesys").exists() and fake.calls("exec") == []
+
+
+def test_a_run_on_a_busy_campaign_waits_its_turn_instead_of_being_refused(
+    fake: FakeSky, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    env = fake.env()
+    gate = tmp_path / "gate"
+    first = vibesys_cli(
+        *sky_run(fake, tmp_path, "--detach"),
+        "--",
+        "sh",
+        "-c",
+        f"while [ ! -e {gate} ]; do sleep 0.1; done; echo first",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert first.returncode == 0, first.stderr
+    first_id = first.stdout.strip()
+    second = subprocess.Popen(
+        [sys.executable, "-m", "vibesys", *sky_run(fake, tmp_path), "--", "echo", "second"],
+        cwd=tmp_path,
+        env={**__import__("os").environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)
+    assert second.poll() is None  # it waits: not REJECTED
+    assert len(fake.calls("exec")) == 1
+    listed = vibesys_cli("journal", "list", cwd=tmp_path).stdout
+    assert "WAITING (1 ahead)" in listed
+    gate.touch()
+    out, err = second.communicate(timeout=30)
+    assert (second.returncode, out) == (0, "second\n"), err
+    assert f"is waiting in campaign campaign-1's queue: 1 ahead ({first_id} first" in err
+    assert vibesys_cli("wait", first_id, cwd=tmp_path, env=env).returncode == 0

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,60 @@ def test_a_session_refuses_to_start_on_a_site_whose_check_fails(tmp_path: Path) 
     assert "fix:" in lines[0], lines[0]
     assert not (tmp_path / "state" / "socket").exists()
     assert not (tmp_path / ".vibesys" / "journal.db").exists()
+
+
+def test_a_campaigns_evaluations_run_one_at_a_time_in_order_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Three helpers of one campaign: the first runs, the others are told their position and
+    wait; the bridge is killed and restarted meanwhile, and the order is kept."""
+    from vibesys.journal_schema import open_journal
+
+    log = tmp_path / "order.txt"
+    journal = tmp_path / ".vibesys" / "journal.db"
+
+    def script(n: int) -> str:
+        gate = tmp_path / f"gate-{n}"
+        wait = f"while [ ! -e {gate} ]; do sleep 0.1; done"
+        return f"echo start-{n} >> {log}; {wait}; echo end-{n} >> {log}"
+
+    def queued() -> int:
+        store = open_journal(journal, readonly=True)
+        try:
+            return int(store.conn.execute("SELECT count(*) FROM campaign_queue").fetchone()[0])
+        finally:
+            store.close()
+
+    session = start_session(tmp_path)
+    helpers = []
+    for n in (1, 2, 3):
+        helpers.append(session.helper("--request-id", f"eval-{n}", "--", "sh", "-c", script(n)))
+        wait_for(lambda n=n: journal.exists() and queued() == n, f"evaluation {n} to be recorded")
+    wait_for(lambda: log.exists(), "the first evaluation to start")
+    session.process.kill()
+    session.reap()
+    again = start_session(tmp_path)
+    try:
+        time.sleep(2)  # the helpers reattach (and are told their positions) while the first runs
+        (tmp_path / "gate-1").touch()
+        wait_for(lambda: "start-2" in log.read_text(), "the second evaluation to start")
+        assert "start-3" not in log.read_text()  # one at a time: the third still waits
+        (tmp_path / "gate-3").touch()
+        (tmp_path / "gate-2").touch()
+        outcomes = [helper.communicate(timeout=BUDGET) for helper in helpers]
+        for helper, (out, err) in zip(helpers, outcomes, strict=True):
+            assert helper.returncode == 0, err
+            assert result_line(out)["status"] == "COMPLETED"
+        assert log.read_text().split() == [
+            "start-1",
+            "end-1",
+            "start-2",
+            "end-2",
+            "start-3",
+            "end-3",
+        ]
+        assert "queued: 1 evaluation of the campaign ahead" in outcomes[1][1]
+        assert "queued: 2 evaluations of the campaign ahead" in outcomes[2][1]
+    finally:
+        status, err = again.stop()
+    assert status == 0, err

@@ -66,6 +66,17 @@ def test_the_default_time_applies_when_none_is_asked(tree: Path) -> None:
     assert admission(tree / "a").admit(request(tree / "a")).time_minutes == 5
 
 
+def test_a_timeout_sizes_the_job_in_whole_minutes_and_is_kept_exact(tree: Path) -> None:
+    job = admission(tree / "a").admit(request(tree / "a", timeout_seconds=75))
+    assert (job.time_minutes, job.timeout_seconds) == (2, 75)  # Slurm's limit: the backstop
+    job = admission(tree / "a").admit(request(tree / "a", timeout_seconds=60, time_minutes=3))
+    assert (job.time_minutes, job.timeout_seconds) == (3, 60)
+    with pytest.raises(Refusal, match="--timeout-seconds 181 is past the job's --time 3"):
+        admission(tree / "a").admit(request(tree / "a", timeout_seconds=181, time_minutes=3))
+    with pytest.raises(Refusal, match="--time 61 exceeds"):  # the agent's limit still holds
+        admission(tree / "a").admit(request(tree / "a", timeout_seconds=3601))
+
+
 @pytest.mark.parametrize(
     "cwd",
     [

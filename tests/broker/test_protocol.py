@@ -91,6 +91,9 @@ def test_a_request_is_frozen_and_never_shows_its_token() -> None:
         (line(gpus=1.5), "'gpus' must be an integer >= 0"),
         (line(time_minutes=0), "'time_minutes' must be a positive integer or null"),
         (line(time_minutes="5"), "'time_minutes' must be a positive integer or null"),
+        (line(timeout_seconds=0), "'timeout_seconds' must be a positive integer or null"),
+        (line(timeout_seconds=2.5), "'timeout_seconds' must be a positive integer or null"),
+        (line(timeout_seconds=True), "'timeout_seconds' must be a positive integer or null"),
         (line(env=["A=1"]), "'env' must be an object of strings"),
         (line(env={"A B": "1"}), "'A B' is not a variable name"),
         (line(env={"A": 1}), "env: A must be a string without NUL"),
@@ -106,6 +109,14 @@ def test_bad_requests_are_refused_with_the_reason(raw: bytes, message: str) -> N
 
 def test_null_time_means_the_default() -> None:
     assert decode_request(line(time_minutes=None)).time_minutes is None
+
+
+def test_a_timeout_is_optional_and_round_trips() -> None:
+    assert decode_request(line()).timeout_seconds is None  # an older client sends none
+    request = decode_request(line(timeout_seconds=75))
+    assert request.timeout_seconds == 75
+    assert decode_request(encode_request(request).rstrip(b"\n")) == request
+    assert b"timeout_seconds" not in encode_request(decode_request(line()))
 
 
 def test_token_comparison() -> None:
@@ -203,3 +214,22 @@ def test_arbitrary_bytes_never_crash_the_decoder(raw: bytes) -> None:
         assert isinstance(decode_request(raw), Request)
     except ProtocolError as exc:
         assert str(exc)
+
+
+def test_the_client_sends_its_timeout_and_refuses_a_bad_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from vibesys.broker import client
+
+    args = client.parse_args(["--timeout-seconds", "75", "--", "sleep", "120"])
+    sent = decode_request(client.request_line(args, "tok", "/work/ws").rstrip(b"\n"))
+    assert (sent.timeout_seconds, sent.time_minutes, sent.argv) == (75, None, ("sleep", "120"))
+    plain = client.parse_args(["--", "true"])
+    assert (
+        decode_request(client.request_line(plain, "tok", "/w").rstrip(b"\n")).timeout_seconds
+        is None
+    )
+    with pytest.raises(SystemExit) as caught:
+        client.parse_args(["--timeout-seconds", "0", "--", "true"])
+    assert caught.value.code == 2
+    assert "--timeout-seconds 0: must be a positive integer" in capsys.readouterr().err

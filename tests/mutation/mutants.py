@@ -69,6 +69,8 @@ CLI = "vibesys/cli.py"
 RECORDED = ("tests/engine/test_recorded_settings.py",)
 CHAINED = ("tests/engine/test_chains.py",)
 FAULTS = "tests/test_journal_faults.py"
+QUEUE_ENGINE = "tests/engine/test_skypilot_engine.py::test_one_evaluation_at_a_time_per_campaign_the_others_wait_in_order"
+QUEUE_CLI = "tests/test_campaign_queue_cli.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
@@ -348,5 +350,18 @@ MUTANTS: list[Mutant] = [
     M("probe-prompts-a-round-for-an-own-job", SHARED_POLL, "                and not _seen_ending_here(engine, inv)\n", "", "a marker found a moment before srun returns makes a status round of a job whose end is seen here", tests=("tests/engine/test_own_end.py",)),
     M("ended-unobserved-counts-for-the-burst", POLLS, '"WHERE w.site=? AND i.outcome IS NULL",', '"WHERE w.site=?",', "a job that ended unobserved makes the next job's first round due at once", tests=("tests/engine/test_own_end.py",)),
     M("journal-path-not-checked", "vibesys/journal_schema/opening.py", "    check_journal_path(path)\n", "", "--journal /dev/null creates /dev/null-journal", tests=("tests/test_edge_inputs.py::test_a_journal_that_is_not_a_regular_file_is_refused_creating_nothing",)),
+]
+# fmt: on
+# fmt: off
+MUTANTS += [
+    # -- the campaign queue, exact timeouts (issue 22) ---------------------------------------
+    M("queue-not-waited-for", PLAN, "            if ctx.queue is not None and ctx.queue.ahead:\n", "            if False:\n", "a campaign's second evaluation is submitted while the first still runs (REJECTED, or two on one cluster)", tests=(QUEUE_ENGINE,)),
+    M("queue-never-joined", STORE, "            if campaign is not None:\n                join_queue(", "            if False:\n                join_queue(", "an evaluation recorded on a busy campaign is refused instead of waiting its turn", tests=(QUEUE_ENGINE,)),
+    M("queue-counts-ended-ones", "vibesys/journal_schema/queue.py", '" WHERE q.campaign = ? AND q.seq < ? AND i.state != ? ORDER BY q.seq"', '" WHERE q.campaign = ? AND q.seq < ? AND i.state != ? OR 1 ORDER BY q.seq"', "an ended evaluation still holds the queue: nothing after it ever runs", tests=(QUEUE_CLI,)),
+    M("queue-order-is-not-kept", "vibesys/journal_schema/queue.py", "q.seq < ?", "q.seq != ?", "the evaluations of a campaign wait for each other (or run out of order)", tests=(QUEUE_CLI,)),
+    M("queue-waits-on-nobody", DRIVE, "                    carry_on_ahead(engine, inv)\n", "", "a run waits forever behind a detached evaluation that nobody drives", tests=("tests/test_cli_skypilot.py::test_a_run_on_a_busy_campaign_waits_its_turn_instead_of_being_refused",)),
+    M("deadline-never-cancels", "vibesys/engine/deadline.py", "        if done.wait(max(left_seconds, 0.0)):\n            return\n", "        done.wait()\n        return\n", "an evaluation's timeout is not enforced: it runs to the job's own (minute) limit", tests=("tests/bridge/test_server.py::test_a_timeout_ends_the_evaluation_as_timeout",)),
+    M("gpu-timeout-not-sent", "vibesys/broker/client.py", '        body["timeout_seconds"] = args.timeout_seconds', "        pass", "vibesys-gpu --timeout-seconds is accepted and ignored", tests=("tests/broker/test_protocol.py::test_the_client_sends_its_timeout_and_refuses_a_bad_one",)),
+    M("gpu-timeout-past-the-limit", "vibesys/broker/admission.py", "            elif timeout > minutes * 60:", "            elif False:", "a --timeout-seconds past the job's --time is taken: Slurm ends it first, as TIMEOUT of Slurm's", tests=("tests/broker/test_admission.py",)),
 ]
 # fmt: on

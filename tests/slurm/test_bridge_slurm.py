@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.slurm
 #: partition allows 30 minutes, so the session's default timeout must fit it (a trusted
 #: evaluation is sized by the site and its request, never clamped to fit).
 SITE = ("--default-timeout", "600", "--slurm-config")
+GPU_TIMEOUT = ("--gpus", "0", "--timeout-seconds", "5")
 
 
 def test_an_evaluation_through_the_bridge_on_slurm(tmp_path: Path, slurm_toml: Path) -> None:
@@ -104,3 +106,48 @@ def test_teardown_cancels_an_evaluation_in_slurm(tmp_path: Path, slurm_toml: Pat
     job = result["remote_job_id"]
     states = slurm("squeue", "-h", "--states=all", "-j", job, "-o", "%T", check=False)
     assert not set(states.split()) & UNFINISHED  # Slurm shows it ended: nothing runs
+
+
+def test_timeouts_end_at_the_second_not_at_the_minute(tmp_path: Path, slurm_toml: Path) -> None:
+    """A 75 s evaluation timeout on a command that sleeps 120 s: the job's time limit is whole
+    minutes (2), vibesys cancels it at 75 s, and the result is TIMEOUT. Meanwhile a GPU command
+    of the same session with `vibesys-gpu --timeout-seconds 5` ends at 5 s, exit 124."""
+    session = start_session(tmp_path, *SITE, str(slurm_toml))
+    doc = session.document
+    try:
+        began = time.monotonic()
+        helper = session.helper("--timeout", "75", "--", "sleep", "120")
+        gpu_began = time.monotonic()
+        gpu = subprocess.run(
+            [
+                sys.executable,
+                gpu_client.__file__,
+                "--gpus",
+                "0",
+                "--timeout-seconds",
+                "5",
+                "--",
+                "sleep",
+                "60",
+            ],
+            env={**os.environ, **doc["environment"]},
+            cwd=doc["workspace"],
+            capture_output=True,
+            text=True,
+            timeout=BUDGET,
+            check=False,
+        )
+        gpu_took = time.monotonic() - gpu_began
+        assert gpu.returncode == 124, gpu.stderr
+        assert "[vibesys-gpu] TIMEOUT" in gpu.stderr and 5 <= gpu_took < 20, gpu_took
+        out, err = helper.communicate(timeout=150)
+        took = time.monotonic() - began
+        result = result_line(out)
+        assert (helper.returncode, result["status"]) == (124, "TIMEOUT"), err
+        assert 75 <= took < 90, took  # at the second: not at 120 s, nor at the 2-minute limit
+        job = result["remote_job_id"]
+        limit = slurm("sacct", "-X", "-n", "-P", "-j", job, "-o", "Timelimit", check=False)
+        assert limit.split()[:1] == ["00:02:00"]
+    finally:
+        status, err = session.stop()
+    assert status == 0, err

@@ -30,6 +30,9 @@ from vibesys.states import JobState
 
 #: how often an invocation waiting in its campaign's queue looks whether its turn has come
 QUEUE_PAUSE_SECONDS: Final = 1.0
+#: how often a waiting driver carries on the invocation ahead of it that nobody drives (its
+#: status is asked each time: a scheduler's poll budget, not every pause)
+CARRY_AHEAD_SECONDS: Final = 5.0
 
 
 class StopFlag:
@@ -99,6 +102,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     inv = invocation
     last_seen: Seen | None = None
     told: str | None = None
+    carry_after = 0.0
     try:
         while True:
             if not watch.renew(inv):
@@ -131,8 +135,12 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
             if options.status is not None:
                 options.status.show(inv, last_seen)
             waiting = engine.waiting.get(inv.id)
-            if waiting is not None and waiting != told and options.on_wait is not None:
-                options.on_wait(waiting)
+            if waiting is not None:
+                if waiting != told and options.on_wait is not None:
+                    options.on_wait(waiting)
+                if time.monotonic() >= carry_after:
+                    carry_on_ahead(engine, inv)
+                    carry_after = time.monotonic() + CARRY_AHEAD_SECONDS
             told = waiting
             _rest(engine, inv, stop, _pause(engine, inv))
     finally:
@@ -150,6 +158,27 @@ def _release_if_asked(engine: Engine, inv: Invocation) -> None:
     except Exception as exc:
         reason = error_facts(exc).reason
         engine.note(inv, f"run --down: the cluster was not released ({reason}); reconcile will")
+
+
+def carry_on_ahead(engine: Engine, inv: Invocation) -> None:
+    """One step of the first invocation ahead of `inv` in its campaign's queue, when no live
+    process drives it (a detached run, a driver that died): the queue never waits on nobody.
+    Nothing is decided for it that its own driver would not decide (the planner's step, as a
+    reconcile takes); one whose client must go with its driver is left to reconcile."""
+    place = engine.journal.queue_place(inv.id)
+    if place is None or not place.ahead:
+        return
+    head = engine.journal.get(place.ahead[0])
+    if head.lease_owner == engine.owner or head.settings.cancel_when_orphaned:
+        return  # this process drives it already (another thread), or it is not ours to carry
+    if not engine.journal.acquire_lease(head.id, engine.owner, engine.lease_ttl):
+        return
+    try:
+        engine.advance(head)
+    except BackendError as exc:
+        engine.note(head, f"carrying it on failed: {error_facts(exc).reason}")
+    finally:
+        engine.journal.release_lease(head.id, engine.owner)
 
 
 class _Watch:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from vibesys.engine.plan import Commit, Hold, PlanContext, Redo, needs_observation, plan
 from vibesys.engine.retry import RetryPolicy
 from vibesys.engine.seen import Seen, Sight
+from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.records import Invocation
 from vibesys.states import FailureClass, JobState, decide
 
@@ -75,8 +76,12 @@ def _invocation(state: JobState, **facts: object) -> Invocation:
     return replace(base, **facts)  # type: ignore[arg-type]
 
 
+#: A PREPARED invocation with others of its campaign ahead of it in the queue.
+WAITING = "PREPARED, others of its campaign ahead"
+
 SITUATIONS: tuple[tuple[str, Invocation], ...] = (
     ("PREPARED", _invocation(JobState.PREPARED, attempt=0)),
+    (WAITING, _invocation(JobState.PREPARED, attempt=0)),
     ("SUBMITTING, intent only (nothing sent)", _invocation(JobState.SUBMITTING)),
     ("SUBMITTING, dispatched, no job id", _invocation(JobState.SUBMITTING, dispatched=True)),
     ("RUNNING", _invocation(JobState.RUNNING, dispatched=True, job_id="42")),
@@ -107,9 +112,11 @@ SITUATIONS: tuple[tuple[str, Invocation], ...] = (
 
 
 def rows(*, cancel_requested: bool = False) -> Iterator[Row]:
-    ctx = PlanContext(NOW, RetryPolicy(), PATIENCE)
+    plain = PlanContext(NOW, RetryPolicy(), PATIENCE)
+    queued = replace(plain, queue=QueuePlace("campaign-1", ("earlier",)))
     for label, inv in SITUATIONS:
         inv = replace(inv, cancel_requested=cancel_requested)
+        ctx = queued if label == WAITING else plain
         if not needs_observation(inv):
             yield Row(label, "(not needed)", describe(inv, plan(inv, None, ctx)))
             continue
