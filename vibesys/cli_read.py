@@ -83,6 +83,21 @@ def journal_show(journal: Path | None, invocation: str, as_json: bool, out: Echo
             out(show(inv, attempts, history, store.artifacts(inv.id), leases))
 
 
+def list_json(store: Journal, invs: list[Invocation]) -> dict[str, Any]:
+    """`journal list --json`: one object (as every `--json`), the invocations under a key, with
+    how many there are in all and in each state."""
+    from vibesys.states.job_state import JobState
+
+    counts = dict.fromkeys(map(str, JobState), 0)
+    for inv in invs:
+        counts[str(inv.state)] += 1
+    return {
+        "invocations": [i.to_json(store.attempts(i.id), []) for i in invs],
+        "count": len(invs),
+        "counts": counts,
+    }
+
+
 def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Echo = echo) -> None:
     from vibesys.render import table
     from vibesys.states.job_state import JobState
@@ -93,7 +108,7 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
         store = open_readonly(journal)
         invs = store.list_invocations(JobState(state.upper()) if state else None)
         if as_json:
-            out(json.dumps([i.to_json(store.attempts(i.id), []) for i in invs]))
+            out(json.dumps(list_json(store, invs)))
             return
         out(
             table(

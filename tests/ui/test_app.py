@@ -120,10 +120,12 @@ def test_the_api_is_what_journal_show_json_prints(
         assert get(client, f"/api/invocations/{invocation}").json() == json.loads(printed[0])
     printed = []
     cli_read.journal_list(path, None, True, out=printed.append)
-    listed = get(client, "/api/invocations").json()["invocations"]
-    assert sorted(listed, key=lambda i: i["id"]) == sorted(
-        json.loads(printed[0]), key=lambda i: i["id"]
+    api = get(client, "/api/invocations").json()
+    cli = json.loads(printed[0])
+    assert sorted(api["invocations"], key=lambda i: i["id"]) == sorted(
+        cli["invocations"], key=lambda i: i["id"]
     )
+    assert (api["counts"], api["total"]) == (cli["counts"], cli["count"])
 
 
 def test_one_invocations_page(client: TestClient, journal_ids: tuple[Path, Ids]) -> None:
@@ -175,7 +177,9 @@ def test_details_logs_states_clusters_broker(
     states = get(client, "/api/states").json()
     assert {"from": "RUNNING", "to": "COLLECTING", "triggers": ["Finished"]} in states["edges"]
     assert states["from_any_state"] == [{"trigger": "Cancelled", "to": "DONE"}]
-    leases = get(client, "/api/clusters").json()
+    clusters = get(client, "/api/clusters").json()
+    leases = clusters["clusters"]
+    assert clusters["count"] == len(leases)
     assert leases[0]["name"] == "vibesys-campaign-7-1a2b3c4d"
     assert leases[0]["uses"] == [{"invocation": ids.sky, "attempt": 1}]
     assert "campaign-7" in get(client, "/clusters").text

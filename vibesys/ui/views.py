@@ -131,12 +131,13 @@ def clusters_view(journal: Journal) -> ClustersView:
     return ClustersView(leases, active, done)
 
 
-def clusters_json(view: ClustersView) -> list[dict[str, Any]]:
-    """`vibesys clusters --json`'s objects, each with the attempts that ran on it."""
-    return [
+def clusters_json(view: ClustersView) -> dict[str, Any]:
+    """What `vibesys clusters --json` prints, each lease with the attempts that ran on it."""
+    leases = [
         {**lease.to_json(), "uses": [{"invocation": i, "attempt": a} for i, a in uses]}
         for lease, uses in view.leases
     ]
+    return {"clusters": leases, "count": len(leases)}
 
 
 def broker_json(journal: Journal, view: ClustersView) -> dict[str, Any]:
