@@ -99,8 +99,16 @@ Exit statuses of `vibesys run` and `vibesys wait`:
 `vibesys run --adapter NAME --help` shows the options of one adapter; an option the chosen
 adapter does not take is refused, naming the adapter.
 
-`vibesys reconcile` exits 0 when no invocation is left UNRESOLVED and 4 otherwise;
+`vibesys reconcile` exits 0 when no invocation is left UNRESOLVED, 4 when one is (or a row
+failed), and 69 when one is left waiting out its scheduler's outage;
 `vibesys journal verify` exits 1 and names the first bad row when a history does not replay.
+
+Every `--json` prints exactly one JSON object, never a bare list: a list is under a named key,
+beside its counts. `journal list --json`: `{"invocations": [...], "count", "counts": {STATE:
+n}}`; `reconcile --json`: `{"reconciled": [rows], "unresolved": [ids], "failed", "waiting",
+"exit_status"}` (`failed` and `waiting` count rows; `exit_status` is the status it exits
+with); `clusters --json`: `{"clusters": [...], "count"}`. The other commands' objects are one
+record each (see [journal.md](journal.md#--json) and [bridge.md](bridge.md#jobresult)).
 
 `vibesys run` runs in the process its caller started: the job has the caller's own namespaces,
 cgroup, capabilities, limits, CPU affinity and signal dispositions (see

@@ -18,7 +18,7 @@ from tests.hang_guard import readline_within
 
 def last_id(cwd: Path) -> str:
     out = cli("journal", "list", "--json", cwd=cwd)
-    return str(json.loads(out.stdout)[-1]["id"])
+    return str(json.loads(out.stdout)["invocations"][-1]["id"])
 
 
 @pytest.mark.parametrize(
@@ -168,10 +168,14 @@ def test_journal_list_filters_and_verify(tmp_path: Path) -> None:
     cli("run", "--", "true", cwd=tmp_path)
     cli("run", "--", "false", cwd=tmp_path)
     listed = json.loads(cli("journal", "list", "--state", "done", "--json", cwd=tmp_path).stdout)
-    assert sorted(i["exit_code"] for i in listed) == [0, 1]
-    assert (
-        cli("journal", "list", "--state", "running", "--json", cwd=tmp_path).stdout.strip() == "[]"
-    )
+    assert sorted(i["exit_code"] for i in listed["invocations"]) == [0, 1]
+    assert listed["count"] == 2 and listed["counts"]["DONE"] == 2
+    running = cli("journal", "list", "--state", "running", "--json", cwd=tmp_path).stdout
+    assert json.loads(running) == {
+        "invocations": [],
+        "count": 0,
+        "counts": dict.fromkeys(listed["counts"], 0),
+    }
     verified = cli("journal", "verify", cwd=tmp_path)
     assert verified.returncode == 0 and "2 invocations" in verified.stdout
 
@@ -243,7 +247,8 @@ def test_unknown_and_ambiguous_invocation(tmp_path: Path) -> None:
     for _ in range(20):
         cli("run", "--", "true", cwd=tmp_path)
     assert_clean_failure(cli("journal", "show", "zzzz", cwd=tmp_path), "unknown invocation")
-    ids = [i["id"] for i in json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)]
+    listed = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)
+    ids = [i["id"] for i in listed["invocations"]]
     firsts = [i[0] for i in ids]
     shared = next(c for c in firsts if firsts.count(c) > 1)
     assert_clean_failure(cli("journal", "show", shared, cwd=tmp_path), "ambiguous")

@@ -4,6 +4,7 @@ never a traceback."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -19,8 +20,9 @@ def test_logs_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
         "run", "--", sys.executable, "-c", "print('x' * 4_000_000)", cwd=tmp_path, timeout=120
     )
     assert ran.returncode == 0
-    [row] = vibesys_cli("journal", "list", "--json", cwd=tmp_path).stdout.splitlines()
-    invocation = row.split('"id": "')[1].split('"')[0]
+    [line] = vibesys_cli("journal", "list", "--json", cwd=tmp_path).stdout.splitlines()
+    [row] = json.loads(line)["invocations"]
+    invocation = row["id"]
     reader = subprocess.Popen(
         [sys.executable, "-m", "vibesys", "logs", invocation],
         cwd=tmp_path,

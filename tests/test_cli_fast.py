@@ -29,7 +29,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     done = vibesys_cli("run", "--name", "fast", "--", "sh", "-c", "echo out; echo err >&2", cwd=cwd)
     assert done.returncode == 0, done.stderr
     listed = json.loads(vibesys_cli("journal", "list", "--json", cwd=cwd).stdout)
-    return cwd, listed[0]["id"]
+    return cwd, listed["invocations"][0]["id"]
 
 
 def argvs(invocation: str) -> list[list[str]]:

@@ -34,7 +34,7 @@ def shell(script: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedPr
 def listed(cwd: Path) -> list[dict[str, object]]:
     out = cli("journal", "list", "--json", cwd=cwd)
     assert out.returncode == 0, out.stderr
-    return list(json.loads(out.stdout))
+    return list(json.loads(out.stdout)["invocations"])
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:

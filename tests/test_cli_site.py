@@ -161,7 +161,7 @@ def test_a_done_invocation_is_not_carried_on_any_more(tmp_path: Path) -> None:
 def test_an_invocation_without_a_site_says_so(tmp_path: Path) -> None:
     ran = cli(tmp_path, "run", "--", "true")
     assert ran.returncode == 0, ran.stderr
-    inv = json.loads(cli(tmp_path, "journal", "list", "--json").stdout)[0]["id"]
+    inv = json.loads(cli(tmp_path, "journal", "list", "--json").stdout)["invocations"][0]["id"]
     done = cli(tmp_path, "journal", "config", inv)
     assert done.returncode == 2 and "has no recorded site configuration" in done.stderr
 

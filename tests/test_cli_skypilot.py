@@ -87,7 +87,7 @@ def test_a_campaign_from_the_command_line(fake: FakeSky, tmp_path: Path) -> None
     assert shown["attempts"][0]["provenance"]["allocation_job_id"] == "200"
 
     listed = vibesys_cli("clusters", "--json", cwd=tmp_path)
-    [lease] = json.loads(listed.stdout)
+    [lease] = json.loads(listed.stdout)["clusters"]
     assert (lease["name"], lease["state"]) == (cluster["name"], "up")
     text = vibesys_cli("journal", "show", shown["id"], cwd=tmp_path).stdout
     assert f"cluster {lease['name']}  lease {lease['id']}  up  allocation 200" in text

@@ -69,7 +69,7 @@ class Scene:
         return self.process.returncode, err
 
     def invocation(self) -> str:
-        [row] = json.loads(self.cli("journal", "list", "--json").stdout)
+        [row] = json.loads(self.cli("journal", "list", "--json").stdout)["invocations"]
         return str(row["id"])
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -88,7 +88,7 @@ def settled_once(scene: Scene) -> None:
     """After the way out: reconcile finds the job ended, the invocation is DONE, it ran once."""
     done = scene.cli("reconcile")
     assert done.returncode == 0, done.stdout + done.stderr
-    [row] = json.loads(scene.cli("journal", "list", "--json").stdout)
+    [row] = json.loads(scene.cli("journal", "list", "--json").stdout)["invocations"]
     assert (row["state"], row["outcome"], row["exit_code"]) == ("DONE", "COMPLETED", 0)
     assert scene.count.read_text() == "ran\n", "the job ran exactly once"
     assert scene.cli("journal", "verify").returncode == 0

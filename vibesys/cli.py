@@ -37,7 +37,6 @@ app.add_typer(broker_app, name="broker")
 app.add_typer(session_app, name="session")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-JsonListOption = Annotated[bool, typer.Option("--json", help="Print one JSON list.")]
 
 
 @contextmanager
@@ -88,20 +87,32 @@ def snapshot(
 
 
 @app.command("reconcile")
-def reconcile_command(journal: JournalOption = None, as_json: JsonListOption = False) -> None:
+def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False) -> None:
     """Reattach, collect, fence, retry or mark UNRESOLVED every unfinished invocation.
 
     Exit 0; 4 when one is UNRESOLVED (or a row failed); 69 when one is left as it is only
     because its scheduler is unreachable within the unreachable timeout recorded with it (its
-    row says until when): run it again later."""
+    row says until when): run it again later. --json: {"reconciled": \\[rows],
+    "unresolved": \\[ids], "failed", "waiting" (how many rows), "exit_status"}."""
     with clean_errors():
         from vibesys.engine import reconcile
         from vibesys.render import reconcile_status, table
 
         store = open_store(journal)
         rows = reconcile(make_engine(store))
+        unresolved = [inv.id for inv in store.active() if inv.state == "UNRESOLVED"]
+        failed = sum(r.failed for r in rows)
+        waiting = sum(r.waiting for r in rows)
+        status = reconcile_status(bool(unresolved or failed), bool(waiting))
         if as_json:
-            typer.echo(json.dumps([r.to_json() for r in rows], indent=2))
+            shown = {
+                "reconciled": [r.to_json() for r in rows],
+                "unresolved": unresolved,
+                "failed": failed,
+                "waiting": waiting,
+                "exit_status": status,
+            }
+            typer.echo(json.dumps(shown, indent=2))
         elif rows:
             headers = ("INVOCATION", "BEFORE", "AFTER", "EVIDENCE")
             typer.echo(
@@ -109,9 +120,7 @@ def reconcile_command(journal: JournalOption = None, as_json: JsonListOption = F
             )
         else:
             typer.echo("nothing to reconcile")
-        unresolved = any(inv.state == "UNRESOLVED" for inv in store.active())
-        failed = unresolved or any(r.failed for r in rows)
-        raise typer.Exit(reconcile_status(failed, any(r.waiting for r in rows)))
+        raise typer.Exit(status)
 
 
 @journal_app.command("show")
@@ -129,9 +138,12 @@ def journal_show(
 def journal_list(
     journal: JournalOption = None,
     state: Annotated[str | None, typer.Option(help="Only invocations in this state.")] = None,
-    as_json: JsonListOption = False,
+    as_json: JsonOption = False,
 ) -> None:
-    """One line per invocation."""
+    """One line per invocation.
+
+    --json: {"invocations": \\[...], "count", "counts" (per state)}, each invocation as
+    `journal show --json` prints it, its `history` null."""
     with _read_command():
         cli_read.journal_list(journal, state, as_json)
 

@@ -21,12 +21,13 @@ clusters_app = typer.Typer(
 def clusters(
     ctx: typer.Context,
     journal: JournalOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     live: Annotated[
         bool, typer.Option("--live", help="Only leases that may hold an allocation.")
     ] = False,
 ) -> None:
-    """List every cluster lease: name, state, allocation, profile, campaign."""
+    """List every cluster lease: name, state, allocation, profile, campaign. --json:
+    {"clusters": [leases], "count"}."""
     ctx.obj = journal
     if ctx.invoked_subcommand is not None:
         return
@@ -39,7 +40,8 @@ def clusters(
         store = open_store(journal, readonly=True)
         leases = store.cluster_leases(LIVE_LEASE_STATES if live else None)
         if as_json:
-            typer.echo(json.dumps([lease.to_json() for lease in leases], indent=2))
+            shown = {"clusters": [lease.to_json() for lease in leases], "count": len(leases)}
+            typer.echo(json.dumps(shown, indent=2))
         else:
             typer.echo(clusters_table(leases))
 

@@ -89,7 +89,8 @@ def journal_show(journal: Path | None, invocation: str, as_json: bool, out: Echo
                 out(f"waiting  {place.describe()}")
 
 
-def _listed(inv: Invocation, store: Journal, place: QueuePlace | None) -> dict[str, Any]:
+def listed(inv: Invocation, store: Journal, place: QueuePlace | None) -> dict[str, Any]:
+    """One invocation as `journal list --json` (and the web view's API) shows it."""
     shown = inv.to_json(store.attempts(inv.id), [])
     shown["waiting"] = None if place is None else _place_json(place)
     return shown
@@ -104,6 +105,24 @@ def _state_cell(state: str, place: QueuePlace | None) -> str:
     return state if place is None else f"WAITING ({place.position} ahead)"
 
 
+def list_json(
+    store: Journal, invs: list[Invocation], waiting: dict[str, QueuePlace]
+) -> dict[str, Any]:
+    """`journal list --json`: one object (as every `--json`), the invocations under a key (each
+    with its place in its campaign's queue while it waits), with how many there are in all
+    and in each state."""
+    from vibesys.states.job_state import JobState
+
+    counts = dict.fromkeys(map(str, JobState), 0)
+    for inv in invs:
+        counts[str(inv.state)] += 1
+    return {
+        "invocations": [listed(i, store, waiting.get(i.id)) for i in invs],
+        "count": len(invs),
+        "counts": counts,
+    }
+
+
 def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Echo = echo) -> None:
     from vibesys.render import table
     from vibesys.states.job_state import JobState
@@ -115,7 +134,7 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
         invs = store.list_invocations(JobState(state.upper()) if state else None)
         waiting = store.waiting()
         if as_json:
-            out(json.dumps([_listed(i, store, waiting.get(i.id)) for i in invs]))
+            out(json.dumps(list_json(store, invs, waiting)))
             return
         out(
             table(

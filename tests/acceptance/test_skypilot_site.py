@@ -70,12 +70,11 @@ def test_campaign_on_a_real_site(tmp_path: Path) -> None:
         assert [a["failure_class"] for a in attempts] == ["ALLOCATION_EXPIRED", "COMPLETED"]
         assert attempts[1]["provenance"]["allocation_job_id"] != allocations[0]
     finally:
-        leases = json.loads(_vibesys(tmp_path, "clusters", "--json", "--live").stdout or "[]")
-        for lease in leases:
+        live = _vibesys(tmp_path, "clusters", "--json", "--live").stdout
+        for lease in json.loads(live or '{"clusters": []}')["clusters"]:
             _vibesys(tmp_path, "clusters", "release", str(lease["id"]))
-    states = [
-        lease["state"] for lease in json.loads(_vibesys(tmp_path, "clusters", "--json").stdout)
-    ]
+    leases = json.loads(_vibesys(tmp_path, "clusters", "--json").stdout)["clusters"]
+    states = [lease["state"] for lease in leases]
     assert states == ["lost", "released"]
 
 

@@ -33,6 +33,10 @@ RUN_FAILPOINTS = [
 ]
 
 
+#: What to read when `journal list` printed nothing (a journal killed before its schema).
+NONE_LISTED = '{"invocations": []}'
+
+
 def job_script(counter: Path, code: int, pause: float = 0.0) -> str:
     return f"echo ran >> {counter}; sleep {pause}; echo out; exit {code}"
 
@@ -41,7 +45,8 @@ def finish(cwd: Path) -> dict[str, object]:
     """Reconcile, then wait for whatever reconcile reattached; return the invocation."""
     reconciled = cli("reconcile", "--json", cwd=cwd)
     assert reconciled.returncode in (0, 4), reconciled.stderr
-    listed = json.loads(cli("journal", "list", "--json", cwd=cwd).stdout)
+    assert json.loads(reconciled.stdout)["exit_status"] == reconciled.returncode
+    listed = json.loads(cli("journal", "list", "--json", cwd=cwd).stdout)["invocations"]
     assert len(listed) == 1, "the invocation must not be lost"
     inv_id = str(listed[0]["id"])
     waited = cli("wait", inv_id, cwd=cwd)
@@ -113,7 +118,9 @@ def test_random_sigkill_then_reconcile(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
         listed = (
-            json.loads(cli("journal", "list", "--json", cwd=cwd).stdout or "[]")
+            json.loads(cli("journal", "list", "--json", cwd=cwd).stdout or NONE_LISTED)[
+                "invocations"
+            ]
             if (cwd / ".vibesys" / "journal.db").exists()
             else []
         )

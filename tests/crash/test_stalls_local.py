@@ -29,7 +29,7 @@ def show(cwd: Path, inv_id: str, journal: Path | None = None) -> dict[str, objec
 
 
 def only_id(cwd: Path) -> str:
-    listed = json.loads(cli("journal", "list", "--json", cwd=cwd).stdout)
+    listed = json.loads(cli("journal", "list", "--json", cwd=cwd).stdout)["invocations"]
     assert len(listed) == 1
     return str(listed[0]["id"])
 
@@ -108,7 +108,7 @@ def test_an_attempt_submitted_by_reconcile_runs_in_the_recorded_context(tmp_path
     assert reconciled.returncode == 0, reconciled.stderr
     listed = json.loads(
         cli("journal", "list", "--json", "--journal", str(journal), cwd=home).stdout
-    )
+    )["invocations"]
     waited = cli("wait", str(listed[0]["id"]), "--journal", str(journal), cwd=elsewhere)
     assert waited.returncode == 0, waited.stderr
     assert (home / "where").read_text() == f"{home}\nrecorded\n"
@@ -170,8 +170,11 @@ def test_following_is_not_owning(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 30
-    while not (tmp_path / ".vibesys" / "journal.db").exists() or not json.loads(
-        cli("journal", "list", "--json", cwd=tmp_path).stdout or "[]"
+    while (
+        not (tmp_path / ".vibesys" / "journal.db").exists()
+        or not json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout or '{"count": 0}')[
+            "count"
+        ]
     ):
         assert time.monotonic() < deadline
         time.sleep(0.05)

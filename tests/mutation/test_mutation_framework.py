@@ -39,6 +39,14 @@ def test_the_contract_modules_are_covered() -> None:
     assert {"exit-infra-75-to-1", "exit-unresolved-4-to-0", "cas-ignores-version"} <= set(BY_NAME)
 
 
+def test_the_docs_state_no_stale_count_of_mutants() -> None:
+    # The list grows one line at a time: a count written out in prose goes stale unnoticed.
+    for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+        text = doc.read_text(encoding="utf-8")
+        for count in re.findall(r"(\d+)\s+(?:seeded\s+|named\s+)?mutants", text):
+            assert int(count) == len(MUTANTS), f"{doc.name} says {count} mutants"
+
+
 def test_a_scratch_copy_is_mutated_and_imports_itself(tmp_path: Path) -> None:
     mutant = BY_NAME["exit-infra-75-to-1"]
     copy = scratch_copy(tmp_path, mutant)

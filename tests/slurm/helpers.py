@@ -134,7 +134,7 @@ def listed(cwd: Path) -> list[dict[str, Any]]:
     if out.returncode != 0 and "is an empty database" in out.stderr:
         return []  # `vibesys run` created the file and has not committed its schema yet
     assert out.returncode == 0, out.stderr
-    result: list[dict[str, Any]] = json.loads(out.stdout)
+    result: list[dict[str, Any]] = json.loads(out.stdout)["invocations"]
     return result
 
 

@@ -169,7 +169,7 @@ def journal_rows(broker: Broker) -> list[dict[str, object]]:
         timeout=BUDGET,
         check=True,
     )
-    rows: list[dict[str, object]] = json.loads(done.stdout)
+    rows: list[dict[str, object]] = json.loads(done.stdout)["invocations"]
     return rows
 
 

@@ -45,7 +45,9 @@ def detached(cwd: Path, config: Path, *options: str, command: str) -> str:
 def reconciled(cwd: Path) -> tuple[int, dict[str, dict[str, Any]]]:
     done = cli("reconcile", "--json", cwd=cwd, timeout=120)
     assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, {row["invocation"]: row for row in json.loads(done.stdout)}
+    shown = json.loads(done.stdout)
+    assert shown["exit_status"] == done.returncode, shown
+    return done.returncode, {row["invocation"]: row for row in shown["reconciled"]}
 
 
 def test_reconcile_waits_out_an_outage_as_long_as_each_run_was_started_to(

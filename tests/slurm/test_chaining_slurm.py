@@ -70,7 +70,8 @@ def test_a_parent_that_fails_for_good_ends_its_child_dependency_failed(
 def test_after_needs_a_submitted_sbatch_invocation(tmp_path: Path, slurm_toml: Path) -> None:
     local = cli("run", "--", "true", cwd=tmp_path)
     assert local.returncode == 0
-    inv = cli("journal", "list", "--json", cwd=tmp_path).stdout.split('"id": "')[1].split('"')[0]
+    [listed] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)["invocations"]
+    inv = listed["id"]
     refused = cli(*run_args("sbatch", slurm_toml, "--after", inv), "true", cwd=tmp_path)
     assert refused.returncode == 2 and "not an sbatch invocation" in refused.stderr
     srun = cli(*run_args("srun", slurm_toml, "--after", inv), "true", cwd=tmp_path)

@@ -40,7 +40,9 @@ def reconcile_until_resolved(cwd: Path) -> list[dict[str, Any]]:
         result = cli("reconcile", "--json", cwd=cwd)
         assert result.returncode in (0, 4), result.stderr
         assert "Traceback" not in result.stderr
-        rounds += json.loads(result.stdout)
+        shown = json.loads(result.stdout)
+        assert shown["exit_status"] == result.returncode, shown
+        rounds += shown["reconciled"]
         if result.returncode == 0:
             return rounds
         assert time.monotonic() < deadline, f"still UNRESOLVED after reconciling: {rounds}"

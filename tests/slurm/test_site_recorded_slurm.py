@@ -47,7 +47,9 @@ def test_an_edited_then_deleted_slurm_toml_changes_nothing_for_a_running_job(
     config.write_text(text.replace('[slurm.transport]\nkind = "local"\n', BAD_TRANSPORT))
     reconciled = cli("reconcile", "--json", cwd=tmp_path)
     assert reconciled.returncode == 0, reconciled.stderr
-    [row] = json.loads(reconciled.stdout)
+    shown = json.loads(reconciled.stdout)
+    [row] = shown["reconciled"]
+    assert (shown["unresolved"], shown["failed"], shown["exit_status"]) == ([], 0, 0), shown
     assert row["after"] == "RUNNING" and "nowhere" not in row["evidence"], row
 
     # ... then deletes it. The job ends as it would have, collected with its artifact.
@@ -92,7 +94,7 @@ def test_a_trusted_evaluation_from_a_slurm_gpu_file(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == "gpus=0,1\n"
     assert done.stderr.count("deprecated") == 1 and "warning" in done.stderr
-    [inv] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)
+    [inv] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)["invocations"]
     stage = tmp_path / ".cache" / "vibesys" / "slurm-gpu-stage"
     script = (stage / inv["id"] / "1" / "job.sbatch").read_text()
     for line in ("--gres=gpu:2", "--time=7", "--partition=priority,main"):

@@ -166,7 +166,7 @@ class Campaign:
     def leases(self) -> list[dict[str, Any]]:
         listed = self.vibesys("clusters", "--json")
         assert listed.returncode == 0, listed.stderr
-        found: list[dict[str, Any]] = json.loads(listed.stdout)
+        found: list[dict[str, Any]] = json.loads(listed.stdout)["clusters"]
         return found
 
     def claimed(self, invocation: str, attempt: int) -> bool:
@@ -246,11 +246,12 @@ def test_a_campaign_through_vibesys_on_real_skypilot(live: Live, tmp_path: Path)
     crashed = c.run("--", "sh", "-c", "sleep 15; echo slept",
                     env={"VIBESYS_FAILPOINTS": "after_submit_effect"})  # fmt: skip
     assert crashed.returncode == 137, crashed.stderr
-    [row] = [i for i in json.loads(c.vibesys("journal", "list", "--json").stdout)
+    [row] = [i for i in json.loads(c.vibesys("journal", "list", "--json").stdout)["invocations"]
              if i["state"] != "DONE"]  # fmt: skip
     assert row["state"] == "SUBMITTING"
     reconciled = c.vibesys("reconcile", "--json")
-    assert [r["after"] for r in json.loads(reconciled.stdout)] in (["RUNNING"], ["DONE"])
+    rows = json.loads(reconciled.stdout)["reconciled"]
+    assert [r["after"] for r in rows] in (["RUNNING"], ["DONE"])
     waited = c.vibesys("wait", row["id"])
     live.timed("crash, reconcile, wait", started)
     assert waited.returncode == 0, waited.stderr

@@ -189,7 +189,7 @@ def test_crash_while_logs_stream_then_reconcile(tmp_path: Path, ssh_toml: Path) 
         env={"VIBESYS_FAILPOINTS": "after_spool_append"},
     )
     assert crashed.returncode == 137
-    [listed] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)
+    [listed] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)["invocations"]
     inv = finish(tmp_path, listed["id"])
     assert (inv["state"], inv["exit_code"]) == ("DONE", 0)
     assert spooled(inv, "stdout") == remote_file(tmp_path, inv, "stdout")
@@ -207,7 +207,7 @@ def test_crash_while_artifacts_come_home_then_reconcile(tmp_path: Path, ssh_toml
         env={"VIBESYS_FAILPOINTS": "after_artifact_download"},
     )
     assert crashed.returncode == 137
-    [listed] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)
+    [listed] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)["invocations"]
     inv = finish(tmp_path, listed["id"])
     assert (inv["state"], inv["outcome"]) == ("DONE", "COMPLETED")
     assert [a["state"] for a in inv["artifacts"]] == ["acknowledged"] * 3
@@ -363,7 +363,7 @@ def test_a_collection_over_ssh_is_one_command_plus_the_downloads(
     gathered = [i for i, argv in enumerate(commands) if "vibesys-gather" in argv]
     assert len(gathered) == 1, commands
     assert [argv[0] for argv in commands[gathered[0] + 1 :]] == ["cat", "cat"], commands
-    [inv] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)
+    [inv] = json.loads(cli("journal", "list", "--json", cwd=tmp_path).stdout)["invocations"]
     artifacts = show(tmp_path, inv["id"])["artifacts"]
     assert sorted((a["path"], a["state"]) for a in artifacts) == [
         ("a.txt", "acknowledged"),

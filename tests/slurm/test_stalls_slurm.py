@@ -374,7 +374,7 @@ def test_a_deleted_candidate_is_misconfigured_and_reconcile_goes_on(
     shutil.rmtree(cand)
     reconciled = cli("reconcile", "--json", cwd=tmp_path, timeout=120)
     assert "Traceback" not in reconciled.stderr
-    rows = {row["invocation"]: row for row in json.loads(reconciled.stdout)}
+    rows = {row["invocation"]: row for row in json.loads(reconciled.stdout)["reconciled"]}
     invocations = {str(i["id"]): show(tmp_path, str(i["id"])) for i in listed(tmp_path)}
     with_candidate = [i for i in invocations.values() if i["request"].get("candidate")]
     plain = [i for i in invocations.values() if not i["request"].get("candidate")]

@@ -120,10 +120,12 @@ def test_the_api_is_what_journal_show_json_prints(
         assert get(client, f"/api/invocations/{invocation}").json() == json.loads(printed[0])
     printed = []
     cli_read.journal_list(path, None, True, out=printed.append)
-    listed = get(client, "/api/invocations").json()["invocations"]
-    assert sorted(listed, key=lambda i: i["id"]) == sorted(
-        json.loads(printed[0]), key=lambda i: i["id"]
+    api = get(client, "/api/invocations").json()
+    cli = json.loads(printed[0])
+    assert sorted(api["invocations"], key=lambda i: i["id"]) == sorted(
+        cli["invocations"], key=lambda i: i["id"]
     )
+    assert (api["counts"], api["total"]) == (cli["counts"], cli["count"])
 
 
 def test_one_invocations_page(client: TestClient, journal_ids: tuple[Path, Ids]) -> None:
@@ -175,7 +177,9 @@ def test_details_logs_states_clusters_broker(
     states = get(client, "/api/states").json()
     assert {"from": "RUNNING", "to": "COLLECTING", "triggers": ["Finished"]} in states["edges"]
     assert states["from_any_state"] == [{"trigger": "Cancelled", "to": "DONE"}]
-    leases = get(client, "/api/clusters").json()
+    clusters = get(client, "/api/clusters").json()
+    leases = clusters["clusters"]
+    assert clusters["count"] == len(leases)
     assert leases[0]["name"] == "vibesys-campaign-7-1a2b3c4d"
     assert leases[0]["uses"] == [{"invocation": ids.sky, "attempt": 1}]
     assert "campaign-7" in get(client, "/clusters").text
@@ -307,3 +311,47 @@ def test_a_failing_view_is_a_500_page_and_one_line(
     assert answer.status_code == 500 and "Internal error" in answer.text
     assert "Traceback" not in answer.text and "boom" not in answer.text
     assert capsys.readouterr().err == "vibesys ui: error: RuntimeError: boom\n"
+
+
+def test_a_campaigns_queue_is_shown_where_it_waits(journal_ids: tuple[Path, Ids]) -> None:
+    from vibesys.journal_schema import open_journal
+
+    path = journal_ids[0]
+    store = open_journal(path)
+    for name in ("queuehead000001", "queuewait000002"):
+        store.create_invocation(
+            invocation_id=name,
+            adapter="local",
+            command=["echo", name],
+            request={},
+            label=f"vibesys-eval accuracy {name}",
+            max_retries=0,
+            run_dir=f"/runs/{name}",
+            campaign="campaign-9",
+        )
+    store.close()
+    app = create_app(JournalReader(path), TOKEN, clock=lambda: NOW)
+    with TestClient(app, raise_server_exceptions=True) as client:
+        queue = get(client, "/api/queue").json()
+        assert queue == {
+            "waiting": [
+                {
+                    "invocation": "queuewait000002",
+                    "label": "vibesys-eval accuracy queuewait000002",
+                    "campaign": "campaign-9",
+                    "position": 1,
+                    "ahead": ["queuehead000001"],
+                }
+            ],
+            "count": 1,
+        }
+        page = get(client, "/").text
+        row = page[page.index('data-id="queuewait000002"') :].split("</tr>", 1)[0]
+        assert "(waiting: 1 ahead)" in row and "campaign-9" in row
+        head = page[page.index('data-id="queuehead000001"') :].split("</tr>", 1)[0]
+        assert "waiting:" not in head  # its turn: nothing ahead
+        clusters = get(client, "/clusters").text
+        table = clusters[clusters.index('id="queue"') :].split("</table>", 1)[0]
+        assert 'data-id="queuewait000002"' in table and "queuehead000001" in table
+        listed = get(client, "/api/invocations").json()["invocations"]
+        assert {row["id"] for row in listed} >= {"queuehead000001", "queuewait000002"}

@@ -252,6 +252,11 @@ def build(ui: Ui) -> Starlette:
         return JSONResponse(ui.reader.read(lambda j: views.broker_json(j, views.clusters_view(j))))
 
     @handled
+    def api_queue(request: Request) -> Response:
+        _params(request, [])
+        return JSONResponse(views.queue_json(ui.reader.read(views.clusters_view)))
+
+    @handled
     def list_stream(request: Request) -> Response:
         flt = ListFilter.parse(request.query_params.multi_items(), ui.clock())
         return _sse(events.list_events(ui, flt))
@@ -291,6 +296,7 @@ def build(ui: Ui) -> Starlette:
         Route("/api/states", api_states),
         Route("/api/clusters", api_clusters),
         Route("/api/broker", api_broker),
+        Route("/api/queue", api_queue),
         Route("/events/list", list_stream),
         Route("/events/inv/{inv}", invocation_stream),
         Route("/static/{name}", static),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, as_dict
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.store import Journal
@@ -190,6 +191,8 @@ class Row:
     campaign: str | None
     #: what the last status round saw of it, while it is not DONE (sight, the scheduler's reason)
     seen: dict[str, Any] = field(default_factory=dict)
+    #: its place in its campaign's queue, while it waits there (recorded, nothing sent)
+    waiting: QueuePlace | None = None
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,7 @@ def list_page(journal: Journal, flt: ListFilter) -> Page:
     if not newest_first:
         invs.reverse()
     seen = _seen(journal, [i.id for i in invs if i.state is not JobState.DONE])
-    rows = [Row(i, campaign_of(i), seen.get(i.id, {})) for i in invs]
+    rows = [Row(i, campaign_of(i), seen.get(i.id, {}), _waiting(journal, i)) for i in invs]
     counts, total = state_counts(journal, flt)
     newer = older = None
     if invs:
@@ -243,6 +246,13 @@ def list_page(journal: Journal, flt: ListFilter) -> Page:
         if (newest_first and more) or (not newest_first):
             older = invs[-1].id
     return Page(rows, counts, total, newer, older)
+
+
+def _waiting(journal: Journal, inv: Invocation) -> QueuePlace | None:
+    if inv.state is not JobState.PREPARED:
+        return None
+    place = journal.queue_place(inv.id)
+    return place if place is not None and place.ahead else None
 
 
 def state_counts(journal: Journal, flt: ListFilter) -> tuple[dict[str, int], int]:

@@ -5,14 +5,15 @@ timelines, log chunks)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from markupsafe import Markup
 
-from vibesys.cli_read import show_json
+from vibesys.cli_read import listed, show_json
 from vibesys.journal_schema import ArtifactRow, Attempt, ClusterLease, HistoryRow, Invocation
+from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.store import Journal
 from vibesys.states import JobState
 from vibesys.ui import diagram, logs, queries, timeline
@@ -110,7 +111,7 @@ def list_json(journal: Journal, page: Page) -> dict[str, Any]:
     """The page's invocations as `journal list --json` prints them, with the counts and the
     cursors of the pages around it."""
     return {
-        "invocations": [{**row.inv.to_json(journal.attempts(row.inv.id), [])} for row in page.rows],
+        "invocations": [listed(row.inv, journal, row.waiting) for row in page.rows],
         "counts": page.counts,
         "total": page.total,
         "newer": page.newer,
@@ -123,20 +124,39 @@ class ClustersView:
     leases: list[tuple[ClusterLease, list[tuple[str, int]]]]
     broker_active: list[Row]
     broker_done: list[Row]
+    #: the evaluations waiting in their campaign's queue (one at a time per campaign), in order
+    waiting: list[tuple[Invocation, QueuePlace]] = field(default_factory=list)
 
 
 def clusters_view(journal: Journal) -> ClustersView:
     leases = [(lease, journal.lease_users(lease.id)) for lease in journal.cluster_leases()]
     active, done = queries.broker_jobs(journal)
-    return ClustersView(leases, active, done)
+    waiting = [(journal.get(key), place) for key, place in journal.waiting().items()]
+    return ClustersView(leases, active, done, waiting)
 
 
-def clusters_json(view: ClustersView) -> list[dict[str, Any]]:
-    """`vibesys clusters --json`'s objects, each with the attempts that ran on it."""
-    return [
+def queue_json(view: ClustersView) -> dict[str, Any]:
+    """The campaigns' queues: who waits, in order, and for whom."""
+    waiting = [
+        {
+            "invocation": inv.id,
+            "label": inv.label,
+            "campaign": place.campaign,
+            "position": place.position,
+            "ahead": list(place.ahead),
+        }
+        for inv, place in view.waiting
+    ]
+    return {"waiting": waiting, "count": len(waiting)}
+
+
+def clusters_json(view: ClustersView) -> dict[str, Any]:
+    """What `vibesys clusters --json` prints, each lease with the attempts that ran on it."""
+    leases = [
         {**lease.to_json(), "uses": [{"invocation": i, "attempt": a} for i, a in uses]}
         for lease, uses in view.leases
     ]
+    return {"clusters": leases, "count": len(leases)}
 
 
 def broker_json(journal: Journal, view: ClustersView) -> dict[str, Any]:
