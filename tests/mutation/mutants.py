@@ -261,7 +261,7 @@ MUTANTS: list[Mutant] = [
     # -- JobResult and the evaluation bridge -----------------------------------------------------
     M("result-infra-class-lost", JOB_RESULT, "return infra.get(inv.failure_class, JobStatus.UNRESOLVED)", "return JobStatus.TRANSPORT_LOST", "an exhausted retry budget loses the failure class that spent it"),
     M("result-unresolved-guessed", JOB_RESULT, "    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):\n        return JobStatus.UNRESOLVED", "    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):\n        return JobStatus.COMPLETED", "an outcome that cannot be proven is reported as success"),
-    M("result-timeout-unseen", JOB_RESULT, "    if outcome == Outcome.CANCELLED and _timed_out(history):", "    if False:", "an evaluation its timeout ended reads as cancelled by someone"),
+    M("result-timeout-unseen", JOB_RESULT, "    if outcome == Outcome.CANCELLED and timed_out(history):", "    if False:", "an evaluation its timeout ended reads as cancelled by someone"),
     M("result-outcome-ignored", JOB_RESULT, "        return JobStatus(outcome)\n", "        return JobStatus.APPLICATION_FAILED\n", "a rejected or misconfigured evaluation is blamed on the candidate"),
     M("result-unresolved-exits-0", JOB_RESULT, "    JobStatus.UNRESOLVED: 4,", "    JobStatus.UNRESOLVED: 0,", "vibesys-eval exits as success when the outcome cannot be proven"),
     M("bridge-forbidden-named-unknown", BRIDGE_PROTOCOL, "        if name in FORBIDDEN_FIELDS:\n", "        if False:\n", "a request naming a partition is refused without the reason (only as an unknown field)"),
