@@ -6,14 +6,16 @@ HOME, uv, python3.10, SSL_CERT_FILE; every changed file of the account backed up
 own API server, and afterwards undoes it all (teardown) and checks that no SkyPilot process and
 no Slurm job of its clusters is left and that the account's files are as they were.
 
-One campaign, one cluster lease at a time: launch, two evaluations on one allocation (exit 0,
-and exit 3 with the true code recorded; both in a candidate holding .env, id_rsa, .git/,
-__pycache__/ and 200 MB of weights, of which only the snapshot reaches the cluster, uploaded
-once and verified where the job runs), a crash of `vibesys run` right after its exec then
-reconcile (found by name, no second exec), a lost allocation (scancel of the holding job) then
-recovery on a new allocation, cancel (the cluster stays), release. Budget (measured, 2 CPUs):
-10 to 15 minutes with the SkyPilot venv installed (scripts/test installs it first), the longer
-on a node busy with other tests.
+One campaign, driven as an agent drives it: `vibesys session serve --profile` on the trusted
+side, `vibesys-eval` in the agent's place. The first evaluation launches the campaign's cluster
+(exit 0, an artifact brought home, a candidate holding .env, id_rsa, .git/, __pycache__/ and
+200 MB of weights of which only the snapshot reaches the cluster); the agent edits the
+candidate, uncommitted, and the second runs the edit on the same allocation (exit 3, the true
+code recorded); the allocation is killed (scancel of its holding job) and the third runs on a
+new one; teardown keeps the cluster. Then, on the same journal, `vibesys run` crashed right
+after its exec and reconciled (found by name, no second exec), a cancel (the cluster stays),
+and the release; nothing is left. Budget (measured, 2 CPUs): 10 to 15 minutes with the
+SkyPilot venv installed (scripts/test installs it first), the longer on a busy node.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from tests.bridge.session_helpers import Session, result_line, start_session
 from tests.conftest import vibesys_cli
 from vibesys.adapters.skypilot import SkyEnvironment
 from vibesys.adapters.skypilot.boundary import SkyCli
@@ -43,7 +46,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LIVE = ROOT / "scripts" / "skypilot-live"
 SKY_ENV = ROOT / "scripts" / "skypilot-env"
 ACCOUNT_FILES = (".bashrc", ".ssh", ".sky", ".sky_ssh_rc", ".sky_clusters", ".sky_provision")
-CAMPAIGN = "live-e2e"
+#: the session's run id (tests/bridge/session_helpers.py), which `vibesys run` names too
+CAMPAIGN = "campaign-1"
 
 
 def _run(*argv: str, env: dict[str, str] | None = None, timeout: float = 600) -> str:
@@ -150,6 +154,14 @@ class Campaign:
         return vibesys_cli(*args, cwd=self.cwd, env={**self.live.env, **(env or {})},
                            timeout=timeout)  # fmt: skip
 
+    def evaluate(self, session: Session, *args: str) -> tuple[int, str, str, dict[str, Any]]:
+        """One `vibesys-eval` of the session, as the agent's helper runs it: its status, its
+        stdout (the job's, then the result's line), its stderr, and the JobResult."""
+        helper = session.helper(*args)
+        out, err = helper.communicate(timeout=900)
+        result = result_line(out)
+        return helper.returncode, out.rsplit("\n", 2)[0], err, result
+
     def run(
         self, *args: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
@@ -196,52 +208,88 @@ def test_status_of_an_empty_state(live: Live) -> None:
     assert ops.queue(f"vibesys-{CAMPAIGN}-nosuch") is None
 
 
-def test_a_campaign_through_vibesys_on_real_skypilot(live: Live, tmp_path: Path) -> None:
+def test_a_campaign_through_the_bridge_on_real_skypilot(live: Live, tmp_path: Path) -> None:
     c = Campaign(live, tmp_path)
 
-    # 1. The first evaluation launches the campaign's cluster: exit 0, with an artifact. Its
-    # candidate holds secrets, VCS metadata, a cache and 200 MB of weights: only the snapshot
-    # reaches the cluster, staged once, and the job runs in a copy verified there.
-    candidate = _candidate(tmp_path)
+    # The trusted host side starts the campaign's session; the agent's helper only names what
+    # to run. The candidate (the session's workspace) holds secrets, VCS metadata, a cache and
+    # 200 MB of weights: only the snapshot reaches the cluster, verified where the job runs.
+    candidate = _candidate(tmp_path / "ws")
     started = time.monotonic()
-    ok = c.run("--json", "--candidate", str(candidate), "--artifact", "result.txt", "--",
-               "sh", "-c", "echo hello; find . -type f | sort; cat .vibesys-snapshot;"
-               " echo out > result.txt")  # fmt: skip
-    live.timed("first evaluation (launch + exec)", started)
-    assert ok.returncode == 0, ok.stderr
-    first = json.loads(ok.stdout)
-    assert "hello" in ok.stderr  # --json: the job's output goes to stderr
-    digest = first["snapshot_digest"]
-    assert f"./.vibesys-snapshot\n./src/main.py\n{digest}\n" in ok.stderr  # verified there
-    assert f"snapshot {digest} uploaded" in _submitted(first)
-    assert _leaked(live.state / "remote") == []
-    [lease] = c.leases()
-    assert (lease["state"], lease["profile"], lease["campaign"]) == ("up", "local", CAMPAIGN)
-    allocation = lease["allocation_job"]
-    assert _slurm_jobs(lease["name"]) == [allocation]
-    ran = first["attempts"][0]["provenance"]
-    assert (ran["allocation_job_id"], ran["cluster"], ran["profile"]) == (
-        allocation, lease["name"], "local",
-    )  # fmt: skip
-    assert first["attempts"][0]["job_id"] == f"{ran['sky_job_id']}@{allocation}"
-    assert [(a["path"], a["state"]) for a in first["artifacts"]] == [("result.txt", "acknowledged")]
+    session = start_session(
+        tmp_path,
+        "--profile",
+        "local",
+        "--clusters-config",
+        str(c.config),
+        "--default-timeout",
+        "900",
+        env=live.env,
+    )
+    live.timed("session start (site check)", started)
+    try:
+        # 1. The first evaluation launches the campaign's cluster: exit 0, with an artifact.
+        started = time.monotonic()
+        rc, out, err, first = c.evaluate(
+            session, "--artifact", "result.txt", "--", "sh", "-c",
+            "echo hello; find . -type f | sort; cat .vibesys-snapshot; echo out > result.txt",
+        )  # fmt: skip
+        live.timed("first evaluation (launch + exec)", started)
+        assert (rc, first["status"]) == (0, "COMPLETED"), err
+        assert "hello\n" in out and "./src/main.py\n" in out
+        for secret in SECRETS:
+            assert f"/{secret}" not in out  # the job's copy holds none of them
+        assert _leaked(live.state / "remote") == []
+        [lease] = c.leases()
+        assert (lease["state"], lease["profile"], lease["campaign"]) == ("up", "local", CAMPAIGN)
+        allocation = lease["allocation_job"]
+        assert _slurm_jobs(lease["name"]) == [allocation]
+        ran = first["provenance"]
+        assert (first["cluster_name"], ran["allocation_job_id"]) == (lease["name"], allocation)
+        assert first["remote_job_id"] == f"{ran['sky_job_id']}@{allocation}"
+        assert [(a["path"], a["size"]) for a in first["artifacts"]] == [("result.txt", 4)]
+        copy = Path(first["results_dir"])
+        assert (copy / "artifacts" / "result.txt").read_text() == "out\n"
+        assert not (candidate / "result.txt").exists()  # nothing synced back
 
-    # 2. The second runs on the same allocation: exit 3, the true code recorded. The same
-    # candidate: nothing is uploaded again.
-    started = time.monotonic()
-    bad = c.run("--json", "--candidate", str(candidate), "--", "sh", "-c", "echo bad >&2; exit 3")
-    live.timed("second evaluation (reuse + exec)", started)
-    assert bad.returncode == 3, bad.stderr
-    second = json.loads(bad.stdout)
-    assert "reused, nothing uploaded" in _submitted(second)
-    assert (second["outcome"], second["exit_code"]) == ("APPLICATION_FAILED", 3)
-    assert second["attempts"][0]["provenance"]["allocation_job_id"] == allocation
-    assert [lease["id"] for lease in c.leases()] == [lease["id"]]  # no second launch
-    sky_log = Path(second["run_dir"]) / "1" / "sky.log"
-    assert exit_code_line(sky_log.read_text()) == 3  # SkyPilot itself only says FAILED
-    _keep_golden(sky_log, "wrapper_exit3_sky_log")
+        # 2. The agent edits the candidate (nothing committed) and evaluates again: the same
+        # allocation, the edited snapshot, exit 3 with the true code.
+        (candidate / "src" / "main.py").write_text("print('edited')\n")
+        started = time.monotonic()
+        rc, out, err, second = c.evaluate(
+            session, "--", "sh", "-c", "cat src/main.py; echo bad >&2; exit 3"
+        )
+        live.timed("second evaluation (edited, reuse + exec)", started)
+        assert (rc, second["status"], second["exit_code"]) == (3, "APPLICATION_FAILED", 3), err
+        assert "print('edited')" in out and "bad\n" in err
+        assert second["provenance"]["allocation_job_id"] == allocation
+        assert [x["id"] for x in c.leases()] == [lease["id"]]  # no second launch
+        shown = c.show(second["invocation_id"])
+        sky_log = Path(shown["run_dir"]) / "1" / "sky.log"
+        assert exit_code_line(sky_log.read_text()) == 3  # SkyPilot itself only says FAILED
+        _keep_golden(sky_log, "wrapper_exit3_sky_log")
 
-    # 3. `vibesys run` dies right after its exec, before it records the job id.
+        # 3. The allocation is killed between evaluations; the next one runs on a new one.
+        _run("scancel", allocation)
+        deadline = time.monotonic() + 120
+        while _slurm_jobs(lease["name"]):
+            assert time.monotonic() < deadline, "the allocation did not end"
+            time.sleep(2)
+        started = time.monotonic()
+        rc, out, err, third = c.evaluate(session, "--", "sh", "-c", "echo third")
+        live.timed("third evaluation (relaunch + exec)", started)
+        assert (rc, third["status"], out.splitlines()[0]) == (0, "COMPLETED", "third"), err
+        old, new = c.leases()
+        assert (old["id"], old["state"]) == (lease["id"], "lost")
+        assert new["state"] == "up" and new["allocation_job"] != allocation
+        assert third["provenance"]["allocation_job_id"] == new["allocation_job"]
+    finally:
+        status, err = session.stop()
+    assert status == 0, err  # teardown keeps the campaign's cluster
+    assert [x["state"] for x in c.leases()] == ["lost", "up"]
+
+    # 4. Beside the bridge, on the same journal: `vibesys run` dies right after its exec,
+    # before it records the job id; reconcile finds it by name (no second exec).
     started = time.monotonic()
     crashed = c.run("--", "sh", "-c", "sleep 15; echo slept",
                     env={"VIBESYS_FAILPOINTS": "after_submit_effect"})  # fmt: skip
@@ -256,31 +304,7 @@ def test_a_campaign_through_vibesys_on_real_skypilot(live: Live, tmp_path: Path)
     live.timed("crash, reconcile, wait", started)
     assert waited.returncode == 0, waited.stderr
     name = c.show(row["id"])["attempts"][0]["job_name"]
-    assert [j["job_name"] for j in c.sky_jobs(lease["name"])].count(name) == 1  # one exec
-
-    # 4. The allocation is lost under a running evaluation; it recovers on a new one.
-    started = time.monotonic()
-    detached = c.run("--detach", "--", "sh", "-c",
-                     'case "$PWD" in */2/work) echo second; exit 0 ;; esac; sleep 600')  # fmt: skip
-    assert detached.returncode == 0, detached.stderr
-    doomed = detached.stdout.split()[0]
-    deadline = time.monotonic() + 300
-    while not c.claimed(doomed, 1):
-        assert time.monotonic() < deadline, "the evaluation never started"
-        time.sleep(2)
-    _run("scancel", allocation)
-    recovered = c.vibesys("wait", doomed)
-    live.timed("loss, relaunch, retry", started)
-    assert recovered.returncode == 0, recovered.stderr
-    shown = c.show(doomed)
-    assert [a["failure_class"] for a in shown["attempts"]] == ["ALLOCATION_EXPIRED", "COMPLETED"]
-    old, new = c.leases()
-    assert (old["id"], old["state"]) == (lease["id"], "lost")
-    assert new["state"] == "up" and new["allocation_job"] != allocation
-    assert [a["provenance"]["allocation_job_id"] for a in shown["attempts"]] == [
-        allocation, new["allocation_job"],
-    ]  # fmt: skip
-    assert [(u["attempt"], u["id"]) for u in shown["clusters"]] == [(1, old["id"]), (2, new["id"])]
+    assert [j["job_name"] for j in c.sky_jobs(new["name"])].count(name) == 1  # one exec
 
     # 5. Cancel an evaluation: it stops, the cluster stays.
     started = time.monotonic()
@@ -292,7 +316,7 @@ def test_a_campaign_through_vibesys_on_real_skypilot(live: Live, tmp_path: Path)
     assert [x["state"] for x in c.leases()] == ["lost", "up"]
     assert _slurm_jobs(new["name"]) == [new["allocation_job"]]
 
-    # 6. The campaign ends: release, recorded; nothing of it is left in Slurm.
+    # 6. The campaign ends: release, recorded; nothing of it is left in Slurm or here.
     started = time.monotonic()
     released = c.vibesys("clusters", "release", new["name"])
     live.timed("release", started)
@@ -302,14 +326,15 @@ def test_a_campaign_through_vibesys_on_real_skypilot(live: Live, tmp_path: Path)
     settled = c.vibesys("reconcile")
     assert (settled.returncode, settled.stdout) == (0, "nothing to reconcile\n")
     assert c.vibesys("journal", "verify").returncode == 0
+    state = tmp_path / "state"
+    assert not [p for p in state.rglob("*") if p.is_socket() or p.name.endswith("-token")]
 
 
 #: Names of candidate files that must never reach the cluster.
 SECRETS = (".env", "id_rsa", ".git", "__pycache__", "model.safetensors")
 
 
-def _candidate(root: Path) -> Path:
-    candidate = root / "candidate"
+def _candidate(candidate: Path) -> Path:
     (candidate / "src" / "__pycache__").mkdir(parents=True)
     (candidate / "src" / "main.py").write_text("print('candidate')\n")
     (candidate / "src" / "__pycache__" / "main.cpython-311.pyc").write_bytes(b"\0" * 16)
