@@ -172,7 +172,35 @@ def cmd_launch(state: dict[str, Any], args: list[str]) -> int:
     return 0
 
 
+#: What a job on the "cluster" inherits of this host's environment: the login node's own
+#: basics and the fake's controls; SkyPilot hands a job nothing else of the client's
+#: environment (the task's envs and the --env/--secret variables aside).
+REMOTE_BASE = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TMPDIR", "SLURM_CONF", "PYTHONPATH")
+
+
+def passed_variables(args: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The --env/--secret variables of `args` (NAME=VALUE, or NAME: this process's value, as
+    SkyPilot's CLI reads them), and the other arguments."""
+    found: dict[str, str] = {}
+    rest: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word not in ("--env", "--secret"):
+            rest.append(word)
+            continue
+        given = next(words)
+        name, sep, value = given.partition("=")
+        if not sep:
+            if name not in os.environ:
+                sys.stderr.write(f"Error: {name} is not set in local environment.\n")
+                raise SystemExit(2)
+            value = os.environ[name]
+        found[name] = value
+    return found, rest
+
+
 def cmd_exec(state: dict[str, Any], args: list[str]) -> int:
+    passed, args = passed_variables(args)
     files = [a for a in args if a.endswith(".json")]
     name = next(a for a in args if not a.startswith("-") and a not in files)
     out(f"YAML to run: {files[0]}\nSubmitting job to cluster: {name}\n")
@@ -197,9 +225,15 @@ def cmd_exec(state: dict[str, Any], args: list[str]) -> int:
         shutil.copytree(task["workdir"], workdir)
     else:
         workdir.mkdir(parents=True)
+    inherited = {
+        key: value
+        for key, value in os.environ.items()
+        if key in REMOTE_BASE or key.startswith("FAKE_SKY_")
+    }
     env = {
-        **os.environ,
+        **inherited,
         **(task.get("envs") or {}),
+        **passed,
         "SKYPILOT_INTERNAL_JOB_ID": str(job_id),
         "SLURM_JOB_ID": str(cluster["allocation"]),
     }
