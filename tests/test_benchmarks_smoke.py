@@ -26,6 +26,7 @@ BENCHMARKS = sorted((ROOT / "benchmarks").glob("bench_*.py"))
 
 #: The correctness checks each benchmark must print (and pass) in a quick run.
 EXPECTED_CHECKS = {
+    "bench_bridge": {"runs_complete"},
     "bench_commit": {"journal_verifies"},
     "bench_memory": {"all_bytes_arrive", "peak_rss_bounded"},
     "bench_show": {"synthetic_journal_verifies", "show_prints_the_invocation"},
