@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fake_sky_env import inherited, passed_variables
+
 STATE = Path(os.environ["FAKE_SKY_STATE"])
 ROOT = STATE.parent
 VERSION = os.environ.get("FAKE_SKY_VERSION", "0.14.1")
@@ -172,33 +174,6 @@ def cmd_launch(state: dict[str, Any], args: list[str]) -> int:
     return 0
 
 
-#: What a job on the "cluster" inherits of this host's environment: the login node's own
-#: basics and the fake's controls; SkyPilot hands a job nothing else of the client's
-#: environment (the task's envs and the --env/--secret variables aside).
-REMOTE_BASE = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TMPDIR", "SLURM_CONF", "PYTHONPATH")
-
-
-def passed_variables(args: list[str]) -> tuple[dict[str, str], list[str]]:
-    """The --env/--secret variables of `args` (NAME=VALUE, or NAME: this process's value, as
-    SkyPilot's CLI reads them), and the other arguments."""
-    found: dict[str, str] = {}
-    rest: list[str] = []
-    words = iter(args)
-    for word in words:
-        if word not in ("--env", "--secret"):
-            rest.append(word)
-            continue
-        given = next(words)
-        name, sep, value = given.partition("=")
-        if not sep:
-            if name not in os.environ:
-                sys.stderr.write(f"Error: {name} is not set in local environment.\n")
-                raise SystemExit(2)
-            value = os.environ[name]
-        found[name] = value
-    return found, rest
-
-
 def cmd_exec(state: dict[str, Any], args: list[str]) -> int:
     passed, args = passed_variables(args)
     files = [a for a in args if a.endswith(".json")]
@@ -225,13 +200,8 @@ def cmd_exec(state: dict[str, Any], args: list[str]) -> int:
         shutil.copytree(task["workdir"], workdir)
     else:
         workdir.mkdir(parents=True)
-    inherited = {
-        key: value
-        for key, value in os.environ.items()
-        if key in REMOTE_BASE or key.startswith("FAKE_SKY_")
-    }
     env = {
-        **inherited,
+        **inherited(),
         **(task.get("envs") or {}),
         **passed,
         "SKYPILOT_INTERNAL_JOB_ID": str(job_id),
