@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fake_sky_env import inherited, passed_variables
+
 STATE = Path(os.environ["FAKE_SKY_STATE"])
 ROOT = STATE.parent
 VERSION = os.environ.get("FAKE_SKY_VERSION", "0.14.1")
@@ -173,6 +175,7 @@ def cmd_launch(state: dict[str, Any], args: list[str]) -> int:
 
 
 def cmd_exec(state: dict[str, Any], args: list[str]) -> int:
+    passed, args = passed_variables(args)
     files = [a for a in args if a.endswith(".json")]
     name = next(a for a in args if not a.startswith("-") and a not in files)
     out(f"YAML to run: {files[0]}\nSubmitting job to cluster: {name}\n")
@@ -198,8 +201,9 @@ def cmd_exec(state: dict[str, Any], args: list[str]) -> int:
     else:
         workdir.mkdir(parents=True)
     env = {
-        **os.environ,
+        **inherited(),
         **(task.get("envs") or {}),
+        **passed,
         "SKYPILOT_INTERNAL_JOB_ID": str(job_id),
         "SLURM_JOB_ID": str(cluster["allocation"]),
     }

@@ -26,6 +26,8 @@ BENCHMARKS = sorted((ROOT / "benchmarks").glob("bench_*.py"))
 
 #: The correctness checks each benchmark must print (and pass) in a quick run.
 EXPECTED_CHECKS = {
+    "bench_bridge": {"runs_complete"},
+    "bench_bridge_slurm": {"runs_complete_n4"},
     "bench_commit": {"journal_verifies"},
     "bench_memory": {"all_bytes_arrive", "peak_rss_bounded"},
     "bench_show": {"synthetic_journal_verifies", "show_prints_the_invocation"},
@@ -138,6 +140,7 @@ def test_benchmarks_that_touch_the_cluster_say_so() -> None:
         touching
         == declared
         == {
+            "bench_bridge_slurm",
             "bench_concurrent_poll",
             "bench_slurm",
             "bench_srun",

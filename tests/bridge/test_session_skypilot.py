@@ -5,6 +5,7 @@ releases it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -77,7 +78,40 @@ def test_a_session_on_a_campaign_cluster(fake: FakeSky, tmp_path: Path) -> None:
     assert len(fake.calls("launch")) == 1 and len(fake.calls("down")) == 1
 
 
-def test_a_skypilot_session_carries_no_variables_yet(fake: FakeSky, tmp_path: Path) -> None:
+def test_a_skypilot_job_gets_the_passed_variables_only(fake: FakeSky, tmp_path: Path) -> None:
+    config = fake.clusters_config()
+    site = ("--profile", "test", "--clusters-config", str(config))
+    secret = "s3cret-value-of-the-helper"
+    # The session's own environment has a variable the job must not see.
+    env = {**fake.env(), "HOST_ONLY": "host-value"}
+    session = start_session(tmp_path, *site, extra=("--allow-env", "API_KEY"), env=env)
+    try:
+        # The job shows a digest of what it got (its output is kept, the value must not be).
+        script = 'printf %s "$API_KEY" | sha256sum; echo "host=${HOST_ONLY:-unset}"'
+        argv = ("--env", "API_KEY", "--", "sh", "-c", script)
+        rc, out, err = session.evaluate(*argv, API_KEY=secret)
+        assert rc == 0, err
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        assert out.splitlines()[:2] == [f"{digest}  -", "host=unset"]
+        assert result_line(out)["status"] == "COMPLETED"
+    finally:
+        status, err = session.stop()
+    assert status == 0, err
+    # The value went to `sky exec` through its environment: by name on its command line.
+    (call,) = fake.calls("exec")
+    assert call[call.index("--secret") + 1] == "API_KEY" and secret not in json.dumps(call)
+    # Only the recorded environment (owner-only) holds it: not the journal (its request, the
+    # evidence), the task file or the logs.
+    state = [tmp_path / ".vibesys", tmp_path / "state"]
+    files = [f for root in state for f in root.rglob("*") if f.is_file() and not f.is_socket()]
+    holding = [f.name for f in files if secret.encode() in f.read_bytes()]
+    assert holding == ["context.env.json"]
+    assert any(f.name == "task.json" for f in files)
+
+
+def test_a_skypilot_session_refuses_variables_the_client_reads(
+    fake: FakeSky, tmp_path: Path
+) -> None:
     (tmp_path / "ws").mkdir()
     config = fake.clusters_config()
     argv = serve_argv(
@@ -86,7 +120,7 @@ def test_a_skypilot_session_carries_no_variables_yet(fake: FakeSky, tmp_path: Pa
         "test",
         "--clusters-config",
         str(config),
-        extra=("--allow-env", "SEED"),
+        extra=("--allow-env", "PYTHONPATH"),
     )
     done = subprocess.run(
         argv,
@@ -97,4 +131,4 @@ def test_a_skypilot_session_carries_no_variables_yet(fake: FakeSky, tmp_path: Pa
         env={**os.environ, **fake.env()},
     )
     assert done.returncode == 2
-    assert "--allow-env: the SkyPilot path does not carry variables to the job yet" in done.stderr
+    assert "--allow-env PYTHONPATH: the SkyPilot client reads it" in done.stderr

@@ -163,8 +163,8 @@ def test_the_journal_request_is_strict_and_names_no_site() -> None:
     stored = request.model_dump(mode="json")
     assert SkyPilotRequest.model_validate(stored) == request
     assert sorted(stored) == [
-        "artifacts", "candidate", "clusters_config", "down", "job_name_prefix", "profile",
-        "resources", "run_id", "workdir",
+        "artifacts", "candidate", "clusters_config", "down", "job_name_prefix", "pass_env",
+        "profile", "resources", "run_id", "workdir",
     ]  # fmt: skip
     # The profile's content is the recorded site, kept apart (by digest), never in the JSON.
     recorded = request.with_site(profile_site("gpu-site", profile()))

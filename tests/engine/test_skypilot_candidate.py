@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -124,11 +124,13 @@ def test_a_snapshot_changed_on_the_cluster_after_staging_never_runs(
         built = fake.registry_backend(request)
         submit = built.ops.exec
 
-        def tamper_then_exec(name: str, task_file: Path) -> tuple[int, str]:
+        def tamper_then_exec(
+            name: str, task_file: Path, passed: Mapping[str, str] | None = None
+        ) -> tuple[int, str]:
             if not list(fake.remote.glob("*/1/claim")):  # the first attempt only
                 staged.chmod(0o644)
                 staged.write_text("print('not what was recorded')\n")
-            return submit(name, task_file)
+            return submit(name, task_file, passed)
 
         built.ops.exec = tamper_then_exec  # type: ignore[method-assign]
         return built

@@ -53,6 +53,9 @@ REQUESTS = "vibesys/adapters/requests.py"
 SLURM_REQUEST = "vibesys/adapters/slurm/request.py"
 SKY_REQUEST = "vibesys/adapters/skypilot/request.py"
 SKY_STAGED = "vibesys/adapters/skypilot/staged.py"
+SKY_OPS = "vibesys/adapters/skypilot/ops.py"
+BRIDGE_SITE = "vibesys/bridge/site.py"
+BRIDGE_FILES = "vibesys/bridge/files.py"
 SITE_FILE = "vibesys/config/slurm_file.py"
 TRUSTED = "vibesys/config/request.py"
 SLOTS = "vibesys/journal_schema/slots.py"
@@ -134,6 +137,9 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     SLURM_REQUEST: ("tests/config/test_slurm_file.py", "tests/test_cli_site.py"),
     SKY_REQUEST: ("tests/config/test_resources_profiles.py",),
     SKY_STAGED: ("tests/engine/test_skypilot_candidate.py",),
+    SKY_OPS: ("tests/adapters/skypilot/test_backend_fake.py",),
+    BRIDGE_SITE: ("tests/bridge/test_site.py",),
+    BRIDGE_FILES: ("tests/bridge/test_files.py",),
     SLOTS: ("tests/broker/test_run_slots.py",),
     RUN_SLOTS: ("tests/broker/test_run_slots.py",),
     ROWS: ("tests/test_cli_site.py",),
@@ -333,6 +339,10 @@ MUTANTS: list[Mutant] = [
     M("cap-dead-broker-holds-forever", SLOTS, "if identity_alive(o) is False}", "if False}", "a broker that died keeps its slots for good: the run's cap shrinks until nothing runs"),
     M("cap-dead-broker-frees-running-job", SLOTS, "        if state != ACTIVE or invocation is None:", "        if True:", "a dead broker's slot is reused while its job still runs in Slurm (cap + 1 jobs)"),
     M("sky-candidate-not-verified", SKY_STAGED, "        staging.verify_command(work, manifest.digest),\n", "", "the job runs in whatever the shared file system holds, not the snapshot recorded"),
+    M("sky-passed-variables-dropped", SKY_OPS, '        flags = [word for key in sorted(passed) for word in ("--secret", key)]', "        flags = []", "a SkyPilot job never gets the variables its evaluation passed"),
+    M("sky-passed-values-shown", SKY_OPS, "        hide = [value for value in passed.values() if len(value) >= 4]", "        hide = []", "the values passed to a SkyPilot job appear in the journal's evidence"),
+    M("bridge-site-read-per-evaluation", BRIDGE_SITE, '        return slurm_request.request_from_site(\n            "sbatch", values, self.slurm_file, self.slurm_rendering\n        )', '        return slurm_request.make_request("sbatch", {**values, "slurm_config": self.slurm_config})', "an edited slurm.toml changes the evaluations of a session already serving"),
+    M("bridge-local-stage-unprobed", BRIDGE_FILES, "        code = _remote.EXIT_OK if problem is None else _remote.EXIT_MISMATCH", "        code = _remote.EXIT_OK", "a staged snapshot changed since it was staged is reused: local evaluations stop on a copy that cannot verify"),
     M("sky-candidate-not-staged", SKY_STAGED, "    if candidate is None:\n        return \"\", \"\"", "    if True:\n        return \"\", \"\"", "a SkyPilot evaluation runs without its candidate"),
     M("lease-site-dropped", CLUSTERS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
     # -- the caller's context, bytes, journal faults, edges (issue 21) ----------------------

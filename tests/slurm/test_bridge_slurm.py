@@ -151,3 +151,23 @@ def test_timeouts_end_at_the_second_not_at_the_minute(tmp_path: Path, slurm_toml
     finally:
         status, err = session.stop()
     assert status == 0, err
+
+
+def test_an_edited_site_file_changes_nothing_for_a_serving_session(
+    tmp_path: Path, slurm_toml: Path
+) -> None:
+    """The session read and rendered slurm.toml when it started: every evaluation runs with
+    that rendering, whatever the file says later (here another site name, then no file)."""
+    session = start_session(tmp_path, *SITE, str(slurm_toml))
+    original = slurm_toml.read_text()
+    try:
+        slurm_toml.write_text(original.replace('name = "local"', 'name = "edited"'))
+        rc, out, err = session.evaluate("--", "sh", "-c", "echo edited-site")
+        assert (rc, out.splitlines()[0]) == (0, "edited-site"), err
+        assert result_line(out)["cluster_name"] == "local"
+        slurm_toml.unlink()
+        rc, out, err = session.evaluate("--", "true")
+        assert rc == 0 and result_line(out)["provenance"]["site"] == "local", err
+    finally:
+        status, err = session.stop()
+    assert status == 0, err

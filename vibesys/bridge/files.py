@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -31,23 +32,48 @@ RESULT_FILE: Final = "result.json"
 def stage_local_candidate(workspace: str, stage_root: Path, run_dir: Path) -> Path:
     """`run_dir/work`: a fresh, verified copy of the workspace's snapshot (its digest's
     directory under `stage_root` is made once and reused)."""
-    from vibesys.adapters.staging import copy_command, stage, verify_command
-    from vibesys.adapters.transports import LocalTransport
-    from vibesys.snapshot import SnapshotPolicy, build_manifest
+    from vibesys.adapters.staging import copy_command, snapshot_path, stage
+    from vibesys.adapters.transports import CommandResult, LocalTransport
+    from vibesys.snapshot import SnapshotPolicy, _remote, build_manifest
 
     manifest = build_manifest(workspace, SnapshotPolicy())
-    staged = stage(manifest, workspace, LocalTransport(), str(stage_root))
+    # The "remote" side is this host: the staged snapshot is probed and the copy verified by
+    # the stager's own code in this process, not by a new `python3` each (a version manager's
+    # shim on PATH costs a quarter second a start; an evaluation is a handful of seconds).
+    final = snapshot_path(str(stage_root), manifest.digest)
+    if not os.path.lexists(final):
+        probed = CommandResult(_remote.EXIT_ABSENT, "", "", ("probe", str(final)))
+    else:
+        problem = _mismatch(final, manifest.digest)
+        code = _remote.EXIT_OK if problem is None else _remote.EXIT_MISMATCH
+        probed = CommandResult(code, "", problem or "", ("probe", str(final)))
+    staged = stage(
+        manifest,
+        workspace,
+        LocalTransport(),
+        str(stage_root),
+        python=sys.executable,
+        probed=probed,
+    )
     work = run_dir / WORK_DIR
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    steps = (
-        copy_command(staged.snapshot_dir, str(work)),
-        verify_command(str(work), manifest.digest),
-    )
-    for argv in steps:
-        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
-        if done.returncode != 0:
-            raise UsageError(f"the candidate's copy failed: {' '.join(done.stderr.split())}")
+    copy = copy_command(staged.snapshot_dir, str(work))
+    done = subprocess.run(copy, capture_output=True, text=True, check=False, timeout=600)
+    problem = done.stderr if done.returncode != 0 else _mismatch(work, manifest.digest)
+    if problem is not None:
+        raise UsageError(f"the candidate's copy failed: {' '.join(problem.split())}")
     return work
+
+
+def _mismatch(directory: object, digest: str) -> str | None:
+    """Why `directory` is not exactly the snapshot `digest` (the stager's own check), or None."""
+    from vibesys.snapshot import _remote
+
+    try:
+        _remote.verify(os.fsencode(str(directory)), digest)
+    except _remote.Mismatch as exc:
+        return f"vibesys-snapshot: {directory} {exc}"
+    return None
 
 
 def collect_local_artifacts(

@@ -171,7 +171,10 @@ class EvaluationRunner:
     def _site_request(self, evaluation: Evaluation) -> Any:
         try:
             return self.site.request(
-                evaluation.workspace, evaluation.timeout_seconds, evaluation.artifacts
+                evaluation.workspace,
+                evaluation.timeout_seconds,
+                evaluation.artifacts,
+                tuple(evaluation.env),
             )
         except VibesysError as exc:
             raise Refusal(f"the site cannot take this evaluation: {exc}") from None

@@ -67,12 +67,12 @@ def run_site_checks(site: Site) -> list[str]:
     naming the first and its fix. A local site has nothing to reach."""
     if site.backend == "local":
         return []
-    from vibesys.sitecheck import load_skypilot_site, load_slurm_site
+    from vibesys.sitecheck import SlurmSite, load_skypilot_site
     from vibesys.sitecheck import run_site_checks as check_site
 
     if site.backend == "slurm":
-        assert site.slurm_config is not None
-        report = check_site(load_slurm_site(site.slurm_config))
+        assert site.slurm_file is not None  # the file as the session read it
+        report = check_site(SlurmSite(site.slurm_file.config, str(site.slurm_file.path)))
     else:
         from vibesys.adapters.skypilot.request import SkyPilotRequest
 
@@ -247,9 +247,9 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
         "gpu": None,
     }
     if options.site.agent_gpu:
-        assert options.site.slurm_config is not None
+        assert options.site.slurm_file is not None
         session.broker, gpu = start_broker(
-            state, options.site.slurm_config, real, journal, uids, session.secrets, options.run_id
+            state, options.site.slurm_file, real, journal, uids, session.secrets, options.run_id
         )
         _thread(session, session.broker.serve_forever, session.broker_stop, "vibesys-gpu-accept")
         document["gpu"] = gpu

@@ -16,6 +16,7 @@ from vibesys.tokens import new_token, write_token_file
 
 if TYPE_CHECKING:
     from vibesys.bridge.session import SessionOptions
+    from vibesys.config.slurm_file import SlurmSiteFile
 
 __all__ = [
     "check_options",
@@ -56,12 +57,17 @@ def check_options(options: SessionOptions) -> None:
             raise UsageError(
                 f"--allow-env {name}: a {name.split('_')[0]}_ variable steers the submission"
             )
-    if options.allow_env and options.site.backend == "skypilot":
-        raise UsageError("--allow-env: the SkyPilot path does not carry variables to the job yet")
-    if options.allow_env and options.site.slurm_config is not None:
-        from vibesys.config import SshTransportConfig, load_slurm_config
+    if options.site.backend == "skypilot":
+        from vibesys.adapters.skypilot.request import client_variable
 
-        transport = load_slurm_config(options.site.slurm_config).slurm.transport
+        for name in options.allow_env:
+            reason = client_variable(name)
+            if reason is not None:
+                raise UsageError(f"--allow-env {reason}")
+    if options.allow_env and options.site.slurm_file is not None:
+        from vibesys.config import SshTransportConfig
+
+        transport = options.site.slurm_file.config.slurm.transport
         if isinstance(transport, SshTransportConfig):
             for name in options.allow_env:
                 if name not in transport.env_allowlist:
@@ -107,7 +113,7 @@ def write_private(path: Path, text: str) -> None:
 
 def start_broker(
     state: Path,
-    slurm_config: Path,
+    loaded: SlurmSiteFile,
     workspace: str,
     journal: Path,
     uids: frozenset[int],
@@ -116,8 +122,9 @@ def start_broker(
 ) -> tuple[Any, dict[str, str]]:
     """The session's GPU broker, listening (its own socket and token): the server, and what
     the session's document says of it (with the token, for the container's environment).
-    Like `vibesys broker serve`, it keeps its own rendering of the site file, read once now,
-    and shares the run's `max_concurrent_jobs` with every broker of the run."""
+    Like `vibesys broker serve`, it keeps its own rendering of the site file (as the session
+    read it when it started), and shares the run's `max_concurrent_jobs` with every broker of
+    the run."""
     from vibesys.broker import client
     from vibesys.broker.admission import Admission
     from vibesys.broker.cli import OPERATOR_FILE, _check_bwrap, _checked_workspace
@@ -125,16 +132,13 @@ def start_broker(
     from vibesys.broker.run_slots import RunSlots
     from vibesys.broker.server import BrokerServer
     from vibesys.config.site import slurm_site
-    from vibesys.config.slurm_file import load_site_file, warn_once
     from vibesys.proc import self_identity
     from vibesys.tokens import BROKER_PREFIX
 
-    loaded = load_site_file(slurm_config)
     agent = loaded.config.agent_gpu
     assert agent is not None
     _checked_workspace(Path(workspace), agent)
     _check_bwrap()
-    warn_once(loaded.warning)
     site = slurm_site(loaded.config)
     socket_dir = subdir(state, "gpu")
     operator_file = state / OPERATOR_FILE

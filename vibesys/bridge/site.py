@@ -19,11 +19,15 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.config import EffectiveResources, PortableResources
+from vibesys.config.site import RecordedSite
 from vibesys.errors import UsageError
+
+if TYPE_CHECKING:
+    from vibesys.config.slurm_file import SlurmSiteFile
 
 __all__ = ["Site", "resolve_site"]
 
@@ -44,27 +48,43 @@ class Site:
     effective: EffectiveResources | None = None
     #: the Slurm site has `[vibesys.agent_gpu]`: the session starts the GPU broker too
     agent_gpu: bool = False
+    #: the Slurm site's file as read when the session started, and its rendering: what every
+    #: evaluation's request gets (the file is not read again)
+    slurm_file: SlurmSiteFile | None = None
+    slurm_rendering: RecordedSite | None = None
 
-    def request(self, workspace: str, timeout_seconds: int, artifacts: tuple[str, ...]) -> Any:
+    def request(
+        self,
+        workspace: str,
+        timeout_seconds: int,
+        artifacts: tuple[str, ...],
+        env_names: tuple[str, ...] = (),
+    ) -> Any:
         """The typed adapter request of one evaluation (the candidate's digest computed now,
-        for the sbatch path). UsageError/ConfigError say why the site cannot take it."""
+        for the sbatch path) that passes the variables `env_names`. UsageError/ConfigError
+        say why the site cannot take it."""
         if self.backend == "local":
             from vibesys.adapters.local import LocalRequest
 
             return LocalRequest()
         if self.backend == "skypilot":
             assert self.sky_request is not None
-            return self.sky_request.model_copy(update={"artifacts": artifacts})
-        from vibesys.adapters.slurm.request import make_request
+            update = {"artifacts": artifacts, "pass_env": tuple(sorted(env_names))}
+            return self.sky_request.model_copy(update=update)
+        from vibesys.adapters.slurm import request as slurm_request
 
+        assert self.slurm_file is not None
         values = {
-            "slurm_config": self.slurm_config,
             "gpus": self.resources.accelerators_per_node or 0,
             "time_minutes": max(1, math.ceil(timeout_seconds / 60)),
             "candidate": Path(workspace),
             "artifact": artifacts,
         }
-        return make_request("sbatch", values)
+        # The passed variables reach an sbatch job with the recorded environment (sbatch's
+        # own export), as a direct `vibesys run --adapter sbatch` job's do.
+        return slurm_request.request_from_site(
+            "sbatch", values, self.slurm_file, self.slurm_rendering
+        )
 
     def capabilities(self) -> dict[str, Any]:
         """What an evaluation gets here, from the configuration (no scheduler is asked)."""
@@ -121,10 +141,13 @@ def resolve_site(
 
 
 def _slurm_site(path: Path, resources: PortableResources) -> Site:
-    from vibesys.config import load_slurm_config
+    from vibesys.config.site import slurm_site
+    from vibesys.config.slurm_file import load_site_file, warn_once
 
     config_path = path.expanduser().resolve()
-    config = load_slurm_config(config_path)
+    loaded = load_site_file(config_path)
+    warn_once(loaded.warning)
+    config = loaded.config
     if resources.nodes != 1:
         raise UsageError(
             f"[resources] nodes = {resources.nodes}: the sbatch path runs an evaluation on one "
@@ -137,6 +160,8 @@ def _slurm_site(path: Path, resources: PortableResources) -> Site:
         cluster=config.slurm.name,
         slurm_config=config_path,
         agent_gpu=config.agent_gpu is not None,
+        slurm_file=loaded,
+        slurm_rendering=slurm_site(config),
     )
 
 

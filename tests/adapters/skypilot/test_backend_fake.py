@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import subprocess
@@ -10,10 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from tests.skyfake import FakeSky, ref, wait_terminal
 from tests.skyfake import submit_request as request
-from vibesys.adapters.base import RemoteState
+from vibesys.adapters.base import JobContext, RemoteState
 from vibesys.adapters.claim import fence_text
 from vibesys.adapters.leases import LeaseAction
 from vibesys.adapters.skypilot.boundary import Completed, SkyCli
@@ -27,6 +29,7 @@ from vibesys.adapters.skypilot.errors import (
 )
 from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.wrapper import REFUSED_EXIT
+from vibesys.errors import SubmitRejected
 
 
 def test_launch_once_execute_twice_release_once(fake_sky: FakeSky) -> None:
@@ -328,3 +331,55 @@ def test_a_job_ended_by_its_marker_takes_the_markers_time_till_the_queue_has_one
     status = backend.status([job])[job.job_name]
     assert (status.state, status.exit_code) == (RemoteState.COMPLETED, 0)
     assert status.provenance["ended_at"] == "2023-11-14T22:13:20Z"
+
+
+def test_passed_variables_reach_the_job_by_name_only(fake_sky: FakeSky) -> None:
+    backend = fake_sky.backend()
+    backend.ensure_lease()
+    secret = "passed-value-xyz"
+    ok = request(
+        fake_sky, "inv-p", 1, ["sh", "-c", 'test "$WANDB_KEY" = "$EXPECT"'], pass_env=["WANDB_KEY"]
+    )
+    # The context holds the host's variables too; only the listed one goes to the job.
+    context = JobContext(ok.context.cwd, {"WANDB_KEY": secret, "EXPECT": secret})
+    ok = dataclasses.replace(ok, context=context)
+    done = wait_terminal(backend, ref(ok, backend.submit(ok).job_id))
+    assert (done.state, done.exit_code) == (RemoteState.FAILED, 1)  # EXPECT did not reach it
+    both = dataclasses.replace(
+        ok, invocation_id="inv-q", job_name="vibesys-inv-q-1", run_dir=ok.run_dir.parent / "q"
+    )
+    both = dataclasses.replace(both, spec=fake_sky.request(pass_env=["WANDB_KEY", "EXPECT"]))
+    done = wait_terminal(backend, ref(both, backend.submit(both).job_id))
+    assert (done.state, done.exit_code) == (RemoteState.COMPLETED, 0)
+    last = fake_sky.calls("exec")[-1]
+    assert last[:6] == ["exec", "-d", "--secret", "EXPECT", "--secret", "WANDB_KEY"]
+    assert secret not in (ok.run_dir / "task.json").read_text()
+
+
+def test_a_passed_variable_the_context_lacks_is_rejected(fake_sky: FakeSky) -> None:
+    backend = fake_sky.backend()
+    missing = request(fake_sky, "inv-m", 1, ["true"], pass_env=["NOT_SET"])
+    with pytest.raises(SubmitRejected, match="NOT_SET is not in the invocation's recorded"):
+        backend.submit(missing)
+    assert fake_sky.calls("exec") == []
+
+
+@pytest.mark.parametrize("name", ["HOME", "PYTHONPATH", "SKYPILOT_DEBUG", "LD_PRELOAD", "1X"])
+def test_names_the_client_reads_cannot_be_passed(fake_sky: FakeSky, name: str) -> None:
+    with pytest.raises(ValidationError):
+        fake_sky.request(pass_env=[name])
+
+
+def test_an_exec_hides_the_values_it_passed(tmp_path: Path) -> None:
+    seen: list[Mapping[str, str]] = []
+
+    def runner(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Completed:
+        seen.append(env)
+        return Completed(1, "", "failed near a-longer-value and 7")
+
+    ops = SkyOps(SkyCli(runner=runner))
+    with pytest.raises(Exception) as caught:
+        ops.exec("c", tmp_path / "task.json", {"TOKEN": "a-longer-value", "SEED": "7"})
+    evidence = str(getattr(caught.value, "evidence", ""))
+    assert "a-longer-value" not in evidence and "and 7" in evidence
+    assert seen[0]["TOKEN"] == "a-longer-value" and seen[0]["SEED"] == "7"

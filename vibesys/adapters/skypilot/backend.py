@@ -227,6 +227,7 @@ class SkyPilotBackend:
         ref = _ref(request)
         try:
             run_dir = self.dirs.run_dir(ref)
+            passed = request.spec.passed(request.context.env)
         except ValueError as exc:
             raise SubmitRejected(f"invalid request: {exc}") from None
         setup, staged = stage_candidate(request.spec, self.dirs, run_dir / WORK_DIR, self.progress)
@@ -245,7 +246,7 @@ class SkyPilotBackend:
         request.run_dir.mkdir(parents=True, exist_ok=True)
         task_file = request.run_dir / TASK_FILE
         task_file.write_text(render_task(task))
-        sky_id, evidence = self.ops.exec(self.cluster, task_file)
+        sky_id, evidence = self.ops.exec(self.cluster, task_file, passed)
         if staged:
             evidence = f"{staged}; {evidence}"
         # The job is submitted now: nothing after this line may say otherwise. Its allocation

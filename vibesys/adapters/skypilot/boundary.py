@@ -125,11 +125,13 @@ class SkyCli:
         timeout: float | None = None,
         maybe_effect: bool = False,
         helper: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> Completed:
-        """Run `sky ARGS` (or the SDK helper with ARGS). The exit status is not interpreted."""
+        """Run `sky ARGS` (or the SDK helper with ARGS), with `env` added to its environment
+        for this command only. The exit status is not interpreted."""
         if self.verify_version and not self._checked:
             self.check_version()
-        return self._run(args, timeout=timeout, maybe_effect=maybe_effect, helper=helper)
+        return self._run(args, timeout=timeout, maybe_effect=maybe_effect, helper=helper, env=env)
 
     def _run(
         self,
@@ -138,13 +140,14 @@ class SkyCli:
         timeout: float | None = None,
         maybe_effect: bool = False,
         helper: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> Completed:
         program = [str(self.python), str(HELPER)] if helper else [str(self.sky)]
         argv = [*program, *args]
         limit = timeout if timeout is not None else self.timeout
         shown = self.clean(shlex.join(["sky", *args]))
         try:
-            done = self.runner(argv, self.environment(), limit)
+            done = self.runner(argv, {**self.environment(), **(env or {})}, limit)
         except FileNotFoundError:
             raise SkyNotInstalled(
                 f"SkyPilot is not installed in {self.venv} (run scripts/skypilot-env, or set "
@@ -165,16 +168,17 @@ class SkyCli:
             ) from None
         return Completed(done.returncode, done.stdout, done.stderr)
 
-    def evidence(self, args: Sequence[str], done: Completed) -> str:
-        """One redacted line for the journal: what ran, how it ended, the end of its output."""
+    def evidence(self, args: Sequence[str], done: Completed, hide: Iterable[str] = ()) -> str:
+        """One redacted line for the journal: what ran, how it ended, the end of its output
+        (`hide`: more values never to show, e.g. those a command was given)."""
         line = f"{shlex.join(['sky', *args])} -> rc={done.returncode}"
         tail = " ".join(strip_ansi(done.stderr or done.stdout).split())[-400:]
         if tail:
             line += f": {tail}"
-        return self.clean(line)
+        return self.clean(line, hide)
 
-    def clean(self, text: str) -> str:
-        return redact_sky(text, self.secrets)
+    def clean(self, text: str, hide: Iterable[str] = ()) -> str:
+        return redact_sky(text, (*self.secrets, *hide))
 
     def check_version(self, timeout: float = 60.0) -> str:
         """Refuse any SkyPilot but the pinned one (once per instance)."""

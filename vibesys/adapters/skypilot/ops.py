@@ -5,8 +5,8 @@ turned into a typed result or a typed error. The output facts behind each mappin
 - `status -o json [--refresh] N`: the record, or absent (gone); rc≠0 → SkyCommandFailed.
 - `launch -y -d -c N TASK`: rc 0 = the allocation is ready; ResourcesMismatch →
   ClusterIncompatible; otherwise SkyCommandFailed with maybe_submitted.
-- `exec -d N TASK`: the id from "Job submitted, ID: N"; ClusterDoesNotExist → ClusterGone
-  (nothing ran); otherwise SkyCommandFailed with maybe_submitted.
+- `exec -d [--secret NAME...] N TASK`: the id from "Job submitted, ID: N"; ClusterDoesNotExist
+  → ClusterGone (nothing ran); otherwise SkyCommandFailed with maybe_submitted.
 - `queue N -o json`: the jobs, or `{}` when it could not ask (rc 0 even then).
 - `cancel -y N ID`: rc 2 "does not exist" → ClusterGone.
 - `down -y N`: rc 0 also for an unknown cluster.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -49,11 +49,13 @@ class SkyOps:
         self.cli = cli
         self.launch_timeout = launch_timeout
 
-    def _fail(self, what: str, args: Sequence[str], done: Completed, **kw: Any) -> SkyCommandFailed:
+    def _fail(
+        self, what: str, args: Sequence[str], done: Completed, hide: Sequence[str] = (), **kw: Any
+    ) -> SkyCommandFailed:
         return SkyCommandFailed(
             f"{what} failed (rc {done.returncode})",
             returncode=done.returncode,
-            evidence=self.cli.evidence(args, done),
+            evidence=self.cli.evidence(args, done, hide),
             **kw,
         )
 
@@ -90,15 +92,24 @@ class SkyOps:
             raise self._fail("sky down", args, done)
         return self.cli.evidence(args, done)
 
-    def exec(self, name: str, task_file: Path) -> tuple[int, str]:
-        """Submit a task to the cluster (detached); the job id and evidence."""
-        args = ["exec", "-d", name, str(task_file)]
-        done = self.cli.run(args, maybe_effect=True)
-        evidence = self.cli.evidence(args, done)
+    def exec(
+        self, name: str, task_file: Path, passed: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
+        """Submit a task to the cluster (detached); the job id and evidence. `passed`: the
+        variables the job gets, as secrets whose values SkyPilot reads from its own
+        environment (never on a command line or in the task file; SkyPilot redacts them)."""
+        passed = passed or {}
+        flags = [word for key in sorted(passed) for word in ("--secret", key)]
+        args = ["exec", "-d", *flags, name, str(task_file)]
+        done = self.cli.run(args, maybe_effect=True, env=passed)
+        # A value of a few characters ("1") is no secret, and hiding it would blank the
+        # evidence's own numbers.
+        hide = [value for value in passed.values() if len(value) >= 4]
+        evidence = self.cli.evidence(args, done, hide)
         if done.returncode != 0:
             if _DOES_NOT_EXIST.search(strip_ansi(done.stderr)):
                 raise ClusterGone(f"cluster {name} does not exist", evidence=evidence)
-            raise self._fail("sky exec", args, done, maybe_submitted=True)
+            raise self._fail("sky exec", args, done, hide, maybe_submitted=True)
         try:
             return parse_job_id(done.stdout), evidence
         except SkyMalformedOutput as exc:

@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -35,12 +35,20 @@ from vibesys.config.resources import PortableResources, resolve_resources
 from vibesys.config.site import RecordedSite, profile_site
 from vibesys.errors import UsageError
 
-__all__ = ["RETIRED_PROFILE_ENV", "SkyPilotRequest", "make_request"]
+__all__ = ["RETIRED_PROFILE_ENV", "SkyPilotRequest", "client_variable", "make_request"]
 
 #: Once read by every process to resume with another profile: a silent re-read, retired.
 RETIRED_PROFILE_ENV = "VIBESYS_SKY_PROFILE"
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Passed values reach the job through `sky exec`'s own environment (`--secret NAME`: never on
+#: a command line or in the task file), so a name the SkyPilot client itself reads would
+#: change the client, not only the job.
+_CLIENT_NAMES = frozenset(
+    {"HOME", "PATH", "USER", "LOGNAME", "SHELL", "LANG", "TMPDIR", "VIRTUAL_ENV", "KUBECONFIG"}
+)
+_CLIENT_PREFIXES = ("SKYPILOT_", "VIBESYS_", "PYTHON", "LD_", "XDG_", "SSH_", "LC_")
 
 
 class SkyPilotRequest(AdapterRequest):
@@ -71,6 +79,11 @@ class SkyPilotRequest(AdapterRequest):
         description="Recorded before candidates were snapshots: the directory is staged "
         "through the same policy when it is submitted (its digest taken then).",
     )
+    pass_env: Annotated[tuple[str, ...], Field(strict=False)] = Field(
+        default=(),
+        description="Names of variables of the invocation's recorded environment the job "
+        "gets (their values are never recorded here; `sky exec --secret NAME`).",
+    )
     down: bool = Field(
         default=False,
         description="Release the campaign's cluster once this evaluation is DONE and no other "
@@ -82,6 +95,17 @@ class SkyPilotRequest(AdapterRequest):
     def _run_id(cls, value: str) -> str:
         if not _RUN_ID.match(value):
             raise ValueError(f"{value!r}: use letters, digits, . _ -")
+        return value
+
+    @field_validator("pass_env")
+    @classmethod
+    def _pass_env(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _VARIABLE.match(name):
+                raise ValueError(f"{name!r}: not a variable name")
+            reason = client_variable(name)
+            if reason:
+                raise ValueError(reason)
         return value
 
     @field_validator("artifacts")
@@ -111,6 +135,14 @@ class SkyPilotRequest(AdapterRequest):
             sort_keys=True,
         )
 
+    def passed(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The variables of `pass_env` with their values from the recorded environment `env`
+        (ValueError names one it lacks)."""
+        missing = [name for name in self.pass_env if name not in env]
+        if missing:
+            raise ValueError(f"{missing[0]} is not in the invocation's recorded environment")
+        return {name: env[name] for name in self.pass_env}
+
     def read_site(self) -> RecordedSite:
         return self.read_site_from(self.clusters_config)
 
@@ -121,6 +153,13 @@ class SkyPilotRequest(AdapterRequest):
         chosen = select_profile(load_clusters_config(path), name, source=path)
         resolve_resources(self.resources, chosen, name)
         return profile_site(name, chosen)
+
+
+def client_variable(name: str) -> str | None:
+    """Why `name` cannot be passed to a SkyPilot job (the client reads it), or None."""
+    if name in _CLIENT_NAMES or name.startswith(_CLIENT_PREFIXES):
+        return f"{name}: the SkyPilot client reads it, so it cannot be passed to the job"
+    return None
 
 
 def make_request(adapter: str, values: Mapping[str, Any]) -> SkyPilotRequest:

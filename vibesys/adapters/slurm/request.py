@@ -22,7 +22,7 @@ from vibesys.adapters.requests import AdapterRequest
 from vibesys.config import SlurmRequest, SlurmSiteConfig, check_request, load_slurm_config
 from vibesys.config.request import check_trusted
 from vibesys.config.site import RecordedSite, slurm_site
-from vibesys.config.slurm_file import load_site_file, site_file_path, warn_once
+from vibesys.config.slurm_file import SlurmSiteFile, load_site_file, site_file_path, warn_once
 from vibesys.errors import UsageError
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "SlurmRequestBase",
     "SrunRequest",
     "make_request",
+    "request_from_site",
 ]
 
 #: JSON arrays arrive as lists: lax for the container only, strict for the items.
@@ -118,9 +119,21 @@ class SbatchRequest(SlurmRequestBase):
 def make_request(adapter: str, values: Mapping[str, Any]) -> SbatchRequest | SrunRequest:
     """Check `vibesys run`'s options for a Slurm adapter; UsageError/ConfigError otherwise.
     The site file is read here, once: its rendering goes with the request to be recorded."""
-    path = site_file_path(values.get("slurm_config"))
-    loaded = load_site_file(path)
+    loaded = load_site_file(site_file_path(values.get("slurm_config")))
     warn_once(loaded.warning)
+    return request_from_site(adapter, values, loaded)
+
+
+def request_from_site(
+    adapter: str,
+    values: Mapping[str, Any],
+    loaded: SlurmSiteFile,
+    rendering: RecordedSite | None = None,
+) -> SbatchRequest | SrunRequest:
+    """`make_request` with a site file read before, and its `rendering` if made before too (a
+    session reads and renders its site once, when it starts: every evaluation's request gets
+    that rendering, whatever the file says later)."""
+    path = loaded.path
     person = SlurmRequest(
         gpus=values.get("gpus") or 0,
         time_minutes=values.get("time_minutes"),
@@ -130,7 +143,7 @@ def make_request(adapter: str, values: Mapping[str, Any]) -> SbatchRequest | Sru
         "site_config": str(path),
         "artifacts": tuple(check_pattern(p) for p in values.get("artifact") or ()),
         "candidate": candidate_spec(values.get("candidate"), values.get("exclude") or ()),
-        "site_record": slurm_site(loaded.config),
+        "site_record": rendering or slurm_site(loaded.config),
     }
     if adapter == "sbatch":
         trusted = check_trusted(person, loaded.gate)

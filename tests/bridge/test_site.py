@@ -1,0 +1,49 @@
+"""The session's site is read and rendered once, when it starts: every evaluation's request
+gets that rendering, whatever its file says later (edited, broken, deleted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vibesys.adapters.slurm.request import SbatchRequest
+from vibesys.bridge.site import resolve_site
+from vibesys.config import PortableResources
+
+
+def site_text(name: str, root: Path) -> str:
+    return (
+        f'[slurm]\nname = "{name}"\nremote_workspace_root = "{root}"\n\n'
+        '[slurm.transport]\nkind = "local"\n'
+    )
+
+
+@pytest.mark.parametrize("change", ["edited", "broken", "deleted"])
+def test_evaluations_keep_the_site_the_session_started_with(tmp_path: Path, change: str) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "eval.py").write_text("print(1)\n")
+    config = tmp_path / "slurm.toml"
+    config.write_text(site_text("first", tmp_path / "remote"))
+    site = resolve_site(
+        run_id="campaign-1",
+        workspace=str(workspace),
+        resources=PortableResources(),
+        slurm_config=config,
+    )
+    assert site.cluster == "first" and site.slurm_rendering is not None
+    if change == "edited":
+        config.write_text(site_text("second", tmp_path / "elsewhere"))
+    elif change == "broken":
+        config.write_text("[slurm\n")
+    else:
+        config.unlink()
+    for timeout in (60, 600):
+        request = site.request(str(workspace), timeout, ("out/*",))
+        assert isinstance(request, SbatchRequest)
+        assert request.site_record == site.slurm_rendering
+        assert request.site().slurm.name == "first"
+        assert str(request.site().slurm.remote_workspace_root) == str(tmp_path / "remote")
+        assert request.site_config == str(config.resolve())
+        assert request.time_minutes == timeout // 60 and request.artifacts == ("out/*",)
