@@ -54,9 +54,12 @@ def test_a_session_on_a_campaign_cluster(fake: FakeSky, tmp_path: Path) -> None:
         first = result_line(out)
         assert (first["status"], first["cluster_name"]) == ("COMPLETED", name)
         assert first["remote_job_id"].endswith("@" + first["provenance"]["allocation_job_id"])
-        rc, out, err = session.evaluate("--", "sh", "-c", "exit 3")
+        # The agent edits its candidate between evaluations: the next runs the edit.
+        (tmp_path / "ws" / "main.py").write_text("print('edited')\n")
+        rc, out, err = session.evaluate("--", "sh", "-c", "cat main.py; exit 3")
         second = result_line(out)
         assert (rc, second["status"], second["cluster_name"]) == (3, "APPLICATION_FAILED", name)
+        assert out.startswith("print('edited')\n"), err
         assert len(fake.calls("launch")) == 1  # one allocation for the campaign
         caps = session.helper("capabilities")
         printed, _ = caps.communicate(timeout=BUDGET)

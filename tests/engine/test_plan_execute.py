@@ -14,7 +14,7 @@ from vibesys.adapters.fake import FakeBackend
 from vibesys.engine import Engine, RetryPolicy
 from vibesys.engine import core as core_module
 from vibesys.engine.plan import Commit, Hold, Redo, plan
-from vibesys.engine.plan_table import NOW, PATIENCE, SIGHTS, SITUATIONS
+from vibesys.engine.plan_table import NOW, PATIENCE, SIGHTS, SITUATIONS, WAITING
 from vibesys.journal_schema import Invocation, Journal, iso
 from vibesys.states import (
     CancelRequested,
@@ -42,6 +42,7 @@ def path_to(label: str, name: str, cancel: bool) -> list[Event]:
     ask = [CancelRequested("test")] if cancel else []
     paths: dict[str, list[Event]] = {
         "PREPARED": [],
+        WAITING: [],
         "SUBMITTING, intent only (nothing sent)": [intent, *ask],
         "SUBMITTING, dispatched, no job id": [intent, dispatch, *ask],
         "RUNNING": [intent, dispatch, Submitted("42"), *ask],
@@ -85,7 +86,11 @@ def path_to(label: str, name: str, cancel: bool) -> list[Event]:
 
 
 def situated(journal: Journal, engine: Engine, label: str, cancel: bool) -> Invocation:
-    inv = engine.prepare(adapter="fake", command=["x"], run_root=journal.path.parent / "runs")
+    runs = journal.path.parent / "runs"
+    campaign = "campaign-1" if label == WAITING else None
+    if campaign is not None:  # one ahead of it in its campaign's queue
+        engine.prepare(adapter="fake", command=["x"], run_root=runs, campaign=campaign)
+    inv = engine.prepare(adapter="fake", command=["x"], run_root=runs, campaign=campaign)
     for event in path_to(label, f"vibesys-{inv.id}-1", cancel):
         inv, _ = journal.commit_transition(inv, event)
     return inv
@@ -97,7 +102,7 @@ CASES = [
     for label, _ in SITUATIONS
     for seen_label, _ in SIGHTS
     for cancel in (False, True)
-    if not (cancel and label == "PREPARED")
+    if not (cancel and label in ("PREPARED", WAITING))
 ]
 
 

@@ -60,16 +60,24 @@ class Site:
         artifacts: tuple[str, ...],
         env_names: tuple[str, ...] = (),
     ) -> Any:
-        """The typed adapter request of one evaluation (the candidate's digest computed now,
-        for the sbatch path) that passes the variables `env_names`. UsageError/ConfigError
-        say why the site cannot take it."""
+        """The typed adapter request of one evaluation (the candidate's digest computed now:
+        the agent edits it between evaluations) that passes the variables `env_names`.
+        UsageError/ConfigError say why the site cannot take it."""
         if self.backend == "local":
             from vibesys.adapters.local import LocalRequest
 
             return LocalRequest()
         if self.backend == "skypilot":
             assert self.sky_request is not None
-            update = {"artifacts": artifacts, "pass_env": tuple(sorted(env_names))}
+            from vibesys.adapters.candidate import candidate_spec
+
+            update: dict[str, Any] = {
+                "artifacts": artifacts,
+                "pass_env": tuple(sorted(env_names)),
+            }
+            recorded = getattr(self.sky_request, "candidate", None)
+            if recorded is not None:  # the snapshot as it is now, not as the session began
+                update["candidate"] = candidate_spec(recorded.path, recorded.exclude)
             return self.sky_request.model_copy(update=update)
         from vibesys.adapters.slurm import request as slurm_request
 
