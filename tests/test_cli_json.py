@@ -125,5 +125,8 @@ def test_reconcile_json_has_its_rows_and_its_exit_status(tmp_path: Path) -> None
         "waiting": 0,
         "exit_status": 0,
     }
+    # Resubmitted by that reconcile, the job may still run: once it has ended and is
+    # collected, a reconcile has nothing left to do.
+    assert vibesys_cli("wait", row["invocation"], cwd=tmp_path).returncode == 0
     again = vibesys_cli("reconcile", "--json", cwd=tmp_path)
     assert (again.returncode, json.loads(again.stdout)["reconciled"]) == (0, [])
