@@ -113,7 +113,8 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(directory: Path) -> None:
-    with open(directory / "filler", "wb") as handle, contextlib.suppress(OSError):
+    """Fill the file system (already full, even the filler's creation fails: so be it)."""
+    with contextlib.suppress(OSError), open(directory / "filler", "wb") as handle:
         while True:
             handle.write(b"\0" * 65536)
             handle.flush()
