@@ -16,11 +16,13 @@ import os
 import random
 import sqlite3
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing: find `vibesys` here
@@ -278,3 +280,38 @@ def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
     finally:
         conn.close()
     return ids
+
+
+def read_document(process: subprocess.Popen[str]) -> dict[str, Any]:
+    """The JSON document `vibesys session serve` prints first (SystemExit if it ended)."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    while not lines or lines[-1] != "}\n":
+        line = process.stdout.readline()
+        if not line:
+            _, err = process.communicate(timeout=60)
+            raise SystemExit(f"session serve ended (exit {process.returncode}): {err[-500:]}")
+        lines.append(line)
+    document: dict[str, Any] = json.loads("".join(lines))
+    return document
+
+
+def run_together(
+    argvs: Sequence[Sequence[str]], cwd: Path, env: dict[str, str], what: str = "exit"
+) -> tuple[float, list[str]]:
+    """Start every command at once, wait for all: the wall time and one line per failure."""
+    start = time.perf_counter()
+    runs = [
+        subprocess.Popen(
+            list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for argv in argvs
+    ]
+    finished = [run.communicate(timeout=600) for run in runs]
+    wall = time.perf_counter() - start
+    problems = [
+        f"{what} {run.returncode}: {err.decode()[-200:]}"
+        for run, (_, err) in zip(runs, finished, strict=True)
+        if run.returncode != 0
+    ]
+    return wall, problems

@@ -33,6 +33,7 @@ from _common import (
     interleave,
     median,
     parse_args,
+    read_document,
     report,
     vibesys_argv,
 )
@@ -106,15 +107,7 @@ def start_session(base: Path, workspace: Path, state: Path) -> Session:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert process.stdout is not None
-    lines: list[str] = []
-    while not lines or lines[-1] != "}\n":  # the session's document comes first
-        line = process.stdout.readline()
-        if not line:
-            _, err = process.communicate(timeout=60)
-            raise SystemExit(f"session serve ended (exit {process.returncode}): {err[-500:]}")
-        lines.append(line)
-    return Session(process, json.loads("".join(lines)))
+    return Session(process, read_document(process))
 
 
 def measure(

@@ -37,7 +37,9 @@ from _common import (
     cluster_env,
     compile_vibesys,
     parse_args,
+    read_document,
     report,
+    run_together,
     vibesys_argv,
 )
 from bench_concurrent_poll import calls_in, logging_shims, status_calls
@@ -114,19 +116,7 @@ def run_direct(base: Path, shims: Path, config: Path, count: int, seconds: float
         "sleep",
         f"{seconds:g}",
     ]
-    env = env_for(shims, log)
-    start = time.perf_counter()
-    runs = [
-        subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for _ in range(count)
-    ]
-    finished = [run.communicate(timeout=600) for run in runs]
-    wall = time.perf_counter() - start
-    problems = [
-        f"run exit {run.returncode}: {err.decode()[-200:]}"
-        for run, (_, err) in zip(runs, finished, strict=True)
-        if run.returncode != 0
-    ]
+    wall, problems = run_together([argv] * count, cwd, env_for(shims, log), "run exit")
     return wall, status_calls(calls_in(log)), problems
 
 
@@ -160,19 +150,6 @@ def start_session(
         text=True,
     )
     return process, read_document(process)
-
-
-def read_document(process: subprocess.Popen[str]) -> dict[str, Any]:
-    assert process.stdout is not None
-    lines: list[str] = []
-    while not lines or lines[-1] != "}\n":  # the session's document comes first
-        line = process.stdout.readline()
-        if not line:
-            _, err = process.communicate(timeout=60)
-            raise SystemExit(f"session serve ended (exit {process.returncode}): {err[-500:]}")
-        lines.append(line)
-    document: dict[str, Any] = json.loads("".join(lines))
-    return document
 
 
 def run_bridge(

@@ -37,6 +37,7 @@ from _common import (
     median,
     parse_args,
     report,
+    run_together,
     vibesys_argv,
 )
 
@@ -142,18 +143,7 @@ def run_vibesys(
         "sleep",
         f"{seconds:g}",
     ]
-    start = time.perf_counter()
-    runs = [
-        subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for _ in range(count)
-    ]
-    finished = [run.communicate(timeout=600) for run in runs]
-    wall = time.perf_counter() - start
-    problems = [
-        f"exit {run.returncode}: {err.decode()[-200:]}"
-        for run, (_, err) in zip(runs, finished, strict=True)
-        if run.returncode != 0
-    ]
+    wall, problems = run_together([argv] * count, cwd, env)
     with sqlite3.connect(cwd / ".vibesys" / "journal.db") as conn:
         rows = conn.execute("SELECT round FROM poll_sites").fetchall()
         done = conn.execute(

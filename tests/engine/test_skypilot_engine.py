@@ -226,18 +226,23 @@ def test_journal_show_names_the_cluster_an_attempt_ran_on(fake: FakeSky, tmp_pat
     assert json.loads(json.dumps([lease.to_json()]))[0]["state"] == "up"
 
 
-def test_one_evaluation_at_a_time_per_campaign_the_others_wait_in_order(
-    fake: FakeSky, tmp_path: Path
-) -> None:
-    engine = engine_on(fake, tmp_path)
-    gate = tmp_path / "gate"
+def running_until(engine: Engine, fake: FakeSky, gate: Path, tmp_path: Path) -> Invocation:
+    """A campaign's evaluation, left running (detached) until `gate` exists."""
     first = engine.prepare(
         adapter="skypilot",
         command=["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done"],
         request=fake.request(),
         run_root=tmp_path / "runs",
     )
-    first = drive(engine, first, DriveOptions(detach=True))
+    return drive(engine, first, DriveOptions(detach=True))
+
+
+def test_one_evaluation_at_a_time_per_campaign_the_others_wait_in_order(
+    fake: FakeSky, tmp_path: Path
+) -> None:
+    engine = engine_on(fake, tmp_path)
+    gate = tmp_path / "gate"
+    first = running_until(engine, fake, gate, tmp_path)
     assert first.state is JobState.RUNNING
     # Another campaign is not held up; the same campaign is, whatever the resources.
     other = run(engine, fake.request(run_id="campaign-2"), ["true"], tmp_path)
@@ -299,13 +304,7 @@ def test_an_invocation_in_no_queue_is_still_refused_on_a_busy_campaign(
     cluster another evaluation runs on (REJECTED, nothing sent)."""
     engine = engine_on(fake, tmp_path)
     gate = tmp_path / "gate"
-    first = engine.prepare(
-        adapter="skypilot",
-        command=["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done"],
-        request=fake.request(),
-        run_root=tmp_path / "runs",
-    )
-    first = drive(engine, first, DriveOptions(detach=True))
+    first = running_until(engine, fake, gate, tmp_path)
     legacy = engine.prepare(
         adapter="skypilot", command=["true"], request=fake.request(), run_root=tmp_path / "runs"
     )
