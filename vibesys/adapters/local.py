@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -29,7 +30,7 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from vibesys.adapters.base import (
     TERMINAL_REMOTE,
@@ -101,29 +102,39 @@ class LocalBackend:
         # The wrapper handles these itself; the command gets them ignored if our caller did.
         ignored = [str(int(s)) for s in FORWARDED if caller_ignores(s)]
         argv += [f"--ignore={','.join(ignored)}"] if ignored else []
-        argv.append("--")
-        with map_transport_errors("start the local wrapper", maybe_effect=False):
-            child = subprocess.Popen(
-                [*argv, *request.command],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
-                cwd=cwd,
-                env=dict(request.context.env),
-            )
+        # The wrapper says on this pipe when it has claimed (or closes it by ending): no polling.
+        claimed, notify = os.pipe()
+        argv += [f"--notify={notify}", "--"]
+        try:
+            with map_transport_errors("start the local wrapper", maybe_effect=False):
+                child = subprocess.Popen(
+                    [*argv, *request.command],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=(notify,),
+                    cwd=cwd,
+                    env=dict(request.context.env),
+                )
+        except BaseException:
+            os.close(claimed)
+            raise
+        finally:
+            os.close(notify)
         # Reap the wrapper whenever it ends, so it never lingers as a zombie of this process,
         # and say so: the driver then reads the job's end at once (`ended_here`).
         ended = self._wrappers[request.job_name] = threading.Event()
         threading.Thread(target=_reap, args=(child, ended), daemon=True).start()
-        claim = _wait_for_claim(run_dir, child, self.launch_grace / 2)
+        with open(claimed, "rb", buffering=0) as pipe:
+            claim = _wait_for_claim(run_dir, pipe, self.launch_grace / 2)
         if claim is not None and claim.kind == "job":
             pid = claim.get("pid")
             return SubmitReceipt(pid, f"local pid {pid} in {run_dir}")
         # A fence, a refusal or a stalled wrapper: the attempt's fate is for the engine to
         # settle (by lookup, or by a fence), never by launching another wrapper.
-        why = claim.describe() if claim else f"no claim yet (wrapper exit {child.returncode})"
+        why = claim.describe() if claim else f"no claim yet (wrapper exit {child.poll()})"
         raise BackendUnavailable(
             f"the local wrapper did not start the job: {why}", maybe_submitted=True
         )
@@ -310,7 +321,7 @@ def _provenance(claim: Claim, marker: Path | None) -> dict[str, str]:
 
 def _wrapper_pids(job_name: str) -> list[int]:
     """Wrappers for `job_name` that still run (any of them may be stopped, not dead)."""
-    needle = f"\0{job_name}\0--\0".encode()
+    needle = f"\0{job_name}\0".encode()  # the wrapper's options may follow its job name
     wrapper = str(WRAPPER).encode()
     return [
         pid for pid, cmdline in processes("cmdline") if wrapper in cmdline and needle in cmdline
@@ -328,16 +339,12 @@ def _reap(child: subprocess.Popen[bytes], ended: threading.Event) -> None:
     ended.set()
 
 
-def _wait_for_claim(run_dir: Path, child: subprocess.Popen[bytes], seconds: float) -> Claim | None:
-    deadline = time.monotonic() + seconds
-    delay = 0.001
-    while time.monotonic() < deadline:
-        claim = _read_claim(run_dir)
-        if claim is not None or child.poll() is not None:
-            return claim or _read_claim(run_dir)
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
-    return None
+def _wait_for_claim(run_dir: Path, pipe: BinaryIO, seconds: float) -> Claim | None:
+    """The claim once the wrapper has written its line (or ended); None when it says nothing
+    for `seconds` (stalled, or a host too loaded to start it): what the attempt is, is then
+    the engine's to settle."""
+    ready, _, _ = select.select([pipe], [], [], seconds)
+    return _read_claim(run_dir) if ready else None
 
 
 def _read_claim(directory: Path) -> Claim | None:
