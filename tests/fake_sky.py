@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_sky_env import inherited, passed_variables
+from fake_sky_jobs import children, ended_at, job_status, kill
 
 STATE = Path(os.environ["FAKE_SKY_STATE"])
 ROOT = STATE.parent
@@ -56,35 +57,6 @@ def not_exist(name: str) -> int:
     message = f"{YELLOW}Cluster '{name}' does not exist.{RESET}"
     sys.stderr.write(f"sky.exceptions.ClusterDoesNotExist: {message}\n")
     return 1
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (FileNotFoundError, IndexError):
-        return False
-
-
-def job_status(job: dict[str, Any]) -> str:
-    if job.get("cancelled"):
-        return "CANCELLED"
-    rc_file = Path(job["rc_file"])
-    if rc_file.exists() and rc_file.read_text().strip():
-        return "SUCCEEDED" if rc_file.read_text().strip() == "0" else "FAILED"
-    if alive(job["pid"]):
-        return "RUNNING"
-    return "FAILED_DRIVER"
-
-
-def ended_at(job: dict[str, Any]) -> float | None:
-    rc_file = Path(job["rc_file"])
-    return rc_file.stat().st_mtime if rc_file.exists() else None
-
-
-def kill(job: dict[str, Any]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(job["pid"], signal.SIGTERM)
 
 
 def task_resources(task: dict[str, Any]) -> dict[str, Any]:
@@ -337,16 +309,6 @@ def cmd_lose(state: dict[str, Any], args: list[str]) -> int:
         else:
             kill(job)
     return 0
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-    return found
 
 
 USER_HASH = "0123abcd"
