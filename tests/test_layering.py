@@ -105,7 +105,7 @@ FORBIDDEN = {
         "vibesys.adapters",
         "vibesys.broker",
         "vibesys.cli",
-        "vibesys.run_command",
+        "vibesys.cli.run_command",
         "sqlite_utils",
         "subprocess",
     ),
@@ -118,7 +118,7 @@ _BROKER_CORE = (
     "vibesys.adapters.slurm.bwrap",
     "vibesys.config",
     "vibesys.errors",
-    "vibesys.tokens",
+    "vibesys.osutil.tokens",
 )
 BROKER_ALLOWED = {
     "vibesys.broker.protocol": (),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PARSE = "vibesys/adapters/slurm/parse.py"
-RENDER = "vibesys/render.py"
+RENDER = "vibesys/cli/render.py"
 STORE = "vibesys/journal_schema/store.py"
 LEASES = "vibesys/journal_schema/leases.py"
 TABLE = "vibesys/states/table.py"
@@ -28,17 +28,17 @@ PROVENANCE = "vibesys/engine/provenance.py"
 SHARED_POLL = "vibesys/engine/shared_poll.py"
 POLLS = "vibesys/journal_schema/polls.py"
 MACHINE = "vibesys/states/machine.py"
-RUN_COMMAND = "vibesys/run_command.py"
+RUN_COMMAND = "vibesys/cli/run_command.py"
 CORE = "vibesys/engine/core.py"
 STATUS_RULES = "vibesys/adapters/slurm/status_rules.py"
-JOB_RESULT = "vibesys/job_result.py"
+JOB_RESULT = "vibesys/job_result/__init__.py"
 BRIDGE_PROTOCOL = "vibesys/bridge/protocol.py"
 BRIDGE_ADMISSION = "vibesys/bridge/admission.py"
 BRIDGE_RUNNER = "vibesys/bridge/runner.py"
 BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
 BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
-TOKENS = "vibesys/tokens.py"
+TOKENS = "vibesys/osutil/tokens.py"
 CHECK_MODEL = "vibesys/sitecheck/model.py"
 CHECK_RUNNER = "vibesys/sitecheck/runner.py"
 CHECK_CERT = "vibesys/sitecheck/certificate.py"
@@ -68,7 +68,7 @@ RECONCILE = "vibesys/engine/reconcile.py"
 SETTINGS = "vibesys/journal_schema/settings.py"
 SCRIPT = "vibesys/adapters/slurm/script.py"
 LOCAL = "vibesys/adapters/local.py"
-CLI = "vibesys/cli.py"
+CLI = "vibesys/cli/app.py"
 RECORDED = ("tests/engine/test_recorded_settings.py",)
 CHAINED = ("tests/engine/test_chains.py",)
 FAULTS = "tests/test_journal_faults.py"
@@ -351,7 +351,7 @@ MUTANTS: list[Mutant] = [
     M("journal-fault-swallowed-by-a-boundary", EXECUTE, "    except JOURNAL_FAILURES:\n        raise\n    except Exception as exc:\n        engine.note(inv, f\"collection failed", "    except Exception as exc:\n        engine.note(inv, f\"collection failed", "a full disk while collecting is retried as a collection failure for ten minutes", tests=("tests/engine/test_journal_fault_boundaries.py",)),
     M("journal-fault-read-as-maybe-submitted", EXECUTE, "        receipt = backend.submit(request)\n    except JOURNAL_FAILURES:\n        raise\n", "        receipt = backend.submit(request)\n", "a journal that failed before the submit is read as a submit that may have gone through", tests=("tests/engine/test_journal_fault_boundaries.py",)),
     M("journal-created-in-place", "vibesys/journal_schema/opening.py", "        if not path.exists():\n            _create(path)\n", "", "a creation killed half-way leaves a half-made journal that read commands refuse", tests=(f"{FAULTS}::test_a_creation_killed_half_way_leaves_no_journal",)),
-    M("job-output-decoded", "vibesys/logtail.py", "                    sink.write(chunk)\n", "                    sink.write(chunk.decode(\"utf-8\", \"replace\").encode())\n", "binary and Latin-1 output is rewritten on its way out", tests=("tests/test_output_bytes.py",)),
+    M("job-output-decoded", "vibesys/osutil/logtail.py", "                    sink.write(chunk)\n", "                    sink.write(chunk.decode(\"utf-8\", \"replace\").encode())\n", "binary and Latin-1 output is rewritten on its way out", tests=("tests/test_output_bytes.py",)),
     M("ignored-signals-dropped", "vibesys/adapters/local.py", "FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)", "FORWARDED = ()", "a job loses the signal dispositions its caller set (nohup, a script's background job)", tests=("tests/test_job_context.py",)),
     M("srun-end-waits-for-a-round", "vibesys/adapters/slurm/srun.py", "        if claim is None or claim.kind != \"job\" or code is None:\n", "        if claim is None or claim.kind != \"job\":\n", "an srun job that left no marker (killed, out of time) is read as ended by its srun's return", tests=("tests/adapters/test_srun_end.py",)),
     M("srun-end-of-another-job", "vibesys/adapters/slurm/srun.py", "        if job.job_id is not None and claimer != str(job.job_id):\n", "        if False:\n", "the end of a copy that claimed the attempt is taken for this job's", tests=("tests/adapters/test_srun_end.py",)),

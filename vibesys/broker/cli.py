@@ -174,7 +174,7 @@ def _private_dir(state_dir: Path | None) -> Path:
 
 
 def _write_token(path: Path) -> str:
-    from vibesys.tokens import BROKER_PREFIX, new_token, write_token_file
+    from vibesys.osutil.tokens import BROKER_PREFIX, new_token, write_token_file
 
     token = new_token(BROKER_PREFIX)
     write_token_file(path, token)
@@ -206,7 +206,7 @@ def _serve(
     from vibesys.broker.run_slots import RunSlots
     from vibesys.broker.server import BrokerServer
     from vibesys.journal_schema import journal_path, open_journal
-    from vibesys.proc import self_identity
+    from vibesys.osutil.proc import self_identity
 
     journal_file = journal_path(journal).absolute()
     open_journal(journal_file).close()  # refuse now (NFS, newer schema), not at the first job

@@ -9,7 +9,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from vibesys.cli_read import CommandFailed, read_errors
+from vibesys.cli.read import CommandFailed, read_errors
 from vibesys.journal_schema.opening import journal_path
 from vibesys.ui.app import create_app
 from vibesys.ui.reader import JournalReader

@@ -11,7 +11,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from vibesys.cli_read import listed, show_json
+from vibesys.cli.read import listed, show_json
 from vibesys.journal_schema import ArtifactRow, Attempt, ClusterLease, HistoryRow, Invocation
 from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.store import Journal

@@ -37,7 +37,7 @@ def clean_errors(journal: Path | None = None) -> Iterator[None]:
     try:
         yield
     except JournalFault as exc:
-        from vibesys.render import EXIT_JOURNAL_FAULT
+        from vibesys.cli.render import EXIT_JOURNAL_FAULT
 
         way = "put the journal back" if exc.replaced else "fix the disk"
         fail(f"{exc}; {way}, then run `vibesys reconcile`", EXIT_JOURNAL_FAULT)
@@ -74,8 +74,8 @@ def journal_faults(store: Journal, invocation: str) -> Iterator[None]:
     except (JournalError, sqlite3.Error) as exc:
         if isinstance(exc, StaleState):
             raise
-        from vibesys.render import EXIT_JOURNAL_FAULT
-        from vibesys.run_command import journal_failed
+        from vibesys.cli.render import EXIT_JOURNAL_FAULT
+        from vibesys.cli.run_command import journal_failed
 
         fail(journal_failed(exc, invocation, store), EXIT_JOURNAL_FAULT)
 

@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperCommand
 
 from vibesys.adapters.registry import ADAPTERS, Option
-from vibesys.run_options import COMMON, adapter_options, takers
+from vibesys.cli.run_options import COMMON, adapter_options, takers
 
 #: `--journal`, which every command takes.
 JournalOption = Annotated[

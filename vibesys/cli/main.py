@@ -82,7 +82,7 @@ def run_fast(argv: Sequence[str]) -> int | None:
     if parsed is None:
         return None
     command, options, positionals = parsed
-    from vibesys import cli_read
+    from vibesys.cli import read as cli_read
 
     def text(name: str) -> str | None:
         value = options.get(name)
@@ -114,7 +114,7 @@ def run_fast(argv: Sequence[str]) -> int | None:
 
 
 def _states(fmt: str) -> None:
-    from vibesys import cli_read
+    from vibesys.cli import read as cli_read
 
     text = cli_read.states(fmt)
     sys.stdout.write(text)
@@ -126,12 +126,12 @@ def run_evaluation(argv: Sequence[str]) -> int | None:
     then run without typer; None when typer must parse it."""
     if list(argv[:1]) != ["run"]:
         return None
-    from vibesys.run_options import parse_run_argv
+    from vibesys.cli.run_options import parse_run_argv
 
     values = parse_run_argv(argv[1:])
     if values is None:
         return None
-    from vibesys.run_command import execute_run
+    from vibesys.cli.run_command import execute_run
 
     return execute_run(values)
 
@@ -178,7 +178,7 @@ def main() -> None:
             status = run_evaluation(sys.argv[1:])
         if status is None:
             collect_again()
-            from vibesys.cli import main as typer_main
+            from vibesys.cli.app import main as typer_main
 
             typer_main()
             return

@@ -13,13 +13,13 @@ from typing import Annotated, Any
 
 import typer
 
-from vibesys import cli_read
 from vibesys.bridge.cli import session_app
 from vibesys.broker.cli import broker_app
-from vibesys.cli_check import check_command
-from vibesys.cli_clusters import clusters_app
-from vibesys.cli_common import clean_errors, fail, journal_faults, make_engine, open_store
-from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
+from vibesys.cli import read as cli_read
+from vibesys.cli.check import check_command
+from vibesys.cli.clusters import clusters_app
+from vibesys.cli.common import clean_errors, fail, journal_faults, make_engine, open_store
+from vibesys.cli.run import JournalOption, RunCommand, adapters_epilog, with_run_signature
 
 app = typer.Typer(
     name="vibesys",
@@ -50,7 +50,7 @@ def _read_command() -> Iterator[None]:
 
 def run(ctx: typer.Context, **values: Any) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
-    from vibesys.run_command import execute_run
+    from vibesys.cli.run_command import execute_run
 
     raise typer.Exit(execute_run(values))
 
@@ -95,8 +95,8 @@ def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False
     row says until when): run it again later. --json: {"reconciled": \\[rows],
     "unresolved": \\[ids], "failed", "waiting" (how many rows), "exit_status"}."""
     with clean_errors():
+        from vibesys.cli.render import reconcile_status, table
         from vibesys.engine import reconcile
-        from vibesys.render import reconcile_status, table
 
         store = open_store(journal)
         rows = reconcile(make_engine(store))
@@ -173,7 +173,7 @@ def journal_config(
 ) -> None:
     """The site configuration an invocation runs with: the rendering recorded at PREPARED
     (its digest is in `journal show`). No process reads the file again."""
-    from vibesys import cli_site
+    from vibesys.cli import site as cli_site
 
     if replace is None:
         if profile is not None:
@@ -210,8 +210,8 @@ def cancel(
     """Cancel an invocation; waits until nothing of it runs any more (UNRESOLVED, exit 4, when
     that cannot be proven within the unreachable timeout recorded with it)."""
     with clean_errors():
+        from vibesys.cli.render import exit_status, summary
         from vibesys.engine.cancel import cancel_invocation
-        from vibesys.render import exit_status, summary
 
         store = open_store(journal)
         inv = cancel_invocation(make_engine(store), store.resolve(invocation).id)
@@ -236,9 +236,9 @@ def logs(
             cli_read.logs(journal, invocation)
         return
     with clean_errors():
+        from vibesys.cli.render import EXIT_OUTPUT_FAILED
+        from vibesys.cli.run_command import FOLLOWER_SIGNALS, interruptible, quiet_streams
         from vibesys.engine import DriveOptions, LogTail, wait_for
-        from vibesys.render import EXIT_OUTPUT_FAILED
-        from vibesys.run_command import FOLLOWER_SIGNALS, interruptible, quiet_streams
 
         store = open_store(journal)
         inv = store.resolve(invocation)
@@ -268,14 +268,14 @@ def wait(
     --unreachable-timeout allows. Only `vibesys cancel`, or an interrupt of the `run` that
     started it, cancels."""
     with clean_errors():
-        from vibesys.engine import DriveOptions, wait_for
-        from vibesys.run_command import (
+        from vibesys.cli.run_command import (
             FOLLOWER_SIGNALS,
             finish,
             interruptible,
             job_output,
             live_status,
         )
+        from vibesys.engine import DriveOptions, wait_for
 
         store = open_store(journal)
         live = live_status(as_json)
@@ -363,7 +363,7 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         status = 130
     except typer.TyperException as exc:
-        from vibesys.cli_usage import usage_line
+        from vibesys.cli.usage import usage_line
 
         typer.echo(f"vibesys: error: {usage_line(exc)}", err=True)
         status = int(getattr(exc, "exit_code", 2))

@@ -42,7 +42,7 @@ from vibesys.journal_schema import (
     Invocation,
     Journal,
 )
-from vibesys.layout import attempt_dir, log_paths
+from vibesys.osutil.layout import attempt_dir, log_paths
 from vibesys.states import FailureClass, JobState, Outcome
 
 __all__ = [

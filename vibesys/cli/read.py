@@ -1,5 +1,5 @@
 """The read-only commands (`journal show`, `journal list`, `logs` without `--follow`,
-`states`), shared by the typer app and the fast entry point (`vibesys/cli_fast.py`).
+`states`), shared by the typer app and the fast entry point (`vibesys/cli/main.py`).
 
 They import only what reading needs: sqlite3, json, the journal's read models and the pure
 renderings; no typer, no pydantic, no transitions machine, no adapter. Output goes through
@@ -73,7 +73,7 @@ def show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
 
 
 def journal_show(journal: Path | None, invocation: str, as_json: bool, out: Echo = echo) -> None:
-    from vibesys.render import show
+    from vibesys.cli.render import show
 
     with read_errors(journal):
         store = open_readonly(journal)
@@ -124,7 +124,7 @@ def list_json(
 
 
 def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Echo = echo) -> None:
-    from vibesys.render import table
+    from vibesys.cli.render import table
     from vibesys.states.job_state import JobState
 
     with read_errors(journal):
@@ -157,8 +157,8 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
 
 def logs(journal: Path | None, invocation: str) -> None:
     """Every attempt's output, oldest first: stdout, then stderr, from the local spool."""
-    from vibesys.layout import attempt_dir, log_paths
-    from vibesys.logtail import LogTail
+    from vibesys.osutil.layout import attempt_dir, log_paths
+    from vibesys.osutil.logtail import LogTail
 
     with read_errors(journal):
         store = open_readonly(journal)

@@ -15,18 +15,23 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from vibesys.cli_read import echo, show_json
+from vibesys.cli.read import echo, show_json
+from vibesys.cli.render import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_JOURNAL_FAULT,
+    EXIT_OUTPUT_FAILED,
+)
 from vibesys.errors import JournalError, JournalFault, StaleState, VibesysError
-from vibesys.proc import note_caller_disposition
-from vibesys.render import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOURNAL_FAULT, EXIT_OUTPUT_FAILED
+from vibesys.osutil.proc import note_caller_disposition
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
+    from vibesys.cli.live import LiveStatus
+    from vibesys.cli.run_checks import CheckedRun
     from vibesys.engine import DriveOptions, Engine, StopFlag
     from vibesys.journal_schema import Invocation, Journal
-    from vibesys.live import LiveStatus
-    from vibesys.logtail import LogTail
-    from vibesys.run_checks import CheckedRun
+    from vibesys.osutil.logtail import LogTail
 
 __all__ = ["execute_run"]
 
@@ -87,7 +92,7 @@ def _bad_input(exc: Exception, values: Mapping[str, Any]) -> str:
 def journal_failed(exc: Exception, invocation: str | None, store: Journal) -> str:
     """The line for a journal that failed while `invocation` was driven (None: while it was
     being recorded)."""
-    from vibesys.cli_common import journal_fault
+    from vibesys.cli.common import journal_fault
 
     if not isinstance(exc, JournalFault):
         exc = JournalFault(f"the journal {store.path} failed while in use ({exc})")
@@ -98,8 +103,8 @@ def _prepare(
     values: Mapping[str, Any], live: LiveStatus | None
 ) -> tuple[Journal, Engine, CheckedRun, AdapterRequest]:
     """Check everything, then open the journal and build the engine: nothing is recorded."""
-    from vibesys.cli_common import make_engine, open_store
-    from vibesys.run_checks import check_failpoints, check_run
+    from vibesys.cli.common import make_engine, open_store
+    from vibesys.cli.run_checks import check_failpoints, check_run
 
     checked = check_run(values)
     if checked.after is not None:
@@ -143,7 +148,7 @@ def _drive(
     interrupt: StopFlag,
 ) -> int:
     """Drive the recorded invocation to its end (or, detached, until it runs) and report."""
-    from vibesys.cli_fast import collect_again
+    from vibesys.cli.main import collect_again
     from vibesys.engine import DriveOptions, drive
 
     collect_again()  # the job may run for hours: its driver collects its cycles
@@ -205,7 +210,7 @@ def _prewarm(adapter: str, request: Any) -> None:
 def job_output(as_json: bool, live: LiveStatus | None) -> LogTail:
     """Where the job's bytes go, unchanged: its stdout to ours (to stderr under `--json`,
     whose object is stdout's only content), its stderr to ours."""
-    from vibesys.logtail import LogTail
+    from vibesys.osutil.logtail import LogTail
 
     tail = LogTail(sys.stderr.buffer if as_json else sys.stdout.buffer, sys.stderr.buffer)
     if live is not None:
@@ -222,7 +227,7 @@ def live_status(quiet: bool) -> LiveStatus | None:
         both = False
     if quiet or not both:
         return None
-    from vibesys.live import LiveStatus
+    from vibesys.cli.live import LiveStatus
 
     return LiveStatus()
 
@@ -236,7 +241,7 @@ def finish(
 ) -> int:
     """Report the ended invocation (`--json`: its record) and give `run`'s exit status. A
     follower stopped by signal `stopped_by` before the end says so and exits 128+N."""
-    from vibesys.render import exit_status, stopped_line, summary
+    from vibesys.cli.render import exit_status, stopped_line, summary
 
     history = journal.history(inv.id)
     if inv.outcome == "DEPENDENCY_FAILED":  # the row that says why, not the collection's
