@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.journal_schema.journal_helpers import create
-from vibesys.cli.render import exit_status, reconcile_status, show, summary
+from vibesys.cli.render import reconcile_status, show, summary
 from vibesys.journal_schema import HistoryRow, Invocation, Journal, open_journal
 from vibesys.states import JobState, Outcome
+from vibesys.states.exits import exit_status
 
 S, Out = JobState, Outcome
 

@@ -12,11 +12,11 @@ import pytest
 
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
-from vibesys.cli.render import exit_status
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine import core as core_module
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.states import FailureClass, JobState, Outcome, SubmitIntended
+from vibesys.states.exits import exit_status
 
 S = RemoteState
 WAITS = FakeAttempt((S.PENDING,))  # a child held by its dependency

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 PARSE = "vibesys/adapters/slurm/parse.py"
 RENDER = "vibesys/cli/render.py"
+EXITS = "vibesys/states/exits.py"
 STORE = "vibesys/journal_schema/store.py"
 LEASES = "vibesys/journal_schema/leases.py"
 TABLE = "vibesys/states/table.py"
@@ -80,6 +81,7 @@ QUEUE_CLI = "tests/test_campaign_queue_cli.py"
 TESTS_FOR: dict[str, tuple[str, ...]] = {
     PARSE: ("tests/adapters/test_slurm_parse.py",),
     RENDER: ("tests/test_render.py",),
+    EXITS: ("tests/test_render.py",),
     STORE: (
         "tests/journal_schema/test_journal_store.py",
         "tests/journal_schema/test_journal_concurrency.py",
@@ -212,13 +214,13 @@ MUTANTS: list[Mutant] = [
     M("slurm-lag-row-trusted", PARSE, "if isinstance(row, SacctRow) and row.job_name == SACCT_PLACEHOLDER_NAME:", "if False:", "sacct's stale placeholder row during lag is taken as evidence"),
     M("sbatch-id-prefix-accepted", PARSE, r'r"^([0-9]+)(?:;([A-Za-z0-9_.-]+))?$"', r'r"^([0-9]+)"', "sbatch output with trailing junk yields a job id"),
     # -- exit statuses of run and wait -------------------------------------------------------
-    M("exit-infra-75-to-1", RENDER, "EXIT_INFRA_FAILED = 75", "EXIT_INFRA_FAILED = 1", "an exhausted retry budget exits like an application failure"),
-    M("exit-unresolved-4-to-0", RENDER, "EXIT_UNRESOLVED = 4", "EXIT_UNRESOLVED = 0", "an outcome that cannot be proven exits as success"),
-    M("exit-interrupted-130-to-0", RENDER, "            return EXIT_INTERRUPTED", "            return 0", "a cancelled run exits as success"),
-    M("exit-bad-input-2-to-1", RENDER, "            return EXIT_BAD_INPUT", "            return 1", "a rejected request exits like a failed command"),
-    M("exit-app-failure-without-code-is-0", RENDER, "inv.exit_code if inv.exit_code not in (None, 0) else 1", "inv.exit_code or 0", "a failure without a recorded code exits 0"),
-    M("exit-detached-is-1", RENDER, "return 0  # detached", "return 1  # detached", "`run --detach` of a healthy job exits as a failure"),
-    M("exit-broken-done-is-0", RENDER, "\n    return 1\n", "\n    return 0\n", "a DONE record without an outcome exits as success"),
+    M("exit-infra-75-to-1", EXITS, "EXIT_INFRA_FAILED = 75", "EXIT_INFRA_FAILED = 1", "an exhausted retry budget exits like an application failure"),
+    M("exit-unresolved-4-to-0", EXITS, "EXIT_UNRESOLVED = 4", "EXIT_UNRESOLVED = 0", "an outcome that cannot be proven exits as success"),
+    M("exit-interrupted-130-to-0", EXITS, "            return EXIT_INTERRUPTED", "            return 0", "a cancelled run exits as success"),
+    M("exit-bad-input-2-to-1", EXITS, "            return EXIT_BAD_INPUT", "            return 1", "a rejected request exits like a failed command"),
+    M("exit-app-failure-without-code-is-0", EXITS, "inv.exit_code if inv.exit_code not in (None, 0) else 1", "inv.exit_code or 0", "a failure without a recorded code exits 0"),
+    M("exit-detached-is-1", EXITS, "return 0  # detached", "return 1  # detached", "`run --detach` of a healthy job exits as a failure"),
+    M("exit-broken-done-is-0", EXITS, "\n    return 1\n", "\n    return 0\n", "a DONE record without an outcome exits as success"),
     # -- the journal's compare-and-swap ------------------------------------------------------
     M("cas-ignores-version", STORE, '"WHERE id=? AND state=? AND version=?"', '"WHERE id=? AND state=? AND ?>=0"', "two writers that read the same state both win"),
     M("cas-ignores-state", STORE, '"WHERE id=? AND state=? AND version=?"', "\"WHERE id=? AND ?!='' AND version=?\"", "the state term alone dropped", equivalent="every transition bumps version (nothing else writes state), so id and version already pin the state"),
@@ -301,7 +303,7 @@ MUTANTS: list[Mutant] = [
     M("reconcile-waiting-unsaid", RECONCILE, "    return engine.journal.unreachable_since(inv.id, inv.attempt)\n", "    return None\n", "reconcile leaves a run waiting out an outage without saying so (or until when)"),
     M("reconcile-orphan-from-request", RECONCILE, "        if inv.settings.cancel_when_orphaned and not inv.cancel_requested:", "        if False:", "a broker job whose client is gone is followed to its end instead of cancelled"),
     M("exit-waiting-is-0", RENDER, "    return EXIT_WAITING if waiting else 0", "    return 0", "reconcile exits 0 while it left a run waiting out an outage"),
-    M("exit-dependency-failed-is-130", RENDER, "            return EXIT_DEPENDENCY_FAILED", "            return EXIT_INTERRUPTED", "a child whose parent failed exits like an interrupt"),
+    M("exit-dependency-failed-is-130", EXITS, "            return EXIT_DEPENDENCY_FAILED", "            return EXIT_INTERRUPTED", "a child whose parent failed exits like an interrupt"),
     M("settings-bool-is-a-number", SETTINGS, "            if isinstance(value, bool) or not isinstance(value, int | float):", "            if not isinstance(value, int | float):", "a damaged settings record (true for a timeout) is read as 1 s"),
     M("follower-interrupt-cancels", DRIVE, "                if not options.owner:\n                    return inv\n                inv = engine.request_cancel", "                inv = engine.request_cancel", "`wait` interrupted in the background cancels the job it only follows"),
     M("wait-owns", CLI, "            options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)", "            options = DriveOptions(tail, interrupt=interrupt, status=live)", "`wait` cancels the job on SIGINT/SIGHUP", tests=("tests/test_cli_follow.py",)),
@@ -349,7 +351,7 @@ MUTANTS: list[Mutant] = [
     M("lease-site-dropped", CLUSTERS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
     # -- the caller's context, bytes, journal faults, edges (issue 21) ----------------------
     M("journal-identity-unchecked", STORE, "if self._identity is not None and file_identity(self.path) != self._identity:", "if False:", "a journal deleted or replaced mid-run goes unnoticed (the record only in the unlinked file)", tests=(FAULTS,)),
-    M("journal-fault-is-bad-input", RUN_COMMAND, "        return EXIT_JOURNAL_FAULT\n", "        return EXIT_BAD_INPUT\n", "a journal that failed mid-run reads as bad input with nothing written (an invitation to run it again)", tests=(FAULTS,)),
+    M("journal-fault-is-bad-input", RUN_COMMAND, "inv.id if inv else None, store), EXIT_JOURNAL_FAULT)", "inv.id if inv else None, store), EXIT_BAD_INPUT)", "a journal that failed mid-run reads as bad input with nothing written (an invitation to run it again)", tests=(FAULTS,)),
     M("journal-fault-swallowed-by-a-boundary", EXECUTE, "    except JOURNAL_FAILURES:\n        raise\n    except Exception as exc:\n        engine.note(inv, f\"collection failed", "    except Exception as exc:\n        engine.note(inv, f\"collection failed", "a full disk while collecting is retried as a collection failure for ten minutes", tests=("tests/engine/test_journal_fault_boundaries.py",)),
     M("journal-fault-read-as-maybe-submitted", EXECUTE, "        receipt = backend.submit(request)\n    except JOURNAL_FAILURES:\n        raise\n", "        receipt = backend.submit(request)\n", "a journal that failed before the submit is read as a submit that may have gone through", tests=("tests/engine/test_journal_fault_boundaries.py",)),
     M("journal-created-in-place", "vibesys/journal_schema/opening.py", "        if not path.exists():\n            _create(path)\n", "", "a creation killed half-way leaves a half-made journal that read commands refuse", tests=(f"{FAULTS}::test_a_creation_killed_half_way_leaves_no_journal",)),

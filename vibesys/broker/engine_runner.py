@@ -25,13 +25,13 @@ from vibesys.adapters.slurm.bwrap import confined_command, env_file_bytes
 from vibesys.adapters.slurm.request import SrunRequest
 from vibesys.adapters.slurm.script import STDERR_FILE, STDOUT_FILE
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
-from vibesys.cli.render import exit_status
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
 from vibesys.engine.deadline import cancel_at_deadline
 from vibesys.engine.drive import StopFlag
 from vibesys.job_result import EXIT_STATUS, TIMEOUT_CANCEL, JobStatus, timed_out
 from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.states import JobState, Outcome
+from vibesys.states.exits import exit_status
 
 __all__ = ["FOLLOW_SECONDS", "EngineGpuJobRunner"]
 

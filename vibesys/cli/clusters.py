@@ -31,9 +31,10 @@ def clusters(
     ctx.obj = journal
     if ctx.invoked_subcommand is not None:
         return
-    from vibesys.cli.common import clean_errors, open_store
+    from vibesys.cli.common import open_store
+    from vibesys.errors import boundary
 
-    with clean_errors(journal):
+    with boundary(journal):
         from vibesys.cli.render import clusters_table
         from vibesys.journal_schema import LIVE_LEASE_STATES
 
@@ -55,10 +56,11 @@ def release(
     """End a cluster's allocation (sky down), recorded intent first.
 
     Refused while an invocation that ran on it is not DONE."""
-    from vibesys.cli.common import clean_errors, fail, make_engine, open_store
+    from vibesys.cli.common import fail, make_engine, open_store
+    from vibesys.errors import boundary
 
     journal = journal or ctx.obj
-    with clean_errors(journal):
+    with boundary(journal):
         from vibesys.cli.render import lease_line
         from vibesys.engine.clusters import release_cluster
 

@@ -32,9 +32,10 @@ def _recorded(journal: Journal, inv: Invocation) -> tuple[str, str, str]:
 
 def show_site(journal_path: Path | None, invocation: str, as_json: bool) -> None:
     """Print the recorded rendering exactly (or, with --json, with its digest and kind)."""
-    from vibesys.cli.read import open_readonly, read_errors
+    from vibesys.cli.read import open_readonly
+    from vibesys.errors import boundary
 
-    with read_errors(journal_path):
+    with boundary(journal_path):
         journal = open_readonly(journal_path)
         inv = journal.resolve(invocation)
         digest, kind, text = _recorded(journal, inv)
