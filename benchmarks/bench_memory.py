@@ -6,7 +6,7 @@ local wrapper, so the figure that matters is the `vibesys` process alone. It is 
 ways:
 
 - VmHWM of the vibesys process read by itself at exit (an `atexit` hook in a launcher that runs
-  the real entry point `vibesys.cli.main` in the same process): the exact figure, and the target;
+  the typer app `vibesys.cli.app.main` in the same process): the exact figure, and the target;
 - VmHWM of the real console script polled from /proc while it runs (a cross-check);
 - ru_maxrss from wait4() on that process: an upper bound, since it also folds in the
   descendants vibesys reaped (the wrapper, and through it the command).
@@ -38,7 +38,7 @@ CHUNK = 1 << 20
 
 WRITER = "import sys; b = b'x' * {chunk}; w = sys.stdout.buffer.write\nfor _ in range({n}): w(b)"
 
-#: Runs `vibesys.cli.main` in this very process and records its VmHWM when it exits.
+#: Runs `vibesys.cli.app.main` in this very process and records its VmHWM when it exits.
 LAUNCHER = textwrap.dedent(
     """
     import atexit, sys
@@ -52,7 +52,7 @@ LAUNCHER = textwrap.dedent(
 
     atexit.register(record)
     sys.argv = ["vibesys", *args]
-    from vibesys.cli import main
+    from vibesys.cli.app import main
     main()
     """
 )

@@ -82,7 +82,7 @@ def run(scratch: Path, large: int, cli_reps: int, inproc_reps: int) -> int:
         return elapsed
 
     def in_process(count: int) -> float:
-        from vibesys.render import show
+        from vibesys.cli.render import show
 
         path, target_id = journals[count]
         start = time.perf_counter()

@@ -1,7 +1,7 @@
 """What the commands import, and how fast they start.
 
 1. Imports (the checks): each command runs in a fresh interpreter through the real entry point
-   (`vibesys.cli_fast.main`), then dumps `sys.modules`. `--help` may import no paramiko,
+   (`vibesys.cli.main.main`), then dumps `sys.modules`. `--help` may import no paramiko,
    SkyPilot (`sky`) or `vibesys.adapters` module but the registry's plain data (issue 2). The
    read-only commands agents call in loops (`journal show`, `journal list`, `logs`, `states`)
    may moreover import no typer (nor its click), no pydantic, no transitions machine and no
@@ -78,7 +78,7 @@ DUMP_MODULES = textwrap.dedent(
             json.dump({"modules": sorted(sys.modules)}, handle)
 
     atexit.register(dump)  # the entry point ends the process itself
-    from vibesys.cli_fast import main
+    from vibesys.cli.main import main
     main()
     """
 )

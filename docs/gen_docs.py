@@ -40,7 +40,7 @@ _COLLECT_HELP = """
 import json
 from typer.main import get_command
 from typer.testing import CliRunner
-from vibesys.cli import app
+from vibesys.cli.app import app
 
 runner = CliRunner()
 found = {}

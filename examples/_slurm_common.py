@@ -16,7 +16,7 @@ from vibesys.config import CheckedRequest
 from vibesys.config.request import TrustedRequest
 from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, drive
 from vibesys.journal_schema import journal_path, open_journal, verify_journal
-from vibesys.render import exit_status
+from vibesys.states.exits import exit_status
 
 LOCAL_CLUSTER_TOML = """\
 [slurm]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, drive
 from vibesys.journal_schema import journal_path, open_journal, verify_journal
-from vibesys.render import exit_status
+from vibesys.states.exits import exit_status
 
 #: The "evaluation": prints a line on each stream and exits 0. Any argv works here.
 COMMAND = [

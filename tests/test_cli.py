@@ -321,7 +321,7 @@ def test_an_adapter_registered_in_one_line_appears_in_run_help() -> None:
     from typer.testing import CliRunner
 
     from vibesys.adapters.registry import ADAPTERS, AdapterEntry, Option, register
-    from vibesys.cli import app, refresh_run_options
+    from vibesys.cli.app import app, refresh_run_options
 
     entry = AdapterEntry(
         "tiny",

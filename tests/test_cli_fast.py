@@ -1,4 +1,4 @@
-"""The entry point's fast path (vibesys/cli_fast.py): the read-only commands run without the
+"""The entry point's fast path (vibesys/cli/main.py): the read-only commands run without the
 typer app and say exactly what the typer app says, for good input and bad."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import vibesys_cli
-from vibesys.cli_fast import parse
+from vibesys.cli.main import parse
 
 #: The typer app itself, bypassing the fast path.
-TYPER = "import sys; from vibesys.cli import main; sys.argv[0] = 'vibesys'; main()"
+TYPER = "import sys; from vibesys.cli.app import main; sys.argv[0] = 'vibesys'; main()"
 
 
 def through_typer(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

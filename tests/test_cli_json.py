@@ -84,7 +84,7 @@ def test_every_json_output_is_one_object(scene: Scene, name: str) -> None:
 def test_every_command_with_json_is_checked_and_says_one_object() -> None:
     from typer.main import get_command
 
-    from vibesys.cli import app, refresh_run_options
+    from vibesys.cli.app import app, refresh_run_options
 
     refresh_run_options()
     found: dict[str, str | None] = {}

@@ -51,7 +51,7 @@ def test_architecture_holds_the_diagram_of_the_table() -> None:
 def test_cli_reference_covers_every_command(wanted: dict[Path, str]) -> None:
     from typer.main import get_command
 
-    from vibesys.cli import app
+    from vibesys.cli.app import app
 
     def walk(command: object, path: list[str]) -> list[str]:
         found = [" ".join(["vibesys", *path])]

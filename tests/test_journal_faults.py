@@ -196,7 +196,7 @@ def test_a_creation_killed_half_way_leaves_no_journal(tmp_path: Path) -> None:
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "opening._migrate = migrate\n"
         "sys.argv = ['vibesys', 'run', '--', 'true']\n"
-        "from vibesys.cli_fast import main\n"
+        "from vibesys.cli.main import main\n"
         "main()\n"
     )
     killed = subprocess.run(

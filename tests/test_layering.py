@@ -105,11 +105,33 @@ FORBIDDEN = {
         "vibesys.adapters",
         "vibesys.broker",
         "vibesys.cli",
-        "vibesys.run_command",
         "sqlite_utils",
         "subprocess",
     ),
+    # Below the CLI: they serve it (and each other), never the other way round.
+    "vibesys.broker": ("vibesys.cli",),
+    "vibesys.bridge": ("vibesys.cli",),
+    "vibesys.job_result": ("vibesys.cli", "vibesys.engine", "vibesys.adapters"),
+    # The OS helpers are leaves: nothing of vibesys (the typed errors excepted).
+    "vibesys.osutil": (
+        "vibesys.adapters",
+        "vibesys.bridge",
+        "vibesys.broker",
+        "vibesys.cli",
+        "vibesys.config",
+        "vibesys.engine",
+        "vibesys.job_result",
+        "vibesys.journal_schema",
+        "vibesys.states",
+        "vibesys.ui",
+    ),
+    # The error tree and its boundary sit under everything; their lazy imports read the
+    # journal's error and the exit statuses only.
+    "vibesys.errors": ("vibesys.cli", "vibesys.engine", "vibesys.adapters", "vibesys.broker"),
 }
+
+#: The most modules that may lie loose at the top of `vibesys/` (packages hold the rest).
+TOP_MODULES = 6
 
 #: The broker's own rules: module -> the only vibesys packages (and I/O modules) it may import.
 #: The protocol is pure; the server reaches the engine only through `engine_runner`.
@@ -118,7 +140,7 @@ _BROKER_CORE = (
     "vibesys.adapters.slurm.bwrap",
     "vibesys.config",
     "vibesys.errors",
-    "vibesys.tokens",
+    "vibesys.osutil.tokens",
 )
 BROKER_ALLOWED = {
     "vibesys.broker.protocol": (),
@@ -152,16 +174,41 @@ def test_module_imports(name: str) -> None:
     importlib.import_module(name)
 
 
+def violations(module: str, imports: set[str]) -> list[str]:
+    """What `module` may not import of `imports`, by the rules above (prefix matches)."""
+    problems = []
+    for package, banned in FORBIDDEN.items():
+        if module == package or module.startswith(package + "."):
+            for imported in sorted(imports):
+                if any(imported == b or imported.startswith(b + ".") for b in banned):
+                    problems.append(f"{module} imports {imported}")
+    return problems
+
+
 def test_layers() -> None:
     problems = []
     for path in PACKAGE.rglob("*.py"):
         module = "vibesys." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
-        for package, banned in FORBIDDEN.items():
-            if module == package or module.startswith(package + "."):
-                for imported in imports_of(path):
-                    if any(imported == b or imported.startswith(b + ".") for b in banned):
-                        problems.append(f"{module} imports {imported}")
+        problems += violations(module.removesuffix(".__init__"), imports_of(path))
     assert problems == []
+
+
+def test_every_cli_module_is_banned_below_the_cli() -> None:
+    """The CLI is one package, so the prefix catches each of its modules (the renderings,
+    `run`'s body) in every layer below it."""
+    below = ("engine", "adapters", "journal_schema", "states", "config", "broker", "bridge")
+    below += ("ui", "sitecheck", "snapshot", "osutil", "job_result", "errors")
+    cli = sorted("vibesys.cli." + p.stem for p in (PACKAGE / "cli").glob("*.py"))
+    assert "vibesys.cli.render" in cli and "vibesys.cli.run_command" in cli
+    for layer in below:
+        for module in cli:
+            assert violations(f"vibesys.{layer}.some_module", {module}), (layer, module)
+    assert violations("vibesys.broker.engine_runner", {"vibesys.cli.render"})
+
+
+def test_few_modules_at_the_top() -> None:
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(loose) <= TOP_MODULES, loose
 
 
 def test_the_checker_catches_a_violation(tmp_path: Path) -> None:

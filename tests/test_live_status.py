@@ -1,4 +1,4 @@
-"""The live status line (vibesys/live.py): on a terminal `vibesys run` shows one updating line
+"""The live status line (vibesys/cli/live.py): on a terminal `vibesys run` shows one updating line
 while the job runs and erases it before the job's output; without a terminal (or with
 `--json`) nothing of it is written. Runs the real command under a pseudo-terminal (`pty`)."""
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from vibesys.cli.live import PROGRESS_MIN_BYTES, LiveStatus, status_text
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema import Invocation
-from vibesys.live import PROGRESS_MIN_BYTES, LiveStatus, status_text
 from vibesys.states import JobState
 
 JOB = ["sh", "-c", "sleep 1.5; echo done"]

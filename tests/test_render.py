@@ -6,7 +6,7 @@ interrupted (the job is cancelled first), 66 when the invocation it runs after f
 bad input; 0 while a detached job runs. `reconcile`: 4 before 69 (left waiting) before 0.
 74 (our output broke) and 73 (the journal could not be written mid-run) are the process's own,
 not the invocation's: tests/test_cli_robustness.py and tests/test_journal_faults.py hold them.
-The table below is the oracle; it never reads the constants of `vibesys.render`.
+The table below is the oracle; it never reads the constants of `vibesys.cli.render`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.journal_schema.journal_helpers import create
+from vibesys.cli.render import reconcile_status, show, summary
 from vibesys.journal_schema import HistoryRow, Invocation, Journal, open_journal
-from vibesys.render import exit_status, reconcile_status, show, summary
 from vibesys.states import JobState, Outcome
+from vibesys.states.exits import exit_status
 
 S, Out = JobState, Outcome
 

@@ -1,4 +1,4 @@
-"""`vibesys run` without typer (vibesys/run_options.py): for every plain form the entry
+"""`vibesys run` without typer (vibesys/cli/run_options.py): for every plain form the entry
 point's parser hands `execute_run` exactly the values the typer command would, and every
 other form goes to typer. Both are built from the same option tables; these tests are what
 keeps them from drifting apart."""
@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import vibesys_cli
-from vibesys import run_command
-from vibesys.run_options import parse_run_argv
+from vibesys.cli import run_command
+from vibesys.cli.run_options import parse_run_argv
 
 PLAIN: list[list[str]] = [
     ["--", "true"],
@@ -59,7 +59,7 @@ TYPERS_OWN: list[list[str]] = [
 
 def typer_values(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any] | None:
     """What the typer command hands `execute_run` for `vibesys run ARGV` (None: it refused)."""
-    from vibesys.cli import app
+    from vibesys.cli.app import app
 
     seen: list[dict[str, Any]] = []
 
@@ -138,7 +138,7 @@ def test_a_run_imports_neither_typer_nor_click(tmp_path: Path) -> None:
 )
 def test_the_fast_path_answers_as_the_typer_app(argv: list[str], tmp_path: Path) -> None:
     """Same status, same stderr (one line for bad input, nothing recorded), same output."""
-    typer = "import sys; from vibesys.cli import main; sys.argv[0] = 'vibesys'; main()"
+    typer = "import sys; from vibesys.cli.app import main; sys.argv[0] = 'vibesys'; main()"
     fast_dir, slow_dir = tmp_path / "fast", tmp_path / "slow"
     fast_dir.mkdir()
     slow_dir.mkdir()

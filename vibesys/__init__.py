@@ -15,9 +15,9 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 
 
 # Started as the `vibesys` command (its console script, or `python -m vibesys` while the module
-# is being found): a Ctrl-C before the entry point takes over (`cli_fast.main`) leaves quietly,
-# 130, instead of a traceback from the middle of an import. A caller that ignores SIGINT keeps
-# it ignored; importing vibesys as a library changes nothing.
+# is being found): a Ctrl-C before the entry point takes over (`vibesys.cli.main`) leaves
+# quietly, 130, instead of a traceback from the middle of an import. A caller that ignores
+# SIGINT keeps it ignored; importing vibesys as a library changes nothing.
 if (sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") == "vibesys") and (
     signal.getsignal(signal.SIGINT) is signal.default_int_handler
 ):

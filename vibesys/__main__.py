@@ -1,3 +1,3 @@
-from vibesys.cli_fast import main
+from vibesys.cli.main import main
 
 main()

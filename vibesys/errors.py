@@ -27,9 +27,23 @@ never the message text.
             └── TransportLost      the connection to the remote side broke mid-operation
 
 The engine reads these fields in one place (`vibesys.engine.execute`), never the message text.
+
+Every command's entry (the typer app, the entry point's own commands, `run`, the broker's and
+the bridge's commands, the web view) meets them at one boundary, `boundary()`: an error of
+ours, or SQLite's, becomes `CommandFailed`, one line and an exit status, never a traceback.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+    #: --journal as given (None: the default, or $VIBESYS_JOURNAL)
+    JournalArg = str | PathLike[str] | None
 
 
 class VibesysError(Exception):
@@ -138,3 +152,51 @@ class BackendUnavailable(BackendError):
 
 class TransportLost(BackendUnavailable):
     """The connection to the remote side dropped during an operation."""
+
+
+class CommandFailed(Exception):
+    """A command ends with `status` after printing `line` (one `vibesys: error:` line). Not a
+    VibesysError: it is what one becomes at the boundary, and is never translated again."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def line(self) -> str:
+        return f"vibesys: error: {self}"
+
+
+def failure(exc: BaseException, journal: JournalArg = None) -> CommandFailed | None:
+    """The line and status `exc` ends a command with; None when it is not ours (nor SQLite's,
+    which a journal damaged half-way through a read raises). A journal that failed under a
+    write is status 73 and says the way out; any other error of ours is status 2."""
+    import sqlite3
+
+    if isinstance(exc, CommandFailed):
+        return exc
+    if isinstance(exc, JournalFault):
+        from vibesys.states.exits import EXIT_JOURNAL_FAULT
+
+        way = "put the journal back" if exc.replaced else "fix the disk"
+        return CommandFailed(f"{exc}; {way}, then run `vibesys reconcile`", EXIT_JOURNAL_FAULT)
+    if isinstance(exc, VibesysError):
+        return CommandFailed(str(exc))
+    if isinstance(exc, sqlite3.Error):
+        from vibesys.journal_schema.opening import journal_error, journal_path
+
+        return CommandFailed(str(journal_error(exc, journal_path(journal))))
+    return None
+
+
+@contextmanager
+def boundary(journal: JournalArg = None) -> Iterator[None]:
+    """Within: an error of ours or SQLite's leaves as CommandFailed (`failure`); `journal` is
+    the --journal given, named in SQLite's line. Anything else passes unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        failed = failure(exc, journal)
+        if failed is None or failed is exc:
+            raise
+        raise failed from None

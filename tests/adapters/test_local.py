@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from vibesys import proc
 from vibesys.adapters import local as local_module
 from vibesys.adapters.base import JobContext, JobRef, RemoteState, RemoteStatus, SubmitRequest
 from vibesys.adapters.claim import parse_claim
 from vibesys.adapters.local import LocalBackend, LocalRequest
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
+from vibesys.osutil import proc
 
 
 @pytest.fixture(autouse=True)

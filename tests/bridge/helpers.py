@@ -18,7 +18,7 @@ from vibesys.bridge.site import Site
 from vibesys.config import PortableResources
 from vibesys.engine.drive import StopFlag
 from vibesys.journal_schema import Journal, open_journal
-from vibesys.tokens import BRIDGE_PREFIX, new_token
+from vibesys.osutil.tokens import BRIDGE_PREFIX, new_token
 
 
 @dataclass

@@ -19,7 +19,7 @@ import pytest
 
 from tests.bridge.helpers import Bridge, final, make_bridge, output, talk
 from vibesys.bridge.protocol import MAX_REQUEST_BYTES
-from vibesys.tokens import BROKER_PREFIX, new_token
+from vibesys.osutil.tokens import BROKER_PREFIX, new_token
 
 
 def refused(replies: list[dict[str, Any]]) -> tuple[str | None, str]:

@@ -17,7 +17,7 @@ from vibesys.broker.jobs import StopSignal
 from vibesys.broker.protocol import Waiting
 from vibesys.broker.run_slots import RunSlots
 from vibesys.journal_schema import open_journal
-from vibesys.proc import hostname, self_identity
+from vibesys.osutil.proc import hostname, self_identity
 from vibesys.states import Cancelled, CancelRequested, SubmitDispatched, SubmitIntended, Submitted
 
 #: A broker of this host that is not running (its start time is not this pid's).

@@ -144,7 +144,7 @@ def test_cancel_after_the_wrapper_was_killed_stops_the_command(tmp_path: Path) -
     before = beacon.read_text()
     time.sleep(0.5)
     assert beacon.read_text() == before, "nothing of the command runs any more"
-    from vibesys.proc import group_members
+    from vibesys.osutil.proc import group_members
 
     assert group_members(int(group)) == []
 

@@ -15,8 +15,8 @@ from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine import core as core_module
 from vibesys.journal_schema import Invocation, Journal
-from vibesys.render import exit_status
 from vibesys.states import FailureClass, JobState, Outcome, SubmitIntended
+from vibesys.states.exits import exit_status
 
 S = RemoteState
 WAITS = FakeAttempt((S.PENDING,))  # a child held by its dependency

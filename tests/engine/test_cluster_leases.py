@@ -15,7 +15,7 @@ from tests.skyfake import FakeSky, make_fake_sky
 from vibesys.engine import Engine, reconcile
 from vibesys.engine.clusters import settle_leases
 from vibesys.journal_schema import Journal, LeaseState, open_journal
-from vibesys.proc import self_identity
+from vibesys.osutil.proc import self_identity
 
 DEAD = "host:1:1"  # the engine's own identity: a crashed process with it is provably gone
 

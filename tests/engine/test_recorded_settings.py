@@ -14,10 +14,10 @@ from freezegun import freeze_time
 
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend
+from vibesys.cli.render import reconcile_status
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, StopFlag, drive, reconcile, wait_for
 from vibesys.errors import BackendUnavailable
 from vibesys.journal_schema import Invocation, Journal, Settings, iso
-from vibesys.render import reconcile_status
 from vibesys.states import JobState, Outcome
 
 S = RemoteState

@@ -22,7 +22,7 @@ from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine.seen import Sight
 from vibesys.engine.shared_poll import seen_from_json, seen_to_json
 from vibesys.journal_schema import Invocation, Journal, iso, open_journal
-from vibesys.proc import hostname, start_time
+from vibesys.osutil.proc import hostname, start_time
 from vibesys.states import CancelRequested, JobState
 
 S = RemoteState

@@ -16,12 +16,12 @@ import pytest
 
 from tests.skyfake import FakeSky, make_fake_sky
 from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.cli.render import show
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine.clusters import release_cluster
 from vibesys.engine.seen import Sight
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Invocation, LeaseState, open_journal, verify_journal
-from vibesys.render import show
 from vibesys.states import FailureClass, JobState, Outcome
 
 

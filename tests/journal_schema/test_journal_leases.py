@@ -11,9 +11,9 @@ import pytest
 from freezegun import freeze_time
 
 from tests.journal_schema.conftest import NewInvocation
-from vibesys import proc
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Journal, iso, lease_free
+from vibesys.osutil import proc
 
 # Identities on other hosts: their liveness cannot be checked, only their expiry counts.
 ALICE = "otherhost:123:456"

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PARSE = "vibesys/adapters/slurm/parse.py"
-RENDER = "vibesys/render.py"
+RENDER = "vibesys/cli/render.py"
+EXITS = "vibesys/states/exits.py"
 STORE = "vibesys/journal_schema/store.py"
 LEASES = "vibesys/journal_schema/leases.py"
 TABLE = "vibesys/states/table.py"
@@ -28,17 +29,18 @@ PROVENANCE = "vibesys/engine/provenance.py"
 SHARED_POLL = "vibesys/engine/shared_poll.py"
 POLLS = "vibesys/journal_schema/polls.py"
 MACHINE = "vibesys/states/machine.py"
-RUN_COMMAND = "vibesys/run_command.py"
+RUN_COMMAND = "vibesys/cli/run_command.py"
 CORE = "vibesys/engine/core.py"
 STATUS_RULES = "vibesys/adapters/slurm/status_rules.py"
-JOB_RESULT = "vibesys/job_result.py"
+JOB_RESULT = "vibesys/job_result/__init__.py"
+JOB_RESULT_MODEL = "vibesys/job_result/model.py"
 BRIDGE_PROTOCOL = "vibesys/bridge/protocol.py"
 BRIDGE_ADMISSION = "vibesys/bridge/admission.py"
 BRIDGE_RUNNER = "vibesys/bridge/runner.py"
 BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
 BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
-TOKENS = "vibesys/tokens.py"
+TOKENS = "vibesys/osutil/tokens.py"
 CHECK_MODEL = "vibesys/sitecheck/model.py"
 CHECK_RUNNER = "vibesys/sitecheck/runner.py"
 CHECK_CERT = "vibesys/sitecheck/certificate.py"
@@ -68,7 +70,7 @@ RECONCILE = "vibesys/engine/reconcile.py"
 SETTINGS = "vibesys/journal_schema/settings.py"
 SCRIPT = "vibesys/adapters/slurm/script.py"
 LOCAL = "vibesys/adapters/local.py"
-CLI = "vibesys/cli.py"
+CLI = "vibesys/cli/app.py"
 RECORDED = ("tests/engine/test_recorded_settings.py",)
 CHAINED = ("tests/engine/test_chains.py",)
 FAULTS = "tests/test_journal_faults.py"
@@ -79,6 +81,7 @@ QUEUE_CLI = "tests/test_campaign_queue_cli.py"
 TESTS_FOR: dict[str, tuple[str, ...]] = {
     PARSE: ("tests/adapters/test_slurm_parse.py",),
     RENDER: ("tests/test_render.py",),
+    EXITS: ("tests/test_render.py",),
     STORE: (
         "tests/journal_schema/test_journal_store.py",
         "tests/journal_schema/test_journal_concurrency.py",
@@ -113,6 +116,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
         "tests/adapters/test_slurm_claimed_elsewhere.py",
     ),
     JOB_RESULT: ("tests/test_job_result.py",),
+    JOB_RESULT_MODEL: ("tests/test_job_result.py",),
     BRIDGE_PROTOCOL: ("tests/bridge/test_protocol.py",),
     BRIDGE_ADMISSION: ("tests/bridge/test_admission.py",),
     BRIDGE_RUNNER: ("tests/bridge/test_server.py",),
@@ -210,13 +214,13 @@ MUTANTS: list[Mutant] = [
     M("slurm-lag-row-trusted", PARSE, "if isinstance(row, SacctRow) and row.job_name == SACCT_PLACEHOLDER_NAME:", "if False:", "sacct's stale placeholder row during lag is taken as evidence"),
     M("sbatch-id-prefix-accepted", PARSE, r'r"^([0-9]+)(?:;([A-Za-z0-9_.-]+))?$"', r'r"^([0-9]+)"', "sbatch output with trailing junk yields a job id"),
     # -- exit statuses of run and wait -------------------------------------------------------
-    M("exit-infra-75-to-1", RENDER, "EXIT_INFRA_FAILED = 75", "EXIT_INFRA_FAILED = 1", "an exhausted retry budget exits like an application failure"),
-    M("exit-unresolved-4-to-0", RENDER, "EXIT_UNRESOLVED = 4", "EXIT_UNRESOLVED = 0", "an outcome that cannot be proven exits as success"),
-    M("exit-interrupted-130-to-0", RENDER, "            return EXIT_INTERRUPTED", "            return 0", "a cancelled run exits as success"),
-    M("exit-bad-input-2-to-1", RENDER, "            return EXIT_BAD_INPUT", "            return 1", "a rejected request exits like a failed command"),
-    M("exit-app-failure-without-code-is-0", RENDER, "inv.exit_code if inv.exit_code not in (None, 0) else 1", "inv.exit_code or 0", "a failure without a recorded code exits 0"),
-    M("exit-detached-is-1", RENDER, "return 0  # detached", "return 1  # detached", "`run --detach` of a healthy job exits as a failure"),
-    M("exit-broken-done-is-0", RENDER, "\n    return 1\n", "\n    return 0\n", "a DONE record without an outcome exits as success"),
+    M("exit-infra-75-to-1", EXITS, "EXIT_INFRA_FAILED = 75", "EXIT_INFRA_FAILED = 1", "an exhausted retry budget exits like an application failure"),
+    M("exit-unresolved-4-to-0", EXITS, "EXIT_UNRESOLVED = 4", "EXIT_UNRESOLVED = 0", "an outcome that cannot be proven exits as success"),
+    M("exit-interrupted-130-to-0", EXITS, "            return EXIT_INTERRUPTED", "            return 0", "a cancelled run exits as success"),
+    M("exit-bad-input-2-to-1", EXITS, "            return EXIT_BAD_INPUT", "            return 1", "a rejected request exits like a failed command"),
+    M("exit-app-failure-without-code-is-0", EXITS, "inv.exit_code if inv.exit_code not in (None, 0) else 1", "inv.exit_code or 0", "a failure without a recorded code exits 0"),
+    M("exit-detached-is-1", EXITS, "return 0  # detached", "return 1  # detached", "`run --detach` of a healthy job exits as a failure"),
+    M("exit-broken-done-is-0", EXITS, "\n    return 1\n", "\n    return 0\n", "a DONE record without an outcome exits as success"),
     # -- the journal's compare-and-swap ------------------------------------------------------
     M("cas-ignores-version", STORE, '"WHERE id=? AND state=? AND version=?"', '"WHERE id=? AND state=? AND ?>=0"', "two writers that read the same state both win"),
     M("cas-ignores-state", STORE, '"WHERE id=? AND state=? AND version=?"', "\"WHERE id=? AND ?!='' AND version=?\"", "the state term alone dropped", equivalent="every transition bumps version (nothing else writes state), so id and version already pin the state"),
@@ -269,7 +273,7 @@ MUTANTS: list[Mutant] = [
     M("result-unresolved-guessed", JOB_RESULT, "    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):\n        return JobStatus.UNRESOLVED", "    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):\n        return JobStatus.COMPLETED", "an outcome that cannot be proven is reported as success"),
     M("result-timeout-unseen", JOB_RESULT, "    if outcome == Outcome.CANCELLED and timed_out(history):", "    if False:", "an evaluation its timeout ended reads as cancelled by someone"),
     M("result-outcome-ignored", JOB_RESULT, "        return JobStatus(outcome)\n", "        return JobStatus.APPLICATION_FAILED\n", "a rejected or misconfigured evaluation is blamed on the candidate"),
-    M("result-unresolved-exits-0", JOB_RESULT, "    JobStatus.UNRESOLVED: 4,", "    JobStatus.UNRESOLVED: 0,", "vibesys-eval exits as success when the outcome cannot be proven"),
+    M("result-unresolved-exits-0", JOB_RESULT_MODEL, "    JobStatus.UNRESOLVED: 4,", "    JobStatus.UNRESOLVED: 0,", "vibesys-eval exits as success when the outcome cannot be proven"),
     M("bridge-forbidden-named-unknown", BRIDGE_PROTOCOL, "        if name in FORBIDDEN_FIELDS:\n", "        if False:\n", "a request naming a partition is refused without the reason (only as an unknown field)"),
     M("bridge-dotdot-glob", BRIDGE_PROTOCOL, ' or ".." in parts or ', " or ", "an artifact glob climbs out of the workspace"),
     M("bridge-foreign-workspace", BRIDGE_ADMISSION, "if os.path.normpath(request.workspace) not in (self.workspace, self.workspace_real):", "if False:", "one candidate's helper evaluates another candidate's workspace"),
@@ -299,7 +303,7 @@ MUTANTS: list[Mutant] = [
     M("reconcile-waiting-unsaid", RECONCILE, "    return engine.journal.unreachable_since(inv.id, inv.attempt)\n", "    return None\n", "reconcile leaves a run waiting out an outage without saying so (or until when)"),
     M("reconcile-orphan-from-request", RECONCILE, "        if inv.settings.cancel_when_orphaned and not inv.cancel_requested:", "        if False:", "a broker job whose client is gone is followed to its end instead of cancelled"),
     M("exit-waiting-is-0", RENDER, "    return EXIT_WAITING if waiting else 0", "    return 0", "reconcile exits 0 while it left a run waiting out an outage"),
-    M("exit-dependency-failed-is-130", RENDER, "            return EXIT_DEPENDENCY_FAILED", "            return EXIT_INTERRUPTED", "a child whose parent failed exits like an interrupt"),
+    M("exit-dependency-failed-is-130", EXITS, "            return EXIT_DEPENDENCY_FAILED", "            return EXIT_INTERRUPTED", "a child whose parent failed exits like an interrupt"),
     M("settings-bool-is-a-number", SETTINGS, "            if isinstance(value, bool) or not isinstance(value, int | float):", "            if not isinstance(value, int | float):", "a damaged settings record (true for a timeout) is read as 1 s"),
     M("follower-interrupt-cancels", DRIVE, "                if not options.owner:\n                    return inv\n                inv = engine.request_cancel", "                inv = engine.request_cancel", "`wait` interrupted in the background cancels the job it only follows"),
     M("wait-owns", CLI, "            options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)", "            options = DriveOptions(tail, interrupt=interrupt, status=live)", "`wait` cancels the job on SIGINT/SIGHUP", tests=("tests/test_cli_follow.py",)),
@@ -347,11 +351,11 @@ MUTANTS: list[Mutant] = [
     M("lease-site-dropped", CLUSTERS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
     # -- the caller's context, bytes, journal faults, edges (issue 21) ----------------------
     M("journal-identity-unchecked", STORE, "if self._identity is not None and file_identity(self.path) != self._identity:", "if False:", "a journal deleted or replaced mid-run goes unnoticed (the record only in the unlinked file)", tests=(FAULTS,)),
-    M("journal-fault-is-bad-input", RUN_COMMAND, "        return EXIT_JOURNAL_FAULT\n", "        return EXIT_BAD_INPUT\n", "a journal that failed mid-run reads as bad input with nothing written (an invitation to run it again)", tests=(FAULTS,)),
+    M("journal-fault-is-bad-input", RUN_COMMAND, "inv.id if inv else None, store), EXIT_JOURNAL_FAULT)", "inv.id if inv else None, store), EXIT_BAD_INPUT)", "a journal that failed mid-run reads as bad input with nothing written (an invitation to run it again)", tests=(FAULTS,)),
     M("journal-fault-swallowed-by-a-boundary", EXECUTE, "    except JOURNAL_FAILURES:\n        raise\n    except Exception as exc:\n        engine.note(inv, f\"collection failed", "    except Exception as exc:\n        engine.note(inv, f\"collection failed", "a full disk while collecting is retried as a collection failure for ten minutes", tests=("tests/engine/test_journal_fault_boundaries.py",)),
     M("journal-fault-read-as-maybe-submitted", EXECUTE, "        receipt = backend.submit(request)\n    except JOURNAL_FAILURES:\n        raise\n", "        receipt = backend.submit(request)\n", "a journal that failed before the submit is read as a submit that may have gone through", tests=("tests/engine/test_journal_fault_boundaries.py",)),
     M("journal-created-in-place", "vibesys/journal_schema/opening.py", "        if not path.exists():\n            _create(path)\n", "", "a creation killed half-way leaves a half-made journal that read commands refuse", tests=(f"{FAULTS}::test_a_creation_killed_half_way_leaves_no_journal",)),
-    M("job-output-decoded", "vibesys/logtail.py", "                    sink.write(chunk)\n", "                    sink.write(chunk.decode(\"utf-8\", \"replace\").encode())\n", "binary and Latin-1 output is rewritten on its way out", tests=("tests/test_output_bytes.py",)),
+    M("job-output-decoded", "vibesys/osutil/logtail.py", "                    sink.write(chunk)\n", "                    sink.write(chunk.decode(\"utf-8\", \"replace\").encode())\n", "binary and Latin-1 output is rewritten on its way out", tests=("tests/test_output_bytes.py",)),
     M("ignored-signals-dropped", "vibesys/adapters/local.py", "FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)", "FORWARDED = ()", "a job loses the signal dispositions its caller set (nohup, a script's background job)", tests=("tests/test_job_context.py",)),
     M("srun-end-waits-for-a-round", "vibesys/adapters/slurm/srun.py", "        if claim is None or claim.kind != \"job\" or code is None:\n", "        if claim is None or claim.kind != \"job\":\n", "an srun job that left no marker (killed, out of time) is read as ended by its srun's return", tests=("tests/adapters/test_srun_end.py",)),
     M("srun-end-of-another-job", "vibesys/adapters/slurm/srun.py", "        if job.job_id is not None and claimer != str(job.job_id):\n", "        if False:\n", "the end of a copy that claimed the attempt is taken for this job's", tests=("tests/adapters/test_srun_end.py",)),

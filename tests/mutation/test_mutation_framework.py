@@ -77,13 +77,13 @@ def test_what_counts_as_right(equivalent: str, killed: bool, ok: bool) -> None:
 
 
 def test_a_mutant_whose_text_is_gone_is_reported(tmp_path: Path) -> None:
-    (tmp_path / "vibesys").mkdir()
-    (tmp_path / "vibesys" / "render.py").write_text("EXIT = 75\nEXIT = 75\n")
-    twice = Mutant("twice", "vibesys/render.py", "EXIT = 75", "EXIT = 1", "why")
-    gone = Mutant("gone", "vibesys/render.py", "EXIT = 4", "EXIT = 0", "why")
+    (tmp_path / "vibesys" / "cli").mkdir(parents=True)
+    (tmp_path / "vibesys" / "cli" / "render.py").write_text("EXIT = 75\nEXIT = 75\n")
+    twice = Mutant("twice", "vibesys/cli/render.py", "EXIT = 75", "EXIT = 1", "why")
+    gone = Mutant("gone", "vibesys/cli/render.py", "EXIT = 4", "EXIT = 0", "why")
     assert stale([twice, gone], tmp_path) == [
-        "twice: its text occurs 2 times in vibesys/render.py",
-        "gone: its text occurs 0 times in vibesys/render.py",
+        "twice: its text occurs 2 times in vibesys/cli/render.py",
+        "gone: its text occurs 0 times in vibesys/cli/render.py",
     ]
 
 

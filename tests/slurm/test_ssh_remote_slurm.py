@@ -344,7 +344,7 @@ def test_a_collection_over_ssh_is_one_command_plus_the_downloads(
         "    setattr(SshTransport, name, counted)\n"
         f"atexit.register(lambda: open({str(log)!r}, 'w').write(json.dumps(seen)))\n"
         "sys.argv[0] = 'vibesys'\n"
-        "from vibesys.cli_fast import main\n"
+        "from vibesys.cli.main import main\n"
         "main()\n"
     )
     program = "printf 'out %s\\n' 1 2 3; echo err >&2; echo A > a.txt; echo B > b.txt"

@@ -14,7 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.ui.journal_data import STDERR, T0, Ids, build
-from vibesys import cli_read
+from vibesys.cli import read as cli_read
 from vibesys.ui.app import create_app
 from vibesys.ui.reader import JournalReader
 

@@ -27,7 +27,7 @@ from vibesys.adapters.claim import Claim
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.errors import BackendError
-from vibesys.layout import log_paths
+from vibesys.osutil.layout import log_paths
 
 
 @dataclass

@@ -44,8 +44,8 @@ from vibesys.adapters.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
 from vibesys.adapters.plain_request import PlainRequest
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
-from vibesys.layout import log_paths
-from vibesys.proc import caller_ignores, group_members, is_alive, processes
+from vibesys.osutil.layout import log_paths
+from vibesys.osutil.proc import caller_ignores, group_members, is_alive, processes
 
 WRAPPER = Path(__file__).with_name("local_wrapper.py")
 #: The signals the wrapper handles (and passes on to the command's group).

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from vibesys.bridge.protocol import Request, Resume
-from vibesys.tokens import service_of
+from vibesys.osutil.tokens import service_of
 
 __all__ = ["Evaluation", "Refusal", "SessionPolicy"]
 

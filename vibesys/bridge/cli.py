@@ -87,9 +87,9 @@ def serve(
     """Serve one candidate session until SIGTERM, SIGINT or the parent's death. Prints one JSON
     document: the sockets, token files and clients, and the environment to give the
     container. Exit 0 after a clean teardown, 4 when an evaluation was left UNRESOLVED."""
-    from vibesys.cli_common import clean_errors
+    from vibesys.errors import boundary
 
-    with clean_errors(journal):
+    with boundary(journal):
         from vibesys.bridge.session import SessionOptions, serve_session
         from vibesys.bridge.site import resolve_site
         from vibesys.config import PortableResources, parse_resources

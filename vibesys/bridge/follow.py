@@ -19,7 +19,7 @@ from vibesys.bridge.protocol import Resume
 from vibesys.bridge.queue import queue_position
 from vibesys.bridge.replies import Output, Queued, Reply, Started, Stream
 from vibesys.journal_schema import Invocation, Journal
-from vibesys.layout import attempt_dir, log_paths
+from vibesys.osutil.layout import attempt_dir, log_paths
 from vibesys.states import JobState
 
 __all__ = ["OUTPUT_CHUNK", "Follower"]

@@ -47,7 +47,7 @@ from vibesys.broker.jobs import StopSignal
 from vibesys.broker.server import PeerCredentials, peer_credentials
 from vibesys.job_result import JobResult, exit_status_of
 from vibesys.journal_schema import open_journal
-from vibesys.private_dir import listen_private
+from vibesys.osutil.private_dir import listen_private
 
 __all__ = ["BridgeServer", "PeerCredentials"]
 

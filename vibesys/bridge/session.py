@@ -35,7 +35,7 @@ from vibesys.bridge.setup import (
 from vibesys.bridge.site import Site
 from vibesys.engine.drive import StopFlag
 from vibesys.errors import UsageError
-from vibesys.tokens import BRIDGE_PREFIX
+from vibesys.osutil.tokens import BRIDGE_PREFIX
 
 __all__ = ["SessionOptions", "run_site_checks", "serve_session"]
 
@@ -294,7 +294,7 @@ def _capabilities(options: SessionOptions, policy: SessionPolicy, results: Path)
 def _parent(parent: int | None) -> tuple[int, str | None]:
     """The process whose end stops the session (--parent-pid, else the parent now) and its
     start time, so that a recycled pid is not taken for it."""
-    from vibesys.proc import start_time
+    from vibesys.osutil.proc import start_time
 
     watched = parent if parent is not None else os.getppid()
     return watched, start_time(watched)
@@ -304,7 +304,7 @@ def _watch_parent(session: _Session, watched: int, started: str | None, own: int
     """The parent's death stops the session: a watcher polls the pid (with its start time) twice
     a second. Not PR_SET_PDEATHSIG: it fires when the parent *thread* that started us ends,
     and a framework that starts sessions from a worker thread would lose them all."""
-    from vibesys.proc import is_alive
+    from vibesys.osutil.proc import is_alive
 
     gone = os.getppid() != own  # it died while the session started
 

@@ -18,7 +18,7 @@ from vibesys.broker.jobs import GpuJob
 from vibesys.broker.protocol import Request, token_matches
 from vibesys.config import AgentGpuConfig, SlurmRequest, check_request
 from vibesys.errors import UsageError
-from vibesys.tokens import service_of
+from vibesys.osutil.tokens import service_of
 
 __all__ = ["OUTSIDE_WORKSPACE", "Admission", "Refusal"]
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vibesys.errors import UsageError, VibesysError
+from vibesys.errors import UsageError, boundary
 
 if TYPE_CHECKING:
     from vibesys.config import AgentGpuConfig
@@ -30,19 +28,6 @@ SOCKET_NAME = "gpu.sock"
 TOKEN_NAME = "token"
 #: The site configuration this broker runs with, rendered once when it starts.
 OPERATOR_FILE = "slurm-operator.toml"
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"vibesys: error: {message}", err=True)
-    raise typer.Exit(2)
-
-
-@contextmanager
-def _clean_errors() -> Iterator[None]:
-    try:
-        yield
-    except VibesysError as exc:
-        _fail(str(exc))
 
 
 @broker_app.command()
@@ -94,7 +79,7 @@ def serve(
 ) -> None:
     """Serve one session's GPU commands until interrupted. Prints the socket path, the token
     file (readable only by its owner) and the client to give the container."""
-    with _clean_errors():
+    with boundary():
         from vibesys.config.site import slurm_site
         from vibesys.config.slurm_file import load_site_file, site_file_path, warn_once
 
@@ -174,7 +159,7 @@ def _private_dir(state_dir: Path | None) -> Path:
 
 
 def _write_token(path: Path) -> str:
-    from vibesys.tokens import BROKER_PREFIX, new_token, write_token_file
+    from vibesys.osutil.tokens import BROKER_PREFIX, new_token, write_token_file
 
     token = new_token(BROKER_PREFIX)
     write_token_file(path, token)
@@ -206,7 +191,7 @@ def _serve(
     from vibesys.broker.run_slots import RunSlots
     from vibesys.broker.server import BrokerServer
     from vibesys.journal_schema import journal_path, open_journal
-    from vibesys.proc import self_identity
+    from vibesys.osutil.proc import self_identity
 
     journal_file = journal_path(journal).absolute()
     open_journal(journal_file).close()  # refuse now (NFS, newer schema), not at the first job

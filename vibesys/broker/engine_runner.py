@@ -30,8 +30,8 @@ from vibesys.engine.deadline import cancel_at_deadline
 from vibesys.engine.drive import StopFlag
 from vibesys.job_result import EXIT_STATUS, TIMEOUT_CANCEL, JobStatus, timed_out
 from vibesys.journal_schema import Invocation, Journal, open_journal
-from vibesys.render import exit_status
 from vibesys.states import JobState, Outcome
+from vibesys.states.exits import exit_status
 
 __all__ = ["FOLLOW_SECONDS", "EngineGpuJobRunner"]
 

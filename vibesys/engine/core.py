@@ -52,7 +52,7 @@ from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, ConfigError, StaleState
 from vibesys.journal_schema import Invocation, Journal, Settings, iso, utc_now
 from vibesys.journal_schema.sites import SiteRendering
-from vibesys.proc import self_identity
+from vibesys.osutil.proc import self_identity
 from vibesys.states import (
     Cancelled,
     CancelRequested,

@@ -64,7 +64,7 @@ class StopFlag:
 
 class StatusSink(Protocol):
     """Hears, on every round, how the driven invocation stands and what was last seen of its
-    job (a terminal's status line, `vibesys/live.py`)."""
+    job (a terminal's status line, `vibesys/cli/live.py`)."""
 
     def show(self, inv: Invocation, seen: Seen | None) -> None: ...
 

@@ -1,6 +1,6 @@
-"""The log tail lives in `vibesys/logtail.py`, a leaf that `vibesys logs` uses without the
+"""The log tail lives in `vibesys/osutil/logtail.py`, a leaf that `vibesys logs` uses without the
 engine."""
 
-from vibesys.logtail import CHUNK, LogTail
+from vibesys.osutil.logtail import CHUNK, LogTail
 
 __all__ = ["CHUNK", "LogTail"]

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from vibesys.errors import UsageError
 from vibesys.journal_schema.clock import iso, utc_now
-from vibesys.proc import identity_alive
+from vibesys.osutil.proc import identity_alive
 
 
 def lease_free(holder: str | None, expires: str | None, owner: str, now: datetime) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 from vibesys.journal_schema.clock import iso
 from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, as_dict
 from vibesys.journal_schema.records import Invocation
-from vibesys.proc import identity_alive
+from vibesys.osutil.proc import identity_alive
 
 
 @dataclass(frozen=True, slots=True)

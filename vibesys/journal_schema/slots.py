@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from vibesys.journal_schema.clock import now_iso
-from vibesys.proc import identity_alive
+from vibesys.osutil.proc import identity_alive
 from vibesys.states import JobState
 
 __all__ = ["SlotRecords", "SlotView"]

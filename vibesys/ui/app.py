@@ -25,8 +25,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from vibesys.cli_read import show_json
 from vibesys.errors import JournalError, UsageError
+from vibesys.journal_schema.views import show_json
 from vibesys.states import JobState
 from vibesys.ui import diagram, events, logs, queries, views
 from vibesys.ui.pages import Pages

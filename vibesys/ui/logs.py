@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from vibesys.layout import STDERR, STDOUT, attempt_dir, log_paths
+from vibesys.osutil.layout import STDERR, STDOUT, attempt_dir, log_paths
 
 STREAMS = (STDOUT, STDERR)
 #: How much of each stream a page shows (its end), and one live event carries at most.

@@ -9,7 +9,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from vibesys.cli_read import CommandFailed, read_errors
+from vibesys.errors import CommandFailed, boundary
 from vibesys.journal_schema.opening import journal_path
 from vibesys.ui.app import create_app
 from vibesys.ui.reader import JournalReader
@@ -39,7 +39,7 @@ def serve(journal: Path | None, port: int, open_browser: bool) -> None:
     import uvicorn
 
     reader = JournalReader(journal_path(journal))
-    with read_errors(journal):
+    with boundary(journal):
         reader.check()
     sock = listen(port)
     bound = sock.getsockname()[1]

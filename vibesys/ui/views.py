@@ -11,10 +11,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from vibesys.cli_read import listed, show_json
 from vibesys.journal_schema import ArtifactRow, Attempt, ClusterLease, HistoryRow, Invocation
 from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.store import Journal
+from vibesys.journal_schema.views import listed, show_json
 from vibesys.states import JobState
 from vibesys.ui import diagram, logs, queries, timeline
 from vibesys.ui.fields import Field, recorded, recorded_json

@@ -39,7 +39,7 @@ def test_no_module_but_the_helper_imports_sky() -> None:
 
 def test_loading_the_adapter_imports_no_sky() -> None:
     probe = (
-        "import sys, vibesys.adapters.skypilot, vibesys.cli; "
+        "import sys, vibesys.adapters.skypilot, vibesys.cli.app; "
         "print(sorted(m for m in sys.modules if m == 'sky' or m.startswith('sky.')))"
     )
     done = subprocess.run(

@@ -60,7 +60,7 @@ from vibesys.adapters.slurm.status_rules import (
 from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable
-from vibesys.layout import log_paths
+from vibesys.osutil.layout import log_paths
 
 CANCEL_MARKER = CANCEL_FILE
 WORK_DIR = "work"

@@ -34,7 +34,7 @@ from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FI
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable, ConfigError, SubmitRejected
-from vibesys.proc import processes
+from vibesys.osutil.proc import processes
 
 #: How squeue shows a time (its `%S` and `%e`): local time, to the second.
 SQUEUE_TIME = "%Y-%m-%dT%H:%M:%S"

@@ -33,7 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vibesys.private_dir import private_dir
+from vibesys.osutil.private_dir import private_dir
 
 __all__ = ["READY", "SHARED", "NoServer", "SocketChannel", "connect", "share_path", "spawn"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.adapters.transports.ssh_share import CONFIG_VARIABLE, READY
 from vibesys.config.slurm import SshTransportConfig
-from vibesys.private_dir import listen_private
+from vibesys.osutil.private_dir import listen_private
 
 #: How long the server waits on a quiet splice before it looks again (its stderr drained).
 SPLICE_POLL_SECONDS = 5.0

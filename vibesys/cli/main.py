@@ -82,7 +82,8 @@ def run_fast(argv: Sequence[str]) -> int | None:
     if parsed is None:
         return None
     command, options, positionals = parsed
-    from vibesys import cli_read
+    from vibesys.cli import read as cli_read
+    from vibesys.errors import CommandFailed
 
     def text(name: str) -> str | None:
         value = options.get(name)
@@ -100,9 +101,9 @@ def run_fast(argv: Sequence[str]) -> int | None:
     try:
         commands[command]()
         sys.stdout.flush()
-    except cli_read.CommandFailed as exc:
+    except CommandFailed as exc:  # the boundary's answer (`vibesys.errors.boundary`)
         with contextlib.suppress(OSError):
-            cli_read.echo(f"vibesys: error: {exc}", err=True)
+            cli_read.echo(exc.line, err=True)
         return exc.status
     except BrokenPipeError:  # `| head`: the reader is gone; say nothing more to it
         with contextlib.suppress(OSError):
@@ -114,7 +115,7 @@ def run_fast(argv: Sequence[str]) -> int | None:
 
 
 def _states(fmt: str) -> None:
-    from vibesys import cli_read
+    from vibesys.cli import read as cli_read
 
     text = cli_read.states(fmt)
     sys.stdout.write(text)
@@ -126,12 +127,12 @@ def run_evaluation(argv: Sequence[str]) -> int | None:
     then run without typer; None when typer must parse it."""
     if list(argv[:1]) != ["run"]:
         return None
-    from vibesys.run_options import parse_run_argv
+    from vibesys.cli.run_options import parse_run_argv
 
     values = parse_run_argv(argv[1:])
     if values is None:
         return None
-    from vibesys.run_command import execute_run
+    from vibesys.cli.run_command import execute_run
 
     return execute_run(values)
 
@@ -148,10 +149,12 @@ def closed_streams() -> int | None:
         return None
     if len(closed) == 1:
         other = 2 if closed == ["stdout"] else 1
-        line = f"vibesys: error: {closed[0]} is closed; vibesys needs it for its output\n"
+        from vibesys.errors import CommandFailed
+
+        failed = CommandFailed(f"{closed[0]} is closed; vibesys needs it for its output")
         with contextlib.suppress(OSError):
-            os.write(other, line.encode())
-    return 2  # render.EXIT_BAD_INPUT
+            os.write(other, (failed.line + "\n").encode())
+    return 2  # states.exits.EXIT_BAD_INPUT
 
 
 def _is_open(fd: int) -> bool:
@@ -178,12 +181,12 @@ def main() -> None:
             status = run_evaluation(sys.argv[1:])
         if status is None:
             collect_again()
-            from vibesys.cli import main as typer_main
+            from vibesys.cli.app import main as typer_main
 
             typer_main()
             return
     except KeyboardInterrupt:  # while starting up (importing): nothing was done yet
-        status = 130  # render.EXIT_INTERRUPTED, not imported here: it loads the states
+        status = 130  # states.exits.EXIT_INTERRUPTED, not imported here: it loads the states
     leave(status)
 
 

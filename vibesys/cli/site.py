@@ -11,7 +11,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vibesys.cli_read import echo
+from vibesys.cli.read import echo
 from vibesys.errors import UsageError
 
 if TYPE_CHECKING:
@@ -32,9 +32,10 @@ def _recorded(journal: Journal, inv: Invocation) -> tuple[str, str, str]:
 
 def show_site(journal_path: Path | None, invocation: str, as_json: bool) -> None:
     """Print the recorded rendering exactly (or, with --json, with its digest and kind)."""
-    from vibesys.cli_read import open_readonly, read_errors
+    from vibesys.cli.read import open_readonly
+    from vibesys.errors import boundary
 
-    with read_errors(journal_path):
+    with boundary(journal_path):
         journal = open_readonly(journal_path)
         inv = journal.resolve(invocation)
         digest, kind, text = _recorded(journal, inv)
@@ -49,7 +50,7 @@ def replace_site(
     journal_path: Path | None, invocation: str, file: Path, profile: str | None
 ) -> None:
     """Record the site configuration in `file` for the invocation, from its next step on."""
-    from vibesys.cli_common import make_engine, open_store
+    from vibesys.cli.common import make_engine, open_store
     from vibesys.config.site import changed_keys
     from vibesys.journal_schema.sites import SiteRendering
     from vibesys.states import JobState, SiteReplaced

@@ -3,7 +3,7 @@ as they grow, in bounded chunks.
 
 Bytes are bytes: what reaches the sink is exactly what the job wrote, whatever its encoding
 (binary, Latin-1, UTF-8 cut anywhere), into a terminal, a pipe or a file alike. Only the
-status line meant for a terminal (`vibesys/live.py`) is text of our own."""
+status line meant for a terminal (`vibesys/cli/live.py`) is text of our own."""
 
 from __future__ import annotations
 

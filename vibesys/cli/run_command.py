@@ -15,24 +15,37 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from vibesys.cli_read import echo, show_json
-from vibesys.errors import JournalError, JournalFault, StaleState, VibesysError
-from vibesys.proc import note_caller_disposition
-from vibesys.render import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOURNAL_FAULT, EXIT_OUTPUT_FAILED
+from vibesys.cli.read import echo
+from vibesys.errors import (
+    CommandFailed,
+    JournalError,
+    JournalFault,
+    StaleState,
+    VibesysError,
+    failure,
+)
+from vibesys.journal_schema.views import show_json
+from vibesys.osutil.proc import note_caller_disposition
+from vibesys.states.exits import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_JOURNAL_FAULT,
+    EXIT_OUTPUT_FAILED,
+)
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
+    from vibesys.cli.live import LiveStatus
+    from vibesys.cli.run_checks import CheckedRun
     from vibesys.engine import DriveOptions, Engine, StopFlag
     from vibesys.journal_schema import Invocation, Journal
-    from vibesys.live import LiveStatus
-    from vibesys.logtail import LogTail
-    from vibesys.run_checks import CheckedRun
+    from vibesys.osutil.logtail import LogTail
 
 __all__ = ["execute_run"]
 
 
 def execute_run(values: Mapping[str, Any]) -> int:
-    """Run COMMAND as a durable invocation; its exit status (the contract in `render.py`).
+    """Run COMMAND as a durable invocation; its exit status (the contract in `states/exits.py`).
     Bad input is one `vibesys: error:` line and status 2, with nothing recorded. A journal
     that fails once the invocation is being recorded is one line and status 73: the job may
     be running, and the line says which and the way out."""
@@ -58,15 +71,12 @@ def execute_run(values: Mapping[str, Any]) -> int:
     except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
         return EXIT_INTERRUPTED
     except (VibesysError, sqlite3.Error) as exc:
-        journal = isinstance(exc, JournalError | sqlite3.Error) and not isinstance(exc, StaleState)
-        recording = isinstance(exc, JournalFault)
-        if store is None or not journal or (inv is None and not recording):
-            echo(f"vibesys: error: {_bad_input(exc, values)}", err=True)
-            return EXIT_BAD_INPUT
-        replaced = isinstance(exc, JournalFault) and exc.replaced
-        echo(f"vibesys: error: {journal_failed(exc, inv.id if inv else None, store)}", err=True)
-        quiet_streams()
-        return EXIT_JOURNAL_FAULT
+        failed = _failed(exc, values, store, inv)
+        echo(failed.line, err=True)
+        if failed.status == EXIT_JOURNAL_FAULT:
+            replaced = isinstance(exc, JournalFault) and exc.replaced
+            quiet_streams()
+        return failed.status
     finally:
         # Closed here, not by the interpreter's teardown (the entry point skips it): the last
         # connection folds the WAL into the journal, so read-only readers see everything. Not
@@ -76,18 +86,24 @@ def execute_run(values: Mapping[str, Any]) -> int:
                 store.close()
 
 
-def _bad_input(exc: Exception, values: Mapping[str, Any]) -> str:
-    if isinstance(exc, sqlite3.Error):
-        from vibesys.journal_schema import journal_error, journal_path
-
-        return str(journal_error(exc, journal_path(values["journal"])))
-    return str(exc)
+def _failed(
+    exc: Exception, values: Mapping[str, Any], store: Journal | None, inv: Invocation | None
+) -> CommandFailed:
+    """`run`'s reading of the boundary (`vibesys.errors.failure`): until its invocation is
+    being recorded every error is bad input, status 2, with nothing recorded; a journal that
+    fails from then on is status 73, and the line says which invocation may be running."""
+    on_journal = isinstance(exc, JournalError | sqlite3.Error) and not isinstance(exc, StaleState)
+    recording = isinstance(exc, JournalFault)
+    if store is None or not on_journal or (inv is None and not recording):
+        failed = failure(exc, values["journal"]) if isinstance(exc, sqlite3.Error) else None
+        return failed or CommandFailed(str(exc), EXIT_BAD_INPUT)
+    return CommandFailed(journal_failed(exc, inv.id if inv else None, store), EXIT_JOURNAL_FAULT)
 
 
 def journal_failed(exc: Exception, invocation: str | None, store: Journal) -> str:
     """The line for a journal that failed while `invocation` was driven (None: while it was
     being recorded)."""
-    from vibesys.cli_common import journal_fault
+    from vibesys.cli.common import journal_fault
 
     if not isinstance(exc, JournalFault):
         exc = JournalFault(f"the journal {store.path} failed while in use ({exc})")
@@ -98,8 +114,8 @@ def _prepare(
     values: Mapping[str, Any], live: LiveStatus | None
 ) -> tuple[Journal, Engine, CheckedRun, AdapterRequest]:
     """Check everything, then open the journal and build the engine: nothing is recorded."""
-    from vibesys.cli_common import make_engine, open_store
-    from vibesys.run_checks import check_failpoints, check_run
+    from vibesys.cli.common import make_engine, open_store
+    from vibesys.cli.run_checks import check_failpoints, check_run
 
     checked = check_run(values)
     if checked.after is not None:
@@ -143,7 +159,7 @@ def _drive(
     interrupt: StopFlag,
 ) -> int:
     """Drive the recorded invocation to its end (or, detached, until it runs) and report."""
-    from vibesys.cli_fast import collect_again
+    from vibesys.cli.main import collect_again
     from vibesys.engine import DriveOptions, drive
 
     collect_again()  # the job may run for hours: its driver collects its cycles
@@ -205,7 +221,7 @@ def _prewarm(adapter: str, request: Any) -> None:
 def job_output(as_json: bool, live: LiveStatus | None) -> LogTail:
     """Where the job's bytes go, unchanged: its stdout to ours (to stderr under `--json`,
     whose object is stdout's only content), its stderr to ours."""
-    from vibesys.logtail import LogTail
+    from vibesys.osutil.logtail import LogTail
 
     tail = LogTail(sys.stderr.buffer if as_json else sys.stdout.buffer, sys.stderr.buffer)
     if live is not None:
@@ -222,7 +238,7 @@ def live_status(quiet: bool) -> LiveStatus | None:
         both = False
     if quiet or not both:
         return None
-    from vibesys.live import LiveStatus
+    from vibesys.cli.live import LiveStatus
 
     return LiveStatus()
 
@@ -236,7 +252,8 @@ def finish(
 ) -> int:
     """Report the ended invocation (`--json`: its record) and give `run`'s exit status. A
     follower stopped by signal `stopped_by` before the end says so and exits 128+N."""
-    from vibesys.render import exit_status, stopped_line, summary
+    from vibesys.cli.render import stopped_line, summary
+    from vibesys.states.exits import exit_status
 
     history = journal.history(inv.id)
     if inv.outcome == "DEPENDENCY_FAILED":  # the row that says why, not the collection's

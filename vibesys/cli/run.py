@@ -8,25 +8,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
 
 from vibesys.adapters.registry import ADAPTERS, Option
-from vibesys.run_options import COMMON, adapter_options, takers
-
-#: `--journal`, which every command takes.
-JournalOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--journal",
-        envvar="VIBESYS_JOURNAL",
-        help="Journal file \\[default: .vibesys/journal.db]",
-        show_default=False,
-    ),
-]
+from vibesys.cli.run_options import COMMON, JOURNAL, JSON, adapter_options, takers
 
 #: `vibesys run`'s command, after `--`.
 _COMMAND = ("command", Annotated[list[str] | None, typer.Argument(help="The command, after --.")])
@@ -42,6 +30,11 @@ def _common_annotation(option: Option) -> Any:
     if option.envvar:
         settings.update(envvar=option.envvar, show_default=False)
     return Annotated[kind, typer.Option(decl, **settings)]
+
+
+#: `--journal` and `--json` of every other command: the same declarations as `run`'s.
+JournalOption = _common_annotation(JOURNAL)
+JsonOption = _common_annotation(JSON)
 
 
 def _annotation(option: Option) -> Any:

@@ -1,25 +1,30 @@
 """The `vibesys` command: parse, call the engine, render. Heavy modules are imported inside the
-commands, so `vibesys --help` loads no adapter. The read-only commands live in `cli_read.py`:
-the entry point (`cli_fast.py`) runs them without this app, so they load not even typer."""
+commands, so `vibesys --help` loads no adapter. The read-only commands live in `read.py`:
+the entry point (`main.py`) runs them without this app, so they load not even typer."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from vibesys import cli_read
 from vibesys.bridge.cli import session_app
 from vibesys.broker.cli import broker_app
-from vibesys.cli_check import check_command
-from vibesys.cli_clusters import clusters_app
-from vibesys.cli_common import clean_errors, fail, journal_faults, make_engine, open_store
-from vibesys.cli_run import JournalOption, RunCommand, adapters_epilog, with_run_signature
+from vibesys.cli import read as cli_read
+from vibesys.cli.check import check_command
+from vibesys.cli.clusters import clusters_app
+from vibesys.cli.common import fail, journal_faults, make_engine, open_store
+from vibesys.cli.run import (
+    JournalOption,
+    JsonOption,
+    RunCommand,
+    adapters_epilog,
+    with_run_signature,
+)
+from vibesys.errors import CommandFailed, boundary
 
 app = typer.Typer(
     name="vibesys",
@@ -36,21 +41,10 @@ app.add_typer(debug_app, name="debug")
 app.add_typer(broker_app, name="broker")
 app.add_typer(session_app, name="session")
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-
-
-@contextmanager
-def _read_command() -> Iterator[None]:
-    """A read-only command's failure: one line, its exit status."""
-    try:
-        yield
-    except cli_read.CommandFailed as exc:
-        fail(str(exc), exc.status)
-
 
 def run(ctx: typer.Context, **values: Any) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
-    from vibesys.run_command import execute_run
+    from vibesys.cli.run_command import execute_run
 
     raise typer.Exit(execute_run(values))
 
@@ -74,7 +68,7 @@ def snapshot(
     """Show the candidate snapshot: its digest, and with --dry-run what goes in and what not.
     Every adapter stages `--candidate` this way (sbatch, srun, SkyPilot): this is exactly
     what would be sent."""
-    with clean_errors():
+    with boundary():
         from vibesys.snapshot import SnapshotPolicy, build_manifest, render_manifest_text
 
         if not directory.is_dir():
@@ -94,9 +88,9 @@ def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False
     because its scheduler is unreachable within the unreachable timeout recorded with it (its
     row says until when): run it again later. --json: {"reconciled": \\[rows],
     "unresolved": \\[ids], "failed", "waiting" (how many rows), "exit_status"}."""
-    with clean_errors():
+    with boundary():
+        from vibesys.cli.render import reconcile_status, table
         from vibesys.engine import reconcile
-        from vibesys.render import reconcile_status, table
 
         store = open_store(journal)
         rows = reconcile(make_engine(store))
@@ -130,7 +124,7 @@ def journal_show(
     as_json: JsonOption = False,
 ) -> None:
     """The whole history of one invocation."""
-    with _read_command():
+    with boundary():
         cli_read.journal_show(journal, invocation, as_json)
 
 
@@ -144,7 +138,7 @@ def journal_list(
 
     --json: {"invocations": \\[...], "count", "counts" (per state)}, each invocation as
     `journal show --json` prints it, its `history` null."""
-    with _read_command():
+    with boundary():
         cli_read.journal_list(journal, state, as_json)
 
 
@@ -173,22 +167,22 @@ def journal_config(
 ) -> None:
     """The site configuration an invocation runs with: the rendering recorded at PREPARED
     (its digest is in `journal show`). No process reads the file again."""
-    from vibesys import cli_site
+    from vibesys.cli import site as cli_site
 
     if replace is None:
         if profile is not None:
             fail("--profile needs --replace")
-        with _read_command():
+        with boundary():
             cli_site.show_site(journal, invocation, as_json)
         return
-    with clean_errors(journal):
+    with boundary(journal):
         cli_site.replace_site(journal, invocation, replace, profile)
 
 
 @journal_app.command("verify")
 def journal_verify(journal: JournalOption = None) -> None:
     """Replay every history through the transition table and check integrity."""
-    with clean_errors(journal):
+    with boundary(journal):
         from vibesys.journal_schema import verify_journal
 
         store = open_store(journal, readonly=True)
@@ -209,9 +203,10 @@ def cancel(
 ) -> None:
     """Cancel an invocation; waits until nothing of it runs any more (UNRESOLVED, exit 4, when
     that cannot be proven within the unreachable timeout recorded with it)."""
-    with clean_errors():
+    with boundary():
+        from vibesys.cli.render import summary
         from vibesys.engine.cancel import cancel_invocation
-        from vibesys.render import exit_status, summary
+        from vibesys.states.exits import exit_status
 
         store = open_store(journal)
         inv = cancel_invocation(make_engine(store), store.resolve(invocation).id)
@@ -232,13 +227,13 @@ def logs(
     Following never owns the job: an interrupt (SIGINT, SIGTERM, SIGHUP) only stops following,
     and nothing is cancelled."""
     if not follow:
-        with _read_command():
+        with boundary():
             cli_read.logs(journal, invocation)
         return
-    with clean_errors():
+    with boundary():
+        from vibesys.cli.run_command import FOLLOWER_SIGNALS, interruptible, quiet_streams
         from vibesys.engine import DriveOptions, LogTail, wait_for
-        from vibesys.render import EXIT_OUTPUT_FAILED
-        from vibesys.run_command import FOLLOWER_SIGNALS, interruptible, quiet_streams
+        from vibesys.states.exits import EXIT_OUTPUT_FAILED
 
         store = open_store(journal)
         inv = store.resolve(invocation)
@@ -267,15 +262,15 @@ def wait(
     started with; a scheduler that stays unreachable is waited for as long as its recorded
     --unreachable-timeout allows. Only `vibesys cancel`, or an interrupt of the `run` that
     started it, cancels."""
-    with clean_errors():
-        from vibesys.engine import DriveOptions, wait_for
-        from vibesys.run_command import (
+    with boundary():
+        from vibesys.cli.run_command import (
             FOLLOWER_SIGNALS,
             finish,
             interruptible,
             job_output,
             live_status,
         )
+        from vibesys.engine import DriveOptions, wait_for
 
         store = open_store(journal)
         live = live_status(as_json)
@@ -296,7 +291,7 @@ def result_command(
 ) -> None:
     """How an invocation ended, as one typed record (JobResult): status, exit code, logs,
     artifacts, where it ran, times. Exits 1 while it has not ended."""
-    with clean_errors(journal):
+    with boundary(journal):
         from vibesys.job_result import NotEnded, render_result, result_from_journal
 
         store = open_store(journal, readonly=True)
@@ -315,7 +310,7 @@ def states(
 ) -> None:
     """Print the state diagram, generated from the transition table (or the reconcile
     decisions, generated from the planner)."""
-    with _read_command():
+    with boundary():
         typer.echo(cli_read.states(fmt), nl=False)
 
 
@@ -332,7 +327,7 @@ def ui(
 ) -> None:
     """Serve a read-only, live web view of the journal on 127.0.0.1; prints its URL (with a
     random token: a request without it is refused). Ctrl-C stops it."""
-    with _read_command():
+    with boundary():
         from vibesys.ui.serve import serve
 
         serve(journal, port, open_browser)
@@ -356,15 +351,20 @@ def refresh_run_options() -> None:
 
 
 def main() -> None:
-    """Run the app; a usage error is one line (never a box or a traceback), exit 2."""
+    """Run the app; a failed command or a usage error is one line (never a box or a
+    traceback) and its status."""
     refresh_run_options()
     try:
         status = app(prog_name="vibesys", standalone_mode=False)
     except (typer.Abort, KeyboardInterrupt):
         status = 130
-    except typer.TyperException as exc:
-        from vibesys.cli_usage import usage_line
+    except typer.TyperException as exc:  # a usage error (click's), in our words
+        from vibesys.cli.usage import usage_line
 
-        typer.echo(f"vibesys: error: {usage_line(exc)}", err=True)
-        status = int(getattr(exc, "exit_code", 2))
+        failed = CommandFailed(usage_line(exc), int(getattr(exc, "exit_code", 2)))
+        typer.echo(failed.line, err=True)
+        status = failed.status
+    except CommandFailed as exc:  # every command's error, from `vibesys.errors.boundary`
+        typer.echo(exc.line, err=True)
+        status = exc.status
     sys.exit(status if isinstance(status, int) else 0)

@@ -36,8 +36,8 @@ def _options_of(ctx: Any) -> str:
         import sys
 
         from vibesys.adapters.registry import ADAPTERS
-        from vibesys.cli_run import chosen_adapter
-        from vibesys.run_options import COMMON
+        from vibesys.cli.run import chosen_adapter
+        from vibesys.cli.run_options import COMMON
 
         common = {o.flag for o in COMMON} | {"--help"}
         chosen = ADAPTERS.get(chosen_adapter(sys.argv[2:]) or "local")

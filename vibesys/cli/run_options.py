@@ -1,7 +1,7 @@
 """`vibesys run`'s options as plain data, and the parser the entry point uses for them.
 
 The options every adapter takes are declared here; each adapter's own come from its registry
-entry. The typer command (`cli_run.py`) builds its signature from these same tables, so the
+entry. The typer command (`run.py`) builds its signature from these same tables, so the
 two parsers cannot disagree about which options exist. The entry point's parser exists
 because `vibesys run` is started once per evaluation, often dozens at a time on a login
 node: typer, click and the pydantic adapters typer builds for every option cost each of them
@@ -20,17 +20,22 @@ from typing import Any
 
 from vibesys.adapters.registry import ADAPTERS, Option
 
-__all__ = ["COMMON", "adapter_options", "parse_run_argv", "takers"]
+__all__ = ["COMMON", "JOURNAL", "JSON", "adapter_options", "parse_run_argv", "takers"]
+
+#: `--journal` and `--json`, which every command that reads or writes the journal takes (the
+#: typer app declares its other commands' from these too).
+JOURNAL = Option(
+    "--journal",
+    "journal",
+    "Journal file \\[default: .vibesys/journal.db]",
+    Path,
+    envvar="VIBESYS_JOURNAL",
+)
+JSON = Option("--json", "as_json", "Print one JSON object.", bool, default=False)
 
 #: The options every adapter takes, in the order `vibesys run --help` lists them.
 COMMON: tuple[Option, ...] = (
-    Option(
-        "--journal",
-        "journal",
-        "Journal file \\[default: .vibesys/journal.db]",
-        Path,
-        envvar="VIBESYS_JOURNAL",
-    ),
+    JOURNAL,
     Option("--adapter", "adapter", "Where the job runs (see below).", default="local"),
     Option("--name", "name", "A label for people."),
     Option(
@@ -48,7 +53,7 @@ COMMON: tuple[Option, ...] = (
         metavar="SECONDS",
     ),
     Option("--detach", "detach", "Return once the job runs.", bool, default=False, negatable=True),
-    Option("--json", "as_json", "Print one JSON object.", bool, default=False),
+    JSON,
     Option(
         "--unreachable-timeout",
         "unreachable_timeout",

@@ -1,5 +1,5 @@
 """The read-only commands (`journal show`, `journal list`, `logs` without `--follow`,
-`states`), shared by the typer app and the fast entry point (`vibesys/cli_fast.py`).
+`states`), shared by the typer app and the fast entry point (`vibesys/cli/main.py`).
 
 They import only what reading needs: sqlite3, json, the journal's read models and the pure
 renderings; no typer, no pydantic, no transitions machine, no adapter. Output goes through
@@ -9,14 +9,12 @@ renderings; no typer, no pydantic, no transitions machine, no adapter. Output go
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vibesys.errors import UsageError, VibesysError
+from vibesys.errors import CommandFailed, UsageError, boundary
 
 if TYPE_CHECKING:
     from vibesys.journal_schema.queue import QueuePlace
@@ -33,27 +31,6 @@ def echo(text: str, err: bool = False) -> None:
     stream.flush()
 
 
-class CommandFailed(Exception):
-    """A command ends with `status` after printing `message` as one error line."""
-
-    def __init__(self, message: str, status: int = 2) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@contextmanager
-def read_errors(journal: Path | None = None) -> Iterator[None]:
-    """Our errors and SQLite's (a journal damaged half-way through a read) as CommandFailed."""
-    try:
-        yield
-    except VibesysError as exc:
-        raise CommandFailed(str(exc)) from None
-    except sqlite3.Error as exc:
-        from vibesys.journal_schema.opening import journal_error, journal_path
-
-        raise CommandFailed(str(journal_error(exc, journal_path(journal)))) from None
-
-
 def open_readonly(journal: Path | None) -> Journal:
     from vibesys.journal_schema.opening import journal_path
     from vibesys.journal_schema.store import open_journal
@@ -61,24 +38,15 @@ def open_readonly(journal: Path | None) -> Journal:
     return open_journal(journal_path(journal), readonly=True)
 
 
-def show_json(journal: Journal, inv: Invocation) -> dict[str, Any]:
-    shown = inv.to_json(journal.attempts(inv.id), journal.history(inv.id))
-    shown["artifacts"] = [a.to_json() for a in journal.artifacts(inv.id)]
-    shown["clusters"] = [
-        {"attempt": attempt, **lease.to_json()} for attempt, lease in journal.leases_used_by(inv.id)
-    ]
-    place = journal.queue_place(inv.id)
-    shown["queue"] = None if place is None else _place_json(place)
-    return shown
-
-
 def journal_show(journal: Path | None, invocation: str, as_json: bool, out: Echo = echo) -> None:
-    from vibesys.render import show
+    from vibesys.cli.render import show
 
-    with read_errors(journal):
+    with boundary(journal):
         store = open_readonly(journal)
         inv = store.resolve(invocation)
         if as_json:
+            from vibesys.journal_schema.views import show_json
+
             out(json.dumps(show_json(store, inv), indent=2))
         else:
             attempts, history = store.attempts(inv.id), store.history(inv.id)
@@ -87,17 +55,6 @@ def journal_show(journal: Path | None, invocation: str, as_json: bool, out: Echo
             place = store.queue_place(inv.id) if inv.state == "PREPARED" else None
             if place is not None and place.ahead:
                 out(f"waiting  {place.describe()}")
-
-
-def listed(inv: Invocation, store: Journal, place: QueuePlace | None) -> dict[str, Any]:
-    """One invocation as `journal list --json` (and the web view's API) shows it."""
-    shown = inv.to_json(store.attempts(inv.id), [])
-    shown["waiting"] = None if place is None else _place_json(place)
-    return shown
-
-
-def _place_json(place: QueuePlace) -> dict[str, Any]:
-    return {"campaign": place.campaign, "position": place.position, "ahead": list(place.ahead)}
 
 
 def _state_cell(state: str, place: QueuePlace | None) -> str:
@@ -111,6 +68,7 @@ def list_json(
     """`journal list --json`: one object (as every `--json`), the invocations under a key (each
     with its place in its campaign's queue while it waits), with how many there are in all
     and in each state."""
+    from vibesys.journal_schema.views import listed
     from vibesys.states.job_state import JobState
 
     counts = dict.fromkeys(map(str, JobState), 0)
@@ -124,10 +82,10 @@ def list_json(
 
 
 def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Echo = echo) -> None:
-    from vibesys.render import table
+    from vibesys.cli.render import table
     from vibesys.states.job_state import JobState
 
-    with read_errors(journal):
+    with boundary(journal):
         if state is not None and state.upper() not in JobState.__members__:
             raise UsageError(f"unknown state {state!r} (choose from {', '.join(JobState)})")
         store = open_readonly(journal)
@@ -157,10 +115,10 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
 
 def logs(journal: Path | None, invocation: str) -> None:
     """Every attempt's output, oldest first: stdout, then stderr, from the local spool."""
-    from vibesys.layout import attempt_dir, log_paths
-    from vibesys.logtail import LogTail
+    from vibesys.osutil.layout import attempt_dir, log_paths
+    from vibesys.osutil.logtail import LogTail
 
-    with read_errors(journal):
+    with boundary(journal):
         store = open_readonly(journal)
         inv = store.resolve(invocation)
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)

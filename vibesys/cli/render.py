@@ -1,4 +1,5 @@
-"""Text renderings for the CLI (pure: strings in, strings out), and the exit statuses."""
+"""Text renderings for the CLI (pure: strings in, strings out). The exit statuses are
+`vibesys.states.exits`."""
 
 from __future__ import annotations
 
@@ -8,45 +9,7 @@ from typing import Any
 
 from vibesys.journal_schema import ArtifactRow, Attempt, ClusterLease, HistoryRow, Invocation
 from vibesys.states import JobState, Outcome
-
-#: Exit statuses of `run` and `wait` besides the command's own.
-EXIT_INFRA_FAILED = 75  # EX_TEMPFAIL: infrastructure failures spent the retry budget
-EXIT_MISCONFIGURED = 78  # EX_CONFIG: a configuration or security failure; a person must act
-EXIT_OUTPUT_FAILED = 74  # EX_IOERR: our own output broke (EPIPE, ENOSPC); the job was cancelled
-EXIT_JOURNAL_FAULT = 73  # EX_CANTCREAT: the journal could not be written mid-run (disk
-# full, I/O error, made immutable, deleted or replaced); the job may still be running
-EXIT_UNRESOLVED = 4
-EXIT_INTERRUPTED = 130
-EXIT_BAD_INPUT = 2
-#: EX_NOINPUT: the invocation it runs after (`--after`) did not succeed; its command never ran
-EXIT_DEPENDENCY_FAILED = 66
-#: `reconcile` only (EX_UNAVAILABLE): an invocation is left as it is because its scheduler is
-#: unreachable, within the unreachable timeout recorded with it; run it again later
-EXIT_WAITING = 69
-
-
-def exit_status(inv: Invocation) -> int:
-    """The contract of `vibesys run` and `vibesys wait`."""
-    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):
-        return EXIT_UNRESOLVED
-    if inv.state is not JobState.DONE:
-        return 0  # detached: the job is running
-    match inv.outcome:
-        case Outcome.COMPLETED:
-            return 0
-        case Outcome.APPLICATION_FAILED:
-            return inv.exit_code if inv.exit_code not in (None, 0) else 1
-        case Outcome.INFRA_FAILED:
-            return EXIT_INFRA_FAILED
-        case Outcome.CANCELLED:
-            return EXIT_INTERRUPTED
-        case Outcome.REJECTED:
-            return EXIT_BAD_INPUT
-        case Outcome.MISCONFIGURED:
-            return EXIT_MISCONFIGURED
-        case Outcome.DEPENDENCY_FAILED:
-            return EXIT_DEPENDENCY_FAILED
-    return 1
+from vibesys.states.exits import EXIT_UNRESOLVED, EXIT_WAITING
 
 
 def reconcile_status(failed: bool, waiting: bool) -> int:

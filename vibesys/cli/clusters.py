@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from vibesys.cli_run import JournalOption
+from vibesys.cli.run import JournalOption
 
 clusters_app = typer.Typer(
     help="Cluster leases: list them (the default), or release one.",
@@ -31,11 +31,12 @@ def clusters(
     ctx.obj = journal
     if ctx.invoked_subcommand is not None:
         return
-    from vibesys.cli_common import clean_errors, open_store
+    from vibesys.cli.common import open_store
+    from vibesys.errors import boundary
 
-    with clean_errors(journal):
+    with boundary(journal):
+        from vibesys.cli.render import clusters_table
         from vibesys.journal_schema import LIVE_LEASE_STATES
-        from vibesys.render import clusters_table
 
         store = open_store(journal, readonly=True)
         leases = store.cluster_leases(LIVE_LEASE_STATES if live else None)
@@ -55,12 +56,13 @@ def release(
     """End a cluster's allocation (sky down), recorded intent first.
 
     Refused while an invocation that ran on it is not DONE."""
-    from vibesys.cli_common import clean_errors, fail, make_engine, open_store
+    from vibesys.cli.common import fail, make_engine, open_store
+    from vibesys.errors import boundary
 
     journal = journal or ctx.obj
-    with clean_errors(journal):
+    with boundary(journal):
+        from vibesys.cli.render import lease_line
         from vibesys.engine.clusters import release_cluster
-        from vibesys.render import lease_line
 
         store = open_store(journal)
         if cluster.isascii() and cluster.isdecimal():

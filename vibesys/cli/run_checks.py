@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.registry import entry
+from vibesys.cli.run_options import adapter_options, takers
 from vibesys.errors import UsageError
-from vibesys.run_options import adapter_options, takers
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest

@@ -1,6 +1,8 @@
-"""What every typer command module shares: one failure line, clean errors, opening the journal
-and building an engine. Its own module so that command groups (`cli_clusters.py`) need not
-import the app that registers them."""
+"""What every command module shares: ending with one failure line, a journal that fails
+while an invocation is driven, opening the journal and building an engine. Its own module so
+that command groups (`clusters.py`) need not import the app that registers them. The error
+boundary itself is `vibesys.errors.boundary`, below the CLI, so the broker's and the bridge's
+commands use the same one."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from vibesys.errors import JournalError, JournalFault, StaleState, VibesysError
+from vibesys.errors import CommandFailed, JournalError, JournalFault, StaleState
 
 #: The journal's path when neither --journal nor VIBESYS_JOURNAL names one.
 DEFAULT_JOURNAL = Path(".vibesys") / "journal.db"
@@ -21,32 +23,8 @@ if TYPE_CHECKING:
 
 
 def fail(message: str, status: int = 2) -> NoReturn:
-    # typer is imported here, not above: `vibesys run` opens the journal through this module
-    # without the typer app.
-    import typer
-
-    typer.echo(f"vibesys: error: {message}", err=True)
-    raise typer.Exit(status)
-
-
-@contextmanager
-def clean_errors(journal: Path | None = None) -> Iterator[None]:
-    """Our errors become one line and exit status 2, never a traceback; so does SQLite's,
-    when a damaged journal shows itself only half-way through a read. A journal that fails
-    under a write is its own status (`journal_fault`)."""
-    try:
-        yield
-    except JournalFault as exc:
-        from vibesys.render import EXIT_JOURNAL_FAULT
-
-        way = "put the journal back" if exc.replaced else "fix the disk"
-        fail(f"{exc}; {way}, then run `vibesys reconcile`", EXIT_JOURNAL_FAULT)
-    except VibesysError as exc:
-        fail(str(exc))
-    except sqlite3.Error as exc:
-        from vibesys.journal_schema import journal_error, journal_path
-
-        fail(str(journal_error(exc, journal_path(journal))))
+    """End the command with one error line and `status` (the entry prints it)."""
+    raise CommandFailed(message, status)
 
 
 def journal_fault(exc: JournalFault, invocation: str | None, store: Journal | None = None) -> str:
@@ -74,10 +52,10 @@ def journal_faults(store: Journal, invocation: str) -> Iterator[None]:
     except (JournalError, sqlite3.Error) as exc:
         if isinstance(exc, StaleState):
             raise
-        from vibesys.render import EXIT_JOURNAL_FAULT
-        from vibesys.run_command import journal_failed
+        from vibesys.cli.run_command import journal_failed
+        from vibesys.states.exits import EXIT_JOURNAL_FAULT
 
-        fail(journal_failed(exc, invocation, store), EXIT_JOURNAL_FAULT)
+        raise CommandFailed(journal_failed(exc, invocation, store), EXIT_JOURNAL_FAULT) from None
 
 
 def open_store(journal: Path | None, *, readonly: bool = False) -> Journal:

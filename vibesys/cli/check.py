@@ -52,9 +52,10 @@ def check_command(
     SkyPilot profile: the pinned SkyPilot, the login node, the SSH certificate's days left,
     remote_artifact_root writable. Exit 0 when no check failed, 1 when one did, 2 for bad
     input."""
-    from vibesys.cli_common import clean_errors, fail
+    from vibesys.cli.common import fail
+    from vibesys.errors import boundary
 
-    with clean_errors():
+    with boundary():
         from vibesys.errors import UsageError
         from vibesys.sitecheck import (
             CheckOptions,
