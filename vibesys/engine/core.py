@@ -40,7 +40,6 @@ from vibesys.engine.plan import (
     Hold,
     PlanContext,
     Redo,
-    attempt_job_name,
     needs_observation,
     plan,
 )
@@ -176,12 +175,11 @@ class Engine:
         return self._backends[key]
 
     def job_ref(self, inv: Invocation) -> JobRef:
-        intended = datetime.fromisoformat(inv.intended_at) if inv.intended_at else None
         return JobRef(
-            _job_name(inv),
+            inv.attempt_job_name(inv.attempt),
             inv.job_id,
             Path(inv.run_dir) / str(inv.attempt),
-            intended,
+            inv.intended_at,
             inv.id,
             inv.attempt,
         )
@@ -448,7 +446,3 @@ class Engine:
 
     def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
         return self.backend(inv).log_paths(self.job_ref(inv))
-
-
-def _job_name(inv: Invocation) -> str:
-    return inv.job_name or attempt_job_name(inv, inv.attempt)
