@@ -50,7 +50,6 @@ from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, ConfigError, StaleState
 from vibesys.journal_schema import Invocation, Journal, Settings, iso, utc_now
-from vibesys.journal_schema.sites import SiteRendering
 from vibesys.proc import self_identity
 from vibesys.states import (
     Cancelled,
@@ -237,7 +236,7 @@ class Engine:
             env_file=str(env_file),
             lease_owner=self.owner,
             lease_ttl=self.lease_ttl,
-            site=SiteRendering(site.digest, site.kind, site.text) if site is not None else None,
+            site=site,
             settings=Settings(
                 retry_delay_seconds=self.retry.initial_delay_seconds,
                 retry_backoff=self.retry.backoff,

@@ -40,7 +40,7 @@ from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
 from vibesys.journal_schema.settings import Settings
-from vibesys.journal_schema.sites import SiteRecords, SiteRendering, insert_site
+from vibesys.journal_schema.sites import Rendering, SiteRecords, insert_site
 from vibesys.journal_schema.slots import SlotRecords
 from vibesys.states import Decision, Event, FailureClass, JobState, Outcome, decide
 
@@ -197,7 +197,7 @@ class Journal(
         lease_owner: str | None = None,
         lease_ttl: timedelta = timedelta(seconds=30),
         now: datetime | None = None,
-        site: SiteRendering | None = None,
+        site: Rendering | None = None,
         settings: Settings | None = None,
         campaign: str | None = None,
     ) -> Invocation:
