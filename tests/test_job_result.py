@@ -5,6 +5,7 @@ read back through `vibesys.result`, `vibesys result` and `run --json`."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +75,18 @@ def invocation(
         cancel_requested=False,
         not_before=None,
         run_dir="/runs/1a2b3c4d5e6f7a8b",
-        created_at="2026-01-01T00:00:00.000000+00:00",
-        updated_at="2026-01-01T00:00:09.000000+00:00",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        updated_at=datetime(2026, 1, 1, 0, 0, 9, tzinfo=UTC),
         lease_owner=None,
         lease_expires_at=None,
     )
 
 
+_T1 = datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)
+
+
 def history(cancel_by: str | None) -> list[HistoryRow]:
-    rows = [HistoryRow(1, S.PREPARED, S.SUBMITTING, "SubmitIntended", "2026-01-01T00:00:01Z", {})]
+    rows = [HistoryRow(1, S.PREPARED, S.SUBMITTING, "SubmitIntended", _T1, {})]
     if cancel_by is not None:
         rows.append(
             HistoryRow(
@@ -90,7 +94,7 @@ def history(cancel_by: str | None) -> list[HistoryRow]:
                 S.RUNNING,
                 S.RUNNING,
                 "CancelRequested",
-                "2026-01-01T00:00:05Z",
+                datetime(2026, 1, 1, 0, 0, 5, tzinfo=UTC),
                 {"by": cancel_by},
             )
         )

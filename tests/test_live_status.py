@@ -12,6 +12,7 @@ import select
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -123,8 +124,8 @@ def invocation(state: JobState = JobState.RUNNING) -> Invocation:
         cancel_requested=False,
         not_before=None,
         run_dir="/runs/0123456789ab",
-        created_at="2030-01-01T00:00:00+00:00",
-        updated_at="2030-01-01T00:00:00+00:00",
+        created_at=datetime(2030, 1, 1, tzinfo=UTC),
+        updated_at=datetime(2030, 1, 1, tzinfo=UTC),
         lease_owner=None,
         lease_expires_at=None,
     )

@@ -361,7 +361,7 @@ def test_ends_found_together_are_confirmed_by_one_round(
     assert b.observe(second_journal.get(inv_b.id)) is None
     assert len(fake.status_calls()) == rounds
     due = journal.poll_site(SITE).due_at  # type: ignore[union-attr]
-    assert due == iso(clock() + timedelta(seconds=0.25))
+    assert due == clock() + timedelta(seconds=0.25)
     clock.advance(0.25)
     assert a.observe(journal.get(inv_a.id)) is not None
     assert b.observe(second_journal.get(inv_b.id)) is not None

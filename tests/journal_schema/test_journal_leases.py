@@ -12,7 +12,7 @@ from freezegun import freeze_time
 
 from tests.journal_schema.conftest import NewInvocation
 from vibesys.errors import UsageError
-from vibesys.journal_schema import Journal, iso, lease_free
+from vibesys.journal_schema import Journal, lease_free
 from vibesys.osutil import proc
 
 # Identities on other hosts: their liveness cannot be checked, only their expiry counts.
@@ -22,7 +22,7 @@ TTL = timedelta(seconds=30)
 START = "2030-01-01 00:00:00"
 
 
-def _lease(journal: Journal, invocation_id: str) -> tuple[str | None, str | None]:
+def _lease(journal: Journal, invocation_id: str) -> tuple[str | None, datetime | None]:
     inv = journal.get(invocation_id)
     return inv.lease_owner, inv.lease_expires_at
 
@@ -32,10 +32,10 @@ def test_acquire_renew_release(journal: Journal, new_invocation: NewInvocation) 
     with freeze_time(START) as clock:
         assert journal.acquire_lease("inv-l", ALICE, TTL) is True
         now = datetime.now(UTC)
-        assert _lease(journal, "inv-l") == (ALICE, iso(now + TTL))
+        assert _lease(journal, "inv-l") == (ALICE, now + TTL)
         clock.tick(20)
         assert journal.acquire_lease("inv-l", ALICE, TTL) is True  # renewal
-        assert _lease(journal, "inv-l") == (ALICE, iso(now + timedelta(seconds=20) + TTL))
+        assert _lease(journal, "inv-l") == (ALICE, now + timedelta(seconds=20) + TTL)
         journal.release_lease("inv-l", BOB)  # not the holder: nothing happens
         assert _lease(journal, "inv-l")[0] == ALICE
         journal.release_lease("inv-l", ALICE)
@@ -77,7 +77,7 @@ def test_a_lease_taken_at_creation(journal: Journal, new_invocation: NewInvocati
     with freeze_time(START):
         inv = new_invocation("inv-c", lease_owner=ALICE, now=None, lease_ttl=TTL)
         assert inv.lease_owner == ALICE
-        assert inv.lease_expires_at == iso(datetime.now(UTC) + TTL)
+        assert inv.lease_expires_at == datetime.now(UTC) + TTL
         assert not journal.acquire_lease("inv-c", BOB, TTL)
 
 
@@ -140,14 +140,14 @@ NOW = datetime(2030, 1, 1, tzinfo=UTC)
     ("holder", "expires", "owner", "free"),
     [
         (None, None, ALICE, True),  # nobody holds it
-        (ALICE, iso(NOW + TTL), ALICE, True),  # its own
-        (ALICE, iso(NOW + TTL), BOB, False),  # held, unexpired, liveness unknown
-        (ALICE, iso(NOW), BOB, True),  # expires now
-        (ALICE, iso(NOW - TTL), BOB, True),  # expired
+        (ALICE, NOW + TTL, ALICE, True),  # its own
+        (ALICE, NOW + TTL, BOB, False),  # held, unexpired, liveness unknown
+        (ALICE, NOW, BOB, True),  # expires now
+        (ALICE, NOW - TTL, BOB, True),  # expired
         (ALICE, None, BOB, True),  # no expiry recorded
     ],
 )
-def test_lease_free(holder: str | None, expires: str | None, owner: str, free: bool) -> None:
+def test_lease_free(holder: str | None, expires: datetime | None, owner: str, free: bool) -> None:
     assert lease_free(holder, expires, owner, NOW) is free
 
 
@@ -162,7 +162,7 @@ def test_a_live_owner_on_this_host_keeps_its_lease_past_expiry(
         assert journal.acquire_lease(inv.id, me, TTL)
         clock.tick(TTL.total_seconds() * 10)
         assert not journal.acquire_lease(inv.id, "otherhost:1:1", TTL)
-        assert not lease_free(me, iso(NOW), "otherhost:1:1", NOW + TTL * 10)
+        assert not lease_free(me, NOW, "otherhost:1:1", NOW + TTL * 10)
 
 
 def test_a_bulk_acquire_takes_only_the_free_leases(
@@ -184,7 +184,7 @@ def test_a_bulk_acquire_takes_only_the_free_leases(
         taken = journal.acquire_leases(ids, BOB, TTL)
         assert taken == {"inv-free", "inv-mine", "inv-dead", "inv-expired"}
         for ident in sorted(taken):
-            assert _lease(journal, ident) == (BOB, iso(now + TTL)), ident
+            assert _lease(journal, ident) == (BOB, now + TTL), ident
         assert _lease(journal, "inv-alice")[0] == ALICE
         assert _lease(journal, "inv-live")[0] == me
         # What was taken in bulk holds like any lease: refused to others until it expires.

@@ -3,8 +3,10 @@ and passes `journal verify`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.journal_schema.journal_helpers import commit_all, create, job_name
 from tests.states.state_strategies import BY_NAME, EXPECTED
-from vibesys.journal_schema import decode_event, encode_event, open_journal, verify_journal
+from vibesys.journal_schema import decode_event, encode_event, iso, open_journal, verify_journal
 from vibesys.states import (
     INITIAL,
     TERMINAL,
@@ -21,6 +23,8 @@ from vibesys.states import (
     JobState,
     SubmitIntended,
 )
+
+_UTC = st.just(UTC)
 
 
 @st.composite
@@ -35,6 +39,12 @@ def engine_paths(draw: st.DrawFn, invocation_id: str) -> list[tuple[Event, JobSt
         if trigger == "SubmitIntended":
             attempt += 1
             event: Event = SubmitIntended(attempt, job_name(invocation_id, attempt))
+        elif trigger == "InfraFailed":
+            # The engine's `not_before` is a time or none: the journal reads it back as one.
+            when = draw(st.none() | st.datetimes(min_value=datetime(2000, 1, 1), timezones=_UTC))
+            event = dataclasses.replace(
+                draw(BY_NAME[trigger]), not_before="" if when is None else iso(when)
+            )
         else:
             event = draw(BY_NAME[trigger])
         state = EXPECTED[(state, trigger)]

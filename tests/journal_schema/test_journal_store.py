@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -50,7 +50,7 @@ def test_a_new_invocation_is_prepared(journal: Journal, new_invocation: NewInvoc
     assert inv.command == ["echo", "a b"]
     assert inv.request == {"artifacts": ["out.json"]}
     assert inv.label == "nightly"
-    assert inv.created_at == inv.updated_at == iso(T0)
+    assert inv.created_at == inv.updated_at == T0
     assert (inv.lease_owner, inv.lease_expires_at) == (None, None)
     assert journal.history("inv-new") == []
     assert journal.attempts("inv-new") == []
@@ -67,14 +67,14 @@ def test_a_transition_is_recorded_with_its_evidence(
     assert decision.effects == ()
     assert (after.state, after.version, after.attempt) == (S.SUBMITTING, 1, 1)
     assert (after.job_name, after.dispatched, after.job_id) == ("vibesys-inv-tx-1", False, None)
-    assert after.updated_at == iso(moment)
+    assert after.updated_at == moment
     dispatched, decision = journal.commit_transition(
         after, SubmitDispatched(1, job_name("inv-tx", 1)), now=moment
     )
     assert decision.effects == (Submit(1, job_name("inv-tx", 1)),)
     assert (dispatched.state, dispatched.version, dispatched.dispatched) == (S.SUBMITTING, 2, True)
     assert journal.get("inv-tx") == dispatched
-    assert journal.attempts("inv-tx")[0].dispatched_at == iso(moment)
+    assert journal.attempts("inv-tx")[0].dispatched_at == moment
     row = journal.history("inv-tx")[0]
     assert (row.seq, row.from_state, row.to_state, row.event) == (
         1,
@@ -83,7 +83,7 @@ def test_a_transition_is_recorded_with_its_evidence(
         "SubmitIntended",
     )
     assert row.evidence == {"attempt": 1, "job_name": "vibesys-inv-tx-1"}
-    assert row.at == iso(moment) == "2030-01-01T00:05:00.000000+00:00"
+    assert row.at == moment and iso(row.at) == "2030-01-01T00:05:00.000000+00:00"
 
 
 def test_a_stale_invocation_loses_and_writes_nothing(
@@ -158,7 +158,7 @@ def test_attempts_record_name_job_id_and_failure_class(
         ],
     )
     assert (inv.state, inv.retries, inv.failure_class) == (S.RETRYING, 1, FailureClass.NODE_FAILED)
-    assert inv.not_before == "2030-01-01T00:10:00+00:00"
+    assert inv.not_before == datetime(2030, 1, 1, 0, 10, tzinfo=UTC)
     inv = drive(inv, [SubmitIntended(2, job_name("inv-att", 2)), Submitted("1002")])
     assert (inv.attempt, inv.not_before) == (2, None)
     inv = drive(
@@ -171,9 +171,7 @@ def test_attempts_record_name_job_id_and_failure_class(
         (2, "vibesys-inv-att-2", "1002", FailureClass.APPLICATION_FAILED),
     ]
     times = [(a.intended_at, a.submitted_at) for a in attempts]
-    assert times == [
-        (iso(T0 + timedelta(seconds=s)), iso(T0 + timedelta(seconds=s + 1))) for s in (1, 4)
-    ]
+    assert times == [(T0 + timedelta(seconds=s), T0 + timedelta(seconds=s + 1)) for s in (1, 4)]
 
 
 def test_an_attempt_found_after_an_unknown_outcome_gets_its_job_id(

@@ -103,8 +103,12 @@ def test_the_current_state_and_the_path_are_marked() -> None:
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 
+def _t(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
 def _at(seconds: float) -> str:
-    return (T0 + timedelta(seconds=seconds)).isoformat()
+    return _t(seconds).isoformat()
 
 
 def test_the_timeline_reads_the_record() -> None:
@@ -143,21 +147,21 @@ def test_the_timeline_reads_the_record() -> None:
         }
     )
     attempts = [
-        Attempt(1, "n-1", "71", FailureClass.NODE_FAILED, _at(1), _at(2), _at(1.5), _at(8),
+        Attempt(1, "n-1", "71", FailureClass.NODE_FAILED, _t(1), _t(2), _t(1.5), _t(8),
                 "kind=fence", {"start": _at(4), "end": _at(9)}),
-        Attempt(2, "n-2", "72", None, _at(20), _at(22), _at(21)),
+        Attempt(2, "n-2", "72", None, _t(20), _t(22), _t(21)),
     ]  # fmt: skip
     history = [
-        HistoryRow(1, JobState.PREPARED, JobState.SUBMITTING, "SubmitIntended", _at(1),
+        HistoryRow(1, JobState.PREPARED, JobState.SUBMITTING, "SubmitIntended", _t(1),
                    {"attempt": 1}),
-        HistoryRow(2, JobState.SUBMITTING, JobState.RUNNING, "Submitted", _at(2), {}),
-        HistoryRow(3, JobState.RUNNING, JobState.UNRESOLVED, "OutcomeUnknown", _at(7), {}),
-        HistoryRow(4, JobState.UNRESOLVED, JobState.UNRESOLVED, "FenceIntended", _at(8), {}),
-        HistoryRow(5, JobState.UNRESOLVED, JobState.RETRYING, "InfraFailed", _at(10),
+        HistoryRow(2, JobState.SUBMITTING, JobState.RUNNING, "Submitted", _t(2), {}),
+        HistoryRow(3, JobState.RUNNING, JobState.UNRESOLVED, "OutcomeUnknown", _t(7), {}),
+        HistoryRow(4, JobState.UNRESOLVED, JobState.UNRESOLVED, "FenceIntended", _t(8), {}),
+        HistoryRow(5, JobState.UNRESOLVED, JobState.RETRYING, "InfraFailed", _t(10),
                    {"failure_class": "NODE_FAILED", "not_before": _at(19)}),
-        HistoryRow(6, JobState.RETRYING, JobState.SUBMITTING, "SubmitIntended", _at(20),
+        HistoryRow(6, JobState.RETRYING, JobState.SUBMITTING, "SubmitIntended", _t(20),
                    {"attempt": 2}),
-        HistoryRow(7, JobState.SUBMITTING, JobState.RUNNING, "Submitted", _at(22), {}),
+        HistoryRow(7, JobState.SUBMITTING, JobState.RUNNING, "Submitted", _t(22), {}),
     ]  # fmt: skip
     seen = {"sight": "queued", "reason": "Priority"}
     first, second = timeline.lanes(inv, attempts, history, seen, T0 + timedelta(seconds=40))

@@ -230,7 +230,7 @@ class EvaluationRunner:
         timeout = int(handle.row.body.get("effective_timeout_seconds") or 0)
         if timeout <= 0:
             return
-        accepted = datetime.fromisoformat(handle.row.created_at)
+        accepted = handle.row.created_at
         deadline = accepted + timedelta(seconds=timeout)
         left = (deadline - datetime.now(accepted.tzinfo)).total_seconds()
         by = f"{TIMEOUT_CANCEL} {timeout} s"

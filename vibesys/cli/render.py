@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from vibesys.journal_schema import ArtifactRow, Attempt, ClusterLease, HistoryRow, Invocation
+from vibesys.journal_schema import ArtifactRow, Attempt, ClusterLease, HistoryRow, Invocation, iso
 from vibesys.states import JobState, Outcome
 from vibesys.states.exits import EXIT_UNRESOLVED, EXIT_WAITING
 
@@ -117,7 +117,7 @@ def show(
     lines.append("history")
     for h in history:
         lines.append(
-            f"  {h.seq:>3}  {h.at}  {h.from_state} -> {h.to_state}  {h.event}  "
+            f"  {h.seq:>3}  {iso(h.at)}  {h.from_state} -> {h.to_state}  {h.event}  "
             f"{_evidence_text(h.evidence)}".rstrip()
         )
     return "\n".join(lines)

@@ -52,7 +52,6 @@ def replace_site(
     """Record the site configuration in `file` for the invocation, from its next step on."""
     from vibesys.cli.common import make_engine, open_store
     from vibesys.config.site import changed_keys
-    from vibesys.journal_schema.sites import SiteRendering
     from vibesys.states import JobState, SiteReplaced
 
     journal = open_store(journal_path)
@@ -71,7 +70,7 @@ def replace_site(
         return
     changed = ", ".join(changed_keys(old, new)) if old is not None else "(none was recorded)"
     before = old.digest if old is not None else None
-    journal.record_site(SiteRendering(new.digest, new.kind, new.text))
+    journal.record_site(new)
     event = SiteReplaced(
         old_digest=before or "",
         new_digest=new.digest,

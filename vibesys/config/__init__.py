@@ -22,7 +22,7 @@ _PUBLIC = {
     "IncompatibleProfile": "vibesys.config.resources",
     "load_clusters_config": "vibesys.config.profiles",
     "load_slurm_config": "vibesys.config.load",
-    "LocalTransportConfig": "vibesys.config.slurm",
+    "LocalTransportConfig": "vibesys.config.transport",
     "parse_clusters_config": "vibesys.config.profiles",
     "parse_resources": "vibesys.config.profiles",
     "parse_slurm_config": "vibesys.config.load",
@@ -33,8 +33,8 @@ _PUBLIC = {
     "SlurmConfig": "vibesys.config.slurm",
     "SlurmRequest": "vibesys.config.request",
     "SlurmSiteConfig": "vibesys.config.slurm",
-    "SshTransportConfig": "vibesys.config.slurm",
-    "TransportConfig": "vibesys.config.slurm",
+    "SshTransportConfig": "vibesys.config.transport",
+    "TransportConfig": "vibesys.config.transport",
     "VibesysTable": "vibesys.config.slurm",
 }
 
@@ -61,15 +61,8 @@ if TYPE_CHECKING:
         SkyPilotProfile,
         resolve_resources,
     )
-    from vibesys.config.slurm import (
-        AgentGpuConfig,
-        LocalTransportConfig,
-        SlurmConfig,
-        SlurmSiteConfig,
-        SshTransportConfig,
-        TransportConfig,
-        VibesysTable,
-    )
+    from vibesys.config.slurm import AgentGpuConfig, SlurmConfig, SlurmSiteConfig, VibesysTable
+    from vibesys.config.transport import LocalTransportConfig, SshTransportConfig, TransportConfig
 
 
 def __getattr__(name: str) -> Any:

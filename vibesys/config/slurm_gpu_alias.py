@@ -28,7 +28,8 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vibesys.config.load import format_error
-from vibesys.config.slurm import AgentGpuConfig, SlurmSiteConfig, StrTuple
+from vibesys.config.slurm import AgentGpuConfig, SlurmSiteConfig
+from vibesys.config.strict import StrTuple
 from vibesys.errors import ConfigError
 
 __all__ = [

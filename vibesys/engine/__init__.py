@@ -4,7 +4,7 @@ from vibesys.engine.core import Engine, new_invocation_id
 from vibesys.engine.drive import DriveOptions, StopFlag, drive, wait_for
 from vibesys.engine.failpoints import FAILPOINTS, failpoint
 from vibesys.engine.logs import LogTail
-from vibesys.engine.plan import Commit, Hold, PlanContext, Redo, job_name, plan
+from vibesys.engine.plan import Commit, Hold, PlanContext, Redo, plan
 from vibesys.engine.reconcile import ReconcileRow, reconcile
 from vibesys.engine.retry import RetryPolicy
 
@@ -22,7 +22,6 @@ __all__ = [
     "StopFlag",
     "drive",
     "failpoint",
-    "job_name",
     "new_invocation_id",
     "plan",
     "reconcile",

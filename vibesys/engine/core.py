@@ -40,7 +40,6 @@ from vibesys.engine.plan import (
     Hold,
     PlanContext,
     Redo,
-    attempt_job_name,
     needs_observation,
     plan,
 )
@@ -51,7 +50,6 @@ from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, ConfigError, StaleState
 from vibesys.journal_schema import Invocation, Journal, Settings, iso, utc_now
-from vibesys.journal_schema.sites import SiteRendering
 from vibesys.osutil.proc import self_identity
 from vibesys.states import (
     Cancelled,
@@ -176,12 +174,11 @@ class Engine:
         return self._backends[key]
 
     def job_ref(self, inv: Invocation) -> JobRef:
-        intended = datetime.fromisoformat(inv.intended_at) if inv.intended_at else None
         return JobRef(
-            _job_name(inv),
+            inv.attempt_job_name(inv.attempt),
             inv.job_id,
             Path(inv.run_dir) / str(inv.attempt),
-            intended,
+            inv.intended_at,
             inv.id,
             inv.attempt,
         )
@@ -239,7 +236,7 @@ class Engine:
             env_file=str(env_file),
             lease_owner=self.owner,
             lease_ttl=self.lease_ttl,
-            site=SiteRendering(site.digest, site.kind, site.text) if site is not None else None,
+            site=site,
             settings=Settings(
                 retry_delay_seconds=self.retry.initial_delay_seconds,
                 retry_backoff=self.retry.backoff,
@@ -448,7 +445,3 @@ class Engine:
 
     def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
         return self.backend(inv).log_paths(self.job_ref(inv))
-
-
-def _job_name(inv: Invocation) -> str:
-    return inv.job_name or attempt_job_name(inv, inv.attempt)

@@ -15,7 +15,6 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Final, Protocol
 
 from vibesys.engine.clusters import release_when_done
@@ -249,13 +248,13 @@ def _rest(engine: Engine, inv: Invocation, stop: StopFlag, seconds: float) -> No
 def _pause(engine: Engine, inv: Invocation) -> float:
     now = engine.clock()
     if inv.state is JobState.RETRYING and inv.not_before:
-        remaining = (datetime.fromisoformat(inv.not_before) - now).total_seconds()
+        remaining = (inv.not_before - now).total_seconds()
         return min(max(remaining, 0.0), 1.0)
     if inv.state in (JobState.RUNNING, JobState.SUBMITTING, JobState.UNRESOLVED):
         shared = engine.shared_backend(inv)
         if shared is not None and needs_observation(inv):
             return engine.shared.pause(inv, shared)
-        age = (now - datetime.fromisoformat(inv.updated_at)).total_seconds()
+        age = (now - inv.updated_at).total_seconds()
         return engine.backend(inv).poll_interval(age)
     if inv.state is JobState.PREPARED and inv.id in engine.waiting:
         return QUEUE_PAUSE_SECONDS  # its turn comes when another evaluation ends: no hurry

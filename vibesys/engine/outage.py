@@ -13,7 +13,7 @@ import dataclasses
 from datetime import datetime
 
 from vibesys.engine.seen import Seen, Sight
-from vibesys.journal_schema import Invocation, Journal, iso
+from vibesys.journal_schema import Invocation, Journal
 
 
 def date_outage(journal: Journal, now: datetime, inv: Invocation, seen: Seen) -> Seen:
@@ -25,6 +25,5 @@ def date_outage(journal: Journal, now: datetime, inv: Invocation, seen: Seen) ->
             journal.clear_unreachable(inv.id, inv.attempt)
         return seen
     if recorded is None:
-        recorded = journal.mark_unreachable(inv.id, inv.attempt, iso(seen.since or now))
-    since = datetime.fromisoformat(recorded)
-    return dataclasses.replace(seen, since=min(since, seen.since or since))
+        recorded = journal.mark_unreachable(inv.id, inv.attempt, seen.since or now)
+    return dataclasses.replace(seen, since=min(recorded, seen.since or recorded))

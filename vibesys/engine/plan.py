@@ -47,7 +47,7 @@ from vibesys.states import (
     Submitted,
 )
 
-__all__ = ["Commit", "Hold", "PlanContext", "Redo", "Step", "job_name", "needs_observation", "plan"]
+__all__ = ["Commit", "Hold", "PlanContext", "Redo", "Step", "needs_observation", "plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +89,6 @@ class PlanContext:
         return f"the invocation it runs after, {parent.id}, ended {parent.outcome}"
 
 
-def job_name(invocation_id: str, attempt: int, prefix: str = "vibesys") -> str:
-    """The stable, scheduler-visible name of one attempt: the key every lookup uses."""
-    return f"{prefix}-{invocation_id}-{attempt}"
-
-
-def attempt_job_name(inv: Invocation, attempt: int) -> str:
-    """The scheduler-visible name of an attempt: `<prefix>-<invocation>-<attempt>`."""
-    return job_name(inv.id, attempt, str(inv.request.get("job_name_prefix") or "vibesys"))
-
-
 def needs_observation(inv: Invocation) -> bool:
     """Whether the next step of `inv` depends on the adapter's view of its job."""
     if inv.state is JobState.SUBMITTING:
@@ -114,15 +104,13 @@ def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
                 return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
             if ctx.queue is not None and ctx.queue.ahead:
                 return Hold(ctx.queue.describe())
-            return Commit(SubmitIntended(1, attempt_job_name(inv, 1)))
+            return Commit(SubmitIntended(1, inv.attempt_job_name(1)))
         case JobState.SUBMITTING if not inv.dispatched:
             if inv.cancel_requested:
                 return Commit(Cancelled("cancelled before the submission began: nothing sent"))
             if failed := ctx.parent_failed():
                 return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
-            return Commit(
-                SubmitDispatched(inv.attempt, inv.job_name or attempt_job_name(inv, inv.attempt))
-            )
+            return Commit(SubmitDispatched(inv.attempt, inv.attempt_job_name(inv.attempt)))
         case JobState.SUBMITTING:
             return _unsettled(inv, _need(seen), ctx)
         case JobState.RUNNING:
@@ -234,9 +222,9 @@ def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
     assert inv.failure_class is not None
     if inv.retries > inv.max_retries:
         return Commit(RetryBudgetSpent(inv.failure_class, inv.retries - 1))
-    if inv.not_before and datetime.fromisoformat(inv.not_before) > ctx.now:
-        return Hold(f"backoff until {inv.not_before}")
-    return Commit(SubmitIntended(inv.attempt + 1, attempt_job_name(inv, inv.attempt + 1)))
+    if inv.not_before and inv.not_before > ctx.now:
+        return Hold(f"backoff until {iso(inv.not_before)}")
+    return Commit(SubmitIntended(inv.attempt + 1, inv.attempt_job_name(inv.attempt + 1)))
 
 
 def _parent_id(ctx: PlanContext) -> str:

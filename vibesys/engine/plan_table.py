@@ -50,6 +50,10 @@ class Row:
     decision: str
 
 
+#: Any moment: no decision of the table depends on when the invocation was made or moved.
+_AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
 def _invocation(state: JobState, **facts: object) -> Invocation:
     base = Invocation(
         id="example",
@@ -68,8 +72,8 @@ def _invocation(state: JobState, **facts: object) -> Invocation:
         cancel_requested=False,
         not_before=None,
         run_dir="/runs/example",
-        created_at="",
-        updated_at="",
+        created_at=_AT,
+        updated_at=_AT,
         lease_owner=None,
         lease_expires_at=None,
     )
@@ -97,7 +101,7 @@ SITUATIONS: tuple[tuple[str, Invocation], ...] = (
             JobState.RETRYING,
             retries=1,
             failure_class=FailureClass.NODE_FAILED,
-            not_before=(NOW + timedelta(seconds=5)).isoformat(),
+            not_before=NOW + timedelta(seconds=5),
         ),
     ),
     (

@@ -157,9 +157,9 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
     elif (since := _held_for_outage(engine, after, seen)) is not None:
         assert seen is not None
         timeout = after.settings.unreachable_timeout_seconds
-        until = iso(datetime.fromisoformat(since) + timedelta(seconds=timeout))
+        until = iso(since + timedelta(seconds=timeout))
         evidence = (
-            f"left as it is: unreachable since {since}, within its unreachable timeout "
+            f"left as it is: unreachable since {iso(since)}, within its unreachable timeout "
             f"({timeout:g} s, until {until}): {seen.evidence}"
         )
         return ReconcileRow(inv.id, before.state, after.state, evidence, waiting_until=until)
@@ -174,7 +174,7 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
     return ReconcileRow(inv.id, before.state, after.state, evidence)
 
 
-def _held_for_outage(engine: Engine, inv: Invocation, seen: Seen | None) -> str | None:
+def _held_for_outage(engine: Engine, inv: Invocation, seen: Seen | None) -> datetime | None:
     """The start of the outage a RUNNING invocation was just left alone for (the planner
     holds it while its recorded unreachable timeout lasts)."""
     if seen is None or seen.sight is not Sight.UNREACHABLE or inv.state is not JobState.RUNNING:

@@ -41,6 +41,7 @@ from vibesys.engine.plan import needs_observation
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation, iso
+from vibesys.journal_schema.clock import moment_or_none
 from vibesys.journal_schema.polls import Observed, PollSite, poller_free
 from vibesys.states import FailureClass
 
@@ -101,7 +102,7 @@ def seen_from_json(data: dict[str, Any]) -> Seen:
         exit_code=data.get("exit_code"),
         fix=str(data.get("fix") or ""),
         final=bool(data.get("final", False)),
-        since=None if since is None else datetime.fromisoformat(since),
+        since=moment_or_none(since),
         reason=data.get("reason"),
         partition=data.get("partition"),
         nodes=data.get("nodes"),
@@ -221,7 +222,7 @@ class SharedPoll:
             return None
         if seen.round <= self.consumed.get(inv.id, 0):
             return None  # already handed out: a new round is needed
-        if asked is not None and datetime.fromisoformat(seen.observed_at) < asked:
+        if asked is not None and seen.observed_at < asked:
             return None
         row = journal.poll_site(site)
         if row is None or row.round != seen.round:
@@ -267,7 +268,7 @@ class SharedPoll:
             need = [inv for inv in watched if needs_observation(inv)]
             observed = self._status(need, backend)
             now = engine.clock()
-            ages = [(now - datetime.fromisoformat(inv.updated_at)).total_seconds() for inv in need]
+            ages = [(now - inv.updated_at).total_seconds() for inv in need]
             interval = schedule.interval(min(ages, default=schedule.maximum))
             due = max(now + timedelta(seconds=interval), started + _seconds(schedule.floor))
             done = journal.finish_round(
@@ -382,7 +383,5 @@ def _seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
 
 
-def _after(moment: str | None, seconds: float) -> datetime | None:
-    if moment is None:
-        return None
-    return datetime.fromisoformat(moment) + _seconds(seconds)
+def _after(moment: datetime | None, seconds: float) -> datetime | None:
+    return None if moment is None else moment + _seconds(seconds)

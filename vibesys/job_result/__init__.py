@@ -47,6 +47,7 @@ from vibesys.journal_schema import (
     HistoryRow,
     Invocation,
     Journal,
+    iso,
 )
 from vibesys.osutil.layout import attempt_dir, log_paths
 from vibesys.states import FailureClass, JobState, Outcome
@@ -190,18 +191,20 @@ def _times(
     inv: Invocation, last: Attempt | None, history: Sequence[HistoryRow], seen: dict[str, str]
 ) -> ResultTimes:
     # Handed to the scheduler: the dispatch (a local job may start before its id is recorded).
-    queued = (last.dispatched_at or last.submitted_at) if last else None
+    handed = (last.dispatched_at or last.submitted_at) if last else None
+    queued = None if handed is None else iso(handed)
     started = _utc(seen.get("started_at") or seen.get("start"))
     if started is None and inv.adapter == "local":
         started = queued
     ended = _utc(seen.get("ended_at") or seen.get("end"))
     if ended is None:
         finished = [h.at for h in history if h.event == "Finished"]
-        ended = (
-            finished[-1] if finished else (history[-1].at if inv.state is JobState.DONE else None)
-        )
+        if finished:
+            ended = iso(finished[-1])
+        elif history and inv.state is JobState.DONE:
+            ended = iso(history[-1].at)
     return ResultTimes(
-        accepted_at=inv.created_at, queued_at=queued, started_at=started, ended_at=ended
+        accepted_at=iso(inv.created_at), queued_at=queued, started_at=started, ended_at=ended
     )
 
 

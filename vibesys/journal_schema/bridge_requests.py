@@ -13,9 +13,10 @@ import json
 import sqlite3
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from vibesys.journal_schema.clock import now_iso
+from vibesys.journal_schema.clock import moment, now_iso
 
 __all__ = ["BridgeRecords", "BridgeRequest"]
 
@@ -33,14 +34,15 @@ class BridgeRequest:
     #: the request as its identity: what a retry must repeat exactly
     body: dict[str, Any]
     results_dir: str | None
-    created_at: str
+    created_at: datetime
 
 
 def _row(values: tuple[Any, ...]) -> BridgeRequest:
     run_id, request_id, invocation_id, uid, workspace, kind, body, results, created = values
     body_json = json.loads(body)
+    when = moment(created)
     return BridgeRequest(
-        run_id, request_id, invocation_id, int(uid), workspace, kind, body_json, results, created
+        run_id, request_id, invocation_id, int(uid), workspace, kind, body_json, results, when
     )
 
 

@@ -1,4 +1,5 @@
-"""Times as the journal stores them: ISO-8601 UTC with microseconds."""
+"""Times as the journal stores them (ISO-8601 UTC with microseconds) and reads them back
+(aware datetimes: every read model carries datetimes, never the text)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,13 @@ def now_iso() -> str:
 
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def moment(text: str) -> datetime:
+    """A time the journal stored, read back: aware (a zone-less one is UTC, as written)."""
+    parsed = datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def moment_or_none(text: str | None) -> datetime | None:
+    return None if not text else moment(text)

@@ -24,6 +24,7 @@ from typing import Any
 
 from vibesys.errors import StaleState, UsageError
 from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.journal_schema.clock import moment_or_none as _at
 from vibesys.journal_schema.cluster_rows import (
     COLUMNS,
     LIVE_LEASE_STATES,
@@ -125,7 +126,7 @@ class ClusterRecords:
             if (
                 live is not None
                 and live.state in (LeaseState.LAUNCHING, LeaseState.RELEASING)
-                and not lease_free(live.owner, live.owner_expires_at, owner, moment)
+                and not lease_free(live.owner, _at(live.owner_expires_at), owner, moment)
             ):
                 raise StaleState(
                     f"cluster {name} is {live.state} by live {live.owner} (lease {live.id})"
@@ -345,5 +346,5 @@ class ClusterRecords:
         return [
             lease
             for lease in self.cluster_leases((LeaseState.LAUNCHING, LeaseState.RELEASING))
-            if lease_free(lease.owner, lease.owner_expires_at, owner, moment)
+            if lease_free(lease.owner, _at(lease.owner_expires_at), owner, moment)
         ]

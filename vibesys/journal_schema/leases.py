@@ -9,10 +9,11 @@ from datetime import datetime, timedelta
 
 from vibesys.errors import UsageError
 from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.journal_schema.clock import moment_or_none as _at
 from vibesys.osutil.proc import identity_alive
 
 
-def lease_free(holder: str | None, expires: str | None, owner: str, now: datetime) -> bool:
+def lease_free(holder: str | None, expires: datetime | None, owner: str, now: datetime) -> bool:
     """Whether `owner` may take the lease: free, its own, its holder provably dead, or expired
     while its holder's liveness cannot be checked (another host).
 
@@ -23,7 +24,7 @@ def lease_free(holder: str | None, expires: str | None, owner: str, now: datetim
     alive = identity_alive(holder)
     if alive is not None:
         return not alive
-    return expires is None or datetime.fromisoformat(expires) <= now
+    return expires is None or expires <= now
 
 
 class LeaseRecords:
@@ -46,7 +47,7 @@ class LeaseRecords:
             ).fetchone()
             if row is None:
                 raise UsageError(f"unknown invocation {invocation_id}")
-            if not lease_free(row[0], row[1], owner, moment):
+            if not lease_free(row[0], _at(row[1]), owner, moment):
                 return False
             conn.execute(
                 "UPDATE invocations SET lease_owner=?, lease_expires_at=? WHERE id=?",
@@ -78,7 +79,8 @@ class LeaseRecords:
                     f"WHERE id IN ({marks})",
                     chunk,
                 ).fetchall()
-                taken.update(i for i, holder, exp in rows if lease_free(holder, exp, owner, moment))
+                free = (i for i, holder, exp in rows if lease_free(holder, _at(exp), owner, moment))
+                taken.update(free)
             conn.executemany(
                 "UPDATE invocations SET lease_owner=?, lease_expires_at=? WHERE id=?",
                 [(owner, iso(moment + ttl), i) for i in sorted(taken)],

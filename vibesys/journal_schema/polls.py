@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from vibesys.journal_schema.clock import iso
+from vibesys.journal_schema.clock import iso, moment, moment_or_none
 from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, as_dict
 from vibesys.journal_schema.records import Invocation
 from vibesys.osutil.proc import identity_alive
@@ -31,11 +31,11 @@ class PollSite:
     #: the last round completed (0: none yet)
     round: int
     poller: str | None
-    poller_expires_at: str | None
-    started_at: str | None
-    finished_at: str | None
-    due_at: str | None
-    probed_at: str | None
+    poller_expires_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    due_at: datetime | None
+    probed_at: datetime | None
     facts: dict[str, str] | None
 
 
@@ -49,7 +49,7 @@ class Observation:
     version: int
     round: int
     seen: dict[str, Any]
-    observed_at: str
+    observed_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +73,16 @@ def _site(row: tuple[Any, ...]) -> PollSite:
         site,
         number,
         poller,
-        expires,
-        started,
-        finished,
-        due,
-        probed,
+        moment_or_none(expires),
+        moment_or_none(started),
+        moment_or_none(finished),
+        moment_or_none(due),
+        moment_or_none(probed),
         json.loads(facts) if facts else None,
     )
 
 
-def poller_free(holder: str | None, expires: str | None, owner: str, now: datetime) -> bool:
+def poller_free(holder: str | None, expires: datetime | None, owner: str, now: datetime) -> bool:
     """Whether `owner` may run the site's round: no poller, itself, a poller provably dead,
     or a lease expired, even if its holder lives. Unlike an invocation's lease, a frozen
     (SIGSTOPped) poller must not keep everyone blind: a round only reads, and a late poller's
@@ -91,7 +91,7 @@ def poller_free(holder: str | None, expires: str | None, owner: str, now: dateti
         return True
     if identity_alive(holder) is False:
         return True
-    return expires is None or datetime.fromisoformat(expires) <= now
+    return expires is None or expires <= now
 
 
 class PollRecords:
@@ -129,7 +129,9 @@ class PollRecords:
         if row is None or row[2] is None:
             return None
         attempt, version, round_, seen, observed_at = row
-        return Observation(invocation_id, attempt, version, round_, json.loads(seen), observed_at)
+        return Observation(
+            invocation_id, attempt, version, round_, json.loads(seen), moment(observed_at)
+        )
 
     def watched(self, site: str) -> list[Invocation]:
         """Every invocation watched at `site`, as its row stands now."""
@@ -146,7 +148,9 @@ class PollRecords:
             "WHERE site=? AND round IS NOT NULL",
             (site,),
         ).fetchall()
-        return {r[0]: Observation(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows}
+        return {
+            r[0]: Observation(r[0], r[1], r[2], r[3], json.loads(r[4]), moment(r[5])) for r in rows
+        }
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -190,7 +194,7 @@ class PollRecords:
                     (site,),
                 ).fetchone()
                 if observed is None and oldest is not None:
-                    cap = datetime.fromisoformat(oldest) + 2 * (hold_until - now)
+                    cap = moment(oldest) + 2 * (hold_until - now)
                     conn.execute(
                         "UPDATE poll_sites SET due_at=? WHERE site=?",
                         (iso(min(hold_until, max(cap, now))), site),
@@ -227,16 +231,12 @@ class PollRecords:
                 return None  # someone completed that round meanwhile
             if not poller_free(current.poller, current.poller_expires_at, owner, now):
                 return None
-            if (
-                not (force or probe)
-                and current.due_at
-                and datetime.fromisoformat(current.due_at) > now
-            ):
+            if not (force or probe) and current.due_at and current.due_at > now:
                 return None
-            started = current.started_at if probe else iso(now)
+            started = current.started_at if probe else now
             conn.execute(
                 "UPDATE poll_sites SET poller=?, poller_expires_at=?, started_at=? WHERE site=?",
-                (owner, iso(now + ttl), started, site),
+                (owner, iso(now + ttl), None if started is None else iso(started), site),
             )
         return current
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Any
 
 from vibesys.errors import UsageError
+from vibesys.journal_schema.clock import iso, moment, moment_or_none
 from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
 from vibesys.states import FailureClass, JobState
 
@@ -98,10 +100,10 @@ class InvocationReads:
                 job_name=row[1],
                 job_id=row[2],
                 failure_class=FailureClass(row[3]) if row[3] else None,
-                intended_at=row[4],
-                submitted_at=row[5],
-                dispatched_at=row[6],
-                fence_intended_at=row[7],
+                intended_at=moment(row[4]),
+                submitted_at=moment_or_none(row[5]),
+                dispatched_at=moment_or_none(row[6]),
+                fence_intended_at=moment_or_none(row[7]),
                 claim=row[8],
                 provenance=json.loads(row[9]) if row[9] else {},
             )
@@ -135,28 +137,28 @@ class InvocationReads:
                     (json.dumps(merged, sort_keys=True), invocation_id, attempt),
                 )
 
-    def unreachable_since(self, invocation_id: str, attempt: int) -> str | None:
+    def unreachable_since(self, invocation_id: str, attempt: int) -> datetime | None:
         """The attempt's first unreachable observation, while its outage lasts."""
         row = self.conn.execute(
             "SELECT unreachable_since FROM attempts WHERE invocation_id=? AND attempt=?",
             (invocation_id, attempt),
         ).fetchone()
-        return str(row[0]) if row and row[0] else None
+        return moment(row[0]) if row and row[0] else None
 
-    def mark_unreachable(self, invocation_id: str, attempt: int, at: str) -> str:
+    def mark_unreachable(self, invocation_id: str, attempt: int, at: datetime) -> datetime:
         """Record `at` as the attempt's first unreachable observation unless one is recorded
         already; return the one that is. Not a transition: it moves nothing."""
         with self.write_txn() as conn:
             conn.execute(
                 "UPDATE attempts SET unreachable_since=coalesce(unreachable_since, ?) "
                 "WHERE invocation_id=? AND attempt=?",
-                (at, invocation_id, attempt),
+                (iso(at), invocation_id, attempt),
             )
             row = conn.execute(
                 "SELECT unreachable_since FROM attempts WHERE invocation_id=? AND attempt=?",
                 (invocation_id, attempt),
             ).fetchone()
-        return str(row[0]) if row and row[0] else at
+        return moment(row[0]) if row and row[0] else at
 
     def clear_unreachable(self, invocation_id: str, attempt: int) -> None:
         """The attempt's scheduler answered: an outage that comes later starts its own count."""
@@ -174,7 +176,7 @@ class InvocationReads:
             (invocation_id,),
         ).fetchall()
         return [
-            HistoryRow(seq, JobState(src), JobState(dst), event, at, json.loads(evidence))
+            HistoryRow(seq, JobState(src), JobState(dst), event, moment(at), json.loads(evidence))
             for seq, src, dst, event, at, evidence in rows
         ]
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from vibesys.journal_schema.clock import iso, moment, moment_or_none
 from vibesys.journal_schema.settings import Settings
 from vibesys.states import FailureClass, JobState, Outcome
 
@@ -16,10 +18,10 @@ class Attempt:
     job_name: str
     job_id: str | None
     failure_class: FailureClass | None
-    intended_at: str
-    submitted_at: str | None
-    dispatched_at: str | None = None
-    fence_intended_at: str | None = None
+    intended_at: datetime
+    submitted_at: datetime | None
+    dispatched_at: datetime | None = None
+    fence_intended_at: datetime | None = None
     #: the claim found in the attempt's run directory, as its key=value text
     claim: str | None = None
     #: where and on what it ran (site, partition, nodes, GPUs, times, ...)
@@ -31,13 +33,17 @@ class Attempt:
             "job_name": self.job_name,
             "job_id": self.job_id,
             "failure_class": self.failure_class,
-            "intended_at": self.intended_at,
-            "dispatched_at": self.dispatched_at,
-            "submitted_at": self.submitted_at,
-            "fence_intended_at": self.fence_intended_at,
+            "intended_at": iso(self.intended_at),
+            "dispatched_at": _iso(self.dispatched_at),
+            "submitted_at": _iso(self.submitted_at),
+            "fence_intended_at": _iso(self.fence_intended_at),
             "claim": self.claim,
             "provenance": self.provenance,
         }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else iso(moment)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +52,7 @@ class HistoryRow:
     from_state: JobState
     to_state: JobState
     event: str
-    at: str
+    at: datetime
     evidence: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
@@ -55,7 +61,7 @@ class HistoryRow:
             "from": self.from_state,
             "to": self.to_state,
             "event": self.event,
-            "at": self.at,
+            "at": iso(self.at),
             "evidence": self.evidence,
         }
 
@@ -82,12 +88,12 @@ class Invocation:
     exit_code: int | None
     failure_class: FailureClass | None
     cancel_requested: bool
-    not_before: str | None
+    not_before: datetime | None
     run_dir: str
-    created_at: str
-    updated_at: str
+    created_at: datetime
+    updated_at: datetime
     lease_owner: str | None
-    lease_expires_at: str | None
+    lease_expires_at: datetime | None
     request_version: int = 1
     #: the job's context, recorded at PREPARED: working directory and environment file
     cwd: str | None = None
@@ -98,7 +104,7 @@ class Invocation:
     job_id: str | None = None
     dispatched: bool = False
     fence_intended: bool = False
-    intended_at: str | None = None
+    intended_at: datetime | None = None
     job_name: str | None = None
     #: how it is carried on, recorded at PREPARED (every process uses these, m006)
     settings: Settings = field(default_factory=Settings)
@@ -112,6 +118,14 @@ class Invocation:
         new = object.__new__(Invocation)
         object.__setattr__(new, "__dict__", fields)  # frozen: no setattr of its own
         return new
+
+    def attempt_job_name(self, attempt: int) -> str:
+        """The stable, scheduler-visible name of `attempt`, the key every lookup uses:
+        `<prefix>-<invocation>-<attempt>` (the one recorded at its intent, for the current
+        attempt once there is one)."""
+        if attempt == self.attempt and self.job_name:
+            return self.job_name
+        return f"{self.request.get('job_name_prefix') or 'vibesys'}-{self.id}-{attempt}"
 
     @property
     def snapshot_digest(self) -> str | None:
@@ -139,12 +153,12 @@ class Invocation:
             exit_code=row["exit_code"],
             failure_class=FailureClass(row["failure_class"]) if row["failure_class"] else None,
             cancel_requested=bool(row["cancel_requested"]),
-            not_before=row["not_before"],
+            not_before=moment_or_none(row["not_before"]),
             run_dir=row["run_dir"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
+            created_at=moment(row["created_at"]),
+            updated_at=moment(row["updated_at"]),
             lease_owner=row["lease_owner"],
-            lease_expires_at=row["lease_expires_at"],
+            lease_expires_at=moment_or_none(row["lease_expires_at"]),
             request_version=row["request_version"] or 1,
             cwd=row["cwd"],
             env_file=row["env_file"],
@@ -152,7 +166,7 @@ class Invocation:
             job_id=row["a_job_id"],
             dispatched=row["a_dispatched_at"] is not None,
             fence_intended=row["a_fence_intended_at"] is not None,
-            intended_at=row["a_intended_at"],
+            intended_at=moment_or_none(row["a_intended_at"]),
             job_name=row["a_job_name"],
             settings=Settings.loads(row["settings"]),
         )
@@ -177,8 +191,8 @@ class Invocation:
             "run_dir": self.run_dir,
             "snapshot_digest": self.snapshot_digest,
             "site_digest": self.site_digest,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
             "attempts": [a.to_json() for a in attempts],
             "history": [h.to_json() for h in history],
         }

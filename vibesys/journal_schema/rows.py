@@ -4,8 +4,10 @@ match per event kind keeps the table and the read model in step (and runs on eve
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from vibesys.journal_schema.clock import moment
 from vibesys.journal_schema.records import Invocation
 from vibesys.states import (
     CancelRequested,
@@ -33,11 +35,14 @@ _FAILURE = f"UPDATE attempts SET failure_class=? {_THIS_ATTEMPT}"
 #: times as much to make, on every commit):
 #: - the invocation's columns besides state, version and updated_at;
 #: - the attempts table's statement (None: the attempt is unchanged) and its parameters;
-#: - the current attempt's fields on the read model.
+#: - the read model's other fields: the current attempt's, and datetimes for the columns' text.
 Changes = tuple[dict[str, Any], str | None, tuple[Any, ...], dict[str, Any]]
 
 
-def changes(current: Invocation, event: Event, decision: Decision, at: str) -> Changes:
+def changes(
+    current: Invocation, event: Event, decision: Decision, at: str, when: datetime
+) -> Changes:
+    """What committing `event` at `at` (`when`, as text) writes and makes of the read model."""
     key = (current.id, current.attempt)
     columns: dict[str, Any] = {}
     sql: str | None = None
@@ -52,7 +57,7 @@ def changes(current: Invocation, event: Event, decision: Decision, at: str) -> C
                 "job_name": name,
                 "dispatched": False,
                 "fence_intended": False,
-                "intended_at": at,
+                "intended_at": when,
             }
         case SubmitDispatched():
             sql, params, facts = _DISPATCHED, (at, *key), {"dispatched": True}
@@ -67,6 +72,7 @@ def changes(current: Invocation, event: Event, decision: Decision, at: str) -> C
             retries = current.retries + 1
             columns = {"failure_class": fc, "retries": retries, "not_before": not_before or None}
             sql, params = _FAILURE, (fc, *key)
+            facts = {"not_before": moment(not_before) if not_before else None}
         case CancelRequested():
             columns = {"cancel_requested": True}
         case Collected(exit_code=code):

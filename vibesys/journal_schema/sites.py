@@ -6,10 +6,23 @@ from __future__ import annotations
 import sqlite3
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
 from vibesys.journal_schema.clock import now_iso
 
-__all__ = ["SiteRecords", "SiteRendering", "insert_site"]
+__all__ = ["Rendering", "SiteRecords", "SiteRendering", "insert_site"]
+
+
+class Rendering(Protocol):
+    """What the journal keeps of a site configuration: the config layer's `RecordedSite`, or
+    the `SiteRendering` read back, goes in as it is."""
+
+    @property
+    def digest(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +33,7 @@ class SiteRendering:
     text: str
 
 
-def insert_site(conn: sqlite3.Connection, site: SiteRendering, at: str) -> None:
+def insert_site(conn: sqlite3.Connection, site: Rendering, at: str) -> None:
     """Keep `site` unless its digest is there already (same digest, same text)."""
     conn.execute(
         "INSERT OR IGNORE INTO site_configs (digest, kind, rendering, recorded_at)"
@@ -43,7 +56,7 @@ class SiteRecords:
         ).fetchone()
         return SiteRendering(*row) if row is not None else None
 
-    def record_site(self, site: SiteRendering) -> None:
+    def record_site(self, site: Rendering) -> None:
         """Keep a rendering before a transition names it (`SiteReplaced`): an unnamed one is
         harmless, a named one must exist."""
         with self.write_txn() as conn:

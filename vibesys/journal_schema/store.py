@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from vibesys.errors import JournalFault, StaleState
 from vibesys.journal_schema.bridge_requests import BridgeRecords
-from vibesys.journal_schema.clock import iso, now_iso, utc_now
+from vibesys.journal_schema.clock import iso, moment, now_iso, utc_now
 from vibesys.journal_schema.clusters import ClusterRecords
 from vibesys.journal_schema.codec import encode_event
 from vibesys.journal_schema.creation import file_identity, rescue, rollback
@@ -40,7 +40,7 @@ from vibesys.journal_schema.reads import InvocationReads
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
 from vibesys.journal_schema.settings import Settings
-from vibesys.journal_schema.sites import SiteRecords, SiteRendering, insert_site
+from vibesys.journal_schema.sites import Rendering, SiteRecords, insert_site
 from vibesys.journal_schema.slots import SlotRecords
 from vibesys.states import Decision, Event, FailureClass, JobState, Outcome, decide
 
@@ -197,7 +197,7 @@ class Journal(
         lease_owner: str | None = None,
         lease_ttl: timedelta = timedelta(seconds=30),
         now: datetime | None = None,
-        site: SiteRendering | None = None,
+        site: Rendering | None = None,
         settings: Settings | None = None,
         campaign: str | None = None,
     ) -> Invocation:
@@ -244,7 +244,8 @@ class Journal(
         decision = decide(current.state, event)
         at = now_iso() if now is None else iso(now)
         kind, evidence = encode_event(event)
-        columns, attempt_sql, attempt_params, facts = changes(current, event, decision, at)
+        when = moment(at)
+        columns, attempt_sql, attempt_params, facts = changes(current, event, decision, at, when)
         execute = self._commits.execute
         # The transaction of write_txn(), inlined: this runs on every transition.
         try:
@@ -279,7 +280,7 @@ class Journal(
             raise self.fault(exc) from None
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
-        changed = {"state": decision.state, "version": current.version + 1, "updated_at": at}
+        changed = {"state": decision.state, "version": current.version + 1, "updated_at": when}
         return current.evolve({**changed, **columns, **facts}), decision
 
 

@@ -4,23 +4,23 @@ times and durations for people."""
 from __future__ import annotations
 
 import shlex
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from vibesys.journal_schema.clock import iso
 from vibesys.ui.timeline import until_now
 
 
-def since(text: str | None, now: datetime) -> timedelta | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return now - (moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+def since(moment: datetime | None, now: datetime) -> timedelta | None:
+    return None if moment is None else now - moment
+
+
+def stamp(moment: datetime | None) -> str:
+    """A recorded time as the journal writes it."""
+    return "" if moment is None else iso(moment)
 
 
 def span(delta: timedelta | float | None) -> str:
@@ -58,6 +58,7 @@ class Pages:
             journal=journal_label,
             shell=shlex.join,
             since=since,
+            stamp=stamp,
             until_now=until_now,
         )
 

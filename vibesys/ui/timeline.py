@@ -137,8 +137,8 @@ def lanes(
         own = rows.get(a.attempt, [])
         current = a.attempt == inv.attempt and inv.state is not JobState.DONE
         lane = Lane(a.attempt, a.job_id or a.job_name, str(a.failure_class or ""))
-        intended = _when(a.intended_at) or now
-        submitted = _when(a.submitted_at)
+        intended = a.intended_at
+        submitted = a.submitted_at
         prov = a.provenance
         started = _when(prov.get("start") or prov.get("started_at"))
         if started is None and inv.adapter == "local":
@@ -146,9 +146,9 @@ def lanes(
         end_row = next((r for r in own if r.event in _ENDS), None)
         ended = _when(prov.get("end") or prov.get("ended_at"))
         if ended is None and end_row is not None:
-            ended = _when(end_row.at)
+            ended = end_row.at
         going = ended is None and current
-        last = _when(own[-1].at) if own else None
+        last = own[-1].at if own else None
         stop = ended or (now if going else last or intended)
         lane.spans.append(
             Span("submitting", intended, submitted or stop, submitted is None and going, "")
@@ -165,17 +165,13 @@ def lanes(
                 lane.spans.append(Span("running", started, stop, going, ""))
         collected = next((r for r in own if r.event == "Collected"), None)
         if collected is not None and end_row is not None and end_row.event == "Finished":
-            at = _when(collected.at)
-            start = _when(end_row.at)
-            if at and start:
-                lane.spans.append(Span("collecting", start, at, False, ""))
+            lane.spans.append(Span("collecting", end_row.at, collected.at, False, ""))
         for r in own:
             kind = _MARKS.get(r.event)
-            moment = _when(r.at)
-            if kind and moment:
-                lane.marks.append(Mark(kind, moment, _mark_text(r)))
+            if kind:
+                lane.marks.append(Mark(kind, r.at, _mark_text(r)))
         if a.claim and a.claim.startswith("kind=fence"):
-            at = _when(a.fence_intended_at) or stop
+            at = a.fence_intended_at or stop
             lane.marks.append(Mark("fenced", at, "fenced: the attempt never ran"))
         found.append(lane)
     return found
@@ -266,6 +262,5 @@ def svg(found: Sequence[Lane]) -> Markup:
 
 
 def until_now(inv: Invocation, now: datetime) -> timedelta:
-    start = _when(inv.created_at) or now
-    end = _when(inv.updated_at) if inv.state is JobState.DONE else now
-    return (end or now) - start
+    end = inv.updated_at if inv.state is JobState.DONE else now
+    return end - inv.created_at

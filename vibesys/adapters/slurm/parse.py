@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Final
 
 from vibesys.adapters.base import TERMINAL_REMOTE, RemoteState, RemoteStatus
+from vibesys.adapters.times import reported_time
 from vibesys.errors import BackendUnavailable
 
 __all__ = [
@@ -228,8 +229,8 @@ def parse_sacct(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[SacctRo
                 cancelled_by=by.strip() or None,
                 exit_status=status,
                 exit_signal=signal,
-                start=_time(row.get("Start")),
-                end=_time(row.get("End")),
+                start=reported_time(row.get("Start")),
+                end=reported_time(row.get("End")),
                 reason=row.get("Reason") or None,
                 line=line,
                 partition=row.get("Partition") or None,
@@ -462,12 +463,3 @@ def _exit_code(text: str, line: str) -> tuple[int | None, int | None]:
     if not (status.isdigit() and sep and signal.isdigit()):
         raise UnparseableOutput(f"sacct line {line!r}: bad ExitCode {text!r}", evidence=line)
     return int(status), int(signal)
-
-
-def _time(text: str | None) -> datetime | None:
-    if text is None or text in ("Unknown", "None", ""):
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None

@@ -57,6 +57,7 @@ from vibesys.adapters.slurm.status_rules import (
     rows_by_name,
     sacct_lagging,
 )
+from vibesys.adapters.times import reported_time
 from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable
@@ -412,10 +413,7 @@ def _copy_from(path: str, offset: int, sink: Sink) -> int:
 
 
 def _claimed_at(claim: Claim | None) -> datetime | None:
-    try:
-        return datetime.fromisoformat(claim.get("started_at")) if claim else None
-    except ValueError:
-        return None
+    return reported_time(claim.get("started_at")) if claim else None
 
 
 def _age(moment: datetime | None) -> float | None:
