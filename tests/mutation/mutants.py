@@ -30,6 +30,8 @@ POLLS = "vibesys/journal_schema/polls.py"
 MACHINE = "vibesys/states/machine.py"
 RUN_COMMAND = "vibesys/run_command.py"
 CORE = "vibesys/engine/core.py"
+PREPARE = "vibesys/engine/prepare.py"
+ADAPTER_ACCESS = "vibesys/engine/adapter_access.py"
 STATUS_RULES = "vibesys/adapters/slurm/status_rules.py"
 JOB_RESULT = "vibesys/job_result.py"
 BRIDGE_PROTOCOL = "vibesys/bridge/protocol.py"
@@ -108,6 +110,8 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     MACHINE: ("tests/states/test_states_decide.py",),
     RUN_COMMAND: ("tests/test_live_status.py",),
     CORE: ("tests/engine/test_shared_poll.py",),
+    PREPARE: ("tests/engine/test_engine_fake.py",),
+    ADAPTER_ACCESS: ("tests/engine/test_engine_fake.py",),
     STATUS_RULES: (
         "tests/adapters/test_slurm_markers.py",
         "tests/adapters/test_slurm_claimed_elsewhere.py",
@@ -260,7 +264,7 @@ MUTANTS: list[Mutant] = [
     M("poller-frozen-blocks", POLLS, "    return expires is None or datetime.fromisoformat(expires) <= now\n", "    return identity_alive(holder) is None and (expires is None or datetime.fromisoformat(expires) <= now)\n", "a frozen (SIGSTOPped) poller keeps every other process blind for good"),
     M("poller-round-before-due", POLLS, "not (force or probe)", "False", "a process whose view of the schedule is stale runs a round before it is due"),
     M("clock-second-kept", "vibesys/journal_schema/clock.py", "    if cached != second:", "    if cached < 0:", "the commit clock keeps the first second's text for ever", tests=("tests/journal_schema/test_journal_store.py",)),
-    M("ids-random", CORE, 'return f"{time.time_ns() // 1_000_000:011x}{random_bits:05x}"', "return os.urandom(8).hex()", "invocation ids no longer sort by creation (each commit writes a cold page of every table)", tests=("tests/engine/test_engine_fake.py",)),
+    M("ids-random", PREPARE, 'return f"{time.time_ns() // 1_000_000:011x}{random_bits:05x}"', "return os.urandom(8).hex()", "invocation ids no longer sort by creation (each commit writes a cold page of every table)", tests=("tests/engine/test_engine_fake.py",)),
     M("poll-unshared", CORE, "return self.shared.observe(inv, shared)", "return self.shared._direct([inv], shared)[inv.id]", "every driver asks the scheduler on its own (one query per process per round)"),
     M("live-status-without-a-terminal", RUN_COMMAND, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
     M("decision-kept-whole-reads-event", MACHINE, '"emit_collect", "emit_cancel"}', '"emit_collect", "emit_cancel", "emit_finish"}', "a decision whose effect reads the event is kept whole: a later event gets the first one's outcome"),
@@ -324,8 +328,8 @@ MUTANTS: list[Mutant] = [
     M("ui-path-not-marked", UI_DIAGRAM, "counts[(source, dest)] += 1", "counts[(source, source)] += 1", "the diagram does not mark the edges the history took"),
     M("ui-output-as-markup", UI_PAGE, ">{{ chunk.text }}</pre>", ">{{ chunk.text|safe }}</pre>", "a job's output is inserted into the page as HTML"),
     # -- what a run was started with: the site, the candidate, the cap ------------------------
-    M("site-reread", CORE, "parsed.with_site(self.recorded_site(site_digest))", "parsed", "every process reads the site's file again: an edited or deleted file changes jobs in flight", tests=("tests/engine/test_skypilot_candidate.py", "tests/adapters/skypilot/test_profile_on_resume.py")),
-    M("site-not-recorded", CORE, "site = request.site_record or request.read_site()", "site = None", "an invocation is recorded without the site configuration it runs with", tests=("tests/test_cli_site.py",)),
+    M("site-reread", ADAPTER_ACCESS, "parsed.with_site(self.recorded_site(site_digest))", "parsed", "every process reads the site's file again: an edited or deleted file changes jobs in flight", tests=("tests/engine/test_skypilot_candidate.py", "tests/adapters/skypilot/test_profile_on_resume.py")),
+    M("site-not-recorded", PREPARE, "site = request.site_record or request.read_site()", "site = None", "an invocation is recorded without the site configuration it runs with", tests=("tests/test_cli_site.py",)),
     M("site-in-request-json", REQUESTS, "        exclude=True,\n", "        exclude=False,\n", "the rendering is copied into every request's JSON instead of recorded once by digest"),
     M("site-replaced-silently", ROWS, '            columns = {"site_digest": digest}', "            columns = {}", "a replacement is a history row that changes nothing (the old site goes on being used)"),
     M("slurm-site-key-ignores-rendering", SLURM_REQUEST, '        return f"{self.site_config}#{recorded}"', "        return self.site_config", "invocations recorded with different renderings of one path share an adapter built from one of them"),

@@ -8,10 +8,8 @@ every commit and after every effect, so crash tests can stop the process at each
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,18 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import (
     Backend,
-    JobRef,
     Progress,
     RemoteStatus,
     SeesItsOwnEnd,
     SharedPolling,
-    ShowsProgress,
     SubmitRequest,
     Waitable,
 )
 from vibesys.adapters.registry import entry
+from vibesys.engine.adapter_access import AdapterAccess
 from vibesys.engine.chains import follow_children, follow_parent, parent_of, submit_spec
-from vibesys.engine.context import load_context, record_environment
+from vibesys.engine.context import load_context
 from vibesys.engine.execute import execute
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import seen_error, seen_status
@@ -40,18 +37,17 @@ from vibesys.engine.plan import (
     Hold,
     PlanContext,
     Redo,
-    attempt_job_name,
     needs_observation,
     plan,
 )
+from vibesys.engine.prepare import Preparing, new_invocation_id
 from vibesys.engine.provenance import record_provenance
 from vibesys.engine.retry import RetryPolicy, next_attempt_at, policy_of
 from vibesys.engine.seen import Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
-from vibesys.errors import BackendError, ConfigError, StaleState
-from vibesys.journal_schema import Invocation, Journal, Settings, iso, utc_now
-from vibesys.journal_schema.sites import SiteRendering
+from vibesys.errors import BackendError, StaleState
+from vibesys.journal_schema import Invocation, Journal, iso, utc_now
 from vibesys.proc import self_identity
 from vibesys.states import (
     Cancelled,
@@ -64,7 +60,9 @@ from vibesys.states import (
 )
 
 if TYPE_CHECKING:
-    from vibesys.adapters.requests import AdapterRequest, RecordedSite
+    from vibesys.adapters.requests import AdapterRequest
+
+__all__ = ["BackendFactory", "Engine", "new_invocation_id", "registry_backend"]
 
 #: Builds the adapter an invocation names from its adapter name and typed request.
 BackendFactory = Callable[[str, "AdapterRequest"], Backend]
@@ -86,23 +84,12 @@ _AFTER_COMMIT = {
 }
 
 
-def new_invocation_id() -> str:
-    """16 hex digits: the creation time in milliseconds (11), then 20 random bits (5).
-
-    Ids sort by creation, as Slurm's job ids do. That is also what the journal's b-trees want:
-    the rows of the invocations being driven sit at the end of each table, in pages that
-    stay warm, where random ids sent every commit to a cold page of its own and split pages
-    all over the tables (more pages, and more bytes of WAL, per transition)."""
-    random_bits = int.from_bytes(os.urandom(3), "big") >> 4  # 20 bits (no `secrets` import)
-    return f"{time.time_ns() // 1_000_000:011x}{random_bits:05x}"
-
-
 def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
     return entry(adapter).load().build(request)
 
 
 @dataclass
-class Engine:
+class Engine(AdapterAccess, Preparing):
     journal: Journal
     backends: BackendFactory = registry_backend
     #: the retry policy `prepare` records for a new invocation; every later step of an
@@ -133,59 +120,6 @@ class Engine:
 
     # -- adapters -----------------------------------------------------------------------------
 
-    def request_of(self, inv: Invocation) -> AdapterRequest:
-        """The invocation's typed request, with the site configuration it was recorded with
-        (validated once per distinct request, site and adapter)."""
-        return self.parse_request(inv.adapter, inv.request, inv.site_digest)
-
-    def parse_request(
-        self, adapter: str, data: Mapping[str, Any], site_digest: str | None
-    ) -> AdapterRequest:
-        """A recorded request, handed back with its recorded site (`site_digest`; None for
-        what was recorded before sites were): adapters never read the site's file again."""
-        key = (adapter, json.dumps(data, sort_keys=True), site_digest or "")
-        if key not in self._requests:
-            parsed = entry(adapter).parse_request(data)
-            self._requests[key] = parsed.with_site(self.recorded_site(site_digest))
-        return self._requests[key]
-
-    def recorded_site(self, digest: str | None) -> RecordedSite | None:
-        """The site configuration recorded under `digest`."""
-        if digest is None:
-            return None
-        found = self.journal.site_rendering(digest)
-        if found is None:
-            raise ConfigError(f"the journal has no site configuration sha256:{digest}")
-        from vibesys.adapters.requests import RecordedSite
-
-        return RecordedSite.model_validate(
-            {"kind": found.kind, "text": found.text, "digest": found.digest}
-        )
-
-    def backend(self, inv: Invocation) -> Backend:
-        return self.backend_for(inv.adapter, self.request_of(inv))
-
-    def backend_for(self, adapter: str, request: AdapterRequest) -> Backend:
-        """One adapter instance per adapter and backend key (a site, a campaign's cluster)."""
-        key = (adapter, request.backend_key())
-        if key not in self._backends:
-            built = self.backends(adapter, request)
-            if self.progress is not None and isinstance(built, ShowsProgress):
-                built.progress = self.progress
-            self._backends[key] = built
-        return self._backends[key]
-
-    def job_ref(self, inv: Invocation) -> JobRef:
-        intended = datetime.fromisoformat(inv.intended_at) if inv.intended_at else None
-        return JobRef(
-            _job_name(inv),
-            inv.job_id,
-            Path(inv.run_dir) / str(inv.attempt),
-            intended,
-            inv.id,
-            inv.attempt,
-        )
-
     def submit_request(self, inv: Invocation) -> SubmitRequest[Any]:
         ref = self.job_ref(inv)
         return SubmitRequest(
@@ -197,60 +131,6 @@ class Engine:
             load_context(inv),
             submit_spec(self, inv, self.request_of(inv)),
         )
-
-    # -- creating -----------------------------------------------------------------------------
-
-    def prepare(
-        self,
-        *,
-        adapter: str,
-        command: Sequence[str],
-        request: AdapterRequest | None = None,
-        label: str | None = None,
-        max_retries: int | None = None,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        run_root: Path | None = None,
-        invocation_id: str | None = None,
-        cancel_when_orphaned: bool = False,
-        campaign: str | None = None,
-    ) -> Invocation:
-        """Record a new invocation (PREPARED) with its request, its context and the settings
-        every process carries it on with (this engine's retry policy and patience), leased
-        to us; at the end of its campaign's queue (`campaign`, else the request's own)."""
-        request = request or entry(adapter).parse_request({})
-        # The site configuration is read once, here at the latest (`vibesys run` read it while
-        # checking the request): what is recorded is what every later process uses.
-        site = request.site_record or request.read_site()
-        invocation_id = invocation_id or new_invocation_id()
-        root = run_root or self.journal.path.parent / "runs"
-        run_dir = (root / invocation_id).resolve()
-        env_file = record_environment(run_dir, dict(os.environ) if env is None else env)
-        invocation = self.journal.create_invocation(
-            invocation_id=invocation_id,
-            adapter=adapter,
-            command=list(command),
-            request=request.model_dump(mode="json"),
-            request_version=request.schema_version,
-            label=label,
-            max_retries=self.retry.max_retries if max_retries is None else max_retries,
-            run_dir=str(run_dir),
-            cwd=cwd or os.getcwd(),
-            env_file=str(env_file),
-            lease_owner=self.owner,
-            lease_ttl=self.lease_ttl,
-            site=SiteRendering(site.digest, site.kind, site.text) if site is not None else None,
-            settings=Settings(
-                retry_delay_seconds=self.retry.initial_delay_seconds,
-                retry_backoff=self.retry.backoff,
-                retry_max_delay_seconds=self.retry.max_delay_seconds,
-                unreachable_timeout_seconds=self.patience.total_seconds(),
-                cancel_when_orphaned=cancel_when_orphaned,
-            ),
-            campaign=campaign or request.campaign(),
-        )
-        failpoint("after_prepare_commit")
-        return invocation
 
     # -- one step at a time ---------------------------------------------------------------------
 
@@ -448,7 +328,3 @@ class Engine:
 
     def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
         return self.backend(inv).log_paths(self.job_ref(inv))
-
-
-def _job_name(inv: Invocation) -> str:
-    return inv.job_name or attempt_job_name(inv, inv.attempt)
