@@ -39,19 +39,20 @@ from vibesys.engine.plan import (
     Redo,
     needs_observation,
     plan,
+    plan_cancel,
+    proven,
 )
 from vibesys.engine.prepare import Preparing, new_invocation_id
 from vibesys.engine.provenance import record_provenance
-from vibesys.engine.retry import RetryPolicy, next_attempt_at, policy_of
+from vibesys.engine.retry import RetryPolicy, policy_of
 from vibesys.engine.seen import Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState
-from vibesys.journal_schema import Invocation, Journal, iso, utc_now
+from vibesys.journal_schema import Invocation, Journal, utc_now
 from vibesys.proc import self_identity
 from vibesys.states import (
-    Cancelled,
-    CancelRequested,
+    Effect,
     Event,
     Finished,
     InfraFailed,
@@ -227,13 +228,22 @@ class Engine(AdapterAccess, Preparing):
                     self.waiting[inv.id] = why
                 return inv
             case Redo(effect=effect):
-                follow = execute(self, inv, effect)
+                follow = self.carry_out(inv, effect)
                 return inv if follow is None else self.commit(inv, follow)
             case Commit(event=event):
                 if isinstance(event, Finished | InfraFailed) and seen is not None:
                     failpoint("after_terminal_observed")
                 return self.commit(inv, event)
         raise AssertionError(step)
+
+    def carry_out(self, inv: Invocation, effect: Effect) -> Event | None:
+        """Carry out `effect`; the event the planner makes of what it showed, if anything."""
+        fact = execute(self, inv, effect)
+        if fact is None:
+            return None
+        return proven(
+            inv, fact, PlanContext(self.clock(), policy_of(inv.max_retries, inv.settings))
+        )
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:
         """Commit `event` (write-ahead), then carry out its effects and commit what they
@@ -250,7 +260,7 @@ class Engine(AdapterAccess, Preparing):
         while True:
             follow: Event | None = None
             for effect in after[1]:
-                follow = execute(self, after[0], effect) or follow
+                follow = self.carry_out(after[0], effect) or follow
             if follow is None:
                 return after[0]
             # What an effect proved is a fact: if someone moved the invocation meanwhile (a
@@ -284,16 +294,13 @@ class Engine(AdapterAccess, Preparing):
     # -- cancellation ---------------------------------------------------------------------------
 
     def request_cancel(self, inv: Invocation, by: str) -> Invocation:
-        """Commit the cancel intent and send the cancel (or settle at once when nothing can be
-        running)."""
+        """Commit what the planner says a cancel commits now (`plan_cancel`) and carry out
+        its effect: the cancel is sent, or the invocation settles at once."""
         while True:
-            if inv.state is JobState.DONE or inv.cancel_requested:
+            step = plan_cancel(inv, by)
+            if not isinstance(step, Commit):
                 return inv
-            if inv.state in (JobState.PREPARED, JobState.RETRYING):
-                event: Event = Cancelled(f"cancelled by {by}; nothing running")
-            else:
-                event = CancelRequested(by)
-            after = self.try_commit(inv, event)
+            after = self.try_commit(inv, step.event)
             if after is not None:
                 return after
             inv = self.journal.get(inv.id)
@@ -310,10 +317,6 @@ class Engine(AdapterAccess, Preparing):
         return True
 
     # -- helpers for effects ----------------------------------------------------------------------
-
-    def retry_at(self, inv: Invocation) -> str:
-        policy = policy_of(inv.max_retries, inv.settings)
-        return iso(next_attempt_at(inv.retries + 1, policy, self.clock()))
 
     def note(self, inv: Invocation, text: str) -> None:
         self.notes[inv.id] = text
