@@ -91,6 +91,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     TABLE: ("tests/states",),
     JOB_STATE: ("tests/states",),
     PLAN: (
+        "tests/engine/test_plan_answers.py",
         "tests/engine/test_fences.py",
         "tests/engine/test_engine_fake.py",
         "tests/crash/test_every_failpoint.py",
@@ -194,10 +195,10 @@ MUTANTS: list[Mutant] = [
     M("plan-no-patience", PLAN, "            if ctx.now - since < ctx.patience:", "            if False:", "a short outage of the scheduler ends a running job's follow-up at once", tests=RECORDED),
     M("plan-budget-off-by-one", PLAN, "    if inv.retries > inv.max_retries:", "    if inv.retries >= inv.max_retries:", "one retry fewer than the budget allows"),
     M("plan-cancel-during-collection-cancels", PLAN, "    if inv.cancel_requested and inv.failure_class not in ended_by_cancel:", "    if False:", "a cancel during collection is ignored until the collection succeeds", tests=("tests/engine/test_fences.py", "tests/engine/test_plan_execute.py")),
-    M("plan-fence-won-ignores-cancel", PLAN, "    if inv.cancel_requested:\n        return Cancelled(why)", "    if False:\n        return Cancelled(why)", "a cancelled attempt whose fence won is retried instead of ending CANCELLED", tests=TESTS_FOR[EXECUTE]),
-    M("plan-cancel-retrying-sends-cancel", PLAN, "    if inv.state in (JobState.PREPARED, JobState.RETRYING):\n        return Commit(Cancelled(", "    if inv.state is JobState.PREPARED:\n        return Commit(Cancelled(", "a cancel between attempts waits for a job that does not exist (an invalid transition)", tests=("tests/engine/test_engine_fake.py", "tests/engine/test_plan_execute.py")),
-    M("follow-never-gives-up", PLAN, "    return Follow(now - since >= patience, since)", "    return Follow(False, since)", "a driver follows an unresolved invocation for ever instead of reporting it", tests=RECORDED),
-    M("follow-waits-on-a-final-sight", PLAN, "        return Follow(True, open_since)  # nothing", "        return Follow(False, open_since)  # nothing", "a driver waits out the timeout on an observation that waiting cannot change", tests=("tests/engine/test_engine_fake.py", "tests/engine/test_fences.py")),
+    M("plan-fence-won-ignores-cancel", PLAN, "    if inv.cancel_requested:\n        return Cancelled(why)", "    if False:\n        return Cancelled(why)", "a cancelled attempt whose fence won is retried instead of ending CANCELLED", tests=("tests/engine/test_plan_answers.py", *TESTS_FOR[EXECUTE])),
+    M("plan-cancel-retrying-sends-cancel", PLAN, "    if inv.state in (JobState.PREPARED, JobState.RETRYING):\n        return Commit(Cancelled(", "    if inv.state is JobState.PREPARED:\n        return Commit(Cancelled(", "a cancel between attempts waits for a job that does not exist (an invalid transition)", tests=("tests/engine/test_plan_answers.py", "tests/engine/test_engine_fake.py")),
+    M("follow-never-gives-up", PLAN, "    return Follow(now - since >= patience, since)", "    return Follow(False, since)", "a driver follows an unresolved invocation for ever instead of reporting it", tests=("tests/engine/test_plan_answers.py", *RECORDED)),
+    M("follow-waits-on-a-final-sight", PLAN, "        return Follow(True, open_since)  # nothing", "        return Follow(False, open_since)  # nothing", "a driver waits out the timeout on an observation that waiting cannot change", tests=("tests/engine/test_plan_answers.py", "tests/engine/test_fences.py")),
     # -- the classification of observations ---------------------------------------------------
     M("observe-node-fail-is-application", OBSERVE, "    RemoteState.NODE_FAIL: FailureClass.NODE_FAILED,\n", "", "a node failure is blamed on the command, never retried"),
     M("observe-fence-not-read", OBSERVE, "    if claim is not None and claim.fenced:\n        return Seen(Sight.FENCED, evidence, status.job_id, final=True)\n", "", "a fence in the run directory is read as plain absence"),
