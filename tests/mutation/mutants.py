@@ -324,7 +324,7 @@ MUTANTS: list[Mutant] = [
     M("chain-slurm-kills-the-child", SCRIPT, '"--kill-on-invalid-dep=no"]', '"--kill-on-invalid-dep=yes"]', "Slurm kills the child when its parent's attempt fails, before the parent's retry exists"),
     M("local-no-end", LOCAL, '            found["end"] = ended.isoformat()', '            found["start"] = ended.isoformat()', "a local attempt's record says nothing of when it ended"),
     M("detach-json-bare-id", RUN_COMMAND, '    if values["detach"] and not values["as_json"]:', '    if values["detach"]:', "`run --detach --json` prints the bare id before its JSON object", tests=("tests/test_cli.py::test_detach_json_prints_one_object",)),
-    M("decide-replays-other-pair", MACHINE, "planned = _PLANNED.get(key)", "planned = next(iter(_PLANNED.values()), None)", "the table's row of another (state, trigger) decides"),
+    M("decide-replays-other-pair", MACHINE, "planned = table.planned.get(key)", "planned = next(iter(table.planned.values()), None)", "the table's row of another (state, trigger) decides"),
     M("decide-row-callbacks-dropped", MACHINE, "    for name in callbacks:\n        getattr(model, name)(data)\n", "", "a decision runs none of the callbacks its row names: no submit, fence or finish is ever authorized"),
     M("ui-reader-writes-the-shm", UI_READER, '"mode=ro&readonly_shm=1"', '"mode=ro"', "a read beside WAL files writes its read mark into the -shm"),
     M("ui-reader-makes-wal-files", UI_READER, '"mode=ro&immutable=1"', '"mode=ro"', "a read of a quiet journal creates an empty -wal and a -shm beside it"),

@@ -74,13 +74,18 @@ def lease_sources(trigger: str) -> tuple[LeaseState, ...]:
     return tuple(lease_sources_of(_BY_TRIGGER[trigger]))
 
 
+_validated = False
+
+
 def lease_next(state: LeaseState, trigger: str) -> LeaseState | None:
     """The state after `trigger` in `state` (the same state for an internal row); None when
-    the table has no such row."""
+    the table has no such row. The table is validated on the first use (not at import:
+    reading the journal moves no lease)."""
+    global _validated
+    if not _validated:
+        validate_table(LEASE_TRANSITIONS, LeaseState, LEASE_INITIAL, LEASE_TERMINAL)
+        _validated = True
     row = _BY_TRIGGER[trigger]
     if state not in lease_sources_of(row):
         return None
     return lease_dest_of(row) or state
-
-
-validate_table(LEASE_TRANSITIONS, LeaseState, LEASE_INITIAL, LEASE_TERMINAL)

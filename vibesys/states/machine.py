@@ -197,15 +197,11 @@ def _planned() -> dict[tuple[JobState, str], tuple[JobState, tuple[str, ...]]]:
     }
 
 
-#: (state, trigger) -> (next state, the callbacks the table names): what the machine does.
-#: The table is validated first (`decide()` reads it without building the machine).
-validate_table(TRANSITIONS)
-_PLANNED: Final = _planned()
-
-
-def _whole() -> dict[tuple[JobState, str], Decision]:
+def _whole(
+    planned: dict[tuple[JobState, str], tuple[JobState, tuple[str, ...]]],
+) -> dict[tuple[JobState, str], Decision]:
     whole = {}
-    for (state, trigger), (dest, callbacks) in _PLANNED.items():
+    for (state, trigger), (dest, callbacks) in planned.items():
         if _EVENT_FREE.issuperset(callbacks):
             model = _Model(state)
             for name in callbacks:
@@ -214,8 +210,28 @@ def _whole() -> dict[tuple[JobState, str], Decision]:
     return whole
 
 
-#: The decisions no callback of which reads the event (decisions are immutable).
-_WHOLE: Final = _whole()
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """The table as `decide()` reads it."""
+
+    #: (state, trigger) -> (next state, the callbacks the table names): what the machine does
+    planned: dict[tuple[JobState, str], tuple[JobState, tuple[str, ...]]]
+    #: the decisions no callback of which reads the event (decisions are immutable)
+    whole: dict[tuple[JobState, str], Decision]
+
+
+#: Read (and validated) on the first decision, not at import: reading the journal decides
+#: nothing. Two threads reading it at once read the same thing; the assignment is whole.
+_READ: _Read | None = None
+
+
+def _read() -> _Read:
+    global _READ
+    if _READ is None:
+        validate_table(TRANSITIONS)  # `decide()` reads the table without building the machine
+        planned = _planned()
+        _READ = _Read(planned, _whole(planned))
+    return _READ
 
 
 def _fire(model: _Model, event: Event) -> None:
@@ -244,10 +260,11 @@ def decide(state: JobState, event: Event) -> Decision:
     """Apply `event` in `state`: next state and the effects it authorizes (see the module
     docstring: the table's row for the pair, its callbacks run on the event)."""
     key = (state, type(event).__name__)
-    whole = _WHOLE.get(key)
+    table = _READ or _read()
+    whole = table.whole.get(key)
     if whole is not None:
         return whole
-    planned = _PLANNED.get(key)
+    planned = table.planned.get(key)
     if planned is None:
         raise InvalidTransition(state, key[1])
     dest, callbacks = planned
