@@ -2,7 +2,8 @@
 
 - docs/architecture.md: the blocks between GENERATED markers: the state diagram, rendered from
   the one transition table (`vibesys.states.diagram.mermaid`, the same text as
-  `vibesys states --format mermaid`), and the table of named failpoints;
+  `vibesys states --format mermaid`), the cluster lease's diagram (from its table,
+  `vibesys.states.lease_table`), the table of named failpoints and the reconcile table;
 - docs/cli.md: the whole file, from the `--help` of every command and subcommand;
 - docs/bridge.md: the blocks between GENERATED markers: the request's fields, the fields only
   the operator decides, the JobResult statuses and exit statuses;
@@ -163,6 +164,12 @@ def mermaid_block() -> str:
     return f"```mermaid\n{mermaid().rstrip()}\n```"
 
 
+def lease_mermaid_block() -> str:
+    from vibesys.states.diagram import lease_mermaid
+
+    return f"```mermaid\n{lease_mermaid().rstrip()}\n```"
+
+
 def failpoints_block() -> str:
     from vibesys.engine.failpoints import FAILPOINTS
 
@@ -180,6 +187,7 @@ def reconcile_block() -> str:
 #: `<!-- END GENERATED: NAME -->`, and what renders each.
 BLOCKS = {
     "state diagram": mermaid_block,
+    "lease diagram": lease_mermaid_block,
     "failpoints": failpoints_block,
     "reconcile table": reconcile_block,
 }

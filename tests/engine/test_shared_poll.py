@@ -20,8 +20,8 @@ from vibesys.adapters.base import JobRef, PollSchedule, RemoteState, RemoteStatu
 from vibesys.adapters.fake import FakeAttempt, FakeBackend
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine.seen import Sight
-from vibesys.engine.shared_poll import seen_from_json, seen_to_json
 from vibesys.journal_schema import Invocation, Journal, iso, open_journal
+from vibesys.journal_schema.codec import decode_record, encode_record
 from vibesys.osutil.proc import hostname, start_time
 from vibesys.states import CancelRequested, JobState
 
@@ -449,7 +449,34 @@ def test_observations_round_trip_through_the_journal(sight: Sight) -> None:
         "main",
         None,
     )
-    assert seen_from_json(seen_to_json(seen)) == seen
+    assert decode_record(Seen, encode_record(seen)) == seen
+
+
+def test_an_observation_recorded_before_the_codec_still_reads() -> None:
+    # The JSON object of every field, in field order, as rounds wrote it before.
+    from vibesys.engine.seen import Seen
+    from vibesys.states import FailureClass
+
+    old = (
+        '{"sight": "ended", "evidence": "sacct: 5|FAILED|3:0", "job_id": "5", '
+        '"failure_class": "APPLICATION_FAILED", "exit_code": 3, "fix": "", "final": true, '
+        '"since": "2030-01-01T00:00:00.000000+00:00", "reason": null, "partition": "main", '
+        '"nodes": null}'
+    )
+    seen = decode_record(Seen, old)
+    assert seen == Seen(
+        Sight.ENDED,
+        "sacct: 5|FAILED|3:0",
+        "5",
+        FailureClass.APPLICATION_FAILED,
+        3,
+        "",
+        True,
+        datetime(2030, 1, 1, tzinfo=UTC),
+        None,
+        "main",
+        None,
+    )
 
 
 def test_an_observation_is_stale_once_the_next_round_is_due(

@@ -29,8 +29,11 @@ PROVENANCE = "vibesys/engine/provenance.py"
 SHARED_POLL = "vibesys/engine/shared_poll.py"
 POLLS = "vibesys/journal_schema/polls.py"
 MACHINE = "vibesys/states/machine.py"
+LEASE_TABLE = "vibesys/states/lease_table.py"
 RUN_COMMAND = "vibesys/cli/run_command.py"
 CORE = "vibesys/engine/core.py"
+PREPARE = "vibesys/engine/prepare.py"
+ADAPTER_ACCESS = "vibesys/engine/adapter_access.py"
 STATUS_RULES = "vibesys/adapters/slurm/status_rules.py"
 JOB_RESULT = "vibesys/job_result/__init__.py"
 JOB_RESULT_MODEL = "vibesys/job_result/model.py"
@@ -91,6 +94,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     TABLE: ("tests/states",),
     JOB_STATE: ("tests/states",),
     PLAN: (
+        "tests/engine/test_plan_answers.py",
         "tests/engine/test_fences.py",
         "tests/engine/test_engine_fake.py",
         "tests/crash/test_every_failpoint.py",
@@ -109,8 +113,11 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     SHARED_POLL: ("tests/engine/test_shared_poll.py",),
     POLLS: ("tests/engine/test_shared_poll.py",),
     MACHINE: ("tests/states/test_states_decide.py",),
+    LEASE_TABLE: ("tests/states/test_lease_table.py", "tests/engine/test_cluster_leases.py"),
     RUN_COMMAND: ("tests/test_live_status.py",),
     CORE: ("tests/engine/test_shared_poll.py",),
+    PREPARE: ("tests/engine/test_engine_fake.py",),
+    ADAPTER_ACCESS: ("tests/engine/test_engine_fake.py",),
     STATUS_RULES: (
         "tests/adapters/test_slurm_markers.py",
         "tests/adapters/test_slurm_claimed_elsewhere.py",
@@ -192,13 +199,17 @@ MUTANTS: list[Mutant] = [
     M("plan-no-patience", PLAN, "            if ctx.now - since < ctx.patience:", "            if False:", "a short outage of the scheduler ends a running job's follow-up at once", tests=RECORDED),
     M("plan-budget-off-by-one", PLAN, "    if inv.retries > inv.max_retries:", "    if inv.retries >= inv.max_retries:", "one retry fewer than the budget allows"),
     M("plan-cancel-during-collection-cancels", PLAN, "    if inv.cancel_requested and inv.failure_class not in ended_by_cancel:", "    if False:", "a cancel during collection is ignored until the collection succeeds", tests=("tests/engine/test_fences.py", "tests/engine/test_plan_execute.py")),
+    M("plan-fence-won-ignores-cancel", PLAN, "    if inv.cancel_requested:\n        return Cancelled(why)", "    if False:\n        return Cancelled(why)", "a cancelled attempt whose fence won is retried instead of ending CANCELLED", tests=("tests/engine/test_plan_answers.py", *TESTS_FOR[EXECUTE])),
+    M("plan-cancel-retrying-sends-cancel", PLAN, "    if inv.state in (JobState.PREPARED, JobState.RETRYING):\n        return Commit(Cancelled(", "    if inv.state is JobState.PREPARED:\n        return Commit(Cancelled(", "a cancel between attempts waits for a job that does not exist (an invalid transition)", tests=("tests/engine/test_plan_answers.py", "tests/engine/test_engine_fake.py")),
+    M("follow-never-gives-up", PLAN, "    return Follow(now - since >= patience, since)", "    return Follow(False, since)", "a driver follows an unresolved invocation for ever instead of reporting it", tests=("tests/engine/test_plan_answers.py", *RECORDED)),
+    M("follow-waits-on-a-final-sight", PLAN, "        return Follow(True, open_since)  # nothing", "        return Follow(False, open_since)  # nothing", "a driver waits out the timeout on an observation that waiting cannot change", tests=("tests/engine/test_plan_answers.py", "tests/engine/test_fences.py")),
     # -- the classification of observations ---------------------------------------------------
     M("observe-node-fail-is-application", OBSERVE, "    RemoteState.NODE_FAIL: FailureClass.NODE_FAILED,\n", "", "a node failure is blamed on the command, never retried"),
     M("observe-fence-not-read", OBSERVE, "    if claim is not None and claim.fenced:\n        return Seen(Sight.FENCED, evidence, status.job_id, final=True)\n", "", "a fence in the run directory is read as plain absence"),
     M("observe-timeout-is-infra", OBSERVE, "    if state in (RemoteState.TIMEOUT, RemoteState.OUT_OF_MEMORY):", "    if state in (RemoteState.OUT_OF_MEMORY,):", "a job's own time limit is not its own end"),
     # -- the error boundary ---------------------------------------------------------------------
-    M("boundary-maybe-is-retried", EXECUTE, "    if facts.maybe_submitted:\n        return OutcomeUnknown", "    if False:\n        return OutcomeUnknown", "a submit that may have gone through is retried blind"),
-    M("boundary-misconfigured-is-retried", EXECUTE, "    if not facts.retryable:\n        return Misconfigured(facts.reason, facts.fix)", "    if False:\n        return Misconfigured(facts.reason, facts.fix)", "a changed host key is retried until the budget is spent"),
+    M("boundary-maybe-is-retried", PLAN, "    if facts.maybe_submitted:\n        return OutcomeUnknown", "    if False:\n        return OutcomeUnknown", "a submit that may have gone through is retried blind", tests=TESTS_FOR[EXECUTE]),
+    M("boundary-misconfigured-is-retried", PLAN, "    if not facts.retryable:\n        return Misconfigured(facts.reason, facts.fix)", "    if False:\n        return Misconfigured(facts.reason, facts.fix)", "a changed host key is retried until the budget is spent", tests=TESTS_FOR[EXECUTE]),
     M("boundary-bug-is-nothing-submitted", EXECUTE, "    return ErrorFacts(True, True, False, f\"{type(error).__name__}: {error}\", \"\")", "    return ErrorFacts(False, True, False, f\"{type(error).__name__}: {error}\", \"\")", "an adapter bug is read as proof that nothing was submitted"),
     M("slurm-timeout-is-failed", PARSE, '"TIMEOUT": RemoteState.TIMEOUT,', '"TIMEOUT": RemoteState.FAILED,', "a job's own time limit reads as a plain failure"),
     M("slurm-node-fail-is-failed", PARSE, '"NODE_FAIL": RemoteState.NODE_FAIL,', '"NODE_FAIL": RemoteState.FAILED,', "an infrastructure failure is blamed on the command, never retried"),
@@ -243,11 +254,13 @@ MUTANTS: list[Mutant] = [
     M("sky-killed-with-allocation-is-app-failure", SKY, "        if code >= 128 and (seen.cluster is ClusterView.GONE or started_elsewhere):\n", "        if False:\n", "a command killed as its allocation ended counts as its own failure, not retried"),
     M("lease-launch-left-up-failed", CLUSTERS, "    if sight.up:\n", "    if False:\n", "a launch a crash interrupted after it brought the cluster up is recorded failed: a cluster nobody records"),
     M("lease-release-not-redone", CLUSTERS, "        if sight.exists:\n            return _release(", "        if False:\n            return _release(", "an interrupted release is recorded done while the cluster still holds its allocation"),
+    M("lease-table-use-while-releasing", LEASE_TABLE, '{"trigger": "Used", "source": [L.UP], "dest": None}', '{"trigger": "Used", "source": [L.UP, L.RELEASING], "dest": None}', "an attempt is submitted onto a cluster on its way down"),
+    M("lease-table-release-ends-a-launch", LEASE_TABLE, '{"trigger": "Released", "source": [L.RELEASING], "dest": L.RELEASED}', '{"trigger": "Released", "source": [L.LAUNCHING, L.RELEASING], "dest": L.RELEASED}', "a launch under way is recorded released without a release intended (a cluster nobody records)"),
     M("lease-release-while-busy", CLUSTER_RECORDS, "            if busy:  # checked with the write lock held", "            if False:  # mutant", "a release ends the allocation under a running evaluation"),
     M("down-never-released", CLUSTERS, "    return isinstance(request, ReleasedWhenDone) and request.down\n", "    return False\n", "run --down leaves the campaign's cluster up after its last evaluation"),
     M("campaign-two-at-once", CLUSTERS, "    if others:\n", "    if False:\n", "two evaluations of one campaign run at once on its cluster"),
     M("lease-live-owner-settled", CLUSTER_RECORDS, "if lease_free(lease.owner, _at(lease.owner_expires_at), owner, moment)", "if True", "reconcile settles a launch its live owner is still carrying out"),
-    M("lease-up-row-not-lost", CLUSTER_RECORDS, "ended = LeaseState.LOST if live.state is LeaseState.UP else LeaseState.RELEASED", "ended = LeaseState.RELEASED", "an allocation that ended under the campaign reads as released by us"),
+    M("lease-up-row-not-lost", CLUSTER_RECORDS, 'ended = step(live, "Lost" if live.state is LeaseState.UP else "Released")', "ended = LeaseState.RELEASED", "an allocation that ended under the campaign reads as released by us"),
     M("provenance-never-recorded", PROVENANCE, "    if any(known.get(name) != value for name, value in fresh.items()):\n", "    if False:\n", "where an attempt ran is never recorded"),
     M("shared-poll-ignores-version", SHARED_POLL, "if seen is None or (seen.attempt, seen.version) != (inv.attempt, inv.version):", "if seen is None or seen.attempt != inv.attempt:", "an observation taken before the driver's last commit is read as fresh"),
     M("shared-poll-rereads-a-round", SHARED_POLL, "if seen.round <= self.consumed.get(inv.id, 0):", "if seen.round < self.consumed.get(inv.id, 0):", "a driver reads the same round twice"),
@@ -264,7 +277,7 @@ MUTANTS: list[Mutant] = [
     M("poller-frozen-blocks", POLLS, "    return expires is None or expires <= now\n", "    return identity_alive(holder) is None and (expires is None or expires <= now)\n", "a frozen (SIGSTOPped) poller keeps every other process blind for good"),
     M("poller-round-before-due", POLLS, "not (force or probe)", "False", "a process whose view of the schedule is stale runs a round before it is due"),
     M("clock-second-kept", "vibesys/journal_schema/clock.py", "    if cached != second:", "    if cached < 0:", "the commit clock keeps the first second's text for ever", tests=("tests/journal_schema/test_journal_store.py",)),
-    M("ids-random", CORE, 'return f"{time.time_ns() // 1_000_000:011x}{random_bits:05x}"', "return os.urandom(8).hex()", "invocation ids no longer sort by creation (each commit writes a cold page of every table)", tests=("tests/engine/test_engine_fake.py",)),
+    M("ids-random", PREPARE, 'return f"{time.time_ns() // 1_000_000:011x}{random_bits:05x}"', "return os.urandom(8).hex()", "invocation ids no longer sort by creation (each commit writes a cold page of every table)", tests=("tests/engine/test_engine_fake.py",)),
     M("poll-unshared", CORE, "return self.shared.observe(inv, shared)", "return self.shared._direct([inv], shared)[inv.id]", "every driver asks the scheduler on its own (one query per process per round)"),
     M("live-status-without-a-terminal", RUN_COMMAND, "if quiet or not both:", "if quiet:", "the status line is drawn into pipes and files"),
     M("decision-kept-whole-reads-event", MACHINE, '"emit_collect", "emit_cancel"}', '"emit_collect", "emit_cancel", "emit_finish"}', "a decision whose effect reads the event is kept whole: a later event gets the first one's outcome"),
@@ -301,7 +314,7 @@ MUTANTS: list[Mutant] = [
     M("settings-retry-from-process", CORE, "            policy_of(inv.max_retries, settings),\n", "            self.retry,\n", "a later process retries with its own delay, not the recorded one", tests=RECORDED),
     M("settings-patience-from-process", CORE, "            timedelta(seconds=settings.unreachable_timeout_seconds),\n", "            self.patience,\n", "a later process gives up on an unreachable scheduler by its own default", tests=RECORDED),
     M("reconcile-waiting-unsaid", RECONCILE, "    return engine.journal.unreachable_since(inv.id, inv.attempt)\n", "    return None\n", "reconcile leaves a run waiting out an outage without saying so (or until when)"),
-    M("reconcile-orphan-from-request", RECONCILE, "        if inv.settings.cancel_when_orphaned and not inv.cancel_requested:", "        if False:", "a broker job whose client is gone is followed to its end instead of cancelled"),
+    M("reconcile-orphan-from-request", PLAN, "    if inv.settings.cancel_when_orphaned and not inv.cancel_requested:", "    if False:", "a broker job whose client is gone is followed to its end instead of cancelled", tests=RECORDED),
     M("exit-waiting-is-0", RENDER, "    return EXIT_WAITING if waiting else 0", "    return 0", "reconcile exits 0 while it left a run waiting out an outage"),
     M("exit-dependency-failed-is-130", EXITS, "            return EXIT_DEPENDENCY_FAILED", "            return EXIT_INTERRUPTED", "a child whose parent failed exits like an interrupt"),
     M("settings-bool-is-a-number", SETTINGS, "            if isinstance(value, bool) or not isinstance(value, int | float):", "            if not isinstance(value, int | float):", "a damaged settings record (true for a timeout) is read as 1 s"),
@@ -315,7 +328,8 @@ MUTANTS: list[Mutant] = [
     M("chain-slurm-kills-the-child", SCRIPT, '"--kill-on-invalid-dep=no"]', '"--kill-on-invalid-dep=yes"]', "Slurm kills the child when its parent's attempt fails, before the parent's retry exists"),
     M("local-no-end", LOCAL, '            found["end"] = ended.isoformat()', '            found["start"] = ended.isoformat()', "a local attempt's record says nothing of when it ended"),
     M("detach-json-bare-id", RUN_COMMAND, '    if values["detach"] and not values["as_json"]:', '    if values["detach"]:', "`run --detach --json` prints the bare id before its JSON object", tests=("tests/test_cli.py::test_detach_json_prints_one_object",)),
-    M("decide-replays-other-pair", MACHINE, "recorded = _RECORDED.get(key)", "recorded = next(iter(_RECORDED.values()), None)", "a recorded decision is replayed for another (state, trigger)"),
+    M("decide-replays-other-pair", MACHINE, "planned = table.planned.get(key)", "planned = next(iter(table.planned.values()), None)", "the table's row of another (state, trigger) decides"),
+    M("decide-row-callbacks-dropped", MACHINE, "    for name in callbacks:\n        getattr(model, name)(data)\n", "", "a decision runs none of the callbacks its row names: no submit, fence or finish is ever authorized"),
     M("ui-reader-writes-the-shm", UI_READER, '"mode=ro&readonly_shm=1"', '"mode=ro"', "a read beside WAL files writes its read mark into the -shm"),
     M("ui-reader-makes-wal-files", UI_READER, '"mode=ro&immutable=1"', '"mode=ro"', "a read of a quiet journal creates an empty -wal and a -shm beside it"),
     M("ui-reader-trusts-a-torn-read", UI_READER, "        if _stamp(self.path) != before or self._wal.exists():\n            return False, None\n        return True, result", "        return True, result", "a read during which a checkpoint rewrote the file is taken as the journal"),
@@ -328,8 +342,8 @@ MUTANTS: list[Mutant] = [
     M("ui-path-not-marked", UI_DIAGRAM, "counts[(source, dest)] += 1", "counts[(source, source)] += 1", "the diagram does not mark the edges the history took"),
     M("ui-output-as-markup", UI_PAGE, ">{{ chunk.text }}</pre>", ">{{ chunk.text|safe }}</pre>", "a job's output is inserted into the page as HTML"),
     # -- what a run was started with: the site, the candidate, the cap ------------------------
-    M("site-reread", CORE, "parsed.with_site(self.recorded_site(site_digest))", "parsed", "every process reads the site's file again: an edited or deleted file changes jobs in flight", tests=("tests/engine/test_skypilot_candidate.py", "tests/adapters/skypilot/test_profile_on_resume.py")),
-    M("site-not-recorded", CORE, "site = request.site_record or request.read_site()", "site = None", "an invocation is recorded without the site configuration it runs with", tests=("tests/test_cli_site.py",)),
+    M("site-reread", ADAPTER_ACCESS, "parsed.with_site(self.recorded_site(site_digest))", "parsed", "every process reads the site's file again: an edited or deleted file changes jobs in flight", tests=("tests/engine/test_skypilot_candidate.py", "tests/adapters/skypilot/test_profile_on_resume.py")),
+    M("site-not-recorded", PREPARE, "site = request.site_record or request.read_site()", "site = None", "an invocation is recorded without the site configuration it runs with", tests=("tests/test_cli_site.py",)),
     M("site-in-request-json", REQUESTS, "        exclude=True,\n", "        exclude=False,\n", "the rendering is copied into every request's JSON instead of recorded once by digest"),
     M("site-replaced-silently", ROWS, '            columns = {"site_digest": digest}', "            columns = {}", "a replacement is a history row that changes nothing (the old site goes on being used)"),
     M("slurm-site-key-ignores-rendering", SLURM_REQUEST, '        return f"{self.site_config}#{recorded}"', "        return self.site_config", "invocations recorded with different renderings of one path share an adapter built from one of them"),

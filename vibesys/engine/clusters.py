@@ -1,7 +1,8 @@
 """Cluster leases in the engine: the allocations an adapter holds itself (a campaign's SkyPilot
 cluster, `vibesys.adapters.leases.LeasingBackend`), launched and released like any other
 effect: the intent is committed to the journal's cluster lease table first, a failpoint sits
-after each intent and each effect, and what the effect left is recorded after it.
+after each intent and each effect, and what the effect left is recorded after it. The states
+a lease moves through are the lease's own transition table (`vibesys/states/lease_table.py`).
 
 - `hold_lease`: before a submit (called by `execute`), reuse the campaign's cluster or launch
   it, and record that the attempt runs on it; refused while another evaluation of the same

@@ -8,10 +8,8 @@ every commit and after every effect, so crash tests can stop the process at each
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,18 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import (
     Backend,
-    JobRef,
     Progress,
     RemoteStatus,
     SeesItsOwnEnd,
     SharedPolling,
-    ShowsProgress,
     SubmitRequest,
     Waitable,
 )
 from vibesys.adapters.registry import entry
+from vibesys.engine.adapter_access import AdapterAccess
 from vibesys.engine.chains import follow_children, follow_parent, parent_of, submit_spec
-from vibesys.engine.context import load_context, record_environment
+from vibesys.engine.context import load_context
 from vibesys.engine.execute import execute
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import seen_error, seen_status
@@ -42,18 +39,20 @@ from vibesys.engine.plan import (
     Redo,
     needs_observation,
     plan,
+    plan_cancel,
+    proven,
 )
+from vibesys.engine.prepare import Preparing, new_invocation_id
 from vibesys.engine.provenance import record_provenance
-from vibesys.engine.retry import RetryPolicy, next_attempt_at, policy_of
+from vibesys.engine.retry import RetryPolicy, policy_of
 from vibesys.engine.seen import Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
-from vibesys.errors import BackendError, ConfigError, StaleState
-from vibesys.journal_schema import Invocation, Journal, Settings, iso, utc_now
+from vibesys.errors import BackendError, StaleState
+from vibesys.journal_schema import Invocation, Journal, utc_now
 from vibesys.osutil.proc import self_identity
 from vibesys.states import (
-    Cancelled,
-    CancelRequested,
+    Effect,
     Event,
     Finished,
     InfraFailed,
@@ -62,7 +61,9 @@ from vibesys.states import (
 )
 
 if TYPE_CHECKING:
-    from vibesys.adapters.requests import AdapterRequest, RecordedSite
+    from vibesys.adapters.requests import AdapterRequest
+
+__all__ = ["BackendFactory", "Engine", "new_invocation_id", "registry_backend"]
 
 #: Builds the adapter an invocation names from its adapter name and typed request.
 BackendFactory = Callable[[str, "AdapterRequest"], Backend]
@@ -84,23 +85,12 @@ _AFTER_COMMIT = {
 }
 
 
-def new_invocation_id() -> str:
-    """16 hex digits: the creation time in milliseconds (11), then 20 random bits (5).
-
-    Ids sort by creation, as Slurm's job ids do. That is also what the journal's b-trees want:
-    the rows of the invocations being driven sit at the end of each table, in pages that
-    stay warm, where random ids sent every commit to a cold page of its own and split pages
-    all over the tables (more pages, and more bytes of WAL, per transition)."""
-    random_bits = int.from_bytes(os.urandom(3), "big") >> 4  # 20 bits (no `secrets` import)
-    return f"{time.time_ns() // 1_000_000:011x}{random_bits:05x}"
-
-
 def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
     return entry(adapter).load().build(request)
 
 
 @dataclass
-class Engine:
+class Engine(AdapterAccess, Preparing):
     journal: Journal
     backends: BackendFactory = registry_backend
     #: the retry policy `prepare` records for a new invocation; every later step of an
@@ -131,58 +121,6 @@ class Engine:
 
     # -- adapters -----------------------------------------------------------------------------
 
-    def request_of(self, inv: Invocation) -> AdapterRequest:
-        """The invocation's typed request, with the site configuration it was recorded with
-        (validated once per distinct request, site and adapter)."""
-        return self.parse_request(inv.adapter, inv.request, inv.site_digest)
-
-    def parse_request(
-        self, adapter: str, data: Mapping[str, Any], site_digest: str | None
-    ) -> AdapterRequest:
-        """A recorded request, handed back with its recorded site (`site_digest`; None for
-        what was recorded before sites were): adapters never read the site's file again."""
-        key = (adapter, json.dumps(data, sort_keys=True), site_digest or "")
-        if key not in self._requests:
-            parsed = entry(adapter).parse_request(data)
-            self._requests[key] = parsed.with_site(self.recorded_site(site_digest))
-        return self._requests[key]
-
-    def recorded_site(self, digest: str | None) -> RecordedSite | None:
-        """The site configuration recorded under `digest`."""
-        if digest is None:
-            return None
-        found = self.journal.site_rendering(digest)
-        if found is None:
-            raise ConfigError(f"the journal has no site configuration sha256:{digest}")
-        from vibesys.adapters.requests import RecordedSite
-
-        return RecordedSite.model_validate(
-            {"kind": found.kind, "text": found.text, "digest": found.digest}
-        )
-
-    def backend(self, inv: Invocation) -> Backend:
-        return self.backend_for(inv.adapter, self.request_of(inv))
-
-    def backend_for(self, adapter: str, request: AdapterRequest) -> Backend:
-        """One adapter instance per adapter and backend key (a site, a campaign's cluster)."""
-        key = (adapter, request.backend_key())
-        if key not in self._backends:
-            built = self.backends(adapter, request)
-            if self.progress is not None and isinstance(built, ShowsProgress):
-                built.progress = self.progress
-            self._backends[key] = built
-        return self._backends[key]
-
-    def job_ref(self, inv: Invocation) -> JobRef:
-        return JobRef(
-            inv.attempt_job_name(inv.attempt),
-            inv.job_id,
-            Path(inv.run_dir) / str(inv.attempt),
-            inv.intended_at,
-            inv.id,
-            inv.attempt,
-        )
-
     def submit_request(self, inv: Invocation) -> SubmitRequest[Any]:
         ref = self.job_ref(inv)
         return SubmitRequest(
@@ -194,60 +132,6 @@ class Engine:
             load_context(inv),
             submit_spec(self, inv, self.request_of(inv)),
         )
-
-    # -- creating -----------------------------------------------------------------------------
-
-    def prepare(
-        self,
-        *,
-        adapter: str,
-        command: Sequence[str],
-        request: AdapterRequest | None = None,
-        label: str | None = None,
-        max_retries: int | None = None,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        run_root: Path | None = None,
-        invocation_id: str | None = None,
-        cancel_when_orphaned: bool = False,
-        campaign: str | None = None,
-    ) -> Invocation:
-        """Record a new invocation (PREPARED) with its request, its context and the settings
-        every process carries it on with (this engine's retry policy and patience), leased
-        to us; at the end of its campaign's queue (`campaign`, else the request's own)."""
-        request = request or entry(adapter).parse_request({})
-        # The site configuration is read once, here at the latest (`vibesys run` read it while
-        # checking the request): what is recorded is what every later process uses.
-        site = request.site_record or request.read_site()
-        invocation_id = invocation_id or new_invocation_id()
-        root = run_root or self.journal.path.parent / "runs"
-        run_dir = (root / invocation_id).resolve()
-        env_file = record_environment(run_dir, dict(os.environ) if env is None else env)
-        invocation = self.journal.create_invocation(
-            invocation_id=invocation_id,
-            adapter=adapter,
-            command=list(command),
-            request=request.model_dump(mode="json"),
-            request_version=request.schema_version,
-            label=label,
-            max_retries=self.retry.max_retries if max_retries is None else max_retries,
-            run_dir=str(run_dir),
-            cwd=cwd or os.getcwd(),
-            env_file=str(env_file),
-            lease_owner=self.owner,
-            lease_ttl=self.lease_ttl,
-            site=site,
-            settings=Settings(
-                retry_delay_seconds=self.retry.initial_delay_seconds,
-                retry_backoff=self.retry.backoff,
-                retry_max_delay_seconds=self.retry.max_delay_seconds,
-                unreachable_timeout_seconds=self.patience.total_seconds(),
-                cancel_when_orphaned=cancel_when_orphaned,
-            ),
-            campaign=campaign or request.campaign(),
-        )
-        failpoint("after_prepare_commit")
-        return invocation
 
     # -- one step at a time ---------------------------------------------------------------------
 
@@ -344,13 +228,22 @@ class Engine:
                     self.waiting[inv.id] = why
                 return inv
             case Redo(effect=effect):
-                follow = execute(self, inv, effect)
+                follow = self.carry_out(inv, effect)
                 return inv if follow is None else self.commit(inv, follow)
             case Commit(event=event):
                 if isinstance(event, Finished | InfraFailed) and seen is not None:
                     failpoint("after_terminal_observed")
                 return self.commit(inv, event)
         raise AssertionError(step)
+
+    def carry_out(self, inv: Invocation, effect: Effect) -> Event | None:
+        """Carry out `effect`; the event the planner makes of what it showed, if anything."""
+        fact = execute(self, inv, effect)
+        if fact is None:
+            return None
+        return proven(
+            inv, fact, PlanContext(self.clock(), policy_of(inv.max_retries, inv.settings))
+        )
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:
         """Commit `event` (write-ahead), then carry out its effects and commit what they
@@ -367,7 +260,7 @@ class Engine:
         while True:
             follow: Event | None = None
             for effect in after[1]:
-                follow = execute(self, after[0], effect) or follow
+                follow = self.carry_out(after[0], effect) or follow
             if follow is None:
                 return after[0]
             # What an effect proved is a fact: if someone moved the invocation meanwhile (a
@@ -401,16 +294,13 @@ class Engine:
     # -- cancellation ---------------------------------------------------------------------------
 
     def request_cancel(self, inv: Invocation, by: str) -> Invocation:
-        """Commit the cancel intent and send the cancel (or settle at once when nothing can be
-        running)."""
+        """Commit what the planner says a cancel commits now (`plan_cancel`) and carry out
+        its effect: the cancel is sent, or the invocation settles at once."""
         while True:
-            if inv.state is JobState.DONE or inv.cancel_requested:
+            step = plan_cancel(inv, by)
+            if not isinstance(step, Commit):
                 return inv
-            if inv.state in (JobState.PREPARED, JobState.RETRYING):
-                event: Event = Cancelled(f"cancelled by {by}; nothing running")
-            else:
-                event = CancelRequested(by)
-            after = self.try_commit(inv, event)
+            after = self.try_commit(inv, step.event)
             if after is not None:
                 return after
             inv = self.journal.get(inv.id)
@@ -427,10 +317,6 @@ class Engine:
         return True
 
     # -- helpers for effects ----------------------------------------------------------------------
-
-    def retry_at(self, inv: Invocation) -> str:
-        policy = policy_of(inv.max_retries, inv.settings)
-        return iso(next_attempt_at(inv.retries + 1, policy, self.clock()))
 
     def note(self, inv: Invocation, text: str) -> None:
         self.notes[inv.id] = text

@@ -21,7 +21,7 @@ from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
 from vibesys.engine.execute import error_facts
 from vibesys.engine.logs import LogTail
-from vibesys.engine.plan import needs_observation
+from vibesys.engine.plan import follow, needs_observation
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
@@ -204,15 +204,11 @@ class _Watch:
         return self.engine.observe(inv)
 
     def settled(self, inv: Invocation, seen: Seen | None) -> bool:
-        """Whether to stop driving an invocation whose fate stays open."""
-        if inv.state not in (JobState.UNRESOLVED, JobState.COLLECTING):
-            self.open_since = None
-            return False
-        if inv.state is JobState.UNRESOLVED and seen is not None and seen.final:
-            return True  # nothing will change by waiting: report it now
-        self.open_since = self.open_since or time.monotonic()
-        patience = inv.settings.unreachable_timeout_seconds  # recorded with it, not ours
-        return time.monotonic() - self.open_since >= patience
+        """Whether to stop driving an invocation whose fate stays open (the planner's answer,
+        from when this driver first saw it open)."""
+        answer = follow(inv, seen, self.open_since, time.monotonic())
+        self.open_since = answer.open_since
+        return answer.stop
 
 
 def _pump(engine: Engine, inv: Invocation, tail: LogTail, *, spool: bool = True) -> str | None:

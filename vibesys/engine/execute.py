@@ -1,45 +1,30 @@
 """Carrying out the effects a committed transition authorized: the one place that calls an
-adapter's side effects, crosses the failpoints, and turns what an effect showed (its result, or
-the error it raised) into the next event.
+adapter's side effects and crosses the failpoints. It decides nothing: it returns what an
+effect showed (`engine/facts.py`: a receipt, what an error proves, the claim a fence read, a
+collection's evidence) and the planner (`plan.proven`) maps that to the next event.
 
 The error boundary is here and only here: an adapter error says what it proves through two
-fields, `maybe_submitted` and `retryable` (`vibesys.errors`), and `event_for_submit_error`
-reads those fields alone, never the message text. Errors that are not ours (a bug in an
-adapter) count as "may have been submitted": the safe reading. A journal that fails under an
-effect is not the effect's failure: it passes every boundary, since nothing can be recorded.
+fields, `maybe_submitted` and `retryable` (`vibesys.errors`), and `error_facts` reads those
+fields alone, never the message text. Errors that are not ours (a bug in an adapter) count as
+"may have been submitted": the safe reading. A journal that fails under an effect is not the
+effect's failure: it passes every boundary, since nothing can be recorded.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from vibesys.adapters.claim import fence_text
 from vibesys.engine.artifacts import collect_artifacts
 from vibesys.engine.clusters import hold_lease
+from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import claim_job_id
 from vibesys.engine.spool import spool_gathered, spool_logs
 from vibesys.errors import BackendError, ConfigError, JournalFault, SubmitRejected, UsageError
 from vibesys.journal_schema import Invocation, iso
-from vibesys.states import (
-    OUTCOME_OF,
-    Cancel,
-    Cancelled,
-    Collect,
-    Collected,
-    Effect,
-    Event,
-    FailureClass,
-    Fence,
-    InfraFailed,
-    Misconfigured,
-    OutcomeUnknown,
-    Rejected,
-    Submit,
-    Submitted,
-)
+from vibesys.states import Cancel, Collect, Effect, Fence, Submit
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -67,8 +52,6 @@ class EffectContext(Protocol):
 
     def submit_request(self, inv: Invocation) -> SubmitRequest[Any]: ...
 
-    def retry_at(self, inv: Invocation) -> str: ...
-
     def note(self, inv: Invocation, text: str) -> None: ...
 
     def cancel_due(self, inv: Invocation) -> bool: ...
@@ -77,17 +60,6 @@ class EffectContext(Protocol):
 #: Effects the engine does not call an adapter for: the drive loop carries them out (the next
 #: observation, the backoff), or the caller does (reporting the end).
 WAITING_EFFECTS = ("Poll", "Resolve", "ScheduleRetry", "Finish")
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorFacts:
-    """What an error proves, in the two words the engine decides by."""
-
-    maybe_submitted: bool
-    retryable: bool
-    rejected: bool
-    reason: str
-    fix: str
 
 
 def error_facts(error: Exception) -> ErrorFacts:
@@ -105,21 +77,8 @@ def error_facts(error: Exception) -> ErrorFacts:
     return ErrorFacts(True, True, False, f"{type(error).__name__}: {error}", "")
 
 
-def event_for_submit_error(facts: ErrorFacts, not_before: str) -> Event:
-    """The decision table for a failed submit, from what the error proves."""
-    if facts.rejected:
-        return Rejected(facts.reason)
-    if facts.maybe_submitted:
-        return OutcomeUnknown(f"the submit may have gone through: {facts.reason}")
-    if not facts.retryable:
-        return Misconfigured(facts.reason, facts.fix)
-    return InfraFailed(
-        FailureClass.TRANSPORT_LOST, f"submit failed, nothing submitted: {facts.reason}", not_before
-    )
-
-
-def execute(engine: EffectContext, inv: Invocation, effect: Effect) -> Event | None:
-    """Carry out `effect` for `inv`; return the event it proved, if any."""
+def execute(engine: EffectContext, inv: Invocation, effect: Effect) -> Fact | None:
+    """Carry out `effect` for `inv`; return what it showed (None: nothing proven)."""
     match effect:
         case Submit():
             return _submit(engine, inv)
@@ -134,7 +93,7 @@ def execute(engine: EffectContext, inv: Invocation, effect: Effect) -> Event | N
     return None
 
 
-def _submit(engine: EffectContext, inv: Invocation) -> Event:
+def _submit(engine: EffectContext, inv: Invocation) -> Fact:
     try:
         request = engine.submit_request(inv)
         backend = engine.backend(inv)
@@ -145,12 +104,12 @@ def _submit(engine: EffectContext, inv: Invocation) -> Event:
     except JOURNAL_FAILURES:
         raise
     except Exception as exc:  # the boundary: every failure becomes what it proves
-        return event_for_submit_error(error_facts(exc), engine.retry_at(inv))
+        return SubmitFailed(error_facts(exc))
     failpoint("after_submit_effect")
-    return Submitted(receipt.job_id, receipt.observation)
+    return Receipt(receipt.job_id, receipt.observation)
 
 
-def _fence(engine: EffectContext, inv: Invocation) -> Event | None:
+def _fence(engine: EffectContext, inv: Invocation) -> Fact | None:
     ref = engine.job_ref(inv)
     text = fence_text(engine.owner, iso(engine.clock()), "the attempt's submission is ambiguous")
     try:
@@ -162,17 +121,11 @@ def _fence(engine: EffectContext, inv: Invocation) -> Event | None:
         return None  # nothing proven: the invocation stays where it is, the fence is retried
     failpoint("after_fence_effect")
     engine.journal.record_attempt_detail(inv.id, inv.attempt, claim=claim.text)
-    if claim.fenced:
-        why = f"the attempt is fenced, its command never ran ({claim.describe()})"
-        if inv.cancel_requested:
-            return Cancelled(why)
-        return InfraFailed(FailureClass.TRANSPORT_LOST, why, engine.retry_at(inv))
-    return Submitted(
-        claim_job_id(claim), f"adopted: the job claimed its attempt first ({claim.describe()})"
-    )
+    job_id = "" if claim.fenced else claim_job_id(claim)
+    return ClaimRead(claim.fenced, job_id, claim.describe())
 
 
-def _collect(engine: EffectContext, inv: Invocation) -> Event | None:
+def _collect(engine: EffectContext, inv: Invocation) -> Fact | None:
     ref, backend = engine.job_ref(inv), engine.backend(inv)
     try:
         # Logs and artifacts come home before anything may clean the remote directory: in
@@ -194,8 +147,7 @@ def _collect(engine: EffectContext, inv: Invocation) -> Event | None:
         return None
     evidence = "; ".join(text for text in (collected, artifacts) if text)
     failpoint("after_collect_effect")
-    assert inv.failure_class is not None
-    return Collected(OUTCOME_OF[inv.failure_class], inv.exit_code, evidence)
+    return Gathered(evidence)
 
 
 def _cancel(engine: EffectContext, inv: Invocation) -> None:

@@ -8,6 +8,11 @@ A step is one of:
   authorized and a crash (or a lost connection) interrupted: collect, cancel;
 - `Hold(why)`: nothing can be decided now; look again later.
 
+The planner also maps what an effect showed (`engine/facts.py`) to the event that records it
+(`proven`), decides what a cancel commits in each state (`plan_cancel`, and `orphaned` for a
+client that went away with its driver), and tells a driver whose invocation's fate stays open
+whether to go on following it (`follow`).
+
 Two rules shape every row. Silence is not absence: an attempt whose job nobody can see is
 retired only by a fence that won (`FenceIntended`), never because a lookup came back empty.
 And an attempt is submitted only once: after `SubmitDispatched` no path leads to a second
@@ -19,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
 from vibesys.engine.retry import RetryPolicy, next_attempt_at
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema.clock import iso
@@ -38,16 +44,31 @@ from vibesys.states import (
     Finished,
     InfraFailed,
     JobState,
+    Misconfigured,
     Outcome,
     OutcomeUnknown,
     ParentFailed,
+    Rejected,
     RetryBudgetSpent,
     SubmitDispatched,
     SubmitIntended,
     Submitted,
 )
 
-__all__ = ["Commit", "Hold", "PlanContext", "Redo", "Step", "needs_observation", "plan"]
+__all__ = [
+    "Commit",
+    "Follow",
+    "Hold",
+    "PlanContext",
+    "Redo",
+    "Step",
+    "follow",
+    "needs_observation",
+    "orphaned",
+    "plan",
+    "plan_cancel",
+    "proven",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,11 +213,15 @@ def _ended(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
 
 
 def _fenced(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
+    why = f"the attempt is fenced, its command never ran: {seen.evidence}"
+    return Commit(_fence_won(inv, why, ctx))
+
+
+def _fence_won(inv: Invocation, why: str, ctx: PlanContext) -> Event:
     """The fence holds: this attempt's command never ran and never will."""
     if inv.cancel_requested:
-        return Commit(Cancelled(f"the attempt is fenced, its command never ran: {seen.evidence}"))
-    why = f"the attempt is fenced, its command never ran: {seen.evidence}"
-    return Commit(InfraFailed(FailureClass.TRANSPORT_LOST, why, _retry_at(inv, ctx)))
+        return Cancelled(why)
+    return InfraFailed(FailureClass.TRANSPORT_LOST, why, _retry_at(inv, ctx))
 
 
 def _collecting(inv: Invocation) -> Step:
@@ -234,3 +259,77 @@ def _parent_id(ctx: PlanContext) -> str:
 
 def _retry_at(inv: Invocation, ctx: PlanContext) -> str:
     return iso(next_attempt_at(inv.retries + 1, ctx.retry, ctx.now))
+
+
+def proven(inv: Invocation, fact: Fact, ctx: PlanContext) -> Event:
+    """The event that records what an effect showed (`execute`'s answer)."""
+    match fact:
+        case Receipt(job_id=job_id, observation=observation):
+            return Submitted(job_id, observation)
+        case SubmitFailed(facts=facts):
+            return event_for_submit_error(facts, _retry_at(inv, ctx))
+        case ClaimRead(fenced=True, description=description):
+            why = f"the attempt is fenced, its command never ran ({description})"
+            return _fence_won(inv, why, ctx)
+        case ClaimRead(job_id=job_id, description=description):
+            return Submitted(job_id, f"adopted: the job claimed its attempt first ({description})")
+        case Gathered(evidence=evidence):
+            assert inv.failure_class is not None
+            return Collected(OUTCOME_OF[inv.failure_class], inv.exit_code, evidence)
+    raise AssertionError(fact)
+
+
+def event_for_submit_error(facts: ErrorFacts, not_before: str) -> Event:
+    """The decision table for a failed submit, from what the error proves."""
+    if facts.rejected:
+        return Rejected(facts.reason)
+    if facts.maybe_submitted:
+        return OutcomeUnknown(f"the submit may have gone through: {facts.reason}")
+    if not facts.retryable:
+        return Misconfigured(facts.reason, facts.fix)
+    return InfraFailed(
+        FailureClass.TRANSPORT_LOST, f"submit failed, nothing submitted: {facts.reason}", not_before
+    )
+
+
+def plan_cancel(inv: Invocation, by: str) -> Step:
+    """What a cancel requested by `by` commits now: nothing once it is DONE or a cancel is
+    already recorded; the settled fact where nothing can be running; else the intent (which
+    authorizes the cancel effect)."""
+    if inv.state is JobState.DONE:
+        return Hold("done")
+    if inv.cancel_requested:
+        return Hold("a cancel is requested already")
+    if inv.state in (JobState.PREPARED, JobState.RETRYING):
+        return Commit(Cancelled(f"cancelled by {by}; nothing running"))
+    return Commit(CancelRequested(by))
+
+
+def orphaned(inv: Invocation) -> str | None:
+    """Who cancels `inv` when no live process drives it: one whose client went away with its
+    driver (the broker's) is cancelled, nobody will read what it produces."""
+    if inv.settings.cancel_when_orphaned and not inv.cancel_requested:
+        return "reconcile: its client is gone"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """The answer to a driver whose invocation's fate stays open (UNRESOLVED, COLLECTING):
+    stop now, or go on; `open_since` is when the driver first saw it open (its own clock)."""
+
+    stop: bool
+    open_since: float | None = None
+
+
+def follow(inv: Invocation, seen: Seen | None, open_since: float | None, now: float) -> Follow:
+    """Whether to stop driving `inv`, from the time the driver first saw its fate open and
+    now (seconds on one clock): at once when waiting cannot change what was seen, else once
+    the unreachable timeout recorded with it has passed."""
+    if inv.state not in (JobState.UNRESOLVED, JobState.COLLECTING):
+        return Follow(False, None)
+    if inv.state is JobState.UNRESOLVED and seen is not None and seen.final:
+        return Follow(True, open_since)  # nothing will change by waiting: report it now
+    since = open_since or now
+    patience = inv.settings.unreachable_timeout_seconds  # recorded with it, not the driver's
+    return Follow(now - since >= patience, since)

@@ -1,6 +1,7 @@
 """The reconcile decision table, generated from the planner itself: every state (with the facts
-that matter) × every class of observation → what `plan()` decides. docs/architecture.md shows
-it and a test checks it is fresh; `vibesys states --format reconcile` prints it. Pure."""
+that matter) × every class of observation → what `plan()` decides, and what a cancel commits
+in every state (`plan_cancel`). docs/architecture.md shows it and a test checks it is fresh;
+`vibesys states --format reconcile` prints it. Pure."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from vibesys.engine.plan import Commit, Hold, PlanContext, Redo, needs_observation, plan
+from vibesys.engine.plan import (
+    Commit,
+    Hold,
+    PlanContext,
+    Redo,
+    needs_observation,
+    plan,
+    plan_cancel,
+)
 from vibesys.engine.retry import RetryPolicy
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema.queue import QueuePlace
@@ -128,6 +137,17 @@ def rows(*, cancel_requested: bool = False) -> Iterator[Row]:
             yield Row(label, seen_label, describe(inv, plan(inv, seen, ctx)))
 
 
+def cancel_rows() -> Iterator[Row]:
+    """What a cancel commits in each state (the situations above, a cancel already requested,
+    and DONE)."""
+    requested = replace(SITUATIONS[4][1], cancel_requested=True)
+    done = _invocation(JobState.DONE, failure_class=FailureClass.COMPLETED, exit_code=0)
+    situations = (*SITUATIONS, ("RUNNING, a cancel requested already", requested), ("DONE", done))
+    for label, inv in situations:
+        if label != WAITING:
+            yield Row(label, "cancel requested", describe(inv, plan_cancel(inv, "cancel")))
+
+
 def describe(inv: Invocation, step: Commit | Redo | Hold) -> str:
     match step:
         case Hold():
@@ -152,4 +172,7 @@ def render_markdown() -> str:
             if cancel and plain[(row.situation, row.observation)] == row.decision:
                 continue
             out.append(f"| {row.situation} | {row.observation} | {row.decision} |")
+    out += ["", "**A cancel requested** (`vibesys cancel`, an interrupt, a client gone):", ""]
+    out += ["| state | decision |", "|---|---|"]
+    out += [f"| {row.situation} | {row.decision} |" for row in cancel_rows()]
     return "\n".join(out) + "\n"

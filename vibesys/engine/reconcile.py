@@ -21,7 +21,7 @@ from vibesys.engine.clusters import release_finished_campaigns, settle_leases
 from vibesys.engine.core import Engine
 from vibesys.engine.execute import error_facts
 from vibesys.engine.observe import seen_error
-from vibesys.engine.plan import needs_observation
+from vibesys.engine.plan import needs_observation, orphaned
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation, LeaseState, iso
@@ -138,9 +138,8 @@ def _as_backend_error(exc: Exception) -> BackendError:
 def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> ReconcileRow:
     before = inv
     try:
-        if inv.settings.cancel_when_orphaned and not inv.cancel_requested:
-            # Its client went away with its driver: nobody will read what it produces.
-            inv = engine.request_cancel(inv, "reconcile: its client is gone")
+        if (by := orphaned(inv)) is not None:
+            inv = engine.request_cancel(inv, by)
         after = engine.advance(inv, seen)
     except Exception as exc:
         facts = error_facts(exc)

@@ -23,8 +23,9 @@ short `settle` later while other watched jobs still run (at once when none does;
 sooner than the floor), so that one round confirms the jobs of a batch that end together,
 and a short job's end is seen within about a second.
 
-The observations are the same `Seen` values the planner reads from a direct status call; the
-planner does not know whether a round was shared.
+The observations are the same `Seen` values the planner reads from a direct status call,
+stored and read back typed with the journal's event codec (`encode_record`, `decode_record`);
+the planner does not know whether a round was shared.
 """
 
 from __future__ import annotations
@@ -33,17 +34,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from vibesys.adapters.base import PollSchedule, SharedPolling
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
-from vibesys.journal_schema import Invocation, iso
-from vibesys.journal_schema.clock import moment_or_none
-from vibesys.journal_schema.polls import Observed, PollSite, poller_free
-from vibesys.states import FailureClass
+from vibesys.journal_schema import Invocation
+from vibesys.journal_schema.codec import decode_record, encode_record
+from vibesys.journal_schema.polls import Observation, Observed, PollSite, poller_free
 
 if TYPE_CHECKING:
     from vibesys.adapters.base import JobRef, RemoteStatus, Waitable
@@ -73,40 +73,6 @@ POLLER_TTL = timedelta(seconds=120)
 ROUND_CHECK_SECONDS = 0.05
 #: How long `observe_now` (reconcile) waits for a round held by another process.
 FORCED_ROUND_PATIENCE = 180.0
-
-
-def seen_to_json(seen: Seen) -> dict[str, Any]:
-    return {
-        "sight": seen.sight.value,
-        "evidence": seen.evidence,
-        "job_id": seen.job_id,
-        "failure_class": None if seen.failure_class is None else seen.failure_class.value,
-        "exit_code": seen.exit_code,
-        "fix": seen.fix,
-        "final": seen.final,
-        "since": None if seen.since is None else iso(seen.since),
-        "reason": seen.reason,
-        "partition": seen.partition,
-        "nodes": seen.nodes,
-    }
-
-
-def seen_from_json(data: dict[str, Any]) -> Seen:
-    failure = data.get("failure_class")
-    since = data.get("since")
-    return Seen(
-        sight=Sight(data["sight"]),
-        evidence=str(data.get("evidence", "")),
-        job_id=data.get("job_id"),
-        failure_class=None if failure is None else FailureClass(failure),
-        exit_code=data.get("exit_code"),
-        fix=str(data.get("fix") or ""),
-        final=bool(data.get("final", False)),
-        since=moment_or_none(since),
-        reason=data.get("reason"),
-        partition=data.get("partition"),
-        nodes=data.get("nodes"),
-    )
 
 
 @dataclass
@@ -231,7 +197,7 @@ class SharedPoll:
         if due is not None and due <= self.engine.clock() and row.poller != self.engine.owner:
             return None  # a newer round is due: this one is older than a round
         self.consumed[inv.id] = seen.round
-        return seen_from_json(seen.seen)
+        return decode_record(Seen, seen.seen)
 
     def _work(self, site: str, backend: SharedPolling, row: PollSite | None) -> None:
         if row is None:
@@ -277,7 +243,7 @@ class SharedPoll:
                 now,
                 due,
                 [
-                    Observed(inv.id, inv.attempt, inv.version, seen_to_json(observed[inv.id]))
+                    Observed(inv.id, inv.attempt, inv.version, encode_record(observed[inv.id]))
                     for inv in need
                 ],
                 forget=[inv.id for inv in watched if not needs_observation(inv)],
@@ -372,11 +338,11 @@ def _seen_ending_here(engine: PollingEngine, inv: Invocation) -> bool:
     return ends is not None and not ends.is_set()
 
 
-def _ended(last: Any, inv: Invocation) -> bool:
+def _ended(last: Observation | None, inv: Invocation) -> bool:
     """Whether the last round already saw this attempt end (its driver is acting on it)."""
     if last is None or (last.attempt, last.version) != (inv.attempt, inv.version):
         return False
-    return bool(last.seen.get("sight") in (Sight.ENDED.value, Sight.FENCED.value))
+    return decode_record(Seen, last.seen).sight in (Sight.ENDED, Sight.FENCED)
 
 
 def _seconds(value: float) -> timedelta:

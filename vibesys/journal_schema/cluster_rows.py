@@ -1,33 +1,22 @@
 """The rows of the cluster lease table (see `clusters.py` for how a lease moves): the read
 model, and the helpers every write of ClusterRecords goes through (one evidence note per step,
-the state a step requires)."""
+the lease table's check of every step, `vibesys/states/lease_table.py`)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from vibesys.errors import StaleState, UsageError
 from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.states.lease_table import LIVE_LEASE_STATES, LeaseState, lease_next, lease_sources
 
 __all__ = ["LIVE_LEASE_STATES", "ClusterLease", "LeaseState"]
 
 
-class LeaseState(StrEnum):
-    LAUNCHING = "launching"
-    UP = "up"
-    FAILED = "failed"
-    LOST = "lost"
-    RELEASING = "releasing"
-    RELEASED = "released"
-
-
-LIVE_LEASE_STATES = (LeaseState.LAUNCHING, LeaseState.UP, LeaseState.RELEASING)
 #: How long a launch or release may take before another host may take it over.
 EFFECT_TTL = timedelta(hours=1)
 
@@ -142,12 +131,16 @@ def unfinished_users(
     return [str(r[0]) for r in rows]
 
 
-def require(lease: ClusterLease, states: Sequence[LeaseState]) -> None:
-    if lease.state not in states:
+def step(lease: ClusterLease, trigger: str) -> LeaseState:
+    """The state `trigger` moves `lease` to, by the lease table; StaleState when the table
+    has no such row for the state the lease is in (someone moved it first)."""
+    after = lease_next(lease.state, trigger)
+    if after is None:
         raise StaleState(
             f"cluster lease {lease.id} ({lease.name}) is {lease.state}, not "
-            + " or ".join(str(s) for s in states)
+            + " or ".join(str(s) for s in lease_sources(trigger))
         )
+    return after
 
 
 def move(

@@ -1,16 +1,12 @@
 """Cluster leases: the allocations vibesys holds itself (a campaign's SkyPilot cluster),
 recorded like any other effect, the intent first.
 
-A lease moves through
-
-    launching ──► up ──► releasing ──► released
-        │          └──► lost            (the allocation ended under it: a refresh found none)
-        └──► failed                     (proven: the launch left no cluster)
-
-`launching` and `releasing` are intents: the effect may or may not have happened, and the
-`owner` (the live process carrying it out) is left alone until it is provably dead; then
-`reconcile` settles the row from what the control plane shows. There is at most one live row
-(launching, up or releasing) per cluster name; a launch that finds one continues it.
+A lease moves only along the rows of the lease table (`vibesys/states/lease_table.py`, drawn
+in docs/architecture.md): every write names its trigger, and `step` checks it against the
+state the row is in. `launching` and `releasing` are intents: their `owner` (the live process
+carrying it out) is left alone until it is provably dead; then `reconcile` settles the row
+from what the control plane shows. There is at most one live row (launching, up or releasing)
+per cluster name; a launch that finds one continues it.
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ from vibesys.journal_schema.cluster_rows import (
     live_lease,
     move,
     note,
-    require,
+    step,
     unfinished_users,
 )
 from vibesys.journal_schema.leases import lease_free
@@ -135,7 +131,7 @@ class ClusterRecords:
                 move(
                     conn,
                     live,
-                    LeaseState.LAUNCHING,
+                    step(live, "LaunchIntended"),
                     at,
                     f"launch intended again: {reason}",
                     owner=owner,
@@ -143,7 +139,7 @@ class ClusterRecords:
                 )
                 return get_lease(conn, live.id)
             if live is not None:
-                ended = LeaseState.LOST if live.state is LeaseState.UP else LeaseState.RELEASED
+                ended = step(live, "Lost" if live.state is LeaseState.UP else "Released")
                 column = "released_at" if ended is LeaseState.RELEASED else "updated_at"
                 move(conn, live, ended, at, f"gone on refresh: {reason}", **{column: at})
             cursor = conn.execute(
@@ -175,11 +171,10 @@ class ClusterRecords:
         at = iso(now or utc_now())
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
-            require(lease, (LeaseState.LAUNCHING, LeaseState.UP))
             move(
                 conn,
                 lease,
-                LeaseState.UP,
+                step(lease, "Launched"),
                 at,
                 evidence,
                 allocation_job=",".join(allocation),
@@ -196,8 +191,8 @@ class ClusterRecords:
         at = iso(now or utc_now())
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
-            require(lease, (LeaseState.LAUNCHING,))
-            move(conn, lease, LeaseState.FAILED, at, evidence, owner=None, owner_expires_at=None)
+            failed = step(lease, "LaunchFailed")
+            move(conn, lease, failed, at, evidence, owner=None, owner_expires_at=None)
             return get_lease(conn, lease_id)
 
     def record_reuse(
@@ -227,7 +222,7 @@ class ClusterRecords:
                 move(
                     conn,
                     live,
-                    LeaseState.UP,
+                    step(live, "FoundUp"),
                     at,
                     f"found up: {evidence}",
                     allocation_job=joined,
@@ -238,13 +233,13 @@ class ClusterRecords:
                 return get_lease(conn, live.id)
             if live is not None and live.allocation_job in (joined, None, ""):
                 if not live.allocation_job and joined:
-                    move(conn, live, LeaseState.UP, at, evidence, allocation_job=joined)
+                    move(conn, live, step(live, "FoundUp"), at, evidence, allocation_job=joined)
                 return get_lease(conn, live.id)
             if live is not None:
                 move(
                     conn,
                     live,
-                    LeaseState.LOST,
+                    step(live, "Lost"),
                     at,
                     f"now on allocation {joined}, not {live.allocation_job}",
                 )
@@ -276,7 +271,7 @@ class ClusterRecords:
         with self.write_txn() as conn:
             # In the same transaction as the check: a release intended meanwhile wins, and
             # this attempt is not submitted onto a cluster on its way down.
-            require(get_lease(conn, lease_id), (LeaseState.UP,))
+            step(get_lease(conn, lease_id), "Used")
             conn.execute(
                 "INSERT OR IGNORE INTO cluster_lease_uses (lease_id, invocation_id, attempt, at) "
                 "VALUES (?,?,?,?)",
@@ -301,7 +296,7 @@ class ClusterRecords:
         at = iso(now or utc_now())
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
-            require(lease, LIVE_LEASE_STATES)
+            releasing = step(lease, "ReleaseIntended")
             busy = unfinished_users(conn, lease_id=lease_id)
             if busy:  # checked with the write lock held: no attempt joins it meanwhile
                 raise UsageError(
@@ -311,7 +306,7 @@ class ClusterRecords:
             move(
                 conn,
                 lease,
-                LeaseState.RELEASING,
+                releasing,
                 at,
                 f"release intended: {reason}",
                 release_intended_at=lease.release_intended_at or at,
@@ -326,11 +321,10 @@ class ClusterRecords:
         at = iso(now or utc_now())
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
-            require(lease, (LeaseState.RELEASING,))
             move(
                 conn,
                 lease,
-                LeaseState.RELEASED,
+                step(lease, "Released"),
                 at,
                 evidence,
                 released_at=at,

@@ -1,7 +1,8 @@
-"""Events to and from the journal: the class name in `event`, the payload as JSON in `evidence`.
+"""Events to and from the journal: the class name in `event`, the payload as JSON in `evidence`;
+and other records of plain fields the same way (a shared round's observations, `encode_record`).
 
 Encoding runs on every commit and reads the fields directly; decoding validates the payload
-with pydantic, imported then (only `journal verify` and replays decode)."""
+with pydantic, imported then (`journal verify`, replays, a shared round's reader)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import dataclasses
 import json
 import json.encoder
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vibesys.errors import NotAJournal
+from vibesys.journal_schema.clock import iso
 from vibesys.states import EVENT_TYPES, Event
 
 if TYPE_CHECKING:
@@ -48,15 +51,17 @@ def _json_encoder() -> Callable[[dict[str, Any]], str]:
 
 _ENCODE = _json_encoder()
 
-_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+T = TypeVar("T")
 
 
-def _adapter(cls: type[Event]) -> TypeAdapter[Any]:
-    if cls.__name__ not in _ADAPTERS:
+def _adapter(cls: type[Any]) -> TypeAdapter[Any]:
+    if cls not in _ADAPTERS:
         from pydantic import TypeAdapter
 
-        _ADAPTERS[cls.__name__] = TypeAdapter(cls)
-    return _ADAPTERS[cls.__name__]
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 def event_payload(event: Event) -> dict[str, Any]:
@@ -80,3 +85,24 @@ def decode_event(kind: str, evidence: str) -> Event:
     except (ValidationError, json.JSONDecodeError) as exc:
         raise NotAJournal(f"evidence of a {kind} event does not decode: {exc}") from exc
     return event
+
+
+def encode_record(record: Any) -> str:
+    """A dataclass of plain fields as JSON, keys sorted, as events are: enumerations by their
+    value, times in the journal's ISO form."""
+    payload = {}
+    for field in dataclasses.fields(record):
+        value = getattr(record, field.name)
+        payload[field.name] = iso(value) if isinstance(value, datetime) else value
+    return _ENCODE(payload)
+
+
+def decode_record(cls: type[T], text: str) -> T:
+    """`encode_record`'s text as a `cls`, validated (every field's type, enumerations too)."""
+    from pydantic import ValidationError
+
+    try:
+        record: T = _adapter(cls).validate_python(json.loads(text))
+    except (ValidationError, json.JSONDecodeError) as exc:
+        raise NotAJournal(f"a recorded {cls.__name__} does not decode: {exc}") from exc
+    return record

@@ -48,7 +48,8 @@ class Observation:
     attempt: int
     version: int
     round: int
-    seen: dict[str, Any]
+    #: the observation, as `codec.encode_record` wrote it (the reader decodes its type)
+    seen: str
     observed_at: datetime
 
 
@@ -59,7 +60,8 @@ class Observed:
     invocation_id: str
     attempt: int
     version: int
-    seen: dict[str, Any]
+    #: the observation, encoded (`codec.encode_record`)
+    seen: str
 
 
 _SITE_COLUMNS = (
@@ -129,9 +131,7 @@ class PollRecords:
         if row is None or row[2] is None:
             return None
         attempt, version, round_, seen, observed_at = row
-        return Observation(
-            invocation_id, attempt, version, round_, json.loads(seen), moment(observed_at)
-        )
+        return Observation(invocation_id, attempt, version, round_, seen, moment(observed_at))
 
     def watched(self, site: str) -> list[Invocation]:
         """Every invocation watched at `site`, as its row stands now."""
@@ -148,9 +148,7 @@ class PollRecords:
             "WHERE site=? AND round IS NOT NULL",
             (site,),
         ).fetchall()
-        return {
-            r[0]: Observation(r[0], r[1], r[2], r[3], json.loads(r[4]), moment(r[5])) for r in rows
-        }
+        return {r[0]: Observation(r[0], r[1], r[2], r[3], r[4], moment(r[5])) for r in rows}
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -264,7 +262,7 @@ class PollRecords:
                 "UPDATE poll_watch SET attempt=?, version=?, round=?, seen=?, observed_at=? "
                 "WHERE site=? AND invocation_id=?",
                 [
-                    (o.attempt, o.version, number, json.dumps(o.seen), at, site, o.invocation_id)
+                    (o.attempt, o.version, number, o.seen, at, site, o.invocation_id)
                     for o in observed
                 ],
             )

@@ -4,18 +4,18 @@
 effects must the engine carry out once the transition is committed. It does no I/O and reads
 no clock.
 
-The machine is the definition; a commit must not pay for it every time. The first decision for
-each (state, trigger) fires the machine with a model that records which callbacks it ran and
-where it landed; later decisions for that pair replay exactly those callbacks on the new event
-(the table has no conditions, so the pair alone decides which ones run), or return the recorded
-decision itself when none of them reads the event. `decide_by_machine`
-fires the machine every time; the tests hold the two equal for every row. `transitions` is
-imported when the first machine is built, so reading the journal never loads it.
+The machine is the definition; a commit must not pay for firing it. The table says, for each
+(state, trigger), where it lands and which callbacks run (its `after`; the table has no
+conditions, so the pair alone decides them): `decide()` runs exactly those on the event, or
+returns the decision itself when none of them reads the event. `decide_by_machine` fires the
+machine; the tests hold the two equal for every row. `transitions` is imported when the first
+machine is built, so neither reading the journal nor committing loads it.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -60,7 +60,7 @@ class _Call(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _Replayed:
-    """The stand-in for EventData when a recorded decision is replayed."""
+    """The stand-in for EventData when `decide()` runs a row's callbacks itself."""
 
     kwargs: dict[str, Any]
 
@@ -178,43 +178,60 @@ def next_state(state: JobState, event: Event) -> JobState:
 
 
 #: Callbacks whose effect does not read the event. A decision made of these alone is the same
-#: for every event of its (state, trigger), so it is kept whole; any other callback is replayed.
+#: for every event of its (state, trigger), so it is kept whole; any other callback is run.
 _EVENT_FREE: Final = frozenset({"emit_poll", "emit_resolve", "emit_collect", "emit_cancel"})
 
 
+def _callbacks(row: Mapping[str, Any]) -> tuple[str, ...]:
+    after = row.get("after")
+    if after is None:
+        return ()
+    return (after,) if isinstance(after, str) else tuple(after)
+
+
+def _planned() -> dict[tuple[JobState, str], tuple[JobState, tuple[str, ...]]]:
+    return {
+        (source, row["trigger"]): (dest_of(row) or source, _callbacks(row))
+        for row in TRANSITIONS
+        for source in sources_of(row)
+    }
+
+
+def _whole(
+    planned: dict[tuple[JobState, str], tuple[JobState, tuple[str, ...]]],
+) -> dict[tuple[JobState, str], Decision]:
+    whole = {}
+    for (state, trigger), (dest, callbacks) in planned.items():
+        if _EVENT_FREE.issuperset(callbacks):
+            model = _Model(state)
+            for name in callbacks:
+                getattr(model, name)(_Replayed({}))
+            whole[(state, trigger)] = Decision(dest, tuple(model.effects))
+    return whole
+
+
 @dataclass(frozen=True, slots=True)
-class _Recorded:
-    """What the machine did for one (state, trigger): the callbacks it ran, and where it went."""
+class _Read:
+    """The table as `decide()` reads it."""
 
-    dest: JobState
-    callbacks: tuple[str, ...]
-    #: the decision itself, when no callback read the event (decisions are immutable)
-    whole: Decision | None
-
-
-class _Recording(_Model):
-    """A model that notes the name of every callback the machine runs on it."""
-
-    def __init__(self, state: JobState) -> None:
-        super().__init__(state)
-        self.called: list[str] = []
-
-    def __getattribute__(self, name: str) -> Any:
-        found = object.__getattribute__(self, name)
-        if not name.startswith("emit_"):
-            return found
-        called: list[str] = object.__getattribute__(self, "called")
-
-        def noted(data: _Call) -> None:
-            called.append(name)
-            found(data)
-
-        return noted
+    #: (state, trigger) -> (next state, the callbacks the table names): what the machine does
+    planned: dict[tuple[JobState, str], tuple[JobState, tuple[str, ...]]]
+    #: the decisions no callback of which reads the event (decisions are immutable)
+    whole: dict[tuple[JobState, str], Decision]
 
 
-#: Recorded decisions, shared by every thread: entries are written once, whole (a dict
-#: assignment), and two threads recording the same pair record the same thing.
-_RECORDED: dict[tuple[JobState, str], _Recorded] = {}
+#: Read (and validated) on the first decision, not at import: reading the journal decides
+#: nothing. Two threads reading it at once read the same thing; the assignment is whole.
+_READ: _Read | None = None
+
+
+def _read() -> _Read:
+    global _READ
+    if _READ is None:
+        validate_table(TRANSITIONS)  # `decide()` reads the table without building the machine
+        planned = _planned()
+        _READ = _Read(planned, _whole(planned))
+    return _READ
 
 
 def _fire(model: _Model, event: Event) -> None:
@@ -228,7 +245,7 @@ def _fire(model: _Model, event: Event) -> None:
 
 
 def decide_by_machine(state: JobState, event: Event) -> Decision:
-    """Fire `event` in `state` through the machine itself (what `decide()` records)."""
+    """Fire `event` in `state` through the machine itself (what `decide()` must equal)."""
     trigger = type(event).__name__
     if (state, trigger) not in NEXT:
         raise InvalidTransition(state, trigger)
@@ -241,23 +258,18 @@ def decide_by_machine(state: JobState, event: Event) -> Decision:
 
 def decide(state: JobState, event: Event) -> Decision:
     """Apply `event` in `state`: next state and the effects it authorizes (see the module
-    docstring: the machine's decision for the pair, recorded on first use)."""
-    trigger = type(event).__name__
-    key = (state, trigger)
-    recorded = _RECORDED.get(key)
-    if recorded is None:
-        if key not in NEXT:
-            raise InvalidTransition(state, trigger)
-        recording = _Recording(state)
-        _fire(recording, event)
-        decision = Decision(JobState(recording.state), tuple(recording.effects))
-        whole = decision if _EVENT_FREE.issuperset(recording.called) else None
-        _RECORDED[key] = _Recorded(decision.state, tuple(recording.called), whole)
-        return decision
-    if recorded.whole is not None:
-        return recorded.whole
+    docstring: the table's row for the pair, its callbacks run on the event)."""
+    key = (state, type(event).__name__)
+    table = _READ or _read()
+    whole = table.whole.get(key)
+    if whole is not None:
+        return whole
+    planned = table.planned.get(key)
+    if planned is None:
+        raise InvalidTransition(state, key[1])
+    dest, callbacks = planned
     model = _Model(state)
     data = _Replayed({"event": event})
-    for name in recorded.callbacks:
+    for name in callbacks:
         getattr(model, name)(data)
-    return Decision(recorded.dest, tuple(model.effects))
+    return Decision(dest, tuple(model.effects))

@@ -1,0 +1,79 @@
+"""The engine's adapters: one instance per adapter and backend key, each invocation's typed
+request (with the site configuration recorded with it) and its attempt's `JobRef`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vibesys.adapters.base import Backend, JobRef, Progress, ShowsProgress
+from vibesys.adapters.registry import entry
+from vibesys.errors import ConfigError
+from vibesys.journal_schema import Invocation, Journal
+
+if TYPE_CHECKING:
+    from vibesys.adapters.requests import AdapterRequest, RecordedSite
+
+
+class AdapterAccess:
+    """The engine's side of its adapters (the engine's fields are declared in `Engine`)."""
+
+    journal: Journal
+    backends: Callable[[str, AdapterRequest], Backend]
+    progress: Progress | None
+    _backends: dict[tuple[str, str], Backend]
+    _requests: dict[tuple[str, str, str], AdapterRequest]
+
+    def request_of(self, inv: Invocation) -> AdapterRequest:
+        """The invocation's typed request, with the site configuration it was recorded with
+        (validated once per distinct request, site and adapter)."""
+        return self.parse_request(inv.adapter, inv.request, inv.site_digest)
+
+    def parse_request(
+        self, adapter: str, data: Mapping[str, Any], site_digest: str | None
+    ) -> AdapterRequest:
+        """A recorded request, handed back with its recorded site (`site_digest`; None for
+        what was recorded before sites were): adapters never read the site's file again."""
+        key = (adapter, json.dumps(data, sort_keys=True), site_digest or "")
+        if key not in self._requests:
+            parsed = entry(adapter).parse_request(data)
+            self._requests[key] = parsed.with_site(self.recorded_site(site_digest))
+        return self._requests[key]
+
+    def recorded_site(self, digest: str | None) -> RecordedSite | None:
+        """The site configuration recorded under `digest`."""
+        if digest is None:
+            return None
+        found = self.journal.site_rendering(digest)
+        if found is None:
+            raise ConfigError(f"the journal has no site configuration sha256:{digest}")
+        from vibesys.adapters.requests import RecordedSite
+
+        return RecordedSite.model_validate(
+            {"kind": found.kind, "text": found.text, "digest": found.digest}
+        )
+
+    def backend(self, inv: Invocation) -> Backend:
+        return self.backend_for(inv.adapter, self.request_of(inv))
+
+    def backend_for(self, adapter: str, request: AdapterRequest) -> Backend:
+        """One adapter instance per adapter and backend key (a site, a campaign's cluster)."""
+        key = (adapter, request.backend_key())
+        if key not in self._backends:
+            built = self.backends(adapter, request)
+            if self.progress is not None and isinstance(built, ShowsProgress):
+                built.progress = self.progress
+            self._backends[key] = built
+        return self._backends[key]
+
+    def job_ref(self, inv: Invocation) -> JobRef:
+        return JobRef(
+            inv.attempt_job_name(inv.attempt),
+            inv.job_id,
+            Path(inv.run_dir) / str(inv.attempt),
+            inv.intended_at,
+            inv.id,
+            inv.attempt,
+        )
