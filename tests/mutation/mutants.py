@@ -109,7 +109,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     RUN_COMMAND: ("tests/test_live_status.py",),
     CORE: ("tests/engine/test_shared_poll.py",),
     STATUS_RULES: (
-        "tests/adapters/test_slurm_markers.py",
+        "tests/adapters/test_rundir_markers.py",
         "tests/adapters/test_slurm_claimed_elsewhere.py",
     ),
     JOB_RESULT: ("tests/test_job_result.py",),

@@ -1,8 +1,9 @@
 """The adapter protocol. Adapters do side effects and speak their own vocabulary (RemoteState);
 they never import the journal or the engine. `engine.observe` maps RemoteStatus to events.
 
-Every adapter's job wrapper claims its attempt before the command starts (`adapters.claim`), and
-every adapter can fence an attempt: absence is proven by a fence, never by silence."""
+Every adapter's job wrapper claims its attempt before the command starts
+(`adapters.rundir.claim`), and every adapter can fence an attempt: absence is proven by a fence,
+never by silence."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from vibesys.adapters.claim import Claim
+from vibesys.adapters.rundir.claim import Claim
 
 
 class RemoteState(StrEnum):

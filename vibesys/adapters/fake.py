@@ -23,9 +23,9 @@ from vibesys.adapters.base import (
     SubmitReceipt,
     SubmitRequest,
 )
-from vibesys.adapters.claim import Claim
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
+from vibesys.adapters.rundir.claim import Claim
 from vibesys.errors import BackendError
 from vibesys.layout import log_paths
 

@@ -39,8 +39,8 @@ from vibesys.adapters.base import (
     SubmitReceipt,
     SubmitRequest,
 )
-from vibesys.adapters.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
 from vibesys.adapters.plain_request import PlainRequest
+from vibesys.adapters.rundir.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 from vibesys.layout import log_paths

@@ -1,7 +1,7 @@
 """Runs one command as a local "job" and leaves a completion marker. Stdlib only: it is started
 by path (`python -I -S local_wrapper.py RUN_DIR JOB_NAME -- CMD...`), never imported by vibesys.
 
-Contract (the same as the Slurm wrappers, see `vibesys.adapters.claim`):
+Contract (the same as the Slurm wrappers, see `vibesys.adapters.rundir.claim`):
 - `claim` is linked into place atomically BEFORE the command starts (pid, process start time,
   host). If a claim exists already (the engine's fence, or another wrapper), nothing runs: the
   wrapper leaves `refused` and exits 85;

@@ -36,7 +36,6 @@ from vibesys.adapters.base import (
     SubmitReceipt,
     SubmitRequest,
 )
-from vibesys.adapters.claim import CANCEL_FILE, Claim
 from vibesys.adapters.leases import (
     ClusterSight,
     LeaseAction,
@@ -44,6 +43,8 @@ from vibesys.adapters.leases import (
     LeaseReceipt,
     LeasingBackend,
 )
+from vibesys.adapters.rundir.claim import CANCEL_FILE, Claim
+from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
     Observed,
@@ -59,7 +60,6 @@ from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.parse import ClusterRecord, ClusterStatus, QueueJob
 from vibesys.adapters.skypilot.provenance import provenance
 from vibesys.adapters.skypilot.request import SkyPilotRequest
-from vibesys.adapters.skypilot.rundirs import RunDirs
 from vibesys.adapters.skypilot.staged import stage_candidate
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
 from vibesys.adapters.skypilot.wrapper import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, WORK_DIR

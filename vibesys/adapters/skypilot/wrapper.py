@@ -22,7 +22,7 @@ When the whole job is killed no exit_code is written; when only the command is s
 real scancel of the allocation lets the wrapper outlive it) it records 128+N, which the
 classifier reads with what became of the allocation (`classify.py`).
 
-The claim is the shared protocol's (`vibesys.adapters.claim.claim_shell`): the same claim and
+The claim is the shared protocol's (`vibesys.adapters.rundir.claim.claim_shell`): the same claim and
 fence files, the same atomic link and the same refusal (exit REFUSED_EXIT) as every adapter.
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from vibesys.adapters.claim import (
+from vibesys.adapters.rundir.claim import (
     CLAIM_FILE,
     EXIT_CODE_FILE,
     REFUSED_EXIT,

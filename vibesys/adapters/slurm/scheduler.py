@@ -27,10 +27,10 @@ from vibesys.adapters.base import (
     RemoteStatus,
     Sink,
 )
-from vibesys.adapters.claim import CANCEL_FILE, FENCE_SCRIPT, Claim, parse_claim
-from vibesys.adapters.gather import gather
-from vibesys.adapters.remote_files import fetch_file, list_artifacts_in, read_from
-from vibesys.adapters.slurm.markers import (
+from vibesys.adapters.rundir.claim import CANCEL_FILE, FENCE_SCRIPT, Claim, parse_claim
+from vibesys.adapters.rundir.files import fetch_file, list_artifacts_in, read_from
+from vibesys.adapters.rundir.gather import gather
+from vibesys.adapters.rundir.markers import (
     ROUND_SPLIT,
     Markers,
     parse_markers,
@@ -301,7 +301,7 @@ class SlurmScheduler:
         sinks: Mapping[str, Sink],
     ) -> GatheredCollection | None:
         """Over a remote transport, the logs' rest, the marker and the artifacts' listing in
-        one command (`adapters/gather.py`)."""
+        one command (`adapters/rundir/gather.py`)."""
         if self.shares_filesystem:
             return None
         remote, work = str(self.remote_dir(job)), str(self.work_dir(job))

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
-from vibesys.adapters.claim import CLAIM_FILE, Claim, parse_claim
-from vibesys.adapters.slurm.markers import read_here
+from vibesys.adapters.rundir.claim import CLAIM_FILE, Claim, parse_claim
+from vibesys.adapters.rundir.markers import read_here
 from vibesys.adapters.slurm.parse import (
     parse_sinfo_partitions,
     parse_squeue,

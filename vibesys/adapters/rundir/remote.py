@@ -18,10 +18,9 @@ from pathlib import PurePosixPath
 from typing import Final
 
 from vibesys.adapters.base import ArtifactInfo, JobRef, Sink
-from vibesys.adapters.claim import FENCE_SCRIPT, Claim, parse_claim
-from vibesys.adapters.remote_files import fetch_file, list_artifacts_in, read_from
-from vibesys.adapters.skypilot.errors import SkyMalformedOutput
-from vibesys.adapters.skypilot.wrapper import (
+from vibesys.adapters.rundir.claim import FENCE_SCRIPT, Claim, parse_claim
+from vibesys.adapters.rundir.files import fetch_file, list_artifacts_in, read_from
+from vibesys.adapters.rundir.names import (
     CLAIM_FILE,
     EXIT_CODE_FILE,
     REFUSED_FILE,
@@ -107,7 +106,7 @@ class RunDirs:
                 out = self._checked(["sh", "-c", _WHO])
                 user, _, home = out.rstrip("\n").partition("\n")
                 if not user or not home.startswith("/"):
-                    raise SkyMalformedOutput(f"cannot read the remote user and home: {out!r}")
+                    raise _malformed(f"cannot read the remote user and home: {out!r}")
                 template = expand_remote_root(template, user, home)
             self._root = PurePosixPath(template)
         return self._root
@@ -132,7 +131,7 @@ class RunDirs:
         try:
             data = json.loads(out)
         except json.JSONDecodeError:
-            raise SkyMalformedOutput(f"unreadable run-directory states: {out[:200]!r}") from None
+            raise _malformed(f"unreadable run-directory states: {out[:200]!r}") from None
         states: dict[str, DirState] = {}
         for directory, name in dirs.items():
             files = data.get(directory) or {}
@@ -170,7 +169,7 @@ class RunDirs:
         out = self._checked(argv)
         claim = parse_claim(out)
         if claim is None:
-            raise SkyMalformedOutput(f"the fence left no readable claim: {out[:200]!r}")
+            raise _malformed(f"the fence left no readable claim: {out[:200]!r}")
         return claim
 
     def _checked(self, argv: Sequence[str]) -> str:
@@ -180,6 +179,13 @@ class RunDirs:
                 f"{argv[0]} on the login node failed", evidence=result.evidence()
             )
         return result.stdout
+
+
+def _malformed(message: str) -> BackendUnavailable:
+    # Imported when needed: the SkyPilot package imports this module.
+    from vibesys.adapters.skypilot.errors import SkyMalformedOutput
+
+    return SkyMalformedOutput(message)
 
 
 def _epoch(value: object) -> float | None:
