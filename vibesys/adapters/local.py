@@ -40,7 +40,8 @@ from vibesys.adapters.base import (
     SubmitRequest,
 )
 from vibesys.adapters.plain_request import PlainRequest
-from vibesys.adapters.rundir.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
+from vibesys.adapters.rundir.claim import Claim, parse_claim
+from vibesys.adapters.rundir.names import CANCEL_FILE, CLAIM_FILE, EXIT_CODE_FILE
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 from vibesys.layout import log_paths
@@ -210,9 +211,9 @@ class LocalBackend:
         pid = int(claim.get("pid") or 0)
         alive = is_alive(pid, claim.get("start_time") or None)
         # Read the marker after the liveness check: a wrapper that exits in between wrote it.
-        marker = _read_marker(directory / "exit_code")
+        marker = _read_marker(directory / EXIT_CODE_FILE)
         cancelled = (directory / CANCEL_FILE).exists()
-        ran = _provenance(claim, directory / "exit_code" if marker is not None else None)
+        ran = _provenance(claim, directory / EXIT_CODE_FILE if marker is not None else None)
         if marker is not None:
             stopped = cancelled and marker != 0
             state = (

@@ -20,10 +20,11 @@ from vibesys.adapters.base import (
     JobRef,
     RemoteFiles,
 )
+from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
 from vibesys.engine.failpoints import failpoint
 from vibesys.journal_schema import Journal
 
-STREAMS = ("stdout", "stderr")
+STREAMS = (STDOUT_FILE, STDERR_FILE)
 
 
 def spool_logs(journal: Journal, backend: Backend, job: JobRef) -> int:
@@ -77,10 +78,10 @@ def spool_gathered(
     job.run_dir.mkdir(parents=True, exist_ok=True)
     offsets = {s: journal.spool_offset(job.invocation_id, job.attempt, s) for s in STREAMS}
     with (
-        open(job.run_dir / "stdout", "ab") as out,
-        open(job.run_dir / "stderr", "ab") as err,
+        open(job.run_dir / STDOUT_FILE, "ab") as out,
+        open(job.run_dir / STDERR_FILE, "ab") as err,
     ):
-        handles = {"stdout": out, "stderr": err}
+        handles = {STDOUT_FILE: out, STDERR_FILE: err}
         for stream, handle in handles.items():
             _cut_back(handle, offsets[stream])
         gathered = backend.gather_collection(job, offsets, patterns, handles)

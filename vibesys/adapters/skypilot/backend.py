@@ -43,7 +43,14 @@ from vibesys.adapters.leases import (
     LeaseReceipt,
     LeasingBackend,
 )
-from vibesys.adapters.rundir.claim import CANCEL_FILE, Claim
+from vibesys.adapters.rundir.claim import Claim
+from vibesys.adapters.rundir.names import (
+    CANCEL_FILE,
+    EXIT_CODE_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+    WORK_DIR,
+)
 from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
@@ -62,7 +69,6 @@ from vibesys.adapters.skypilot.provenance import provenance
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.adapters.skypilot.staged import stage_candidate
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
-from vibesys.adapters.skypilot.wrapper import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, WORK_DIR
 from vibesys.config.resources import EffectiveResources
 from vibesys.errors import BackendError, SubmitRejected
 
