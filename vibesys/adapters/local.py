@@ -33,6 +33,7 @@ from typing import Any
 
 from vibesys.adapters.base import (
     TERMINAL_REMOTE,
+    Backend,
     JobRef,
     RemoteState,
     RemoteStatus,
@@ -77,8 +78,13 @@ def build(request: LocalRequest) -> LocalBackend:
     return LocalBackend()
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     name = "local"
+
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def sees_its_own_end(self) -> LocalBackend:
+        return self
 
     def __init__(self, launch_grace: float = LAUNCH_GRACE_SECONDS) -> None:
         self.launch_grace = launch_grace

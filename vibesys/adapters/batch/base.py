@@ -14,6 +14,7 @@ from typing import Any
 
 from vibesys.adapters.base import (
     ArtifactInfo,
+    Backend,
     JobRef,
     RemoteStatus,
     Sink,
@@ -27,13 +28,18 @@ from vibesys.layout import log_paths
 __all__ = ["BatchBackend"]
 
 
-class BatchBackend:
+class BatchBackend(Backend):
     """A backend whose jobs a batch scheduler runs, their run directories under `dirs`."""
 
     name: str
     dirs: RunDirReader
 
     # -- the scheduler's side ---------------------------------------------------------------
+
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def remote_files(self) -> BatchBackend:
+        return self
 
     def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         raise NotImplementedError

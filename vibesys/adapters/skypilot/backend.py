@@ -80,8 +80,19 @@ SKY_LOG_FILE: Final = "sky.log"
 _LIVE: Final = "PENDING,CONFIGURING,RUNNING,COMPLETING"
 
 
-class SkyPilotBackend:
+class SkyPilotBackend(Backend):
     name = "skypilot"
+
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def remote_files(self) -> SkyPilotBackend:
+        return self
+
+    def leasing(self) -> SkyPilotBackend:
+        return self
+
+    def shows_progress(self) -> SkyPilotBackend:
+        return self
 
     def __init__(
         self,

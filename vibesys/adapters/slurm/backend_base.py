@@ -19,6 +19,14 @@ class SlurmBackendBase(BatchBackend):
 
     scheduler: SlurmScheduler
 
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def gathers_collection(self) -> SlurmBackendBase:
+        return self
+
+    def shared_polling(self) -> SlurmBackendBase:
+        return self
+
     def __init__(self, scheduler: SlurmScheduler) -> None:
         self.scheduler = scheduler
         self.dirs = scheduler.dirs

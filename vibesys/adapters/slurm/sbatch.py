@@ -73,6 +73,14 @@ _JOB_ID = re.compile(r"^[0-9]+(;[A-Za-z0-9_.-]+)?$")
 class SbatchBackend(SlurmBackendBase):
     name = "sbatch"
 
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def follows_parent(self) -> SbatchBackend:
+        return self
+
+    def shows_progress(self) -> SbatchBackend:
+        return self
+
     def __init__(self, config: SlurmSiteConfig, runner: Runner | None = None) -> None:
         runner = runner or runner_from_config(config.slurm.transport)
         super().__init__(SlurmScheduler(config, runner))

@@ -49,6 +49,11 @@ _LOOKUP_EVERY = 0.5
 class SrunBackend(SlurmBackendBase):
     name = "srun"
 
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def sees_its_own_end(self) -> SrunBackend:
+        return self
+
     def __init__(self, config: SlurmSiteConfig, runner: LocalTransport | None = None) -> None:
         transport = config.slurm.transport
         if transport.kind != "local":
