@@ -1,18 +1,15 @@
 """Where an attempt's logs are kept on this host: `<run_dir>/<attempt>/stdout` and `stderr`.
 
 Every adapter keeps (or spools) its job's logs there, so the read-only `vibesys logs` finds
-them from the journal alone, without building an adapter. Stdlib only (the file names are the
-run directory's, `adapters/rundir/names.py`)."""
+them from the journal alone, without building an adapter. Stdlib only."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Final
 
-from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
-
-STDOUT: Final = STDOUT_FILE
-STDERR: Final = STDERR_FILE
+STDOUT: Final = "stdout"
+STDERR: Final = "stderr"
 
 
 def attempt_dir(run_dir: str | Path, attempt: int) -> Path:
