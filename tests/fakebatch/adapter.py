@@ -65,10 +65,7 @@ class QsysBackend(BatchBackend):
         return result.stdout
 
     def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
-        ref = JobRef(
-            request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
-        )
-        remote = str(self.dirs.run_dir(ref))
+        remote = str(self.dirs.run_dir(request.job_ref()))
         argv = ["sh", "-c", JOB_SCRIPT, "qsys-job", remote, *request.command]
         submit = ("submit", request.job_name, remote, "--", *argv)
         job_id = self._qsys(*submit, maybe_effect=True).strip()

@@ -83,6 +83,10 @@ class SubmitRequest(Generic[R]):
     context: JobContext
     spec: R
 
+    def job_ref(self) -> JobRef:
+        """The attempt as the engine knows it before the scheduler gave it a job id."""
+        return JobRef(self.job_name, None, self.run_dir, None, self.invocation_id, self.attempt)
+
 
 @dataclass(frozen=True, slots=True)
 class SubmitReceipt:

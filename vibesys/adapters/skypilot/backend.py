@@ -29,7 +29,6 @@ from vibesys.adapters.base import (
     Backend,
     JobRef,
     Progress,
-    RemoteFiles,
     RemoteState,
     RemoteStatus,
     Sink,
@@ -41,7 +40,6 @@ from vibesys.adapters.leases import (
     LeaseAction,
     LeasePlan,
     LeaseReceipt,
-    LeasingBackend,
 )
 from vibesys.adapters.rundir.claim import Claim
 from vibesys.adapters.rundir.names import (
@@ -83,7 +81,7 @@ _LIVE: Final = "PENDING,CONFIGURING,RUNNING,COMPLETING"
 class SkyPilotBackend(Backend):
     name = "skypilot"
 
-    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+    # -- what the engine may ask of it (mypy checks each protocol against the adapter) ---
 
     def remote_files(self) -> SkyPilotBackend:
         return self
@@ -241,7 +239,7 @@ class SkyPilotBackend(Backend):
     # -- Backend ------------------------------------------------------------------------------
 
     def submit(self, request: SubmitRequest[SkyPilotRequest]) -> SubmitReceipt:
-        ref = _ref(request)
+        ref = request.job_ref()
         try:
             run_dir = self.dirs.run_dir(ref)
             passed = request.spec.passed(request.context.env)
@@ -396,14 +394,3 @@ class SkyPilotBackend(Backend):
 
     def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
         self.dirs.fetch_artifact(job, path, sink)
-
-
-def _ref(request: SubmitRequest[SkyPilotRequest]) -> JobRef:
-    return JobRef(
-        request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
-    )
-
-
-def _conforms(backend: SkyPilotBackend) -> tuple[Backend, RemoteFiles, LeasingBackend]:
-    """Never called: mypy checks here that the adapter keeps all three protocols."""
-    return backend, backend, backend

@@ -30,7 +30,6 @@ from vibesys.adapters.slurm.submission import (
     Candidate,
     candidate_setup,
     job_spec,
-    request_ref,
 )
 from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
 from vibesys.adapters.transports import prewarm as prewarm_transport
@@ -89,7 +88,7 @@ class SbatchBackend(SlurmBackendBase):
 
     def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
         scheduler = self.scheduler
-        remote = scheduler.remote_dir(request_ref(request))
+        remote = scheduler.remote_dir(request.job_ref())
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
         spec, candidate = candidate_setup(scheduler, request, spec)
         script = render_sbatch(spec)

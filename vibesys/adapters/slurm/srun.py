@@ -34,7 +34,7 @@ from vibesys.adapters.slurm.request import SrunRequest, make_request
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.script import srun_argv
 from vibesys.adapters.slurm.site_parse import parse_sinfo_partitions, sinfo_argv
-from vibesys.adapters.slurm.submission import REJECTIONS, job_spec, request_ref, stage_candidate
+from vibesys.adapters.slurm.submission import REJECTIONS, job_spec, stage_candidate
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable, ConfigError, SubmitRejected
@@ -89,7 +89,7 @@ class SrunBackend(SlurmBackendBase):
 
     def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
         scheduler = self.scheduler
-        remote = scheduler.remote_dir(request_ref(request))
+        remote = scheduler.remote_dir(request.job_ref())
         agent = scheduler.config.agent_gpu
         extra = agent.srun_arguments if agent else ()
         spec = job_spec(request, remote, extra, partitions=self.choose(request.spec))

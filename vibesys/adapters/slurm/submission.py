@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from vibesys.adapters.base import JobRef, Progress, SubmitRequest
+from vibesys.adapters.base import Progress, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
@@ -25,7 +25,6 @@ __all__ = [
     "Candidate",
     "candidate_setup",
     "job_spec",
-    "request_ref",
     "stage_candidate",
 ]
 
@@ -128,9 +127,3 @@ def stage_candidate(
             candidate.manifest, candidate.path, scheduler.runner, candidate.root, progress=progress
         )
     return spec
-
-
-def request_ref(request: SubmitRequest[SlurmRequestBase]) -> JobRef:
-    return JobRef(
-        request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
-    )
