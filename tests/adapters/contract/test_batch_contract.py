@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,11 +20,17 @@ from tests.adapters.contract.suite import (
     check_success,
 )
 from tests.fakebatch.adapter import QSYS_ENTRY, QsysBackend, QsysRequest
-from vibesys.adapters.registry import register
+from vibesys.adapters.registry import ADAPTERS, register
 from vibesys.engine import DriveOptions, drive
 from vibesys.states import JobState, Outcome
 
-register(QSYS_ENTRY)
+
+@pytest.fixture(autouse=True, scope="module")
+def qsys_registered() -> Iterator[None]:
+    """The test-only scheduler is an adapter while these tests run, and only then."""
+    register(QSYS_ENTRY)
+    yield
+    del ADAPTERS[QSYS_ENTRY.name]
 
 
 def qsys_system(root: Path, timeout: float = 30.0) -> System:
