@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from vibesys.adapters.slurm.markers import ROUND_SPLIT
+from vibesys.adapters.rundir.markers import ROUND_SPLIT
 from vibesys.adapters.transports import CommandResult
 
 

@@ -1,4 +1,4 @@
-"""A collection in one command (vibesys/adapters/gather.py), run by a real shell: both logs
+"""A collection in one command (vibesys/adapters/rundir/gather.py), run by a real shell: both logs
 from their offsets byte for byte, the marker, the listing; a stream that is cut short or
 garbled is refused, never half-trusted."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vibesys.adapters.base import Sink
-from vibesys.adapters.gather import gather
+from vibesys.adapters.rundir.gather import gather
 from vibesys.adapters.transports import LocalTransport
 from vibesys.adapters.transports.base import CommandResult
 from vibesys.errors import BackendUnavailable

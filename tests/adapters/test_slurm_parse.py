@@ -13,7 +13,6 @@ from vibesys.adapters.base import RemoteState, RemoteStatus
 from vibesys.adapters.slurm.parse import (
     SACCT_FIELDS,
     SACCT_FORMAT,
-    SINFO_FORMAT,
     SLURM_STATES,
     SQUEUE_FORMAT,
     SacctRow,
@@ -23,13 +22,16 @@ from vibesys.adapters.slurm.parse import (
     parse_marker,
     parse_sacct,
     parse_sbatch_parsable,
-    parse_sinfo_partitions,
-    parse_slurm_minutes,
     parse_squeue,
     parse_started,
     sacct_argv,
-    sinfo_argv,
     squeue_argv,
+)
+from vibesys.adapters.slurm.site_parse import (
+    SINFO_FORMAT,
+    parse_sinfo_partitions,
+    parse_slurm_minutes,
+    sinfo_argv,
 )
 from vibesys.errors import BackendUnavailable
 

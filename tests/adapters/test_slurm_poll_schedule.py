@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from vibesys.adapters.slurm.parse import RateLimit, parse_config, parse_rate_limit
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.site_parse import RateLimit, parse_config, parse_rate_limit
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import parse_slurm_config
 

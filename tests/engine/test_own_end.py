@@ -32,6 +32,11 @@ class OwnEndFake(SharedFake):
 
     ends: dict[str, threading.Event] = field(default_factory=dict)
 
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def sees_its_own_end(self) -> OwnEndFake:
+        return self
+
     def end_signal(self, job: JobRef) -> threading.Event:
         return self.ends.setdefault(job.job_name, threading.Event())
 

@@ -40,6 +40,11 @@ class SharedFake(FakeBackend):
     probes: list[list[str]] = field(default_factory=list)
     facts_asked: int = 0
 
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def shared_polling(self) -> SharedFake:
+        return self
+
     def poll_site(self) -> str:
         return SITE
 

@@ -119,7 +119,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     PREPARE: ("tests/engine/test_engine_fake.py",),
     ADAPTER_ACCESS: ("tests/engine/test_engine_fake.py",),
     STATUS_RULES: (
-        "tests/adapters/test_slurm_markers.py",
+        "tests/adapters/test_rundir_markers.py",
         "tests/adapters/test_slurm_claimed_elsewhere.py",
     ),
     JOB_RESULT: ("tests/test_job_result.py",),

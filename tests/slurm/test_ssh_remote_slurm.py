@@ -19,7 +19,7 @@ import pytest
 
 from tests.slurm.helpers import LOCAL_SLURM, cli, run_args, show
 from vibesys.adapters.slurm.request import SbatchRequest
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.scheduler import SlurmRunDirs
 from vibesys.engine import DriveOptions, Engine, drive
 from vibesys.journal_schema import ArtifactState, open_journal
 from vibesys.states import Outcome
@@ -219,13 +219,13 @@ def test_crash_while_artifacts_come_home_then_reconcile(tmp_path: Path, ssh_toml
 def test_tampered_artifact_download_is_detected(
     tmp_path: Path, ssh_toml: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_fetch = SlurmScheduler.fetch_artifact
+    real_fetch = SlurmRunDirs.fetch_artifact
 
-    def corrupted(self: SlurmScheduler, job: Any, path: str, sink: Any) -> None:
+    def corrupted(self: SlurmRunDirs, job: Any, path: str, sink: Any) -> None:
         real_fetch(self, job, path, sink)
         sink.write(b"!")  # a byte more than the remote side listed
 
-    monkeypatch.setattr(SlurmScheduler, "fetch_artifact", corrupted)
+    monkeypatch.setattr(SlurmRunDirs, "fetch_artifact", corrupted)
     journal = open_journal(tmp_path / "j.db")
     engine = Engine(journal)
     request = SbatchRequest(

@@ -17,11 +17,11 @@ if TYPE_CHECKING:
         SubmitReceipt,
         SubmitRequest,
     )
-    from vibesys.adapters.claim import Claim
+    from vibesys.adapters.rundir.claim import Claim
 
 _PUBLIC = {
     "Backend": "vibesys.adapters.base",
-    "Claim": "vibesys.adapters.claim",
+    "Claim": "vibesys.adapters.rundir.claim",
     "JobContext": "vibesys.adapters.base",
     "JobRef": "vibesys.adapters.base",
     "RemoteState": "vibesys.adapters.base",

@@ -1,8 +1,9 @@
 """The adapter protocol. Adapters do side effects and speak their own vocabulary (RemoteState);
 they never import the journal or the engine. `engine.observe` maps RemoteStatus to events.
 
-Every adapter's job wrapper claims its attempt before the command starts (`adapters.claim`), and
-every adapter can fence an attempt: absence is proven by a fence, never by silence."""
+Every adapter's job wrapper claims its attempt before the command starts
+(`adapters.rundir.claim`), and every adapter can fence an attempt: absence is proven by a fence,
+never by silence."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from vibesys.adapters.claim import Claim
+from vibesys.adapters.rundir.claim import Claim
+
+if TYPE_CHECKING:
+    from vibesys.adapters.leases import LeasingBackend
 
 
 class RemoteState(StrEnum):
@@ -78,6 +82,10 @@ class SubmitRequest(Generic[R]):
     run_dir: Path
     context: JobContext
     spec: R
+
+    def job_ref(self) -> JobRef:
+        """The attempt as the engine knows it before the scheduler gave it a job id."""
+        return JobRef(self.job_name, None, self.run_dir, None, self.invocation_id, self.attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +156,36 @@ class Backend(Protocol):
     def poll_interval(self, age_seconds: float) -> float:
         """Seconds to wait between status rounds for a job this old."""
         ...
+
+    # -- optional capabilities: the engine asks; an adapter that has one returns itself ------
+
+    def remote_files(self) -> RemoteFiles | None:
+        """Its logs and artifacts are read where the job ran; None: nothing to read there."""
+        return None
+
+    def gathers_collection(self) -> GathersCollection | None:
+        """It brings a whole collection home in one command; None: the usual way."""
+        return None
+
+    def shared_polling(self) -> SharedPolling | None:
+        """Its status rounds are shared per site (a scheduler's); None: asked per job."""
+        return None
+
+    def sees_its_own_end(self) -> SeesItsOwnEnd | None:
+        """This process sees its jobs end (it started them); None: the rounds say."""
+        return None
+
+    def follows_parent(self) -> FollowsParent | None:
+        """A child's submission can be pointed at its parent's current job; None: it cannot."""
+        return None
+
+    def leasing(self) -> LeasingBackend | None:
+        """It runs its jobs in an allocation it leases itself; None: it holds none."""
+        return None
+
+    def shows_progress(self) -> ShowsProgress | None:
+        """It reports its transfers to a `Progress`; None: it has none to report."""
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from vibesys.adapters.base import (
     ArtifactInfo,
+    Backend,
     JobRef,
     RemoteState,
     RemoteStatus,
@@ -23,9 +24,9 @@ from vibesys.adapters.base import (
     SubmitReceipt,
     SubmitRequest,
 )
-from vibesys.adapters.claim import Claim
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
+from vibesys.adapters.rundir.claim import Claim
 from vibesys.errors import BackendError
 from vibesys.osutil.layout import log_paths
 
@@ -55,7 +56,7 @@ class _Job:
 
 
 @dataclass
-class FakeBackend:
+class FakeBackend(Backend):
     attempts: list[FakeAttempt] = field(default_factory=list)
     name: str = "fake"
     calls: list[tuple[str, str]] = field(default_factory=list)
@@ -78,6 +79,14 @@ class FakeBackend:
     ran: list[str] = field(default_factory=list)
     #: the parent's job each job waits on (submitted with, or moved to by `follow_parent`)
     waits_on: dict[str, str | None] = field(default_factory=dict)
+
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def remote_files(self) -> FakeBackend:
+        return self
+
+    def follows_parent(self) -> FakeBackend:
+        return self
 
     def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         self.calls.append(("submit", request.job_name))

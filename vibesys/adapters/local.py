@@ -34,14 +34,16 @@ from typing import Any, BinaryIO
 
 from vibesys.adapters.base import (
     TERMINAL_REMOTE,
+    Backend,
     JobRef,
     RemoteState,
     RemoteStatus,
     SubmitReceipt,
     SubmitRequest,
 )
-from vibesys.adapters.claim import CANCEL_FILE, CLAIM_FILE, Claim, parse_claim
 from vibesys.adapters.plain_request import PlainRequest
+from vibesys.adapters.rundir.claim import Claim, parse_claim
+from vibesys.adapters.rundir.names import CANCEL_FILE, CLAIM_FILE, EXIT_CODE_FILE
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 from vibesys.osutil.layout import log_paths
@@ -77,8 +79,13 @@ def build(request: LocalRequest) -> LocalBackend:
     return LocalBackend()
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     name = "local"
+
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def sees_its_own_end(self) -> LocalBackend:
+        return self
 
     def __init__(self, launch_grace: float = LAUNCH_GRACE_SECONDS) -> None:
         self.launch_grace = launch_grace
@@ -221,9 +228,9 @@ class LocalBackend:
         pid = int(claim.get("pid") or 0)
         alive = is_alive(pid, claim.get("start_time") or None)
         # Read the marker after the liveness check: a wrapper that exits in between wrote it.
-        marker = _read_marker(directory / "exit_code")
+        marker = _read_marker(directory / EXIT_CODE_FILE)
         cancelled = (directory / CANCEL_FILE).exists()
-        ran = _provenance(claim, directory / "exit_code" if marker is not None else None)
+        ran = _provenance(claim, directory / EXIT_CODE_FILE if marker is not None else None)
         if marker is not None:
             stopped = cancelled and marker != 0
             state = (

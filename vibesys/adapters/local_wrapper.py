@@ -2,7 +2,7 @@
 by path (`python -I -S local_wrapper.py RUN_DIR JOB_NAME -- CMD...`), never imported by vibesys.
 `--notify=FD` names a pipe it writes one line to once the claim is in place (its end, EOF).
 
-Contract (the same as the Slurm wrappers, see `vibesys.adapters.claim`):
+Contract (the same as the Slurm wrappers, see `vibesys.adapters.rundir.claim`):
 - `claim` is linked into place atomically BEFORE the command starts (pid, process start time,
   host). If a claim exists already (the engine's fence, or another wrapper), nothing runs: the
   wrapper leaves `refused` and exits 85;

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.errors import UsageError
 from vibesys.job_result import JobResult
 
 __all__ = ["collect_local_artifacts", "copy_result", "stage_local_candidate"]
 
-WORK_DIR: Final = "work"
 RESULT_FILE: Final = "result.json"
 
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vibesys.adapters.slurm.bwrap import Sandbox, is_within
+from vibesys.broker.bwrap import Sandbox, is_within
 from vibesys.broker.environment import job_environment
 from vibesys.broker.jobs import GpuJob
 from vibesys.broker.protocol import Request, token_matches

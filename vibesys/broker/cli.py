@@ -108,8 +108,8 @@ def client_path() -> None:
 
 
 def _checked_workspace(workspace: Path, agent: AgentGpuConfig) -> str:
-    from vibesys.adapters.slurm.bwrap import Sandbox
-    from vibesys.adapters.slurm.exposure import check_read_only_paths
+    from vibesys.broker.bwrap import Sandbox
+    from vibesys.broker.exposure import check_read_only_paths
 
     try:
         root = os.path.realpath(workspace, strict=True)

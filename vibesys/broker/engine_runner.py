@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Final
 
 from vibesys.adapters.requests import RecordedSite
-from vibesys.adapters.slurm.bwrap import confined_command, env_file_bytes
+from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
 from vibesys.adapters.slurm.request import SrunRequest
-from vibesys.adapters.slurm.script import STDERR_FILE, STDOUT_FILE
+from vibesys.broker.bwrap import confined_command, env_file_bytes
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
 from vibesys.engine.deadline import cancel_at_deadline

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vibesys.adapters.base import Backend, JobRef, Progress, ShowsProgress
+from vibesys.adapters.base import Backend, JobRef, Progress
 from vibesys.adapters.registry import entry
 from vibesys.errors import ConfigError
 from vibesys.journal_schema import Invocation, Journal
@@ -63,8 +63,9 @@ class AdapterAccess:
         key = (adapter, request.backend_key())
         if key not in self._backends:
             built = self.backends(adapter, request)
-            if self.progress is not None and isinstance(built, ShowsProgress):
-                built.progress = self.progress
+            shows = built.shows_progress()
+            if self.progress is not None and shows is not None:
+                shows.progress = self.progress
             self._backends[key] = built
         return self._backends[key]
 

@@ -30,10 +30,11 @@ def collect_artifacts(
     when the collection brought it already, saves listing the files again."""
     if not patterns:
         return ""
-    if not isinstance(backend, RemoteFiles):
+    files = backend.remote_files()
+    if files is None:
         return f"artifacts: the {type(backend).__name__} adapter cannot collect artifacts"
     known = {row.path: row for row in journal.artifacts(job.invocation_id, job.attempt)}
-    found, missing = listing if listing is not None else backend.list_artifacts(job, patterns)
+    found, missing = listing if listing is not None else files.list_artifacts(job, patterns)
     target_root = job.run_dir / "artifacts"
     counts = {state: 0 for state in ArtifactState}
     for info in found:
@@ -41,7 +42,7 @@ def collect_artifacts(
         if row is not None and row.state in DONE_STATES and row.sha256 == info.sha256:
             state = ArtifactState.ACKNOWLEDGED
         else:
-            state = _download(journal, backend, job, info, target_root, progress)
+            state = _download(journal, files, job, info, target_root, progress)
         if state is ArtifactState.VERIFIED:
             journal.record_artifact(
                 job.invocation_id, job.attempt, info.path, ArtifactState.ACKNOWLEDGED

@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Final, Protocol
 
-from vibesys.adapters.base import Backend, FollowsParent, JobRef
+from vibesys.adapters.base import Backend, JobRef
 from vibesys.engine.provenance import ProvenanceKeeper, known_provenance, merge_provenance
 from vibesys.errors import BackendError, VibesysError
 from vibesys.journal_schema import Invocation
@@ -122,10 +122,11 @@ def follow_parent(engine: ChainEngine, child: Invocation, *, carry: bool = True)
     if target == NO_JOB and waits_on == parent.job_id:
         return  # it waits on the job that completed: the scheduler starts it
     backend = engine.backend(child)
-    if not isinstance(backend, FollowsParent):
+    follower = backend.follows_parent()
+    if follower is None:
         return
     try:
-        evidence = backend.follow_parent(
+        evidence = follower.follow_parent(
             engine.job_ref(child), None if target == NO_JOB else target
         )
     except BackendError as exc:

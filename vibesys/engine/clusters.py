@@ -74,9 +74,10 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
     """Make sure the campaign's cluster is up before the attempt is submitted to it (reuse, or
     launch with the intent recorded first), and record that the attempt runs on it. A backend
     that holds no allocation of its own needs nothing."""
-    if not isinstance(backend, LeasingBackend):
+    leasing = backend.leasing()
+    if leasing is None:
         return
-    plan = backend.plan_lease()
+    plan = leasing.plan_lease()
     _refuse_while_busy(journal, inv, plan.campaign)
     facts: dict[str, Any] = {
         "name": plan.cluster,
@@ -101,7 +102,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         except StaleState as exc:  # a live process is launching or releasing it now
             raise BackendUnavailable(str(exc), maybe_submitted=False) from None
         failpoint("after_launch_intent")
-        lease = _launch(journal, backend, plan, lease)
+        lease = _launch(journal, leasing, plan, lease)
     try:
         journal.record_lease_use(lease.id, inv.id, inv.attempt)
     except StaleState as exc:  # a release was intended meanwhile: nothing was submitted
@@ -255,6 +256,7 @@ def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
 def _backend_of(engine: LeaseEngine, lease: ClusterLease) -> LeasingBackend:
     request = engine.parse_request(lease.adapter, lease.request, lease.site_digest)
     backend = engine.backend_for(lease.adapter, request)
-    if not isinstance(backend, LeasingBackend):
+    leasing = backend.leasing()
+    if leasing is None:
         raise UsageError(f"the {lease.adapter} adapter holds no cluster leases")
-    return backend
+    return leasing

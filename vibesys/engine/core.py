@@ -19,7 +19,6 @@ from vibesys.adapters.base import (
     Backend,
     Progress,
     RemoteStatus,
-    SeesItsOwnEnd,
     SharedPolling,
     SubmitRequest,
     Waitable,
@@ -151,7 +150,7 @@ class Engine(AdapterAccess, Preparing):
     def shared_backend(self, inv: Invocation) -> SharedPolling | None:
         """`inv`'s adapter when its status rounds are shared per site (a scheduler's)."""
         backend = self.backend(inv)
-        return backend if isinstance(backend, SharedPolling) else None
+        return backend.shared_polling()
 
     def observe(self, inv: Invocation) -> Seen | None:
         """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
@@ -171,16 +170,16 @@ class Engine(AdapterAccess, Preparing):
 
     def ended_here(self, inv: Invocation) -> Seen | None:
         """`inv`'s end as this process saw it happen (its srun returned), if it did."""
-        backend = self.backend(inv)
-        if not isinstance(backend, SeesItsOwnEnd):
+        own = self.backend(inv).sees_its_own_end()
+        if own is None:
             return None
-        status = backend.ended_here(self.job_ref(inv))
+        status = own.ended_here(self.job_ref(inv))
         return None if status is None else self.seen(inv, status)
 
     def end_signal(self, inv: Invocation) -> Waitable | None:
         """Set when the process this one started for `inv`'s attempt ends (see above)."""
-        backend = self.backend(inv)
-        return backend.end_signal(self.job_ref(inv)) if isinstance(backend, SeesItsOwnEnd) else None
+        own = self.backend(inv).sees_its_own_end()
+        return own.end_signal(self.job_ref(inv)) if own is not None else None
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
         """The planner's view of one status; where the attempt runs is recorded on the way."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any, Protocol
 
-from vibesys.adapters.claim import fence_text
+from vibesys.adapters.rundir.claim import fence_text
 from vibesys.engine.artifacts import collect_artifacts
 from vibesys.engine.clusters import hold_lease
 from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from vibesys.adapters.base import RemoteState, RemoteStatus
-from vibesys.adapters.claim import Claim
+from vibesys.adapters.rundir.claim import Claim
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.states import FailureClass

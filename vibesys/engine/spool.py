@@ -16,24 +16,25 @@ from typing import BinaryIO
 from vibesys.adapters.base import (
     Backend,
     GatheredCollection,
-    GathersCollection,
     JobRef,
     RemoteFiles,
 )
+from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
 from vibesys.engine.failpoints import failpoint
 from vibesys.journal_schema import Journal
 
-STREAMS = ("stdout", "stderr")
+STREAMS = (STDOUT_FILE, STDERR_FILE)
 
 
 def spool_logs(journal: Journal, backend: Backend, job: JobRef) -> int:
     """Bring every new byte of the job's logs home; return how many arrived."""
-    if not isinstance(backend, RemoteFiles) or job.attempt < 1:
+    files = backend.remote_files()
+    if files is None or job.attempt < 1:
         return 0
     job.run_dir.mkdir(parents=True, exist_ok=True)
     arrived = 0
     for stream in STREAMS:
-        arrived += _spool_one(journal, backend, job, stream, job.run_dir / stream)
+        arrived += _spool_one(journal, files, job, stream, job.run_dir / stream)
     return arrived
 
 
@@ -72,18 +73,19 @@ def spool_gathered(
     """Collect in one command where the adapter can (`GathersCollection`): both logs' rest
     comes home with the same rules as `spool_logs` (cut back to the committed offset, append,
     fsync, then commit), the marker and the listing with them. None: collect the usual way."""
-    if not isinstance(backend, GathersCollection) or job.attempt < 1:
+    gathers = backend.gathers_collection()
+    if gathers is None or job.attempt < 1:
         return None
     job.run_dir.mkdir(parents=True, exist_ok=True)
     offsets = {s: journal.spool_offset(job.invocation_id, job.attempt, s) for s in STREAMS}
     with (
-        open(job.run_dir / "stdout", "ab") as out,
-        open(job.run_dir / "stderr", "ab") as err,
+        open(job.run_dir / STDOUT_FILE, "ab") as out,
+        open(job.run_dir / STDERR_FILE, "ab") as err,
     ):
-        handles = {"stdout": out, "stderr": err}
+        handles = {STDOUT_FILE: out, STDERR_FILE: err}
         for stream, handle in handles.items():
             _cut_back(handle, offsets[stream])
-        gathered = backend.gather_collection(job, offsets, patterns, handles)
+        gathered = gathers.gather_collection(job, offsets, patterns, handles)
         if gathered is None:
             return None
         for handle in handles.values():

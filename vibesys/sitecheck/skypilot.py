@@ -12,10 +12,10 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.environment import SkyEnvironment
 from vibesys.adapters.skypilot.login import login_transport_config, slurm_alias
-from vibesys.adapters.skypilot.rundirs import RunDirs
 from vibesys.config.resources import SkyPilotProfile
 from vibesys.config.slurm import LocalTransportConfig, SshTransportConfig
 from vibesys.errors import ConfigError

@@ -20,12 +20,12 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from vibesys.adapters.slurm.parse import (
+from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.site_parse import (
     parse_rate_limit,
     parse_sinfo_partitions,
     parse_slurm_minutes,
 )
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.transports import Runner
 from vibesys.config.slurm import SlurmSiteConfig, SshTransportConfig
 from vibesys.sitecheck.access import SiteAccess, identity_path

@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from tests.skyfake import FakeSky, ref, wait_terminal
 from tests.skyfake import submit_request as request
 from vibesys.adapters.base import JobContext, RemoteState
-from vibesys.adapters.claim import fence_text
 from vibesys.adapters.leases import LeaseAction
+from vibesys.adapters.rundir.claim import fence_text
 from vibesys.adapters.skypilot.boundary import Completed, SkyCli
 from vibesys.adapters.skypilot.errors import (
     ClusterGone,

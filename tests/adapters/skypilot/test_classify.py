@@ -7,7 +7,8 @@ from types import MappingProxyType
 import pytest
 
 from vibesys.adapters.base import RemoteState
-from vibesys.adapters.claim import Claim
+from vibesys.adapters.rundir.claim import Claim
+from vibesys.adapters.rundir.remote import DirState
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
     Observed,
@@ -17,7 +18,6 @@ from vibesys.adapters.skypilot.classify import (
     pick,
 )
 from vibesys.adapters.skypilot.parse import QueueJob, SkyJobStatus
-from vibesys.adapters.skypilot.rundirs import DirState
 
 S = SkyJobStatus
 UP, GONE, UNKNOWN = ClusterView.UP, ClusterView.GONE, ClusterView.UNKNOWN

@@ -3,7 +3,7 @@ accelerators, the command prefix) and the attempt's own (its claim), else what w
 
 from __future__ import annotations
 
-from vibesys.adapters.claim import fence_text, parse_claim
+from vibesys.adapters.rundir.claim import fence_text, parse_claim
 from vibesys.adapters.skypilot.provenance import provenance
 
 from .test_task_wrapper import effective

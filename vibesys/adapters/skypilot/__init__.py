@@ -3,9 +3,9 @@ attempt, never `import sky` (see backend.py for the order the engine drives it i
 
 Pure parts: parse.py (CLI outputs), task.py + wrapper.py (what runs), naming.py, lease.py
 (reuse decision), classify.py (RemoteStatus), provenance.py. Effects: boundary.py (the only
-subprocess boundary), ops.py (one method per `sky` command), rundirs.py (run directories through
-the login node), backend.py. `build` joins the typed request, the operator's profile and the
-environment (`environment.py`); the registry names this module.
+subprocess boundary), ops.py (one method per `sky` command), adapters/rundir/remote.py (run
+directories through the login node), backend.py. `build` joins the typed request, the
+operator's profile and the environment (`environment.py`); the registry names this module.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def build_backend(
             fix="record a compatible profile: vibesys journal config INVOCATION --replace FILE "
             "--profile NAME",
         ) from None
-    from vibesys.adapters.skypilot.rundirs import RunDirs
+    from vibesys.adapters.rundir.remote import RunDirs
 
     cli = SkyCli(venv=environment.venv, env=environment.sky_env(), verify_version=True)
     return SkyPilotBackend(

@@ -29,21 +29,27 @@ from vibesys.adapters.base import (
     Backend,
     JobRef,
     Progress,
-    RemoteFiles,
     RemoteState,
     RemoteStatus,
     Sink,
     SubmitReceipt,
     SubmitRequest,
 )
-from vibesys.adapters.claim import CANCEL_FILE, Claim
 from vibesys.adapters.leases import (
     ClusterSight,
     LeaseAction,
     LeasePlan,
     LeaseReceipt,
-    LeasingBackend,
 )
+from vibesys.adapters.rundir.claim import Claim
+from vibesys.adapters.rundir.names import (
+    CANCEL_FILE,
+    EXIT_CODE_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+    WORK_DIR,
+)
+from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
     Observed,
@@ -59,10 +65,8 @@ from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.parse import ClusterRecord, ClusterStatus, QueueJob
 from vibesys.adapters.skypilot.provenance import provenance
 from vibesys.adapters.skypilot.request import SkyPilotRequest
-from vibesys.adapters.skypilot.rundirs import RunDirs
 from vibesys.adapters.skypilot.staged import stage_candidate
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
-from vibesys.adapters.skypilot.wrapper import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, WORK_DIR
 from vibesys.config.resources import EffectiveResources
 from vibesys.errors import BackendError, SubmitRejected
 
@@ -74,8 +78,19 @@ SKY_LOG_FILE: Final = "sky.log"
 _LIVE: Final = "PENDING,CONFIGURING,RUNNING,COMPLETING"
 
 
-class SkyPilotBackend:
+class SkyPilotBackend(Backend):
     name = "skypilot"
+
+    # -- what the engine may ask of it (mypy checks each protocol against the adapter) ---
+
+    def remote_files(self) -> SkyPilotBackend:
+        return self
+
+    def leasing(self) -> SkyPilotBackend:
+        return self
+
+    def shows_progress(self) -> SkyPilotBackend:
+        return self
 
     def __init__(
         self,
@@ -224,7 +239,7 @@ class SkyPilotBackend:
     # -- Backend ------------------------------------------------------------------------------
 
     def submit(self, request: SubmitRequest[SkyPilotRequest]) -> SubmitReceipt:
-        ref = _ref(request)
+        ref = request.job_ref()
         try:
             run_dir = self.dirs.run_dir(ref)
             passed = request.spec.passed(request.context.env)
@@ -379,14 +394,3 @@ class SkyPilotBackend:
 
     def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
         self.dirs.fetch_artifact(job, path, sink)
-
-
-def _ref(request: SubmitRequest[SkyPilotRequest]) -> JobRef:
-    return JobRef(
-        request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
-    )
-
-
-def _conforms(backend: SkyPilotBackend) -> tuple[Backend, RemoteFiles, LeasingBackend]:
-    """Never called: mypy checks here that the adapter keeps all three protocols."""
-    return backend, backend, backend

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from vibesys.adapters.base import RemoteState, RemoteStatus
-from vibesys.adapters.claim import Claim
+from vibesys.adapters.rundir.claim import Claim
+from vibesys.adapters.rundir.remote import DirState
 from vibesys.adapters.skypilot.parse import QueueJob, SkyJobStatus
-from vibesys.adapters.skypilot.rundirs import DirState
 
 __all__ = ["ClusterView", "Observed", "classify", "format_job_id", "parse_job_ref_id", "pick"]
 

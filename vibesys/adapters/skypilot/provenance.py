@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from datetime import UTC, datetime
 
-from vibesys.adapters.claim import Claim
+from vibesys.adapters.rundir.claim import Claim
 from vibesys.adapters.skypilot.classify import parse_job_ref_id
 from vibesys.config.resources import EffectiveResources
 

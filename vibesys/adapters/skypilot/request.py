@@ -22,8 +22,8 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator
 
 from vibesys.adapters.candidate import CandidateSpec, candidate_spec
-from vibesys.adapters.listing import check_pattern
 from vibesys.adapters.requests import AdapterRequest
+from vibesys.adapters.rundir.listing import check_pattern
 from vibesys.config.profiles import (
     default_clusters_config_path,
     load_clusters_config,

@@ -13,8 +13,8 @@ from pathlib import PurePosixPath
 
 from vibesys.adapters.base import Progress
 from vibesys.adapters.candidate import CandidateSpec, candidate_spec, checked_manifest
+from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.request import SkyPilotRequest
-from vibesys.adapters.skypilot.rundirs import RunDirs
 
 __all__ = ["stage_candidate"]
 

@@ -22,7 +22,7 @@ When the whole job is killed no exit_code is written; when only the command is s
 real scancel of the allocation lets the wrapper outlive it) it records 128+N, which the
 classifier reads with what became of the allocation (`classify.py`).
 
-The claim is the shared protocol's (`vibesys.adapters.claim.claim_shell`): the same claim and
+The claim is the shared protocol's (`vibesys.adapters.rundir.claim.claim_shell`): the same claim and
 fence files, the same atomic link and the same refusal (exit REFUSED_EXIT) as every adapter.
 """
 
@@ -30,12 +30,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from vibesys.adapters.claim import (
+from vibesys.adapters.rundir.claim import REFUSED_EXIT, claim_shell
+from vibesys.adapters.rundir.names import (
     CLAIM_FILE,
     EXIT_CODE_FILE,
-    REFUSED_EXIT,
     REFUSED_FILE,
-    claim_shell,
+    SETUP_FAILED_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+    WORK_DIR,
 )
 from vibesys.adapters.skypilot.parse import EXIT_LINE_PREFIX
 
@@ -53,10 +56,6 @@ __all__ = [
     "attempt_program",
 ]
 
-SETUP_FAILED_FILE: Final = "setup_failed"
-STDOUT_FILE: Final = "stdout"
-STDERR_FILE: Final = "stderr"
-WORK_DIR: Final = "work"
 SETUP_FAILED_EXIT: Final = 86
 #: The claim's first `*_job_id` field, which the engine adopts as the attempt's job id when a
 #: fence finds the job's claim: "<SkyPilot job id>@<allocation>", as the adapter records it.

@@ -22,25 +22,18 @@ __all__ = [
     "SACCT_FIELDS",
     "SACCT_FORMAT",
     "SACCT_PLACEHOLDER_NAME",
-    "SINFO_FORMAT",
     "SLURM_STATES",
     "SQUEUE_FORMAT",
-    "RateLimit",
     "SacctRow",
     "SqueueRow",
     "UnparseableOutput",
     "classify",
-    "parse_config",
     "parse_marker",
-    "parse_rate_limit",
     "parse_sacct",
     "parse_sbatch_parsable",
-    "parse_sinfo_partitions",
-    "parse_slurm_minutes",
     "parse_squeue",
     "parse_started",
     "sacct_argv",
-    "sinfo_argv",
     "squeue_argv",
 ]
 
@@ -62,8 +55,6 @@ SACCT_FORMAT: Final = ",".join(SACCT_FIELDS)
 #: `squeue -h -o SQUEUE_FORMAT`: id, name, state, reason, partition(s), gres; then where it runs
 #: (provenance): node list, start, end (its limit while it runs), CPUs.
 SQUEUE_FORMAT: Final = "%i|%j|%T|%r|%P|%b|%N|%S|%e|%C"
-#: `sinfo -h -o SINFO_FORMAT`: partition name (without the default's `*`) and time limit.
-SINFO_FORMAT: Final = "%R %l"
 
 #: JobName sacct shows until slurmdbd has the job's real record (up to ~5 s after it ends).
 SACCT_PLACEHOLDER_NAME: Final = "allocation"
@@ -104,10 +95,6 @@ SLURM_STATES: Final[Mapping[str, RemoteState]] = MappingProxyType(
 _ENDED_ON_ITS_OWN: Final = frozenset({"COMPLETED", "FAILED"})
 
 _SBATCH_PARSABLE = re.compile(r"^([0-9]+)(?:;([A-Za-z0-9_.-]+))?$")
-_SLURM_TIME = re.compile(
-    r"^(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
-    r"|(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)|(?P<mm>\d+)(?::(?P<ss>\d+))?)$"
-)
 _SQUEUE_CODES: Final = {
     "%i": "job_id",
     "%j": "job_name",
@@ -189,10 +176,6 @@ def squeue_argv(*, job_ids: Sequence[str] = (), names: Sequence[str] = ()) -> li
     return [*argv, "-j", ",".join(job_ids)] if job_ids else [*argv, "--name", ",".join(names)]
 
 
-def sinfo_argv() -> list[str]:
-    return ["sinfo", "-h", "-o", SINFO_FORMAT]
-
-
 def parse_sbatch_parsable(text: str) -> str:
     """The job id from `sbatch --parsable` stdout: `22`, or `24;vibesys` with --clusters.
     Anything else raises UnparseableOutput with `maybe_submitted` set: sbatch said it
@@ -214,7 +197,7 @@ def parse_sacct(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[SacctRo
     if missing:
         raise ValueError(f"sacct fields lack {', '.join(sorted(missing))}")
     rows = []
-    for line in _lines(text):
+    for line in lines_of(text):
         values = _split(line, len(fields), fields.index("JobName"), "sacct")
         row = dict(zip(fields, values, strict=True))
         if "." in row["JobID"]:
@@ -249,7 +232,7 @@ def parse_squeue(text: str, format: str = SQUEUE_FORMAT) -> list[SqueueRow]:
     if missing:
         raise ValueError(f"squeue format lacks {', '.join(sorted(missing))}")
     rows = []
-    for line in _lines(text):
+    for line in lines_of(text):
         values = _split(line, len(codes), codes.index("%j"), "squeue")
         row = {
             _SQUEUE_CODES[c]: v for c, v in zip(codes, values, strict=True) if c in _SQUEUE_CODES
@@ -272,52 +255,6 @@ def parse_squeue(text: str, format: str = SQUEUE_FORMAT) -> list[SqueueRow]:
     return rows
 
 
-def parse_slurm_minutes(text: str) -> int | None:
-    """A Slurm duration in whole minutes (seconds round down): `30:00` → 30, `2:00:00` → 120,
-    `1-00:00:00` → 1440, `45` → 45 (a bare number is minutes). `infinite` → None."""
-    value = text.strip()
-    if value.lower() in ("infinite", "unlimited"):
-        return None
-    match = _SLURM_TIME.match(value)
-    if match is None:
-        raise ValueError(f"not a Slurm time: {text!r}")
-    parts = {key: int(number) for key, number in match.groupdict().items() if number is not None}
-    if "days" in parts:
-        seconds = parts["days"] * 86400 + parts["dh"] * 3600 + parts.get("dm", 0) * 60
-        seconds += parts.get("ds", 0)
-    elif "h" in parts:
-        seconds = parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
-    else:
-        seconds = parts["mm"] * 60 + parts.get("ss", 0)
-    return seconds // 60
-
-
-def parse_sinfo_partitions(text: str) -> dict[str, int | None]:
-    """Partition → time limit in minutes (None: no limit) from `sinfo -h -o '%R %l'`.
-    A partition whose limit sinfo reports as `n/a` is left out: no request can be proven to
-    fit it. The default partition's `*` (printed by %P) is dropped."""
-    limits: dict[str, int | None] = {}
-    for line in _lines(text):
-        words = line.split()
-        if len(words) != 2:
-            raise UnparseableOutput(f"sinfo line {line!r}: expected 'PARTITION LIMIT'")
-        name, limit_text = words[0].rstrip("*"), words[1]
-        if limit_text.lower() == "n/a":
-            continue
-        try:
-            limit = parse_slurm_minutes(limit_text)
-        except ValueError:
-            raise UnparseableOutput(f"sinfo line {line!r}: bad time limit") from None
-        if name in limits:
-            # One partition over several lines (nodes in different states): keep the smaller
-            # limit (None is none at all), so a request is never told it fits when it may not.
-            previous = limits[name]
-            if limit is None or (previous is not None and previous < limit):
-                limit = previous
-        limits[name] = limit
-    return limits
-
-
 def parse_marker(text: str) -> int:
     """The exit status in a run directory's `exit_code` file."""
     value = text.strip()
@@ -329,7 +266,7 @@ def parse_marker(text: str) -> int:
 def parse_started(text: str) -> dict[str, str]:
     """The `key=value` lines of a run directory's `started` record."""
     record = {}
-    for line in _lines(text):
+    for line in lines_of(text):
         key, sep, value = line.partition("=")
         if sep:
             record[key.strip()] = value.strip()
@@ -390,57 +327,13 @@ def classify(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class RateLimit:
-    """slurmctld's per-user RPC token bucket (Slurm 23.02+, `rl_enable` in
-    SlurmctldParameters): `bucket` tokens at most, `refill` more every `period` seconds."""
-
-    bucket: int
-    refill: int
-    period: int
-
-    @property
-    def per_second(self) -> float:
-        return self.refill / self.period
-
-
-#: slurmctld's defaults for the rl_* parameters not given (slurm.conf man page).
-_RL_DEFAULTS: Final = {"rl_bucket_size": 30, "rl_refill_rate": 2, "rl_refill_period": 1}
-_CONFIG_LINE = re.compile(r"^(\w+)\s*=\s*(.*?)\s*$")
-
-
-def parse_config(text: str) -> dict[str, str]:
-    """`scontrol show config` as key -> value (the header line and blank lines dropped)."""
-    found: dict[str, str] = {}
-    for line in _lines(text):
-        match = _CONFIG_LINE.match(line)
-        if match:
-            found[match.group(1)] = match.group(2)
-    return found
-
-
-def parse_rate_limit(slurmctld_parameters: str) -> RateLimit | None:
-    """The RPC rate limit SlurmctldParameters sets, or None when `rl_enable` is not among
-    them. A value that is missing, not a number or not positive falls back to the default,
-    as slurmctld itself does."""
-    words = [w.strip() for w in slurmctld_parameters.split(",")]
-    if "rl_enable" not in words:
-        return None
-    values = dict(_RL_DEFAULTS)
-    for word in words:
-        key, sep, value = word.partition("=")
-        if sep and key in values and value.strip().isdigit() and int(value) > 0:
-            values[key] = int(value)
-    return RateLimit(values["rl_bucket_size"], values["rl_refill_rate"], values["rl_refill_period"])
-
-
 def _command_status(row: SacctRow) -> int | None:
     if row.exit_signal:
         return 128 + row.exit_signal
     return row.exit_status
 
 
-def _lines(text: str) -> list[str]:
+def lines_of(text: str) -> list[str]:
     return [line.rstrip("\r") for line in text.splitlines() if line.strip()]
 
 

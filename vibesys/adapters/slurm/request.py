@@ -17,8 +17,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from vibesys.adapters.candidate import CandidateSpec, candidate_spec
-from vibesys.adapters.listing import check_pattern
 from vibesys.adapters.requests import AdapterRequest
+from vibesys.adapters.rundir.listing import check_pattern
 from vibesys.config import SlurmRequest, SlurmSiteConfig, check_request, load_slurm_config
 from vibesys.config.request import check_trusted
 from vibesys.config.site import RecordedSite, slurm_site

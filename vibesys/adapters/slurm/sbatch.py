@@ -5,35 +5,39 @@ starts, and is found again by that name (or its claim).
 A submission is one remote command (`_SUBMIT`): check that the candidate's snapshot is staged,
 create the run directory, write the batch script from stdin, and exec sbatch. Only when the
 snapshot is missing does the stage run (its uploads), and the command again without the check.
-Over SSH that is one round trip where there were four."""
+Over SSH that is one round trip."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shlex
-from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from vibesys.adapters.base import JobRef, Progress, SubmitReceipt, SubmitRequest
+from vibesys.adapters.rundir.names import WORK_DIR
+from vibesys.adapters.slurm.backend_base import SlurmBackendBase
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
 from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase, make_request
-from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
+from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.script import (
     SCRIPT_FILE,
-    SlurmJobSpec,
     render_sbatch,
     sbatch_argv,
-    with_setup,
+)
+from vibesys.adapters.slurm.submission import (
+    REJECTIONS,
+    Candidate,
+    candidate_setup,
+    job_spec,
 )
 from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
 from vibesys.adapters.transports import prewarm as prewarm_transport
 from vibesys.config import SlurmSiteConfig
-from vibesys.errors import BackendUnavailable, SubmitRejected, UsageError
+from vibesys.errors import BackendUnavailable, SubmitRejected
 
 if TYPE_CHECKING:
-    from vibesys.snapshot import Manifest
+    pass
 
 #: `sh -c _SUBMIT vibesys-submit WORK SCRIPT PYTHON VERIFY SNAPSHOT DIGEST SBATCH...`, the
 #: batch script on stdin. With PYTHON set, the snapshot is probed first; when it is not
@@ -64,124 +68,27 @@ PROBE_SAID = "vibesys-submit: snapshot not staged"
 
 _JOB_ID = re.compile(r"^[0-9]+(;[A-Za-z0-9_.-]+)?$")
 
-#: sbatch's answers that prove the request itself is invalid (nothing runs, retrying is futile).
-REJECTIONS = re.compile(
-    r"invalid partition|Requested time limit is invalid|node configuration is not available|"
-    r"Memory specification can not be satisfied|Invalid generic resource|Invalid account|"
-    r"Invalid qos|violates accounting/QOS policy|Invalid dependency|Job dependency problem",
-    re.IGNORECASE,
-)
-
-
-def job_spec(
-    request: SubmitRequest[SlurmRequestBase],
-    remote: PurePosixPath,
-    extra: Sequence[str],
-    partitions: tuple[str, ...] | None = None,
-) -> SlurmJobSpec:
-    """The job as Slurm will see it, from the typed request recorded with the invocation."""
-    spec = request.spec
-    after = spec.after if isinstance(spec, SbatchRequest) else None
-    try:
-        return SlurmJobSpec(
-            job_name=request.job_name,
-            command=tuple(request.command),
-            run_dir=remote,
-            time_minutes=spec.time_minutes,
-            gpus=spec.gpus,
-            partitions=spec.partitions if partitions is None else partitions,
-            extra_arguments=tuple(extra),
-            dependency=after.job_id.split(";")[0] if after else None,
-            workdir=remote / WORK_DIR,
-        )
-    except UsageError as exc:
-        raise SubmitRejected(f"invalid request: {exc}") from exc
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Candidate:
-    """A candidate to stage: its manifest (digest checked), where it is read from and where
-    its snapshot lives on the cluster."""
-
-    manifest: Manifest
-    path: str
-    root: PurePosixPath
-
-    @property
-    def digest(self) -> str:
-        return self.manifest.digest
-
-    @property
-    def snapshot_dir(self) -> PurePosixPath:
-        from vibesys.adapters import staging
-
-        return staging.snapshot_path(self.root, self.manifest.digest)
-
-
-def candidate_setup(
-    scheduler: SlurmScheduler, request: SubmitRequest[SlurmRequestBase], spec: SlurmJobSpec
-) -> tuple[SlurmJobSpec, Candidate | None]:
-    """The job with its candidate's copy-and-verify steps, and the candidate to stage; no
-    remote command yet. The candidate must still have the digest recorded at PREPARED:
-    vibesys never runs code other than what it recorded."""
-    candidate = request.spec.candidate
-    if candidate is None:
-        return spec, None
-    # Staging and snapshots are imported where a candidate is handled: most runs have none,
-    # and each of dozens of concurrent `vibesys run` pays for what it imports.
-    from vibesys.adapters import staging
-    from vibesys.adapters.candidate import checked_manifest
-
-    manifest = checked_manifest(candidate)
-    root = PurePosixPath(scheduler.config.slurm.remote_workspace_root)
-    staged = Candidate(manifest, candidate.path, root)
-    work = spec.workdir or spec.run_dir
-    setup = (
-        tuple(staging.copy_command(staged.snapshot_dir, work)),
-        tuple(staging.verify_command(work, manifest.digest)),
-    )
-    # The copy replaces the work directory: the job starts in its run directory and enters
-    # the fresh copy only once it is verified.
-    command = with_setup(spec.command, setup, spec.run_dir, work)
-    return dataclasses.replace(spec, command=command, workdir=None), staged
-
-
-def stage_candidate(
-    scheduler: SlurmScheduler,
-    request: SubmitRequest[SlurmRequestBase],
-    spec: SlurmJobSpec,
-    progress: Progress | None = None,
-) -> SlurmJobSpec:
-    """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
-    its work directory before the command runs (the srun adapter's way: a stage, then srun)."""
-    spec, candidate = candidate_setup(scheduler, request, spec)
-    if candidate is not None:
-        from vibesys.adapters import staging  # only with a candidate (see candidate_setup)
-
-        staging.stage(
-            candidate.manifest, candidate.path, scheduler.runner, candidate.root, progress=progress
-        )
-    return spec
-
-
-def request_ref(request: SubmitRequest[SlurmRequestBase]) -> JobRef:
-    return JobRef(
-        request.job_name, None, request.run_dir, None, request.invocation_id, request.attempt
-    )
-
 
 class SbatchBackend(SlurmBackendBase):
     name = "sbatch"
 
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def follows_parent(self) -> SbatchBackend:
+        return self
+
+    def shows_progress(self) -> SbatchBackend:
+        return self
+
     def __init__(self, config: SlurmSiteConfig, runner: Runner | None = None) -> None:
         runner = runner or runner_from_config(config.slurm.transport)
-        self.scheduler = SlurmScheduler(config, runner)
+        super().__init__(SlurmScheduler(config, runner))
         #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
         self.progress: Progress | None = None
 
     def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
         scheduler = self.scheduler
-        remote = scheduler.remote_dir(request_ref(request))
+        remote = scheduler.remote_dir(request.job_ref())
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
         spec, candidate = candidate_setup(scheduler, request, spec)
         script = render_sbatch(spec)
@@ -300,4 +207,4 @@ def _probe_said(err: str) -> bool:
     return bool(lines) and lines[-1].startswith(PROBE_SAID)
 
 
-__all__ = ["REJECTIONS", "Request", "SbatchBackend", "build", "make_request", "prewarm"]
+__all__ = ["Request", "SbatchBackend", "build", "make_request", "prewarm"]

@@ -1,5 +1,5 @@
 """What the sbatch and srun adapters share: batched status, lookup by name, cancel, fence,
-collect.
+collect (their backends' common part is `backend_base.py`).
 
 One status round asks the scheduler at most twice for any number of jobs: one `squeue` over
 all states for every name, then one `sacct` for the jobs squeue no longer knows (or that ended
@@ -16,10 +16,9 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from vibesys.adapters.base import (
-    ArtifactInfo,
     GatheredCollection,
     JobRef,
     PollSchedule,
@@ -27,29 +26,30 @@ from vibesys.adapters.base import (
     RemoteStatus,
     Sink,
 )
-from vibesys.adapters.claim import CANCEL_FILE, FENCE_SCRIPT, Claim, parse_claim
-from vibesys.adapters.gather import gather
-from vibesys.adapters.remote_files import fetch_file, list_artifacts_in, read_from
-from vibesys.adapters.slurm.markers import (
+from vibesys.adapters.rundir.claim import Claim
+from vibesys.adapters.rundir.markers import (
     ROUND_SPLIT,
     Markers,
     parse_markers,
     read_here,
     round_script,
 )
+from vibesys.adapters.rundir.names import (
+    CANCEL_FILE,
+    EXIT_CODE_FILE,
+)
+from vibesys.adapters.rundir.reader import RunDirReader
 from vibesys.adapters.slurm.parse import (
     SacctRow,
     SqueueRow,
     classify,
-    parse_config,
-    parse_rate_limit,
     parse_sacct,
     parse_squeue,
     sacct_argv,
     squeue_argv,
 )
 from vibesys.adapters.slurm.provenance import provenance
-from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE
+from vibesys.adapters.slurm.site_parse import parse_config, parse_rate_limit
 from vibesys.adapters.slurm.status_rules import (
     absent_status,
     claimed_elsewhere,
@@ -61,13 +61,8 @@ from vibesys.adapters.times import reported_time
 from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable
-from vibesys.osutil.layout import log_paths
 
 CANCEL_MARKER = CANCEL_FILE
-WORK_DIR = "work"
-# Prints nothing (rc 0) for a log that does not exist yet, else its bytes from an offset.
-# Prints each directory given that holds an exit_code marker (the probe between rounds).
-_PROBE_MARKERS = 'for d in "$@"; do [ -e "$d/exit_code" ] && printf "%s\\n" "$d"; done; exit 0'
 #: The share of the site's RPC rate limit our status rounds may use: the rest is left for
 #: submissions, cancels and the user's own commands.
 RATE_LIMIT_SHARE = 0.5
@@ -75,25 +70,38 @@ RATE_LIMIT_SHARE = 0.5
 SITE_FACT_KEYS = ("SlurmctldParameters", "MinJobAge")
 
 
+class SlurmRunDirs(RunDirReader):
+    """The attempts' run directories under the site's `remote_workspace_root`."""
+
+    def __init__(self, config: SlurmSiteConfig, runner: Runner) -> None:
+        # With the local transport the cluster's files are this host's files.
+        shares = isinstance(runner, LocalTransport)
+        timeout = config.slurm.command_timeout_seconds
+        super().__init__(runner, timeout=timeout, shares_filesystem=shares)
+        self._root = PurePosixPath(config.slurm.remote_workspace_root)
+
+    def root(self) -> PurePosixPath:
+        return self._root
+
+
 class SlurmScheduler:
     def __init__(self, config: SlurmSiteConfig, runner: Runner) -> None:
         self.config = config
         self.runner = runner
+        self.dirs = SlurmRunDirs(config, runner)
 
     # -- paths ------------------------------------------------------------------------------
 
     def remote_dir(self, job: JobRef) -> PurePosixPath:
-        root = PurePosixPath(self.config.slurm.remote_workspace_root)
-        return root / job.invocation_id / str(job.attempt)
+        return self.dirs.run_dir(job)
 
     def work_dir(self, job: JobRef) -> PurePosixPath:
         """Where the command runs (and declared artifacts are found)."""
-        return self.remote_dir(job) / WORK_DIR
+        return self.dirs.work_dir(job)
 
     @property
     def shares_filesystem(self) -> bool:
-        """With the local transport the cluster's files are this host's files."""
-        return isinstance(self.runner, LocalTransport)
+        return self.dirs.shares_filesystem
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -280,8 +288,7 @@ class SlurmScheduler:
         """Claim the attempt's remote run directory for nobody, unless its job did first; when
         the fence holds, cancel whatever was queued under the name (it could only refuse)."""
         remote = str(self.remote_dir(job))
-        out = self.checked(["sh", "-c", FENCE_SCRIPT, "vibesys-fence", remote, text])
-        claim = parse_claim(out)
+        claim, out = self.dirs.write_fence(job, text)
         if claim is None:
             raise BackendUnavailable(f"fence: no readable claim in {remote}", evidence=out[:500])
         if claim.fenced:
@@ -302,12 +309,10 @@ class SlurmScheduler:
         sinks: Mapping[str, Sink],
     ) -> GatheredCollection | None:
         """Over a remote transport, the logs' rest, the marker and the artifacts' listing in
-        one command (`adapters/gather.py`)."""
+        one command (`adapters/rundir/gather.py`)."""
         if self.shares_filesystem:
             return None
-        remote, work = str(self.remote_dir(job)), str(self.work_dir(job))
-        limit = self.config.slurm.command_timeout_seconds
-        got = gather(self.runner, remote, work, offsets, patterns, sinks, list_limit=limit)
+        got = self.dirs.gather(job, offsets, patterns, sinks)
         return GatheredCollection(got.log_bytes, self._marker_record(job, got.marker), got.listing)
 
     def _marker_record(self, job: JobRef, marker: str | None) -> str:
@@ -317,27 +322,6 @@ class SlurmScheduler:
             return f"no marker in {remote}"
         (job.run_dir / EXIT_CODE_FILE).write_text(marker)
         return f"marker from {remote}: exit_code={marker.strip()}"
-
-    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
-        if stream not in (STDOUT_FILE, STDERR_FILE):
-            raise ValueError(f"unknown log stream {stream!r}")
-        path = str(self.remote_dir(job) / stream)
-        if self.shares_filesystem:
-            # The cluster's files are this host's: read them, no command to start.
-            return _copy_from(path, offset, sink)
-        return read_from(self.runner, path, offset, sink)
-
-    def list_artifacts(
-        self, job: JobRef, patterns: Sequence[str]
-    ) -> tuple[list[ArtifactInfo], list[str]]:
-        return list_artifacts_in(self.checked, self.work_dir(job), patterns)
-
-    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
-        fetch_file(self.runner, str(self.work_dir(job) / path), sink)
-
-    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        # The local spool: the engine copies the remote logs there by byte offset.
-        return log_paths(job.run_dir)
 
     def poll_interval(self, age_seconds: float) -> float:
         return self.config.slurm.poll_interval(age_seconds)
@@ -383,34 +367,6 @@ class SlurmScheduler:
             settle=slurm.poll_settle_seconds,
         )
 
-    def probe(self, jobs: Sequence[JobRef]) -> set[str]:
-        """The jobs whose exit_code marker exists: a stat each on a shared file system, else
-        one remote command for all of them."""
-        dirs = {str(self.remote_dir(j)): j.job_name for j in jobs}
-        if not dirs:
-            return set()
-        if self.shares_filesystem:
-            return {name for d, name in dirs.items() if os.path.exists(f"{d}/{EXIT_CODE_FILE}")}
-        out = self.checked(["sh", "-c", _PROBE_MARKERS, "vibesys-probe", *dirs])
-        return {dirs[line] for line in out.splitlines() if line in dirs}
-
-
-def _copy_from(path: str, offset: int, sink: Sink) -> int:
-    """Copy `path` from `offset` to `sink`; 0 bytes for a file that does not exist yet."""
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        return 0
-    except OSError as exc:
-        raise BackendUnavailable(f"reading {path} failed: {exc.strerror or exc}") from None
-    copied = 0
-    with handle:
-        handle.seek(offset)
-        while chunk := handle.read(1 << 20):
-            sink.write(chunk)
-            copied += len(chunk)
-    return copied
-
 
 def _claimed_at(claim: Claim | None) -> datetime | None:
     return reported_time(claim.get("started_at")) if claim else None
@@ -420,59 +376,3 @@ def _age(moment: datetime | None) -> float | None:
     if moment is None:
         return None
     return (datetime.now(UTC) - moment).total_seconds()
-
-
-class SlurmBackendBase:
-    """What the sbatch and srun backends do alike: everything but submitting."""
-
-    scheduler: SlurmScheduler
-
-    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
-        return self.scheduler.status(jobs)
-
-    def cancel(self, job: JobRef) -> None:
-        self.scheduler.cancel(job)
-
-    def collect(self, job: JobRef) -> str:
-        return self.scheduler.collect(job)
-
-    def gather_collection(
-        self,
-        job: JobRef,
-        offsets: Mapping[str, int],
-        patterns: Sequence[str],
-        sinks: Mapping[str, Sink],
-    ) -> GatheredCollection | None:
-        return self.scheduler.gather_collection(job, offsets, patterns, sinks)
-
-    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        return self.scheduler.log_paths(job)
-
-    def poll_interval(self, age_seconds: float) -> float:
-        return self.scheduler.poll_interval(age_seconds)
-
-    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
-        return self.scheduler.read_log(job, stream, offset, sink)
-
-    def list_artifacts(
-        self, job: JobRef, patterns: Sequence[str]
-    ) -> tuple[list[ArtifactInfo], list[str]]:
-        return self.scheduler.list_artifacts(job, patterns)
-
-    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
-        self.scheduler.fetch_artifact(job, path, sink)
-
-    def fence(self, job: JobRef, text: str) -> Claim:
-        return self.scheduler.fence(job, text)
-
-    def poll_site(self) -> str:
-        return self.scheduler.poll_site()
-
-    def site_facts(self) -> dict[str, str]:
-        return self.scheduler.site_facts()
-
-    def poll_schedule(self, facts: Mapping[str, str]) -> PollSchedule:
-        return self.scheduler.poll_schedule(facts)
-
-    def probe(self, jobs: Sequence[JobRef]) -> set[str]:
-        return self.scheduler.probe(jobs)

@@ -1,7 +1,7 @@
 """Pure rendering of what vibesys hands to Slurm: the batch script and the srun argv.
 
 Both wrap the command the same way, so every Slurm job leaves the same files in its run
-directory (the contract the local adapter also keeps, see `vibesys.adapters.claim`):
+directory (the contract the local adapter also keeps, see `vibesys.adapters.rundir.claim`):
 - `claim`      host, UTC start time and Slurm job id, linked into place atomically before the
                command runs. If the attempt is claimed already (the engine's fence, or a
                duplicate job), the job runs nothing, leaves `refused` and exits 85;
@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Final
 
-from vibesys.adapters.claim import claim_shell
+from vibesys.adapters.rundir.claim import claim_shell
+from vibesys.adapters.rundir.names import (
+    EXIT_CODE_FILE,
+    SETUP_FAILED_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+)
 from vibesys.adapters.transports.base import check_argv, shell_join
 from vibesys.errors import UsageError
 
@@ -39,9 +45,6 @@ __all__ = [
 ]
 
 SCRIPT_FILE: Final = "job.sbatch"
-EXIT_CODE_FILE: Final = "exit_code"
-STDOUT_FILE: Final = "stdout"
-STDERR_FILE: Final = "stderr"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # sbatch expands `%` in --output/--error and splits #SBATCH lines on whitespace; a path that
@@ -182,7 +185,6 @@ def srun_argv(spec: SlurmJobSpec) -> list[str]:
     return [*argv, *spec.command]
 
 
-SETUP_FAILED_FILE: Final = "setup_failed"
 #: The exit status of a job whose setup (snapshot copy and verification) failed: the command
 #: never ran, and `setup_failed` (not `exit_code`) tells the reader why.
 SETUP_FAILED_EXIT: Final = 86

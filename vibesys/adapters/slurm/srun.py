@@ -18,19 +18,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
-from vibesys.adapters.claim import CLAIM_FILE, Claim, parse_claim
-from vibesys.adapters.slurm.markers import read_here
-from vibesys.adapters.slurm.parse import (
-    parse_sinfo_partitions,
-    parse_squeue,
-    sinfo_argv,
-    squeue_argv,
+from vibesys.adapters.rundir.claim import Claim, parse_claim
+from vibesys.adapters.rundir.markers import read_here
+from vibesys.adapters.rundir.names import (
+    CLAIM_FILE,
+    EXIT_CODE_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+    WORK_DIR,
 )
+from vibesys.adapters.slurm.backend_base import SlurmBackendBase
+from vibesys.adapters.slurm.parse import parse_squeue, squeue_argv
 from vibesys.adapters.slurm.partitions import choose_partition, parse_windows
 from vibesys.adapters.slurm.request import SrunRequest, make_request
-from vibesys.adapters.slurm.sbatch import REJECTIONS, job_spec, request_ref, stage_candidate
-from vibesys.adapters.slurm.scheduler import WORK_DIR, SlurmBackendBase, SlurmScheduler
-from vibesys.adapters.slurm.script import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, srun_argv
+from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.script import srun_argv
+from vibesys.adapters.slurm.site_parse import parse_sinfo_partitions, sinfo_argv
+from vibesys.adapters.slurm.submission import REJECTIONS, job_spec, stage_candidate
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable, ConfigError, SubmitRejected
@@ -45,12 +49,17 @@ _LOOKUP_EVERY = 0.5
 class SrunBackend(SlurmBackendBase):
     name = "srun"
 
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def sees_its_own_end(self) -> SrunBackend:
+        return self
+
     def __init__(self, config: SlurmSiteConfig, runner: LocalTransport | None = None) -> None:
         transport = config.slurm.transport
         if transport.kind != "local":
             raise ConfigError('slurm.transport.kind: the srun adapter needs kind = "local"')
         self.transport = runner or LocalTransport(transport.shell_command)
-        self.scheduler = SlurmScheduler(config, self.transport)
+        super().__init__(SlurmScheduler(config, self.transport))
         #: the srun processes this process started, by job name
         self._launched: dict[str, _Launched] = {}
 
@@ -80,7 +89,7 @@ class SrunBackend(SlurmBackendBase):
 
     def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
         scheduler = self.scheduler
-        remote = scheduler.remote_dir(request_ref(request))
+        remote = scheduler.remote_dir(request.job_ref())
         agent = scheduler.config.agent_gpu
         extra = agent.srun_arguments if agent else ()
         spec = job_spec(request, remote, extra, partitions=self.choose(request.spec))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vibesys.adapters.base import TERMINAL_REMOTE, JobRef, RemoteState, RemoteStatus
-from vibesys.adapters.claim import Claim
+from vibesys.adapters.rundir.claim import Claim
 from vibesys.adapters.slurm.parse import SACCT_PLACEHOLDER_NAME, SLURM_STATES, SacctRow, SqueueRow
 
 __all__ = ["absent_status", "claimed_elsewhere", "is_terminal", "rows_by_name", "sacct_lagging"]

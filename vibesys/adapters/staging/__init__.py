@@ -16,8 +16,8 @@ from vibesys.adapters.staging.staging import (
     snapshot_path,
     stage,
     verify_command,
-    verify_script,
 )
+from vibesys.adapters.staging.upload import verify_script
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",

@@ -9,28 +9,21 @@ Remote layout under `remote_root`:
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
-import importlib.resources
-import io
 import os
 import re
 import secrets
-import tarfile
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from types import TracebackType
 from typing import Final
 
 from vibesys.adapters.base import Progress
-from vibesys.adapters.staging.errors import SnapshotMismatch, StagingFailed
+from vibesys.adapters.staging.errors import StagingFailed
+from vibesys.adapters.staging.upload import Helper, Upload, verify_script, write_tar
 from vibesys.adapters.transports.base import CommandResult, Runner
-from vibesys.errors import BackendError, UsageError
+from vibesys.errors import UsageError
 from vibesys.snapshot import _remote
-from vibesys.snapshot.errors import CandidateError
-from vibesys.snapshot.manifest import EntryKind, Manifest, ManifestEntry
+from vibesys.snapshot.manifest import Manifest
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -85,15 +78,6 @@ class StageResult:
     @property
     def reused(self) -> bool:
         return self.outcome is StageOutcome.REUSED
-
-
-@functools.cache
-def verify_script() -> str:
-    """The remote helper's source (stdlib only, Python 3.6+). As a verifier:
-    `python3 -I -c SCRIPT DIR DIGEST` exits 0 when DIR is exactly the snapshot DIGEST (the
-    top-level marker aside), else VERIFY_MISMATCH_EXIT with one line on stderr."""
-    source = importlib.resources.files("vibesys.snapshot").joinpath("_remote.py")
-    return source.read_text(encoding="utf-8")
 
 
 def snapshot_path(remote_root: PurePosixPath | str, digest: str) -> PurePosixPath:
@@ -179,18 +163,18 @@ def stage(
     digest = manifest.digest
     snapshots = _remote_path("remote_root", remote_root) / SNAPSHOTS_DIR
     final = snapshots / digest
-    helper = _Helper(runner, python, timeout)
+    helper = Helper(runner, python, timeout)
     probe = probed if probed is not None else helper.run("--probe", str(final), digest)
     if probe.returncode == _remote.EXIT_OK:
         evidence = f"snapshot {digest} verified at {final}: reused, nothing uploaded"
         return StageResult(digest, final, StageOutcome.REUSED, 0, helper.count, None, evidence)
     if probe.returncode not in (_remote.EXIT_ABSENT, _remote.EXIT_MISMATCH):
         raise helper.failure(probe, StagingFailed)
-    upload = _Upload(helper, snapshots, secrets.token_hex(8), chunk_bytes, progress)
+    upload = Upload(helper, snapshots, secrets.token_hex(8), chunk_bytes, progress)
     if progress is not None:
         progress.begin(f"staging {digest[:12]}", manifest.total_bytes)
     try:
-        _write_tar(manifest, Path(root), upload)
+        write_tar(manifest, Path(root), upload)
         answer = upload.finish(digest)
     except BaseException:
         upload.abort()
@@ -220,171 +204,6 @@ def stage(
         commands=helper.count,
         quarantined=quarantined,
         evidence=evidence,
-    )
-
-
-class _Helper:
-    """Runs the remote helper through the Runner and counts the commands."""
-
-    def __init__(self, runner: Runner, python: str, timeout: float | None) -> None:
-        self.runner = runner
-        self.python = python
-        self.timeout = timeout
-        self.count = 0
-
-    def run(self, mode: str, *args: str, input: bytes | None = None) -> CommandResult:
-        self.count += 1
-        argv = [self.python, "-I", "-c", verify_script(), mode, *args]
-        return self.runner.run(argv, input=input, timeout=self.timeout)
-
-    @staticmethod
-    def failure(result: CommandResult, kind: type[BackendError]) -> BackendError:
-        # Not CommandResult.evidence(): the argv holds the whole helper script.
-        what = " ".join(result.argv[4:])
-        stderr = " ".join(result.stderr.split())[:500] or "(no stderr)"
-        if result.returncode == 127:
-            stderr += f" ({result.argv[0]} not found on the remote side?)"
-        line = f"snapshot helper {what} -> rc={result.returncode}: {stderr}"
-        return kind(line, evidence=line)
-
-
-class _Upload:
-    """Where tarfile writes the archive: sent in pieces of `chunk_bytes`, each with one
-    `--append` command; the rest goes with the final `--install`."""
-
-    def __init__(
-        self,
-        helper: _Helper,
-        snapshots: PurePosixPath,
-        token: str,
-        chunk_bytes: int,
-        progress: Progress | None = None,
-    ) -> None:
-        self.progress = progress
-        self.helper = helper
-        self.snapshots = str(snapshots)
-        self.token = token
-        self.chunk_bytes = chunk_bytes
-        self.buffer = bytearray()
-        self.position = 0
-        self.sent = 0
-
-    def write(self, data: bytes) -> int:
-        self.buffer += data
-        self.position += len(data)
-        while len(self.buffer) >= self.chunk_bytes:
-            piece = bytes(self.buffer[: self.chunk_bytes])
-            del self.buffer[: self.chunk_bytes]
-            result = self.helper.run("--append", self.snapshots, self.token, input=piece)
-            if not result.ok:
-                raise self.helper.failure(result, StagingFailed)
-            self.sent += len(piece)
-            if self.progress is not None:
-                self.progress.advance(len(piece))
-        return len(data)
-
-    def tell(self) -> int:
-        return self.position
-
-    # The rest of what tarfile's file protocol names; a write-only stream never uses them.
-    def read(self, size: int, /) -> bytes:
-        raise io.UnsupportedOperation("read")
-
-    def seek(self, pos: int, /) -> int:
-        raise io.UnsupportedOperation("seek")
-
-    def close(self) -> None:
-        pass
-
-    def finish(self, digest: str) -> CommandResult:
-        piece = bytes(self.buffer)
-        self.buffer.clear()
-        result = self.helper.run("--install", self.snapshots, digest, self.token, input=piece)
-        self.sent += len(piece)
-        if self.progress is not None:
-            self.progress.advance(len(piece))
-        if result.returncode == _remote.EXIT_MISMATCH:
-            raise self.helper.failure(result, SnapshotMismatch)
-        if not result.ok:
-            raise self.helper.failure(result, StagingFailed)
-        return result
-
-    def abort(self) -> None:
-        """Best effort: remove the partial upload (the remote side already cleans up after a
-        failed install; this covers a failure between pieces)."""
-        with contextlib.suppress(BackendError):
-            self.helper.run("--abort", self.snapshots, self.token)
-
-
-class _Reader:
-    """A candidate file read for the archive, checked against its manifest entry as it goes."""
-
-    def __init__(self, root: Path, entry: ManifestEntry) -> None:
-        self.entry = entry
-        fd = os.open(root / entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        self.file = open(fd, "rb", buffering=0)  # noqa: SIM115 (closed by __exit__)
-        self.hash = hashlib.sha256()
-        self.size = 0
-
-    def read(self, count: int = -1, /) -> bytes:
-        data = self.file.read(count)
-        self.hash.update(data)
-        self.size += len(data)
-        return data
-
-    def unchanged(self) -> bool:
-        return (
-            not self.file.read(1)
-            and self.size == self.entry.size
-            and self.hash.hexdigest() == self.entry.sha256
-        )
-
-    def __enter__(self) -> _Reader:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.file.close()
-
-
-def _write_tar(manifest: Manifest, root: Path, sink: _Upload) -> None:
-    """The manifest's entries as a PAX archive, in digest order (parents before children):
-    regular files, directories and symbolic links only, owner 0, time 0, normalized modes."""
-    with tarfile.TarFile(
-        fileobj=sink,  # tarfile needs only write() and tell() of it
-        mode="w",
-        format=tarfile.PAX_FORMAT,
-        encoding="utf-8",
-        copybufsize=_remote.CHUNK,
-    ) as tar:
-        for entry in manifest.entries:
-            info = tarfile.TarInfo(entry.path)
-            info.mode = entry.mode
-            info.mtime = 0
-            try:
-                if entry.kind is EntryKind.DIRECTORY:
-                    info.type = tarfile.DIRTYPE
-                    tar.addfile(info)
-                elif entry.kind is EntryKind.SYMLINK:
-                    if os.readlink(root / entry.path) != entry.target:
-                        raise _changed(entry)
-                    info.type = tarfile.SYMTYPE
-                    info.linkname = entry.target or ""
-                    tar.addfile(info)
-                else:
-                    info.size = entry.size
-                    with _Reader(root, entry) as reader:
-                        tar.addfile(info, reader)
-                        if not reader.unchanged():
-                            raise _changed(entry)
-            except OSError as exc:
-                raise _changed(entry) from exc
-
-
-def _changed(entry: ManifestEntry) -> CandidateError:
-    return CandidateError(
-        f"{entry.path!r} changed after the manifest was built; build the manifest again"
     )
 
 

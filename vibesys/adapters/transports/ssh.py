@@ -51,7 +51,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vibesys.adapters.transports._paramiko import paramiko
 from vibesys.adapters.transports.base import (
     CommandResult,
     Sink,
@@ -59,12 +58,9 @@ from vibesys.adapters.transports.base import (
     shell_join,
 )
 from vibesys.adapters.transports.ssh_channel import (
-    POLL_SECONDS,
     READ_SIZE,
-    CommandDeadline,
-    feed_stdin,
-    pump_output,
-    send_signal,
+    ChannelSettings,
+    run_on_channel,
 )
 from vibesys.adapters.transports.ssh_connect import (
     MAX_BACKOFF_SECONDS,
@@ -87,7 +83,7 @@ from vibesys.adapters.transports.ssh_session import (
     launch_command,
 )
 from vibesys.adapters.transports.ssh_share import share_path
-from vibesys.errors import BackendUnavailable, ConfigError, TransportLost
+from vibesys.errors import ConfigError
 
 if TYPE_CHECKING:
     from vibesys.config.slurm import SshTransportConfig
@@ -365,59 +361,20 @@ class SshTransport(HelperPool):
                 stderr_limit=stderr_limit,
                 env=env,
             )
-        command = self.command_line(argv, env)
-        with map_ssh_errors(what, host=self.label, secrets=secrets):
-            channel = transport.open_session(
-                window_size=self.window_size,
-                max_packet_size=self.max_packet_size,
-                timeout=self.connect_timeout,
-            )
-        try:
-            with map_ssh_errors(what, host=self.label, maybe_effect=maybe_effect, secrets=secrets):
-                try:
-                    channel.exec_command(command)
-                except paramiko.SSHException:
-                    if transport.is_active():
-                        # The server refused the request: the command did not start.
-                        raise paramiko.ChannelException(0, "exec request refused") from None
-                    raise
-            feeder = feed_stdin(channel, input)
-            deadline = None if timeout is None else time.monotonic() + timeout
-            try:
-                stderr = pump_output(
-                    channel,
-                    write,
-                    deadline=deadline,
-                    read_size=self.read_size,
-                    stderr_limit=stderr_limit,
-                    what=what,
-                    host=self.label,
-                    maybe_effect=maybe_effect,
-                    secrets=secrets,
-                )
-            except CommandDeadline:
-                send_signal(channel, "TERM")
-                assert timeout is not None
-                message = f"{what}: no answer within {timeout:g} s"
-                raise BackendUnavailable(
-                    message,
-                    evidence=f"ssh {self.label}: {message}",
-                    maybe_submitted=maybe_effect,
-                ) from None
-            finally:
-                if feeder is not None:
-                    feeder.join(timeout=POLL_SECONDS)
-            status = channel.exit_status
-            if status == -1 and not transport.is_active():
-                # The channel closed because the connection did, before the exit status came.
-                message = f"{what}: connection lost before the command's exit status arrived"
-                raise TransportLost(
-                    message, evidence=f"ssh {self.label}: {message}", maybe_submitted=maybe_effect
-                )
-        finally:
-            channel.close()
-        # -1: the command ended without an exit status (killed by a signal).
-        return int(status), redact(stderr.decode("utf-8", "replace"), secrets)
+        return run_on_channel(
+            transport,
+            self.command_line(argv, env),
+            write,
+            ChannelSettings(self.window_size, self.max_packet_size, self.connect_timeout),
+            input=input,
+            timeout=timeout,
+            maybe_effect=maybe_effect,
+            stderr_limit=stderr_limit,
+            read_size=self.read_size,
+            what=what,
+            host=self.label,
+            secrets=secrets,
+        )
 
     def _environment(self) -> Mapping[str, str]:
         return os.environ if self._env is None else self._env

@@ -1,7 +1,8 @@
 """One command's channel in the `ssh` transport: its stdin, its output, its time limit.
 
-`SshTransport._execute` opens the channel and starts the command; the helpers here feed its
-stdin, copy its stdout and stderr as they come until it ends, and ask it to stop on a timeout.
+`run_on_channel` opens the channel and starts the command (when no remote helper runs it);
+the helpers here feed its stdin, copy its stdout and stderr as they come until it ends, and
+ask it to stop on a timeout.
 """
 
 from __future__ import annotations
@@ -10,18 +11,22 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from vibesys.adapters.transports._paramiko import paramiko
-from vibesys.adapters.transports.ssh_errors import map_ssh_errors
+from vibesys.adapters.transports.ssh_errors import map_ssh_errors, redact
+from vibesys.errors import BackendUnavailable, TransportLost
 
 __all__ = [
     "POLL_SECONDS",
     "READ_SIZE",
+    "ChannelSettings",
     "CommandDeadline",
     "feed_stdin",
     "pump_output",
     "remaining",
+    "run_on_channel",
     "send_signal",
 ]
 
@@ -123,3 +128,83 @@ def send_signal(channel: Any, name: str) -> None:
         channel.transport._send_user_message(message)
     except Exception:
         pass
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSettings:
+    """The channel's flow control and how long opening it may take."""
+
+    window_size: int
+    max_packet_size: int
+    connect_timeout: float
+
+
+def run_on_channel(
+    transport: Any,
+    command: str,
+    write: Callable[[bytes], object],
+    settings: ChannelSettings,
+    *,
+    input: bytes | None,
+    timeout: float | None,
+    maybe_effect: bool,
+    stderr_limit: int | None,
+    read_size: int,
+    what: str,
+    host: str,
+    secrets: frozenset[str],
+) -> tuple[int, str]:
+    """Run `command` (a shell line for the remote user's shell) on a channel of its own, the
+    way without the remote helper: its exit status and its stderr (redacted)."""
+    with map_ssh_errors(what, host=host, secrets=secrets):
+        channel = transport.open_session(
+            window_size=settings.window_size,
+            max_packet_size=settings.max_packet_size,
+            timeout=settings.connect_timeout,
+        )
+    try:
+        with map_ssh_errors(what, host=host, maybe_effect=maybe_effect, secrets=secrets):
+            try:
+                channel.exec_command(command)
+            except paramiko.SSHException:
+                if transport.is_active():
+                    # The server refused the request: the command did not start.
+                    raise paramiko.ChannelException(0, "exec request refused") from None
+                raise
+        feeder = feed_stdin(channel, input)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            stderr = pump_output(
+                channel,
+                write,
+                deadline=deadline,
+                read_size=read_size,
+                stderr_limit=stderr_limit,
+                what=what,
+                host=host,
+                maybe_effect=maybe_effect,
+                secrets=secrets,
+            )
+        except CommandDeadline:
+            send_signal(channel, "TERM")
+            assert timeout is not None
+            message = f"{what}: no answer within {timeout:g} s"
+            raise BackendUnavailable(
+                message,
+                evidence=f"ssh {host}: {message}",
+                maybe_submitted=maybe_effect,
+            ) from None
+        finally:
+            if feeder is not None:
+                feeder.join(timeout=POLL_SECONDS)
+        status = channel.exit_status
+        if status == -1 and not transport.is_active():
+            # The channel closed because the connection did, before the exit status came.
+            message = f"{what}: connection lost before the command's exit status arrived"
+            raise TransportLost(
+                message, evidence=f"ssh {host}: {message}", maybe_submitted=maybe_effect
+            )
+    finally:
+        channel.close()
+    # -1: the command ended without an exit status (killed by a signal).
+    return int(status), redact(stderr.decode("utf-8", "replace"), secrets)

@@ -1,4 +1,5 @@
-"""Out-of-band access to the attempts' run directories, not through SkyPilot.
+"""SkyPilot's attempts' run directories, reached out of band (not through SkyPilot) with the
+shared reader (`reader.py`), and their markers read in one command.
 
 Run directories live under the profile's `remote_artifact_root` on the cluster's shared file
 system, so they outlive the allocation (the cluster home, where SkyPilot keeps its own logs, is
@@ -17,26 +18,22 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final
 
-from vibesys.adapters.base import ArtifactInfo, JobRef, Sink
-from vibesys.adapters.claim import FENCE_SCRIPT, Claim, parse_claim
-from vibesys.adapters.remote_files import fetch_file, list_artifacts_in, read_from
-from vibesys.adapters.skypilot.errors import SkyMalformedOutput
-from vibesys.adapters.skypilot.wrapper import (
+from vibesys.adapters.base import JobRef
+from vibesys.adapters.rundir.claim import Claim, parse_claim
+from vibesys.adapters.rundir.names import (
     CLAIM_FILE,
     EXIT_CODE_FILE,
     REFUSED_FILE,
     SETUP_FAILED_FILE,
-    STDERR_FILE,
-    STDOUT_FILE,
-    WORK_DIR,
 )
+from vibesys.adapters.rundir.reader import RunDirReader
 from vibesys.adapters.transports import Runner
 from vibesys.config.resources import expand_remote_root
 from vibesys.errors import BackendUnavailable
 
 __all__ = ["DirState", "RunDirs"]
 
-# Prints nothing (rc 0) for a log that does not exist yet, else its bytes from an offset.
+# The remote account's user name and home, one a line.
 _WHO: Final = 'printf "%s\\n%s\\n" "$(id -un)" "$HOME"'
 # Every marker of every directory in one command, as JSON (python3 is on every login node the
 # artifact listing already relies on), with the time the first one (the exit code) was written.
@@ -90,11 +87,12 @@ class DirState:
 _EMPTY = DirState(None, None, None, None)
 
 
-class RunDirs:
+class RunDirs(RunDirReader):
+    """SkyPilot's run directories under the profile's root, reached from the login node."""
+
     def __init__(self, runner: Runner, root: str, *, timeout: float = 60.0) -> None:
-        self.runner = runner
+        super().__init__(runner, timeout=timeout, where="on the login node")
         self.root_template = root
-        self.timeout = timeout
         self._root: PurePosixPath | None = None
 
     # -- paths ------------------------------------------------------------------------------
@@ -104,10 +102,10 @@ class RunDirs:
         if self._root is None:
             template = self.root_template
             if "$" in template:
-                out = self._checked(["sh", "-c", _WHO])
+                out = self.checked(["sh", "-c", _WHO])
                 user, _, home = out.rstrip("\n").partition("\n")
                 if not user or not home.startswith("/"):
-                    raise SkyMalformedOutput(f"cannot read the remote user and home: {out!r}")
+                    raise _malformed(f"cannot read the remote user and home: {out!r}")
                 template = expand_remote_root(template, user, home)
             self._root = PurePosixPath(template)
         return self._root
@@ -115,10 +113,7 @@ class RunDirs:
     def run_dir(self, job: JobRef) -> PurePosixPath:
         if not job.invocation_id or job.attempt < 1:
             raise ValueError(f"job {job.job_name}: no invocation id or attempt number")
-        return self.root() / job.invocation_id / str(job.attempt)
-
-    def work_dir(self, job: JobRef) -> PurePosixPath:
-        return self.run_dir(job) / WORK_DIR
+        return super().run_dir(job)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -128,11 +123,11 @@ class RunDirs:
             return {}
         dirs = {str(self.run_dir(job)): job.job_name for job in jobs}
         names = [EXIT_CODE_FILE, CLAIM_FILE, REFUSED_FILE, SETUP_FAILED_FILE]
-        out = self._checked(["python3", "-c", _READ_STATES, *names, *dirs])
+        out = self.checked(["python3", "-c", _READ_STATES, *names, *dirs])
         try:
             data = json.loads(out)
         except json.JSONDecodeError:
-            raise SkyMalformedOutput(f"unreadable run-directory states: {out[:200]!r}") from None
+            raise _malformed(f"unreadable run-directory states: {out[:200]!r}") from None
         states: dict[str, DirState] = {}
         for directory, name in dirs.items():
             files = data.get(directory) or {}
@@ -148,38 +143,22 @@ class RunDirs:
     def state(self, job: JobRef) -> DirState:
         return self.states([job]).get(job.job_name, _EMPTY)
 
-    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
-        if stream not in (STDOUT_FILE, STDERR_FILE):
-            raise ValueError(f"unknown log stream {stream!r}")
-        return read_from(self.runner, str(self.run_dir(job) / stream), offset, sink)
-
-    def list_artifacts(
-        self, job: JobRef, patterns: Sequence[str]
-    ) -> tuple[list[ArtifactInfo], list[str]]:
-        return list_artifacts_in(self._checked, self.work_dir(job), patterns)
-
-    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
-        fetch_file(self.runner, str(self.work_dir(job) / path), sink)
-
     # -- the fence --------------------------------------------------------------------------
 
     def fence(self, job: JobRef, text: str) -> Claim:
         """Create the attempt's claim as a fence (`text`) unless one is there; return the claim
         that is there now (the fence, or the job's own if it claimed first)."""
-        argv = ["sh", "-c", FENCE_SCRIPT, "vibesys-fence", str(self.run_dir(job)), text]
-        out = self._checked(argv)
-        claim = parse_claim(out)
+        claim, out = self.write_fence(job, text)
         if claim is None:
-            raise SkyMalformedOutput(f"the fence left no readable claim: {out[:200]!r}")
+            raise _malformed(f"the fence left no readable claim: {out[:200]!r}")
         return claim
 
-    def _checked(self, argv: Sequence[str]) -> str:
-        result = self.runner.run(argv, timeout=self.timeout)
-        if result.returncode != 0:
-            raise BackendUnavailable(
-                f"{argv[0]} on the login node failed", evidence=result.evidence()
-            )
-        return result.stdout
+
+def _malformed(message: str) -> BackendUnavailable:
+    # Imported when needed: the SkyPilot package imports this module.
+    from vibesys.adapters.skypilot.errors import SkyMalformedOutput
+
+    return SkyMalformedOutput(message)
 
 
 def _epoch(value: object) -> float | None:

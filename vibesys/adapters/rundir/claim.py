@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from vibesys.adapters.rundir.names import CANCEL_FILE, CLAIM_FILE, EXIT_CODE_FILE, REFUSED_FILE
+
 __all__ = [
     "CANCEL_FILE",
     "CLAIM_FILE",
@@ -33,10 +35,6 @@ __all__ = [
     "parse_claim",
 ]
 
-CLAIM_FILE: Final = "claim"
-REFUSED_FILE: Final = "refused"
-EXIT_CODE_FILE: Final = "exit_code"
-CANCEL_FILE: Final = "cancel_requested"
 #: The exit status of a job whose wrapper found its attempt claimed by someone else.
 REFUSED_EXIT: Final = 85
 

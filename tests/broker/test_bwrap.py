@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.golden_files import assert_matches_golden
-from vibesys.adapters.slurm.bwrap import (
+from vibesys.broker.bwrap import (
     BWRAP_PRELUDE,
     Sandbox,
     bwrap_options,

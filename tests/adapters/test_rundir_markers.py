@@ -1,4 +1,4 @@
-"""Reading jobs' markers (vibesys/adapters/slurm/markers.py): the remote script, run by a real
+"""Reading jobs' markers (vibesys/adapters/rundir/markers.py): the remote script, run by a real
 `sh`, reads what the local file reads read, and a status round's combined command keeps
 squeue's output and its failures apart from the markers."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vibesys.adapters.claim import fence_text
-from vibesys.adapters.slurm.markers import (
+from vibesys.adapters.rundir.claim import fence_text
+from vibesys.adapters.rundir.markers import (
     ROUND_SPLIT,
     Markers,
     parse_markers,
@@ -119,7 +119,7 @@ def test_a_forgotten_claimed_job_is_final_only_once_sacct_has_caught_up(
     # without its status, and nothing will tell how. But while the attempt is younger than
     # the site's sacct lag, sacct's silence proves nothing yet: sacct may still tell.
     from vibesys.adapters.base import JobRef, RemoteState
-    from vibesys.adapters.claim import Claim
+    from vibesys.adapters.rundir.claim import Claim
     from vibesys.adapters.slurm.status_rules import absent_status
 
     job = JobRef("vibesys-x-1", "77", tmp_path)

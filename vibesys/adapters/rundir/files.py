@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 from typing import Final
 
 from vibesys.adapters.base import ArtifactInfo, Sink
-from vibesys.adapters.listing import LIST_SCRIPT, parse_listing
+from vibesys.adapters.rundir.listing import LIST_SCRIPT, parse_listing
 from vibesys.adapters.transports import Runner
 from vibesys.errors import BackendUnavailable
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vibesys.adapters.slurm.bwrap import Sandbox, confined_command
-from vibesys.adapters.slurm.exposure import check_read_only_paths, link_problem, links_to_check
+from vibesys.broker.bwrap import Sandbox, confined_command
+from vibesys.broker.exposure import check_read_only_paths, link_problem, links_to_check
 from vibesys.errors import ConfigError
 
 HEADER = (

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vibesys.adapters.claim import CLAIM_FILE, Claim, parse_claim
-from vibesys.adapters.slurm.script import EXIT_CODE_FILE, SETUP_FAILED_FILE
+from vibesys.adapters.rundir.claim import Claim, parse_claim
+from vibesys.adapters.rundir.names import CLAIM_FILE, EXIT_CODE_FILE, SETUP_FAILED_FILE
 
 __all__ = ["ROUND_SPLIT", "Markers", "parse_markers", "read_here", "round_script"]
 

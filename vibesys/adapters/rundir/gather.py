@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from vibesys.adapters.base import ArtifactInfo, Sink
-from vibesys.adapters.listing import LIST_SCRIPT, parse_listing
+from vibesys.adapters.rundir.listing import LIST_SCRIPT, parse_listing
+from vibesys.adapters.rundir.names import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, STREAMS
 from vibesys.adapters.transports import Runner
 from vibesys.errors import BackendUnavailable
 
 __all__ = ["GATHER_SCRIPT", "Gathered", "gather"]
 
-STREAMS: Final = ("stdout", "stderr")
 
 #: `env VIBESYS_LIST=LIST_SCRIPT sh -c GATHER_SCRIPT vibesys-gather RUN_DIR WORK_DIR
 #: STDOUT_OFFSET STDERR_OFFSET LIST_LIMIT PATTERN...` (the listing program travels in the
@@ -30,9 +30,13 @@ STREAMS: Final = ("stdout", "stderr")
 #: listing failed or outlived LIST_LIMIT seconds. The logs' copy has no limit, as when they are
 #: read alone (a big log takes its time); the listing, hashing files on a file system that may
 #: stall, keeps the limit every other command has (coreutils `timeout`, where there is one).
-GATHER_SCRIPT: Final = r"""
+GATHER_SCRIPT: Final = (
+    r"""
 d=$1 w=$2 o1=$3 o2=$4 limit=$5
 shift 5
+"""
+    + f'm="$d/{EXIT_CODE_FILE}"\n'
+    + r"""
 bounded() {
   if command -v timeout >/dev/null 2>&1; then timeout -k 5 "$limit" "$@"; else "$@"; fi
 }
@@ -45,11 +49,12 @@ log() {
   part "$1" "$n"
   if [ "$n" -gt 0 ]; then tail -c +"$(($2 + 1))" "$d/$1" | head -c "$n" || exit 3; fi
 }
-log stdout "$o1"
-log stderr "$o2"
-if [ -r "$d/exit_code" ]; then
-  part marker "$(($(wc -c < "$d/exit_code")))"
-  cat "$d/exit_code" || exit 3
+"""
+    + f'log {STDOUT_FILE} "$o1"\nlog {STDERR_FILE} "$o2"\n'
+    + r"""
+if [ -r "$m" ]; then
+  part marker "$(($(wc -c < "$m")))"
+  cat "$m" || exit 3
 fi
 if [ $# -gt 0 ]; then
   listing=$(bounded python3 -c "$VIBESYS_LIST" "$w" "$@") || exit 4
@@ -58,6 +63,7 @@ if [ $# -gt 0 ]; then
 fi
 printf 'vibesys-end\n'
 """
+)
 
 
 @dataclass
@@ -93,8 +99,8 @@ def gather(
         "vibesys-gather",
         run_dir,
         work_dir,
-        str(offsets.get("stdout", 0)),
-        str(offsets.get("stderr", 0)),
+        str(offsets.get(STDOUT_FILE, 0)),
+        str(offsets.get(STDERR_FILE, 0)),
         f"{list_limit:g}",
         *patterns,
     ]

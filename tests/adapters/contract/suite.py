@@ -1,0 +1,109 @@
+"""The adapter contract, written once against a `System` (a backend and how to ask its batch
+system what it was given): outcomes (success with its logs, a failure's exit code, cancel), a
+crash at every failpoint followed by reconcile, and exactly one job submitted whatever the
+crash. Bound to the test-only scheduler in test_batch_contract.py and to Slurm's sbatch in
+tests/slurm/test_contract_slurm.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.faults import Crash, crash_at, recover
+from vibesys.adapters.base import Backend
+from vibesys.adapters.requests import AdapterRequest
+from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
+from vibesys.journal_schema import Invocation, open_journal, verify_journal
+from vibesys.states import JobState, Outcome
+
+#: The failpoints a plain run passes (as tests/crash/test_failpoints_local.py's).
+RUN_FAILPOINTS = [
+    "after_prepare_commit",
+    "after_submit_intent",
+    "after_submit_effect",
+    "after_submitted_commit",
+    "after_terminal_observed",
+    "after_finished_commit",
+    "after_collect_effect",
+    "after_done_commit",
+]
+
+
+@dataclass
+class System:
+    """One batch system under the contract."""
+
+    adapter: str
+    backend: Backend
+    request: AdapterRequest
+    #: how many jobs the batch system was given under a job name
+    submitted: Callable[[str], int]
+    root: Path
+
+    def engine(self, owner: str = "host:1:1") -> Engine:
+        policy = RetryPolicy(max_retries=1, initial_delay_seconds=0.0)
+        backend = self.backend
+        journal = open_journal(self.root / "j.db")
+        return Engine(journal, lambda name, request: backend, retry=policy, owner=owner)  # type: ignore[arg-type,return-value]
+
+    def prepare(self, engine: Engine, script: str) -> Invocation:
+        return engine.prepare(
+            adapter=self.adapter,
+            command=["sh", "-c", script],
+            request=self.request,
+            run_root=self.root / "runs",
+        )
+
+
+def check_success(system: System) -> None:
+    engine = system.engine()
+    inv = drive(engine, system.prepare(engine, "echo out; echo err >&2"), DriveOptions())
+    assert (inv.state, inv.outcome, inv.exit_code) == (JobState.DONE, Outcome.COMPLETED, 0)
+    attempt = Path(inv.run_dir) / "1"
+    assert (attempt / "stdout").read_text() == "out\n"
+    assert (attempt / "stderr").read_text() == "err\n"
+    assert system.submitted(engine.journal.attempts(inv.id)[0].job_name) == 1
+
+
+def check_failure(system: System) -> None:
+    engine = system.engine()
+    inv = drive(engine, system.prepare(engine, "exit 3"), DriveOptions())
+    assert (inv.state, inv.outcome, inv.exit_code) == (
+        JobState.DONE,
+        Outcome.APPLICATION_FAILED,
+        3,
+    )
+
+
+def check_cancel(system: System) -> None:
+    engine = system.engine()
+    inv = drive(engine, system.prepare(engine, "sleep 60"), DriveOptions(detach=True))
+    assert inv.state is JobState.RUNNING
+    inv = drive(engine, engine.request_cancel(inv, "test"), DriveOptions())
+    assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.CANCELLED)
+
+
+def check_crash_then_reconcile(system: System, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    counter = system.root / "counter"
+    engine = system.engine()
+    crash_at(monkeypatch, point)
+    with pytest.raises(Crash):
+        drive(engine, system.prepare(engine, f"echo ran >> {counter}; exit 3"), DriveOptions())
+    recover(monkeypatch)
+    survivor = system.engine()
+    reconcile(survivor)
+    (listed,) = survivor.journal.list_invocations()
+    inv = drive(survivor, survivor.journal.get(listed.id), DriveOptions())
+    assert (inv.state, inv.outcome, inv.exit_code) == (
+        JobState.DONE,
+        Outcome.APPLICATION_FAILED,
+        3,
+    )
+    assert counter.read_text() == "ran\n", "the command must run exactly once"
+    attempts = survivor.journal.attempts(inv.id)
+    assert len(attempts) == 1
+    assert system.submitted(attempts[0].job_name) == 1, "exactly one job submitted"
+    assert verify_journal(survivor.journal) == []

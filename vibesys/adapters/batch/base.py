@@ -1,0 +1,80 @@
+"""The base of every batch-scheduler backend: what such a backend does alike whatever the
+scheduler. The run directory is read through `dirs` (`adapters.rundir.reader`): logs by byte
+offset, artifacts, the probe for exit markers and the fence. The logs are spooled home to the
+attempt's local directory (`layout.log_paths`).
+
+A subclass supplies the scheduler's side: `submit`, `status` (query and classify), `cancel`
+and `collect`, and what a fence must also do (cancel whatever is queued under the name)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vibesys.adapters.base import (
+    ArtifactInfo,
+    Backend,
+    JobRef,
+    RemoteStatus,
+    Sink,
+    SubmitReceipt,
+    SubmitRequest,
+)
+from vibesys.adapters.rundir.claim import Claim
+from vibesys.adapters.rundir.reader import RunDirReader
+from vibesys.osutil.layout import log_paths
+
+__all__ = ["BatchBackend"]
+
+
+class BatchBackend(Backend):
+    """A backend whose jobs a batch scheduler runs, their run directories under `dirs`."""
+
+    name: str
+    dirs: RunDirReader
+
+    # -- the scheduler's side ---------------------------------------------------------------
+
+    # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
+
+    def remote_files(self) -> BatchBackend:
+        return self
+
+    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
+        raise NotImplementedError
+
+    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
+        raise NotImplementedError
+
+    def cancel(self, job: JobRef) -> None:
+        raise NotImplementedError
+
+    def collect(self, job: JobRef) -> str:
+        raise NotImplementedError
+
+    def fence(self, job: JobRef, text: str) -> Claim:
+        raise NotImplementedError
+
+    def poll_interval(self, age_seconds: float) -> float:
+        raise NotImplementedError
+
+    # -- the run directory's side -----------------------------------------------------------
+
+    def log_paths(self, job: JobRef) -> tuple[Path, Path]:
+        # The local spool: the engine copies the remote logs there by byte offset.
+        return log_paths(job.run_dir)
+
+    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
+        return self.dirs.read_log(job, stream, offset, sink)
+
+    def list_artifacts(
+        self, job: JobRef, patterns: Sequence[str]
+    ) -> tuple[list[ArtifactInfo], list[str]]:
+        return self.dirs.list_artifacts(job, patterns)
+
+    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
+        self.dirs.fetch_artifact(job, path, sink)
+
+    def probe(self, jobs: Sequence[JobRef]) -> set[str]:
+        return self.dirs.probe(jobs)
