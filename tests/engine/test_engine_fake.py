@@ -256,7 +256,7 @@ def test_unreachable_past_the_deadline_is_unresolved_then_reconciled(
     inv = drive(engine, inv, DriveOptions(detach=True))
     fake.status_error = BackendUnavailable("ssh: connection refused")
     assert journal.acquire_lease(inv.id, engine.owner, timedelta(seconds=30))
-    engine.patience = timedelta(seconds=0.2)
+    engine.unreachable_timeout = timedelta(seconds=0.2)
     inv = drive(engine, inv, DriveOptions())
     assert inv.state is JobState.UNRESOLVED
     assert "connection refused" in journal.history(inv.id)[-1].evidence["observation"]

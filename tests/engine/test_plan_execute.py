@@ -14,7 +14,7 @@ from vibesys.adapters.fake import FakeBackend
 from vibesys.engine import Engine, RetryPolicy
 from vibesys.engine import core as core_module
 from vibesys.engine.plan import Commit, Hold, Redo, plan
-from vibesys.engine.plan_table import NOW, PATIENCE, SIGHTS, SITUATIONS, WAITING
+from vibesys.engine.plan_table import NOW, SIGHTS, SITUATIONS, UNREACHABLE_TIMEOUT, WAITING
 from vibesys.journal_schema import Invocation, Journal, iso
 from vibesys.states import (
     CancelRequested,
@@ -114,7 +114,7 @@ def test_one_step_executes_exactly_the_decided_effects(
         journal,
         lambda name, request: FakeBackend(),
         retry=RetryPolicy(max_retries=2),
-        patience=PATIENCE,
+        unreachable_timeout=UNREACHABLE_TIMEOUT,
         clock=lambda: NOW,
     )
     template = dict(SITUATIONS)[label]

@@ -39,7 +39,7 @@ def started(journal: Journal, fake: FakeBackend, tmp_path: Path, **settings: obj
 
 def later(journal: Journal, fake: FakeBackend) -> Engine:
     """Another process, with none of the starter's settings (the engine's defaults: a 2 s
-    retry delay, no patience at all)."""
+    retry delay, no unreachable timeout at all)."""
     return Engine(journal, factory(fake))
 
 
@@ -49,7 +49,7 @@ def test_the_settings_are_recorded_at_prepared(journal: Journal, tmp_path: Path)
         journal,
         factory(fake),
         retry=RetryPolicy(4, initial_delay_seconds=25.0, backoff=3.0, max_delay_seconds=90.0),
-        patience=timedelta(seconds=600),
+        unreachable_timeout=timedelta(seconds=600),
     )
     inv = engine.prepare(
         adapter="fake", command=["x"], run_root=tmp_path, cancel_when_orphaned=True
@@ -100,7 +100,7 @@ def test_reconcile_counts_the_outage_from_its_first_recorded_observation(
     `--unreachable-timeout 600` UNRESOLVED. Repeated reconciles leave it as it is, say until
     when (exit 69), and give up exactly when the recorded time is spent, never before."""
     fake = FakeBackend([FakeAttempt((S.RUNNING, S.COMPLETED))])
-    inv = started(journal, fake, tmp_path, patience=timedelta(seconds=600))
+    inv = started(journal, fake, tmp_path, unreachable_timeout=timedelta(seconds=600))
     fake.status_error = BackendUnavailable("squeue: Socket timed out on send/recv operation")
     until = iso(T0 + timedelta(seconds=600))
     with freeze_time(T0) as clock:
@@ -127,7 +127,7 @@ def test_reconcile_counts_the_outage_from_its_first_recorded_observation(
 
 def test_an_outage_that_ended_does_not_count_for_the_next(journal: Journal, tmp_path: Path) -> None:
     fake = FakeBackend([FakeAttempt((S.RUNNING,))])
-    inv = started(journal, fake, tmp_path, patience=timedelta(seconds=60))
+    inv = started(journal, fake, tmp_path, unreachable_timeout=timedelta(seconds=60))
     with freeze_time(T0) as clock:
         fake.status_error = BackendUnavailable("connection refused")
         reconcile(later(journal, fake))
@@ -143,10 +143,10 @@ def test_an_outage_that_ended_does_not_count_for_the_next(journal: Journal, tmp_
 
 
 def test_wait_keeps_waiting_within_the_recorded_timeout(journal: Journal, tmp_path: Path) -> None:
-    """`wait` from a process whose own default is no patience at all follows a run started
-    with a 10-minute timeout through an outage, and never calls its outcome unknown."""
+    """`wait` from a process whose own default is no unreachable timeout at all follows a run
+    started with a 10-minute timeout through an outage, and never calls its outcome unknown."""
     fake = FakeBackend([FakeAttempt((S.RUNNING, S.RUNNING, S.COMPLETED))])
-    inv = started(journal, fake, tmp_path, patience=timedelta(minutes=10))
+    inv = started(journal, fake, tmp_path, unreachable_timeout=timedelta(minutes=10))
     real_status = fake.status
     failures = [BackendUnavailable("slurmctld not responding")] * 3
 

@@ -319,17 +319,17 @@ def test_an_invocation_in_no_queue_is_still_refused_on_a_busy_campaign(
 
 
 @pytest.mark.parametrize(
-    ("patience", "meanwhile"),
+    ("unreachable_timeout", "meanwhile"),
     [(timedelta(minutes=10), JobState.RUNNING), (timedelta(0), JobState.UNRESOLVED)],
 )
 def test_an_unreachable_api_server_mid_job_is_waited_out_without_a_second_exec(
-    fake: FakeSky, tmp_path: Path, patience: timedelta, meanwhile: JobState
+    fake: FakeSky, tmp_path: Path, unreachable_timeout: timedelta, meanwhile: JobState
 ) -> None:
-    """TRANSPORT_LOST mid-job: within the patience the job is still running; past it, its
+    """TRANSPORT_LOST mid-job: within the unreachable timeout the job is still running; past it, its
     fate is unknown until the control plane answers again and the job is found by name.
     Either way it is never executed again."""
     engine = engine_on(fake, tmp_path)
-    engine.patience = patience
+    engine.unreachable_timeout = unreachable_timeout
     gate = tmp_path / "gate"
     inv = engine.prepare(
         adapter="skypilot",
@@ -342,7 +342,7 @@ def test_an_unreachable_api_server_mid_job_is_waited_out_without_a_second_exec(
     fake.control("fake-api-down", "2")
     seen = engine.observe(inv)  # `sky queue` fails
     assert seen.sight is Sight.UNREACHABLE and "ApiServerConnectionError" in seen.evidence
-    inv = engine.advance(inv, seen)  # (a lookup past the patience fails too)
+    inv = engine.advance(inv, seen)  # (a lookup past the unreachable timeout fails too)
     assert (inv.state, inv.attempt) == (meanwhile, 1)
     gate.touch()
     inv = drive(engine, inv, DriveOptions())

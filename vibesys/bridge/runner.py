@@ -86,20 +86,24 @@ class EvaluationRunner:
         host_env: Mapping[str, str],
         *,
         max_retries: int = 2,
-        patience_seconds: float = 600.0,
+        unreachable_timeout_seconds: float = 600.0,
     ) -> None:
         self.journal_path = journal_path
         self.site = site
         self.results_root = results_root
         self.host_env = {k: v for k, v in host_env.items() if k in HOST_VARIABLES}
         self.max_retries = max_retries
-        self.patience = timedelta(seconds=patience_seconds)
+        self.unreachable_timeout = timedelta(seconds=unreachable_timeout_seconds)
         self._lock = threading.Lock()
         self._handles: dict[str, Handle] = {}
         self._closing: str | None = None
 
     def engine(self, journal: Journal) -> Engine:
-        return Engine(journal, retry=RetryPolicy(self.max_retries), patience=self.patience)
+        return Engine(
+            journal,
+            retry=RetryPolicy(self.max_retries),
+            unreachable_timeout=self.unreachable_timeout,
+        )
 
     # -- requests -------------------------------------------------------------------------------
 

@@ -64,9 +64,9 @@ def open_store(journal: Path | None, *, readonly: bool = False) -> Journal:
     return open_journal(journal_path(journal), readonly=readonly)
 
 
-def make_engine(journal: Journal, patience: float = 0.0, **settings: Any) -> Engine:
+def make_engine(journal: Journal, unreachable_timeout: float = 0.0, **settings: Any) -> Engine:
     from datetime import timedelta
 
     from vibesys.engine import Engine
 
-    return Engine(journal, patience=timedelta(seconds=patience), **settings)
+    return Engine(journal, unreachable_timeout=timedelta(seconds=unreachable_timeout), **settings)

@@ -29,7 +29,7 @@ class CheckedRun:
     command: list[str]
     max_retries: int
     retry_delay: float
-    patience: float
+    unreachable_timeout: float
     cwd: str
     #: the adapter's own options that were given, by destination name
     adapter_values: dict[str, Any] = field(default_factory=dict)
@@ -77,7 +77,9 @@ def check_run(values: Mapping[str, Any]) -> CheckedRun:
             _number("--max-retries", values["max_retries"], 0, MAX_RETRIES, whole=True)
         ),
         retry_delay=_number("--retry-delay", values["retry_delay"], 0, MAX_SECONDS),
-        patience=_number("--unreachable-timeout", values["unreachable_timeout"], 0, MAX_SECONDS),
+        unreachable_timeout=_number(
+            "--unreachable-timeout", values["unreachable_timeout"], 0, MAX_SECONDS
+        ),
         cwd=_text("the current directory", _cwd(), "run from a directory whose path is UTF-8"),
         adapter_values=given,
         after=after,

@@ -133,7 +133,7 @@ def _prepare(
     store = open_store(values["journal"])
     engine = make_engine(
         store,
-        checked.patience,
+        checked.unreachable_timeout,
         retry=RetryPolicy(checked.max_retries, checked.retry_delay),
         progress=live,
     )

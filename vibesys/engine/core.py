@@ -99,7 +99,7 @@ class Engine(AdapterAccess, Preparing):
     owner: str = field(default_factory=self_identity)
     #: the unreachable timeout `prepare` records: how long a running job's scheduler may stay
     #: unreachable before its outcome is unknown (recorded, like `retry`)
-    patience: timedelta = timedelta(0)
+    unreachable_timeout: timedelta = timedelta(0)
     clock: Callable[[], datetime] = utc_now
     #: the last thing an effect could not do, per invocation (shown by reconcile and run)
     notes: dict[str, str] = field(default_factory=dict)

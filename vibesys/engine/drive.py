@@ -92,7 +92,7 @@ class DriveOptions:
 
 def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invocation:
     """Advance `invocation` until DONE, or UNRESOLVED (or COLLECTING) that waiting does not
-    change within the engine's patience, or RUNNING with `detach`.
+    change within the unreachable timeout, or RUNNING with `detach`.
 
     The caller must hold the invocation's lease; it is renewed here and released at the end.
     """

@@ -94,7 +94,7 @@ class PlanContext:
     now: datetime
     retry: RetryPolicy
     #: how long a scheduler may stay unreachable before a running job's outcome is unknown
-    patience: timedelta = timedelta(0)
+    unreachable_timeout: timedelta = timedelta(0)
     #: the invocation this one runs after (`--after`), as the journal has it now
     parent: Invocation | None = None
     #: its place in its campaign's queue (PREPARED only): submitted when nothing is ahead
@@ -192,7 +192,7 @@ def _running(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
             return _fenced(inv, seen, ctx)
         case Sight.UNREACHABLE:
             since = seen.since or ctx.now
-            if ctx.now - since < ctx.patience:
+            if ctx.now - since < ctx.unreachable_timeout:
                 return Hold(f"unreachable since {iso(since)}: {seen.evidence}")
             return Commit(OutcomeUnknown(f"unreachable: {seen.evidence}"))
         case Sight.BLOCKED:
@@ -331,5 +331,7 @@ def follow(inv: Invocation, seen: Seen | None, open_since: float | None, now: fl
     if inv.state is JobState.UNRESOLVED and seen is not None and seen.final:
         return Follow(True, open_since)  # nothing will change by waiting: report it now
     since = open_since or now
-    patience = inv.settings.unreachable_timeout_seconds  # recorded with it, not the driver's
-    return Follow(now - since >= patience, since)
+    unreachable_timeout = (
+        inv.settings.unreachable_timeout_seconds
+    )  # recorded with it, not the driver's
+    return Follow(now - since >= unreachable_timeout, since)

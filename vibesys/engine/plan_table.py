@@ -25,7 +25,7 @@ from vibesys.journal_schema.records import Invocation
 from vibesys.states import FailureClass, JobState, decide
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
-PATIENCE = timedelta(minutes=10)
+UNREACHABLE_TIMEOUT = timedelta(minutes=10)
 
 #: (label, observation) for every class of observation, with the variants that decide apart.
 SIGHTS: tuple[tuple[str, Seen], ...] = (
@@ -46,8 +46,11 @@ SIGHTS: tuple[tuple[str, Seen], ...] = (
     ("claimed by the job, end unknown", Seen(Sight.CLAIMED, "", "42", final=True)),
     ("absent (NOT_FOUND, no claim)", Seen(Sight.ABSENT, "")),
     ("unknown (e.g. sacct lag)", Seen(Sight.UNKNOWN, "")),
-    ("unreachable, within patience", Seen(Sight.UNREACHABLE, "", since=NOW)),
-    ("unreachable, patience spent", Seen(Sight.UNREACHABLE, "", since=NOW - 2 * PATIENCE)),
+    ("unreachable, within the unreachable timeout", Seen(Sight.UNREACHABLE, "", since=NOW)),
+    (
+        "unreachable, unreachable timeout spent",
+        Seen(Sight.UNREACHABLE, "", since=NOW - 2 * UNREACHABLE_TIMEOUT),
+    ),
     ("blocked (config/security error)", Seen(Sight.BLOCKED, "", fix="...", final=True)),
 )
 
@@ -125,7 +128,7 @@ SITUATIONS: tuple[tuple[str, Invocation], ...] = (
 
 
 def rows(*, cancel_requested: bool = False) -> Iterator[Row]:
-    plain = PlanContext(NOW, RetryPolicy(), PATIENCE)
+    plain = PlanContext(NOW, RetryPolicy(), UNREACHABLE_TIMEOUT)
     queued = replace(plain, queue=QueuePlace("campaign-1", ("earlier",)))
     for label, inv in SITUATIONS:
         inv = replace(inv, cancel_requested=cancel_requested)

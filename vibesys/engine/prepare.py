@@ -40,7 +40,7 @@ class Preparing:
     retry: RetryPolicy
     lease_ttl: timedelta
     owner: str
-    patience: timedelta
+    unreachable_timeout: timedelta
 
     def prepare(
         self,
@@ -58,8 +58,8 @@ class Preparing:
         campaign: str | None = None,
     ) -> Invocation:
         """Record a new invocation (PREPARED) with its request, its context and the settings
-        every process carries it on with (this engine's retry policy and patience), leased
-        to us; at the end of its campaign's queue (`campaign`, else the request's own)."""
+        every process carries it on with (this engine's retry policy and unreachable timeout),
+        leased to us; at the end of its campaign's queue (`campaign`, else the request's own)."""
         request = request or entry(adapter).parse_request({})
         # The site configuration is read once, here at the latest (`vibesys run` read it while
         # checking the request): what is recorded is what every later process uses.
@@ -86,7 +86,7 @@ class Preparing:
                 retry_delay_seconds=self.retry.initial_delay_seconds,
                 retry_backoff=self.retry.backoff,
                 retry_max_delay_seconds=self.retry.max_delay_seconds,
-                unreachable_timeout_seconds=self.patience.total_seconds(),
+                unreachable_timeout_seconds=self.unreachable_timeout.total_seconds(),
                 cancel_when_orphaned=cancel_when_orphaned,
             ),
             campaign=campaign or request.campaign(),

@@ -72,7 +72,7 @@ POLLER_TTL = timedelta(seconds=120)
 #: How often a process waiting for someone else's round looks whether it is done.
 ROUND_CHECK_SECONDS = 0.05
 #: How long `observe_now` (reconcile) waits for a round held by another process.
-FORCED_ROUND_PATIENCE = 180.0
+FORCED_ROUND_WAIT_SECONDS = 180.0
 
 
 @dataclass
@@ -108,7 +108,7 @@ class SharedPoll:
         journal.watch(site, [inv.id for inv in invocations])  # a round at once: no hold
         found: dict[str, Seen] = {}
         asked = self.engine.clock()
-        deadline = time.monotonic() + FORCED_ROUND_PATIENCE
+        deadline = time.monotonic() + FORCED_ROUND_WAIT_SECONDS
         while True:
             for inv in invocations:
                 if inv.id not in found and (seen := self._fresh(site, inv, asked)) is not None:
