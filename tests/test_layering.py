@@ -133,6 +133,8 @@ FORBIDDEN = {
 
 #: The most modules that may lie loose at the top of `vibesys/` (packages hold the rest).
 TOP_MODULES = 6
+#: The house's limit on a module's length.
+MODULE_LINES = 400
 
 #: The broker's own rules: module -> the only vibesys packages (and I/O modules) it may import.
 #: The protocol is pure; the server reaches the engine only through `engine_runner`.
@@ -218,6 +220,15 @@ def test_every_cli_module_is_banned_below_the_cli() -> None:
 def test_few_modules_at_the_top() -> None:
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(loose) <= TOP_MODULES, loose
+
+
+def test_no_module_is_over_the_house_limit() -> None:
+    long = sorted(
+        f"{path.relative_to(PACKAGE)}: {lines}"
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > MODULE_LINES
+    )
+    assert long == []
 
 
 def test_the_checker_catches_a_violation(tmp_path: Path) -> None:
