@@ -194,8 +194,7 @@ def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
     (SubmitIntended, Submitted, Finished, Collected), encoded by the real event codec, so the
     result passes `vibesys journal verify`. Returns the invocation ids in insertion order.
     """
-    from vibesys.engine import job_name
-    from vibesys.journal_schema import Settings, encode_event, iso, open_journal
+    from vibesys.journal_schema import Settings, encode_event, iso, job_name, open_journal
     from vibesys.states import (
         Collected,
         Event,

@@ -46,8 +46,8 @@ def main() -> int:
 
 
 def run(scratch: Path, rounds: int, per_round: int) -> int:
-    from vibesys.engine import job_name, new_invocation_id
-    from vibesys.journal_schema import open_journal, verify_journal
+    from vibesys.engine import new_invocation_id
+    from vibesys.journal_schema import job_name, open_journal, verify_journal
     from vibesys.journal_schema.store import BUSY_TIMEOUT_MS
     from vibesys.states import (
         Collected,

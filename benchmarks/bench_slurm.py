@@ -215,9 +215,9 @@ def shims(base: Path) -> tuple[Path, Path]:
 def bench_reconcile(verdicts: Verdicts, base: Path, config: Path, count: int) -> None:
     from vibesys.adapters.slurm.request import SbatchRequest
     from vibesys.adapters.slurm.sbatch import SbatchBackend
-    from vibesys.engine import Engine, job_name, reconcile
+    from vibesys.engine import Engine, reconcile
     from vibesys.engine.core import registry_backend
-    from vibesys.journal_schema import open_journal
+    from vibesys.journal_schema import job_name, open_journal
     from vibesys.states import SubmitDispatched, SubmitIntended, Submitted
 
     journal = open_journal(base / "reconcile" / "journal.db")

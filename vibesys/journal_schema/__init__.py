@@ -21,6 +21,7 @@ _PUBLIC = {
     "Settings": "vibesys.journal_schema.settings",
     "HistoryRow": "vibesys.journal_schema.records",
     "Invocation": "vibesys.journal_schema.records",
+    "job_name": "vibesys.journal_schema.records",
     "Journal": "vibesys.journal_schema.store",
     "decode_event": "vibesys.journal_schema.codec",
     "encode_event": "vibesys.journal_schema.codec",
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from vibesys.journal_schema.leases import lease_free
     from vibesys.journal_schema.opening import DEFAULT_PATH, journal_error, journal_path
     from vibesys.journal_schema.progress import ArtifactRow, ArtifactState
-    from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
+    from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation, job_name
     from vibesys.journal_schema.settings import Settings
     from vibesys.journal_schema.store import Journal, open_journal
     from vibesys.journal_schema.verify import verify_journal
@@ -67,6 +68,7 @@ __all__ = [
     "decode_event",
     "encode_event",
     "iso",
+    "job_name",
     "journal_error",
     "journal_path",
     "lease_free",

@@ -12,6 +12,11 @@ from vibesys.journal_schema.settings import Settings
 from vibesys.states import FailureClass, JobState, Outcome
 
 
+def job_name(invocation_id: str, attempt: int, prefix: str = "vibesys") -> str:
+    """The stable, scheduler-visible name of one attempt: `<prefix>-<invocation>-<attempt>`."""
+    return f"{prefix}-{invocation_id}-{attempt}"
+
+
 @dataclass(frozen=True, slots=True)
 class Attempt:
     attempt: int
@@ -125,7 +130,7 @@ class Invocation:
         attempt once there is one)."""
         if attempt == self.attempt and self.job_name:
             return self.job_name
-        return f"{self.request.get('job_name_prefix') or 'vibesys'}-{self.id}-{attempt}"
+        return job_name(self.id, attempt, str(self.request.get("job_name_prefix") or "vibesys"))
 
     @property
     def snapshot_digest(self) -> str | None:
