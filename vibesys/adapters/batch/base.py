@@ -13,22 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from vibesys.adapters.base import (
-    ArtifactInfo,
     Backend,
     JobRef,
     RemoteStatus,
-    Sink,
     SubmitReceipt,
     SubmitRequest,
 )
 from vibesys.adapters.rundir.claim import Claim
-from vibesys.adapters.rundir.reader import RunDirReader
+from vibesys.adapters.rundir.reader import ReadsRunDirs, RunDirReader
 from vibesys.osutil.layout import log_paths
 
 __all__ = ["BatchBackend"]
 
 
-class BatchBackend(Backend):
+class BatchBackend(ReadsRunDirs, Backend):
     """A backend whose jobs a batch scheduler runs, their run directories under `dirs`."""
 
     name: str
@@ -64,17 +62,6 @@ class BatchBackend(Backend):
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
         # The local spool: the engine copies the remote logs there by byte offset.
         return log_paths(job.run_dir)
-
-    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
-        return self.dirs.read_log(job, stream, offset, sink)
-
-    def list_artifacts(
-        self, job: JobRef, patterns: Sequence[str]
-    ) -> tuple[list[ArtifactInfo], list[str]]:
-        return self.dirs.list_artifacts(job, patterns)
-
-    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
-        self.dirs.fetch_artifact(job, path, sink)
 
     def probe(self, jobs: Sequence[JobRef]) -> set[str]:
         return self.dirs.probe(jobs)

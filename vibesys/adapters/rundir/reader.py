@@ -133,3 +133,21 @@ def copy_from(path: str, offset: int, sink: Sink) -> int:
             sink.write(chunk)
             copied += len(chunk)
     return copied
+
+
+class ReadsRunDirs:
+    """The remote-files side of a backend whose attempts' run directories `dirs` reads: logs
+    by byte offset and artifacts (`Backend.remote_files()`), the same for every such backend."""
+
+    dirs: RunDirReader
+
+    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
+        return self.dirs.read_log(job, stream, offset, sink)
+
+    def list_artifacts(
+        self, job: JobRef, patterns: Sequence[str]
+    ) -> tuple[list[ArtifactInfo], list[str]]:
+        return self.dirs.list_artifacts(job, patterns)
+
+    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
+        self.dirs.fetch_artifact(job, path, sink)

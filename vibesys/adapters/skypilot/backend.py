@@ -25,13 +25,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from vibesys.adapters.base import (
-    ArtifactInfo,
     Backend,
     JobRef,
     Progress,
     RemoteState,
     RemoteStatus,
-    Sink,
     SubmitReceipt,
     SubmitRequest,
 )
@@ -49,6 +47,7 @@ from vibesys.adapters.rundir.names import (
     STDOUT_FILE,
     WORK_DIR,
 )
+from vibesys.adapters.rundir.reader import ReadsRunDirs
 from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
@@ -78,8 +77,9 @@ SKY_LOG_FILE: Final = "sky.log"
 _LIVE: Final = "PENDING,CONFIGURING,RUNNING,COMPLETING"
 
 
-class SkyPilotBackend(Backend):
+class SkyPilotBackend(ReadsRunDirs, Backend):
     name = "skypilot"
+    dirs: RunDirs
 
     # -- what the engine may ask of it (mypy checks each protocol against the adapter) ---
 
@@ -383,14 +383,3 @@ class SkyPilotBackend(Backend):
         # Every status round is a `sky queue` plus a command on the login node: seconds each.
         young, old = self.poll_seconds
         return young if age_seconds < 120 else old
-
-    def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
-        return self.dirs.read_log(job, stream, offset, sink)
-
-    def list_artifacts(
-        self, job: JobRef, patterns: Sequence[str]
-    ) -> tuple[list[ArtifactInfo], list[str]]:
-        return self.dirs.list_artifacts(job, patterns)
-
-    def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
-        self.dirs.fetch_artifact(job, path, sink)
