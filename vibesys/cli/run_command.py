@@ -36,7 +36,7 @@ from vibesys.states.exits import (
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
     from vibesys.cli.live import LiveStatus
-    from vibesys.cli.run_checks import CheckedRun
+    from vibesys.cli.run_options import CheckedRun
     from vibesys.engine import DriveOptions, Engine, StopFlag
     from vibesys.journal_schema import Invocation, Journal
     from vibesys.osutil.logtail import LogTail
@@ -115,7 +115,7 @@ def _prepare(
 ) -> tuple[Journal, Engine, CheckedRun, AdapterRequest]:
     """Check everything, then open the journal and build the engine: nothing is recorded."""
     from vibesys.cli.common import make_engine, open_store
-    from vibesys.cli.run_checks import check_failpoints, check_run
+    from vibesys.cli.run_options import check_failpoints, check_run
 
     checked = check_run(values)
     if checked.after is not None:
