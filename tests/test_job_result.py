@@ -24,6 +24,7 @@ from vibesys.job_result import (
 )
 from vibesys.journal_schema import HistoryRow, Invocation
 from vibesys.states import FailureClass, JobState, Outcome
+from vibesys.states.exits import exit_status
 
 S, Out, F = JobState, Outcome, FailureClass
 
@@ -150,6 +151,30 @@ def test_exit_statuses(status: str, code: int) -> None:
     found = job_result(inv, [], history(None)).model_copy(update={"status": JobStatus(status)})
     assert exit_status_of(found) == code
     assert set(EXITS) == set(JobStatus)
+
+
+#: Where `vibesys-eval` says more than `vibesys run`: a timeout's cancel (124, not 130), and
+#: an infrastructure failure of no known class (UNRESOLVED, 4: the result never guesses one).
+FINER = {"TIMEOUT", "UNRESOLVED"}
+
+
+ALIKE = [r for r in MAPPING if r[4] is not None and not (r[4] in FINER and r[0] is S.DONE)]
+
+
+@pytest.mark.parametrize(("state", "outcome", "failure", "by", "expected"), ALIKE)
+def test_run_and_eval_exit_alike(
+    state: JobState,
+    outcome: Outcome | None,
+    failure: FailureClass | None,
+    by: str | None,
+    expected: str,
+) -> None:
+    """One set of exit statuses (vibesys.states.exits): `vibesys run`'s for an ended record
+    and `vibesys-eval`'s for its JobResult agree but where the result is finer."""
+    inv = invocation(state, outcome, failure)
+    found = job_result(inv, [], history(by))
+    assert found.status == expected
+    assert exit_status_of(found) == exit_status(inv)
 
 
 def test_an_application_failure_without_a_code_still_fails() -> None:

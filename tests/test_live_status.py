@@ -11,11 +11,11 @@ import pty
 import select
 import subprocess
 import sys
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 from rich.console import Console
 
 from vibesys.cli.live import PROGRESS_MIN_BYTES, LiveStatus, status_text

@@ -11,10 +11,10 @@ The table below is the oracle; it never reads the constants of `vibesys.cli.rend
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from tests.journal_schema.journal_helpers import create
 from vibesys.cli.render import reconcile_status, show, summary
@@ -80,7 +80,7 @@ def test_exit_status(
     base: Invocation, given: tuple[JobState, Outcome | None, int | None], status: int
 ) -> None:
     state, outcome, exit_code = given
-    inv = dataclasses.replace(base, state=state, outcome=outcome, exit_code=exit_code)
+    inv = structs.replace(base, state=state, outcome=outcome, exit_code=exit_code)
     assert exit_status(inv) == status
 
 
@@ -127,7 +127,7 @@ def test_the_readme_states_the_same_contract() -> None:
 def test_show_never_reports_more_retries_than_the_budget(
     base: Invocation, retries: int, budget: int, line: str
 ) -> None:
-    inv = dataclasses.replace(base, retries=retries, max_retries=budget)
+    inv = structs.replace(base, retries=retries, max_retries=budget)
     assert line in show(inv, [], []).splitlines()
 
 
@@ -146,7 +146,7 @@ def test_show_never_reports_more_retries_than_the_budget(
 def test_the_last_line_names_the_cause_when_the_command_did_not_decide(
     base: Invocation, outcome: Outcome, evidence: dict[str, object], cause: str
 ) -> None:
-    inv = dataclasses.replace(base, state=S.DONE, outcome=outcome)
+    inv = structs.replace(base, state=S.DONE, outcome=outcome)
     last = HistoryRow(9, S.SUBMITTING, S.DONE, "X", "t", evidence)
     line = summary(inv, last)
     assert line.endswith(cause) if cause else ":" not in line.split("attempt")[-1]

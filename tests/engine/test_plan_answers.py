@@ -3,10 +3,10 @@ a cancel commits in each state, who cancels an orphan, and when a driver stops f
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from msgspec.structs import replace
 
 from vibesys.engine.facts import ClaimRead, ErrorFacts, Gathered, Receipt, SubmitFailed
 from vibesys.engine.plan import (

@@ -5,10 +5,10 @@ it (or redoes exactly the effect the planner names, or writes and does nothing o
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from msgspec.structs import replace
 
 from vibesys.adapters.fake import FakeBackend
 from vibesys.engine import Engine, RetryPolicy

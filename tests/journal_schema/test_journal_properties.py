@@ -3,7 +3,6 @@ and passes `journal verify`."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import tempfile
 from datetime import UTC, datetime
@@ -11,6 +10,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from tests.journal_schema.journal_helpers import commit_all, create, job_name
 from tests.states.state_strategies import BY_NAME, EXPECTED
@@ -42,7 +42,7 @@ def engine_paths(draw: st.DrawFn, invocation_id: str) -> list[tuple[Event, JobSt
         elif trigger == "InfraFailed":
             # The engine's `not_before` is a time or none: the journal reads it back as one.
             when = draw(st.none() | st.datetimes(min_value=datetime(2000, 1, 1), timezones=_UTC))
-            event = dataclasses.replace(
+            event = structs.replace(
                 draw(BY_NAME[trigger]), not_before="" if when is None else iso(when)
             )
         else:

@@ -286,7 +286,7 @@ MUTANTS: list[Mutant] = [
     M("result-unresolved-guessed", JOB_RESULT, "    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):\n        return JobStatus.UNRESOLVED", "    if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):\n        return JobStatus.COMPLETED", "an outcome that cannot be proven is reported as success"),
     M("result-timeout-unseen", JOB_RESULT, "    if outcome == Outcome.CANCELLED and timed_out(history):", "    if False:", "an evaluation its timeout ended reads as cancelled by someone"),
     M("result-outcome-ignored", JOB_RESULT, "        return JobStatus(outcome)\n", "        return JobStatus.APPLICATION_FAILED\n", "a rejected or misconfigured evaluation is blamed on the candidate"),
-    M("result-unresolved-exits-0", JOB_RESULT_MODEL, "    JobStatus.UNRESOLVED: 4,", "    JobStatus.UNRESOLVED: 0,", "vibesys-eval exits as success when the outcome cannot be proven"),
+    M("result-unresolved-exits-0", JOB_RESULT_MODEL, "    JobStatus.UNRESOLVED: EXIT_UNRESOLVED,", "    JobStatus.UNRESOLVED: 0,", "vibesys-eval exits as success when the outcome cannot be proven"),
     M("bridge-forbidden-named-unknown", BRIDGE_PROTOCOL, "        if name in FORBIDDEN_FIELDS:\n", "        if False:\n", "a request naming a partition is refused without the reason (only as an unknown field)"),
     M("bridge-dotdot-glob", BRIDGE_PROTOCOL, ' or ".." in parts or ', " or ", "an artifact glob climbs out of the workspace"),
     M("bridge-foreign-workspace", BRIDGE_ADMISSION, "if os.path.normpath(request.workspace) not in (self.workspace, self.workspace_real):", "if False:", "one candidate's helper evaluates another candidate's workspace"),

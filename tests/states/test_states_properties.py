@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec import structs
 
 from tests.states.state_strategies import EXPECTED, events, valid_paths
 from vibesys.errors import InvalidTransition
@@ -58,13 +58,13 @@ def test_done_absorbs_every_event(event: Event) -> None:
 def test_every_event_survives_the_journal_codec(event: Event) -> None:
     kind, evidence = encode_event(event)
     assert kind == type(event).__name__
-    assert json.loads(evidence) == json.loads(json.dumps(dataclasses.asdict(event)))
+    assert json.loads(evidence) == json.loads(json.dumps(structs.asdict(event)))
     decoded = decode_event(kind, evidence)
     assert type(decoded) is type(event)
     assert decoded == event
     # Enum members come back as members, not bare strings, and encode the same again.
-    for field in dataclasses.fields(event):
-        assert type(getattr(decoded, field.name)) is type(getattr(event, field.name))
+    for name in event.__struct_fields__:
+        assert type(getattr(decoded, name)) is type(getattr(event, name))
     assert encode_event(decoded) == (kind, evidence)
 
 
@@ -85,7 +85,7 @@ def test_replay_names_the_seq_of_a_corrupted_step(
     index = data.draw(st.integers(0, len(steps) - 1), label="index")
     step = steps[index]
     wrong = data.draw(st.sampled_from([s for s in JobState if s != step.to_state]), label="to")
-    corrupted = [*steps[:index], dataclasses.replace(step, to_state=wrong), *steps[index + 1 :]]
+    corrupted = [*steps[:index], structs.replace(step, to_state=wrong), *steps[index + 1 :]]
     try:
         replay(corrupted)
     except ReplayMismatch as mismatch:

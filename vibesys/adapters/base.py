@@ -8,11 +8,12 @@ never by silence."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from msgspec import Struct, field
 
 from vibesys.adapters.rundir.claim import Claim
 
@@ -45,8 +46,7 @@ TERMINAL_REMOTE = frozenset(RemoteState) - {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class JobRef:
+class JobRef(Struct, frozen=True):
     """What the engine knows of one attempt: enough to find it again after a crash."""
 
     job_name: str
@@ -62,8 +62,7 @@ class JobRef:
 R = TypeVar("R", covariant=True)
 
 
-@dataclass(frozen=True, slots=True)
-class JobContext:
+class JobContext(Struct, frozen=True):
     """Where and with what environment the command runs, recorded at PREPARED: every attempt
     gets exactly this, whichever process submits it."""
 
@@ -71,8 +70,7 @@ class JobContext:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class SubmitRequest(Generic[R]):
+class SubmitRequest(Struct, Generic[R], frozen=True):
     """One attempt to submit: what every adapter gets, plus its own typed request `spec`."""
 
     invocation_id: str
@@ -88,14 +86,12 @@ class SubmitRequest(Generic[R]):
         return JobRef(self.job_name, None, self.run_dir, None, self.invocation_id, self.attempt)
 
 
-@dataclass(frozen=True, slots=True)
-class SubmitReceipt:
+class SubmitReceipt(Struct, frozen=True):
     job_id: str
     observation: str
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteStatus:
+class RemoteStatus(Struct, frozen=True):
     job_name: str
     job_id: str | None
     state: RemoteState
@@ -188,8 +184,7 @@ class Backend(Protocol):
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class ArtifactInfo:
+class ArtifactInfo(Struct, frozen=True):
     """One file the remote side reports for a declared artifact pattern."""
 
     path: str  # relative to the job's working directory
@@ -227,8 +222,7 @@ class RemoteFiles(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class GatheredCollection:
+class GatheredCollection(Struct, frozen=True):
     """A collection brought home in one command: how many bytes of each log arrived (into
     the sinks given), the marker's record (as `Backend.collect` gives it), and the listing of
     the declared artifacts (None when none were declared)."""
@@ -255,8 +249,7 @@ class GathersCollection(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class PollSchedule:
+class PollSchedule(Struct, frozen=True):
     """How often a site's shared status round may run (seconds). The round after one that
     watched jobs no older than `age` is due `interval(age)` later; never sooner than `floor`
     after the last one. Between rounds the cheap `probe` runs every `probe` seconds; an end it

@@ -10,9 +10,10 @@ to launch in the journal's cluster lease table, calls `launch()`, and records wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
+
+from msgspec import Struct
 
 __all__ = [
     "ClusterSight",
@@ -30,8 +31,7 @@ class LeaseAction(StrEnum):
     RESUME = "resume"  # it exists but is not up (provisioning was interrupted): launch resumes it
 
 
-@dataclass(frozen=True, slots=True)
-class LeasePlan:
+class LeasePlan(Struct, frozen=True):
     action: LeaseAction
     #: the cluster's stable name (from the campaign id and the launch shape's fingerprint)
     cluster: str
@@ -45,8 +45,7 @@ class LeasePlan:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseReceipt:
+class LeaseReceipt(Struct, frozen=True):
     """What a launch left (or a reuse found)."""
 
     cluster: str
@@ -57,8 +56,7 @@ class LeaseReceipt:
     evidence: str
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterSight:
+class ClusterSight(Struct, frozen=True):
     """The cluster as a refreshed inspection shows it."""
 
     #: the control plane knows the cluster (an ended allocation is dropped by the refresh)

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from msgspec import Struct
 
 from vibesys.errors import ConfigError, UsageError
 
@@ -27,8 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["ADAPTERS", "AdapterEntry", "Option", "entry", "names", "register"]
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
+class Option(Struct, frozen=True):
     """One `vibesys run` option an adapter takes."""
 
     flag: str
@@ -56,8 +56,7 @@ class AdapterModule(Protocol):
     def build(self, request: Any) -> Backend: ...
 
 
-@dataclass(frozen=True, slots=True)
-class AdapterEntry:
+class AdapterEntry(Struct, frozen=True):
     name: str
     summary: str
     module: str

@@ -20,9 +20,10 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from vibesys.adapters.registry import ADAPTERS, Option, entry
 from vibesys.errors import UsageError
@@ -164,8 +165,7 @@ def _plain(option: Option, text: str) -> Any:
     return None
 
 
-@dataclass
-class CheckedRun:
+class CheckedRun(Struct):
     adapter: str
     command: list[str]
     max_retries: int

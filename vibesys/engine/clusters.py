@@ -17,8 +17,9 @@ a lease moves through are the lease's own transition table (`vibesys/states/leas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from msgspec import Struct
 
 from vibesys.adapters.base import Backend
 from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend, ReleasedWhenDone
@@ -60,8 +61,7 @@ class LeaseEngine(Protocol):
     ) -> AdapterRequest: ...
 
 
-@dataclass(frozen=True, slots=True)
-class SettledLease:
+class SettledLease(Struct, frozen=True):
     lease_id: int
     name: str
     before: LeaseState

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,34 +87,45 @@ def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
     return entry(adapter).load().build(request)
 
 
-@dataclass
 class Engine(AdapterAccess, Preparing):
-    journal: Journal
-    backends: BackendFactory = registry_backend
-    #: the retry policy `prepare` records for a new invocation; every later step of an
-    #: invocation uses the one recorded with it (its settings), whichever process takes it
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    lease_ttl: timedelta = timedelta(seconds=30)
-    owner: str = field(default_factory=self_identity)
-    #: the unreachable timeout `prepare` records: how long a running job's scheduler may stay
-    #: unreachable before its outcome is unknown (recorded, like `retry`)
-    unreachable_timeout: timedelta = timedelta(0)
-    clock: Callable[[], datetime] = utc_now
-    #: the last thing an effect could not do, per invocation (shown by reconcile and run)
-    notes: dict[str, str] = field(default_factory=dict)
-    #: why a recorded invocation is not submitted yet (its campaign's queue), per invocation
-    waiting: dict[str, str] = field(default_factory=dict)
-    #: the provenance recorded for each (invocation, attempt), as far as this process knows
-    provenance_seen: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
-    #: hears of transfers (staging, artifact downloads): a terminal's progress bar
-    progress: Progress | None = None
-    _backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
-    _requests: dict[tuple[str, str, str], AdapterRequest] = field(default_factory=dict)
-    _cancel_sent: dict[tuple[str, int], float] = field(default_factory=dict)
-    #: this process's side of the status rounds shared per site (engine/shared_poll.py)
-    shared: SharedPoll = field(init=False, repr=False)
+    """Drives invocations: observe, plan, commit, execute. A service object, not a record:
+    one per process (or per test), its caches and timers its own."""
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        backends: BackendFactory = registry_backend,
+        *,
+        retry: RetryPolicy | None = None,
+        lease_ttl: timedelta = timedelta(seconds=30),
+        owner: str | None = None,
+        unreachable_timeout: timedelta = timedelta(0),
+        clock: Callable[[], datetime] = utc_now,
+        progress: Progress | None = None,
+    ) -> None:
+        self.journal = journal
+        self.backends = backends
+        #: the retry policy `prepare` records for a new invocation; every later step of an
+        #: invocation uses the one recorded with it (its settings), whichever process takes it
+        self.retry = RetryPolicy() if retry is None else retry
+        self.lease_ttl = lease_ttl
+        self.owner = self_identity() if owner is None else owner
+        #: the unreachable timeout `prepare` records: how long a running job's scheduler may
+        #: stay unreachable before its outcome is unknown (recorded, like `retry`)
+        self.unreachable_timeout = unreachable_timeout
+        self.clock = clock
+        #: hears of transfers (staging, artifact downloads): a terminal's progress bar
+        self.progress = progress
+        #: the last thing an effect could not do, per invocation (shown by reconcile and run)
+        self.notes: dict[str, str] = {}
+        #: why a recorded invocation is not submitted yet (its campaign's queue), per invocation
+        self.waiting: dict[str, str] = {}
+        #: the provenance recorded for each (invocation, attempt), as far as this process knows
+        self.provenance_seen: dict[tuple[str, int], dict[str, str]] = {}
+        self._backends: dict[tuple[str, str], Backend] = {}
+        self._requests: dict[tuple[str, str, str], AdapterRequest] = {}
+        self._cancel_sent: dict[tuple[str, int], float] = {}
+        #: this process's side of the status rounds shared per site (engine/shared_poll.py)
         self.shared = SharedPoll(self)
 
     # -- adapters -----------------------------------------------------------------------------

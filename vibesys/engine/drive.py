@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final, Protocol
+
+from msgspec import Struct
 
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
@@ -70,8 +71,7 @@ class StatusSink(Protocol):
     def clear(self) -> None: ...
 
 
-@dataclass
-class DriveOptions:
+class DriveOptions(Struct):
     tail: LogTail | None = None
     detach: bool = False
     #: set from a signal handler. Owners (`run`, the broker): cancel the job, then keep

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 __all__ = ["ClaimRead", "ErrorFacts", "Fact", "Gathered", "Receipt", "SubmitFailed"]
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorFacts:
+class ErrorFacts(Struct, frozen=True):
     """What an error proves, in the two words the engine decides by."""
 
     maybe_submitted: bool
@@ -19,23 +18,20 @@ class ErrorFacts:
     fix: str
 
 
-@dataclass(frozen=True, slots=True)
-class Receipt:
+class Receipt(Struct, frozen=True):
     """The scheduler accepted the submit."""
 
     job_id: str
     observation: str
 
 
-@dataclass(frozen=True, slots=True)
-class SubmitFailed:
+class SubmitFailed(Struct, frozen=True):
     """The submit raised: what the error proves."""
 
     facts: ErrorFacts
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimRead:
+class ClaimRead(Struct, frozen=True):
     """The fence's answer: the claim the attempt's run directory holds now (the fence, or the
     job's own claim that came first)."""
 
@@ -45,8 +41,7 @@ class ClaimRead:
     description: str
 
 
-@dataclass(frozen=True, slots=True)
-class Gathered:
+class Gathered(Struct, frozen=True):
     """Logs and artifacts are home; what the collection showed."""
 
     evidence: str

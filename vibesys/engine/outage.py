@@ -9,8 +9,9 @@ that reaches the scheduler ends the outage; the next one counts afresh.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
+
+from msgspec import structs
 
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema import Invocation, Journal
@@ -26,4 +27,4 @@ def date_outage(journal: Journal, now: datetime, inv: Invocation, seen: Seen) ->
         return seen
     if recorded is None:
         recorded = journal.mark_unreachable(inv.id, inv.attempt, seen.since or now)
-    return dataclasses.replace(seen, since=min(recorded, seen.since or recorded))
+    return structs.replace(seen, since=min(recorded, seen.since or recorded))

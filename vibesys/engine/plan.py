@@ -21,8 +21,9 @@ submit of the same attempt. `vibesys states --reconcile-table` prints every deci
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from msgspec import Struct
 
 from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
 from vibesys.engine.retry import RetryPolicy, next_attempt_at
@@ -71,26 +72,22 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Commit:
+class Commit(Struct, frozen=True):
     event: Event
 
 
-@dataclass(frozen=True, slots=True)
-class Redo:
+class Redo(Struct, frozen=True):
     effect: Effect
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
+class Hold(Struct, frozen=True):
     why: str
 
 
 Step = Commit | Redo | Hold
 
 
-@dataclass(frozen=True, slots=True)
-class PlanContext:
+class PlanContext(Struct, frozen=True):
     now: datetime
     retry: RetryPolicy
     #: how long a scheduler may stay unreachable before a running job's outcome is unknown
@@ -313,8 +310,7 @@ def orphaned(inv: Invocation) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class Follow:
+class Follow(Struct, frozen=True):
     """The answer to a driver whose invocation's fate stays open (UNRESOLVED, COLLECTING):
     stop now, or go on; `open_since` is when the driver first saw it open (its own clock)."""
 

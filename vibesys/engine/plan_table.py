@@ -6,8 +6,10 @@ in every state (`plan_cancel`). docs/architecture.md shows it and a test checks 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+
+from msgspec.structs import replace
 
 from vibesys.engine.plan import (
     Commit,
@@ -89,7 +91,7 @@ def _invocation(state: JobState, **facts: object) -> Invocation:
         lease_owner=None,
         lease_expires_at=None,
     )
-    return replace(base, **facts)  # type: ignore[arg-type]
+    return replace(base, **facts)
 
 
 #: A PREPARED invocation with others of its campaign ahead of it in the queue.

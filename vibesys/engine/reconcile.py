@@ -13,8 +13,9 @@ reported on its row and never stops the others from being reconciled.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from msgspec import Struct
 
 from vibesys.adapters.base import JobRef
 from vibesys.engine.clusters import release_finished_campaigns, settle_leases
@@ -28,8 +29,7 @@ from vibesys.journal_schema import Invocation, LeaseState, iso
 from vibesys.states import JobState
 
 
-@dataclass(frozen=True, slots=True)
-class ReconcileRow:
+class ReconcileRow(Struct, frozen=True):
     #: an invocation id, or "cluster NAME" for a cluster lease
     invocation_id: str
     before: JobState | LeaseState

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 if TYPE_CHECKING:
     from vibesys.journal_schema.settings import Settings
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RetryPolicy(Struct, frozen=True):
     """Only infrastructure failures are retried, at most `max_retries` times."""
 
     max_retries: int = 2

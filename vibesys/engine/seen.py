@@ -6,9 +6,10 @@ from getting one) becomes a `Seen`; the planner (`engine/plan.py`) decides from 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+
+from msgspec import Struct
 
 from vibesys.states import FailureClass
 
@@ -28,8 +29,7 @@ class Sight(StrEnum):
     BLOCKED = "blocked"  # the status call failed; a person must act first (`fix`)
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
+class Seen(Struct, frozen=True):
     sight: Sight
     evidence: str
     job_id: str | None = None

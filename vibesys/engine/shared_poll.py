@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
+
+from msgspec import Struct, field
 
 from vibesys.adapters.base import PollSchedule, SharedPolling
 from vibesys.engine.observe import seen_error
@@ -75,8 +76,7 @@ ROUND_CHECK_SECONDS = 0.05
 FORCED_ROUND_WAIT_SECONDS = 180.0
 
 
-@dataclass
-class SharedPoll:
+class SharedPoll(Struct):
     """This process's side of the shared rounds (one per engine)."""
 
     engine: PollingEngine

@@ -11,6 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vibesys.errors import UsageError
 from vibesys.states import FailureClass, JobState, Outcome
+from vibesys.states.exits import (
+    EXIT_BAD_INPUT,
+    EXIT_INFRA_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_MISCONFIGURED,
+    EXIT_TIMEOUT,
+    EXIT_UNRESOLVED,
+)
 
 #: A CancelRequested whose `by` starts with this was the evaluation's own timeout.
 TIMEOUT_CANCEL: Final = "timeout:"
@@ -52,15 +60,15 @@ MEANING: Final = {
 
 #: Exit statuses of `vibesys-eval` (and `vibesys run`) for each status but the command's own.
 EXIT_STATUS: Final = {
-    JobStatus.ALLOCATION_EXPIRED: 75,
-    JobStatus.NODE_FAILED: 75,
-    JobStatus.PREEMPTED: 75,
-    JobStatus.TRANSPORT_LOST: 75,
-    JobStatus.CANCELLED: 130,
-    JobStatus.UNRESOLVED: 4,
-    JobStatus.TIMEOUT: 124,
-    JobStatus.REJECTED: 2,
-    JobStatus.MISCONFIGURED: 78,
+    JobStatus.ALLOCATION_EXPIRED: EXIT_INFRA_FAILED,
+    JobStatus.NODE_FAILED: EXIT_INFRA_FAILED,
+    JobStatus.PREEMPTED: EXIT_INFRA_FAILED,
+    JobStatus.TRANSPORT_LOST: EXIT_INFRA_FAILED,
+    JobStatus.CANCELLED: EXIT_INTERRUPTED,
+    JobStatus.UNRESOLVED: EXIT_UNRESOLVED,
+    JobStatus.TIMEOUT: EXIT_TIMEOUT,
+    JobStatus.REJECTED: EXIT_BAD_INPUT,
+    JobStatus.MISCONFIGURED: EXIT_MISCONFIGURED,
 }
 
 

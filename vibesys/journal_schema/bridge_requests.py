@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from msgspec import Struct
 
 from vibesys.journal_schema.clock import moment, now_iso
 
@@ -23,8 +24,7 @@ __all__ = ["BridgeRecords", "BridgeRequest"]
 _COLUMNS = "run_id, request_id, invocation_id, uid, workspace, kind, body, results_dir, created_at"
 
 
-@dataclass(frozen=True, slots=True)
-class BridgeRequest:
+class BridgeRequest(Struct, frozen=True):
     run_id: str
     request_id: str
     invocation_id: str

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+from msgspec import Struct
 
 from vibesys.errors import StaleState, UsageError
 from vibesys.journal_schema.clock import iso, utc_now
@@ -27,8 +28,7 @@ COLUMNS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterLease:
+class ClusterLease(Struct, frozen=True):
     id: int
     name: str
     campaign: str | None

@@ -2,28 +2,26 @@
 and other records of plain fields the same way (a shared round's observations, `encode_record`).
 
 Encoding runs on every commit and reads the fields directly; decoding validates the payload
-with pydantic, imported then (`journal verify`, replays, a shared round's reader)."""
+strictly against the record's type (msgspec: every field's type, enumerations too)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import json.encoder
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
+
+import msgspec
 
 from vibesys.errors import NotAJournal
 from vibesys.journal_schema.clock import iso
 from vibesys.states import EVENT_TYPES, Event
 
-if TYPE_CHECKING:
-    from pydantic import TypeAdapter
-
 _BY_NAME: dict[str, type[Event]] = {cls.__name__: cls for cls in EVENT_TYPES}
 #: Each event class's field names, sorted: the JSON keys, in the order `sort_keys` gives.
 _FIELDS: dict[type[Event], tuple[str, ...]] = {
-    cls: tuple(sorted(f.name for f in dataclasses.fields(cls))) for cls in EVENT_TYPES
+    cls: tuple(sorted(cls.__struct_fields__)) for cls in EVENT_TYPES
 }
 
 
@@ -51,17 +49,7 @@ def _json_encoder() -> Callable[[dict[str, Any]], str]:
 
 _ENCODE = _json_encoder()
 
-_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
-
 T = TypeVar("T")
-
-
-def _adapter(cls: type[Any]) -> TypeAdapter[Any]:
-    if cls not in _ADAPTERS:
-        from pydantic import TypeAdapter
-
-        _ADAPTERS[cls] = TypeAdapter(cls)
-    return _ADAPTERS[cls]
 
 
 def event_payload(event: Event) -> dict[str, Any]:
@@ -75,34 +63,30 @@ def encode_event(event: Event) -> tuple[str, str]:
 
 
 def decode_event(kind: str, evidence: str) -> Event:
-    from pydantic import ValidationError
-
     cls = _BY_NAME.get(kind)
     if cls is None:
         raise NotAJournal(f"history names an unknown event {kind!r}")
     try:
-        event: Event = _adapter(cls).validate_python(json.loads(evidence))
-    except (ValidationError, json.JSONDecodeError) as exc:
+        event: Event = msgspec.json.decode(evidence, type=cls)
+    except msgspec.DecodeError as exc:
         raise NotAJournal(f"evidence of a {kind} event does not decode: {exc}") from exc
     return event
 
 
 def encode_record(record: Any) -> str:
-    """A dataclass of plain fields as JSON, keys sorted, as events are: enumerations by their
-    value, times in the journal's ISO form."""
+    """A record (a msgspec Struct) of plain fields as JSON, keys sorted, as events are:
+    enumerations by their value, times in the journal's ISO form."""
     payload = {}
-    for field in dataclasses.fields(record):
-        value = getattr(record, field.name)
-        payload[field.name] = iso(value) if isinstance(value, datetime) else value
+    for name in record.__struct_fields__:
+        value = getattr(record, name)
+        payload[name] = iso(value) if isinstance(value, datetime) else value
     return _ENCODE(payload)
 
 
 def decode_record(cls: type[T], text: str) -> T:
     """`encode_record`'s text as a `cls`, validated (every field's type, enumerations too)."""
-    from pydantic import ValidationError
-
     try:
-        record: T = _adapter(cls).validate_python(json.loads(text))
-    except (ValidationError, json.JSONDecodeError) as exc:
+        record: T = msgspec.json.decode(text, type=cls)
+    except msgspec.DecodeError as exc:
         raise NotAJournal(f"a recorded {cls.__name__} does not decode: {exc}") from exc
     return record

@@ -15,9 +15,10 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+from msgspec import Struct
 
 from vibesys.journal_schema.clock import iso, moment, moment_or_none
 from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, as_dict
@@ -25,8 +26,7 @@ from vibesys.journal_schema.records import Invocation
 from vibesys.osutil.proc import identity_alive
 
 
-@dataclass(frozen=True, slots=True)
-class PollSite:
+class PollSite(Struct, frozen=True):
     site: str
     #: the last round completed (0: none yet)
     round: int
@@ -39,8 +39,7 @@ class PollSite:
     facts: dict[str, str] | None
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(Struct, frozen=True):
     """What round `round` saw of `invocation_id`'s attempt `attempt`, taken for the row at
     `version` (so made after that version was committed)."""
 
@@ -53,8 +52,7 @@ class Observation:
     observed_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class Observed:
+class Observed(Struct, frozen=True):
     """One row a poller writes at the end of its round."""
 
     invocation_id: str

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from enum import StrEnum
+
+from msgspec import Struct
 
 from vibesys.journal_schema.clock import iso, utc_now
 
@@ -20,8 +21,7 @@ class ArtifactState(StrEnum):
     MISMATCH = "mismatch"  # downloaded bytes differ from what the remote side listed
 
 
-@dataclass(frozen=True, slots=True)
-class ArtifactRow:
+class ArtifactRow(Struct, frozen=True):
     attempt: int
     path: str
     size: int | None

@@ -11,7 +11,8 @@ ending (DONE); its row stays as history.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from vibesys.states import JobState
 
@@ -23,8 +24,7 @@ _AHEAD = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class QueuePlace:
+class QueuePlace(Struct, frozen=True):
     """Where one invocation stands in its campaign's queue."""
 
     campaign: str

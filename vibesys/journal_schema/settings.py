@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
 from typing import Any, Final
+
+from msgspec import Struct, structs
 
 from vibesys.errors import JournalCorrupt
 
@@ -25,8 +26,7 @@ class SettingsError(JournalCorrupt):
     """A settings record that is not one (a key missing, unknown, or of the wrong type)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(Struct, frozen=True):
     #: seconds before the first retry after an infrastructure failure; doubles (`retry_backoff`)
     retry_delay_seconds: float = 2.0
     retry_backoff: float = 2.0
@@ -55,7 +55,7 @@ class Settings:
             )
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return structs.asdict(self)
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)
@@ -84,6 +84,6 @@ class Settings:
         return cls(**data)
 
 
-_ORDER: Final = tuple(f.name for f in fields(Settings))
+_ORDER: Final = Settings.__struct_fields__
 _KEYS: Final = frozenset(_ORDER)
 _NUMBERS: Final = tuple(name for name in _ORDER if name != "cancel_when_orphaned")

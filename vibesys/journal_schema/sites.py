@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Protocol
+
+from msgspec import Struct
 
 from vibesys.journal_schema.clock import now_iso
 
@@ -25,8 +26,7 @@ class Rendering(Protocol):
     def text(self) -> str: ...
 
 
-@dataclass(frozen=True, slots=True)
-class SiteRendering:
+class SiteRendering(Struct, frozen=True):
     digest: str
     #: "slurm.toml" or "clusters.toml"
     kind: str

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from vibesys.journal_schema.clock import now_iso
 from vibesys.osutil.proc import identity_alive
@@ -24,8 +25,7 @@ WAITING = "waiting"
 ACTIVE = "active"
 
 
-@dataclass(frozen=True, slots=True)
-class SlotView:
+class SlotView(Struct, frozen=True):
     """Where a ticket stands in its run's line."""
 
     granted: bool

@@ -5,51 +5,43 @@ Every other effect is idempotent, so the engine may carry it out again after a c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from vibesys.states.job_state import Outcome
 
 
-@dataclass(frozen=True, slots=True)
-class Submit:
+class Submit(Struct, frozen=True):
     attempt: int
     job_name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Fence:
+class Fence(Struct, frozen=True):
     """Claim the attempt's run directory for nobody (idempotent): whoever claims first wins."""
 
     attempt: int
 
 
-@dataclass(frozen=True, slots=True)
-class Poll:
+class Poll(Struct, frozen=True):
     """Watch the job until it reaches a terminal state."""
 
 
-@dataclass(frozen=True, slots=True)
-class Cancel:
+class Cancel(Struct, frozen=True):
     """Ask the adapter to cancel the job, then wait until it has settled."""
 
 
-@dataclass(frozen=True, slots=True)
-class Collect:
+class Collect(Struct, frozen=True):
     """Bring logs and results home."""
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleRetry:
+class ScheduleRetry(Struct, frozen=True):
     not_before: str
 
 
-@dataclass(frozen=True, slots=True)
-class Resolve:
+class Resolve(Struct, frozen=True):
     """Look the job up again later; nothing is known for sure."""
 
 
-@dataclass(frozen=True, slots=True)
-class Finish:
+class Finish(Struct, frozen=True):
     outcome: Outcome
     exit_code: int | None
 

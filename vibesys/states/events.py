@@ -1,4 +1,4 @@
-"""Events: one frozen dataclass per fact that can move an invocation.
+"""Events: one frozen record (a msgspec Struct) per fact that can move an invocation.
 
 The class name is the trigger name in the transition table and the `event` column of the
 journal's history; the fields are the evidence. Times are ISO-8601 UTC strings supplied by
@@ -7,21 +7,19 @@ the engine (this package has no clock).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from vibesys.states.job_state import OUTCOME_OF, RETRYABLE, FailureClass, Outcome
 
 
-@dataclass(frozen=True, slots=True)
-class SubmitIntended:
+class SubmitIntended(Struct, frozen=True):
     """The engine is about to submit `attempt` under the stable `job_name`."""
 
     attempt: int
     job_name: str
 
 
-@dataclass(frozen=True, slots=True)
-class SubmitDispatched:
+class SubmitDispatched(Struct, frozen=True):
     """The submission of `attempt` may begin: from here on the job may exist even if nobody
     ever learns its id, so only a lookup or a fence can settle what happened."""
 
@@ -29,23 +27,20 @@ class SubmitDispatched:
     job_name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Submitted:
+class Submitted(Struct, frozen=True):
     """The scheduler accepted the job (or a lookup by name found it)."""
 
     job_id: str
     observation: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Rejected:
+class Rejected(Struct, frozen=True):
     """The request is invalid; it is proven that nothing runs."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Misconfigured:
+class Misconfigured(Struct, frozen=True):
     """A configuration or security failure (a changed host key, a refused key, a missing
     candidate, a command the system cannot execute): it is proven that nothing was submitted,
     and retrying cannot help until a person applies `fix`."""
@@ -54,8 +49,7 @@ class Misconfigured:
     fix: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class ParentFailed:
+class ParentFailed(Struct, frozen=True):
     """The invocation this one runs after (`parent`) ended without success before this one
     was submitted: it is proven that nothing was or will be submitted."""
 
@@ -63,23 +57,20 @@ class ParentFailed:
     observation: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class FenceIntended:
+class FenceIntended(Struct, frozen=True):
     """The engine is about to fence `attempt`: claim its run directory so that its command can
     never start, unless the job has claimed it first."""
 
     attempt: int
 
 
-@dataclass(frozen=True, slots=True)
-class OutcomeUnknown:
+class OutcomeUnknown(Struct, frozen=True):
     """The remote state cannot be proven; the observation says why."""
 
     observation: str
 
 
-@dataclass(frozen=True, slots=True)
-class Finished:
+class Finished(Struct, frozen=True):
     """The job reached a terminal state that is not an infrastructure failure."""
 
     failure_class: FailureClass
@@ -91,8 +82,7 @@ class Finished:
             raise ValueError(f"Finished cannot carry {self.failure_class}: use InfraFailed")
 
 
-@dataclass(frozen=True, slots=True)
-class InfraFailed:
+class InfraFailed(Struct, frozen=True):
     """The infrastructure failed and it is proven that nothing of this attempt runs."""
 
     failure_class: FailureClass
@@ -104,8 +94,7 @@ class InfraFailed:
             raise ValueError(f"InfraFailed cannot carry {self.failure_class}: use Finished")
 
 
-@dataclass(frozen=True, slots=True)
-class Collected:
+class Collected(Struct, frozen=True):
     """Logs and results are home; the outcome is final."""
 
     outcome: Outcome
@@ -113,30 +102,26 @@ class Collected:
     observation: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class RetryBudgetSpent:
+class RetryBudgetSpent(Struct, frozen=True):
     """No attempts are left after an infrastructure failure."""
 
     failure_class: FailureClass
     retries: int
 
 
-@dataclass(frozen=True, slots=True)
-class CancelRequested:
+class CancelRequested(Struct, frozen=True):
     """Someone asked for cancellation; authorizes the cancel effect."""
 
     by: str
 
 
-@dataclass(frozen=True, slots=True)
-class Cancelled:
+class Cancelled(Struct, frozen=True):
     """Cancellation is settled: nothing of the invocation runs any more."""
 
     observation: str
 
 
-@dataclass(frozen=True, slots=True)
-class SiteReplaced:
+class SiteReplaced(Struct, frozen=True):
     """An operator replaced the site configuration the invocation runs with (a moved login
     node): from here on its attempts use the rendering `new_digest`, never a re-read file."""
 

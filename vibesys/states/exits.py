@@ -28,6 +28,8 @@ EXIT_JOURNAL_FAULT = 73  # EX_CANTCREAT: the journal could not be written mid-ru
 # full, I/O error, made immutable, deleted or replaced); the job may still be running
 EXIT_UNRESOLVED = 4
 EXIT_INTERRUPTED = 130
+#: as `timeout(1)`'s: the evaluation's own timeout ended it (the bridge, the GPU broker)
+EXIT_TIMEOUT = 124
 EXIT_BAD_INPUT = 2
 #: EX_NOINPUT: the invocation it runs after (`--after`) did not succeed; its command never ran
 EXIT_DEPENDENCY_FAILED = 66

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from msgspec import Struct, field
 
 from vibesys.errors import InvalidTransition
 from vibesys.states.effects import (
@@ -58,21 +59,18 @@ class _Call(Protocol):
     def kwargs(self) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Replayed:
+class _Replayed(Struct, frozen=True):
     """The stand-in for EventData when `decide()` runs a row's callbacks itself."""
 
     kwargs: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(Struct, frozen=True):
     state: JobState
     effects: tuple[Effect, ...]
 
 
-@dataclass
-class _Model:
+class _Model(Struct):
     """What the machine moves; callbacks only append effects, the engine performs them."""
 
     state: JobState
@@ -210,8 +208,7 @@ def _whole(
     return whole
 
 
-@dataclass(frozen=True, slots=True)
-class _Read:
+class _Read(Struct, frozen=True):
     """The table as `decide()` reads it."""
 
     #: (state, trigger) -> (next state, the callbacks the table names): what the machine does

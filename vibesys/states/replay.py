@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from vibesys.errors import InvalidTransition
 from vibesys.states.events import Event
@@ -11,8 +12,7 @@ from vibesys.states.job_state import INITIAL, JobState
 from vibesys.states.machine import Decision, decide
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(Struct, frozen=True):
     """One recorded transition: what the history says happened."""
 
     seq: int

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 import subprocess
@@ -11,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 from pydantic import ValidationError
 
 from tests.skyfake import FakeSky, ref, wait_terminal
@@ -342,13 +342,13 @@ def test_passed_variables_reach_the_job_by_name_only(fake_sky: FakeSky) -> None:
     )
     # The context holds the host's variables too; only the listed one goes to the job.
     context = JobContext(ok.context.cwd, {"WANDB_KEY": secret, "EXPECT": secret})
-    ok = dataclasses.replace(ok, context=context)
+    ok = structs.replace(ok, context=context)
     done = wait_terminal(backend, ref(ok, backend.submit(ok).job_id))
     assert (done.state, done.exit_code) == (RemoteState.FAILED, 1)  # EXPECT did not reach it
-    both = dataclasses.replace(
+    both = structs.replace(
         ok, invocation_id="inv-q", job_name="vibesys-inv-q-1", run_dir=ok.run_dir.parent / "q"
     )
-    both = dataclasses.replace(both, spec=fake_sky.request(pass_env=["WANDB_KEY", "EXPECT"]))
+    both = structs.replace(both, spec=fake_sky.request(pass_env=["WANDB_KEY", "EXPECT"]))
     done = wait_terminal(backend, ref(both, backend.submit(both).job_id))
     assert (done.state, done.exit_code) == (RemoteState.COMPLETED, 0)
     last = fake_sky.calls("exec")[-1]

@@ -17,8 +17,9 @@ never by silence. Pure: strings in, strings out; the adapters run the commands.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Final, Literal
+
+from msgspec import Struct, field
 
 from vibesys.adapters.rundir.names import CANCEL_FILE, CLAIM_FILE, EXIT_CODE_FILE, REFUSED_FILE
 
@@ -41,8 +42,7 @@ REFUSED_EXIT: Final = 85
 ClaimKind = Literal["job", "fence"]
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(Struct, frozen=True):
     """Who holds an attempt: its job (the command may run) or a fence (it never will)."""
 
     kind: ClaimKind

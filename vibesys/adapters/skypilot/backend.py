@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from msgspec import structs
+
 from vibesys.adapters.base import (
     Backend,
     JobRef,
@@ -153,7 +155,7 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
             campaign=self.run_id,
         )
         if plan.action is LeaseAction.REUSE:
-            plan = dataclasses.replace(plan, allocation=self._allocation_of(record))
+            plan = structs.replace(plan, allocation=self._allocation_of(record))
         return plan
 
     def launch(self, plan: LeasePlan) -> LeaseReceipt:
@@ -300,7 +302,7 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
         if ended is None and seen.files.exit_code is not None:
             ended = seen.files.exit_written_at
         found = provenance(self.effective, self.cluster, status.job_id, seen.files.claim, ended)
-        return dataclasses.replace(status, provenance=found) if found else status
+        return structs.replace(status, provenance=found) if found else status
 
     def _observe(
         self,

@@ -12,11 +12,12 @@ so the engine settles such an attempt with a fence, never by the absence alone.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
+
+from msgspec import structs
 
 from vibesys.adapters.base import (
     GatheredCollection,
@@ -211,9 +212,7 @@ class SlurmScheduler:
                 status = classify(row, marker, cancelled_by_us, job_name=job.job_name)
                 where = {"site": self.config.slurm.name, **provenance(row)}
                 told = status.observation if seen is None else f"{seen}; {status.observation}"
-                result[job.job_name] = dataclasses.replace(
-                    status, provenance=where, observation=told
-                )
+                result[job.job_name] = structs.replace(status, provenance=where, observation=told)
             else:
                 # An attempt of unknown age counts as young: waiting costs less than a guess.
                 # A claimer's own age counts (it may have started long after the attempt).
@@ -233,7 +232,7 @@ class SlurmScheduler:
         for row in rows:
             if (row.job_name, row.job_id) == (job.job_name, claimer):
                 return row
-        return self._sacct([dataclasses.replace(job, job_id=claimer)]).get(job.job_name)
+        return self._sacct([structs.replace(job, job_id=claimer)]).get(job.job_name)
 
     def _sacct(self, jobs: Sequence[JobRef]) -> dict[str, SacctRow]:
         with_id = [j for j in jobs if j.job_id]

@@ -12,8 +12,9 @@ import shlex
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Protocol
+
+from msgspec import Struct
 
 from vibesys.adapters.base import Sink
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, UsageError
@@ -44,8 +45,7 @@ _RESERVED: frozenset[str] = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class CommandResult:
+class CommandResult(Struct, frozen=True):
     returncode: int
     stdout: str
     stderr: str
