@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import sys
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from msgspec import Struct
 
 from vibesys.config.load import default_slurm_config_path, parse_slurm_config, read_config_text
 from vibesys.config.slurm import SlurmSiteConfig
@@ -32,8 +33,7 @@ DEFAULT_ALIAS_CONFIG: Final = "~/.config/vibesys/slurm-gpu.toml"
 _WARNED: set[str] = set()
 
 
-@dataclass(frozen=True, slots=True)
-class SlurmSiteFile:
+class SlurmSiteFile(Struct, frozen=True):
     """What a site file says: the settings, and for a `[slurm_gpu]` file the trusted
     evaluation's sizing and the deprecation warning to give once."""
 

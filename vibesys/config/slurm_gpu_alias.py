@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
+from msgspec import Struct
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vibesys.config.load import format_error
@@ -82,8 +82,7 @@ class SlurmGpuTable(BaseModel):
     gate_time_minutes: int = Field(gt=0)
 
 
-@dataclass(frozen=True, slots=True)
-class GateSizing:
+class GateSizing(Struct, frozen=True):
     """The trusted evaluation's sbatch job, as the old table sized it."""
 
     #: --gres=gpu:N; None: the task's [resources] accelerators per node decide
@@ -96,8 +95,7 @@ class GateSizing:
     max_gpus: int
 
 
-@dataclass(frozen=True, slots=True)
-class TranslatedSlurmGpu:
+class TranslatedSlurmGpu(Struct, frozen=True):
     site: SlurmSiteConfig
     gate: GateSizing
     warning: str

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Final
+
+from msgspec import Struct
 
 from vibesys.adapters.base import TERMINAL_REMOTE, RemoteState, RemoteStatus
 from vibesys.adapters.times import reported_time
@@ -113,8 +114,7 @@ class UnparseableOutput(BackendUnavailable):
     """Slurm printed something this module does not understand; `evidence` holds it."""
 
 
-@dataclass(frozen=True, slots=True)
-class SacctRow:
+class SacctRow(Struct, frozen=True):
     job_id: str
     job_name: str
     #: the state word: `CANCELLED` for `CANCELLED by 0`
@@ -136,8 +136,7 @@ class SacctRow:
     alloc_tres: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class SqueueRow:
+class SqueueRow(Struct, frozen=True):
     job_id: str
     job_name: str
     state: str

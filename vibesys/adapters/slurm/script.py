@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Final
+
+from msgspec import Struct
 
 from vibesys.adapters.rundir.claim import claim_shell
 from vibesys.adapters.rundir.names import (
@@ -80,8 +81,7 @@ class InvalidJobSpec(UsageError, ValueError):
     """A job spec that cannot be rendered safely; nothing was submitted."""
 
 
-@dataclass(frozen=True, slots=True)
-class SlurmJobSpec:
+class SlurmJobSpec(Struct, frozen=True):
     """One Slurm job as vibesys renders it (sbatch or srun)."""
 
     job_name: str
@@ -98,7 +98,7 @@ class SlurmJobSpec:
     #: job id this one runs after (afterok); a failed parent leaves it pending, never killed
     dependency: str | None = None
     #: the command's working directory; batch jobs default to `run_dir`
-    workdir: PurePosixPath | None = field(default=None)
+    workdir: PurePosixPath | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.job_name):

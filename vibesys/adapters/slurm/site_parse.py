@@ -4,8 +4,9 @@ and slurmctld's RPC rate limit (`scontrol show config`). The job queries are `pa
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final
+
+from msgspec import Struct
 
 from vibesys.adapters.slurm.parse import UnparseableOutput, lines_of
 
@@ -69,8 +70,7 @@ def parse_sinfo_partitions(text: str) -> dict[str, int | None]:
     return limits
 
 
-@dataclass(frozen=True, slots=True)
-class RateLimit:
+class RateLimit(Struct, frozen=True):
     """slurmctld's per-user RPC token bucket (Slurm 23.02+, `rl_enable` in
     SlurmctldParameters): `bucket` tokens at most, `refill` more every `period` seconds."""
 

@@ -4,11 +4,12 @@ a request invalid, and the attempt's reference before a job id exists."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
+
+from msgspec import Struct, structs
 
 from vibesys.adapters.base import Progress, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
@@ -63,8 +64,7 @@ def job_spec(
         raise SubmitRejected(f"invalid request: {exc}") from exc
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(Struct, frozen=True):
     """A candidate to stage: its manifest (digest checked), where it is read from and where
     its snapshot lives on the cluster."""
 
@@ -108,7 +108,7 @@ def candidate_setup(
     # The copy replaces the work directory: the job starts in its run directory and enters
     # the fresh copy only once it is verified.
     command = with_setup(spec.command, setup, spec.run_dir, work)
-    return dataclasses.replace(spec, command=command, workdir=None), staged
+    return structs.replace(spec, command=command, workdir=None), staged
 
 
 def stage_candidate(
