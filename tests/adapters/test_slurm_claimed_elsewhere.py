@@ -30,12 +30,13 @@ CLAIMER_RUNNING = f"590|{NAME}|RUNNING|None|main|N/A{WHERE}\n"
 
 
 def claim_by(job_id: str, started_at: str = "2026-12-01T03:00:46Z") -> str:
-    return f"kind=job\x1fhost=node1\x1fstarted_at={started_at}\x1fslurm_job_id={job_id}\x1f"
+    return f"kind=job\nhost=node1\nstarted_at={started_at}\nslurm_job_id={job_id}\n"
 
 
 def scripted(squeue: str, *, code: str = "", claim: str = "", sacct: str = "") -> ScriptedSlurm:
     """squeue and the attempt's run directory in one answer, as a round over SSH gets them."""
-    markers = f"{ROOT}/0123456789abcdef/1\t{code}\t\t{claim}\n"
+    files = {"exit_code": f"{code}\n" if code else "", "claim": claim}
+    markers = {f"{ROOT}/0123456789abcdef/1": {k: v for k, v in files.items() if v}}
     return ScriptedSlurm(squeue, sacct, markers=markers)
 
 

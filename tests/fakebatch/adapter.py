@@ -15,7 +15,7 @@ from vibesys.adapters.batch.base import BatchBackend
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.rundir.claim import Claim, claim_shell
-from vibesys.adapters.rundir.markers import read_here
+from vibesys.adapters.rundir.markers import NO_MARKERS, DirState, read_here
 from vibesys.adapters.rundir.names import CANCEL_FILE, EXIT_CODE_FILE
 from vibesys.adapters.rundir.reader import RunDirReader
 from vibesys.adapters.transports import LocalTransport
@@ -79,9 +79,11 @@ class QsysBackend(BatchBackend):
         markers = read_here({str(self.dirs.run_dir(j)): j.job_name for j in jobs})
         return {j.job_name: self._classify(j, rows.get(j.job_name), markers) for j in jobs}
 
-    def _classify(self, job: JobRef, row: tuple[str, str] | None, markers: Any) -> RemoteStatus:
-        claim: Claim | None = markers.claims.get(job.job_name)
-        code = markers.codes.get(job.job_name)
+    def _classify(
+        self, job: JobRef, row: tuple[str, str] | None, markers: Mapping[str, DirState]
+    ) -> RemoteStatus:
+        found = markers.get(job.job_name, NO_MARKERS)
+        claim, code = found.claim, found.exit_code
         job_id, word = row if row else (job.job_id, "")
         seen = f"qsys: {job_id} {word or 'unknown'}"
         if word == "running":

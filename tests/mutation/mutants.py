@@ -73,6 +73,9 @@ RECONCILE = "vibesys/engine/reconcile.py"
 SETTINGS = "vibesys/journal_schema/settings.py"
 SCRIPT = "vibesys/adapters/slurm/script.py"
 LOCAL = "vibesys/adapters/local.py"
+MARKERS = "vibesys/adapters/rundir/markers.py"
+SKY_RUN_DIRS = "vibesys/adapters/rundir/remote.py"
+MARKERS_TESTS = ("tests/adapters/test_rundir_markers.py",)
 CLI = "vibesys/cli/app.py"
 RECORDED = ("tests/engine/test_recorded_settings.py",)
 CHAINED = ("tests/engine/test_chains.py",)
@@ -162,6 +165,8 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     SETTINGS: ("tests/journal_schema/test_settings.py",),
     SCRIPT: ("tests/adapters/test_slurm_script.py",),
     LOCAL: ("tests/adapters/test_local.py",),
+    MARKERS: MARKERS_TESTS,
+    SKY_RUN_DIRS: MARKERS_TESTS,
 }
 
 
@@ -378,6 +383,19 @@ MUTANTS: list[Mutant] = [
     M("probe-prompts-a-round-for-an-own-job", SHARED_POLL, "                and not _seen_ending_here(engine, inv)\n", "", "a marker found a moment before srun returns makes a status round of a job whose end is seen here", tests=("tests/engine/test_own_end.py",)),
     M("ended-unobserved-counts-for-the-burst", POLLS, '"WHERE w.site=? AND i.outcome IS NULL",', '"WHERE w.site=?",', "a job that ended unobserved makes the next job's first round due at once", tests=("tests/engine/test_own_end.py",)),
     M("journal-path-not-checked", "vibesys/journal_schema/opening.py", "    check_journal_path(path)\n", "", "--journal /dev/null creates /dev/null-journal", tests=("tests/test_edge_inputs.py::test_a_journal_that_is_not_a_regular_file_is_refused_creating_nothing",)),
+    # -- the run directories' one reader (rundir/markers.py) ----------------------------------
+    M("markers-setup-failure-is-the-commands-end", MARKERS, "        exit_code=_number(files.get(EXIT_CODE_FILE)) if setup is None else None,\n", "        exit_code=_number(files.get(EXIT_CODE_FILE)),\n", "a Slurm job whose setup failed reads as a command that exited 86 (FAILED, not LAUNCH_FAILED)"),
+    M("markers-last-line-lost", MARKERS, """while IFS= read -r l || [ -n "$l" ]; do""", """while IFS= read -r l; do""", "a marker written without its newline (`printf %s`) is read as empty over a remote transport"),
+    M("markers-empty-refused-unseen", MARKERS, r"""    '    printf "%s %s\\n" "$i" "$f"\n'""", "", "an empty refused file (a wrapper killed while it wrote why) is not seen over a remote transport: the attempt reads as never started"),
+    M("markers-negative-code-lost", MARKERS, '_NUMBER: Final = re.compile(r"-?[0-9]+")', '_NUMBER: Final = re.compile(r"[0-9]+")', "a negative exit code in a marker is read as no marker"),
+    M("markers-odd-number-crashes", MARKERS, "    return int(value) if _NUMBER.fullmatch(value) else None", "    return int(value) if value.lstrip(\"-\").isdigit() else None", "a marker holding `--5` or a superscript digit stops the whole status round with a ValueError"),
+    M("markers-local-newlines-translated", MARKERS, 'path.read_bytes().replace(b"\\0", b"").decode("utf-8", "replace")', 'path.read_text(errors="replace")', "the local reader translates \\r and keeps NULs: the same directory reads differently here and over SSH"),
+    M("markers-times-never-read", MARKERS, '    return _READ + (_TIMES if times else "") + "exit 0\\n"', '    return _READ + "exit 0\\n"', "SkyPilot's end time waits for its queue (the marker's time is never read)"),
+    M("markers-cut-short-committed", MARKERS, "        files = pending.setdefault(int(index), {})\n        if not name and not bar:\n            done[int(index)] = files\n", "        files = done.setdefault(int(index), {})\n        if not name and not bar:\n            pass\n", "a directory whose answer was cut short reads as one that holds less"),
+    M("sky-states-cut-short-taken", SKY_RUN_DIRS, "        if len(states) < len(dirs):\n", "        if False:\n", "a login node's answer cut short reads as run directories without a claim (NOT_FOUND, then a fence)"),
+    M("sky-states-without-times", SKY_RUN_DIRS, "read_script(times=True)", "read_script(times=False)", "SkyPilot's end time waits for its queue (the marker's time is never asked for)"),
+    M("slurm-round-cut-short-taken", "vibesys/adapters/slurm/scheduler.py", "        if not split or len(found) < len(dirs):\n", "        if not split:\n", "a status round's markers cut short read as jobs without a marker or claim", tests=MARKERS_TESTS),
+    M("srun-end-without-its-time", "vibesys/adapters/slurm/srun.py", "read_here({directory: job.job_name}, times=True)", "read_here({directory: job.job_name})", "an srun job seen ending here records no end time", tests=("tests/adapters/test_srun_end.py",)),
 ]
 # fmt: on
 # fmt: off

@@ -8,7 +8,7 @@ import pytest
 
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.rundir.claim import Claim
-from vibesys.adapters.rundir.remote import DirState
+from vibesys.adapters.rundir.markers import DirState
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
     Observed,

@@ -39,7 +39,7 @@ from enum import Enum
 
 from vibesys.adapters.base import RemoteState, RemoteStatus
 from vibesys.adapters.rundir.claim import Claim
-from vibesys.adapters.rundir.remote import DirState
+from vibesys.adapters.rundir.markers import DirState
 from vibesys.adapters.skypilot.parse import QueueJob, SkyJobStatus
 
 __all__ = ["ClusterView", "Observed", "classify", "format_job_id", "parse_job_ref_id", "pick"]

@@ -29,8 +29,9 @@ from vibesys.adapters.base import (
 )
 from vibesys.adapters.rundir.claim import Claim
 from vibesys.adapters.rundir.markers import (
+    NO_MARKERS,
     ROUND_SPLIT,
-    Markers,
+    DirState,
     parse_markers,
     read_here,
     round_script,
@@ -135,7 +136,7 @@ class SlurmScheduler:
         if not jobs:
             return {}
         squeue = squeue_argv(names=[j.job_name for j in jobs])
-        prefetched: Markers | None = None
+        prefetched: dict[str, DirState] | None = None
         if self.shares_filesystem:
             rows = parse_squeue(self.checked(squeue))
         else:
@@ -146,14 +147,17 @@ class SlurmScheduler:
             rows = parse_squeue(text)
         queued = rows_by_name(rows, jobs)
 
-        def read(subset: Sequence[JobRef]) -> Markers:
+        def read(subset: Sequence[JobRef]) -> dict[str, DirState]:
             if prefetched is None:
                 return self._markers(subset)
-            return prefetched.only(j.job_name for j in subset)
+            return {j.job_name: prefetched[j.job_name] for j in subset if j.job_name in prefetched}
+
+        def code_of(found: Mapping[str, DirState], job: JobRef) -> int | None:
+            return found.get(job.job_name, NO_MARKERS).exit_code
 
         def ended(job: JobRef) -> bool:
             if prefetched is not None:
-                return job.job_name in prefetched.codes
+                return code_of(prefetched, job) is not None
             return os.path.exists(f"{self.remote_dir(job)}/{EXIT_CODE_FILE}")
 
         # A job squeue shows unfinished can have an exit marker already: its own, a moment
@@ -165,10 +169,10 @@ class SlurmScheduler:
             j
             for j in jobs
             if j.job_name not in queued
-            or (is_terminal(queued[j.job_name]) and j.job_name not in markers.codes)
+            or (is_terminal(queued[j.job_name]) and code_of(markers, j) is None)
         ]
         accounted = self._sacct(ask_sacct)
-        unseen = [j for j in ask_sacct if j.job_name not in markers.read]
+        unseen = [j for j in ask_sacct if j.job_name not in markers]
         markers.update(
             read(
                 [
@@ -182,7 +186,8 @@ class SlurmScheduler:
         result: dict[str, RemoteStatus] = {}
         for job in jobs:
             cancelled_by_us = (job.run_dir / CANCEL_MARKER).exists()
-            marker = markers.codes.get(job.job_name)
+            found = markers.get(job.job_name, NO_MARKERS)
+            marker = found.exit_code
             live, record = queued.get(job.job_name), accounted.get(job.job_name)
             # squeue is the fresher view; sacct speaks for jobs squeue forgot, and for the
             # exit code of a job that ended without a marker, once it has caught up (until
@@ -194,18 +199,18 @@ class SlurmScheduler:
                 or sacct_lagging(record)
             )
             row: SqueueRow | SacctRow | None = live if use_live else record
-            claim = markers.claims.get(job.job_name)
+            claim = found.claim
             seen: str | None = None
             # A job whose attempt another job claimed runs nothing: the claimer is the job.
             if row is not None and (claimer := claimed_elsewhere(claim, row.job_id)):
                 seen = f"job {row.job_id} found the attempt claimed by job {claimer}"
                 row = self._claimers_row(rows, job, claimer)
-            if job.job_name in markers.setup_failed and row is not None and is_terminal(row):
+            if found.setup_failed is not None and row is not None and is_terminal(row):
                 result[job.job_name] = RemoteStatus(
                     job.job_name,
                     row.job_id,
                     RemoteState.LAUNCH_FAILED,
-                    observation=f"setup failed with status {markers.setup_failed[job.job_name]} "
+                    observation=f"setup failed with status {found.setup_failed} "
                     f"(snapshot copy or digest verification); the command did not run: {row.line}",
                 )
             elif row is not None:
@@ -254,13 +259,13 @@ class SlurmScheduler:
             found[name] = row
         return found
 
-    def _markers(self, jobs: Sequence[JobRef]) -> Markers:
+    def _markers(self, jobs: Sequence[JobRef]) -> dict[str, DirState]:
         """Exit code markers, claims and failed setups of `jobs`, read as this host's files."""
         return read_here({str(self.remote_dir(j)): j.job_name for j in jobs})
 
     def _squeue_with_markers(
         self, squeue: Sequence[str], jobs: Sequence[JobRef]
-    ) -> tuple[str, Markers]:
+    ) -> tuple[str, dict[str, DirState]]:
         dirs = {str(self.remote_dir(j)): j.job_name for j in jobs}
         code, out, _, evidence = self.run(
             ["sh", "-c", round_script(squeue), "vibesys-round", *dirs]
@@ -270,9 +275,10 @@ class SlurmScheduler:
         text, split, rest = out.partition(f"\n{ROUND_SPLIT}\n")
         if not split:  # squeue printed nothing: the split line comes first
             text, split, rest = out.partition(f"{ROUND_SPLIT}\n")
-        if not split:
+        found = parse_markers(rest, dirs)
+        if not split or len(found) < len(dirs):
             raise BackendUnavailable("the status round's output was cut short", evidence=out)
-        return text, parse_markers(rest, dirs)
+        return text, found
 
     # -- effects ----------------------------------------------------------------------------
 

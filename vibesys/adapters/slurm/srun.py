@@ -19,10 +19,9 @@ from pathlib import Path
 
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
 from vibesys.adapters.rundir.claim import Claim, parse_claim
-from vibesys.adapters.rundir.markers import read_here
+from vibesys.adapters.rundir.markers import NO_MARKERS, read_here
 from vibesys.adapters.rundir.names import (
     CLAIM_FILE,
-    EXIT_CODE_FILE,
     STDERR_FILE,
     STDOUT_FILE,
     WORK_DIR,
@@ -119,9 +118,8 @@ class SrunBackend(SlurmBackendBase):
         if launched is None or not launched.ended.is_set():
             return None
         directory = str(self.scheduler.remote_dir(job))
-        markers = read_here({directory: job.job_name})
-        claim = markers.claims.get(job.job_name)
-        code = markers.codes.get(job.job_name)
+        found = read_here({directory: job.job_name}, times=True).get(job.job_name, NO_MARKERS)
+        claim, code = found.claim, found.exit_code
         if claim is None or claim.kind != "job" or code is None:
             return None
         claimer = claim.get("slurm_job_id")
@@ -135,7 +133,7 @@ class SrunBackend(SlurmBackendBase):
             "cpus": claim.get("slurm_cpus"),
             # In squeue's own form (local time), as the rounds record them.
             "start": _local_time(claim.get("started_at")),
-            "end": _mtime(Path(directory, EXIT_CODE_FILE)),
+            "end": _local_epoch(found.exit_written_at),
         }
         return RemoteStatus(
             job.job_name,
@@ -254,11 +252,8 @@ def _local_time(utc: str) -> str:
     return moment.astimezone().strftime(SQUEUE_TIME)
 
 
-def _mtime(path: Path) -> str:
-    try:
-        return datetime.fromtimestamp(path.stat().st_mtime).strftime(SQUEUE_TIME)
-    except OSError:
-        return ""
+def _local_epoch(epoch: float | None) -> str:
+    return "" if epoch is None else datetime.fromtimestamp(epoch).strftime(SQUEUE_TIME)
 
 
 def _kill_local_srun(job_name: str) -> None:
