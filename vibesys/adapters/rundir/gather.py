@@ -12,8 +12,9 @@ may be trusted: the caller keeps its spooled offsets, so the next try reads the 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Final
+
+from msgspec import Struct, field
 
 from vibesys.adapters.base import ArtifactInfo, Sink
 from vibesys.adapters.rundir.listing import LIST_SCRIPT, parse_listing
@@ -66,8 +67,7 @@ printf 'vibesys-end\n'
 )
 
 
-@dataclass
-class Gathered:
+class Gathered(Struct):
     """What one gathering brought: bytes per log (written to the sinks), the marker's text
     (None: there was none), and the listing (None: no patterns were given)."""
 

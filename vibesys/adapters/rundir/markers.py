@@ -26,9 +26,10 @@ import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from msgspec import Struct
 
 from vibesys.adapters.rundir.claim import Claim, parse_claim
 from vibesys.adapters.rundir.names import (
@@ -77,8 +78,7 @@ _DIGITS: Final = re.compile(r"[0-9]+")
 _EPOCH: Final = re.compile(r"[0-9]+(\.[0-9]*)?")
 
 
-@dataclass(frozen=True, slots=True)
-class DirState:
+class DirState(Struct, frozen=True):
     """What an attempt's run directory says about it.
 
     `exit_code` is the command's: None when setup failed, since the command never ran (a

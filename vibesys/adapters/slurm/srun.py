@@ -13,9 +13,10 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from msgspec import Struct
 
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
 from vibesys.adapters.rundir.claim import Claim, parse_claim
@@ -232,8 +233,7 @@ def prewarm(request: SrunRequest) -> None:
     threading.Thread(target=ahead.ask, args=(scheduler,), name="vibesys-sinfo", daemon=True).start()
 
 
-@dataclass
-class _Launched:
+class _Launched(Struct):
     process: subprocess.Popen[bytes]
     ended: threading.Event
     partition: str | None
