@@ -110,10 +110,10 @@ class RunDirs(RunDirReader):
             self._root = PurePosixPath(template)
         return self._root
 
-    def run_dir(self, job: JobRef) -> PurePosixPath:
+    def remote_attempt_dir(self, job: JobRef) -> PurePosixPath:
         if not job.invocation_id or job.attempt < 1:
             raise ValueError(f"job {job.job_name}: no invocation id or attempt number")
-        return super().run_dir(job)
+        return super().remote_attempt_dir(job)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -121,7 +121,7 @@ class RunDirs(RunDirReader):
         """Claim and markers of every job's run directory, keyed by job name, in one command."""
         if not jobs:
             return {}
-        dirs = {str(self.run_dir(job)): job.job_name for job in jobs}
+        dirs = {str(self.remote_attempt_dir(job)): job.job_name for job in jobs}
         names = [EXIT_CODE_FILE, CLAIM_FILE, REFUSED_FILE, SETUP_FAILED_FILE]
         out = self.checked(["python3", "-c", _READ_STATES, *names, *dirs])
         try:
