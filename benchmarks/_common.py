@@ -229,13 +229,13 @@ def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
     for index, invocation_id in enumerate(ids):
         at = [iso(base + timedelta(seconds=index, microseconds=step)) for step in range(5)]
         name = job_name(invocation_id, 1)
-        run_dir = f"{run_root}/{invocation_id}"
+        invocation_dir = f"{run_root}/{invocation_id}"
         pid = str(10_000 + index % 50_000)
         events: tuple[Event, ...] = (
             SubmitIntended(1, name),
-            Submitted(pid, f"local pid {pid} in {run_dir}/1"),
+            Submitted(pid, f"local pid {pid} in {invocation_dir}/1"),
             Finished(FailureClass.COMPLETED, 0, f"COMPLETED job {pid} exit 0: marker exit_code=0"),
-            Collected(Outcome.COMPLETED, 0, f"logs in {run_dir}/1: stdout 12 bytes"),
+            Collected(Outcome.COMPLETED, 0, f"logs in {invocation_dir}/1: stdout 12 bytes"),
         )
         invocations.append(
             (
@@ -244,7 +244,7 @@ def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
                 JobState.DONE,
                 Outcome.COMPLETED,
                 FailureClass.COMPLETED,
-                run_dir,
+                invocation_dir,
                 at[0],
                 at[4],
             )
@@ -260,7 +260,7 @@ def build_journal(path: Path, count: int, *, seed: int = 7) -> list[str]:
         conn.executemany(
             "INSERT INTO invocations (id, label, adapter, command, request, state, version,"
             " attempt, max_retries, retries, outcome, exit_code, failure_class,"
-            " cancel_requested, run_dir, created_at, updated_at, settings)"
+            " cancel_requested, invocation_dir, created_at, updated_at, settings)"
             " VALUES (?, NULL, 'local', ?, '{}', ?, 4, 1, 2, 0, ?, 0, ?, 0, ?, ?, ?, ?)",
             [(*row, Settings().dumps()) for row in invocations],
         )

@@ -96,7 +96,7 @@ def run(scratch: Path, rounds: int, per_round: int) -> int:
                 request={},
                 label=None,
                 max_retries=2,
-                run_dir=str(scratch / "runs" / invocation_id),
+                invocation_dir=str(scratch / "runs" / invocation_id),
             )
             pending = cycle(invocation_id)
 

@@ -120,15 +120,15 @@ def bench_ssh_round_trips(verdicts: Verdicts, base: Path, ssh_config: Path) -> N
         setattr(runner, method, counted)
     request = SbatchRequest(site_config=str(ssh_config), time_minutes=5, partitions=("main",))
     name = "vibesys-benchrt0001-1"
-    run_dir = base / "round-trips" / "1"
+    attempt_dir = base / "round-trips" / "1"
     receipt = backend.submit(
         SubmitRequest(
-            "benchrt0001", 1, name, ["sleep", "30"], run_dir, JobContext(str(base)), request
+            "benchrt0001", 1, name, ["sleep", "30"], attempt_dir, JobContext(str(base)), request
         )
     )
     submit_commands = list(commands)
     commands.clear()
-    ref = JobRef(name, receipt.job_id, run_dir, None, "benchrt0001", 1)
+    ref = JobRef(name, receipt.job_id, attempt_dir, None, "benchrt0001", 1)
     status = backend.status([ref])[name]
     round_commands = list(commands)
     backend.cancel(ref)

@@ -60,7 +60,7 @@ def add_running(path: Path, count: int) -> None:
             invocation_id = f"ffffff{n:010x}"
             conn.execute(
                 "INSERT INTO invocations (id, label, adapter, command, request, state, version,"
-                " attempt, max_retries, retries, cancel_requested, run_dir, created_at,"
+                " attempt, max_retries, retries, cancel_requested, invocation_dir, created_at,"
                 " updated_at, settings) VALUES (?, 'bench', 'local', ?, '{}', 'RUNNING', 3, 1,"
                 " 2, 0, 0, ?, ?, ?, ?)",
                 (

@@ -154,14 +154,14 @@ def submit_request(
     fake: FakeSky, invocation: str, attempt: int, command: Sequence[str], **fields: object
 ) -> SubmitRequest[SkyPilotRequest]:
     name = f"vibesys-{invocation}-{attempt}"
-    run_dir = fake.local / invocation / str(attempt)
+    attempt_dir = fake.local / invocation / str(attempt)
     spec = fake.request(**fields)
     context = JobContext(str(fake.local))
-    return SubmitRequest(invocation, attempt, name, tuple(command), run_dir, context, spec)
+    return SubmitRequest(invocation, attempt, name, tuple(command), attempt_dir, context, spec)
 
 
 def ref(req: SubmitRequest[SkyPilotRequest], job_id: str | None) -> JobRef:
-    return JobRef(req.job_name, job_id, req.run_dir, None, req.invocation_id, req.attempt)
+    return JobRef(req.job_name, job_id, req.attempt_dir, None, req.invocation_id, req.attempt)
 
 
 def wait_terminal(backend: SkyPilotBackend, job: JobRef, rounds: int = 300) -> RemoteStatus:

@@ -23,7 +23,7 @@ def record(path: Path, invocation_id: str, campaign: str | None) -> None:
             request={},
             label=None,
             max_retries=0,
-            run_dir=str(path.parent / "runs" / invocation_id),
+            invocation_dir=str(path.parent / "runs" / invocation_id),
             campaign=campaign,
         )
     finally:

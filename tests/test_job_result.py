@@ -75,7 +75,7 @@ def invocation(
         failure_class=failure,
         cancel_requested=False,
         not_before=None,
-        run_dir="/runs/1a2b3c4d5e6f7a8b",
+        invocation_dir="/runs/1a2b3c4d5e6f7a8b",
         created_at=datetime(2026, 1, 1, tzinfo=UTC),
         updated_at=datetime(2026, 1, 1, 0, 0, 9, tzinfo=UTC),
         lease_owner=None,

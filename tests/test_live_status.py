@@ -123,7 +123,7 @@ def invocation(state: JobState = JobState.RUNNING) -> Invocation:
         failure_class=None,
         cancel_requested=False,
         not_before=None,
-        run_dir="/runs/0123456789ab",
+        invocation_dir="/runs/0123456789ab",
         created_at=datetime(2030, 1, 1, tzinfo=UTC),
         updated_at=datetime(2030, 1, 1, tzinfo=UTC),
         lease_owner=None,

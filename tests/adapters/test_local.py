@@ -36,20 +36,22 @@ def no_wrapper_left_behind(tmp_path: Path) -> Iterator[None]:
                 os.kill(int(entry.name), signal.SIGKILL)
 
 
-def request_for(run_dir: Path, *command: str, cwd: str | None = None) -> SubmitRequest[Any]:
-    context = JobContext(cwd or str(run_dir.parent), dict(os.environ))
-    return SubmitRequest("inv", 1, job_name_for(run_dir), command, run_dir, context, LocalRequest())
+def request_for(attempt_dir: Path, *command: str, cwd: str | None = None) -> SubmitRequest[Any]:
+    context = JobContext(cwd or str(attempt_dir.parent), dict(os.environ))
+    return SubmitRequest(
+        "inv", 1, job_name_for(attempt_dir), command, attempt_dir, context, LocalRequest()
+    )
 
 
-def job_name_for(run_dir: Path) -> str:
+def job_name_for(attempt_dir: Path) -> str:
     """A job name no other test uses (wrappers are found by name)."""
-    return f"vibesys-{abs(hash(str(run_dir))):x}-1"
+    return f"vibesys-{abs(hash(str(attempt_dir))):x}-1"
 
 
-def submit(backend: LocalBackend, run_dir: Path, *command: str) -> JobRef:
-    request = request_for(run_dir, *command)
+def submit(backend: LocalBackend, attempt_dir: Path, *command: str) -> JobRef:
+    request = request_for(attempt_dir, *command)
     receipt = backend.submit(request)
-    return JobRef(request.job_name, receipt.job_id, run_dir)
+    return JobRef(request.job_name, receipt.job_id, attempt_dir)
 
 
 def wait_terminal(backend: LocalBackend, ref: JobRef, timeout: float = 20) -> RemoteStatus:
@@ -173,8 +175,8 @@ def test_empty_command_is_rejected(tmp_path: Path) -> None:
         LocalBackend().submit(request_for(tmp_path / "run"))
 
 
-def wrapper_pid(run_dir: Path) -> int:
-    claim = parse_claim((run_dir / "claim").read_text())
+def wrapper_pid(attempt_dir: Path) -> int:
+    claim = parse_claim((attempt_dir / "claim").read_text())
     assert claim is not None and claim.kind == "job"
     return int(claim.get("pid"))
 
@@ -187,15 +189,15 @@ def wait_for_file(path: Path, timeout: float = 10) -> str:
     return path.read_text()
 
 
-def stalled_submit(backend: LocalBackend, run_dir: Path, *command: str) -> SubmitRequest[Any]:
+def stalled_submit(backend: LocalBackend, attempt_dir: Path, *command: str) -> SubmitRequest[Any]:
     """Launch a wrapper that stops itself (SIGSTOP) just before it claims its attempt."""
-    request = request_for(run_dir, *command)
+    request = request_for(attempt_dir, *command)
     stalled = SubmitRequest(
         request.invocation_id,
         request.attempt,
         request.job_name,
         request.command,
-        run_dir,
+        attempt_dir,
         JobContext(
             request.context.cwd,
             {**request.context.env, "VIBESYS_STALL": "first_wrapper_before_claim"},

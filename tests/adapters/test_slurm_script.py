@@ -34,14 +34,14 @@ CASES = {
     "basic": SlurmJobSpec(
         job_name="vibesys-0123abcd-1",
         command=("python3", "eval.py", "--out", "results.json"),
-        run_dir=ROOT / "0123abcd" / "1",
+        remote_attempt_dir=ROOT / "0123abcd" / "1",
         time_minutes=30,
         partitions=("main",),
     ),
     "gpus_dependency_site_args": SlurmJobSpec(
         job_name="vibesys-0123abcd-bench-2",
         command=("./bench", "--iterations=10"),
-        run_dir=ROOT / "0123abcd" / "2",
+        remote_attempt_dir=ROOT / "0123abcd" / "2",
         time_minutes=120,
         gpus=2,
         partitions=("main", "priority"),
@@ -52,7 +52,7 @@ CASES = {
     "odd_argv": SlurmJobSpec(
         job_name="vibesys-odd-1",
         command=("A=1", "it's", "$(rm -rf /)", "`id`", "two words", "line\nbreak", "$HOME", ""),
-        run_dir=ROOT / "odd" / "1",
+        remote_attempt_dir=ROOT / "odd" / "1",
         time_minutes=5,
     ),
 }
@@ -108,7 +108,7 @@ def test_srun_argv_carries_the_resources_then_the_wrapper() -> None:
     spec = SlurmJobSpec(
         job_name="vibesys-gpu-7",
         command=("nvidia-smi", "-L"),
-        run_dir=ROOT / "gpu" / "7",
+        remote_attempt_dir=ROOT / "gpu" / "7",
         time_minutes=10,
         gpus=1,
         partitions=("main", "priority"),
@@ -134,12 +134,18 @@ def test_srun_argv_carries_the_resources_then_the_wrapper() -> None:
 
 
 def test_srun_omits_gres_without_gpus_and_refuses_dependencies() -> None:
-    spec = SlurmJobSpec(job_name="j", command=("true",), run_dir=ROOT / "j", time_minutes=1)
+    spec = SlurmJobSpec(
+        job_name="j", command=("true",), remote_attempt_dir=ROOT / "j", time_minutes=1
+    )
     assert not any(word.startswith("--gres") for word in srun_argv(spec))
     with pytest.raises(InvalidJobSpec):
         srun_argv(
             SlurmJobSpec(
-                job_name="j", command=("true",), run_dir=ROOT / "j", time_minutes=1, dependency="5"
+                job_name="j",
+                command=("true",),
+                remote_attempt_dir=ROOT / "j",
+                time_minutes=1,
+                dependency="5",
             )
         )
 
@@ -150,10 +156,10 @@ def test_srun_omits_gres_without_gpus_and_refuses_dependencies() -> None:
         ({"job_name": "has space"}, "job name"),
         ({"job_name": "new\nline"}, "job name"),
         ({"job_name": "-x"}, "job name"),
-        ({"run_dir": PurePosixPath("relative/dir")}, "run_dir"),
-        ({"run_dir": PurePosixPath("/shared/%j")}, "run_dir"),
-        ({"run_dir": PurePosixPath("/shared/a b")}, "run_dir"),
-        ({"run_dir": PurePosixPath("/shared/../etc")}, "run_dir"),
+        ({"remote_attempt_dir": PurePosixPath("relative/dir")}, "remote_attempt_dir"),
+        ({"remote_attempt_dir": PurePosixPath("/shared/%j")}, "remote_attempt_dir"),
+        ({"remote_attempt_dir": PurePosixPath("/shared/a b")}, "remote_attempt_dir"),
+        ({"remote_attempt_dir": PurePosixPath("/shared/../etc")}, "remote_attempt_dir"),
         ({"workdir": PurePosixPath("/a\nb")}, "workdir"),
         ({"time_minutes": 0}, "time limit"),
         ({"gpus": -1}, "gpus"),
@@ -168,7 +174,7 @@ def test_unsafe_specs_are_refused(changes: dict[str, object], message: str) -> N
     fields: dict[str, object] = {
         "job_name": "ok",
         "command": ("true",),
-        "run_dir": ROOT / "ok",
+        "remote_attempt_dir": ROOT / "ok",
         "time_minutes": 1,
         **changes,
     }
@@ -186,7 +192,11 @@ def bash_syntax_ok(script: str) -> subprocess.CompletedProcess[bytes]:
 @given(name=NAME, command=st.lists(ARG, min_size=1, max_size=5), gpus=st.integers(0, 8))
 def test_every_rendering_is_valid_bash(name: str, command: list[str], gpus: int) -> None:
     spec = SlurmJobSpec(
-        job_name=name, command=tuple(command), run_dir=ROOT / name, time_minutes=1, gpus=gpus
+        job_name=name,
+        command=tuple(command),
+        remote_attempt_dir=ROOT / name,
+        time_minutes=1,
+        gpus=gpus,
     )
     result = bash_syntax_ok(render_sbatch(spec))
     assert result.returncode == 0, result.stderr
@@ -194,19 +204,21 @@ def test_every_rendering_is_valid_bash(name: str, command: list[str], gpus: int)
 
 
 def run_batch_script_locally(
-    run_dir: Path, args: list[str], exit_with: int
+    remote_attempt_dir: Path, args: list[str], exit_with: int
 ) -> tuple[list[str], int]:
     """Render a job printing its argv, then run the script with bash instead of sbatch."""
     program = f'for a in "$@"; do printf "%s\\0" "$a"; done; exit {exit_with}'
     spec = SlurmJobSpec(
         job_name="local-check",
         command=("bash", "-c", program, "argv0", *args),
-        run_dir=PurePosixPath(run_dir),
+        remote_attempt_dir=PurePosixPath(remote_attempt_dir),
         time_minutes=1,
     )
-    script = run_dir / "job.sbatch"
+    script = remote_attempt_dir / "job.sbatch"
     script.write_text(render_sbatch(spec), encoding="utf-8")
-    result = subprocess.run(["bash", str(script)], capture_output=True, check=False, cwd=run_dir)
+    result = subprocess.run(
+        ["bash", str(script)], capture_output=True, check=False, cwd=remote_attempt_dir
+    )
     return result.stdout.decode().split("\0")[:-1], result.returncode
 
 
@@ -216,19 +228,19 @@ def test_the_batch_script_passes_argv_intact_and_writes_the_marker(
     args: list[str], exit_with: int
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="vibesys-sbatch-") as directory:
-        run_dir = Path(directory)
-        received, returncode = run_batch_script_locally(run_dir, args, exit_with)
-        check_batch_run(run_dir, args, received, returncode, exit_with)
+        remote_attempt_dir = Path(directory)
+        received, returncode = run_batch_script_locally(remote_attempt_dir, args, exit_with)
+        check_batch_run(remote_attempt_dir, args, received, returncode, exit_with)
 
 
 def check_batch_run(
-    run_dir: Path, args: list[str], received: list[str], returncode: int, exit_with: int
+    remote_attempt_dir: Path, args: list[str], received: list[str], returncode: int, exit_with: int
 ) -> None:
     assert received == args
     assert returncode == exit_with
-    assert (run_dir / EXIT_CODE_FILE).read_text() == f"{exit_with}\n"
-    assert not (run_dir / f"{EXIT_CODE_FILE}.tmp").exists()
-    claim = (run_dir / CLAIM_FILE).read_text().splitlines()
+    assert (remote_attempt_dir / EXIT_CODE_FILE).read_text() == f"{exit_with}\n"
+    assert not (remote_attempt_dir / f"{EXIT_CODE_FILE}.tmp").exists()
+    claim = (remote_attempt_dir / CLAIM_FILE).read_text().splitlines()
     assert [line.split("=", 1)[0] for line in claim] == [
         "kind",
         "host",
@@ -239,25 +251,25 @@ def check_batch_run(
         "slurm_cpus",
     ]
     assert claim[0] == "kind=job"
-    assert not list(run_dir.glob("claim.*.tmp")), "the temporary claim is removed"
+    assert not list(remote_attempt_dir.glob("claim.*.tmp")), "the temporary claim is removed"
 
 
 @pytest.mark.parametrize(("signal_name", "code"), [("KILL", 137), ("TERM", 143)])
 def test_a_command_killed_by_a_signal_leaves_128_plus_n(
     signal_name: str, code: int, tmp_path: Path
 ) -> None:
-    run_dir = tmp_path
+    remote_attempt_dir = tmp_path
     spec = SlurmJobSpec(
         job_name="killed",
         command=("bash", "-c", f"kill -{signal_name} $$"),
-        run_dir=PurePosixPath(run_dir),
+        remote_attempt_dir=PurePosixPath(remote_attempt_dir),
         time_minutes=1,
     )
-    script = run_dir / "job.sbatch"
+    script = remote_attempt_dir / "job.sbatch"
     script.write_text(render_sbatch(spec), encoding="utf-8")
     result = subprocess.run(["bash", str(script)], capture_output=True, check=False)
     assert result.returncode == code
-    assert (run_dir / EXIT_CODE_FILE).read_text() == f"{code}\n"
+    assert (remote_attempt_dir / EXIT_CODE_FILE).read_text() == f"{code}\n"
 
 
 @settings(deadline=None, max_examples=40)
@@ -267,11 +279,11 @@ def test_the_srun_command_passes_argv_intact_through_the_transport(args: list[st
         check_srun_run(Path(directory), args)
 
 
-def check_srun_run(run_dir: Path, args: list[str]) -> None:
+def check_srun_run(remote_attempt_dir: Path, args: list[str]) -> None:
     spec = SlurmJobSpec(
         job_name="local-check",
         command=("printf", "%s\\0", *args),
-        run_dir=PurePosixPath(run_dir),
+        remote_attempt_dir=PurePosixPath(remote_attempt_dir),
         time_minutes=1,
         gpus=1,
         partitions=("main",),
@@ -282,55 +294,57 @@ def check_srun_run(run_dir: Path, args: list[str]) -> None:
     result = LocalTransport().run(argv[after_options:], timeout=10)
     assert result.returncode == 0, result.evidence()
     assert result.stdout.split("\0")[:-1] == args
-    assert (run_dir / EXIT_CODE_FILE).read_text() == "0\n"
-    assert (run_dir / CLAIM_FILE).read_text().startswith("kind=job\n")
+    assert (remote_attempt_dir / EXIT_CODE_FILE).read_text() == "0\n"
+    assert (remote_attempt_dir / CLAIM_FILE).read_text().startswith("kind=job\n")
 
 
 def test_the_srun_wrapper_keeps_the_command_status(tmp_path: Path) -> None:
-    run_dir = tmp_path
+    remote_attempt_dir = tmp_path
     spec = SlurmJobSpec(
         job_name="j",
         command=("bash", "-c", "kill -KILL $$"),
-        run_dir=PurePosixPath(run_dir),
+        remote_attempt_dir=PurePosixPath(remote_attempt_dir),
         time_minutes=1,
     )
     argv = srun_argv(spec)
     result = LocalTransport().run(argv[argv.index("bash") :], timeout=10)
     assert result.returncode == 137
-    assert (run_dir / EXIT_CODE_FILE).read_text() == "137\n"
+    assert (remote_attempt_dir / EXIT_CODE_FILE).read_text() == "137\n"
 
 
 @pytest.mark.parametrize("holder", ["kind=fence\nby=engine\n", "kind=job\nslurm_job_id=7\n"])
 def test_a_claimed_attempt_runs_nothing_in_a_batch_job(holder: str, tmp_path: Path) -> None:
     """The fence (or a duplicate job's claim) wins: the command never starts, and the job
     leaves `refused` with the holder's claim and exits 85."""
-    run_dir = tmp_path
-    (run_dir / CLAIM_FILE).write_text(holder)
-    witness = run_dir / "ran"
+    remote_attempt_dir = tmp_path
+    (remote_attempt_dir / CLAIM_FILE).write_text(holder)
+    witness = remote_attempt_dir / "ran"
     spec = SlurmJobSpec(
         job_name="fenced",
         command=("touch", str(witness)),
-        run_dir=PurePosixPath(run_dir),
+        remote_attempt_dir=PurePosixPath(remote_attempt_dir),
         time_minutes=1,
     )
-    script = run_dir / "job.sbatch"
+    script = remote_attempt_dir / "job.sbatch"
     script.write_text(render_sbatch(spec), encoding="utf-8")
     result = subprocess.run(["bash", str(script)], capture_output=True, check=False)
     assert result.returncode == REFUSED_EXIT == 85
     assert not witness.exists(), "the command must not run"
-    assert not (run_dir / EXIT_CODE_FILE).exists()
-    assert (run_dir / CLAIM_FILE).read_text() == holder, "the holder's claim is untouched"
-    assert holder in (run_dir / "refused").read_text()
+    assert not (remote_attempt_dir / EXIT_CODE_FILE).exists()
+    assert (remote_attempt_dir / CLAIM_FILE).read_text() == holder, (
+        "the holder's claim is untouched"
+    )
+    assert holder in (remote_attempt_dir / "refused").read_text()
 
 
 def test_a_claimed_attempt_runs_nothing_under_srun(tmp_path: Path) -> None:
-    run_dir = tmp_path
-    (run_dir / CLAIM_FILE).write_text("kind=fence\nby=engine\n")
-    witness = run_dir / "ran"
+    remote_attempt_dir = tmp_path
+    (remote_attempt_dir / CLAIM_FILE).write_text("kind=fence\nby=engine\n")
+    witness = remote_attempt_dir / "ran"
     spec = SlurmJobSpec(
         job_name="j",
         command=("touch", str(witness)),
-        run_dir=PurePosixPath(run_dir),
+        remote_attempt_dir=PurePosixPath(remote_attempt_dir),
         time_minutes=1,
     )
     argv = srun_argv(spec)
@@ -341,15 +355,15 @@ def test_a_claimed_attempt_runs_nothing_under_srun(tmp_path: Path) -> None:
 
 def test_of_two_wrappers_racing_for_one_attempt_exactly_one_runs(tmp_path: Path) -> None:
     """link(2) decides: started together, eight copies of one attempt run its command once."""
-    run_dir = tmp_path
-    counter = run_dir / "counter"
+    remote_attempt_dir = tmp_path
+    counter = remote_attempt_dir / "counter"
     spec = SlurmJobSpec(
         job_name="race",
         command=("sh", "-c", f"echo ran >> {counter}"),
-        run_dir=PurePosixPath(run_dir),
+        remote_attempt_dir=PurePosixPath(remote_attempt_dir),
         time_minutes=1,
     )
-    script = run_dir / "job.sbatch"
+    script = remote_attempt_dir / "job.sbatch"
     script.write_text(render_sbatch(spec), encoding="utf-8")
     copies = [subprocess.Popen(["bash", str(script)]) for _ in range(8)]
     codes = sorted(p.wait(timeout=30) for p in copies)

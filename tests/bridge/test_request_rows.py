@@ -56,7 +56,7 @@ def test_the_queue_position_counts_the_campaigns_open_earlier_ones(journal: Jour
             request={},
             label=None,
             max_retries=0,
-            run_dir=f"/runs/inv-{n}",
+            invocation_dir=f"/runs/inv-{n}",
             campaign=campaign,
         )
     assert queue_position(journal, "inv-1") == 0

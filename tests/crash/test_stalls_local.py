@@ -113,7 +113,9 @@ def test_an_attempt_submitted_by_reconcile_runs_in_the_recorded_context(tmp_path
     assert waited.returncode == 0, waited.stderr
     assert (home / "where").read_text() == f"{home}\nrecorded\n"
     assert not (elsewhere / "where").exists()
-    env_file = Path(str(show(home, str(listed[0]["id"]), journal)["run_dir"])) / "context.env.json"
+    env_file = (
+        Path(str(show(home, str(listed[0]["id"]), journal)["invocation_dir"])) / "context.env.json"
+    )
     assert env_file.stat().st_mode & 0o777 == 0o600, "the environment is the owner's only"
     shown = cli("journal", "show", str(listed[0]["id"]), "--journal", str(journal), cwd=home)
     assert "recorded" not in shown.stdout, "no environment value in the journal"
@@ -132,14 +134,14 @@ def test_cancel_after_the_wrapper_was_killed_stops_the_command(tmp_path: Path) -
         cwd=tmp_path,
     ).stdout.strip()
     inv = show(tmp_path, inv_id)
-    run_dir = Path(str(inv["run_dir"])) / "1"
-    claim = (run_dir / "claim").read_text()
+    attempt_dir = Path(str(inv["invocation_dir"])) / "1"
+    claim = (attempt_dir / "claim").read_text()
     wrapper = int(next(line for line in claim.splitlines() if line.startswith("pid="))[4:])
     os.kill(wrapper, signal.SIGKILL)
     cancelled = cli("cancel", inv_id, cwd=tmp_path, timeout=90)
     assert cancelled.returncode == 0, cancelled.stderr
     assert "CANCELLED" in cancelled.stderr
-    group = json.loads((run_dir / "group").read_text())["pgid"]
+    group = json.loads((attempt_dir / "group").read_text())["pgid"]
     time.sleep(0.3)
     before = beacon.read_text()
     time.sleep(0.5)

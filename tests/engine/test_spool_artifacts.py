@@ -41,7 +41,7 @@ def test_spool_appends_by_offset_and_ends_identical(journal: Journal, tmp_path: 
         remote += chunk
         engine.spool(journal.get(inv_id))
         assert journal.spool_offset(inv_id, 1, "stdout") == len(remote)
-    local = Path(journal.get(inv_id).run_dir) / "1" / "stdout"
+    local = Path(journal.get(inv_id).invocation_dir) / "1" / "stdout"
     assert local.read_bytes() == bytes(remote)
     reads = [c for c in fake.calls if c[0] == "read_log" and ":stdout@" in c[1]]
     offsets = [sum(len(c) for c in chunks[:i]) for i in range(len(chunks))]
@@ -62,7 +62,7 @@ def test_crash_between_append_and_commit_duplicates_nothing(
     with pytest.raises(Crash):
         engine.spool(journal.get(inv_id))
     recover(monkeypatch)
-    local = Path(journal.get(inv_id).run_dir) / "1" / "stdout"
+    local = Path(journal.get(inv_id).invocation_dir) / "1" / "stdout"
     assert local.read_bytes() == bytes(remote)  # appended ...
     assert journal.spool_offset(inv_id, 1, "stdout") == len(b"first part\n")  # ... not committed
     remote += b"third\n"
@@ -92,7 +92,7 @@ def test_artifacts_verified_missing_and_mismatched(journal: Journal, tmp_path: P
     assert Path(str(rows["results/a.json"].local_path)).read_bytes() == good
     assert rows["model.bin"].state is ArtifactState.MISMATCH
     assert "sha256" in str(rows["model.bin"].detail)
-    assert not (Path(inv.run_dir) / "1" / "artifacts" / "model.bin").exists()
+    assert not (Path(inv.invocation_dir) / "1" / "artifacts" / "model.bin").exists()
     assert rows["nothing-*.txt"].state is ArtifactState.MISSING
     assert "artifacts: 2 acknowledged, 1 missing, 1 mismatch" in str(
         journal.history(inv.id)[-1].evidence["observation"]

@@ -23,7 +23,7 @@ from vibesys.errors import BackendUnavailable
 
 QSYS = Path(__file__).with_name("qsys.py")
 
-#: `sh -c JOB_SCRIPT qsys-job RUN_DIR ARGV...`: claim the attempt, run ARGV, leave its status.
+#: `sh -c JOB_SCRIPT qsys-job ATTEMPT_DIR ARGV...`: claim the attempt, run ARGV, leave its status.
 JOB_SCRIPT = (
     'd=$1; shift\ncd "$d"\n'
     + claim_shell("d", {"qsys_job_id": '"${QSYS_JOB_ID:-}"'})
@@ -65,7 +65,7 @@ class QsysBackend(BatchBackend):
         return result.stdout
 
     def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
-        remote = str(self.dirs.run_dir(request.job_ref()))
+        remote = str(self.dirs.remote_attempt_dir(request.job_ref()))
         argv = ["sh", "-c", JOB_SCRIPT, "qsys-job", remote, *request.command]
         submit = ("submit", request.job_name, remote, "--", *argv)
         job_id = self._qsys(*submit, maybe_effect=True).strip()
@@ -76,7 +76,7 @@ class QsysBackend(BatchBackend):
         for line in self._qsys("status").splitlines():
             job_id, name, word = line.split()
             rows[name] = (job_id, word)  # the latest job of a name wins
-        markers = read_here({str(self.dirs.run_dir(j)): j.job_name for j in jobs})
+        markers = read_here({str(self.dirs.remote_attempt_dir(j)): j.job_name for j in jobs})
         return {j.job_name: self._classify(j, rows.get(j.job_name), markers) for j in jobs}
 
     def _classify(
@@ -91,8 +91,8 @@ class QsysBackend(BatchBackend):
         if code is not None:
             state = RemoteState.COMPLETED if code == 0 else RemoteState.FAILED
             return RemoteStatus(job.job_name, job_id, state, code, observation=seen, final=True)
-        if word == "cancelled" or (word and (job.run_dir / CANCEL_FILE).exists()):
-            by = "vibesys" if (job.run_dir / CANCEL_FILE).exists() else None
+        if word == "cancelled" or (word and (job.attempt_dir / CANCEL_FILE).exists()):
+            by = "vibesys" if (job.attempt_dir / CANCEL_FILE).exists() else None
             return RemoteStatus(
                 job.job_name, job_id, RemoteState.CANCELLED, cancelled_by=by, observation=seen
             )
@@ -104,8 +104,8 @@ class QsysBackend(BatchBackend):
         )
 
     def cancel(self, job: JobRef) -> None:
-        job.run_dir.mkdir(parents=True, exist_ok=True)
-        (job.run_dir / CANCEL_FILE).touch()
+        job.attempt_dir.mkdir(parents=True, exist_ok=True)
+        (job.attempt_dir / CANCEL_FILE).touch()
         self._qsys("cancel", job.job_name)
 
     def fence(self, job: JobRef, text: str) -> Claim:
@@ -117,7 +117,7 @@ class QsysBackend(BatchBackend):
         return claim
 
     def collect(self, job: JobRef) -> str:
-        marker = Path(str(self.dirs.run_dir(job)), EXIT_CODE_FILE)
+        marker = Path(str(self.dirs.remote_attempt_dir(job)), EXIT_CODE_FILE)
         return f"marker: {marker.read_text().strip()}" if marker.exists() else "no marker"
 
     def poll_interval(self, age_seconds: float) -> float:

@@ -1,10 +1,11 @@
 """A tiny batch system for tests: `python qsys.py STATE COMMAND ...` over a state directory.
 
-    submit NAME RUN_DIR -- ARGV...   start ARGV detached in RUN_DIR's job script; print its id
-                                     (with a `freeze` file in STATE: the command freezes and
-                                     the job starts late, once a `release` file appears)
-    status                           one line per job: "ID NAME running|ended|cancelled"
-    cancel NAME                      kill every job of that name (its process group)
+    submit NAME ATTEMPT_DIR -- ARGV...   start ARGV detached, its output in ATTEMPT_DIR; print
+                                         its id (with a `freeze` file in STATE: the command
+                                         freezes and the job starts late, once a `release`
+                                         file appears)
+    status                               one line per job: "ID NAME running|ended|cancelled"
+    cancel NAME                          kill every job of that name (its process group)
 
 The job script is the run directory's protocol (the claim, the exit code marker), written by
 the adapter and passed as ARGV; this system only starts, lists and kills processes."""
@@ -40,10 +41,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def submit(state: Path, name: str, run_dir: str, argv: list[str]) -> None:
+def submit(state: Path, name: str, attempt_dir: str, argv: list[str]) -> None:
     job_id = str(len(list(state.glob("*.json"))) + 1)
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(run_dir, "stdout"), "ab") as out, open(Path(run_dir, "stderr"), "ab") as err:
+    Path(attempt_dir).mkdir(parents=True, exist_ok=True)
+    with (
+        open(Path(attempt_dir, "stdout"), "ab") as out,
+        open(Path(attempt_dir, "stderr"), "ab") as err,
+    ):
         env = {**os.environ, "QSYS_JOB_ID": job_id}
         proc = subprocess.Popen(
             argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True
@@ -52,14 +56,14 @@ def submit(state: Path, name: str, run_dir: str, argv: list[str]) -> None:
     print(job_id)
 
 
-def late(state: Path, name: str, run_dir: str, argv: list[str]) -> None:
+def late(state: Path, name: str, attempt_dir: str, argv: list[str]) -> None:
     """A submission the system accepts late: after the submitter gave up on its answer."""
     deadline = time.monotonic() + 60  # a test that failed never releases it
     while not Path(state, "release").exists():
         if time.monotonic() > deadline:
             return
         time.sleep(0.05)
-    submit(state, name, run_dir, argv)
+    submit(state, name, attempt_dir, argv)
 
 
 def status(state: Path) -> None:
@@ -83,7 +87,7 @@ def main(args: list[str]) -> int:
     state, command, *rest = args
     Path(state).mkdir(parents=True, exist_ok=True)
     if command in ("submit", "late"):
-        name, run_dir, dashes, *argv = rest
+        name, attempt_dir, dashes, *argv = rest
         assert dashes == "--"
         freeze = Path(state, "freeze")
         if command == "submit" and freeze.exists():
@@ -91,7 +95,7 @@ def main(args: list[str]) -> int:
             later = [sys.executable, __file__, state, "late", *rest]
             subprocess.Popen(later, start_new_session=True, stdout=subprocess.DEVNULL)
             os.kill(os.getpid(), signal.SIGSTOP)  # frozen until whoever waits gives up
-        (late if command == "late" else submit)(Path(state), name, run_dir, argv)
+        (late if command == "late" else submit)(Path(state), name, attempt_dir, argv)
     elif command == "status":
         status(Path(state))
     elif command == "cancel":

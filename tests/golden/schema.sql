@@ -41,7 +41,7 @@ CREATE TABLE "invocations" (
    "failure_class" TEXT,
    "cancel_requested" INTEGER NOT NULL DEFAULT '0',
    "not_before" TEXT,
-   "run_dir" TEXT NOT NULL,
+   "invocation_dir" TEXT NOT NULL,
    "created_at" TEXT NOT NULL,
    "updated_at" TEXT NOT NULL,
    "lease_owner" TEXT,

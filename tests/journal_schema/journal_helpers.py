@@ -24,7 +24,7 @@ def create(journal: Journal, invocation_id: str, **overrides: object) -> Invocat
         "request": {"artifacts": ["out.json"]},
         "label": None,
         "max_retries": 2,
-        "run_dir": f"/runs/{invocation_id}",
+        "invocation_dir": f"/runs/{invocation_id}",
         "now": T0,
     }
     fields.update(overrides)

@@ -247,6 +247,62 @@ def test_m006_records_settings_and_moves_cancel_when_orphaned_out_of_the_request
         journal.close()
 
 
+def test_m012_keeps_each_invocations_directory_under_its_new_name(tmp_path: Path) -> None:
+    """A journal written before m012 names the invocation's directory `run_dir`: once opened,
+    the column is `invocation_dir` and every invocation keeps its directory (and its logs are
+    found where they were)."""
+    import json
+
+    from sqlite_utils import Database
+
+    from vibesys.journal_schema.settings import Settings
+    from vibesys.osutil.layout import attempt_dir
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    old = Database(conn)
+    migrations.apply(old, stop_before="m012_invocation_dir")
+    for invocation_id in ("old1", "old2"):
+        old["invocations"].insert(
+            {
+                "id": invocation_id,
+                "adapter": "local",
+                "command": '["true"]',
+                "request": json.dumps({}),
+                "request_version": 1,
+                "state": "RUNNING",
+                "version": 3,
+                "attempt": 1,
+                "max_retries": 0,
+                "run_dir": f"/runs/{invocation_id}",
+                "created_at": "2026-01-01T00:00:00+00:00",
+                "updated_at": "2026-01-01T00:00:00+00:00",
+                "settings": Settings().dumps(),
+            }
+        )
+    conn.close()
+    journal = open_journal(path)
+    try:
+        assert [journal.get(i).invocation_dir for i in ("old1", "old2")] == [
+            "/runs/old1",
+            "/runs/old2",
+        ]
+        assert attempt_dir(journal.get("old1").invocation_dir, 1) == Path("/runs/old1/1")
+        columns = {c.name for c in journal.db["invocations"].columns}
+        assert "invocation_dir" in columns and "run_dir" not in columns
+        assert journal.db.schema == _fresh_schema(tmp_path / "fresh.db")
+    finally:
+        journal.close()
+
+
+def _fresh_schema(path: Path) -> str:
+    fresh = open_journal(path)
+    try:
+        return str(fresh.db.schema)
+    finally:
+        fresh.close()
+
+
 def test_opening_a_current_journal_for_writing_needs_no_sqlite_utils(
     journal: Journal, journal_file: Path
 ) -> None:

@@ -265,7 +265,7 @@ def test_a_campaign_through_the_bridge_on_real_skypilot(live: Live, tmp_path: Pa
         assert second["provenance"]["allocation_job_id"] == allocation
         assert [x["id"] for x in c.leases()] == [lease["id"]]  # no second launch
         shown = c.show(second["invocation_id"])
-        sky_log = Path(shown["run_dir"]) / "1" / "sky.log"
+        sky_log = Path(shown["invocation_dir"]) / "1" / "sky.log"
         assert exit_code_line(sky_log.read_text()) == 3  # SkyPilot itself only says FAILED
         _keep_golden(sky_log, "wrapper_exit3_sky_log")
 

@@ -35,7 +35,7 @@ def test_job_runs_the_recorded_snapshot(tmp_path: Path, slurm_toml: Path) -> Non
     assert result.returncode == 0, result.stderr
     inv = show(tmp_path, result.stdout.split('"id": "')[1].split('"')[0])
     assert inv["snapshot_digest"] == digest
-    out = (Path(inv["run_dir"]) / "1" / "stdout").read_text()
+    out = (Path(inv["invocation_dir"]) / "1" / "stdout").read_text()
     assert out.startswith("candidate v1\n")
     assert ".env" not in out.split()  # credentials never leave the host
     snapshots = list((tmp_path / "remote" / "snapshots").iterdir())
@@ -104,6 +104,6 @@ def test_tampered_snapshot_never_runs_and_is_replaced(
     evidence = " ".join(str(h.evidence) for h in journal.history(inv.id))
     assert "setup failed" in evidence and "digest" in evidence
     assert calls == ["uploaded", "replaced"]
-    assert (Path(final.run_dir) / "2" / "stdout").read_text() == "candidate v1\n"
+    assert (Path(final.invocation_dir) / "2" / "stdout").read_text() == "candidate v1\n"
     for attempt in attempts:
         assert len(settled_sacct(attempt.job_name)) == 1

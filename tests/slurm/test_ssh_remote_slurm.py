@@ -94,7 +94,7 @@ def remote_file(tmp_path: Path, inv: dict[str, Any], name: str, attempt: int = 1
 
 
 def spooled(inv: dict[str, Any], name: str, attempt: int = 1) -> bytes:
-    return (Path(inv["run_dir"]) / str(attempt) / name).read_bytes()
+    return (Path(inv["invocation_dir"]) / str(attempt) / name).read_bytes()
 
 
 def test_end_to_end_snapshot_logs_artifacts(tmp_path: Path, ssh_toml: Path) -> None:
@@ -293,11 +293,13 @@ def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_to
     refs = []
     for index, command in enumerate((["true"], ["sh", "-c", "exit 3"], ["sleep", "60"])):
         invocation = f"sshround{index:04d}"
-        name, run_dir = f"vibesys-{invocation}-1", tmp_path / "local" / invocation / "1"
+        name, attempt_dir = f"vibesys-{invocation}-1", tmp_path / "local" / invocation / "1"
         receipt = backend.submit(
-            SubmitRequest(invocation, 1, name, command, run_dir, JobContext(str(tmp_path)), request)
+            SubmitRequest(
+                invocation, 1, name, command, attempt_dir, JobContext(str(tmp_path)), request
+            )
         )
-        refs.append(JobRef(name, receipt.job_id, run_dir, None, invocation, 1))
+        refs.append(JobRef(name, receipt.job_id, attempt_dir, None, invocation, 1))
     deadline = time.monotonic() + 60
     while len(backend.probe(refs[:2])) < 2:
         assert time.monotonic() < deadline, "the two short jobs never wrote their markers"

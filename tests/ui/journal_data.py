@@ -53,7 +53,7 @@ def _new(journal: Journal, root: Path, invocation_id: str, **fields: object) -> 
         "request": {},
         "label": None,
         "max_retries": 2,
-        "run_dir": str(root / "runs" / invocation_id),
+        "invocation_dir": str(root / "runs" / invocation_id),
         "now": T0,
     }
     values.update(fields)
@@ -87,7 +87,7 @@ def build(path: Path) -> Ids:
             ],
             1,
         )
-        logs = Path(done.run_dir) / "1"
+        logs = Path(done.invocation_dir) / "1"
         logs.mkdir(parents=True)
         (logs / "stdout").write_bytes(STDOUT)
         (logs / "stderr").write_bytes(STDERR)

@@ -326,7 +326,7 @@ def test_a_campaigns_queue_is_shown_where_it_waits(journal_ids: tuple[Path, Ids]
             request={},
             label=f"vibesys-eval accuracy {name}",
             max_retries=0,
-            run_dir=f"/runs/{name}",
+            invocation_dir=f"/runs/{name}",
             campaign="campaign-9",
         )
     store.close()

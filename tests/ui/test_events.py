@@ -52,15 +52,15 @@ def test_the_stream_follows_output_retries_and_the_end(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     build(path)
     journal = open_journal(path)
-    run_dir = tmp_path / "runs" / ID
+    invocation_dir = tmp_path / "runs" / ID
     inv = journal.create_invocation(
         invocation_id=ID, adapter="local", command=["x"], request={}, label="live",
-        max_retries=1, run_dir=str(run_dir), now=T0,
+        max_retries=1, invocation_dir=str(invocation_dir), now=T0,
     )  # fmt: skip
     for event in (SubmitIntended(1, "n-1"), SubmitDispatched(1, "n-1"), Submitted("1", "ok")):
         inv, _ = journal.commit_transition(inv, event)
-    (run_dir / "1").mkdir(parents=True)
-    out1 = run_dir / "1" / "stdout"
+    (invocation_dir / "1").mkdir(parents=True)
+    out1 = invocation_dir / "1" / "stdout"
     out1.write_bytes(b"one " + "é".encode()[:1])
     live = Ui(JournalReader(path), "token", lambda: T0)
 
@@ -79,10 +79,10 @@ def test_the_stream_follows_output_retries_and_the_end(tmp_path: Path) -> None:
         ):
             inv, _ = journal.commit_transition(inv, event)
         steps.append(await until(stream, "reset"))
-        (run_dir / "2").mkdir()
-        (run_dir / "2" / "stdout").write_bytes(b"second attempt\n")
+        (invocation_dir / "2").mkdir()
+        (invocation_dir / "2" / "stdout").write_bytes(b"second attempt\n")
         steps.append(await until(stream, "log"))
-        (run_dir / "2" / "stderr").write_bytes(b"bye\n")
+        (invocation_dir / "2" / "stderr").write_bytes(b"bye\n")
         for event in (
             Finished(FailureClass.COMPLETED, 0, "exit 0"),
             Collected(Outcome.COMPLETED, 0, "logs"),

@@ -129,7 +129,7 @@ def test_the_timeline_reads_the_record() -> None:
             "failure_class": None,
             "cancel_requested": 0,
             "not_before": None,
-            "run_dir": "/r",
+            "invocation_dir": "/r",
             "created_at": _at(0),
             "updated_at": _at(30),
             "lease_owner": None,

@@ -30,7 +30,7 @@ WRITER = textwrap.dedent(
     from vibesys.journal_schema import open_journal
     journal = open_journal(Path(sys.argv[1]))
     journal.create_invocation(invocation_id="1b00000000000001", adapter="local",
-        command=["true"], request={}, label="written meanwhile", max_retries=0, run_dir="/r")
+        command=["true"], request={}, label="written meanwhile", max_retries=0, invocation_dir="/r")
     print("ready", flush=True)
     if sys.argv[2] == "die":
         os._exit(0)

@@ -114,7 +114,7 @@ def test_the_list_stream_sends_the_list_again_when_the_journal_changes(tmp_path:
             request={},
             label="new",
             max_retries=0,
-            run_dir="/r",
+            invocation_dir="/r",
         )
         journal.close()
         got.append(await anext(stream))

@@ -51,7 +51,7 @@ class JobRef(Struct, frozen=True):
 
     job_name: str
     job_id: str | None
-    run_dir: Path
+    attempt_dir: Path
     #: when the intent to submit was committed: lookups by name search from here on
     intended_at: datetime | None = None
     invocation_id: str = ""
@@ -77,13 +77,13 @@ class SubmitRequest(Struct, Generic[R], frozen=True):
     attempt: int
     job_name: str
     command: Sequence[str]
-    run_dir: Path
+    attempt_dir: Path
     context: JobContext
     spec: R
 
     def job_ref(self) -> JobRef:
         """The attempt as the engine knows it before the scheduler gave it a job id."""
-        return JobRef(self.job_name, None, self.run_dir, None, self.invocation_id, self.attempt)
+        return JobRef(self.job_name, None, self.attempt_dir, None, self.invocation_id, self.attempt)
 
 
 class SubmitReceipt(Struct, frozen=True):

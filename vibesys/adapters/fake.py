@@ -184,7 +184,7 @@ class FakeBackend(Backend):
         return "fake: nothing to collect"
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        return log_paths(job.run_dir)
+        return log_paths(job.attempt_dir)
 
     def poll_interval(self, age_seconds: float) -> float:
         return 0.0

@@ -101,11 +101,11 @@ class LocalBackend(Backend):
                 f"the recorded working directory {cwd} does not exist any more",
                 fix=f"recreate {cwd}, or run the command again from an existing directory",
             )
-        run_dir = request.run_dir
-        run_dir.mkdir(parents=True, exist_ok=True)
+        attempt_dir = request.attempt_dir
+        attempt_dir.mkdir(parents=True, exist_ok=True)
         launch = {"job_name": request.job_name, "launched_at": time.time()}
-        _write_atomic(run_dir / "launch.json", json.dumps(launch) + "\n")
-        argv = [sys.executable, "-I", "-S", str(WRAPPER), str(run_dir), request.job_name]
+        _write_atomic(attempt_dir / "launch.json", json.dumps(launch) + "\n")
+        argv = [sys.executable, "-I", "-S", str(WRAPPER), str(attempt_dir), request.job_name]
         # The wrapper handles these itself; the command gets them ignored if our caller did.
         ignored = [str(int(s)) for s in FORWARDED if caller_ignores(s)]
         argv += [f"--ignore={','.join(ignored)}"] if ignored else []
@@ -135,10 +135,10 @@ class LocalBackend(Backend):
         ended = self._wrappers[request.job_name] = threading.Event()
         threading.Thread(target=_reap, args=(child, ended), daemon=True).start()
         with open(claimed, "rb", buffering=0) as pipe:
-            claim = _wait_for_claim(run_dir, pipe, self.launch_grace / 2)
+            claim = _wait_for_claim(attempt_dir, pipe, self.launch_grace / 2)
         if claim is not None and claim.kind == "job":
             pid = claim.get("pid")
-            return SubmitReceipt(pid, f"local pid {pid} in {run_dir}")
+            return SubmitReceipt(pid, f"local pid {pid} in {attempt_dir}")
         # A fence, a refusal or a stalled wrapper: the attempt's fate is for the engine to
         # settle (by lookup, or by a fence), never by launching another wrapper.
         why = claim.describe() if claim else f"no claim yet (wrapper exit {child.poll()})"
@@ -162,15 +162,15 @@ class LocalBackend(Backend):
         return status if status.state in TERMINAL_REMOTE else None
 
     def cancel(self, job: JobRef) -> None:
-        job.run_dir.mkdir(parents=True, exist_ok=True)
-        marker = job.run_dir / CANCEL_FILE
+        job.attempt_dir.mkdir(parents=True, exist_ok=True)
+        marker = job.attempt_dir / CANCEL_FILE
         try:
             # A cancel repeated after the grace period kills: the first one only asked.
             late = time.time() - marker.stat().st_mtime >= KILL_AFTER_SECONDS
         except FileNotFoundError:
             late = False
             marker.touch()
-        claim = _read_claim(job.run_dir)
+        claim = _read_claim(job.attempt_dir)
         if claim is None or claim.kind != "job":
             _kill_unclaimed_wrappers(job.job_name, signal.SIGTERM)
             return
@@ -180,7 +180,7 @@ class LocalBackend(Backend):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
             return
-        group = _read_json(job.run_dir / "group")
+        group = _read_json(job.attempt_dir / "group")
         if group is None:
             return
         # The supervisor is gone: signal the command's group directly, harder the second time.
@@ -189,7 +189,7 @@ class LocalBackend(Backend):
                 os.kill(member, signal.SIGKILL if late else signal.SIGTERM)
 
     def fence(self, job: JobRef, text: str) -> Claim:
-        directory = job.run_dir
+        directory = job.attempt_dir
         directory.mkdir(parents=True, exist_ok=True)
         temporary = directory / f"{CLAIM_FILE}.fence.{os.getpid()}.tmp"
         temporary.write_text(text, encoding="utf-8")
@@ -207,17 +207,17 @@ class LocalBackend(Backend):
     def collect(self, job: JobRef) -> str:
         out, err = self.log_paths(job)
         sizes = [f"{p.name} {p.stat().st_size} bytes" for p in (out, err) if p.exists()]
-        return f"logs in {job.run_dir}: " + (", ".join(sizes) or "none written")
+        return f"logs in {job.attempt_dir}: " + (", ".join(sizes) or "none written")
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        return log_paths(job.run_dir)
+        return log_paths(job.attempt_dir)
 
     def poll_interval(self, age_seconds: float) -> float:
         # A local check costs a few stat() calls: poll fast so short jobs finish promptly.
         return 0.02 if age_seconds < 2 else 0.1 if age_seconds < 60 else 0.5
 
     def _status_of(self, job: JobRef) -> RemoteStatus:
-        directory = job.run_dir
+        directory = job.attempt_dir
         claim = _read_claim(directory)
         if claim is None:
             return self._not_claimed(job)
@@ -289,7 +289,7 @@ class LocalBackend(Backend):
         )
 
     def _not_claimed(self, job: JobRef) -> RemoteStatus:
-        launch_file = job.run_dir / "launch.json"
+        launch_file = job.attempt_dir / "launch.json"
         try:
             age = time.time() - launch_file.stat().st_mtime
         except FileNotFoundError:
@@ -297,7 +297,7 @@ class LocalBackend(Backend):
                 job.job_name,
                 None,
                 RemoteState.NOT_FOUND,
-                observation=f"no launch record in {job.run_dir}",
+                observation=f"no launch record in {job.attempt_dir}",
             )
         if age < self.launch_grace:
             return RemoteStatus(
@@ -346,12 +346,12 @@ def _reap(child: subprocess.Popen[bytes], ended: threading.Event) -> None:
     ended.set()
 
 
-def _wait_for_claim(run_dir: Path, pipe: BinaryIO, seconds: float) -> Claim | None:
+def _wait_for_claim(attempt_dir: Path, pipe: BinaryIO, seconds: float) -> Claim | None:
     """The claim once the wrapper has written its line (or ended); None when it says nothing
     for `seconds` (stalled, or a host too loaded to start it): what the attempt is, is then
     the engine's to settle."""
     ready, _, _ = select.select([pipe], [], [], seconds)
-    return _read_claim(run_dir) if ready else None
+    return _read_claim(attempt_dir) if ready else None
 
 
 def _read_claim(directory: Path) -> Claim | None:

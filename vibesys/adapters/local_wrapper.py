@@ -1,5 +1,5 @@
 """Runs one command as a local "job" and leaves a completion marker. Stdlib only: it is started
-by path (`python -I -S local_wrapper.py RUN_DIR JOB_NAME -- CMD...`), never imported by vibesys.
+by path (`python -I -S local_wrapper.py ATTEMPT_DIR JOB_NAME -- CMD...`), never imported by vibesys.
 `--notify=FD` names a pipe it writes one line to once the claim is in place (its end, EOF).
 
 Contract (the same as the Slurm wrappers, see `vibesys.adapters.rundir.claim`):
@@ -117,7 +117,7 @@ def _refuse(directory: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    run_dir, job_name, separator, *command = argv[1:]
+    attempt_dir, job_name, separator, *command = argv[1:]
     ignored: list[int] = []
     notify: int | None = None
     while separator.startswith(("--ignore=", "--notify=")) and command:
@@ -129,11 +129,11 @@ def main(argv: list[str]) -> int:
         separator, *command = command
     if separator != "--" or not command:
         print(
-            "usage: local_wrapper.py RUN_DIR JOB_NAME [--ignore=N,...] [--notify=FD] -- CMD...",
+            "usage: local_wrapper.py ATTEMPT_DIR JOB_NAME [--ignore=N,...] [--notify=FD] -- CMD...",
             file=sys.stderr,
         )
         return 2
-    directory = run_dir
+    directory = attempt_dir
     stopped: list[bool] = []
     child: list[int] = []
 

@@ -29,8 +29,8 @@ __all__ = ["collect_local_artifacts", "copy_result", "stage_local_candidate"]
 RESULT_FILE: Final = "result.json"
 
 
-def stage_local_candidate(workspace: str, stage_root: Path, run_dir: Path) -> Path:
-    """`run_dir/work`: a fresh, verified copy of the workspace's snapshot (its digest's
+def stage_local_candidate(workspace: str, stage_root: Path, invocation_dir: Path) -> Path:
+    """`invocation_dir/work`: a fresh, verified copy of the workspace's snapshot (its digest's
     directory under `stage_root` is made once and reused)."""
     from vibesys.adapters.staging import copy_command, snapshot_path, stage
     from vibesys.adapters.transports import CommandResult, LocalTransport
@@ -55,8 +55,8 @@ def stage_local_candidate(workspace: str, stage_root: Path, run_dir: Path) -> Pa
         python=sys.executable,
         probed=probed,
     )
-    work = run_dir / WORK_DIR
-    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    work = invocation_dir / WORK_DIR
+    invocation_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     copy = copy_command(staged.snapshot_dir, str(work))
     done = subprocess.run(copy, capture_output=True, text=True, check=False, timeout=600)
     problem = done.stderr if done.returncode != 0 else _mismatch(work, manifest.digest)

@@ -75,7 +75,7 @@ class Follower:
                 "stdout": self._resume.stdout if resumed else 0,
                 "stderr": self._resume.stderr if resumed else 0,
             }
-        out, err = log_paths(attempt_dir(inv.run_dir, inv.attempt))
+        out, err = log_paths(attempt_dir(inv.invocation_dir, inv.attempt))
         streams: tuple[tuple[Stream, Path], ...] = (("stdout", out), ("stderr", err))
         for stream, path in streams:
             offset = self._offsets[stream]

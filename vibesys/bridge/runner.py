@@ -33,6 +33,7 @@ from vibesys.errors import VibesysError
 from vibesys.job_result import TIMEOUT_CANCEL, JobResult, JobStatus, job_result
 from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal
 from vibesys.journal_schema.bridge_requests import BridgeRequest
+from vibesys.osutil.layout import attempt_dir
 from vibesys.states import JobState, Outcome
 
 __all__ = ["EvaluationRunner", "Handle"]
@@ -190,13 +191,13 @@ class EvaluationRunner:
         if request is None:  # the row survived a crash before its invocation was recorded
             request = self._site_request(evaluation)
         runs = self.journal_path.parent / "runs"
-        run_dir = (runs / row.invocation_id).resolve()
+        invocation_dir = (runs / row.invocation_id).resolve()
         # A crash between the environment file and the invocation's row left the file; the
         # run directory is this row's alone.
-        (run_dir / ENV_FILE).unlink(missing_ok=True)
+        (invocation_dir / ENV_FILE).unlink(missing_ok=True)
         cwd = evaluation.workspace
         if self.site.backend == "local":
-            cwd = str(stage_local_candidate(evaluation.workspace, runs / ".stage", run_dir))
+            cwd = str(stage_local_candidate(evaluation.workspace, runs / ".stage", invocation_dir))
         return self.engine(journal).prepare(
             adapter=self.site.adapter,
             command=list(evaluation.argv),
@@ -344,7 +345,7 @@ def _record_local_artifacts(journal: Journal, inv: Invocation, patterns: list[st
     directory, recorded as verified artifacts (once: a redo finds them recorded)."""
     if journal.artifacts(inv.id, inv.attempt) or inv.cwd is None:
         return
-    target = Path(inv.run_dir) / str(inv.attempt) / "artifacts"
+    target = attempt_dir(inv.invocation_dir, inv.attempt) / "artifacts"
     found, missing = collect_local_artifacts(Path(inv.cwd), patterns, target)
     for path, size, digest, copy in found:
         state = ArtifactState.ACKNOWLEDGED

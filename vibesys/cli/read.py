@@ -123,7 +123,7 @@ def logs(journal: Path | None, invocation: str) -> None:
         inv = store.resolve(invocation)
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
         for attempt in store.attempts(inv.id):
-            tail.pump(log_paths(attempt_dir(inv.run_dir, attempt.attempt)))
+            tail.pump(log_paths(attempt_dir(inv.invocation_dir, attempt.attempt)))
         tail.close()
 
 

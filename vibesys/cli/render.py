@@ -84,7 +84,7 @@ def show(
         f"adapter     {inv.adapter}",
         f"command     {shlex.join(inv.command)}",
         *([f"cwd         {inv.cwd}"] if inv.cwd else []),
-        f"run dir     {inv.run_dir}",
+        f"run dir     {inv.invocation_dir}",
         f"request     {_evidence_text(inv.request) or '-'}",
         *([f"snapshot    sha256:{inv.snapshot_digest}"] if inv.snapshot_digest else []),
         *(

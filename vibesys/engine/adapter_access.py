@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import Backend, JobRef, Progress
 from vibesys.adapters.registry import entry
 from vibesys.errors import ConfigError
 from vibesys.journal_schema import Invocation, Journal
+from vibesys.osutil.layout import attempt_dir
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest, RecordedSite
@@ -73,7 +73,7 @@ class AdapterAccess:
         return JobRef(
             inv.attempt_job_name(inv.attempt),
             inv.job_id,
-            Path(inv.run_dir) / str(inv.attempt),
+            attempt_dir(inv.invocation_dir, inv.attempt),
             inv.intended_at,
             inv.id,
             inv.attempt,

@@ -35,7 +35,7 @@ def collect_artifacts(
         return f"artifacts: the {type(backend).__name__} adapter cannot collect artifacts"
     known = {row.path: row for row in journal.artifacts(job.invocation_id, job.attempt)}
     found, missing = listing if listing is not None else files.list_artifacts(job, patterns)
-    target_root = job.run_dir / "artifacts"
+    target_root = job.attempt_dir / "artifacts"
     counts = {state: 0 for state in ArtifactState}
     for info in found:
         row = known.get(info.path)

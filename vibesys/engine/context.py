@@ -21,11 +21,11 @@ from vibesys.journal_schema import Invocation
 ENV_FILE = "context.env.json"
 
 
-def record_environment(run_dir: Path, env: Mapping[str, str]) -> Path:
+def record_environment(invocation_dir: Path, env: Mapping[str, str]) -> Path:
     """Write `env` to the run directory, owner-only, before the invocation is recorded."""
-    path = run_dir / ENV_FILE
+    path = invocation_dir / ENV_FILE
     try:
-        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        invocation_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump({"env": dict(env)}, handle, sort_keys=True)
@@ -33,7 +33,7 @@ def record_environment(run_dir: Path, env: Mapping[str, str]) -> Path:
             os.fsync(handle.fileno())
     except OSError as exc:
         raise UsageError(
-            f"cannot write the run directory {run_dir}: {exc.strerror or exc}"
+            f"cannot write the run directory {invocation_dir}: {exc.strerror or exc}"
         ) from None
     return path
 

@@ -137,7 +137,7 @@ class Engine(AdapterAccess, Preparing):
             inv.attempt,
             ref.job_name,
             inv.command,
-            ref.run_dir,
+            ref.attempt_dir,
             load_context(inv),
             submit_spec(self, inv, self.request_of(inv)),
         )

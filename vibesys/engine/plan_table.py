@@ -85,7 +85,7 @@ def _invocation(state: JobState, **facts: object) -> Invocation:
         failure_class=None,
         cancel_requested=False,
         not_before=None,
-        run_dir="/runs/example",
+        invocation_dir="/runs/example",
         created_at=_AT,
         updated_at=_AT,
         lease_owner=None,

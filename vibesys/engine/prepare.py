@@ -66,8 +66,8 @@ class Preparing:
         site = request.site_record or request.read_site()
         invocation_id = invocation_id or new_invocation_id()
         root = run_root or self.journal.path.parent / "runs"
-        run_dir = (root / invocation_id).resolve()
-        env_file = record_environment(run_dir, dict(os.environ) if env is None else env)
+        invocation_dir = (root / invocation_id).resolve()
+        env_file = record_environment(invocation_dir, dict(os.environ) if env is None else env)
         invocation = self.journal.create_invocation(
             invocation_id=invocation_id,
             adapter=adapter,
@@ -76,7 +76,7 @@ class Preparing:
             request_version=request.schema_version,
             label=label,
             max_retries=self.retry.max_retries if max_retries is None else max_retries,
-            run_dir=str(run_dir),
+            invocation_dir=str(invocation_dir),
             cwd=cwd or os.getcwd(),
             env_file=str(env_file),
             lease_owner=self.owner,

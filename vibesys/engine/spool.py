@@ -31,10 +31,10 @@ def spool_logs(journal: Journal, backend: Backend, job: JobRef) -> int:
     files = backend.remote_files()
     if files is None or job.attempt < 1:
         return 0
-    job.run_dir.mkdir(parents=True, exist_ok=True)
+    job.attempt_dir.mkdir(parents=True, exist_ok=True)
     arrived = 0
     for stream in STREAMS:
-        arrived += _spool_one(journal, files, job, stream, job.run_dir / stream)
+        arrived += _spool_one(journal, files, job, stream, job.attempt_dir / stream)
     return arrived
 
 
@@ -76,11 +76,11 @@ def spool_gathered(
     gathers = backend.gathers_collection()
     if gathers is None or job.attempt < 1:
         return None
-    job.run_dir.mkdir(parents=True, exist_ok=True)
+    job.attempt_dir.mkdir(parents=True, exist_ok=True)
     offsets = {s: journal.spool_offset(job.invocation_id, job.attempt, s) for s in STREAMS}
     with (
-        open(job.run_dir / STDOUT_FILE, "ab") as out,
-        open(job.run_dir / STDERR_FILE, "ab") as err,
+        open(job.attempt_dir / STDOUT_FILE, "ab") as out,
+        open(job.attempt_dir / STDERR_FILE, "ab") as err,
     ):
         handles = {STDOUT_FILE: out, STDERR_FILE: err}
         for stream, handle in handles.items():

@@ -139,7 +139,7 @@ def job_result(
     provenance = {str(k): str(v) for k, v in (last.provenance if last else {}).items()}
     stdout = stderr = None
     if last is not None:
-        out, err = log_paths(attempt_dir(inv.run_dir, last.attempt))
+        out, err = log_paths(attempt_dir(inv.invocation_dir, last.attempt))
         stdout, stderr = str(out), str(err)
     current = [a for a in artifacts if last is not None and a.attempt == last.attempt]
     good = [a for a in current if a.state in ("verified", "acknowledged") and a.sha256]

@@ -131,6 +131,14 @@ def m011_campaign_queue(db: Database) -> None:
     db.execute('CREATE INDEX "campaign_queue_campaign" ON "campaign_queue" ("campaign", "seq")')
 
 
+@migrations()
+def m012_invocation_dir(db: Database) -> None:
+    # The invocation's local directory, named as in the code (`invocation_dir`, distinct from
+    # an attempt's local and remote directories). SQLite renames the column in place (and in
+    # every index, trigger and view that names it); no row changes.
+    db.execute('ALTER TABLE "invocations" RENAME COLUMN "run_dir" TO "invocation_dir"')
+
+
 KNOWN = frozenset(m.name for m in migrations._migrations)
 if tuple(m.name for m in migrations._migrations) != STEPS:
     raise AssertionError("schema_steps.STEPS must list the migrations above, in order")

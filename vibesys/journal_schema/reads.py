@@ -23,7 +23,7 @@ ROW_COLUMNS = (
     "i.max_retries AS max_retries, i.retries AS retries, i.outcome AS outcome, "
     "i.exit_code AS exit_code, i.failure_class AS failure_class, "
     "i.cancel_requested AS cancel_requested, i.not_before AS not_before, "
-    "i.run_dir AS run_dir, i.created_at AS created_at, i.updated_at AS updated_at, "
+    "i.invocation_dir AS invocation_dir, i.created_at AS created_at, i.updated_at AS updated_at, "
     "i.lease_owner AS lease_owner, i.lease_expires_at AS lease_expires_at, "
     "i.settings AS settings, "
     "a.job_id AS a_job_id, a.dispatched_at AS a_dispatched_at, "

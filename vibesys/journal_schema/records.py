@@ -89,7 +89,7 @@ class Invocation(Struct, frozen=True):
     failure_class: FailureClass | None
     cancel_requested: bool
     not_before: datetime | None
-    run_dir: str
+    invocation_dir: str
     created_at: datetime
     updated_at: datetime
     lease_owner: str | None
@@ -148,7 +148,7 @@ class Invocation(Struct, frozen=True):
             failure_class=FailureClass(row["failure_class"]) if row["failure_class"] else None,
             cancel_requested=bool(row["cancel_requested"]),
             not_before=moment_or_none(row["not_before"]),
-            run_dir=row["run_dir"],
+            invocation_dir=row["invocation_dir"],
             created_at=moment(row["created_at"]),
             updated_at=moment(row["updated_at"]),
             lease_owner=row["lease_owner"],
@@ -182,7 +182,7 @@ class Invocation(Struct, frozen=True):
             "max_retries": self.max_retries,
             "settings": self.settings.to_json(),
             "cancel_requested": self.cancel_requested,
-            "run_dir": self.run_dir,
+            "invocation_dir": self.invocation_dir,
             "snapshot_digest": self.snapshot_digest,
             "site_digest": self.site_digest,
             "created_at": iso(self.created_at),

@@ -19,5 +19,6 @@ STEPS: Final = (
     "m007_site_configs_run_slots",
     "m010_bridge_requests",
     "m011_campaign_queue",
+    "m012_invocation_dir",
 )
 KNOWN: Final = frozenset(STEPS)

@@ -190,7 +190,7 @@ class Journal(
         request: dict[str, Any],
         label: str | None,
         max_retries: int,
-        run_dir: str,
+        invocation_dir: str,
         request_version: int = 1,
         cwd: str | None = None,
         env_file: str | None = None,
@@ -211,7 +211,7 @@ class Journal(
             conn.execute(
                 "INSERT INTO invocations (id, label, adapter, command, request, request_version,"
                 " cwd, env_file, site_digest, state, version, attempt, max_retries, retries,"
-                " cancel_requested, run_dir, created_at, updated_at, lease_owner,"
+                " cancel_requested, invocation_dir, created_at, updated_at, lease_owner,"
                 " lease_expires_at, settings) VALUES (?,?,?,?,?,?,?,?,?,?,0,0,?,0,0,?,?,?,?,?,?)",
                 (
                     invocation_id,
@@ -225,7 +225,7 @@ class Journal(
                     site.digest if site is not None else None,
                     JobState.PREPARED,
                     max_retries,
-                    run_dir,
+                    invocation_dir,
                     at,
                     at,
                     lease_owner,

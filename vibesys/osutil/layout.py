@@ -1,4 +1,5 @@
-"""Where an attempt's logs are kept on this host: `<run_dir>/<attempt>/stdout` and `stderr`.
+"""Where an attempt's logs are kept on this host: `<invocation_dir>/<attempt>/stdout` and
+`stderr`.
 
 Every adapter keeps (or spools) its job's logs there, so the read-only `vibesys logs` finds
 them from the journal alone, without building an adapter. Stdlib only."""
@@ -12,10 +13,11 @@ STDOUT: Final = "stdout"
 STDERR: Final = "stderr"
 
 
-def attempt_dir(run_dir: str | Path, attempt: int) -> Path:
-    return Path(run_dir) / str(attempt)
+def attempt_dir(invocation_dir: str | Path, attempt: int) -> Path:
+    """The local directory of `attempt` of the invocation whose directory is `invocation_dir`."""
+    return Path(invocation_dir) / str(attempt)
 
 
-def log_paths(attempt_run_dir: Path) -> tuple[Path, Path]:
-    """The local stdout and stderr files of the attempt whose directory is `attempt_run_dir`."""
-    return attempt_run_dir / STDOUT, attempt_run_dir / STDERR
+def log_paths(attempt_dir: Path) -> tuple[Path, Path]:
+    """The local stdout and stderr files of the attempt whose directory is `attempt_dir`."""
+    return attempt_dir / STDOUT, attempt_dir / STDERR

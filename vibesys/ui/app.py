@@ -105,7 +105,7 @@ class Ui:
             part: self.pages.render(f"_{part.replace('-', '_')}.html", v=view, now=now)
             for part in ("inv-top", "inv-bottom")
         }
-        return events.Progress(inv.version, inv.state, inv.attempt, inv.run_dir), parts
+        return events.Progress(inv.version, inv.state, inv.attempt, inv.invocation_dir), parts
 
 
 def _params(request: Request, allowed: Iterable[str]) -> dict[str, str]:
@@ -175,7 +175,7 @@ def build(ui: Ui) -> Starlette:
         stream = _stream(request.path_params["stream"])
         if not view.shown_attempt:
             raise NotFound(f"invocation {view.inv.id} has no attempt yet")
-        return stream, logs.log_path(view.inv.run_dir, view.shown_attempt, stream)
+        return stream, logs.log_path(view.inv.invocation_dir, view.shown_attempt, stream)
 
     @handled
     def invocation(request: Request) -> Response:

@@ -44,7 +44,7 @@ class Progress:
     version: int
     state: JobState
     attempt: int
-    run_dir: str
+    invocation_dir: str
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
@@ -129,9 +129,9 @@ async def invocation_events(
             progress = found
         final = progress.state is JobState.DONE
         if following and attempt:
-            run_dir = progress.run_dir
+            invocation_dir = progress.invocation_dir
             for stream in logs.STREAMS:
-                path = logs.log_path(run_dir, attempt, stream)
+                path = logs.log_path(invocation_dir, attempt, stream)
                 while True:
                     offset = offsets[stream]
                     chunk = await _off_loop(logs.read_from, path, stream, offset, final)

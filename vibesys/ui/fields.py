@@ -37,7 +37,7 @@ SHOWN = frozenset(
         "failure_class",
         "cancel_requested",
         "not_before",
-        "run_dir",
+        "invocation_dir",
         "created_at",
         "updated_at",
         "lease_owner",

@@ -39,8 +39,8 @@ class Chunk:
         }
 
 
-def log_path(run_dir: str, attempt: int, stream: str) -> Path:
-    out, err = log_paths(attempt_dir(run_dir, attempt))
+def log_path(invocation_dir: str, attempt: int, stream: str) -> Path:
+    out, err = log_paths(attempt_dir(invocation_dir, attempt))
     return out if stream == STDOUT else err
 
 

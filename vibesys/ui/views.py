@@ -69,7 +69,9 @@ def invocation_view(
     seen = queries.observation(journal, inv)
     # Before the first attempt: empty ones, which a live page fills once it starts.
     tails = [
-        logs.tail(logs.log_path(inv.run_dir, shown, s), s) if shown else logs.Chunk(s, 0, 0, 0, "")
+        logs.tail(logs.log_path(inv.invocation_dir, shown, s), s)
+        if shown
+        else logs.Chunk(s, 0, 0, 0, "")
         for s in logs.STREAMS
     ]
     return InvocationView(

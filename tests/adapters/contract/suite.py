@@ -62,7 +62,7 @@ def check_success(system: System) -> None:
     engine = system.engine()
     inv = drive(engine, system.prepare(engine, "echo out; echo err >&2"), DriveOptions())
     assert (inv.state, inv.outcome, inv.exit_code) == (JobState.DONE, Outcome.COMPLETED, 0)
-    attempt = Path(inv.run_dir) / "1"
+    attempt = Path(inv.invocation_dir) / "1"
     assert (attempt / "stdout").read_text() == "out\n"
     assert (attempt / "stderr").read_text() == "err\n"
     assert system.submitted(engine.journal.attempts(inv.id)[0].job_name) == 1

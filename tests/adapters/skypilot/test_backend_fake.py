@@ -157,8 +157,8 @@ def test_streams_logs_by_offset_and_returns_artifacts(fake_sky: FakeSky, tmp_pat
     assert not (candidate / "results").exists()
     evidence = backend.collect(job)
     assert "exit_code=0" in evidence
-    assert (req.run_dir / "exit_code").read_text() == "0\n"
-    assert "vibesys: exit_code=0" in (req.run_dir / "sky.log").read_text()
+    assert (req.attempt_dir / "exit_code").read_text() == "0\n"
+    assert "vibesys: exit_code=0" in (req.attempt_dir / "sky.log").read_text()
 
 
 def test_cancels_a_job_without_releasing_the_cluster(fake_sky: FakeSky) -> None:
@@ -346,14 +346,17 @@ def test_passed_variables_reach_the_job_by_name_only(fake_sky: FakeSky) -> None:
     done = wait_terminal(backend, ref(ok, backend.submit(ok).job_id))
     assert (done.state, done.exit_code) == (RemoteState.FAILED, 1)  # EXPECT did not reach it
     both = structs.replace(
-        ok, invocation_id="inv-q", job_name="vibesys-inv-q-1", run_dir=ok.run_dir.parent / "q"
+        ok,
+        invocation_id="inv-q",
+        job_name="vibesys-inv-q-1",
+        attempt_dir=ok.attempt_dir.parent / "q",
     )
     both = structs.replace(both, spec=fake_sky.request(pass_env=["WANDB_KEY", "EXPECT"]))
     done = wait_terminal(backend, ref(both, backend.submit(both).job_id))
     assert (done.state, done.exit_code) == (RemoteState.COMPLETED, 0)
     last = fake_sky.calls("exec")[-1]
     assert last[:6] == ["exec", "-d", "--secret", "EXPECT", "--secret", "WANDB_KEY"]
-    assert secret not in (ok.run_dir / "task.json").read_text()
+    assert secret not in (ok.attempt_dir / "task.json").read_text()
 
 
 def test_a_passed_variable_the_context_lacks_is_rejected(fake_sky: FakeSky) -> None:

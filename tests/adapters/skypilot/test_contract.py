@@ -88,7 +88,7 @@ def test_every_generated_task_is_accepted_by_skypilots_parser(
         chosen,
         job_name="vibesys-inv-1",
         cluster="vibesys-c-1234abcd",
-        run_dir=PurePosixPath("/scratch/u/vibesys/inv/1"),
+        remote_attempt_dir=PurePosixPath("/scratch/u/vibesys/inv/1"),
         command=["python", "-c", "print('it''s \"quoted\" $HOME\\n')", "ünïcode"],
         setup=setup,
         envs={"SEED": "1"},

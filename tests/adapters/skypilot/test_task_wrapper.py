@@ -60,7 +60,7 @@ def test_exec_task_golden() -> None:
         effective(),
         job_name="vibesys-inv-1",
         cluster="vibesys-c-1234abcd",
-        run_dir=PurePosixPath("/scratch/u/vibesys/inv/1"),
+        remote_attempt_dir=PurePosixPath("/scratch/u/vibesys/inv/1"),
         command=["python", "eval.py", "--name", "it's $HOME; rm -rf /"],
         setup="sh -c copy /scratch/u/vibesys/snapshots/abc /scratch/u/vibesys/inv/1/work",
         envs={"SEED": "1"},

@@ -8,18 +8,18 @@
 # Written by vibesys. The job claims its attempt before the command begins (and runs
 # nothing if the attempt is claimed already); exit_code is the command's own status
 # (128+N for signal N), written atomically after it ends.
-run_dir=/shared/vibesys/odd/1
-vibesys_claim="$run_dir"/claim.$$.tmp
+attempt_dir=/shared/vibesys/odd/1
+vibesys_claim="$attempt_dir"/claim.$$.tmp
 printf 'kind=job\nhost=%s\nstarted_at=%s\nslurm_job_id=%s\nslurm_node=%s\nslurm_partition=%s\nslurm_cpus=%s\n' "$(uname -n)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-}" "${SLURMD_NODENAME:-}" "${SLURM_JOB_PARTITION:-}" "${SLURM_CPUS_ON_NODE:-}" > "$vibesys_claim"
-if ! ln "$vibesys_claim" "$run_dir"/claim 2>/dev/null; then
+if ! ln "$vibesys_claim" "$attempt_dir"/claim 2>/dev/null; then
   rm -f "$vibesys_claim"
-  { echo 'vibesys: this attempt is claimed by someone else; nothing was run'; cat "$run_dir"/claim; } > "$run_dir"/refused.$$ 2>/dev/null
-  mv "$run_dir"/refused.$$ "$run_dir"/refused 2>/dev/null
+  { echo 'vibesys: this attempt is claimed by someone else; nothing was run'; cat "$attempt_dir"/claim; } > "$attempt_dir"/refused.$$ 2>/dev/null
+  mv "$attempt_dir"/refused.$$ "$attempt_dir"/refused 2>/dev/null
   exit 85
 fi
 rm -f "$vibesys_claim"
 'A=1' 'it'"'"'s' '$(rm -rf /)' '`id`' 'two words' 'line
 break' '$HOME' ''
 rc=$?
-printf '%s\n' "$rc" > "$run_dir/exit_code.tmp" && mv "$run_dir/exit_code.tmp" "$run_dir/exit_code"
+printf '%s\n' "$rc" > "$attempt_dir/exit_code.tmp" && mv "$attempt_dir/exit_code.tmp" "$attempt_dir/exit_code"
 exit "$rc"

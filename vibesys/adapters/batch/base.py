@@ -61,7 +61,7 @@ class BatchBackend(ReadsRunDirs, Backend):
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
         # The local spool: the engine copies the remote logs there by byte offset.
-        return log_paths(job.run_dir)
+        return log_paths(job.attempt_dir)
 
     def probe(self, jobs: Sequence[JobRef]) -> set[str]:
         return self.dirs.probe(jobs)

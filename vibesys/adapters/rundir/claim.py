@@ -82,13 +82,14 @@ def fence_text(owner: str, at: str, reason: str) -> str:
     return "".join(f"{k}={' '.join(str(v).split())}\n" for k, v in lines.items())
 
 
-def claim_shell(run_dir_var: str, id_fields: Mapping[str, str]) -> str:
-    """Shell lines (POSIX sh) that claim the attempt in `"$<run_dir_var>"` or exit REFUSED_EXIT.
+def claim_shell(remote_attempt_dir_var: str, id_fields: Mapping[str, str]) -> str:
+    """Shell lines (POSIX sh) that claim the attempt in `"$<remote_attempt_dir_var>"` or exit
+    REFUSED_EXIT.
 
     `id_fields` maps claim keys to shell expressions (for example `slurm_job_id` to
     `"${SLURM_JOB_ID:-}"`); host and start time are always recorded.
     """
-    d = f'"${run_dir_var}"'
+    d = f'"${remote_attempt_dir_var}"'
     printf_keys = ["kind=job", "host=%s", "started_at=%s", *(f"{k}=%s" for k in id_fields)]
     values = ['"$(uname -n)"', '"$(date -u +%Y-%m-%dT%H:%M:%SZ)"', *id_fields.values()]
     fmt = "\\n".join(printf_keys) + "\\n"
@@ -106,8 +107,8 @@ def claim_shell(run_dir_var: str, id_fields: Mapping[str, str]) -> str:
     )
 
 
-#: `sh -c FENCE_SCRIPT vibesys-fence RUN_DIR TEXT`: create RUN_DIR/claim holding TEXT unless a
-#: claim exists, then print whatever claim is there. Exit 0 when a claim was printed.
+#: `sh -c FENCE_SCRIPT vibesys-fence ATTEMPT_DIR TEXT`: create ATTEMPT_DIR/claim holding TEXT
+#: unless a claim exists, then print whatever claim is there. Exit 0 when a claim was printed.
 FENCE_SCRIPT: Final = (
     'd=$1; mkdir -p "$d" || exit 3\n'
     f'tmp="$d/{CLAIM_FILE}.fence.$$.tmp"\n'

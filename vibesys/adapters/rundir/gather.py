@@ -25,7 +25,7 @@ from vibesys.errors import BackendUnavailable
 __all__ = ["GATHER_SCRIPT", "Gathered", "gather"]
 
 
-#: `env VIBESYS_LIST=LIST_SCRIPT sh -c GATHER_SCRIPT vibesys-gather RUN_DIR WORK_DIR
+#: `env VIBESYS_LIST=LIST_SCRIPT sh -c GATHER_SCRIPT vibesys-gather ATTEMPT_DIR WORK_DIR
 #: STDOUT_OFFSET STDERR_OFFSET LIST_LIMIT PATTERN...` (the listing program travels in the
 #: environment, so no shell ever re-parses it). Exit 3: a file could not be read; 4: the
 #: listing failed or outlived LIST_LIMIT seconds. The logs' copy has no limit, as when they are
@@ -78,7 +78,7 @@ class Gathered(Struct):
 
 def gather(
     runner: Runner,
-    run_dir: str,
+    remote_attempt_dir: str,
     work_dir: str,
     offsets: Mapping[str, int],
     patterns: Sequence[str],
@@ -97,7 +97,7 @@ def gather(
         "-c",
         GATHER_SCRIPT,
         "vibesys-gather",
-        run_dir,
+        remote_attempt_dir,
         work_dir,
         str(offsets.get(STDOUT_FILE, 0)),
         str(offsets.get(STDERR_FILE, 0)),
@@ -108,7 +108,9 @@ def gather(
     if result.returncode == 4:
         raise BackendUnavailable("listing the artifacts failed", evidence=result.evidence())
     if result.returncode != 0:
-        raise BackendUnavailable(f"gathering {run_dir} failed", evidence=result.evidence())
+        raise BackendUnavailable(
+            f"gathering {remote_attempt_dir} failed", evidence=result.evidence()
+        )
     return demux.finish()
 
 

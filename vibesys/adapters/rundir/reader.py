@@ -50,12 +50,12 @@ class RunDirReader:
     def root(self) -> PurePosixPath:
         raise NotImplementedError
 
-    def run_dir(self, job: JobRef) -> PurePosixPath:
+    def remote_attempt_dir(self, job: JobRef) -> PurePosixPath:
         return self.root() / job.invocation_id / str(job.attempt)
 
     def work_dir(self, job: JobRef) -> PurePosixPath:
         """Where the command runs (and declared artifacts are found)."""
-        return self.run_dir(job) / WORK_DIR
+        return self.remote_attempt_dir(job) / WORK_DIR
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -71,7 +71,7 @@ class RunDirReader:
     def read_log(self, job: JobRef, stream: str, offset: int, sink: Sink) -> int:
         if stream not in (STDOUT_FILE, STDERR_FILE):
             raise ValueError(f"unknown log stream {stream!r}")
-        path = str(self.run_dir(job) / stream)
+        path = str(self.remote_attempt_dir(job) / stream)
         if self.shares_filesystem:
             # The cluster's files are this host's: read them, no command to start.
             return copy_from(path, offset, sink)
@@ -88,7 +88,7 @@ class RunDirReader:
     def probe(self, jobs: Sequence[JobRef]) -> set[str]:
         """The jobs whose exit_code marker exists: a stat each on a shared file system, else
         one remote command for all of them."""
-        dirs = {str(self.run_dir(j)): j.job_name for j in jobs}
+        dirs = {str(self.remote_attempt_dir(j)): j.job_name for j in jobs}
         if not dirs:
             return set()
         if self.shares_filesystem:
@@ -104,7 +104,7 @@ class RunDirReader:
         sinks: Mapping[str, Sink],
     ) -> Gathered:
         """The logs' rest, the marker and the artifacts' listing in one command (gather.py)."""
-        remote, work = str(self.run_dir(job)), str(self.work_dir(job))
+        remote, work = str(self.remote_attempt_dir(job)), str(self.work_dir(job))
         return gather(self.runner, remote, work, offsets, patterns, sinks, list_limit=self.timeout)
 
     # -- the fence --------------------------------------------------------------------------
@@ -113,7 +113,7 @@ class RunDirReader:
         """Create the attempt's claim as a fence (`text`) unless one is there; the claim that
         is there now (the fence, or the job's own if it claimed first; None when unreadable)
         and what the command printed."""
-        argv = ["sh", "-c", FENCE_SCRIPT, "vibesys-fence", str(self.run_dir(job)), text]
+        argv = ["sh", "-c", FENCE_SCRIPT, "vibesys-fence", str(self.remote_attempt_dir(job)), text]
         out = self.checked(argv)
         return parse_claim(out), out
 

@@ -53,10 +53,10 @@ class RunDirs(RunDirReader):
             self._root = PurePosixPath(template)
         return self._root
 
-    def run_dir(self, job: JobRef) -> PurePosixPath:
+    def remote_attempt_dir(self, job: JobRef) -> PurePosixPath:
         if not job.invocation_id or job.attempt < 1:
             raise ValueError(f"job {job.job_name}: no invocation id or attempt number")
-        return super().run_dir(job)
+        return super().remote_attempt_dir(job)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -65,7 +65,7 @@ class RunDirs(RunDirReader):
         written (`markers.py`), keyed by job name, in one command."""
         if not jobs:
             return {}
-        dirs = {str(self.run_dir(job)): job.job_name for job in jobs}
+        dirs = {str(self.remote_attempt_dir(job)): job.job_name for job in jobs}
         out = self.checked(["sh", "-c", read_script(times=True), "vibesys-markers", *dirs])
         states = parse_markers(out, dirs)
         if len(states) < len(dirs):

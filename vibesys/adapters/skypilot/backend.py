@@ -243,25 +243,27 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
     def submit(self, request: SubmitRequest[SkyPilotRequest]) -> SubmitReceipt:
         ref = request.job_ref()
         try:
-            run_dir = self.dirs.run_dir(ref)
+            remote_attempt_dir = self.dirs.remote_attempt_dir(ref)
             passed = request.spec.passed(request.context.env)
         except ValueError as exc:
             raise SubmitRejected(f"invalid request: {exc}") from None
-        setup, staged = stage_candidate(request.spec, self.dirs, run_dir / WORK_DIR, self.progress)
+        setup, staged = stage_candidate(
+            request.spec, self.dirs, remote_attempt_dir / WORK_DIR, self.progress
+        )
         try:
             task = exec_task(
                 self.effective,
                 job_name=request.job_name,
                 cluster=self.cluster,
-                run_dir=run_dir,
+                remote_attempt_dir=remote_attempt_dir,
                 command=request.command,
                 setup=setup,
                 envs=self.envs,
             )
         except ValueError as exc:
             raise SubmitRejected(f"invalid request: {exc}") from None
-        request.run_dir.mkdir(parents=True, exist_ok=True)
-        task_file = request.run_dir / TASK_FILE
+        request.attempt_dir.mkdir(parents=True, exist_ok=True)
+        task_file = request.attempt_dir / TASK_FILE
         task_file.write_text(render_task(task))
         sky_id, evidence = self.ops.exec(self.cluster, task_file, passed)
         if staged:
@@ -332,14 +334,14 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
             cluster=view,
             allocation=allocation,
             files=state,
-            cancelled_by_us=(job.run_dir / CANCEL_FILE).exists(),
+            cancelled_by_us=(job.attempt_dir / CANCEL_FILE).exists(),
             submissions_in_flight=False,
         )
 
     def cancel(self, job: JobRef) -> None:
         """Cancel the job, never the cluster. Idempotent; nothing to do when it is not found."""
-        job.run_dir.mkdir(parents=True, exist_ok=True)
-        (job.run_dir / CANCEL_FILE).touch()
+        job.attempt_dir.mkdir(parents=True, exist_ok=True)
+        (job.attempt_dir / CANCEL_FILE).touch()
         queue = self.ops.queue(self.cluster)
         if not queue:
             return
@@ -364,22 +366,22 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
     def collect(self, job: JobRef) -> str:
         """Keep the marker (and SkyPilot's own job log, which dies with the cluster home) at
         home; the command's output comes home through the spool (read_log)."""
-        job.run_dir.mkdir(parents=True, exist_ok=True)
+        job.attempt_dir.mkdir(parents=True, exist_ok=True)
         state = self.dirs.state(job)
-        notes = [f"run dir {self.dirs.run_dir(job)}: {state.describe()}"]
+        notes = [f"run dir {self.dirs.remote_attempt_dir(job)}: {state.describe()}"]
         if state.exit_code is not None:
-            (job.run_dir / EXIT_CODE_FILE).write_text(f"{state.exit_code}\n")
+            (job.attempt_dir / EXIT_CODE_FILE).write_text(f"{state.exit_code}\n")
         sky_id, allocation = parse_job_ref_id(job.job_id)
         if sky_id is not None and allocation == self.allocation():
             done = self.ops.cli.run(
                 ["logs", self.cluster, str(sky_id), "--no-follow", "--tail", "0"]
             )
-            (job.run_dir / SKY_LOG_FILE).write_text(self.ops.cli.clean(done.stdout))
+            (job.attempt_dir / SKY_LOG_FILE).write_text(self.ops.cli.clean(done.stdout))
             notes.append(f"sky log saved ({len(done.stdout)} chars, rc {done.returncode})")
         return "; ".join(notes)
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
-        return job.run_dir / STDOUT_FILE, job.run_dir / STDERR_FILE
+        return job.attempt_dir / STDOUT_FILE, job.attempt_dir / STDERR_FILE
 
     def poll_interval(self, age_seconds: float) -> float:
         # Every status round is a `sky queue` plus a command on the login node: seconds each.

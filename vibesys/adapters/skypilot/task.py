@@ -53,7 +53,7 @@ def launch_task(effective: EffectiveResources, cluster: str) -> dict[str, Any]:
 
 def run_section(
     program: str,
-    run_dir: PurePosixPath,
+    remote_attempt_dir: PurePosixPath,
     command: Sequence[str],
     prefix: Sequence[str] = (),
     setup: str = "",
@@ -66,7 +66,7 @@ def run_section(
     words = [*prefix, *command]
     if any("\0" in word for word in [*words, setup]):
         raise ValueError("an argument holds a NUL byte, which no command line can carry")
-    argv = ["bash", "-c", program, "vibesys-sky", str(run_dir), setup, *words]
+    argv = ["bash", "-c", program, "vibesys-sky", str(remote_attempt_dir), setup, *words]
     return "exec " + " ".join(shlex.quote(word) for word in argv) + "\n"
 
 
@@ -75,7 +75,7 @@ def exec_task(
     *,
     job_name: str,
     cluster: str,
-    run_dir: PurePosixPath,
+    remote_attempt_dir: PurePosixPath,
     command: Sequence[str],
     setup: str = "",
     envs: Mapping[str, str] | None = None,
@@ -90,7 +90,7 @@ def exec_task(
         "envs": {**(envs or {}), CLUSTER_ENV: cluster},
         "run": run_section(
             program if program is not None else attempt_program(),
-            run_dir,
+            remote_attempt_dir,
             command,
             effective.command_prefix,
             setup,

@@ -88,12 +88,12 @@ class SbatchBackend(SlurmBackendBase):
 
     def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
         scheduler = self.scheduler
-        remote = scheduler.remote_dir(request.job_ref())
+        remote = scheduler.remote_attempt_dir(request.job_ref())
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
         spec, candidate = candidate_setup(scheduler, request, spec)
         script = render_sbatch(spec)
-        request.run_dir.mkdir(parents=True, exist_ok=True)
-        (request.run_dir / SCRIPT_FILE).write_text(script)
+        request.attempt_dir.mkdir(parents=True, exist_ok=True)
+        (request.attempt_dir / SCRIPT_FILE).write_text(script)
         code, out, err, evidence = self._submit_once(request, remote, script, candidate)
         if code >= PROBE_BASE and candidate is not None and _probe_said(err):
             # The snapshot is not staged: nothing was submitted. Stage it, then submit.

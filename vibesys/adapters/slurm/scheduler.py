@@ -94,8 +94,8 @@ class SlurmScheduler:
 
     # -- paths ------------------------------------------------------------------------------
 
-    def remote_dir(self, job: JobRef) -> PurePosixPath:
-        return self.dirs.run_dir(job)
+    def remote_attempt_dir(self, job: JobRef) -> PurePosixPath:
+        return self.dirs.remote_attempt_dir(job)
 
     def work_dir(self, job: JobRef) -> PurePosixPath:
         """Where the command runs (and declared artifacts are found)."""
@@ -158,7 +158,7 @@ class SlurmScheduler:
         def ended(job: JobRef) -> bool:
             if prefetched is not None:
                 return code_of(prefetched, job) is not None
-            return os.path.exists(f"{self.remote_dir(job)}/{EXIT_CODE_FILE}")
+            return os.path.exists(f"{self.remote_attempt_dir(job)}/{EXIT_CODE_FILE}")
 
         # A job squeue shows unfinished can have an exit marker already: its own, a moment
         # before squeue sees the end, or that of a copy of it that claimed the attempt first.
@@ -185,7 +185,7 @@ class SlurmScheduler:
         )
         result: dict[str, RemoteStatus] = {}
         for job in jobs:
-            cancelled_by_us = (job.run_dir / CANCEL_MARKER).exists()
+            cancelled_by_us = (job.attempt_dir / CANCEL_MARKER).exists()
             found = markers.get(job.job_name, NO_MARKERS)
             marker = found.exit_code
             live, record = queued.get(job.job_name), accounted.get(job.job_name)
@@ -261,12 +261,12 @@ class SlurmScheduler:
 
     def _markers(self, jobs: Sequence[JobRef]) -> dict[str, DirState]:
         """Exit code markers, claims and failed setups of `jobs`, read as this host's files."""
-        return read_here({str(self.remote_dir(j)): j.job_name for j in jobs})
+        return read_here({str(self.remote_attempt_dir(j)): j.job_name for j in jobs})
 
     def _squeue_with_markers(
         self, squeue: Sequence[str], jobs: Sequence[JobRef]
     ) -> tuple[str, dict[str, DirState]]:
-        dirs = {str(self.remote_dir(j)): j.job_name for j in jobs}
+        dirs = {str(self.remote_attempt_dir(j)): j.job_name for j in jobs}
         code, out, _, evidence = self.run(
             ["sh", "-c", round_script(squeue), "vibesys-round", *dirs]
         )
@@ -285,14 +285,14 @@ class SlurmScheduler:
     def cancel(self, job: JobRef) -> None:
         """Cancel every job of the attempt's name: the one recorded, and any copy that may have
         claimed the attempt instead (scancel ANDs a job id with --name, so the name alone)."""
-        job.run_dir.mkdir(parents=True, exist_ok=True)
-        (job.run_dir / CANCEL_MARKER).touch()
+        job.attempt_dir.mkdir(parents=True, exist_ok=True)
+        (job.attempt_dir / CANCEL_MARKER).touch()
         self.checked(["scancel", "--name", job.job_name])
 
     def fence(self, job: JobRef, text: str) -> Claim:
         """Claim the attempt's remote run directory for nobody, unless its job did first; when
         the fence holds, cancel whatever was queued under the name (it could only refuse)."""
-        remote = str(self.remote_dir(job))
+        remote = str(self.remote_attempt_dir(job))
         claim, out = self.dirs.write_fence(job, text)
         if claim is None:
             raise BackendUnavailable(f"fence: no readable claim in {remote}", evidence=out[:500])
@@ -302,7 +302,7 @@ class SlurmScheduler:
 
     def collect(self, job: JobRef) -> str:
         """The logs come home through the spool; here only the marker, as a record."""
-        remote = self.remote_dir(job)
+        remote = self.remote_attempt_dir(job)
         code, out, _, _ = self.run(["cat", str(remote / EXIT_CODE_FILE)])
         return self._marker_record(job, out if code == 0 else None)
 
@@ -321,11 +321,11 @@ class SlurmScheduler:
         return GatheredCollection(got.log_bytes, self._marker_record(job, got.marker), got.listing)
 
     def _marker_record(self, job: JobRef, marker: str | None) -> str:
-        remote = self.remote_dir(job)
-        job.run_dir.mkdir(parents=True, exist_ok=True)
+        remote = self.remote_attempt_dir(job)
+        job.attempt_dir.mkdir(parents=True, exist_ok=True)
         if marker is None:
             return f"no marker in {remote}"
-        (job.run_dir / EXIT_CODE_FILE).write_text(marker)
+        (job.attempt_dir / EXIT_CODE_FILE).write_text(marker)
         return f"marker from {remote}: exit_code={marker.strip()}"
 
     def poll_interval(self, age_seconds: float) -> float:

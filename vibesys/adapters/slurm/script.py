@@ -57,7 +57,7 @@ _JOB_ID = re.compile(r"^[0-9]+$")
 # also records where the job runs (Slurm sets these in the job's own environment): an srun
 # job's end is seen from its claim and marker, before any status round shows where it ran.
 _CLAIM = claim_shell(
-    "run_dir",
+    "attempt_dir",
     {
         "slurm_job_id": '"${SLURM_JOB_ID:-}"',
         "slurm_node": '"${SLURMD_NODENAME:-}"',
@@ -67,14 +67,14 @@ _CLAIM = claim_shell(
 )
 _MARKER = (
     "rc=$?\n"
-    f'printf \'%s\\n\' "$rc" > "$run_dir/{EXIT_CODE_FILE}.tmp"'
-    f' && mv "$run_dir/{EXIT_CODE_FILE}.tmp" "$run_dir/{EXIT_CODE_FILE}"\n'
+    f'printf \'%s\\n\' "$rc" > "$attempt_dir/{EXIT_CODE_FILE}.tmp"'
+    f' && mv "$attempt_dir/{EXIT_CODE_FILE}.tmp" "$attempt_dir/{EXIT_CODE_FILE}"\n'
     'exit "$rc"\n'
 )
 
-#: The `bash -c` program srun runs: `bash -c SRUN_WRAPPER vibesys-srun RUN_DIR CMD...`. The
+#: The `bash -c` program srun runs: `bash -c SRUN_WRAPPER vibesys-srun ATTEMPT_DIR CMD...`. The
 #: command arrives as positional arguments, so it is never re-parsed by any shell.
-SRUN_WRAPPER: Final = f'run_dir=$1\nshift\n{_CLAIM}"$@"\n{_MARKER}'
+SRUN_WRAPPER: Final = f'attempt_dir=$1\nshift\n{_CLAIM}"$@"\n{_MARKER}'
 
 
 class InvalidJobSpec(UsageError, ValueError):
@@ -87,7 +87,7 @@ class SlurmJobSpec(Struct, frozen=True):
     job_name: str
     command: tuple[str, ...]
     #: the attempt's directory on the cluster's shared file system (markers, logs)
-    run_dir: PurePosixPath
+    remote_attempt_dir: PurePosixPath
     #: None: the partition's default time limit (a batch job's only; srun always names one)
     time_minutes: int | None
     gpus: int = 0
@@ -97,14 +97,14 @@ class SlurmJobSpec(Struct, frozen=True):
     extra_arguments: tuple[str, ...] = ()
     #: job id this one runs after (afterok); a failed parent leaves it pending, never killed
     dependency: str | None = None
-    #: the command's working directory; batch jobs default to `run_dir`
+    #: the command's working directory; batch jobs default to `remote_attempt_dir`
     workdir: PurePosixPath | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.job_name):
             raise InvalidJobSpec(f"job name {self.job_name!r}: use letters, digits, . _ -")
         check_argv(self.command)
-        _check_path("run_dir", self.run_dir)
+        _check_path("remote_attempt_dir", self.remote_attempt_dir)
         if self.workdir is not None:
             _check_path("workdir", self.workdir)
         if self.time_minutes is not None and self.time_minutes <= 0:
@@ -140,14 +140,14 @@ def _resource_options(spec: SlurmJobSpec) -> list[str]:
 
 def render_sbatch(spec: SlurmJobSpec) -> str:
     """The batch script for `spec`. Submit it with `sbatch_argv(path)`."""
-    run_dir = str(spec.run_dir)
+    remote_attempt_dir = str(spec.remote_attempt_dir)
     options = _resource_options(spec)
     # vibesys owns retries: a requeue by Slurm would run an attempt twice under one name.
     options.insert(1, "--no-requeue")
     options += [
-        f"--output={run_dir}/{STDOUT_FILE}",
-        f"--error={run_dir}/{STDERR_FILE}",
-        f"--chdir={spec.workdir or spec.run_dir}",
+        f"--output={remote_attempt_dir}/{STDOUT_FILE}",
+        f"--error={remote_attempt_dir}/{STDERR_FILE}",
+        f"--chdir={spec.workdir or spec.remote_attempt_dir}",
         *spec.extra_arguments,
     ]
     if spec.dependency is not None:
@@ -161,7 +161,7 @@ def render_sbatch(spec: SlurmJobSpec) -> str:
         "# Written by vibesys. The job claims its attempt before the command begins (and runs",
         "# nothing if the attempt is claimed already); exit_code is the command's own status",
         "# (128+N for signal N), written atomically after it ends.",
-        f"run_dir={shlex.quote(run_dir)}",
+        f"attempt_dir={shlex.quote(remote_attempt_dir)}",
         _CLAIM.rstrip("\n"),
         shell_join(spec.command),
     ]
@@ -181,16 +181,23 @@ def srun_argv(spec: SlurmJobSpec) -> list[str]:
     argv = ["srun", *_resource_options(spec)]
     if spec.workdir is not None:
         argv.append(f"--chdir={spec.workdir}")
-    argv += [*spec.extra_arguments, "bash", "-c", SRUN_WRAPPER, "vibesys-srun", str(spec.run_dir)]
+    argv += [
+        *spec.extra_arguments,
+        "bash",
+        "-c",
+        SRUN_WRAPPER,
+        "vibesys-srun",
+        str(spec.remote_attempt_dir),
+    ]
     return [*argv, *spec.command]
 
 
 #: The exit status of a job whose setup (snapshot copy and verification) failed: the command
 #: never ran, and `setup_failed` (not `exit_code`) tells the reader why.
 SETUP_FAILED_EXIT: Final = 86
-_FAILED = f'"$run_dir/{SETUP_FAILED_FILE}'
+_FAILED = f'"$attempt_dir/{SETUP_FAILED_FILE}'
 _SETUP = (
-    "run_dir=$1; work=$2; setup=$3; shift 3\n"
+    "attempt_dir=$1; work=$2; setup=$3; shift 3\n"
     f'sh -c "$setup" || {{ rc=$?; printf "%s\\n" "$rc" > {_FAILED}.tmp"'
     f' && mv {_FAILED}.tmp" {_FAILED}"; exit {SETUP_FAILED_EXIT}; }}\n'
     'cd "$work" && exec "$@"\n'
@@ -200,7 +207,7 @@ _SETUP = (
 def with_setup(
     command: tuple[str, ...],
     setup: tuple[tuple[str, ...], ...],
-    run_dir: PurePosixPath,
+    remote_attempt_dir: PurePosixPath,
     work_dir: PurePosixPath,
 ) -> tuple[str, ...]:
     """`command` preceded by `setup` commands that must all succeed first (copy the candidate
@@ -209,4 +216,13 @@ def with_setup(
     if not setup:
         return command
     chained = " && ".join(shell_join(step) for step in setup)
-    return ("sh", "-c", _SETUP, "vibesys-setup", str(run_dir), str(work_dir), chained, *command)
+    return (
+        "sh",
+        "-c",
+        _SETUP,
+        "vibesys-setup",
+        str(remote_attempt_dir),
+        str(work_dir),
+        chained,
+        *command,
+    )

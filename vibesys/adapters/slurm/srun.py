@@ -89,7 +89,7 @@ class SrunBackend(SlurmBackendBase):
 
     def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
         scheduler = self.scheduler
-        remote = scheduler.remote_dir(request.job_ref())
+        remote = scheduler.remote_attempt_dir(request.job_ref())
         agent = scheduler.config.agent_gpu
         extra = agent.srun_arguments if agent else ()
         spec = job_spec(request, remote, extra, partitions=self.choose(request.spec))
@@ -118,7 +118,7 @@ class SrunBackend(SlurmBackendBase):
         launched = self._launched.get(job.job_name)
         if launched is None or not launched.ended.is_set():
             return None
-        directory = str(self.scheduler.remote_dir(job))
+        directory = str(self.scheduler.remote_attempt_dir(job))
         found = read_here({directory: job.job_name}, times=True).get(job.job_name, NO_MARKERS)
         claim, code = found.claim, found.exit_code
         if claim is None or claim.kind != "job" or code is None:

@@ -52,7 +52,7 @@ def job_spec(
         return SlurmJobSpec(
             job_name=request.job_name,
             command=tuple(request.command),
-            run_dir=remote,
+            remote_attempt_dir=remote,
             time_minutes=spec.time_minutes,
             gpus=spec.gpus,
             partitions=spec.partitions if partitions is None else partitions,
@@ -100,14 +100,14 @@ def candidate_setup(
     manifest = checked_manifest(candidate)
     root = PurePosixPath(scheduler.config.slurm.remote_workspace_root)
     staged = Candidate(manifest, candidate.path, root)
-    work = spec.workdir or spec.run_dir
+    work = spec.workdir or spec.remote_attempt_dir
     setup = (
         tuple(staging.copy_command(staged.snapshot_dir, work)),
         tuple(staging.verify_command(work, manifest.digest)),
     )
     # The copy replaces the work directory: the job starts in its run directory and enters
     # the fresh copy only once it is verified.
-    command = with_setup(spec.command, setup, spec.run_dir, work)
+    command = with_setup(spec.command, setup, spec.remote_attempt_dir, work)
     return structs.replace(spec, command=command, workdir=None), staged
 
 
