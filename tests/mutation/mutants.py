@@ -264,7 +264,7 @@ MUTANTS: list[Mutant] = [
     M("lease-release-while-busy", CLUSTER_RECORDS, "            if busy:  # checked with the write lock held", "            if False:  # mutant", "a release ends the allocation under a running evaluation"),
     M("down-never-released", CLUSTERS, "    return isinstance(request, ReleasedWhenDone) and request.down\n", "    return False\n", "run --down leaves the campaign's cluster up after its last evaluation"),
     M("campaign-two-at-once", CLUSTERS, "    if others:\n", "    if False:\n", "two evaluations of one campaign run at once on its cluster"),
-    M("lease-live-owner-settled", CLUSTER_RECORDS, "if lease_free(lease.owner, _at(lease.owner_expires_at), owner, moment)", "if True", "reconcile settles a launch its live owner is still carrying out"),
+    M("lease-live-owner-settled", CLUSTER_RECORDS, "if lease_free(lease.owner, lease.owner_expires_at, owner, moment)", "if True", "reconcile settles a launch its live owner is still carrying out"),
     M("lease-up-row-not-lost", CLUSTER_RECORDS, 'ended = step(live, "Lost" if live.state is LeaseState.UP else "Released")', "ended = LeaseState.RELEASED", "an allocation that ended under the campaign reads as released by us"),
     M("provenance-never-recorded", PROVENANCE, "    if any(known.get(name) != value for name, value in fresh.items()):\n", "    if False:\n", "where an attempt ran is never recorded"),
     M("shared-poll-ignores-version", SHARED_POLL, "if seen is None or (seen.attempt, seen.version) != (inv.attempt, inv.version):", "if seen is None or seen.attempt != inv.attempt:", "an observation taken before the driver's last commit is read as fresh"),

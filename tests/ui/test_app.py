@@ -182,7 +182,11 @@ def test_details_logs_states_clusters_broker(
     assert clusters["count"] == len(leases)
     assert leases[0]["name"] == "vibesys-campaign-7-1a2b3c4d"
     assert leases[0]["uses"] == [{"invocation": ids.sky, "attempt": 1}]
-    assert "campaign-7" in get(client, "/clusters").text
+    assert leases[0]["launched_at"] == "2030-01-01T12:00:00.000000+00:00"
+    page = get(client, "/clusters").text
+    assert "campaign-7" in page
+    # launched as the journal writes it; released never ("-")
+    assert "<td>2030-01-01T12:00:00.000000+00:00</td><td>-</td>" in page
     broker = get(client, "/api/broker").json()
     assert [b["id"] for b in broker["active"]] == [ids.broker] and broker["finished"] == []
     assert get(client, "/static/app.js").headers["content-type"].startswith("text/javascript")

@@ -142,7 +142,7 @@ def clusters_table(leases: Sequence[ClusterLease]) -> str:
             lease.allocation_job or "-",
             lease.profile,
             lease.campaign or "-",
-            lease.updated_at,
+            iso(lease.updated_at),
         )
         for lease in leases
     ]

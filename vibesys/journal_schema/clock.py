@@ -31,6 +31,10 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+def iso_or_none(moment: datetime | None) -> str | None:
+    return None if moment is None else iso(moment)
+
+
 def moment(text: str) -> datetime:
     """A time the journal stored, read back: aware (a zone-less one is UTC, as written)."""
     parsed = datetime.fromisoformat(text)

@@ -12,7 +12,7 @@ from typing import Any
 from msgspec import Struct
 
 from vibesys.errors import StaleState, UsageError
-from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.journal_schema.clock import iso, iso_or_none, moment, moment_or_none
 from vibesys.states.lease_table import LIVE_LEASE_STATES, LeaseState, lease_next, lease_sources
 
 __all__ = ["LIVE_LEASE_STATES", "ClusterLease", "LeaseState"]
@@ -40,12 +40,12 @@ class ClusterLease(Struct, frozen=True):
     state: LeaseState
     allocation_job: str | None
     owner: str | None
-    owner_expires_at: str | None
-    intended_at: str
-    launched_at: str | None
-    release_intended_at: str | None
-    released_at: str | None
-    updated_at: str
+    owner_expires_at: datetime | None
+    intended_at: datetime
+    launched_at: datetime | None
+    release_intended_at: datetime | None
+    released_at: datetime | None
+    updated_at: datetime
     #: every step: {"at", "state", "text"}
     evidence: list[dict[str, str]]
     #: (m007) the site configuration (the profile's rendering) it was launched or adopted with
@@ -66,11 +66,11 @@ class ClusterLease(Struct, frozen=True):
             "state": self.state,
             "allocation_job": self.allocation_job,
             "owner": self.owner,
-            "intended_at": self.intended_at,
-            "launched_at": self.launched_at,
-            "release_intended_at": self.release_intended_at,
-            "released_at": self.released_at,
-            "updated_at": self.updated_at,
+            "intended_at": iso(self.intended_at),
+            "launched_at": iso_or_none(self.launched_at),
+            "release_intended_at": iso_or_none(self.release_intended_at),
+            "released_at": iso_or_none(self.released_at),
+            "updated_at": iso(self.updated_at),
             "evidence": self.evidence,
             "site_digest": self.site_digest,
         }
@@ -80,16 +80,25 @@ def lease_row(row: tuple[Any, ...]) -> ClusterLease:
     values = list(row)
     values[6] = json.loads(values[6])
     values[7] = LeaseState(values[7])
+    for i in (10, 12, 13, 14):  # owner_expires_at, launched_at, release_intended_at, released_at
+        values[i] = moment_or_none(values[i])
+    values[11] = moment(values[11])  # intended_at
+    values[15] = moment(values[15])  # updated_at
     values[16] = json.loads(values[16])
     return ClusterLease(*values)
 
 
-def expiry(now: datetime | None) -> str:
-    return iso((now or utc_now()) + EFFECT_TTL)
+def expiry(now: datetime) -> datetime:
+    return now + EFFECT_TTL
 
 
-def note(at: str, state: LeaseState, text: str) -> dict[str, str]:
-    return {"at": at, "state": str(state), "text": " ".join(text.split())[:2000]}
+def note(at: datetime, state: LeaseState, text: str) -> dict[str, str]:
+    return {"at": iso(at), "state": str(state), "text": " ".join(text.split())[:2000]}
+
+
+def _stored(value: object) -> object:
+    """A column's value as the table holds it: times as ISO text (`clock.iso`)."""
+    return iso(value) if isinstance(value, datetime) else value
 
 
 def get_lease(conn: sqlite3.Connection, lease_id: int) -> ClusterLease:
@@ -143,17 +152,27 @@ def step(lease: ClusterLease, trigger: str) -> LeaseState:
     return after
 
 
+def insert(conn: sqlite3.Connection, **columns: str | datetime | None) -> ClusterLease:
+    """A new row of `columns` (the request and evidence already JSON), read back."""
+    marks = ",".join("?" * len(columns))
+    cursor = conn.execute(
+        f"INSERT INTO cluster_leases ({', '.join(columns)}) VALUES ({marks})",
+        [_stored(value) for value in columns.values()],
+    )
+    return get_lease(conn, int(cursor.lastrowid or 0))
+
+
 def move(
     conn: sqlite3.Connection,
     lease: ClusterLease,
     state: LeaseState,
-    at: str,
+    at: datetime,
     text: str,
-    **columns: str | None,
+    **columns: str | datetime | None,
 ) -> None:
     evidence = [*lease.evidence, note(at, state, text)]
     sets = "".join(f", {name}=?" for name in columns)
     conn.execute(
         f"UPDATE cluster_leases SET state=?, updated_at=?, evidence=?{sets} WHERE id=?",
-        (state, at, json.dumps(evidence), *columns.values(), lease.id),
+        (state, iso(at), json.dumps(evidence), *map(_stored, columns.values()), lease.id),
     )

@@ -20,7 +20,6 @@ from typing import Any
 
 from vibesys.errors import StaleState, UsageError
 from vibesys.journal_schema.clock import iso, utc_now
-from vibesys.journal_schema.clock import moment_or_none as _at
 from vibesys.journal_schema.cluster_rows import (
     COLUMNS,
     LIVE_LEASE_STATES,
@@ -28,6 +27,7 @@ from vibesys.journal_schema.cluster_rows import (
     LeaseState,
     expiry,
     get_lease,
+    insert,
     lease_row,
     live_lease,
     move,
@@ -115,14 +115,13 @@ class ClusterRecords:
         """Commit the intent to launch `name` (before `sky launch`). A live row is continued
         when it is a launch; an `up` one is recorded lost (a refresh found no cluster, which is
         why a launch is needed) and a `releasing` one released, then a new row starts."""
-        at = iso(now or utc_now())
-        moment = now or utc_now()
+        at = now or utc_now()
         with self.write_txn() as conn:
             live = live_lease(conn, name)
             if (
                 live is not None
                 and live.state in (LeaseState.LAUNCHING, LeaseState.RELEASING)
-                and not lease_free(live.owner, _at(live.owner_expires_at), owner, moment)
+                and not lease_free(live.owner, live.owner_expires_at, owner, at)
             ):
                 raise StaleState(
                     f"cluster {name} is {live.state} by live {live.owner} (lease {live.id})"
@@ -135,40 +134,35 @@ class ClusterRecords:
                     at,
                     f"launch intended again: {reason}",
                     owner=owner,
-                    owner_expires_at=expiry(now),
+                    owner_expires_at=expiry(at),
                 )
                 return get_lease(conn, live.id)
             if live is not None:
                 ended = step(live, "Lost" if live.state is LeaseState.UP else "Released")
                 column = "released_at" if ended is LeaseState.RELEASED else "updated_at"
                 move(conn, live, ended, at, f"gone on refresh: {reason}", **{column: at})
-            cursor = conn.execute(
-                "INSERT INTO cluster_leases (name, campaign, fingerprint, profile, adapter, "
-                "request, state, owner, owner_expires_at, intended_at, updated_at, evidence, "
-                "site_digest) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    name,
-                    campaign,
-                    fingerprint,
-                    profile,
-                    adapter,
-                    json.dumps(request, sort_keys=True),
-                    LeaseState.LAUNCHING,
-                    owner,
-                    expiry(now),
-                    at,
-                    at,
-                    json.dumps([note(at, LeaseState.LAUNCHING, f"launch intended: {reason}")]),
-                    site_digest,
-                ),
+            return insert(
+                conn,
+                name=name,
+                campaign=campaign,
+                fingerprint=fingerprint,
+                profile=profile,
+                adapter=adapter,
+                request=json.dumps(request, sort_keys=True),
+                state=LeaseState.LAUNCHING,
+                owner=owner,
+                owner_expires_at=expiry(at),
+                intended_at=at,
+                updated_at=at,
+                evidence=json.dumps([note(at, LeaseState.LAUNCHING, f"launch intended: {reason}")]),
+                site_digest=site_digest,
             )
-            return get_lease(conn, int(cursor.lastrowid or 0))
 
     def record_launched(
         self, lease_id: int, allocation: Sequence[str], evidence: str, now: datetime | None = None
     ) -> ClusterLease:
         """The launch left a cluster up on `allocation` (also: a launch found completed)."""
-        at = iso(now or utc_now())
+        at = now or utc_now()
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
             move(
@@ -188,7 +182,7 @@ class ClusterRecords:
         self, lease_id: int, evidence: str, now: datetime | None = None
     ) -> ClusterLease:
         """Proven: the launch left no cluster."""
-        at = iso(now or utc_now())
+        at = now or utc_now()
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
             failed = step(lease, "LaunchFailed")
@@ -212,7 +206,7 @@ class ClusterRecords:
         """A refresh found `name` up on `allocation`: the live row, brought up to date. A
         cluster nobody recorded (launched by another journal, or by hand) is adopted; one that
         now runs on another allocation than recorded was relaunched: the old row is lost."""
-        at = iso(now or utc_now())
+        at = now or utc_now()
         joined = ",".join(allocation)
         with self.write_txn() as conn:
             live = live_lease(conn, name)
@@ -243,27 +237,22 @@ class ClusterRecords:
                     at,
                     f"now on allocation {joined}, not {live.allocation_job}",
                 )
-            cursor = conn.execute(
-                "INSERT INTO cluster_leases (name, campaign, fingerprint, profile, adapter, "
-                "request, state, allocation_job, intended_at, launched_at, updated_at, evidence, "
-                "site_digest) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    name,
-                    campaign,
-                    fingerprint,
-                    profile,
-                    adapter,
-                    json.dumps(request, sort_keys=True),
-                    LeaseState.UP,
-                    joined,
-                    at,
-                    at,
-                    at,
-                    json.dumps([note(at, LeaseState.UP, f"adopted, found up: {evidence}")]),
-                    site_digest,
-                ),
+            return insert(
+                conn,
+                name=name,
+                campaign=campaign,
+                fingerprint=fingerprint,
+                profile=profile,
+                adapter=adapter,
+                request=json.dumps(request, sort_keys=True),
+                state=LeaseState.UP,
+                allocation_job=joined,
+                intended_at=at,
+                launched_at=at,
+                updated_at=at,
+                evidence=json.dumps([note(at, LeaseState.UP, f"adopted, found up: {evidence}")]),
+                site_digest=site_digest,
             )
-            return get_lease(conn, int(cursor.lastrowid or 0))
 
     def record_lease_use(
         self, lease_id: int, invocation_id: str, attempt: int, now: datetime | None = None
@@ -280,7 +269,7 @@ class ClusterRecords:
 
     def note_lease(self, lease_id: int, text: str, now: datetime | None = None) -> ClusterLease:
         """Add evidence without moving the lease (a failed effect, a settlement that waits)."""
-        at = iso(now or utc_now())
+        at = now or utc_now()
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
             move(conn, lease, lease.state, at, text)
@@ -293,7 +282,7 @@ class ClusterRecords:
     ) -> ClusterLease:
         """Commit the intent to release (before `sky down`); a release intended again (the
         earlier one was interrupted) is continued."""
-        at = iso(now or utc_now())
+        at = now or utc_now()
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
             releasing = step(lease, "ReleaseIntended")
@@ -311,14 +300,14 @@ class ClusterRecords:
                 f"release intended: {reason}",
                 release_intended_at=lease.release_intended_at or at,
                 owner=owner,
-                owner_expires_at=expiry(now),
+                owner_expires_at=expiry(at),
             )
             return get_lease(conn, lease_id)
 
     def record_released(
         self, lease_id: int, evidence: str, now: datetime | None = None
     ) -> ClusterLease:
-        at = iso(now or utc_now())
+        at = now or utc_now()
         with self.write_txn() as conn:
             lease = get_lease(conn, lease_id)
             move(
@@ -340,5 +329,5 @@ class ClusterRecords:
         return [
             lease
             for lease in self.cluster_leases((LeaseState.LAUNCHING, LeaseState.RELEASING))
-            if lease_free(lease.owner, _at(lease.owner_expires_at), owner, moment)
+            if lease_free(lease.owner, lease.owner_expires_at, owner, moment)
         ]
