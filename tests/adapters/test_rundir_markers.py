@@ -266,7 +266,9 @@ def test_skypilots_reader_is_one_command_with_the_written_times(tmp_path: Path) 
     dirs = RunDirs(Counting(), str(root))
     states = dirs.states(jobs)
     assert len(calls) == 1
-    assert states == read_here({str(dirs.remote_attempt_dir(j)): j.job_name for j in jobs}, times=True)
+    assert states == read_here(
+        {str(dirs.remote_attempt_dir(j)): j.job_name for j in jobs}, times=True
+    )
     assert states["vibesys-inv-1"].exit_written_at == 1_700_000_000.0
     assert states["vibesys-inv-2"].refused == REFUSED + "\n"
     assert states["vibesys-inv-3"] == states["vibesys-inv-5"] == NO_MARKERS
