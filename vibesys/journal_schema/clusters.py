@@ -141,21 +141,14 @@ class ClusterRecords:
                 ended = step(live, "Lost" if live.state is LeaseState.UP else "Released")
                 column = "released_at" if ended is LeaseState.RELEASED else "updated_at"
                 move(conn, live, ended, at, f"gone on refresh: {reason}", **{column: at})
-            return insert(
+            return _new_lease(
                 conn,
-                name=name,
-                campaign=campaign,
-                fingerprint=fingerprint,
-                profile=profile,
-                adapter=adapter,
-                request=json.dumps(request, sort_keys=True),
+                (name, campaign, fingerprint, profile, adapter, request, site_digest),
+                at,
+                note(at, LeaseState.LAUNCHING, f"launch intended: {reason}"),
                 state=LeaseState.LAUNCHING,
                 owner=owner,
                 owner_expires_at=expiry(at),
-                intended_at=at,
-                updated_at=at,
-                evidence=json.dumps([note(at, LeaseState.LAUNCHING, f"launch intended: {reason}")]),
-                site_digest=site_digest,
             )
 
     def record_launched(
@@ -237,21 +230,14 @@ class ClusterRecords:
                     at,
                     f"now on allocation {joined}, not {live.allocation_job}",
                 )
-            return insert(
+            return _new_lease(
                 conn,
-                name=name,
-                campaign=campaign,
-                fingerprint=fingerprint,
-                profile=profile,
-                adapter=adapter,
-                request=json.dumps(request, sort_keys=True),
+                (name, campaign, fingerprint, profile, adapter, request, site_digest),
+                at,
+                note(at, LeaseState.UP, f"adopted, found up: {evidence}"),
                 state=LeaseState.UP,
                 allocation_job=joined,
-                intended_at=at,
                 launched_at=at,
-                updated_at=at,
-                evidence=json.dumps([note(at, LeaseState.UP, f"adopted, found up: {evidence}")]),
-                site_digest=site_digest,
             )
 
     def record_lease_use(
@@ -331,3 +317,29 @@ class ClusterRecords:
             for lease in self.cluster_leases((LeaseState.LAUNCHING, LeaseState.RELEASING))
             if lease_free(lease.owner, lease.owner_expires_at, owner, moment)
         ]
+
+
+def _new_lease(
+    conn: sqlite3.Connection,
+    identity: tuple[str, str | None, str, str, str, dict[str, Any], str | None],
+    at: datetime,
+    first: dict[str, str],
+    **columns: Any,
+) -> ClusterLease:
+    """A new lease row: who it is (name, campaign, fingerprint, profile, adapter, request, site
+    digest), intended at `at`, its first note, and the columns of the state it starts in."""
+    name, campaign, fingerprint, profile, adapter, request, site_digest = identity
+    return insert(
+        conn,
+        name=name,
+        campaign=campaign,
+        fingerprint=fingerprint,
+        profile=profile,
+        adapter=adapter,
+        request=json.dumps(request, sort_keys=True),
+        intended_at=at,
+        updated_at=at,
+        evidence=json.dumps([first]),
+        site_digest=site_digest,
+        **columns,
+    )
