@@ -176,6 +176,37 @@ def test_an_interrupt_at_any_moment_of_start_up_is_130_without_a_traceback(
     assert _jobs_with(marker) == [], "a cancelled job still runs"
 
 
+_SPY = """
+import sys
+sys.argv = ["-m"]  # as `python -m vibesys` while the module is found
+import signal
+import vibesys
+import vibesys.cli.main as entry
+import vibesys.cli.run_command as run_command
+
+def spy(values):
+    print(signal.getsignal(signal.SIGINT) is vibesys._interrupted_while_starting, flush=True)
+    return 0
+
+run_command.execute_run = spy
+sys.argv = ["vibesys", "run", "--", "true"]
+entry.main()
+"""
+
+
+def test_until_run_takes_its_interrupts_over_a_sigint_exits_and_raises_nothing(
+    tmp_path: Path,
+) -> None:
+    """A KeyboardInterrupt raised in the middle of an import can land in a weakref callback,
+    where CPython prints and drops it: the run went on and its job ran to exit 0. So up to
+    `run`'s own handler (`interruptible`) SIGINT's handler must be the one that exits."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SPY], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize(
     ("redirect", "where", "needle"),
     [(">&-", "stderr", "stdout is closed"), ("2>&-", "stdout", "stderr is closed")],

@@ -5,8 +5,8 @@ The public names are loaded on first use, so `vibesys --help` stays as quick as 
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # C, loaded already; `signal` builds enums
 import os
-import signal
 import sys
 
 
@@ -15,13 +15,14 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 
 
 # Started as the `vibesys` command (its console script, or `python -m vibesys` while the module
-# is being found): a Ctrl-C before the entry point takes over (`vibesys.cli.main`) leaves
-# quietly, 130, instead of a traceback from the middle of an import. A caller that ignores
-# SIGINT keeps it ignored; importing vibesys as a library changes nothing.
+# is being found): a Ctrl-C before a command takes over its interrupts (`vibesys.cli.main`)
+# leaves quietly, 130. Not a KeyboardInterrupt: raised in the middle of an import it may land
+# in a weakref callback, whose exceptions CPython prints and drops, and the run goes on. A
+# caller that ignores SIGINT keeps it ignored; importing vibesys as a library changes nothing.
 if (sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") == "vibesys") and (
-    signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
 ):
-    signal.signal(signal.SIGINT, _interrupted_while_starting)
+    _signal.signal(_signal.SIGINT, _interrupted_while_starting)
 
 import importlib  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402

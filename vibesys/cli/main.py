@@ -173,8 +173,9 @@ def main() -> None:
     status = closed_streams()
     if status is not None:
         os._exit(status)  # nothing to flush: the streams are not there
-    if signal.getsignal(signal.SIGINT) is vibesys._interrupted_while_starting:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
+    # Until `run` takes its interrupts over (`run_command.interruptible`, before anything is
+    # recorded), or a typer command starts, a Ctrl-C ends the process at once, 130: nothing
+    # is done yet, and a read-only command has nothing to undo.
     try:
         status = run_fast(sys.argv[1:])
         if status is None:
@@ -183,11 +184,19 @@ def main() -> None:
             collect_again()
             from vibesys.cli.app import main as typer_main
 
+            interrupts_raise()
             typer_main()
             return
-    except KeyboardInterrupt:  # while starting up (importing): nothing was done yet
+    except KeyboardInterrupt:  # a caller's own handler, or started as a library
         status = 130  # states.exits.EXIT_INTERRUPTED, not imported here: it loads the states
     leave(status)
+
+
+def interrupts_raise() -> None:
+    """From here a Ctrl-C is a KeyboardInterrupt (typer's commands answer it), unless the
+    caller ignores SIGINT."""
+    if signal.getsignal(signal.SIGINT) is vibesys._interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def collect_again() -> None:
