@@ -200,6 +200,27 @@ def test_m003_turns_options_into_typed_requests(tmp_path: Path) -> None:
         journal.close()
 
 
+def _old_row(
+    invocation_id: str, adapter: str, command: str, request: str, **more: object
+) -> dict[str, object]:
+    """An invocation row as a journal before m012 held it (`run_dir`, a running attempt)."""
+    return {
+        "id": invocation_id,
+        "adapter": adapter,
+        "command": command,
+        "request": request,
+        "request_version": 1,
+        "state": "RUNNING",
+        "version": 3,
+        "attempt": 1,
+        "max_retries": 0,
+        "run_dir": f"/runs/{invocation_id}",
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "updated_at": "2026-01-01T00:00:00+00:00",
+        **more,
+    }
+
+
 def test_m006_records_settings_and_moves_cancel_when_orphaned_out_of_the_request(
     tmp_path: Path,
 ) -> None:
@@ -219,20 +240,7 @@ def test_m006_records_settings_and_moves_cancel_when_orphaned_out_of_the_request
         if orphaned is not None:
             request["cancel_when_orphaned"] = orphaned
         old["invocations"].insert(
-            {
-                "id": invocation_id,
-                "adapter": "srun",
-                "command": '["nvidia-smi"]',
-                "request": json.dumps(request),
-                "request_version": 1,
-                "state": "RUNNING",
-                "version": 3,
-                "attempt": 1,
-                "max_retries": 0,
-                "run_dir": f"/runs/{invocation_id}",
-                "created_at": "2026-01-01T00:00:00+00:00",
-                "updated_at": "2026-01-01T00:00:00+00:00",
-            }
+            _old_row(invocation_id, "srun", '["nvidia-smi"]', json.dumps(request))
         )
     conn.close()
     journal = open_journal(path)
@@ -251,7 +259,6 @@ def test_m012_keeps_each_invocations_directory_under_its_new_name(tmp_path: Path
     """A journal written before m012 names the invocation's directory `run_dir`: once opened,
     the column is `invocation_dir` and every invocation keeps its directory (and its logs are
     found where they were)."""
-    import json
 
     from sqlite_utils import Database
 
@@ -264,21 +271,7 @@ def test_m012_keeps_each_invocations_directory_under_its_new_name(tmp_path: Path
     migrations.apply(old, stop_before="m012_invocation_dir")
     for invocation_id in ("old1", "old2"):
         old["invocations"].insert(
-            {
-                "id": invocation_id,
-                "adapter": "local",
-                "command": '["true"]',
-                "request": json.dumps({}),
-                "request_version": 1,
-                "state": "RUNNING",
-                "version": 3,
-                "attempt": 1,
-                "max_retries": 0,
-                "run_dir": f"/runs/{invocation_id}",
-                "created_at": "2026-01-01T00:00:00+00:00",
-                "updated_at": "2026-01-01T00:00:00+00:00",
-                "settings": Settings().dumps(),
-            }
+            _old_row(invocation_id, "local", '["true"]', "{}", settings=Settings().dumps())
         )
     conn.close()
     journal = open_journal(path)
