@@ -102,3 +102,30 @@ def test_a_time_stored_without_a_zone_reads_as_utc(journal: Journal) -> None:
     assert journal.cluster_lease(lease_id).to_json()["launched_at"] == (
         "2030-01-02T03:04:05.000000+00:00"
     )
+
+
+def test_a_launched_and_an_adopted_lease_keep_who_they_are_field_by_field(
+    journal: Journal,
+) -> None:
+    """Both new rows are written by one function that takes the lease's identity in order:
+    every field must land in its own column (two of them swapped would still type-check)."""
+    who = {
+        "campaign": "camp",
+        "fingerprint": "fp",
+        "profile": "prof",
+        "adapter": "skypilot",
+        "request": {"run_id": "camp"},
+        "site_digest": "digest",
+    }
+    launched = journal.intend_launch(
+        name="vibesys-a", reason="first use", owner="host:1:1", now=LAUNCH, **who
+    )
+    adopted = journal.record_reuse(
+        name="vibesys-b", allocation=["7"], evidence="sky status", now=UP, **who
+    )
+    for lease, name in ((launched, "vibesys-a"), (adopted, "vibesys-b")):
+        got = {key: getattr(lease, key) for key in who}
+        assert (lease.name, got) == (name, who)
+    assert (launched.state, adopted.state) == (LeaseState.LAUNCHING, LeaseState.UP)
+    assert (launched.intended_at, adopted.intended_at, adopted.launched_at) == (LAUNCH, UP, UP)
+    assert adopted.allocation_job == "7" and launched.owner == "host:1:1"
