@@ -43,6 +43,7 @@ MAPPING: list[tuple[JobState, Outcome | None, FailureClass | None, str | None, s
     (S.DONE, Out.INFRA_FAILED, None, None, "UNRESOLVED"),
     (S.DONE, Out.REJECTED, None, None, "REJECTED"),
     (S.DONE, Out.MISCONFIGURED, None, None, "MISCONFIGURED"),
+    (S.DONE, Out.DEPENDENCY_FAILED, F.DEPENDENCY_FAILED, None, "DEPENDENCY_FAILED"),
     (S.UNRESOLVED, None, None, None, "UNRESOLVED"),
     (S.COLLECTING, None, F.COMPLETED, None, "UNRESOLVED"),
     (S.PREPARED, None, None, None, None),
@@ -142,6 +143,7 @@ EXITS = {
     "TIMEOUT": 124,
     "REJECTED": 2,
     "MISCONFIGURED": 78,
+    "DEPENDENCY_FAILED": 66,
 }
 
 

@@ -57,6 +57,9 @@ def test_a_parent_that_fails_for_good_ends_its_child_dependency_failed(
     assert child.returncode == 66, child.stderr
     shown = json.loads(child.stdout)
     assert (shown["outcome"], shown["failure_class"]) == ("DEPENDENCY_FAILED", "DEPENDENCY_FAILED")
+    assert shown["result"]["status"] == "DEPENDENCY_FAILED", "proven, never UNRESOLVED"
+    result = cli("result", shown["id"], "--json", cwd=tmp_path)
+    assert (result.returncode, json.loads(result.stdout)) == (0, shown["result"])
     assert f"{parent_id}, ended APPLICATION_FAILED" in child.stderr
     text = cli("journal", "show", shown["id"], cwd=tmp_path).stdout
     assert "DEPENDENCY_FAILED" in text and "so its command never ran" in text

@@ -16,11 +16,13 @@ evaluation bridge's helper) wants one status it can act on. The mapping is here,
                                                  nothing ran
     DONE MISCONFIGURED                           MISCONFIGURED: a person must act (the fix is
                                                  in `reason`); nothing ran
+    DONE DEPENDENCY_FAILED                       DEPENDENCY_FAILED: what it runs after (`--after`)
+                                                 did not succeed; its command never ran
     UNRESOLVED, COLLECTING                       UNRESOLVED (never guessed)
     PREPARED, SUBMITTING, RUNNING, RETRYING      no result yet (NotEnded)
 
-REJECTED and MISCONFIGURED are statuses of their own: neither blames the candidate (an
-APPLICATION_FAILED would) nor invites a retry (an infrastructure status would).
+REJECTED, MISCONFIGURED and DEPENDENCY_FAILED are statuses of their own: none blames the
+candidate (an APPLICATION_FAILED would) or invites a retry (an infrastructure status would).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from vibesys.errors import UsageError
 from vibesys.states import FailureClass, JobState, Outcome
 from vibesys.states.exits import (
     EXIT_BAD_INPUT,
+    EXIT_DEPENDENCY_FAILED,
     EXIT_INFRA_FAILED,
     EXIT_INTERRUPTED,
     EXIT_MISCONFIGURED,
@@ -38,6 +39,7 @@ class JobStatus(StrEnum):
     TIMEOUT = "TIMEOUT"  # the evaluation's timeout ended it
     REJECTED = "REJECTED"  # the scheduler refused the request: nothing ran
     MISCONFIGURED = "MISCONFIGURED"  # configuration or security: a person must act
+    DEPENDENCY_FAILED = "DEPENDENCY_FAILED"  # what it runs after did not succeed: it never ran
 
 
 #: What each status tells the caller to do (docs/bridge.md is generated from it).
@@ -56,6 +58,8 @@ MEANING: Final = {
     JobStatus.REJECTED: "the scheduler refused the request: nothing ran",
     JobStatus.MISCONFIGURED: "a configuration or security failure: nothing ran; `reason` names "
     "the fix",
+    JobStatus.DEPENDENCY_FAILED: "the invocation it runs after (`--after`) ended without success: "
+    "its command never ran",
 }
 
 #: Exit statuses of `vibesys-eval` (and `vibesys run`) for each status but the command's own.
@@ -69,6 +73,7 @@ EXIT_STATUS: Final = {
     JobStatus.TIMEOUT: EXIT_TIMEOUT,
     JobStatus.REJECTED: EXIT_BAD_INPUT,
     JobStatus.MISCONFIGURED: EXIT_MISCONFIGURED,
+    JobStatus.DEPENDENCY_FAILED: EXIT_DEPENDENCY_FAILED,
 }
 
 
