@@ -6,11 +6,16 @@ its tests there, and report which were killed.
     scripts/mutants --list           # names and why, nothing run
     scripts/mutants --full           # the whole non-Slurm suite against each (slow)
 
-Every chosen test set first runs once against an unmutated copy and must pass. A mutant is
-killed when its tests fail (pytest exit status 1, or any other failure such as an import
-error or a hang cut short by the time limit). Exit status 0 when every mutant is killed and
-every mutant listed as equivalent survives; 1 otherwise (a survivor, an equivalent that was
-killed, or a mutant whose original text no longer occurs exactly once in its file).
+A mutant is killed when its tests fail (pytest exit status 1, or any other failure such as
+an import error or a hang cut short by the time limit). A kill counts only if what killed it
+passes on an unmutated copy: after the mutants, the tests that failed under them (or, for a
+kill no test is named for, the mutant's whole test set) run once more there, and must pass.
+Exit status 0 when every mutant is killed and every mutant listed as equivalent survives; 1
+otherwise (a survivor, an equivalent that was killed, a kill whose test fails unmutated, or a
+mutant whose original text no longer occurs exactly once in its file).
+
+A scratch copy keeps the checkout's byte code (`__pycache__`, checked against each source's
+time and size as usual) but the mutated file's, so no run compiles the package again.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: What a scratch copy holds: the package and everything its tests read.
 COPIED = ("vibesys", "tests", "docs", "examples", "benchmarks", "scripts", "pyproject.toml")
 COPIED_FILES = ("README.md",)
-IGNORED = shutil.ignore_patterns("__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info")
+IGNORED = shutil.ignore_patterns(".hypothesis", ".pytest_cache", "*.egg-info")
 #: The whole non-Slurm suite, for --full.
 FULL = ("tests",)
 RUN_LIMIT_SECONDS = 900
@@ -50,6 +55,8 @@ class Outcome:
     killed: bool
     seconds: float
     detail: str
+    #: the tests that failed under the mutant (empty: none named, e.g. an import error)
+    killers: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -85,6 +92,8 @@ def scratch_copy(into: Path, mutant: Mutant | None = None, root: Path = ROOT) ->
         text = target.read_text(encoding="utf-8")
         assert text.count(mutant.original) == 1, mutant.name
         target.write_text(text.replace(mutant.original, mutant.replacement), encoding="utf-8")
+        for compiled in target.parent.glob(f"__pycache__/{target.stem}.*.pyc"):
+            compiled.unlink()
     return copy
 
 
@@ -133,27 +142,51 @@ def try_mutant(mutant: Mutant, tests: Sequence[str]) -> Outcome:
     seconds = time.monotonic() - started
     if done.returncode == 0:
         return Outcome(mutant, False, seconds, "all tests passed")
-    failed = _FAILED_TEST.findall(done.stdout)
+    failed = tuple(_FAILED_TEST.findall(done.stdout))
     if failed:
         detail = f"by {failed[0]}"
     else:
         tail = done.stdout.strip().splitlines()[-1:] or ["(no output)"]
         detail = f"pytest exit {done.returncode}: {tail[0]}"
-    return Outcome(mutant, True, seconds, detail)
+    return Outcome(mutant, True, seconds, detail, failed)
 
 
-def baseline(test_sets: Iterable[tuple[str, ...]]) -> list[str]:
-    """Each test set must pass on an unmutated copy (else a 'kill' would mean nothing)."""
-    problems = []
+def unmutated_failures(
+    outcomes: Iterable[Outcome], tests_of: dict[str, tuple[str, ...]]
+) -> list[str]:
+    """What killed a mutant must pass without it (else the kill would mean nothing): one
+    problem line per mutant whose killing tests fail on an unmutated copy."""
+    needed = {o.mutant.name: o.killers or tests_of[o.mutant.name] for o in outcomes if o.killed}
+    if not needed:
+        return []
     with tempfile.TemporaryDirectory(prefix="vibesys-mutant-base-") as scratch:
         copy = scratch_copy(Path(scratch))
         if not imports_the_copy(copy):
             return ["the scratch copy does not import its own vibesys"]
-        for tests in test_sets:
-            done = run_tests(copy, tests, stop_first=False)
-            if done.returncode != 0:
-                problems.append(f"unmutated {' '.join(tests)} fails:\n{done.stdout[-3000:]}")
-    return problems
+        tests = sorted({t for group in needed.values() for t in group})
+        done = run_tests(copy, tests, stop_first=False)
+    if done.returncode == 0:
+        return []
+    failing = set(_FAILED_TEST.findall(done.stdout))
+    blamed = {
+        name: sorted(f for f in failing if any(within(f, target) for target in group))
+        for name, group in needed.items()
+    }
+    lines = [
+        f"{name}: killed by {', '.join(found)}, which fails unmutated too"
+        for name, found in blamed.items()
+        if found
+    ]
+    # Not one test named: the run itself failed (a collection error, a hang cut short).
+    return lines or [
+        f"the kills' tests fail unmutated (pytest exit {done.returncode}):\n{done.stdout[-3000:]}"
+    ]
+
+
+def within(test_id: str, target: str) -> bool:
+    """Whether pytest's `test_id` is `target` or one of the tests it selects."""
+    target = target.rstrip("/")
+    return test_id == target or test_id.startswith((target + "::", target + "/", target + "["))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,26 +216,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     tests_of = {m.name: FULL if args.full else m.test_args() for m in chosen}
-    problems = baseline(sorted(set(tests_of.values())))
-    if problems:
-        print("\n".join(problems))
-        return 1
-    base_seconds = time.monotonic() - started
-
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         outcomes = list(pool.map(lambda m: try_mutant(m, tests_of[m.name]), chosen))
     for outcome in outcomes:
         print(line_for(outcome), flush=True)
+    checked = time.monotonic()
+    void = unmutated_failures(outcomes, tests_of)
+    if void:
+        print("\n".join(void), flush=True)
     killed = sum(o.killed for o in outcomes)
     equivalent = sum(bool(o.mutant.equivalent) for o in outcomes)
     bad = [o for o in outcomes if not o.ok]
     print(
         f"{len(outcomes)} mutants: {killed} killed, {len(outcomes) - killed} survived "
-        f"({equivalent} listed as equivalent); {len(bad)} wrong; "
-        f"{time.monotonic() - started:.0f} s wall ({base_seconds:.0f} s baseline) "
-        f"on {args.jobs} workers"
+        f"({equivalent} listed as equivalent); {len(bad)} wrong; {len(void)} kills void; "
+        f"{time.monotonic() - started:.0f} s wall ({time.monotonic() - checked:.0f} s checking "
+        f"the kills unmutated) on {args.jobs} workers"
     )
-    return 1 if bad else 0
+    return 1 if bad or void else 0
 
 
 def line_for(outcome: Outcome) -> str:

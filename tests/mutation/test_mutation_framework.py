@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from tests.mutation.mutants import MUTANTS, TESTS_FOR, Mutant
-from tests.mutation.run import ROOT, Outcome, imports_the_copy, scratch_copy, stale, try_mutant
+from tests.mutation.run import (
+    ROOT,
+    Outcome,
+    imports_the_copy,
+    scratch_copy,
+    stale,
+    try_mutant,
+    unmutated_failures,
+    within,
+)
 
 BY_NAME = {m.name: m for m in MUTANTS}
 
@@ -65,6 +74,45 @@ def test_a_run_tells_killed_from_survived() -> None:
         mutant, ("tests/test_render.py::test_the_readme_states_the_same_contract",)
     )
     assert not survived.killed and survived.detail == "all tests passed"
+
+
+def test_a_kill_counts_only_if_its_test_passes_unmutated() -> None:
+    mutant = BY_NAME["exit-infra-75-to-1"]
+    passing = "tests/test_render.py::test_exit_status"
+    killed = Outcome(mutant, True, 1.0, f"by {passing}", (passing,))
+    assert unmutated_failures([killed], {}) == []
+    # A killer that cannot run unmutated (here: it does not exist) voids the kill.
+    gone = Outcome(mutant, True, 1.0, "by it", ("tests/test_render.py::test_not_there",))
+    [void] = unmutated_failures([gone], {})
+    assert "fail unmutated" in void
+    # Survivors need no check.
+    assert unmutated_failures([Outcome(mutant, False, 1.0, "all tests passed")], {}) == []
+
+
+def test_a_scratch_copy_keeps_byte_code_but_the_mutated_files(tmp_path: Path) -> None:
+    mutant = BY_NAME["exit-infra-75-to-1"]
+    target = ROOT / mutant.file
+    compiled = sorted(target.parent.glob(f"__pycache__/{target.stem}.*.pyc"))
+    if not compiled:
+        pytest.skip("the checkout holds no byte code of the mutated module yet")
+    copy = scratch_copy(tmp_path, mutant)
+    assert not list((copy / mutant.file).parent.glob(f"__pycache__/{target.stem}.*.pyc"))
+    assert list((copy / "vibesys" / "__pycache__").glob("errors.*.pyc"))
+
+
+@pytest.mark.parametrize(
+    ("test_id", "target", "inside"),
+    [
+        ("tests/a.py::test_x", "tests/a.py", True),
+        ("tests/a.py::test_x[1-2]", "tests/a.py::test_x", True),
+        ("tests/states/test_b.py::test_y", "tests/states", True),
+        ("tests/a.py", "tests/a.py", True),
+        ("tests/ab.py::test_x", "tests/a", False),
+        ("tests/a.py::test_xy", "tests/a.py::test_x", False),
+    ],
+)
+def test_which_tests_a_target_selects(test_id: str, target: str, inside: bool) -> None:
+    assert within(test_id, target) is inside
 
 
 @pytest.mark.parametrize(
