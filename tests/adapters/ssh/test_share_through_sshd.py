@@ -1,88 +1,36 @@
-"""One SSH connection shared by this host's processes (`ssh_share`): a later process runs its
-commands through the first one's server without logging in; a frozen server is passed over
-before anything is sent; a server frozen or killed while a command runs is reported as a lost
-answer that may have had its effect; the server leaves once idle; and nothing is shared through
-a directory others can enter."""
+"""One SSH connection shared by this host's processes (`ssh_share`), against the real local
+sshd: a later process runs its commands through the first one's server without logging in;
+frozen or killed servers and served processes; the server leaves once idle."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.adapters.test_transport_ssh import SSHD_PORT, ssh_dir  # noqa: F401 - fixture
+from tests.adapters.ssh.share_helpers import (
+    process,
+    python_with_transport,
+    refused,
+    server_pid,
+    site,
+    wait_for,
+)
 from vibesys.adapters.transports import ssh_share
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.config.slurm import SshTransportConfig
 from vibesys.errors import BackendUnavailable, TransportLost
 
 
-def site(tmp_path: Path, ssh_dir: Path, **overrides: Any) -> SshTransportConfig:  # noqa: F811
-    """A site table of its own: its known_hosts is a copy under `tmp_path`, so its shared
-    connection is this test's alone."""
-    known = tmp_path / "known_hosts"
-    shutil.copy(ssh_dir / "known_hosts", known)
-    options: dict[str, Any] = {
-        "kind": "ssh",
-        "host": "127.0.0.1",
-        "port": SSHD_PORT,
-        "user": "root",
-        "identity_file": str(ssh_dir / "id_ed25519"),
-        "known_hosts": str(known),
-        "connect_timeout_seconds": 2.0,
-        "persist_seconds": 20.0,
-    }
-    options.update(overrides)
-    return SshTransportConfig(**options)
-
-
-def server_pid(path: Path) -> int | None:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"vibesys.adapters.transports.ssh_share_server" in argv and str(path).encode() in argv:
-            return int(entry.name)
-    return None
-
-
-def refused(path: Path) -> bool:
-    """Nobody listens on `path` any more (a killed server's socket closes a moment after its
-    process is gone)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-    except ConnectionRefusedError:
-        return True
-    finally:
-        probe.close()
-    return False
-
-
-def wait_for(predicate: Any, what: str, seconds: float = 20.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while not (found := predicate()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-    return found
-
-
 @pytest.fixture
-def shared(tmp_path: Path, ssh_dir: Path) -> Iterator[tuple[SshTransportConfig, Path, int]]:  # noqa: F811
+def shared(tmp_path: Path, ssh_dir: Path) -> Iterator[tuple[SshTransportConfig, Path, int]]:
     """A site whose shared connection is up: the first process (a transport here) connected
     on its own and started the server."""
     config = site(tmp_path, ssh_dir)
@@ -101,31 +49,6 @@ def shared(tmp_path: Path, ssh_dir: Path) -> Iterator[tuple[SshTransportConfig, 
                     os.kill(running, sig)
     path.unlink(missing_ok=True)  # what a killed server leaves
     path.with_suffix(".lock").unlink(missing_ok=True)
-
-
-def python_with_transport(config: SshTransportConfig, *lines: str) -> list[str]:
-    """The argv of another Python process that builds the site's transport (as `transport`)
-    and runs `lines`: a clean interpreter, a process of its own."""
-    program = "\n".join(
-        [
-            "import sys",
-            "from vibesys.adapters.transports.ssh import SshTransport",
-            "from vibesys.config.slurm import SshTransportConfig as Config",
-            "transport = SshTransport.from_config(Config.model_validate_json(sys.argv[1]))",
-            *lines,
-        ]
-    )
-    return [sys.executable, "-c", program, config.model_dump_json(exclude_unset=True)]
-
-
-@contextlib.contextmanager
-def process(config: SshTransportConfig) -> Iterator[SshTransport]:
-    """The transport of another vibesys process for the site, closed at the end."""
-    transport = SshTransport.from_config(config)
-    try:
-        yield transport
-    finally:
-        transport.close()
 
 
 @pytest.mark.slurm
@@ -202,7 +125,7 @@ def test_a_server_killed_mid_command_is_a_lost_transport_that_may_have_run(
 
 
 @pytest.mark.slurm
-def test_the_server_leaves_once_idle_for_persist_seconds(tmp_path: Path, ssh_dir: Path) -> None:  # noqa: F811
+def test_the_server_leaves_once_idle_for_persist_seconds(tmp_path: Path, ssh_dir: Path) -> None:
     config = site(tmp_path, ssh_dir, persist_seconds=1.0)
     with process(config) as first:
         assert first.share is not None
@@ -214,62 +137,6 @@ def test_the_server_leaves_once_idle_for_persist_seconds(tmp_path: Path, ssh_dir
         time.sleep(2.0)  # longer than persist_seconds, but a process is still being served
         assert server_pid(path) == pid
     wait_for(lambda: server_pid(path) is None and not path.exists(), "the server stayed", 10)
-
-
-def test_nothing_is_shared_through_a_directory_others_can_enter(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    directory = tmp_path / f"vibesys-{os.getuid()}"
-    directory.mkdir(mode=0o755)
-    directory.chmod(0o755)
-    config = SshTransportConfig(kind="ssh", host="login.example.org")
-    assert ssh_share.share_path(config.model_dump_json()) is None
-    assert SshTransport.from_config(config).share is None
-    directory.chmod(0o700)
-    path = ssh_share.share_path(config.model_dump_json(exclude_defaults=True))
-    assert path is not None and path.parent == directory
-    assert SshTransport.from_config(config).share == (
-        path,
-        config.model_dump_json(exclude_defaults=True),
-    )
-    # The same settings with every default written out (a recorded site's rendering): the
-    # same shared connection.
-    spelled = config.model_dump(mode="json", exclude_none=True, exclude={"jump_port"})
-    assert SshTransport.from_config(SshTransportConfig.model_validate(spelled)).share == (
-        SshTransport.from_config(config).share
-    )
-
-
-def test_persist_seconds_zero_shares_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    config = SshTransportConfig(kind="ssh", host="login.example.org", persist_seconds=0)
-    assert SshTransport.from_config(config).share is None
-    assert SshTransport.from_config(config.model_copy(update={"persist_seconds": 5})).share
-
-
-def test_a_socket_that_does_not_say_ready_gives_no_helper(tmp_path: Path) -> None:
-    path = tmp_path / "s.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen(1)
-
-    def answer() -> None:
-        client, _ = server.accept()
-        client.sendall(b"something else\n")
-        client.close()
-
-    threading.Thread(target=answer, daemon=True).start()
-    try:
-        assert ssh_share.connect(path, 2.0) is None
-    finally:
-        server.close()
-    with pytest.raises(ssh_share.NoServer):
-        ssh_share.connect(path, 2.0)  # its file is left, nobody listens
-    with pytest.raises(ssh_share.NoServer):
-        ssh_share.connect(tmp_path / "absent.sock", 2.0)
 
 
 @pytest.mark.slurm
@@ -292,27 +159,10 @@ def test_a_dead_servers_socket_is_replaced_by_the_next_process(
         assert third.connections == 0
 
 
-def test_a_server_that_cannot_log_in_is_not_started(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Only a process whose own login worked starts the shared server: one that cannot log
-    in would add a failed login per process (and some sites ban addresses for those)."""
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    started: list[tuple[Path, str]] = []
-    monkeypatch.setattr(ssh_share, "spawn", lambda *share: started.append(share))
-    config = SshTransportConfig(
-        kind="ssh", host="127.0.0.1", port=1, connect_timeout_seconds=1.0, reconnect_attempts=1
-    )
-    transport = SshTransport.from_config(config)
-    with pytest.raises((BackendUnavailable, TransportLost)):
-        transport.run(["true"])
-    assert started == []
-
-
 @pytest.mark.slurm
 def test_a_site_without_a_helper_starts_no_server(
     tmp_path: Path,
-    ssh_dir: Path,  # noqa: F811
+    ssh_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without python3 on the remote side there is no helper to share: the commands run one
@@ -328,36 +178,6 @@ def test_a_site_without_a_helper_starts_no_server(
     with process(site(tmp_path / "other", ssh_dir)) as working:
         assert working.run(["true"]).returncode == 0
     assert len(started) == 1  # a helper worked there: the next processes get a server
-
-
-def test_a_burst_of_processes_leaves_one_spare_helper_not_one_each() -> None:
-    from vibesys.adapters.transports.ssh_share_server import _Spare
-
-    class Transport:
-        def __init__(self) -> None:
-            self.idle = 0
-            self.warmed = 0
-            self.gate = threading.Event()
-
-        def idle_helpers(self) -> int:
-            return self.idle
-
-        def warm(self) -> None:
-            self.gate.wait(5)
-            self.warmed += 1
-            self.idle += 1
-
-    transport = Transport()
-    spare = _Spare(transport)  # type: ignore[arg-type]
-    for _ in range(10):  # ten processes took a helper while one refill was under way
-        spare.refill()
-    transport.gate.set()
-    wait_for(lambda: transport.idle == 1, "no spare helper was started")
-    time.sleep(0.2)
-    for _ in range(5):  # the spare is there: nothing more is started
-        spare.refill()
-    time.sleep(0.2)
-    assert (transport.warmed, transport.idle) == (1, 1)
 
 
 @pytest.mark.slurm
