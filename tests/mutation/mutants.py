@@ -85,7 +85,11 @@ QUEUE_CLI = "tests/test_campaign_queue_cli.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
 TESTS_FOR: dict[str, tuple[str, ...]] = {
-    PARSE: ("tests/adapters/test_slurm_parse.py",),
+    PARSE: (
+        "tests/adapters/test_slurm_parse_output.py",
+        "tests/adapters/test_slurm_classify.py",
+        "tests/adapters/test_slurm_classify_oracles.py",
+    ),
     RENDER: ("tests/test_render.py",),
     EXITS: ("tests/test_render.py",),
     STORE: (
