@@ -80,7 +80,7 @@ CLI = "vibesys/cli/app.py"
 RECORDED = ("tests/engine/test_recorded_settings.py",)
 CHAINED = ("tests/engine/test_chains.py",)
 FAULTS = "tests/test_journal_faults.py"
-QUEUE_ENGINE = "tests/engine/test_skypilot_engine.py::test_one_evaluation_at_a_time_per_campaign_the_others_wait_in_order"
+QUEUE_ENGINE = "tests/engine/skypilot/test_campaign_queue.py::test_one_evaluation_at_a_time_per_campaign_the_others_wait_in_order"
 QUEUE_CLI = "tests/test_campaign_queue_cli.py"
 
 #: The tests run against a mutant of each file unless the mutant says otherwise.
@@ -114,9 +114,9 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     ),
     EXECUTE: ("tests/engine/test_fences.py", "tests/engine/test_engine_fake.py"),
     SKY: ("tests/adapters/skypilot/test_classify.py",),
-    CLUSTERS: ("tests/engine/test_cluster_leases.py", "tests/engine/test_skypilot_engine.py"),
+    CLUSTERS: ("tests/engine/test_cluster_leases.py", "tests/engine/skypilot"),
     CLUSTER_RECORDS: ("tests/engine/test_cluster_leases.py",),
-    PROVENANCE: ("tests/engine/test_skypilot_engine.py",),
+    PROVENANCE: ("tests/engine/skypilot",),
     SHARED_POLL: ("tests/engine/shared_poll",),
     POLLS: ("tests/engine/shared_poll",),
     MACHINE: ("tests/states/test_states_decide.py",),
