@@ -30,9 +30,9 @@ from datetime import datetime
 from pathlib import Path
 
 from _common import (
-    ROOT,
     Verdicts,
     clean_env,
+    cluster_env,
     interleave,
     median,
     parse_args,
@@ -45,21 +45,11 @@ NEEDS_CLUSTER = True
 
 CLIENTS = ("squeue", "sacct", "sbatch", "scancel", "scontrol", "sinfo")
 SSH_TARGET = 1.3
-SCHEDULER = ("squeue", "sacct", "sbatch", "scancel", "scontrol", "sinfo")
 
 
 def main() -> int:
     args = parse_args(__doc__.splitlines()[0])
-    subprocess.run(
-        [str(ROOT / "scripts" / "local-slurm"), "up"], check=True, stdout=subprocess.DEVNULL
-    )
-    env_file = subprocess.run(
-        [str(ROOT / "scripts" / "local-slurm"), "env"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    for line in Path(env_file).read_text().splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export ") :].partition("=")
-            os.environ[key] = value.strip("'\"")
+    cluster_env()
     count, runs = (40, 2) if args.quick else (1000, 5)
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="vibesys-bench-slurm-") as scratch:
         base = Path(scratch)
@@ -268,7 +258,7 @@ def bench_reconcile(verdicts: Verdicts, base: Path, config: Path, count: int) ->
             t0 = time.perf_counter()
             rows = reconcile(Engine(journal, timed_factory))  # type: ignore[arg-type]
             wall = time.perf_counter() - t0
-            calls = [c for c in log.read_text().split() if c in SCHEDULER]
+            calls = [c for c in log.read_text().split() if c in CLIENTS]
             changed += count - sum(r.after == r.before for r in rows)
             rounds.append((wall, inside[0], calls))
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.test_shared_poll import Clock, SharedFake, engine, running
+from tests.engine.shared_poll.conftest import Clock, SharedFake, engine, running
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SeesItsOwnEnd
 from vibesys.adapters.fake import FakeAttempt
 from vibesys.journal_schema import Journal

@@ -1,4 +1,4 @@
-"""Apply each named mutant (tests/mutation/mutants.py) to a scratch copy of the checkout, run
+"""Apply each named mutant (tests/mutation/mutants/) to a scratch copy of the checkout, run
 its tests there, and report which were killed.
 
     scripts/mutants                  # every mutant, one worker per core
