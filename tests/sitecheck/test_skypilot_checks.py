@@ -73,7 +73,7 @@ def test_a_ready_profile_is_all_green(
     )
     status, detail, _ = rows["login-node"]
     assert status == "ok" and detail.startswith(
-        "VIBESYS_SKY_LOGIN=local: run directories are read on this host; local:"
+        "VIBESYS_SKY_LOGIN=local: remote attempt directories are read on this host; local:"
     )
     assert rows["certificate"] == ("ok", "no identity file configured: no certificate to check", "")
     user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
