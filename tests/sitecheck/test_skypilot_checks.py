@@ -1,7 +1,8 @@
 """The checks of a SkyPilot profile against the scripted fake `sky`: the pinned version, the
-login entry of SkyPilot's ~/.slurm/config (read here; the run directories on this host), the
-certificate next to that entry's identity (valid, expiring soon, expired), the artifact root.
-And `vibesys check --profile` as users run it: the JSON object and the exit statuses."""
+login entry of SkyPilot's ~/.slurm/config (read here; the remote attempt directories on this
+host), the certificate next to that entry's identity (valid, expiring soon, expired), the
+artifact root. And `vibesys check --profile` as users run it: the JSON object and the exit
+statuses."""
 
 from __future__ import annotations
 
