@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
         for row in journal.history(invocation.id):
             print(f"  {row.seq}  {row.from_state} -> {row.to_state}  {row.event}")
         stdout_file = Path(invocation.invocation_dir) / "1" / "stdout"
-        print(f"stdout kept in the run directory: {stdout_file.read_text().strip()!r}")
+        print(f"stdout kept in the local attempt directory: {stdout_file.read_text().strip()!r}")
         problems = verify_journal(journal)
         print("journal verify: " + ("ok" if not problems else str(problems[0])))
         return exit_status(invocation) if not problems else 1

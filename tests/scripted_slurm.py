@@ -1,7 +1,7 @@
 """A Runner answering a Slurm status round from fixed text, as a remote transport would: the
-round's one command (squeue, then the run directories' markers after the split line, in the
-marker script's form), sacct, and anything else with nothing. For status tests that need no
-cluster."""
+round's one command (squeue, then the remote attempt directories' markers after the split line,
+in the marker script's form), sacct, and anything else with nothing. For status tests that need
+no cluster."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class ScriptedSlurm:
     def __init__(
         self, squeue: str, sacct: str = "", markers: Mapping[str, Mapping[str, str]] | None = None
     ) -> None:
-        """`markers`: the text of each file (`claim`, `exit_code`, ...) by run directory."""
+        """`markers`: the text of each file (`claim`, `exit_code`, ...) by remote attempt dir."""
         self.squeue, self.sacct, self.markers = squeue, sacct, markers or {}
         #: each command's argv, the round's as ["squeue"]
         self.calls: list[list[str]] = []

@@ -79,7 +79,7 @@ def test_the_recorded_rendering_is_the_files_meaning_and_outlives_it(tmp_path: P
     assert shown["site_digest"] == text_digest(printed.stdout)
     assert shown["request"]["gpus"] == 2 and "site_record" not in shown["request"]
     text = cli(tmp_path, "journal", "show", inv).stdout
-    assert f"site        sha256:{shown['site_digest']}" in text
+    assert f"site            sha256:{shown['site_digest']}" in text
     as_json = json.loads(cli(tmp_path, "journal", "config", inv, "--json").stdout)
     assert (as_json["kind"], as_json["digest"]) == ("slurm.toml", shown["site_digest"])
     # The file goes; the invocation keeps what it was recorded with.

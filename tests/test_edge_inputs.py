@@ -81,7 +81,7 @@ def test_labels_with_newlines_and_escapes_stay_on_their_row(tmp_path: Path) -> N
     assert any("two\\nlines" in row for row in rows) and any("\\x1b[31m" in row for row in rows)
     [invocation] = [r.split()[0] for r in rows if "two\\nlines" in r]
     shown = vibesys_cli("journal", "show", invocation, cwd=tmp_path).stdout.splitlines()
-    assert shown[0] == f"invocation  {invocation}  (two\\nlines)"
+    assert shown[0] == f"invocation      {invocation}  (two\\nlines)"
 
 
 @pytest.mark.parametrize(

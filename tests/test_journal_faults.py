@@ -5,7 +5,7 @@ be running and the way out, and after that way out (`vibesys reconcile`) the job
 Real faults, as root: a small tmpfs filled mid-run, the journal made immutable mid-run
 (`chattr +i`), the journal deleted, and replaced by another file, mid-run (noticed by the
 identity check at the next commit). The job waits for `go`, so each fault comes while it runs;
-the invocation's run directory is on another disk (a symbolic link), so only the journal fails.
+the invocation directory is on another disk (a symbolic link), so only the journal fails.
 A creation killed half-way leaves no journal at all."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ JOB = "echo ran >> {count}; touch {started}; while [ ! -e {go} ]; do sleep 0.05;
 
 
 class Scene:
-    """A journal in `home/.vibesys`, its run directories in `runs` (another file system when
+    """A journal in `home/.vibesys`, its invocation directories in `runs` (another file system when
     `home` is a tmpfs), and one `vibesys run` of JOB started there."""
 
     def __init__(self, home: Path, elsewhere: Path) -> None:

@@ -117,11 +117,11 @@ def test_the_readme_states_the_same_contract() -> None:
 @pytest.mark.parametrize(
     ("retries", "budget", "line"),
     [
-        (0, 2, "retries     0 of 2"),
-        (1, 2, "retries     1 of 2"),
-        (2, 2, "retries     2 of 2"),
-        (3, 2, "retries     2 of 2 (3 infrastructure failures)"),  # not "3 of 2"
-        (1, 0, "retries     0 of 0 (1 infrastructure failures)"),
+        (0, 2, "retries         0 of 2"),
+        (1, 2, "retries         1 of 2"),
+        (2, 2, "retries         2 of 2"),
+        (3, 2, "retries         2 of 2 (3 infrastructure failures)"),  # not "3 of 2"
+        (1, 0, "retries         0 of 0 (1 infrastructure failures)"),
     ],
 )
 def test_show_never_reports_more_retries_than_the_budget(
@@ -129,6 +129,13 @@ def test_show_never_reports_more_retries_than_the_budget(
 ) -> None:
     inv = structs.replace(base, retries=retries, max_retries=budget)
     assert line in show(inv, [], []).splitlines()
+
+
+def test_show_names_the_invocation_directory(base: Invocation) -> None:
+    lines = show(base, [], []).splitlines()
+    assert f"invocation dir  {base.invocation_dir}" in lines
+    # every field's value starts in one column, after the longest label
+    assert lines[0] == f"invocation      {base.id}"
 
 
 @pytest.mark.parametrize(

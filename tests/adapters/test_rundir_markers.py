@@ -49,7 +49,7 @@ ODD_CLAIM = (
 SHELLS = [s for s in ("/bin/sh", shutil.which("bash"), shutil.which("busybox")) if s]
 
 
-def run_dirs(tmp_path: Path) -> dict[str, str]:
+def attempt_dirs(tmp_path: Path) -> dict[str, str]:
     """Directories in every state a round meets, by the job name they belong to."""
     layout: dict[str, dict[str, str | bytes]] = {
         "ended": {"exit_code": "3\n", "claim": JOB_CLAIM},
@@ -93,7 +93,7 @@ def remote(
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_the_remote_script_reads_what_the_files_hold(tmp_path: Path, shell: str) -> None:
-    dirs = run_dirs(tmp_path)
+    dirs = attempt_dirs(tmp_path)
     done = remote(round_script(["printf", "%s\\n", "squeue line"]), dirs, shell)
     assert done.returncode == 0, done.stderr
     queue, split, rest = done.stdout.partition(f"{ROUND_SPLIT}\n")
@@ -129,7 +129,7 @@ def test_the_remote_script_reads_what_the_files_hold(tmp_path: Path, shell: str)
 
 
 def test_a_refused_text_comes_back_whole(tmp_path: Path) -> None:
-    dirs = run_dirs(tmp_path)
+    dirs = attempt_dirs(tmp_path)
     rest = remote(round_script(["true"]), dirs).stdout.partition(f"{ROUND_SPLIT}\n")[2]
     refused = parse_markers(rest, dirs)["refused"].refused
     assert refused == REFUSED + "\n"  # every line ended, the last one too
@@ -138,7 +138,7 @@ def test_a_refused_text_comes_back_whole(tmp_path: Path) -> None:
 
 
 def test_an_odd_claim_reads_as_its_lines_say(tmp_path: Path) -> None:
-    dirs = run_dirs(tmp_path)
+    dirs = attempt_dirs(tmp_path)
     rest = remote(round_script(["true"]), dirs).stdout.partition(f"{ROUND_SPLIT}\n")[2]
     claim = parse_markers(rest, dirs)["odd claim"].claim
     assert claim is not None and claim.text == ODD_CLAIM + "\n"
@@ -150,7 +150,7 @@ def test_an_odd_claim_reads_as_its_lines_say(tmp_path: Path) -> None:
 
 
 def test_a_failing_squeue_is_the_rounds_failure_and_reads_no_marker(tmp_path: Path) -> None:
-    dirs = run_dirs(tmp_path)
+    dirs = attempt_dirs(tmp_path)
     done = remote(round_script(["sh", "-c", "echo slurmctld down >&2; exit 1"]), dirs)
     assert done.returncode == 1
     assert "slurmctld down" in done.stderr

@@ -34,7 +34,7 @@ def claim_by(job_id: str, started_at: str = "2026-12-01T03:00:46Z") -> str:
 
 
 def scripted(squeue: str, *, code: str = "", claim: str = "", sacct: str = "") -> ScriptedSlurm:
-    """squeue and the attempt's run directory in one answer, as a round over SSH gets them."""
+    """squeue and the remote attempt directory in one answer, as a round over SSH gets them."""
     files = {"exit_code": f"{code}\n" if code else "", "claim": claim}
     markers = {f"{ROOT}/0123456789abcdef/1": {k: v for k, v in files.items() if v}}
     return ScriptedSlurm(squeue, sacct, markers=markers)

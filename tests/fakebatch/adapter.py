@@ -1,6 +1,6 @@
 """The test-only batch scheduler's adapter, written on the batch base: it supplies the submit,
-query, classify and cancel commands (`qsys.py`); the run directory is the shared reader's.
-`QSYS_ENTRY` registers it (`register(QSYS_ENTRY)`)."""
+query, classify and cancel commands (`qsys.py`); the remote attempt directory is the shared
+reader's. `QSYS_ENTRY` registers it (`register(QSYS_ENTRY)`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ JOB_SCRIPT = (
 
 
 class QsysRequest(AdapterRequest):
-    #: the batch system's state directory (its jobs, and the run directories under runs/)
+    #: the batch system's state directory (its jobs, and the remote attempt directories under runs/)
     state: str = ""
 
 

@@ -7,8 +7,9 @@
     status                               one line per job: "ID NAME running|ended|cancelled"
     cancel NAME                          kill every job of that name (its process group)
 
-The job script is the run directory's protocol (the claim, the exit code marker), written by
-the adapter and passed as ARGV; this system only starts, lists and kills processes."""
+The job script is the remote attempt directory's protocol (the claim, the exit code marker),
+written by the adapter and passed as ARGV; this system only starts, lists and kills
+processes."""
 
 from __future__ import annotations
 

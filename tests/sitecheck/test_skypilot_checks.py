@@ -1,7 +1,8 @@
 """The checks of a SkyPilot profile against the scripted fake `sky`: the pinned version, the
-login entry of SkyPilot's ~/.slurm/config (read here; the run directories on this host), the
-certificate next to that entry's identity (valid, expiring soon, expired), the artifact root.
-And `vibesys check --profile` as users run it: the JSON object and the exit statuses."""
+login entry of SkyPilot's ~/.slurm/config (read here; the remote attempt directories on this
+host), the certificate next to that entry's identity (valid, expiring soon, expired), the
+artifact root. And `vibesys check --profile` as users run it: the JSON object and the exit
+statuses."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def test_a_ready_profile_is_all_green(
     )
     status, detail, _ = rows["login-node"]
     assert status == "ok" and detail.startswith(
-        "VIBESYS_SKY_LOGIN=local: run directories are read on this host; local:"
+        "VIBESYS_SKY_LOGIN=local: remote attempt directories are read on this host; local:"
     )
     assert rows["certificate"] == ("ok", "no identity file configured: no certificate to check", "")
     user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()

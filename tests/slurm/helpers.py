@@ -173,7 +173,7 @@ def finished_evidence(inv: dict[str, Any]) -> str:
 
 
 def job_output(inv: dict[str, Any], attempt: int | None = None) -> str:
-    """The stdout vibesys collected into the attempt's run directory."""
+    """The stdout vibesys collected into the local attempt directory."""
     number = attempt if attempt is not None else int(inv["attempts"][-1]["attempt"])
     return (Path(inv["invocation_dir"]) / str(number) / "stdout").read_text()
 

@@ -349,7 +349,7 @@ def _candidate(candidate: Path) -> Path:
 
 def _leaked(remote: Path) -> list[str]:
     """What of the candidate's secrets is on the cluster: under vibesys's own root (snapshots,
-    run directories) and in any SkyPilot workdir of the cluster homes."""
+    remote attempt directories) and in any SkyPilot workdir of the cluster homes."""
     places = [remote / "vibesys", *remote.glob(".sky_clusters/*/sky_workdir")]
     return sorted(
         str(path) for place in places for path in place.rglob("*") if path.name in SECRETS

@@ -136,7 +136,7 @@ class Backend(Protocol):
         ...
 
     def fence(self, job: JobRef, text: str) -> Claim:
-        """Claim the attempt's run directory with the fence `text` unless it is claimed
+        """Claim the job's attempt directory with the fence `text` unless it is claimed
         already; return the claim that holds it now (a fence: the command can never start;
         the job's: it may run). Idempotent. Raises BackendError when it cannot tell."""
         ...

@@ -1,7 +1,7 @@
 """The embedded default: each job is a local process in its own session, so it outlives the
 `vibesys` process that started it, exactly as a remote job would.
 
-Files in the attempt's run directory:
+Files in the local attempt directory (the job's attempt directory here):
 - `launch.json`       written by the adapter before it spawns anything (its own intent);
 - `claim`             linked by the wrapper before the command starts (pid, start time), or by
                       the engine's fence; whoever links it first owns the attempt;

@@ -4,7 +4,7 @@ evaluation's declared artifacts, and the session's copy of every result.
 Nothing goes back into the workspace. A local evaluation runs in a fresh copy of the
 candidate's snapshot (staged by the snapshot policy and verified, as the sbatch path does on
 the cluster); the session's results directory gets a copy of the result, the logs and the
-verified artifacts, while the originals stay in the host's run directory.
+verified artifacts, while the originals stay in the local attempt directory.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ class EvaluationRunner:
         runs = self.journal_path.parent / "runs"
         invocation_dir = (runs / row.invocation_id).resolve()
         # A crash between the environment file and the invocation's row left the file; the
-        # run directory is this row's alone.
+        # invocation directory is this row's alone.
         (invocation_dir / ENV_FILE).unlink(missing_ok=True)
         cwd = evaluation.workspace
         if self.site.backend == "local":
@@ -341,8 +341,8 @@ def _ran(inv: Invocation) -> bool:
 
 
 def _record_local_artifacts(journal: Journal, inv: Invocation, patterns: list[str]) -> None:
-    """A local evaluation's declared artifacts, from its copy of the candidate to the run
-    directory, recorded as verified artifacts (once: a redo finds them recorded)."""
+    """A local evaluation's declared artifacts, from its copy of the candidate to the local
+    attempt directory, recorded as verified artifacts (once: a redo finds them recorded)."""
     if journal.artifacts(inv.id, inv.attempt) or inv.cwd is None:
         return
     target = attempt_dir(inv.invocation_dir, inv.attempt) / "artifacts"

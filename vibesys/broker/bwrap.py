@@ -3,7 +3,7 @@
 The job sees: the workspace (writable), the host's system directories and the operator's
 `read_only_paths` (read-only), a fresh /proc, a minimal /dev plus the GPU device nodes that
 exist on the node, and an empty private /tmp. Nothing else: the operator's home directory, other
-candidates' worktrees and the run directories are not mounted at all.
+candidates' worktrees and the invocation and attempt directories are not mounted at all.
 
 Every capability is dropped (a job running as root could otherwise remount its way out), the
 command gets its own pid, ipc and uts namespaces and session, and it dies with its parent, so

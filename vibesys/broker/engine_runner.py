@@ -8,9 +8,9 @@ broker, `vibesys reconcile` on the same journal finds the job by that name.
 
 The agent's variables never reach the journal, a command line or srun's own environment (where
 `BASH_ENV` or `LD_PRELOAD` would act outside the sandbox): they go to an owner-only file in the
-invocation's run directory on the shared file system, which the node-side prelude reads into
-the sandbox. The job's output is copied to the client from srun's files as it grows,
-independently of the engine's status polling.
+remote invocation directory (the parent of its remote attempt directories, on the shared file
+system), which the node-side prelude reads into the sandbox. The job's output is copied to the
+client from srun's files as it grows, independently of the engine's status polling.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class EngineGpuJobRunner:
             )
             if job.slot is not None:
                 job.slot.bind(inv.id)  # before anything is submitted
-            follower = _Follower(self.remote_root / inv.id, output)
+            follower = _Follower(self.remote_root / inv.id, output)  # its remote attempt dirs
             follower.start()
             ended = threading.Event()
             if job.timeout_seconds is not None:
@@ -158,10 +158,11 @@ class _Bridge(StopFlag):
 
 
 class _Follower:
-    """Copies what the job's output files gain to the sink, in a thread of its own."""
+    """Copies what the job's output files gain to the sink, in a thread of its own (from its
+    remote attempt directories `<remote invocation directory>/<attempt>`)."""
 
-    def __init__(self, invocation_dir: Path, output: OutputSink) -> None:
-        self._dir = invocation_dir
+    def __init__(self, remote_invocation_dir: Path, output: OutputSink) -> None:
+        self._dir = remote_invocation_dir
         self._output = output
         self._offsets: dict[Path, int] = {}
         self._done = threading.Event()

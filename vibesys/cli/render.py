@@ -77,23 +77,23 @@ def show(
     used = min(inv.retries, inv.max_retries)
     failures = f" ({inv.retries} infrastructure failures)" if inv.retries > used else ""
     lines = [
-        f"invocation  {inv.id}" + (f"  ({one_line(inv.label)})" if inv.label else ""),
-        f"state       {inv.state}"
+        _field("invocation", inv.id + (f"  ({one_line(inv.label)})" if inv.label else "")),
+        _field("state", inv.state)
         + (f"  outcome {inv.outcome}" if inv.outcome else "")
         + (f"  exit {inv.exit_code}" if inv.exit_code is not None else ""),
-        f"adapter     {inv.adapter}",
-        f"command     {shlex.join(inv.command)}",
-        *([f"cwd         {inv.cwd}"] if inv.cwd else []),
-        f"run dir     {inv.invocation_dir}",
-        f"request     {_evidence_text(inv.request) or '-'}",
-        *([f"snapshot    sha256:{inv.snapshot_digest}"] if inv.snapshot_digest else []),
+        _field("adapter", inv.adapter),
+        _field("command", shlex.join(inv.command)),
+        *([_field("cwd", inv.cwd)] if inv.cwd else []),
+        _field("invocation dir", inv.invocation_dir),
+        _field("request", _evidence_text(inv.request) or "-"),
+        *([_field("snapshot", f"sha256:{inv.snapshot_digest}")] if inv.snapshot_digest else []),
         *(
-            [f"site        sha256:{inv.site_digest}  (vibesys journal config {inv.id})"]
+            [_field("site", f"sha256:{inv.site_digest}  (vibesys journal config {inv.id})")]
             if inv.site_digest
             else []
         ),
-        f"retries     {used} of {inv.max_retries}{failures}",
-        f"settings    {_evidence_text(inv.settings.to_json())}",
+        _field("retries", f"{used} of {inv.max_retries}{failures}"),
+        _field("settings", _evidence_text(inv.settings.to_json())),
         "attempts",
     ]
     for a in attempts:
@@ -121,6 +121,11 @@ def show(
             f"{_evidence_text(h.evidence)}".rstrip()
         )
     return "\n".join(lines)
+
+
+def _field(label: str, value: object) -> str:
+    """One line of the invocation's fields, its value in the column after the longest label."""
+    return f"{label:<14}  {value}"
 
 
 def lease_line(lease: ClusterLease) -> str:

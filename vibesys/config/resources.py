@@ -95,8 +95,8 @@ class SkyPilotProfile(BaseModel):
         description="Wall time of the allocation that holds the cluster ([D-]HH:MM:SS)."
     )
     remote_artifact_root: str = Field(
-        description="Absolute path on the cluster's shared file system for run directories; "
-        "$USER and $HOME are expanded there."
+        description="Absolute path on the cluster's shared file system for the remote attempt "
+        "directories; $USER and $HOME are expanded there."
     )
 
     @field_validator("infra")

@@ -3,7 +3,7 @@ PREPARED, so every attempt gets exactly them, whichever process submits it (`run
 `reconcile` from another directory, with another environment).
 
 The working directory goes into the journal. The environment may hold secrets, so it never
-does: it is written to `context.env.json` in the invocation's run directory, created readable
+does: it is written to `context.env.json` in the invocation directory, created readable
 by the owner only (mode 0600), and the journal records only that file's path.
 """
 
@@ -22,7 +22,7 @@ ENV_FILE = "context.env.json"
 
 
 def record_environment(invocation_dir: Path, env: Mapping[str, str]) -> Path:
-    """Write `env` to the run directory, owner-only, before the invocation is recorded."""
+    """Write `env` to the invocation directory, owner-only, before the invocation is recorded."""
     path = invocation_dir / ENV_FILE
     try:
         invocation_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -33,7 +33,7 @@ def record_environment(invocation_dir: Path, env: Mapping[str, str]) -> Path:
             os.fsync(handle.fileno())
     except OSError as exc:
         raise UsageError(
-            f"cannot write the run directory {invocation_dir}: {exc.strerror or exc}"
+            f"cannot write the invocation directory {invocation_dir}: {exc.strerror or exc}"
         ) from None
     return path
 

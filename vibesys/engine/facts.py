@@ -32,7 +32,7 @@ class SubmitFailed(Struct, frozen=True):
 
 
 class ClaimRead(Struct, frozen=True):
-    """The fence's answer: the claim the attempt's run directory holds now (the fence, or the
+    """The fence's answer: the claim the job's attempt directory holds now (the fence, or the
     job's own claim that came first)."""
 
     fenced: bool

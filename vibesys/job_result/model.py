@@ -89,7 +89,7 @@ class ResultArtifact(BaseModel):
     path: str = Field(description="Relative to the job's working directory.")
     size: int = Field(ge=0, description="Bytes.")
     sha256: str = Field(description="Hex digest, verified after the download.")
-    local_path: str | None = Field(description="The verified copy in the host's run directory.")
+    local_path: str | None = Field(description="The verified copy in the local attempt directory.")
 
 
 class ArtifactProblem(BaseModel):

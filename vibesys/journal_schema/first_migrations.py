@@ -129,7 +129,7 @@ def m002_spool_artifacts_snapshot(db: Database) -> None:
 def m003_typed_requests_fences_context(db: Database) -> None:
     # Each attempt records how far its submission got and how it was settled: dispatched (the
     # submit may have happened), a fence intended (its outcome is being proven), the claim
-    # found in its run directory, and where it ran (provenance, JSON).
+    # found in the job's attempt directory, and where it ran (provenance, JSON).
     attempts = db.table("attempts")
     for column in ("dispatched_at", "fence_intended_at", "claim", "provenance"):
         attempts.add_column(column, str)

@@ -27,7 +27,7 @@ class Attempt(Struct, frozen=True):
     submitted_at: datetime | None
     dispatched_at: datetime | None = None
     fence_intended_at: datetime | None = None
-    #: the claim found in the attempt's run directory, as its key=value text
+    #: the claim found in the job's attempt directory, as its key=value text
     claim: str | None = None
     #: where and on what it ran (site, partition, nodes, GPUs, times, ...)
     provenance: dict[str, Any] = field(default_factory=dict)

@@ -46,7 +46,7 @@ class SkyPilotChecks:
         self.home = self.environment.client_home()
         self.ssh_config = self.home / ".slurm" / "config"
         self.nonce = secrets.token_hex(8)
-        # SkyPilot logs in with this entry whichever way vibesys reads the run directories,
+        # SkyPilot logs in with this entry whichever way vibesys reads the remote attempt dirs,
         # so its certificate matters in both cases.
         self.login: SshTransportConfig | None = None
         self.login_error = ""
@@ -85,7 +85,7 @@ class SkyPilotChecks:
     def _login(self) -> Found:
         if self.environment.login == "local":
             found = self.access.login()
-            head = "VIBESYS_SKY_LOGIN=local: run directories are read on this host"
+            head = "VIBESYS_SKY_LOGIN=local: remote attempt directories are read on this host"
         elif self.login is None:
             return fail(self.login_error, self._fix_login())
         else:

@@ -16,7 +16,7 @@ class Submit(Struct, frozen=True):
 
 
 class Fence(Struct, frozen=True):
-    """Claim the attempt's run directory for nobody (idempotent): whoever claims first wins."""
+    """Claim the job's attempt directory for nobody (idempotent): whoever claims first wins."""
 
     attempt: int
 

@@ -58,8 +58,8 @@ class ParentFailed(Struct, frozen=True):
 
 
 class FenceIntended(Struct, frozen=True):
-    """The engine is about to fence `attempt`: claim its run directory so that its command can
-    never start, unless the job has claimed it first."""
+    """The engine is about to fence `attempt`: claim its job's attempt directory so that its command
+    can never start, unless the job has claimed it first."""
 
     attempt: int
 

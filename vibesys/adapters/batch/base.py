@@ -1,7 +1,7 @@
 """The base of every batch-scheduler backend: what such a backend does alike whatever the
-scheduler. The run directory is read through `dirs` (`adapters.rundir.reader`): logs by byte
-offset, artifacts, the probe for exit markers and the fence. The logs are spooled home to the
-attempt's local directory (`layout.log_paths`).
+scheduler. The remote attempt directory is read through `dirs` (`adapters.rundir.reader`): logs
+by byte offset, artifacts, the probe for exit markers and the fence. The logs are spooled home
+to the local attempt directory (`layout.log_paths`).
 
 A subclass supplies the scheduler's side: `submit`, `status` (query and classify), `cancel`
 and `collect`, and what a fence must also do (cancel whatever is queued under the name)."""
@@ -27,7 +27,7 @@ __all__ = ["BatchBackend"]
 
 
 class BatchBackend(ReadsRunDirs, Backend):
-    """A backend whose jobs a batch scheduler runs, their run directories under `dirs`."""
+    """A backend whose jobs a batch scheduler runs, their remote attempt directories `dirs`'."""
 
     name: str
     dirs: RunDirReader
@@ -57,7 +57,7 @@ class BatchBackend(ReadsRunDirs, Backend):
     def poll_interval(self, age_seconds: float) -> float:
         raise NotImplementedError
 
-    # -- the run directory's side -----------------------------------------------------------
+    # -- the remote attempt directory's side ------------------------------------------------
 
     def log_paths(self, job: JobRef) -> tuple[Path, Path]:
         # The local spool: the engine copies the remote logs there by byte offset.

@@ -1,2 +1,3 @@
-"""An attempt's run directory: its file names, the claim and marker shell, and the reader of
-run directories that live where a job ran (a cluster reached through a transport)."""
+"""The job's attempt directory (the one its wrapper writes to: the local attempt directory for
+the local adapter, the remote one on a cluster): its file names, the claim and marker shell, and
+the reader of remote attempt directories (a cluster reached through a transport)."""

@@ -1,7 +1,9 @@
 """Fenced attempts: the claim every job wrapper makes before its command starts.
 
-Each attempt has a run directory on the file system the job sees. Before the command starts,
-the job's wrapper writes its claim into a temporary file there and `link(2)`s it to `claim`.
+Each attempt has a job's attempt directory on the file system the job sees (the local attempt
+directory for the local adapter, the remote attempt directory on a cluster). Before the command
+starts, the job's wrapper writes its claim into a temporary file there and `link(2)`s it to
+`claim`.
 `link` is atomic and fails when the target exists (on local file systems and on NFS alike), and
 the claim's content is complete before it becomes visible. Whoever links first owns the attempt:
 

@@ -1,6 +1,6 @@
 """A job's files where it ran, read through a transport's runner: a log from a byte offset, the
 declared artifacts (listed with sizes and digests where the job ran), one artifact's bytes.
-Shared by the adapters whose run directories live on a cluster (Slurm, SkyPilot)."""
+Shared by the adapters whose jobs write to remote attempt directories (Slurm, SkyPilot)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one reader of what a job leaves in its attempt's run directory (`exit_code`,
+"""The one reader of what a job leaves in its remote attempt directory (`exit_code`,
 `setup_failed`, `claim`, `refused`, and when the exit code was written), for many directories
 at once: as plain file reads when the cluster's files are this host's, else in one remote
 command. A Slurm status round over SSH shares that command with its squeue (one round trip);
@@ -79,7 +79,7 @@ _EPOCH: Final = re.compile(r"[0-9]+(\.[0-9]*)?")
 
 
 class DirState(Struct, frozen=True):
-    """What an attempt's run directory says about it.
+    """What a remote attempt directory says about its attempt.
 
     `exit_code` is the command's: None when setup failed, since the command never ran (a
     Slurm wrapper then records the setup's SETUP_FAILED_EXIT as the exit code)."""

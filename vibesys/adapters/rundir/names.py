@@ -1,6 +1,7 @@
-"""The files of an attempt's run directory, named once for every adapter, the engine and the
-views. The directory is the attempt's own (`<invocation>/<attempt>` under a root); its job's
-wrapper writes these files there and the engine reads or writes the few it owns."""
+"""The files of the job's attempt directory (local or remote), named once for every adapter,
+the engine and the views. The directory is the attempt's own (`<invocation>/<attempt>` under a
+root); its job's wrapper writes these files there and the engine reads or writes the few it
+owns. The logs (and collected artifacts) keep these names in the local attempt directory."""
 
 from __future__ import annotations
 

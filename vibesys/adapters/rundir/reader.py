@@ -1,6 +1,6 @@
-"""The one reader of attempts' run directories where the jobs ran: their paths under a root, the
-logs from a byte offset, the declared artifacts, the fence, the probe for exit markers and the
-gathering of a whole collection in one command. Slurm and SkyPilot both read through it; each
+"""The one reader of remote attempt directories, where the jobs ran: their paths under a root,
+the logs from a byte offset, the declared artifacts, the fence, the probe for exit markers and
+the gathering of a whole collection in one command. Slurm and SkyPilot both read through it; each
 gives the root (`root`) and says whether the cluster's files are this host's."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ PROBE_MARKERS: Final = (
 
 
 class RunDirReader:
-    """Run directories `<root>/<invocation>/<attempt>` reached through `runner`.
+    """Remote attempt directories `<root>/<invocation>/<attempt>` reached through `runner`.
 
     `shares_filesystem`: the cluster's files are this host's, so logs and markers are read as
     files, no command started. `where` ends a failed command's message ("on the login node")."""
@@ -136,7 +136,7 @@ def copy_from(path: str, offset: int, sink: Sink) -> int:
 
 
 class ReadsRunDirs:
-    """The remote-files side of a backend whose attempts' run directories `dirs` reads: logs
+    """The remote-files side of a backend whose remote attempt directories `dirs` reads: logs
     by byte offset and artifacts (`Backend.remote_files()`), the same for every such backend."""
 
     dirs: RunDirReader

@@ -1,7 +1,7 @@
-"""SkyPilot's attempts' run directories, reached out of band (not through SkyPilot) with the
+"""SkyPilot's remote attempt directories, reached out of band (not through SkyPilot) with the
 shared reader (`reader.py`), and their markers read in one command.
 
-Run directories live under the profile's `remote_artifact_root` on the cluster's shared file
+They live under the profile's `remote_artifact_root` on the cluster's shared file
 system, so they outlive the allocation (the cluster home, where SkyPilot keeps its own logs, is
 deleted when the allocation ends). vibesys reaches them with a `Runner` on the login node (the
 same host SkyPilot's `~/.slurm/config` names for the profile's infra, or this host): reading
@@ -31,7 +31,7 @@ _WHO: Final = 'printf "%s\\n%s\\n" "$(id -un)" "$HOME"'
 
 
 class RunDirs(RunDirReader):
-    """SkyPilot's run directories under the profile's root, reached from the login node."""
+    """SkyPilot's remote attempt directories under the profile's root, from the login node."""
 
     def __init__(self, runner: Runner, root: str, *, timeout: float = 60.0) -> None:
         super().__init__(runner, timeout=timeout, where="on the login node")
@@ -61,8 +61,8 @@ class RunDirs(RunDirReader):
     # -- reading ----------------------------------------------------------------------------
 
     def states(self, jobs: Sequence[JobRef]) -> dict[str, DirState]:
-        """Claim and markers of every job's run directory, with the time the exit code was
-        written (`markers.py`), keyed by job name, in one command."""
+        """Claim and markers of every job's remote attempt directory, with the time the exit code
+        was written (`markers.py`), keyed by job name, in one command."""
         if not jobs:
             return {}
         dirs = {str(self.remote_attempt_dir(job)): job.job_name for job in jobs}

@@ -3,8 +3,8 @@ attempt, never `import sky` (see backend.py for the order the engine drives it i
 
 Pure parts: parse.py (CLI outputs), task.py + wrapper.py (what runs), naming.py, lease.py
 (reuse decision), classify.py (RemoteStatus), provenance.py. Effects: boundary.py (the only
-subprocess boundary), ops.py (one method per `sky` command), adapters/rundir/remote.py (run
-directories through the login node), backend.py. `build` joins the typed request, the
+subprocess boundary), ops.py (one method per `sky` command), adapters/rundir/remote.py (the
+remote attempt directories through the login node), backend.py. `build` joins the typed request, the
 operator's profile and the environment (`environment.py`); the registry names this module.
 """
 
@@ -53,7 +53,7 @@ def build_backend(
     poll_seconds: tuple[float, float] = (10.0, 30.0),
 ) -> SkyPilotBackend:
     """The adapter for one campaign, with the profile recorded for it (`site_record`; only a
-    request recorded before profiles were reads its file); `files` reaches the run
+    request recorded before profiles were reads its file); `files` reaches the remote attempt
     directories (default: SSH to the login node of the profile's infra, as SkyPilot does)."""
     try:
         name, profile = _profile(request)

@@ -10,10 +10,10 @@ drives it in this order, journaling an intent before each effect (`vibesys.engin
     backend.status(jobs) / fence(job, text) / cancel(job) / collect(job) / RemoteFiles
     [intent: release] backend.release()                  [released]
 
-Status reads two things per round whatever the number of jobs: `sky queue` for the cluster and
-one command on the login node for every run directory's claim and markers (plus, only when a
-job is missing, a refresh and the API server's active requests). Every status carries the
-attempt's claim and where it ran (provenance).
+Status reads two things per round whatever the number of jobs: `sky queue` for the cluster and one
+command on the login node for every remote attempt directory's claim and markers (plus, only when a
+job is missing, a refresh and the API server's active requests). Every status carries the attempt's
+claim and where it ran (provenance).
 """
 
 from __future__ import annotations
@@ -368,7 +368,7 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
         home; the command's output comes home through the spool (read_log)."""
         job.attempt_dir.mkdir(parents=True, exist_ok=True)
         state = self.dirs.state(job)
-        notes = [f"run dir {self.dirs.remote_attempt_dir(job)}: {state.describe()}"]
+        notes = [f"remote attempt dir {self.dirs.remote_attempt_dir(job)}: {state.describe()}"]
         if state.exit_code is not None:
             (job.attempt_dir / EXIT_CODE_FILE).write_text(f"{state.exit_code}\n")
         sky_id, allocation = parse_job_ref_id(job.job_id)

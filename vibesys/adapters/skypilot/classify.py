@@ -1,10 +1,11 @@
 """Pure classification of one SkyPilot attempt from everything observed about it.
 
-SkyPilot reports only 0/100..103 and a job status; the wrapper's files in the run directory say
-what the command itself did. The marker wins whenever it exists: a command that wrote its exit
-code ran to its end, whatever happened to the allocation afterwards. Except death by a signal
-(N≥128) when the attempt's allocation has ended: Slurm signals the steps of an allocation it
-ends (scancel, wall time, node failure), and the wrapper records that signal as it dies.
+SkyPilot reports only 0/100..103 and a job status; the wrapper's files in the remote attempt
+directory say what the command itself did. The marker wins whenever it exists: a command that
+wrote its exit code ran to its end, whatever happened to the allocation afterwards. Except death
+by a signal (N≥128) when the attempt's allocation has ended: Slurm signals the steps of an
+allocation it ends (scancel, wall time, node failure), and the wrapper records that signal as it
+dies.
 
 | marker / files       | SkyPilot says               | cluster      | RemoteState             |
 |----------------------|-----------------------------|--------------|-------------------------|
@@ -28,7 +29,7 @@ ends (scancel, wall time, node failure), and the wrapper records that signal as 
 |                      | in flight                   |              |                         |
 | anything else        |                             |              | UNKNOWN                 |
 
-Every status carries the run directory's claim (a fence there means the attempt is retired).
+Every status carries the remote attempt directory's claim (a fence there: the attempt is retired).
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ Where and how evaluations run (the operator's profile) is not among them: that i
     VIBESYS_SKY_PORT           the local API server's port (SKYPILOT_API_SERVER_LOCAL_PORT)
     VIBESYS_SKY_BEFORE_LAUNCH  a site hook run before every launch, with the cluster name as
                                its last argument (e.g. to place tools a node cannot download)
-    VIBESYS_SKY_LOGIN          how the run directories are reached: `ssh` (default: the login
-                               node SkyPilot's ~/.slurm/config names for the infra) or `local`
+    VIBESYS_SKY_LOGIN          how the remote attempt directories are reached: `ssh` (default:
+                               the login node SkyPilot's ~/.slurm/config names for the infra) or
+                               `local`
                                (vibesys runs where the cluster's shared file system is mounted)
 """
 

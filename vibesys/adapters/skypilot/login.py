@@ -1,7 +1,7 @@
 """The login node's transport, read from the same place SkyPilot reads it.
 
 For a `slurm/<alias>[/<partition>]` infra SkyPilot logs in as `~/.slurm/config` says for Host
-`<alias>` (OpenSSH format; `~` being SkyPilot's client HOME). vibesys reaches the run
+`<alias>` (OpenSSH format; `~` being SkyPilot's client HOME). vibesys reaches the remote attempt
 directories through that same host with its own SSH transport (paramiko, host keys verified
 against the entry's UserKnownHostsFile or ~/.ssh/known_hosts), so the operator configures the
 login once. The fence, markers, logs and artifacts therefore never depend on `sky exec`.
@@ -26,8 +26,8 @@ def slurm_alias(infra: str) -> str:
     parts = infra.split("/")
     if parts[0] != "slurm" or len(parts) < 2:
         raise ConfigError(
-            f"infra {infra!r}: the run directories are reached through the login node of a "
-            "slurm/<alias>[/<partition>] infra; name the alias"
+            f"infra {infra!r}: the remote attempt directories are reached through the login "
+            "node of a slurm/<alias>[/<partition>] infra; name the alias"
         )
     return parts[1]
 

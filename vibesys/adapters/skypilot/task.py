@@ -59,7 +59,7 @@ def run_section(
     setup: str = "",
 ) -> str:
     """The task's `run:` text: `program` (a `bash -c` program taking D, the setup line and the
-    argv) applied to the run directory, `setup` and `prefix + command`, every word
+    argv) applied to the remote attempt directory, `setup` and `prefix + command`, every word
     shell-quoted."""
     if not command:
         raise ValueError("empty command")

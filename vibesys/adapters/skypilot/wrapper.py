@@ -1,7 +1,7 @@
 """The shell program every SkyPilot attempt runs: claim the attempt, run the command, leave the
 exit code. Pure text; `task.run_section` puts it into a task's `run:`.
 
-It is a `bash -c` program whose positional arguments are the attempt's run directory D (on the
+It is a `bash -c` program whose positional arguments are the remote attempt directory D (on the
 cluster's shared file system, under the profile's `remote_artifact_root`), the setup (a shell
 line: copy the candidate's staged snapshot into D/work and verify its digest; empty without a
 candidate) and the command argv, so the command is never re-parsed by a shell. In D:

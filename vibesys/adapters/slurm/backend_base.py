@@ -1,5 +1,5 @@
 """What the sbatch and srun backends do alike: everything but submitting. The batch base reads
-the run directories; the Slurm scheduler (`scheduler.py`) answers the rest."""
+the remote attempt directories; the Slurm scheduler (`scheduler.py`) answers the rest."""
 
 from __future__ import annotations
 

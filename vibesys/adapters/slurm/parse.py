@@ -255,7 +255,7 @@ def parse_squeue(text: str, format: str = SQUEUE_FORMAT) -> list[SqueueRow]:
 
 
 def parse_marker(text: str) -> int:
-    """The exit status in a run directory's `exit_code` file."""
+    """The exit status in a remote attempt directory's `exit_code` file."""
     value = text.strip()
     if not value.isdigit() or int(value) > 255:
         raise UnparseableOutput(f"exit_code marker holds {value[:40]!r}, not 0-255")
@@ -263,7 +263,7 @@ def parse_marker(text: str) -> int:
 
 
 def parse_started(text: str) -> dict[str, str]:
-    """The `key=value` lines of a run directory's `started` record."""
+    """The `key=value` lines of a remote attempt directory's `started` record."""
     record = {}
     for line in lines_of(text):
         key, sep, value = line.partition("=")

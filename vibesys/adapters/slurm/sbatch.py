@@ -3,9 +3,9 @@
 starts, and is found again by that name (or its claim).
 
 A submission is one remote command (`_SUBMIT`): check that the candidate's snapshot is staged,
-create the run directory, write the batch script from stdin, and exec sbatch. Only when the
-snapshot is missing does the stage run (its uploads), and the command again without the check.
-Over SSH that is one round trip."""
+create the remote attempt directory, write the batch script from stdin, and exec sbatch. Only
+when the snapshot is missing does the stage run (its uploads), and the command again without the
+check. Over SSH that is one round trip."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ SITE_FACT_KEYS = ("SlurmctldParameters", "MinJobAge")
 
 
 class SlurmRunDirs(RunDirReader):
-    """The attempts' run directories under the site's `remote_workspace_root`."""
+    """The remote attempt directories under the site's `remote_workspace_root`."""
 
     def __init__(self, config: SlurmSiteConfig, runner: Runner) -> None:
         # With the local transport the cluster's files are this host's files.
@@ -290,7 +290,7 @@ class SlurmScheduler:
         self.checked(["scancel", "--name", job.job_name])
 
     def fence(self, job: JobRef, text: str) -> Claim:
-        """Claim the attempt's remote run directory for nobody, unless its job did first; when
+        """Claim the remote attempt directory for nobody, unless its job did first; when
         the fence holds, cancel whatever was queued under the name (it could only refuse)."""
         remote = str(self.remote_attempt_dir(job))
         claim, out = self.dirs.write_fence(job, text)

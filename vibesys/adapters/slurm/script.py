@@ -1,7 +1,7 @@
 """Pure rendering of what vibesys hands to Slurm: the batch script and the srun argv.
 
-Both wrap the command the same way, so every Slurm job leaves the same files in its run
-directory (the contract the local adapter also keeps, see `vibesys.adapters.rundir.claim`):
+Both wrap the command the same way, so every Slurm job leaves the same files in its remote
+attempt directory (the contract the local adapter also keeps, `vibesys.adapters.rundir.claim`):
 - `claim`      host, UTC start time and Slurm job id, linked into place atomically before the
                command runs. If the attempt is claimed already (the engine's fence, or a
                duplicate job), the job runs nothing, leaves `refused` and exits 85;

@@ -1,6 +1,6 @@
-"""What a status round concludes from squeue's and sacct's rows and an attempt's run directory,
-where the rows alone do not say: which row is whose, whether sacct has caught up, and what a
-job that neither shows proves. Pure: no commands, no clock."""
+"""What a status round concludes from squeue's and sacct's rows and the remote attempt
+directory, where the rows alone do not say: which row is whose, whether sacct has caught up, and
+what a job that neither shows proves. Pure: no commands, no clock."""
 
 from __future__ import annotations
 

@@ -105,8 +105,8 @@ def candidate_setup(
         tuple(staging.copy_command(staged.snapshot_dir, work)),
         tuple(staging.verify_command(work, manifest.digest)),
     )
-    # The copy replaces the work directory: the job starts in its run directory and enters
-    # the fresh copy only once it is verified.
+    # The copy replaces the work directory: the job starts in its remote attempt directory and
+    # enters the fresh copy only once it is verified.
     command = with_setup(spec.command, setup, spec.remote_attempt_dir, work)
     return structs.replace(spec, command=command, workdir=None), staged
 
