@@ -1,6 +1,10 @@
-"""Kill `vibesys run` at every failpoint a Slurm run passes, with both adapters, then reconcile
-and wait: the command ran exactly once, Slurm saw exactly one job for the attempt's name, and
-the recorded outcome is the true one."""
+"""Kill `vibesys run` at a failpoint a Slurm run passes, then reconcile and wait: the command
+ran exactly once, Slurm saw exactly one job for the attempt's name, the recorded outcome is the
+true one, the log came home whole, and a second reconcile changes nothing. srun at every
+failpoint. sbatch, whose Python API the adapter contract crashes at every failpoint
+(test_contract_slurm.py), only where the command line takes another path: the job adopted by
+name after a crash before its id was committed, and the log spool's failpoint, which `vibesys
+run` reaches as it shows the job's output."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.crash.test_failpoints_local import RUN_FAILPOINTS as LOCAL_RUN_FAILPOINTS
+from tests.adapters.contract.suite import RUN_FAILPOINTS, SPOOL_FAILPOINTS
 from tests.slurm.helpers import (
     cli,
     history_text,
@@ -24,9 +28,13 @@ from tests.slurm.helpers import (
 
 pytestmark = [pytest.mark.slurm, pytest.mark.crash]
 
-#: The failpoints a plain Slurm run passes: those of a local run, and, because the job prints
-#: a line, the log spool's (its log comes home by byte offset along the way).
-RUN_FAILPOINTS = [*LOCAL_RUN_FAILPOINTS, "after_spool_append"]
+#: (adapter, failpoint): a Slurm run passes every run's failpoints and, because the job prints
+#: a line, the log spool's.
+CASES = [
+    *(("srun", point) for point in [*RUN_FAILPOINTS, *SPOOL_FAILPOINTS]),
+    ("sbatch", "after_submit_effect"),
+    *(("sbatch", point) for point in SPOOL_FAILPOINTS),
+]
 
 #: How long reconcile may keep answering UNRESOLVED (exit 4) because a lookup came too early.
 RECONCILE_SECONDS = 20.0
@@ -49,8 +57,7 @@ def reconcile_until_resolved(cwd: Path) -> list[dict[str, Any]]:
         time.sleep(1.0)
 
 
-@pytest.mark.parametrize("point", RUN_FAILPOINTS)
-@pytest.mark.parametrize("adapter", ["sbatch", "srun"])
+@pytest.mark.parametrize(("adapter", "point"), CASES)
 def test_crash_at_failpoint_then_reconcile(
     tmp_path: Path, slurm_toml: Path, adapter: str, point: str
 ) -> None:

@@ -1,11 +1,11 @@
 """The adapter contract (suite.py) against the test-only batch scheduler written on the batch
-base (tests/fakebatch), and the stall its submit command may meet: a submission the batch
-system accepts after the submitter gave up on it."""
+base (tests/fakebatch). Its late submission: a `freeze` file makes the next submit command
+freeze (the submitter times out), a `release` file lets the job start."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,12 +17,11 @@ from tests.adapters.contract.suite import (
     check_cancel,
     check_crash_then_reconcile,
     check_failure,
+    check_late_submission_is_fenced,
     check_success,
 )
 from tests.fakebatch.adapter import QSYS_ENTRY, QsysBackend, QsysRequest
 from vibesys.adapters.registry import ADAPTERS, register
-from vibesys.engine import DriveOptions, drive
-from vibesys.states import JobState, Outcome
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -40,8 +39,16 @@ def qsys_system(root: Path, timeout: float = 30.0) -> System:
         jobs = [json.loads(p.read_text()) for p in state.glob("*.json")]
         return sum(1 for job in jobs if job["name"] == name)
 
+    @contextlib.contextmanager
+    def late_submission() -> Iterator[None]:
+        state.mkdir(exist_ok=True)
+        (state / "freeze").touch()
+        yield
+        (state / "release").touch()
+
     backend = QsysBackend(state, timeout=timeout)
-    return System("qsys", backend, QsysRequest(state=str(state)), submitted, root)
+    request = QsysRequest(state=str(state))
+    return System("qsys", backend, request, submitted, root, state / "runs", late_submission)
 
 
 def test_success_and_its_logs(tmp_path: Path) -> None:
@@ -64,22 +71,4 @@ def test_crash_at_failpoint_then_reconcile_runs_exactly_once(
 
 
 def test_a_submission_accepted_after_its_fence_never_runs(tmp_path: Path) -> None:
-    """The batch system froze during the submission and accepted it after the submitter gave
-    up: the ambiguous attempt is fenced before the next one, and the late job refuses.
-    (Slurm's: tests/slurm/test_stalls_slurm.py, with a frozen slurmctld.)"""
-    counter = tmp_path / "counter"
-    (tmp_path / "qsys").mkdir()
-    (tmp_path / "qsys" / "freeze").touch()
-    system = qsys_system(tmp_path, timeout=2.0)
-    engine = system.engine()
-    inv = drive(engine, system.prepare(engine, f"echo ran >> {counter}"), DriveOptions())
-    assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.COMPLETED)
-    assert [a.attempt for a in engine.journal.attempts(inv.id)] == [1, 2]
-    (tmp_path / "qsys" / "release").touch()
-    first = tmp_path / "qsys" / "runs" / inv.id / "1"
-    deadline = time.monotonic() + 20
-    while not (first / "refused").exists():
-        assert time.monotonic() < deadline, "the late job never refused"
-        time.sleep(0.05)
-    assert "kind=fence" in (first / "claim").read_text()
-    assert counter.read_text() == "ran\n", "the command ran exactly once"
+    check_late_submission_is_fenced(qsys_system(tmp_path, timeout=2.0))
