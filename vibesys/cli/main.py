@@ -127,6 +127,9 @@ def run_evaluation(argv: Sequence[str]) -> int | None:
     then run without typer; None when typer must parse it."""
     if list(argv[:1]) != ["run"]:
         return None
+    from vibesys.osutil.start_slots import take_slot
+
+    take_slot()  # before the imports: a burst of runs starts a few at a time
     from vibesys.cli.run_options import parse_run_argv
 
     values = parse_run_argv(argv[1:])

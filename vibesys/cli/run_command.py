@@ -26,6 +26,7 @@ from vibesys.errors import (
 )
 from vibesys.journal_schema.views import show_json
 from vibesys.osutil.proc import note_caller_disposition
+from vibesys.osutil.start_slots import release_slot
 from vibesys.states.exits import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -67,6 +68,7 @@ def execute_run(values: Mapping[str, Any]) -> int:
                 label=values["name"],
                 cwd=checked.cwd,
             )
+            release_slot()
             return _drive(values, store, engine, inv, live, interrupt)
     except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
         return EXIT_INTERRUPTED
@@ -78,6 +80,7 @@ def execute_run(values: Mapping[str, Any]) -> int:
             quiet_streams()
         return failed.status
     finally:
+        release_slot()
         # Closed here, not by the interpreter's teardown (the entry point skips it): the last
         # connection folds the WAL into the journal, so read-only readers see everything. Not
         # a journal that is gone from its path: its WAL's name may be another journal's now.

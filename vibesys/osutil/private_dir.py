@@ -1,6 +1,6 @@
 """This user's private directory on this host, for what vibesys processes share with each
-other and nobody else: the shared SSH connections' sockets and the sockets of the `vibesys run`
-servers. Stdlib only (the entry point imports it before anything heavy)."""
+other and nobody else: the shared SSH connections' sockets and the start-up
+slots of `vibesys run`. Stdlib only (the entry point imports it before anything heavy)."""
 
 from __future__ import annotations
 
