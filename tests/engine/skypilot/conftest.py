@@ -38,7 +38,7 @@ def run(engine: Engine, request: SkyPilotRequest, command: list[str], tmp_path: 
 
 
 def job_claims(fake: FakeSky) -> list[str]:
-    """Attempts whose command started (their run directory holds the job's own claim)."""
+    """Attempts whose command started (their remote attempt directory holds the job's own claim)."""
     return sorted(
         str(path.parent.relative_to(fake.remote))
         for path in fake.remote.glob("*/*/claim")
