@@ -119,7 +119,7 @@ CREATE TABLE "poll_sites" (
    "due_at" TEXT,
    "probed_at" TEXT,
    "facts" TEXT
-) WITHOUT ROWID;
+, "ends_found" INTEGER NOT NULL DEFAULT 0, "ends_first_at" TEXT, "settle_due_at" TEXT) WITHOUT ROWID;
 CREATE TABLE "poll_watch" (
    "site" TEXT NOT NULL,
    "invocation_id" TEXT NOT NULL REFERENCES "invocations"("id"),

@@ -253,7 +253,8 @@ class PollSchedule(Struct, frozen=True):
     """How often a site's shared status round may run (seconds). The round after one that
     watched jobs no older than `age` is due `interval(age)` later; never sooner than `floor`
     after the last one. Between rounds the cheap `probe` runs every `probe` seconds; an end it
-    finds makes the next round due `settle` later (at once when no other job still runs)."""
+    finds makes the next round due `settle` later (at once when no other job still runs), and
+    each further end `settle` after it, at most `settle_max` after the first."""
 
     floor: float
     initial: float
@@ -263,8 +264,10 @@ class PollSchedule(Struct, frozen=True):
     #: why the floor is what it is (the site's RPC rate limit, when it set it), for people
     why: str = ""
     #: how long after a probe finds an end the confirming round waits for the other watched
-    #: jobs, still running, to end too
+    #: jobs, still running, to end too (each further end found waits this long again)
     settle: float = 0.0
+    #: the longest the confirming round waits after the first end found since the last round
+    settle_max: float = 0.0
 
     def interval(self, age: float) -> float:
         """Waiting a fixed fraction of the youngest job's age grows the delay geometrically

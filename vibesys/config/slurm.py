@@ -147,7 +147,15 @@ class SlurmConfig(BaseModel):
         description="How long the status round that confirms an end found by the probe waits "
         "for the other watched jobs, still running, to end too: the jobs of a batch end "
         "within a second or two of each other, and one round confirms them all instead of "
-        "one round each. A lone job's end (no other job still running) is confirmed at once.",
+        "one round each. Each further end found waits this long again. A lone job's end "
+        "(no other job still running) is confirmed at once.",
+    )
+    poll_settle_max_seconds: float = Field(
+        default=4.0,
+        ge=0,
+        description="The longest the round that confirms ends waits after the first end found "
+        "since the last round, while more keep coming (a batch that ends in waves, as the "
+        "nodes free up): it bounds how late an ended job is seen.",
     )
     sacct_lag_seconds: float = Field(
         default=10.0,

@@ -20,8 +20,9 @@ round started (the floor follows the site's RPC rate limit, read once per site b
 and kept in the journal). Between rounds the poller lease also serves a cheap probe of the
 watched jobs' exit markers (no scheduler call): a job that ended makes the next round due a
 short `settle` later while other watched jobs still run (at once when none does; never
-sooner than the floor), so that one round confirms the jobs of a batch that end together,
-and a short job's end is seen within about a second.
+sooner than the floor), each further end found puts it off `settle` again, up to
+`settle_max` after the first, so that one round confirms the jobs of a batch that end one
+after another, and a short job's end is seen within about a second.
 
 The observations are the same `Seen` values the planner reads from a direct status call,
 stored and read back typed with the journal's event codec (`encode_record`, `decode_record`);
@@ -44,7 +45,7 @@ from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
 from vibesys.journal_schema.codec import decode_record, encode_record
-from vibesys.journal_schema.polls import Observation, Observed, PollSite, poller_free
+from vibesys.journal_schema.polls import Observation, Observed, PollSite, Settle, poller_free
 
 if TYPE_CHECKING:
     from vibesys.adapters.base import JobRef, RemoteStatus, Waitable
@@ -206,7 +207,7 @@ class SharedPoll(Struct):
         if self._held_by_other(row, now):
             return
         schedule = self._schedule(backend, row)
-        due = _after(row.due_at, 0.0)
+        due = row.next_due()
         if due is None or due <= now:
             self._round(site, backend, row)
             return
@@ -266,6 +267,7 @@ class SharedPoll(Struct):
         if taken is None:
             return
         due: datetime | None = None
+        settle: Settle | None = None
         try:
             last = journal.observations(site)
             open_jobs = [
@@ -278,14 +280,15 @@ class SharedPoll(Struct):
             refs = [engine.job_ref(inv) for inv in open_jobs]
             self.probes_run += 1
             ended = backend.probe(refs) if refs else set()
-            if ended:
+            if ended and len(ended) == len(refs):
                 # Nobody left to wait for: the round is due as soon as the floor allows.
-                settle = 0.0 if len(ended) == len(refs) else schedule.settle
-                due = _round_after_ends(now, taken, schedule.floor, settle)
+                due = _round_after_ends(now, taken, schedule.floor, 0.0)
+            elif len(ended) > taken.ends_found:
+                settle = _settle_on_ends(now, taken, schedule, len(ended))
         except BackendError:
             pass  # the next round will tell; a probe proves nothing by failing
         finally:
-            journal.release_poller(site, engine.owner, probed_at=now, due_at=due)
+            journal.release_poller(site, engine.owner, probed_at=now, due_at=due, settle=settle)
 
     def _status(self, need: list[Invocation], backend: SharedPolling) -> dict[str, Seen]:
         if not need:
@@ -328,6 +331,17 @@ def _round_after_ends(now: datetime, row: PollSite, floor: float, settle: float)
     confirmed by one round rather than one each; never sooner than the floor allows. (The
     journal keeps a round already due sooner.)"""
     return max(now + _seconds(settle), _after(row.started_at, floor) or now)
+
+
+def _settle_on_ends(now: datetime, row: PollSite, schedule: PollSchedule, found: int) -> Settle:
+    """The confirming round for ends found while other watched jobs still run: `settle` after
+    the latest new end, so that ends coming one after another (a batch, or its waves as the
+    nodes free up) are confirmed by one round; never later than `settle_max` after the first
+    end found since the last round, and never sooner than the floor allows."""
+    first = row.ends_first_at or now
+    cap = max(schedule.settle, schedule.settle_max)
+    due = min(now + _seconds(schedule.settle), first + _seconds(cap))
+    return Settle(found, first, _round_after_ends(due, row, schedule.floor, 0.0))
 
 
 def _seen_ending_here(engine: PollingEngine, inv: Invocation) -> bool:

@@ -139,6 +139,17 @@ def m012_invocation_dir(db: Database) -> None:
     db.execute('ALTER TABLE "invocations" RENAME COLUMN "run_dir" TO "invocation_dir"')
 
 
+@migrations()
+def m013_poll_settle(db: Database) -> None:
+    # The round that confirms ends found by probes waits until they stop coming (or a cap
+    # after the first): how many a probe found since the last round, when the first was found,
+    # and the round those ends ask for, kept apart from `due_at` so that waiting for more ends
+    # never puts off a round the schedule or a cancel asked for.
+    db.execute('ALTER TABLE "poll_sites" ADD COLUMN "ends_found" INTEGER NOT NULL DEFAULT 0')
+    db.execute('ALTER TABLE "poll_sites" ADD COLUMN "ends_first_at" TEXT')
+    db.execute('ALTER TABLE "poll_sites" ADD COLUMN "settle_due_at" TEXT')
+
+
 KNOWN = frozenset(m.name for m in migrations._migrations)
 if tuple(m.name for m in migrations._migrations) != STEPS:
     raise AssertionError("schema_steps.STEPS must list the migrations above, in order")

@@ -37,6 +37,27 @@ class PollSite(Struct, frozen=True):
     due_at: datetime | None
     probed_at: datetime | None
     facts: dict[str, str] | None
+    #: how many ended jobs the probes found since the last round, the first found when, and
+    #: the round those ends ask for (a round is due at the sooner of this and `due_at`)
+    ends_found: int = 0
+    ends_first_at: datetime | None = None
+    settle_due_at: datetime | None = None
+
+    def next_due(self) -> datetime | None:
+        """When the next round is due: the schedule's (or a cancel's) time, or sooner the one
+        the ends found by probes ask for."""
+        dues = [d for d in (self.due_at, self.settle_due_at) if d is not None]
+        return min(dues, default=None)
+
+
+class Settle(Struct, frozen=True):
+    """What a probe that found more ended jobs than the probes before it since the last round
+    leaves for the confirming round: how many it found, when the first of them was found, and
+    when the round is due."""
+
+    found: int
+    first_at: datetime
+    due_at: datetime
 
 
 class Observation(Struct, frozen=True):
@@ -63,12 +84,14 @@ class Observed(Struct, frozen=True):
 
 
 _SITE_COLUMNS = (
-    "site, round, poller, poller_expires_at, started_at, finished_at, due_at, probed_at, facts"
+    "site, round, poller, poller_expires_at, started_at, finished_at, due_at, probed_at, facts, "
+    "ends_found, ends_first_at, settle_due_at"
 )
 
 
 def _site(row: tuple[Any, ...]) -> PollSite:
-    site, number, poller, expires, started, finished, due, probed, facts = row
+    site, number, poller, expires, started, finished, due, probed, facts = row[:9]
+    found, first, settle = row[9:]
     return PollSite(
         site,
         number,
@@ -79,6 +102,9 @@ def _site(row: tuple[Any, ...]) -> PollSite:
         moment_or_none(due),
         moment_or_none(probed),
         json.loads(facts) if facts else None,
+        found,
+        moment_or_none(first),
+        moment_or_none(settle),
     )
 
 
@@ -227,7 +253,8 @@ class PollRecords:
                 return None  # someone completed that round meanwhile
             if not poller_free(current.poller, current.poller_expires_at, owner, now):
                 return None
-            if not (force or probe) and current.due_at and current.due_at > now:
+            due = current.next_due()
+            if not (force or probe) and due and due > now:
                 return None
             started = current.started_at if probe else now
             conn.execute(
@@ -270,7 +297,8 @@ class PollRecords:
             )
             conn.execute(
                 "UPDATE poll_sites SET round=?, poller=NULL, poller_expires_at=NULL, "
-                "finished_at=?, due_at=?, probed_at=? WHERE site=?",
+                "finished_at=?, due_at=?, probed_at=?, ends_found=0, ends_first_at=NULL, "
+                "settle_due_at=NULL WHERE site=?",
                 (number, at, iso(due_at), at, site),
             )
         return number
@@ -282,19 +310,29 @@ class PollRecords:
         *,
         probed_at: datetime | None = None,
         due_at: datetime | None = None,
+        settle: Settle | None = None,
     ) -> None:
         """Give the lease back without a round (after a probe, or a failure to poll); a probe
-        that found an ended job makes the next round due no later than `due_at` (a round due
-        sooner stays so: later probes never put off what an earlier one, or a cancel, asked)."""
+        that found every watched job ended makes the next round due no later than `due_at` (a
+        round due sooner stays so: later probes never put off what an earlier one, or a cancel,
+        asked). A probe that found more ends while other jobs still run leaves `settle`: it
+        replaces the last probe's, so that more ends put the confirming round off, within the
+        cap counted from the first."""
         due = None if due_at is None else iso(due_at)
         with self._relaxed() as conn:
-            conn.execute(
+            released = conn.execute(
                 "UPDATE poll_sites SET poller=NULL, poller_expires_at=NULL, "
                 "probed_at=coalesce(?, probed_at), "
                 "due_at=CASE WHEN due_at IS NULL OR ? < due_at THEN coalesce(?, due_at) "
                 "ELSE due_at END WHERE site=? AND poller=?",
                 (None if probed_at is None else iso(probed_at), due, due, site, owner),
             )
+            if settle is not None and released.rowcount == 1:  # still ours: no round meanwhile
+                conn.execute(
+                    "UPDATE poll_sites SET ends_found=?, ends_first_at=?, settle_due_at=? "
+                    "WHERE site=?",
+                    (settle.found, iso(settle.first_at), iso(settle.due_at), site),
+                )
 
     def advance_due(self, site: str, due_at: datetime) -> None:
         """Make the next round due no later than `due_at`."""

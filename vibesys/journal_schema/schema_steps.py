@@ -20,5 +20,6 @@ STEPS: Final = (
     "m010_bridge_requests",
     "m011_campaign_queue",
     "m012_invocation_dir",
+    "m013_poll_settle",
 )
 KNOWN: Final = frozenset(STEPS)

@@ -30,6 +30,7 @@ class SharedFake(FakeBackend):
 
     floor: float = 0.0
     settle: float = 0.0
+    settle_max: float = 0.0
     #: job names whose end marker a probe finds
     ended: set[str] = field(default_factory=set)
     probes: list[list[str]] = field(default_factory=list)
@@ -48,7 +49,9 @@ class SharedFake(FakeBackend):
         return {"SlurmctldParameters": "(null)"}
 
     def poll_schedule(self, facts: object) -> PollSchedule:
-        return PollSchedule(self.floor, 2.0, 30.0, 2.0, 0.25, settle=self.settle)
+        return PollSchedule(
+            self.floor, 2.0, 30.0, 2.0, 0.25, settle=self.settle, settle_max=self.settle_max
+        )
 
     def probe(self, jobs: Sequence[JobRef]) -> set[str]:
         self.probes.append([j.job_name for j in jobs])

@@ -97,10 +97,10 @@ def test_a_probe_that_finds_an_end_brings_the_round_forward(
     assert len(fake.status_calls()) == rounds + 1
 
 
-def test_ends_found_together_are_confirmed_by_one_round(
+def test_ends_found_one_after_another_are_confirmed_by_one_round(
     journal: Journal, second_journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
 ) -> None:
-    fake.settle = 0.5
+    fake.settle, fake.settle_max = 1.0, 3.0
     fake.attempts.append(FakeAttempt((S.RUNNING,)))
     a = engine(journal, fake, clock, "elsewhere:1:1")
     b = engine(second_journal, fake, clock, "elsewhere:2:1")
@@ -109,20 +109,46 @@ def test_ends_found_together_are_confirmed_by_one_round(
     rounds = len(fake.status_calls())
     fake.ended.add(names[0])
     clock.advance(0.5)
-    assert a.observe(journal.get(inv_a.id)) is None  # the probe finds a's end: a round in 0.5 s
+    assert a.observe(journal.get(inv_a.id)) is None  # the probe finds a's end: a round in 1 s
     assert len(fake.status_calls()) == rounds
+    first = clock()
+    clock.advance(0.25)
+    assert a.observe(journal.get(inv_a.id)) is None  # the same end again puts nothing off
+    assert journal.poll_site(SITE).next_due() == first + timedelta(seconds=1)  # type: ignore[union-attr]
     fake.ended.add(names[1])
     clock.advance(0.25)
-    # b's probe finds b's end too: the round is neither run at once nor put off.
+    # b's probe finds b's end too: the round waits `settle` again, for more to come.
     assert b.observe(second_journal.get(inv_b.id)) is None
     assert len(fake.status_calls()) == rounds
-    due = journal.poll_site(SITE).due_at  # type: ignore[union-attr]
-    assert due == clock() + timedelta(seconds=0.25)
-    clock.advance(0.25)
+    due = journal.poll_site(SITE).next_due()  # type: ignore[union-attr]
+    assert due == clock() + timedelta(seconds=1)
+    clock.advance(0.5)
+    assert a.observe(journal.get(inv_a.id)) is None  # no longer due at a's own settle
+    assert len(fake.status_calls()) == rounds
+    clock.advance(0.5)
     assert a.observe(journal.get(inv_a.id)) is not None
     assert b.observe(second_journal.get(inv_b.id)) is not None
     assert len(fake.status_calls()) == rounds + 1
     assert sorted(fake.status_calls()[-1]) == sorted(names)
+    site = journal.poll_site(SITE)
+    assert site is not None and (site.ends_found, site.settle_due_at) == (0, None)
+
+
+def test_ends_that_keep_coming_are_confirmed_by_the_cap(
+    journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
+) -> None:
+    fake.settle, fake.settle_max = 1.0, 1.5
+    a = engine(journal, fake, clock, "elsewhere:1:1")
+    invs = [running(a, tmp_path) for _ in range(5)]
+    rounds = len(fake.status_calls())
+    clock.advance(0.5)
+    first = clock()
+    for inv in invs[:4]:  # one more end found at every probe, 0.5 s apart
+        fake.ended.add(f"vibesys-{inv.id}-1")
+        assert a.observe(journal.get(inv.id)) is None or clock() >= first + timedelta(seconds=1.5)
+        clock.advance(0.5)
+    assert len(fake.status_calls()) == rounds + 1  # due 1.5 s after the first, not later
+    assert journal.poll_site(SITE).started_at == first + timedelta(seconds=1.5)  # type: ignore[union-attr]
 
 
 def test_the_floor_holds_between_rounds(

@@ -370,6 +370,7 @@ class SlurmScheduler:
             slurm.probe_seconds,
             why,
             settle=slurm.poll_settle_seconds,
+            settle_max=slurm.poll_settle_max_seconds,
         )
 
 
