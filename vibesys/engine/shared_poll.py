@@ -282,7 +282,7 @@ class SharedPoll(Struct):
             ended = backend.probe(refs) if refs else set()
             if ended and len(ended) == len(refs):
                 # Nobody left to wait for: the round is due as soon as the floor allows.
-                due = _round_after_ends(now, taken, schedule.floor, 0.0)
+                due = _round_after_ends(now, taken, schedule.floor)
             elif len(ended) > taken.ends_found:
                 settle = _settle_on_ends(now, taken, schedule, len(ended))
         except BackendError:
@@ -325,12 +325,10 @@ class SharedPoll(Struct):
         return not poller_free(row.poller, row.poller_expires_at, self.engine.owner, now)
 
 
-def _round_after_ends(now: datetime, row: PollSite, floor: float, settle: float) -> datetime:
-    """When the round confirming ends that a probe found is due: `settle` from now while other
-    watched jobs still run, so that the jobs of a batch, which end close together, are
-    confirmed by one round rather than one each; never sooner than the floor allows. (The
-    journal keeps a round already due sooner.)"""
-    return max(now + _seconds(settle), _after(row.started_at, floor) or now)
+def _round_after_ends(moment: datetime, row: PollSite, floor: float) -> datetime:
+    """A round asked for at `moment` by ends a probe found, never sooner than the floor
+    allows. (The journal keeps a round already due sooner.)"""
+    return max(moment, _after(row.started_at, floor) or moment)
 
 
 def _settle_on_ends(now: datetime, row: PollSite, schedule: PollSchedule, found: int) -> Settle:
@@ -341,7 +339,7 @@ def _settle_on_ends(now: datetime, row: PollSite, schedule: PollSchedule, found:
     first = row.ends_first_at or now
     cap = max(schedule.settle, schedule.settle_max)
     due = min(now + _seconds(schedule.settle), first + _seconds(cap))
-    return Settle(found, first, _round_after_ends(due, row, schedule.floor, 0.0))
+    return Settle(found, first, _round_after_ends(due, row, schedule.floor))
 
 
 def _seen_ending_here(engine: PollingEngine, inv: Invocation) -> bool:

@@ -137,18 +137,21 @@ def test_ends_found_one_after_another_are_confirmed_by_one_round(
 def test_ends_that_keep_coming_are_confirmed_by_the_cap(
     journal: Journal, fake: SharedFake, clock: Clock, tmp_path: Path
 ) -> None:
-    fake.settle, fake.settle_max = 1.0, 1.5
+    fake.settle, fake.settle_max = 0.5, 1.0
     a = engine(journal, fake, clock, "elsewhere:1:1")
-    invs = [running(a, tmp_path) for _ in range(5)]
+    invs = [running(a, tmp_path) for _ in range(6)]
     rounds = len(fake.status_calls())
     clock.advance(0.5)
     first = clock()
-    for inv in invs[:4]:  # one more end found at every probe, 0.5 s apart
+    for inv in invs[:4]:  # one more end found at every probe, 0.25 s apart: never quiet
         fake.ended.add(f"vibesys-{inv.id}-1")
-        assert a.observe(journal.get(inv.id)) is None or clock() >= first + timedelta(seconds=1.5)
-        clock.advance(0.5)
-    assert len(fake.status_calls()) == rounds + 1  # due 1.5 s after the first, not later
-    assert journal.poll_site(SITE).started_at == first + timedelta(seconds=1.5)  # type: ignore[union-attr]
+        assert a.observe(journal.get(inv.id)) is None
+        clock.advance(0.25)
+    assert len(fake.status_calls()) == rounds
+    fake.ended.add(f"vibesys-{invs[4].id}-1")
+    assert a.observe(journal.get(invs[4].id)) is not None  # 1 s after the first: the cap
+    assert len(fake.status_calls()) == rounds + 1
+    assert journal.poll_site(SITE).started_at == first + timedelta(seconds=1)  # type: ignore[union-attr]
 
 
 def test_the_floor_holds_between_rounds(
