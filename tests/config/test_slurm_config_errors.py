@@ -178,8 +178,8 @@ from tests.config.slurm_toml import EXAMPLE, MINIMAL, error_of
             'name = "c"\nzzz = 1',
             "slurm.zzz: unknown key (allowed: name, remote_workspace_root, sbatch_arguments, "
             "poll_initial_seconds, poll_floor_seconds, poll_max_seconds, poll_backoff, "
-            "probe_seconds, poll_settle_seconds, sacct_lag_seconds, command_timeout_seconds, "
-            "transport)",
+            "probe_seconds, poll_settle_seconds, poll_settle_max_seconds, sacct_lag_seconds, "
+            "command_timeout_seconds, transport)",
         ),
         (
             'name = "local-cluster"',
