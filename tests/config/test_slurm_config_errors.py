@@ -188,6 +188,11 @@ from tests.config.slurm_toml import EXAMPLE, MINIMAL, error_of
         ),
         (
             'name = "local-cluster"',
+            'name = "c"\npoll_settle_seconds = 2\npoll_settle_max_seconds = 1',
+            "slurm.poll_settle_max_seconds: 1.0 is less than poll_settle_seconds (2.0)",
+        ),
+        (
+            'name = "local-cluster"',
             'name = "c"\npoll_backoff = 0.5',
             "slurm.poll_backoff: Input should be greater than or equal to 1",
         ),

@@ -177,6 +177,14 @@ class SlurmConfig(BaseModel):
         grown = max(age_seconds, 0.0) * (self.poll_backoff - 1.0)
         return min(self.poll_max_seconds, max(self.poll_initial_seconds, grown))
 
+    @field_validator("poll_settle_max_seconds")
+    @classmethod
+    def _settle_max(cls, value: float, info: ValidationInfo) -> float:
+        settle = info.data.get("poll_settle_seconds")
+        if settle is not None and value < settle:
+            raise ValueError(f"{value} is less than poll_settle_seconds ({settle})")
+        return value
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:

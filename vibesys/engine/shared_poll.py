@@ -142,7 +142,7 @@ class SharedPoll(Struct):
             return ROUND_CHECK_SECONDS
         schedule = self._schedule(backend, row)
         moments = [
-            _after(row.due_at, 0.0) or now,
+            row.next_due() or now,
             _after(row.probed_at, schedule.probe) or now,
         ]
         wait = (min(moments) - now).total_seconds()
@@ -157,7 +157,7 @@ class SharedPoll(Struct):
             return
         schedule = self._schedule(backend, row)
         soon = _after(row.started_at, schedule.floor) or self.engine.clock()
-        due = _after(row.due_at, 0.0)
+        due = row.next_due()
         if due is None or due > soon:
             self.engine.journal.advance_due(site, soon)
 
@@ -194,7 +194,7 @@ class SharedPoll(Struct):
         row = journal.poll_site(site)
         if row is None or row.round != seen.round:
             return None
-        due = _after(row.due_at, 0.0)
+        due = row.next_due()
         if due is not None and due <= self.engine.clock() and row.poller != self.engine.owner:
             return None  # a newer round is due: this one is older than a round
         self.consumed[inv.id] = seen.round
@@ -283,7 +283,8 @@ class SharedPoll(Struct):
             if ended and len(ended) == len(refs):
                 # Nobody left to wait for: the round is due as soon as the floor allows.
                 due = _round_after_ends(now, taken, schedule.floor)
-            elif len(ended) > taken.ends_found:
+            elif len(ended) > taken.ends_found and not _due(taken, now):
+                # (A round already due is not put off by ends found meanwhile.)
                 settle = _settle_on_ends(now, taken, schedule, len(ended))
         except BackendError:
             pass  # the next round will tell; a probe proves nothing by failing
@@ -337,9 +338,14 @@ def _settle_on_ends(now: datetime, row: PollSite, schedule: PollSchedule, found:
     nodes free up) are confirmed by one round; never later than `settle_max` after the first
     end found since the last round, and never sooner than the floor allows."""
     first = row.ends_first_at or now
-    cap = max(schedule.settle, schedule.settle_max)
+    cap = max(schedule.settle, schedule.settle_max)  # (the config refuses a cap below settle)
     due = min(now + _seconds(schedule.settle), first + _seconds(cap))
     return Settle(found, first, _round_after_ends(due, row, schedule.floor))
+
+
+def _due(row: PollSite, now: datetime) -> bool:
+    due = row.next_due()
+    return due is not None and due <= now
 
 
 def _seen_ending_here(engine: PollingEngine, inv: Invocation) -> bool:
