@@ -42,12 +42,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     # A suite started in the background of a script (`scripts/test &`) inherits SIGINT and
-    # SIGQUIT ignored, and so would every vibesys it starts: the tests that interrupt one
-    # would find it keeping the caller's choice. They start from the interactive default.
+    # SIGQUIT ignored, under `nohup` SIGHUP too, and so would every vibesys it starts: the
+    # tests that interrupt one would find it keeping the caller's choice. They start from the
+    # interactive default.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
-        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    for ignored in (signal.SIGQUIT, signal.SIGHUP):
+        if signal.getsignal(ignored) == signal.SIG_IGN:
+            signal.signal(ignored, signal.SIG_DFL)
     # The dump must reach the real stderr, not the capture of the test that hangs.
     config.stash[_BACKSTOP_FD] = os.dup(sys.__stderr__.fileno() if sys.__stderr__ else 2)
 
