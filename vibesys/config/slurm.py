@@ -177,14 +177,6 @@ class SlurmConfig(BaseModel):
         grown = max(age_seconds, 0.0) * (self.poll_backoff - 1.0)
         return min(self.poll_max_seconds, max(self.poll_initial_seconds, grown))
 
-    @field_validator("poll_settle_max_seconds")
-    @classmethod
-    def _settle_max(cls, value: float, info: ValidationInfo) -> float:
-        settle = info.data.get("poll_settle_seconds")
-        if settle is not None and value < settle:
-            raise ValueError(f"{value} is less than poll_settle_seconds ({settle})")
-        return value
-
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
@@ -208,12 +200,17 @@ class SlurmConfig(BaseModel):
     def _sbatch_arguments(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _check_arguments(value, _SBATCH_OWNED, "sbatch")
 
-    @field_validator("poll_max_seconds")
+    @field_validator("poll_max_seconds", "poll_settle_max_seconds")
     @classmethod
-    def _poll_max(cls, value: float, info: ValidationInfo) -> float:
-        initial = info.data.get("poll_initial_seconds")
-        if initial is not None and value < initial:
-            raise ValueError(f"{value} is less than poll_initial_seconds ({initial})")
+    def _not_below_its_start(cls, value: float, info: ValidationInfo) -> float:
+        """A ceiling below the value it bounds would silently never apply."""
+        start = {
+            "poll_max_seconds": "poll_initial_seconds",
+            "poll_settle_max_seconds": "poll_settle_seconds",
+        }[info.field_name or ""]
+        lower = info.data.get(start)
+        if lower is not None and value < lower:
+            raise ValueError(f"{value} is less than {start} ({lower})")
         return value
 
 
