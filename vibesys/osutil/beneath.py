@@ -31,13 +31,13 @@ class Changed(OSError):
         self.why = why
 
     def __str__(self) -> str:
-        return "{!r} {}".format(self.relative, self.why)
+        return f"{self.relative!r} {self.why}"
 
 
 def _name(name: "str | bytes") -> None:
-    sep = b"/" if isinstance(name, bytes) else "/"
-    if not name or sep in name or name in (".", "..", b".", b".."):
-        raise ValueError("not one path component: {!r}".format(name))
+    text = os.fsdecode(name)
+    if not text or "/" in text or text in (".", ".."):
+        raise ValueError(f"not one path component: {name!r}")
 
 
 def open_root(path: "str | bytes", follow: bool = True) -> int:
