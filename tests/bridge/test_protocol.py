@@ -143,7 +143,12 @@ def test_an_operator_only_field_is_refused_whatever_the_op() -> None:
         ({"artifacts": ["/etc/passwd"]}, "artifacts", "relative glob inside the workspace"),
         ({"artifacts": ["a/../../b"]}, "artifacts", "relative glob inside the workspace"),
         ({"artifacts": [""]}, "artifacts", "relative glob inside the workspace"),
-        ({"resume": {"attempt": -1}}, "resume", "integers >= 0"),
+        ({"resume": {"attempt": -1}}, "resume", "integers from 0 to"),
+        ({"resume": {"stdout": 2**63}}, "resume", "integers from 0 to 9007199254740992"),
+        ({"request_id": "r-1\n"}, "request_id", "'request_id' must be"),
+        ({"request_id": "r\n-1"}, "request_id", "'request_id' must be"),
+        ({"run": "c\n"}, "run", "'run' must be"),
+        ({"env": {"A\n": "x"}}, "env", "is not a variable name"),
         ({"resume": {"offset": 1}}, "resume", "{attempt, stdout, stderr}"),
         ({"token": ""}, "token", "non-empty ASCII string"),
     ],
@@ -151,6 +156,40 @@ def test_an_operator_only_field_is_refused_whatever_the_op() -> None:
 def test_bad_fields_are_refused_by_name(changes: dict[str, Any], field: str, needle: str) -> None:
     named, message = refusal(body(**changes))
     assert named == field and needle in message, message
+
+
+SECRET = "vbeval1.0123456789abcdef0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {SECRET: 1},
+        {"request_id": SECRET + "\n"},
+        {"run": "../" + SECRET},
+        {"workspace": SECRET},
+        {"env": {SECRET + " x": "1"}},
+        {"env": {"A": SECRET + "\0"}},
+        {"artifacts": ["/" + SECRET]},
+        {"kind": SECRET},
+        {"op": SECRET},
+        {"resume": {SECRET: 1}},
+        {"version": SECRET},
+    ],
+)
+def test_no_refusal_repeats_a_secret_wherever_it_was_put(changes: dict[str, Any]) -> None:
+    """A token or a variable's value pasted into the wrong field is never echoed back: not in
+    the message, not as the field's name."""
+    named, message = refusal(body(**changes))
+    assert SECRET not in message and SECRET not in str(named), (named, message)
+
+
+def test_an_integer_of_thousands_of_digits_is_refused_in_one_line() -> None:
+    line = json.dumps(body()).replace('"timeout_seconds": 60', '"timeout_seconds": ' + "9" * 5000)
+    assert "9" * 5000 in line
+    with pytest.raises(ProtocolError) as caught:
+        decode_request(line.encode())
+    assert str(caught.value) == "malformed message: an integer of more than 30 digits"
 
 
 def test_cancel_and_capabilities_take_only_their_fields() -> None:

@@ -218,8 +218,7 @@ def test_the_token_is_required(client: TestClient, journal_ids: tuple[Path, Ids]
     ids = journal_ids[1]
     for path in ("/", f"/inv/{ids.done}", "/static/app.css", "/events/list", "/nowhere"):
         refused = client.get(path)
-        assert refused.status_code == 403, path
-        assert "journal" not in refused.text.split("</header>")[-1] or "token" in refused.text
+        assert refused.status_code == 403 and "needs the token" in refused.text, path
         assert client.get(path, params={"token": TOKEN + "x"}).status_code == 403
     api = client.get(f"/api/invocations/{ids.done}")
     assert api.status_code == 403 and api.json()["status"] == 403 and "token" in api.json()["error"]
@@ -245,6 +244,9 @@ def test_the_token_is_required(client: TestClient, journal_ids: tuple[Path, Ids]
         ("/inv/1a0000000000dddd/logs/stdout", {}, 404, "no attempt yet"),
         ("/", {"state": "SLEEPING"}, 400, "state='SLEEPING'"),
         ("/", {"since": "yesterday"}, 400, "since='yesterday'"),
+        ("/", {"since": "999999w"}, 400, "since='999999w': out of range"),
+        ("/", {"until": "0001-01-01T00:00+05:00"}, 400, "until='0001-01-01T00:00+05:00'"),
+        ("/api/invocations", {"since": "9999-12-31T23:59-05:00"}, 400, "out of range"),
         ("/", {"limit": "0"}, 400, "limit"),
         ("/", {"before": "../etc"}, 400, "not an invocation id"),
         ("/", {"label": "x\x00y"}, 400, "printable"),
@@ -280,6 +282,35 @@ def test_requests_that_are_not_reads_are_refused(client: TestClient) -> None:
     assert big.status_code == 431 and "headers are larger" in big.text
 
 
+def test_no_refusal_carries_the_token_or_the_journal_path(journal_ids: tuple[Path, Ids]) -> None:
+    """Whoever is refused may not hold the token: a refusal is a bare page (or JSON) with
+    neither the token nor the journal's path, whatever was refused and why."""
+    path, ids = journal_ids
+    app = create_app(JournalReader(path), TOKEN, hosts=["127.0.0.1:8000"])
+    wrong = {"token": TOKEN[:-1] + "x"}
+    with TestClient(app, base_url="http://127.0.0.1:8000") as ok:
+        answers = [
+            ok.get("/"),
+            ok.get(f"/api/invocations/{ids.done}", params=wrong),
+            ok.get(f"/inv/{ids.done}", headers={"Authorization": "Bearer nope"}),
+            ok.request("POST", "/", params={"token": TOKEN}),
+            ok.request("GET", "/", content=b"x" * 10),
+            ok.get("/", params={"label": "x" * 5000}),
+            ok.get("/inv/" + "a" * 2000),
+            ok.get("/", headers={"X-Big": "x" * 20_000}),
+            ok.get("/", params={"token": TOKEN, "since": "999999w"}),  # after the token: also bare
+            ok.get("/nowhere", params={"token": TOKEN}),
+        ]
+    with TestClient(app, base_url="http://attacker.example:8000") as rebound:
+        answers.append(rebound.get("/", params={"token": TOKEN}))
+    assert [a.status_code for a in answers] == [
+        403, 403, 403, 405, 413, 414, 414, 431, 400, 404, 400
+    ]  # fmt: skip
+    for answer in answers:
+        assert TOKEN not in answer.text and str(path) not in answer.text, answer.status_code
+        assert "token=" not in answer.text and "href" not in answer.text
+
+
 def test_another_host_name_is_refused(journal_ids: tuple[Path, Ids]) -> None:
     app = create_app(JournalReader(journal_ids[0]), TOKEN, hosts=["127.0.0.1:8000"])
     with TestClient(app, base_url="http://127.0.0.1:8000") as ok:
@@ -289,16 +320,21 @@ def test_another_host_name_is_refused(journal_ids: tuple[Path, Ids]) -> None:
         assert answer.status_code == 400 and "Host" in answer.text
 
 
-def test_a_journal_that_goes_away_or_is_damaged_is_a_503(journal_ids: tuple[Path, Ids]) -> None:
+def test_a_journal_that_goes_away_or_is_damaged_is_a_503(
+    journal_ids: tuple[Path, Ids], capsys: pytest.CaptureFixture[str]
+) -> None:
     path, ids = journal_ids
     app = create_app(JournalReader(path), TOKEN)
     with TestClient(app) as client:
         path.write_bytes(b"this is not SQLite at all, not a journal" * 100)
         answer = get(client, "/")
-        assert answer.status_code == 503 and "not a vibesys journal" in answer.text
+        assert answer.status_code == 503 and "cannot be read" in answer.text
+        assert str(path) not in answer.text  # what is wrong goes to the view's terminal
         path.unlink()
         gone = get(client, f"/api/invocations/{ids.done}")
-        assert gone.status_code == 503 and "no journal at" in gone.json()["error"]
+        assert gone.status_code == 503 and "cannot be read" in gone.json()["error"]
+    told = capsys.readouterr().err
+    assert "not a vibesys journal" in told and "no journal at" in told
 
 
 def test_a_failing_view_is_a_500_page_and_one_line(

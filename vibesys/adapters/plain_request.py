@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 __all__ = ["PlainRequest", "RequestInvalid"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _FIELDS = frozenset({"artifacts", "job_name_prefix"})
 
 
@@ -51,7 +51,7 @@ class PlainRequest:
             raise RequestInvalid("artifacts", "must be a list of strings")
         if not isinstance(job_name_prefix, str):
             raise RequestInvalid("job_name_prefix", "must be a string")
-        if not _NAME.match(job_name_prefix):
+        if not _NAME.fullmatch(job_name_prefix):
             raise RequestInvalid(
                 "job_name_prefix", f"{job_name_prefix!r} must be letters, digits, '.', '_' or '-'"
             )

@@ -22,7 +22,7 @@ from vibesys.errors import UsageError
 
 __all__ = ["AdapterRequest", "RecordedSite"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class AdapterRequest(BaseModel):
@@ -55,7 +55,7 @@ class AdapterRequest(BaseModel):
     @field_validator("job_name_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
         return value
 

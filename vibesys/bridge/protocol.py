@@ -44,7 +44,13 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 # The line framing and JSON helpers are the GPU broker's: one reading of a line for both.
-from vibesys.broker.protocol import LineDecoder, LineTooLong, ProtocolError
+from vibesys.broker.protocol import (
+    LineDecoder,
+    LineTooLong,
+    ProtocolError,
+    field_label,
+    shown_field,
+)
 from vibesys.broker.protocol import _line as _line
 from vibesys.broker.protocol import _object as _object
 
@@ -114,9 +120,11 @@ FORBIDDEN_FIELDS: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-_RUN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: The largest `resume` number: a byte offset into a log (2**53, exact in every JSON reader).
+MAX_OFFSET: Final = 1 << 53
 #: Ten days: anything longer is a mistake in seconds.
 _MAX_TIMEOUT = 10 * 86400
 
@@ -229,7 +237,9 @@ def decode_request(line: bytes) -> Request:
     allowed = (*_COMMON, *REQUEST_FIELDS[op])
     unknown = sorted(set(data) - set(allowed))
     if unknown:
-        raise FieldError(unknown[0], f"request: unknown field {unknown[0]!r} for op {op!r}")
+        shown = field_label(unknown[0])
+        named = shown_field(unknown[0]) or "unknown"
+        raise FieldError(named, f"request: unknown field {shown} for op {op!r}")
     missing = [name for name in allowed if name not in data and name not in _OPTIONAL]
     if missing:
         raise FieldError(missing[0], f"request: missing field {missing[0]!r}")
@@ -275,7 +285,7 @@ def refusal_field(error: ProtocolError) -> str | None:
 
 def _matching(data: Mapping[str, Any], name: str, pattern: re.Pattern[str], rule: str) -> str:
     value = data[name]
-    if not isinstance(value, str) or not pattern.match(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         raise FieldError(name, f"request: {name!r} must be {rule}")
     return value
 
@@ -308,9 +318,9 @@ def _timeout(value: Any) -> int | None:
 def _environment(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise FieldError("env", "request: 'env' must be an object of strings")
-    for name, text in value.items():
-        if not _ENV_NAME.match(name):
-            raise FieldError("env", f"request: env: {name[:64]!r} is not a variable name")
+    for number, (name, text) in enumerate(value.items(), 1):
+        if not _ENV_NAME.fullmatch(name):  # not echoed: it may be a value in the wrong place
+            raise FieldError("env", f"request: env: name #{number} is not a variable name")
         if not isinstance(text, str) or "\0" in text:
             raise FieldError("env", f"request: env: {name} must be a string without NUL")
     return dict(value)
@@ -321,12 +331,12 @@ def _artifacts(value: Any) -> tuple[str, ...]:
         raise FieldError("artifacts", "request: 'artifacts' must be a list of globs")
     if len(value) > MAX_ARTIFACTS:
         raise FieldError("artifacts", f"request: at most {MAX_ARTIFACTS} artifact globs")
-    for pattern in value:
+    for number, pattern in enumerate(value, 1):
         parts = pattern.split("/")
         if not pattern or pattern.startswith("/") or ".." in parts or "\0" in pattern:
             raise FieldError(
                 "artifacts",
-                f"request: artifact {pattern[:200]!r} must be a relative glob inside the "
+                f"request: artifact #{number} must be a relative glob inside the "
                 "workspace (no '..', not absolute)",
             )
     return tuple(value)
@@ -336,6 +346,8 @@ def _resume(value: Any) -> Resume:
     if not isinstance(value, dict) or set(value) - {"attempt", "stdout", "stderr"}:
         raise FieldError("resume", "request: 'resume' must be {attempt, stdout, stderr}")
     numbers = {k: value.get(k, 0) for k in ("attempt", "stdout", "stderr")}
-    if any(type(n) is not int or n < 0 for n in numbers.values()):
-        raise FieldError("resume", "request: 'resume' values must be integers >= 0")
+    if any(type(n) is not int or not 0 <= n <= MAX_OFFSET for n in numbers.values()):
+        raise FieldError(
+            "resume", f"request: 'resume' values must be integers from 0 to {MAX_OFFSET}"
+        )
     return Resume(**numbers)

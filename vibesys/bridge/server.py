@@ -169,7 +169,8 @@ class BridgeServer:
             return  # gone (or too slow) before its request arrived
         except Exception as exc:  # a bug: say so, rather than leave the helper retrying
             self.log(f"pid={peer.pid}: failed: {type(exc).__name__}: {exc}")
-            _send_quietly(conn, Refused(f"the bridge failed: {type(exc).__name__}: {exc}"))
+            # Only the kind of failure to the peer: the text may hold what the request held.
+            _send_quietly(conn, Refused(f"the bridge failed ({type(exc).__name__}); see its log"))
             return
         if isinstance(reply, tuple):
             self._follow(conn, *reply, request, peer)

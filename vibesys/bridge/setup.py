@@ -32,8 +32,8 @@ __all__ = [
 GPU_SOCKET: Final = "gpu.sock"
 #: The variable names an operator may not let a request set: they steer the submission.
 _RESERVED_PREFIXES: Final = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "VIBESYS_", "SKYPILOT_")
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def checked_workspace(options: SessionOptions) -> tuple[str, str]:
@@ -48,10 +48,10 @@ def checked_workspace(options: SessionOptions) -> tuple[str, str]:
 
 
 def check_options(options: SessionOptions) -> None:
-    if not _RUN_ID.match(options.run_id):
+    if not _RUN_ID.fullmatch(options.run_id):
         raise UsageError(f"--run-id {options.run_id!r}: use letters, digits, . _ - (at most 200)")
     for name in options.allow_env:
-        if not _VARIABLE.match(name):
+        if not _VARIABLE.fullmatch(name):
             raise UsageError(f"--allow-env {name!r}: not a variable name")
         if name.startswith(_RESERVED_PREFIXES):
             raise UsageError(

@@ -61,7 +61,10 @@ MAX_REQUEST_BYTES: Final = 1 << 20
 #: Output is sent in chunks well below this (base64 grows them by a third).
 MAX_REPLY_BYTES: Final = 1 << 20
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Bounds of a request's numbers: more GPUs than any node has, longer than ten days, is a mistake.
+MAX_GPUS: Final = 1024
+MAX_MINUTES: Final = 10 * 24 * 60
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REQUEST_FIELDS: Final = ("version", "token", "cwd", "argv", "gpus", "time_minutes", "env")
 #: Fields a request may leave out (a client older than them sends none).
 _OPTIONAL_FIELDS: Final = ("timeout_seconds",)
@@ -215,7 +218,7 @@ def decode_request(line: bytes) -> Request:
         )
     unknown = sorted(set(data) - set(_REQUEST_FIELDS) - set(_OPTIONAL_FIELDS))
     if unknown:
-        raise ProtocolError(f"request: unknown field {unknown[0]!r}")
+        raise ProtocolError(f"request: unknown field {field_label(unknown[0])}")
     missing = [name for name in _REQUEST_FIELDS if name not in data]
     if missing:
         raise ProtocolError(f"request: missing field {missing[0]!r}")
@@ -229,14 +232,18 @@ def decode_request(line: bytes) -> Request:
     if any("\0" in a for a in argv) or not argv[0]:
         raise ProtocolError("request: 'argv' items may not contain NUL; the program may not be ''")
     gpus = data["gpus"]
-    if type(gpus) is not int or gpus < 0:
-        raise ProtocolError("request: 'gpus' must be an integer >= 0")
+    if type(gpus) is not int or not 0 <= gpus <= MAX_GPUS:
+        raise ProtocolError(f"request: 'gpus' must be an integer from 0 to {MAX_GPUS}")
     minutes = data["time_minutes"]
-    if minutes is not None and (type(minutes) is not int or minutes <= 0):
-        raise ProtocolError("request: 'time_minutes' must be a positive integer or null")
+    if minutes is not None and (type(minutes) is not int or not 0 < minutes <= MAX_MINUTES):
+        raise ProtocolError(
+            f"request: 'time_minutes' must be null or an integer from 1 to {MAX_MINUTES}"
+        )
     timeout = data.get("timeout_seconds")
-    if timeout is not None and (type(timeout) is not int or timeout <= 0):
-        raise ProtocolError("request: 'timeout_seconds' must be a positive integer or null")
+    if timeout is not None and (type(timeout) is not int or not 0 < timeout <= MAX_MINUTES * 60):
+        raise ProtocolError(
+            f"request: 'timeout_seconds' must be null or an integer from 1 to {MAX_MINUTES * 60}"
+        )
     return Request(
         token=token,
         cwd=cwd,
@@ -252,9 +259,9 @@ def decode_request(line: bytes) -> Request:
 def _environment(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ProtocolError("request: 'env' must be an object of strings")
-    for name, text in value.items():
-        if not _ENV_NAME.match(name):
-            raise ProtocolError(f"request: env: {name[:64]!r} is not a variable name")
+    for number, (name, text) in enumerate(value.items(), 1):
+        if not _ENV_NAME.fullmatch(name):  # not echoed: it may be a value in the wrong place
+            raise ProtocolError(f"request: env: name #{number} is not a variable name")
         if not isinstance(text, str) or "\0" in text:
             raise ProtocolError(f"request: env: {name} must be a string without NUL")
     return dict(value)
@@ -304,9 +311,40 @@ def _int(value: Any) -> int:
     return value
 
 
+#: The longest integer a message may carry (every bound is far below; a longer one costs
+#: quadratic time to convert).
+MAX_INTEGER_DIGITS: Final = 30
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise ProtocolError(
+            f"malformed message: an integer of more than {MAX_INTEGER_DIGITS} digits"
+        )
+    return int(text)
+
+
+_FIELD_NAME = re.compile(r"[a-z_]{1,40}")
+
+
+def shown_field(name: str) -> str | None:
+    """A field name as a refusal may repeat it, or None: a peer's odd key (which could be a
+    secret pasted in the wrong place) is never echoed back."""
+    return name if _FIELD_NAME.fullmatch(name) else None
+
+
+def field_label(name: str) -> str:
+    shown = shown_field(name)
+    return "(a field that is not a lowercase name)" if shown is None else repr(shown)
+
+
+def _no_constant(text: str) -> None:
+    raise ProtocolError(f"malformed message: {text} is not JSON")
+
+
 def _object(line: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(line.decode("utf-8"))
+        data = json.loads(line.decode("utf-8"), parse_int=_integer, parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise ProtocolError("malformed message: not UTF-8") from None
     except json.JSONDecodeError as exc:

@@ -30,13 +30,13 @@ __all__ = [
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
 
-_BACKEND = re.compile(r"^[a-z][a-z0-9_-]*$")
-_PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_BACKEND = re.compile(r"[a-z][a-z0-9_-]*")
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # slurm, slurm/<ssh host alias>, slurm/<alias>/<partition>; likewise for other SkyPilot infras.
-_INFRA = re.compile(r"^[a-z][a-z0-9-]*(/[A-Za-z0-9][A-Za-z0-9._-]*){0,2}$")
-_ACCELERATOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_INFRA = re.compile(r"[a-z][a-z0-9-]*(/[A-Za-z0-9][A-Za-z0-9._-]*){0,2}")
+_ACCELERATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # Slurm time formats SkyPilot passes to `sbatch --time`: [D-]HH:MM:SS or MM.
-_TIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>[0-5]\d):(?P<s>[0-5]\d)$")
+_TIME = re.compile(r"(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>[0-5]\d):(?P<s>[0-5]\d)")
 # Only these are expanded in remote_artifact_root (on the remote side, once).
 _REMOTE_VARIABLES = re.compile(r"\$(?:\{(USER|HOME)\}|(USER|HOME))(?![A-Za-z0-9_])")
 
@@ -64,7 +64,7 @@ class PortableResources(BaseModel):
     @field_validator("accelerator_backend")
     @classmethod
     def _backend(cls, value: str | None) -> str | None:
-        if value is not None and not _BACKEND.match(value):
+        if value is not None and not _BACKEND.fullmatch(value):
             raise ValueError(f"{value!r}: use lower-case letters, digits, _ and -")
         return value
 
@@ -102,21 +102,21 @@ class SkyPilotProfile(BaseModel):
     @field_validator("infra")
     @classmethod
     def _infra(cls, value: str) -> str:
-        if not _INFRA.match(value):
+        if not _INFRA.fullmatch(value):
             raise ValueError(f"{value!r} is not an infra such as slurm/<alias>/<partition>")
         return value
 
     @field_validator("accelerator_backend")
     @classmethod
     def _backend(cls, value: str | None) -> str | None:
-        if value is not None and not _BACKEND.match(value):
+        if value is not None and not _BACKEND.fullmatch(value):
             raise ValueError(f"{value!r}: use lower-case letters, digits, _ and -")
         return value
 
     @field_validator("accelerator_type")
     @classmethod
     def _accelerator(cls, value: str | None) -> str | None:
-        if value is not None and not _ACCELERATOR.match(value):
+        if value is not None and not _ACCELERATOR.fullmatch(value):
             raise ValueError(f"{value!r}: use letters, digits, . _ -")
         return value
 
@@ -130,7 +130,7 @@ class SkyPilotProfile(BaseModel):
     @field_validator("allocation_time")
     @classmethod
     def _time(cls, value: str) -> str:
-        found = _TIME.match(value)
+        found = _TIME.fullmatch(value)
         if found is None:
             raise ValueError(f"{value!r}: write [D-]HH:MM:SS, e.g. 08:00:00")
         if allocation_seconds(value) < 60:
@@ -153,7 +153,7 @@ class SkyPilotProfile(BaseModel):
 
 def allocation_seconds(text: str) -> int:
     """Seconds in a validated `[D-]HH:MM:SS`."""
-    found = _TIME.match(text)
+    found = _TIME.fullmatch(text)
     if found is None:
         raise ValueError(text)
     days = int(found["days"] or 0)
@@ -182,7 +182,7 @@ class ClustersFile(BaseModel):
     @classmethod
     def _names(cls, value: dict[str, SkyPilotProfile]) -> dict[str, SkyPilotProfile]:
         for name in value:
-            if not _PROFILE_NAME.match(name):
+            if not _PROFILE_NAME.fullmatch(name):
                 raise ValueError(f"profile name {name!r}: use letters, digits, . _ -")
         return value
 

@@ -28,10 +28,10 @@ __all__ = [
     "VibesysTable",
 ]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 #: Characters allowed in a remote path that is also written into `#SBATCH --output=` lines:
 #: sbatch expands `%` there and splits directives on whitespace, so both are excluded.
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@:,=-]*$")
+_SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+@:,=-]*")
 
 #: sbatch options vibesys sets itself: a site value would break naming, logs or retries.
 _SBATCH_OWNED: Final = (
@@ -180,7 +180,7 @@ class SlurmConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
         return value
 
@@ -188,7 +188,7 @@ class SlurmConfig(BaseModel):
     @classmethod
     def _root(cls, value: str) -> str:
         _check_absolute(value)
-        if not _SAFE_PATH.match(value):
+        if not _SAFE_PATH.fullmatch(value):
             raise ValueError(
                 f"{value!r} may hold only letters, digits and . _ / + @ : , = - "
                 "(it is written into #SBATCH lines)"
@@ -260,7 +260,7 @@ class AgentGpuConfig(BaseModel):
     @classmethod
     def _partitions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for partition in value:
-            if not _NAME.match(partition):
+            if not _NAME.fullmatch(partition):
                 raise ValueError(f"{partition!r} is not a partition name")
         if len(set(value)) != len(value):
             raise ValueError("lists a partition twice")
@@ -277,7 +277,7 @@ class AgentGpuConfig(BaseModel):
     @field_validator("job_name_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
         return value
 

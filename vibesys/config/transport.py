@@ -13,7 +13,7 @@ from vibesys.config.strict import StrTuple
 
 __all__ = ["LocalTransportConfig", "SshTransportConfig", "TransportConfig"]
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class LocalTransportConfig(BaseModel):
@@ -128,7 +128,7 @@ class SshTransportConfig(BaseModel):
     @field_validator("passphrase_env")
     @classmethod
     def _passphrase_env(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
+        if value is not None and not _ENV_NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not an environment variable name")
         return value
 
@@ -136,7 +136,7 @@ class SshTransportConfig(BaseModel):
     @classmethod
     def _env_allowlist(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
-            if not _ENV_NAME.match(name):
+            if not _ENV_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not an environment variable name")
         if len(set(value)) != len(value):
             raise ValueError("lists a variable twice")

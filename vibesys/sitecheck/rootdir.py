@@ -26,7 +26,7 @@ _MAKE: Final = (
     'printf "%s\\n%s\\n%s\\n" "$dir" "$made" "$(id -un)"\n'
 )
 _REMOVE: Final = "case $1 in */" + CHECK_DIR_PREFIX.replace(".", "[.]") + '*) rm -rf -- "$1";; esac'
-_CHECK_DIR: Final = re.compile(r"^/.*/" + re.escape(CHECK_DIR_PREFIX) + r"[A-Za-z0-9]+$")
+_CHECK_DIR: Final = re.compile(r"/.*/" + re.escape(CHECK_DIR_PREFIX) + r"[A-Za-z0-9]+")
 
 
 class RootNotWritable(Exception):
@@ -48,14 +48,14 @@ def make_check_dir(access: SiteAccess, root: str, nonce: str) -> CheckDir:
         reason = " ".join(done.stderr.split())[-300:] or f"exit status {done.returncode}"
         raise RootNotWritable(f"{root} is not writable: {reason}")
     lines = done.stdout.splitlines()
-    if len(lines) < 3 or not _CHECK_DIR.match(lines[0]):
+    if len(lines) < 3 or not _CHECK_DIR.fullmatch(lines[0]):
         raise RootNotWritable(f"{root}: the directory check printed {done.stdout[:200]!r}")
     return CheckDir(lines[0], lines[1] == "yes", lines[2])
 
 
 def remove_check_dir(access: SiteAccess, path: str) -> bool:
     """Remove a check directory; False when that could not be done (left for the operator)."""
-    if not _CHECK_DIR.match(path):
+    if not _CHECK_DIR.fullmatch(path):
         return False
     try:
         done = access.run(["sh", "-c", _REMOVE, "vibesys-check", path])

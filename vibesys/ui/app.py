@@ -82,9 +82,7 @@ class Ui:
         if _machine(path):
             return JSONResponse({"error": message, "status": status}, status)
         title = _ERRORS.get(status, "Error")
-        html = self.pages.render(
-            "error.html", status=status, title=title, message=message, events=None, home=True
-        )
+        html = self.pages.bare("refused.html", status=status, title=title, message=message)
         return HTMLResponse(html, status)
 
     def stamp(self) -> tuple[object, ...]:
@@ -146,7 +144,8 @@ def build(ui: Ui) -> Starlette:
             except NotFound as exc:
                 return ui.error(path, 404, str(exc))
             except (UsageError, JournalError) as exc:  # the journal went, or is damaged
-                return ui.error(path, 503, str(exc))
+                _report(exc)  # its path and what is wrong, where the view runs: not to the peer
+                return ui.error(path, 503, "the journal cannot be read; see the view's terminal")
             except Exception as exc:  # a bug: a 500 page, and one line where it runs
                 _report(exc)
                 return ui.error(path, 500, "the view failed; see its terminal")

@@ -72,3 +72,9 @@ class Pages:
 
     def render(self, name: str, **context: Any) -> str:
         return self.env.get_template(name).render(**context)
+
+    def bare(self, name: str, **context: Any) -> str:
+        """A template rendered without the server's globals: a refusal carries no token and no
+        journal path, whoever asked."""
+        template = self.env.get_template(name)
+        return template.render(**{key: None for key in ("url", "journal")}, **context)

@@ -67,18 +67,20 @@ def find(journal: Journal, prefix: str) -> Invocation:
 def parse_time(name: str, text: str, now: datetime) -> str:
     """`15m`, `2h`, `3d`, `1w` before now, or an ISO date or time (UTC unless it says), as the
     journal's ISO-8601 UTC text."""
-    if match := _RELATIVE.fullmatch(text):
-        moment = now - timedelta(**{_UNITS[match[2]]: int(match[1])})
-    else:
-        try:
+    try:
+        if match := _RELATIVE.fullmatch(text):
+            moment = now - timedelta(**{_UNITS[match[2]]: int(match[1])})
+        else:
             moment = datetime.fromisoformat(text)
-        except ValueError:
-            raise BadRequest(
-                f"{name}={text[:40]!r}: give a time (2026-11-30T10:00) or an age (15m, 2h, 3d)"
-            ) from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat()
+    except ValueError:
+        raise BadRequest(
+            f"{name}={text[:40]!r}: give a time (2026-11-30T10:00) or an age (15m, 2h, 3d)"
+        ) from None
+    except OverflowError:  # an age before year 1, or a time that UTC cannot hold
+        raise BadRequest(f"{name}={text[:40]!r}: out of range") from None
 
 
 def _text(name: str, value: str) -> str:

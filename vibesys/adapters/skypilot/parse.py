@@ -43,7 +43,7 @@ _TERMINATED = re.compile(r"^Cluster terminated on the cloud: (\S+)$", re.MULTILI
 _NODE_NAME = re.compile(r"^job(\d+)-")
 #: The wrapper's last line; SkyPilot prefixes each log line with "(task name, pid=N) ".
 EXIT_LINE_PREFIX = "vibesys: exit_code="
-_EXIT_LINE = re.compile(r"^(?:\([^)]*\) )?" + re.escape(EXIT_LINE_PREFIX) + r"(\d+)\s*$")
+_EXIT_LINE = re.compile(r"(?:\([^)]*\) )?" + re.escape(EXIT_LINE_PREFIX) + r"(\d+)\s*")
 
 
 class ClusterStatus(StrEnum):
@@ -172,7 +172,7 @@ def exit_code_line(log_text: str) -> int | None:
     """The exit code the wrapper printed as its last line, if the log ends with one."""
     lines = [line for line in strip_ansi(log_text).splitlines() if line.strip()]
     for line in reversed(lines):
-        found = _EXIT_LINE.match(line)
+        found = _EXIT_LINE.fullmatch(line)
         if found is not None:
             return int(found.group(1))
         if not _is_sky_trailer(line):

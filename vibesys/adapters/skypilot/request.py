@@ -40,8 +40,8 @@ __all__ = ["RETIRED_PROFILE_ENV", "SkyPilotRequest", "client_variable", "make_re
 #: Once read by every process to resume with another profile: a silent re-read, retired.
 RETIRED_PROFILE_ENV = "VIBESYS_SKY_PROFILE"
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Passed values reach the job through `sky exec`'s own environment (`--secret NAME`: never on
 #: a command line or in the task file), so a name the SkyPilot client itself reads would
 #: change the client, not only the job.
@@ -93,7 +93,7 @@ class SkyPilotRequest(AdapterRequest):
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, value: str) -> str:
-        if not _RUN_ID.match(value):
+        if not _RUN_ID.fullmatch(value):
             raise ValueError(f"{value!r}: use letters, digits, . _ -")
         return value
 
@@ -101,7 +101,7 @@ class SkyPilotRequest(AdapterRequest):
     @classmethod
     def _pass_env(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
-            if not _VARIABLE.match(name):
+            if not _VARIABLE.fullmatch(name):
                 raise ValueError(f"{name!r}: not a variable name")
             reason = client_variable(name)
             if reason:

@@ -95,7 +95,7 @@ SLURM_STATES: Final[Mapping[str, RemoteState]] = MappingProxyType(
 #: Otherwise Slurm killed it and ExitCode (often 0:0 on the job row) says nothing about it.
 _ENDED_ON_ITS_OWN: Final = frozenset({"COMPLETED", "FAILED"})
 
-_SBATCH_PARSABLE = re.compile(r"^([0-9]+)(?:;([A-Za-z0-9_.-]+))?$")
+_SBATCH_PARSABLE = re.compile(r"([0-9]+)(?:;([A-Za-z0-9_.-]+))?")
 _SQUEUE_CODES: Final = {
     "%i": "job_id",
     "%j": "job_name",
@@ -179,7 +179,7 @@ def parse_sbatch_parsable(text: str) -> str:
     """The job id from `sbatch --parsable` stdout: `22`, or `24;vibesys` with --clusters.
     Anything else raises UnparseableOutput with `maybe_submitted` set: sbatch said it
     succeeded, so a job may exist that we cannot name by id."""
-    match = _SBATCH_PARSABLE.match(text.strip())
+    match = _SBATCH_PARSABLE.fullmatch(text.strip())
     if match is None:
         raise UnparseableOutput(
             f"sbatch --parsable printed {text.strip()[:200]!r}, not a job id",

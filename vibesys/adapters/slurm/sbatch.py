@@ -66,7 +66,7 @@ CANNOT_WRITE = 97
 PROBE_BASE = 100
 PROBE_SAID = "vibesys-submit: snapshot not staged"
 
-_JOB_ID = re.compile(r"^[0-9]+(;[A-Za-z0-9_.-]+)?$")
+_JOB_ID = re.compile(r"[0-9]+(;[A-Za-z0-9_.-]+)?")
 
 
 class SbatchBackend(SlurmBackendBase):
@@ -134,9 +134,9 @@ class SbatchBackend(SlurmBackendBase):
     def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
         """`scontrol update jobid=JOB Dependency=afterok:PARENT` (an empty dependency once
         the parent has completed: its job may be gone from the controller by then)."""
-        if job.job_id is None or not _JOB_ID.match(job.job_id):
+        if job.job_id is None or not _JOB_ID.fullmatch(job.job_id):
             raise BackendUnavailable(f"cannot move the dependency of job {job.job_id!r}")
-        if parent_job is not None and not _JOB_ID.match(parent_job):
+        if parent_job is not None and not _JOB_ID.fullmatch(parent_job):
             raise BackendUnavailable(f"cannot depend on job {parent_job!r}")
         depends = f"afterok:{parent_job.split(';')[0]}" if parent_job else ""
         argv = ["scontrol", "update", f"jobid={job.job_id.split(';')[0]}", f"Dependency={depends}"]

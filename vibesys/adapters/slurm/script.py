@@ -47,11 +47,11 @@ __all__ = [
 
 SCRIPT_FILE: Final = "job.sbatch"
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # sbatch expands `%` in --output/--error and splits #SBATCH lines on whitespace; a path that
 # needs neither quoting nor escaping there is also safe unquoted in the shell.
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@:,=-]*$")
-_JOB_ID = re.compile(r"^[0-9]+$")
+_SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+@:,=-]*")
+_JOB_ID = re.compile(r"[0-9]+")
 
 # The claim records `uname -n`, not $HOSTNAME: srun exports the submitter's environment. It
 # also records where the job runs (Slurm sets these in the job's own environment): an srun
@@ -101,7 +101,7 @@ class SlurmJobSpec(Struct, frozen=True):
     workdir: PurePosixPath | None = None
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.job_name):
+        if not _NAME.fullmatch(self.job_name):
             raise InvalidJobSpec(f"job name {self.job_name!r}: use letters, digits, . _ -")
         check_argv(self.command)
         _check_path("remote_attempt_dir", self.remote_attempt_dir)
@@ -112,18 +112,18 @@ class SlurmJobSpec(Struct, frozen=True):
         if self.gpus < 0:
             raise InvalidJobSpec(f"gpus {self.gpus}: must be 0 or more")
         for partition in self.partitions:
-            if not _NAME.match(partition):
+            if not _NAME.fullmatch(partition):
                 raise InvalidJobSpec(f"partition {partition!r}: not a partition name")
         for argument in self.extra_arguments:
             if not argument.startswith("-") or any(ch.isspace() for ch in argument):
                 raise InvalidJobSpec(f"site argument {argument!r}: must be one '--option=value'")
-        if self.dependency is not None and not _JOB_ID.match(self.dependency):
+        if self.dependency is not None and not _JOB_ID.fullmatch(self.dependency):
             raise InvalidJobSpec(f"dependency {self.dependency!r}: not a job id")
 
 
 def _check_path(what: str, path: PurePosixPath) -> None:
     text = str(path)
-    if not _SAFE_PATH.match(text) or text == "/" or ".." in path.parts:
+    if not _SAFE_PATH.fullmatch(text) or text == "/" or ".." in path.parts:
         raise InvalidJobSpec(f"{what} {text!r}: must be absolute and use only . _ / + @ : , = -")
 
 

@@ -87,14 +87,14 @@ class RateLimit(Struct, frozen=True):
 _RL_DEFAULTS: Final = {"rl_bucket_size": 30, "rl_refill_rate": 2, "rl_refill_period": 1}
 
 
-_CONFIG_LINE = re.compile(r"^(\w+)\s*=\s*(.*?)\s*$")
+_CONFIG_LINE = re.compile(r"(\w+)\s*=\s*(.*?)\s*")
 
 
 def parse_config(text: str) -> dict[str, str]:
     """`scontrol show config` as key -> value (the header line and blank lines dropped)."""
     found: dict[str, str] = {}
     for line in lines_of(text):
-        match = _CONFIG_LINE.match(line)
+        match = _CONFIG_LINE.fullmatch(line)
         if match:
             found[match.group(1)] = match.group(2)
     return found
