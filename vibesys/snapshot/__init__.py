@@ -53,7 +53,6 @@ from vibesys.snapshot.manifest import (
     Excluded,
     Manifest,
     ManifestEntry,
-    build_manifest,
     compute_digest,
     render_manifest_text,
 )
@@ -63,6 +62,7 @@ from vibesys.snapshot.policy import (
     ExclusionReason,
     SnapshotPolicy,
 )
+from vibesys.snapshot.reader import build_manifest
 
 __all__ = [
     "DEFAULT_EXCLUSIONS",
