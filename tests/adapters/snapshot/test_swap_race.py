@@ -27,7 +27,8 @@ from vibesys.adapters.skypilot.staged import stage_candidate
 from vibesys.adapters.staging.upload import Helper, Upload, write_tar
 from vibesys.bridge.files import stage_local_candidate
 from vibesys.errors import BackendMisconfigured
-from vibesys.snapshot import CandidateError, EntryKind, build_manifest
+from vibesys.snapshot import CandidateError, EntryKind, SnapshotPolicy, build_manifest
+from vibesys.snapshot.reader import Content, read_tree
 
 HOST_SECRET = b"HOST-SECRET-0600 never leaves the host\n"
 OWN = b"the workspace's own file\n"
@@ -263,3 +264,39 @@ def test_a_staged_copy_is_never_more_readable_than_its_source(tmp_path: Path) ->
         }
         assert stat.S_IMODE((copy / "closed").stat().st_mode) == 0o700
         assert stat.S_IMODE(copy.stat().st_mode) & 0o077 == 0
+
+
+class SwapsWhileReading:
+    """A sink that, while the walk reads `sub/a.txt`, swaps `sub/zdir` (already listed as a
+    directory, not yet entered) for the link to the host folder."""
+
+    def __init__(self, scene: Scene) -> None:
+        self.scene = scene
+        self.archived: list[str] = []
+
+    def directory(self, relative: str, mode: int) -> None:
+        self.archived.append(relative)
+
+    def file(self, relative: str, mode: int, content: Content) -> None:
+        if relative == "sub/a.txt":
+            exchange(self.scene.sub / "zdir", self.scene.parked)
+        content.read()
+        self.archived.append(relative)
+
+    def symlink(self, relative: str, target: str) -> None:
+        self.archived.append(relative)
+
+
+def test_a_directory_that_becomes_a_link_between_its_listing_and_its_open_refuses_the_read(
+    scene: Scene,
+) -> None:
+    (scene.sub / "a.txt").write_bytes(OWN)
+    (scene.sub / "zdir").mkdir()
+    (scene.sub / "zdir" / "secret.txt").write_bytes(OWN)
+    sink = SwapsWhileReading(scene)
+    with pytest.raises(CandidateError) as refused:
+        read_tree(scene.workspace, SnapshotPolicy(), sink)
+    assert str(refused.value) == (
+        "the candidate changed while it was read: 'sub/zdir' is a symbolic link or not a directory"
+    )
+    assert "sub/zdir/secret.txt" not in sink.archived
