@@ -5,7 +5,7 @@ This package is pure and local (the manifest, its digest, the exclusion policy):
 before any adapter exists (`vibesys snapshot --dry-run`, the digest recorded at PREPARED).
 Staging on the cluster goes through a transport and lives in `vibesys.adapters.staging`.
 
-    manifest = build_manifest(candidate_dir, policy)        # local only: walk and hash
+    manifest = build_manifest(candidate_dir, policy)        # local only: walk and hash (reader)
     print(render_manifest_text(manifest))                   # `vibesys snapshot --dry-run`
     result = stage(manifest, candidate_dir, runner, remote_root)   # vibesys.adapters.staging
     # in the job wrapper, before the command:
@@ -13,6 +13,12 @@ Staging on the cluster goes through a transport and lives in `vibesys.adapters.s
     verify_command(work_dir, manifest.digest)               # exit 86: mismatch, do not run
 
 Decisions:
+- Reading: one reader (`reader.py`) for the manifest and every stage: directories opened from
+  their parent's descriptor, never through a link, each file read once from the descriptor it
+  was opened from; a stage archives the bytes it hashes and must arrive at the recorded digest.
+  A name that changes kind, vanishes or changes size while it is read refuses the snapshot in
+  one line (CandidateError). Staged copies are never more readable than their source
+  (`reader.staged_mode`).
 - Content: regular files, directories (empty ones too) and symbolic links. Links are recorded
   with their target text, never followed; a link that is absolute or resolves outside the
   candidate is left out (reason `external-symlink`) unless `allow_external_symlinks`, because
@@ -53,7 +59,6 @@ from vibesys.snapshot.manifest import (
     Excluded,
     Manifest,
     ManifestEntry,
-    build_manifest,
     compute_digest,
     render_manifest_text,
 )
@@ -63,6 +68,7 @@ from vibesys.snapshot.policy import (
     ExclusionReason,
     SnapshotPolicy,
 )
+from vibesys.snapshot.reader import build_manifest
 
 __all__ = [
     "DEFAULT_EXCLUSIONS",

@@ -43,6 +43,10 @@ import stat
 import sys
 import tarfile
 
+# Imported when vibesys imports this module; `verify_script()` sends beneath.py's own text in
+# place of this line, so the remote side walks a directory by the same rules.
+from vibesys.osutil.beneath import Changed, open_dir, open_file, open_root
+
 FORMAT_HEADER = b"vibesys-snapshot-v1\0"
 MARKER = ".vibesys-snapshot"
 MODE_FILE = "100644"
@@ -79,20 +83,14 @@ def digest_of(records: "list[tuple[bytes, str, str]]") -> str:
     return digest.hexdigest()
 
 
-def file_sha256(path: "str | bytes", buffer: memoryview) -> "tuple[int, str]":
-    """(size, sha256 hex) of a regular file, read in `len(buffer)` chunks, never through a
-    symbolic link."""
+def fd_sha256(fd: int, buffer: memoryview) -> str:
+    """sha256 hex of what is left to read from the descriptor `fd`, in `len(buffer)` chunks."""
     digest = hashlib.sha256()
-    size = 0
-    fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
-    with open(fd, "rb", buffering=0) as handle:
-        while True:
-            count = handle.readinto(buffer)
-            if not count:
-                break
-            digest.update(buffer[:count])
-            size += count
-    return size, digest.hexdigest()
+    while True:
+        count = os.readv(fd, [buffer])
+        if not count:
+            return digest.hexdigest()
+        digest.update(buffer[:count])
 
 
 def file_mode(st_mode: int) -> str:
@@ -100,7 +98,9 @@ def file_mode(st_mode: int) -> str:
 
 
 def tree_records(root: bytes) -> "list[tuple[bytes, str, str]]":
-    """Every entry under `root` as a digest record; raises Mismatch for what no snapshot holds."""
+    """Every entry under `root` as a digest record; raises Mismatch for what no snapshot holds.
+    Each directory is opened from its parent's descriptor and each file once from its
+    directory's, never through a link (a name swapped meanwhile is a Mismatch)."""
     try:
         top = os.lstat(root)
     except FileNotFoundError:
@@ -109,28 +109,56 @@ def tree_records(root: bytes) -> "list[tuple[bytes, str, str]]":
         raise Mismatch("is not a directory")
     buffer = memoryview(bytearray(CHUNK))
     records = []  # type: list[tuple[bytes, str, str]]
-    pending = [b""]
-    while pending:
-        prefix = pending.pop()
-        with os.scandir(os.path.join(root, prefix) if prefix else root) as listing:
-            for entry in listing:
-                relative = prefix + entry.name
-                if relative == MARKER.encode("ascii"):
-                    continue
-                if entry.is_symlink():
-                    target = os.readlink(entry.path)
-                    records.append((relative, MODE_SYMLINK, hashlib.sha256(target).hexdigest()))
-                elif entry.is_dir(follow_symlinks=False):
-                    records.append((relative, MODE_DIR, EMPTY_SHA256))
-                    pending.append(relative + b"/")
-                elif entry.is_file(follow_symlinks=False):
-                    info = entry.stat(follow_symlinks=False)
-                    records.append(
-                        (relative, file_mode(info.st_mode), file_sha256(entry.path, buffer)[1])
-                    )
-                else:
-                    raise Mismatch("holds a special file: " + _show(relative))
+    #: a descriptor of each directory being walked, and its subdirectories still to enter
+    stack = []  # type: list[tuple[int, list[bytes]]]
+    try:
+        fd = open_root(root, follow=False)
+        stack.append((fd, []))
+        stack[-1] = (fd, _list(fd, b"", records, buffer))
+        while stack:
+            fd, subdirectories = stack[-1]
+            if not subdirectories:
+                stack.pop()
+                os.close(fd)
+                continue
+            relative = subdirectories.pop()
+            child = open_dir(fd, os.path.basename(relative), _text(relative))
+            stack.append((child, []))
+            stack[-1] = (child, _list(child, relative + b"/", records, buffer))
+    except Changed as exc:
+        raise Mismatch("changed while it was verified: " + str(exc)) from None
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
     return records
+
+
+def _list(
+    fd: int, prefix: bytes, records: "list[tuple[bytes, str, str]]", buffer: memoryview
+) -> "list[bytes]":
+    """Record the entries of the directory `fd` (at `prefix`); its subdirectories' paths."""
+    subdirectories = []  # type: list[bytes]
+    for text in os.listdir(fd):  # names as str (surrogate escapes): os.listdir(fd) has no bytes
+        name = os.fsencode(text)
+        relative = prefix + name
+        if relative == MARKER.encode("ascii"):
+            continue
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            target = os.readlink(name, dir_fd=fd)
+            records.append((relative, MODE_SYMLINK, hashlib.sha256(target).hexdigest()))
+        elif stat.S_ISDIR(info.st_mode):
+            records.append((relative, MODE_DIR, EMPTY_SHA256))
+            subdirectories.append(relative)
+        elif stat.S_ISREG(info.st_mode):
+            file, opened = open_file(fd, name, _text(relative))
+            try:
+                records.append((relative, file_mode(opened.st_mode), fd_sha256(file, buffer)))
+            finally:
+                os.close(file)
+        else:
+            raise Mismatch("holds a special file: " + _show(relative))
+    return subdirectories
 
 
 def verify(root: bytes, expected: str) -> None:
@@ -143,8 +171,12 @@ def verify(root: bytes, expected: str) -> None:
         raise Mismatch(f"has digest {found} over {len(records)} entries, expected {expected}")
 
 
+def _text(path: bytes) -> str:
+    return path.decode("utf-8", "replace")
+
+
 def _show(path: bytes) -> str:
-    return repr(path.decode("utf-8", "replace"))
+    return repr(_text(path))
 
 
 def _incoming(snapshots: bytes, token: str) -> "tuple[bytes, bytes]":
@@ -153,7 +185,9 @@ def _incoming(snapshots: bytes, token: str) -> "tuple[bytes, bytes]":
 
 
 def _append_stdin(path: bytes) -> None:
-    with open(path, "ab") as sink:
+    # 0600: the archive holds files that may be readable by their owner only
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW
+    with open(os.open(path, flags, 0o600), "ab") as sink:
         shutil.copyfileobj(sys.stdin.buffer, sink, CHUNK)
 
 
@@ -183,8 +217,8 @@ def _extract_members(tar: tarfile.TarFile, dest: bytes) -> None:
         relative = _member_path(name, links)
         path = os.path.join(dest, relative)
         if member.isdir():
-            os.mkdir(path)
-            os.chmod(path, 0o755)
+            os.mkdir(path, 0o700)
+            os.chmod(path, _staged(member.mode, 0o755))
         elif member.issym():
             os.symlink(member.linkname.encode("utf-8"), path)
             links.add(relative)
@@ -194,9 +228,16 @@ def _extract_members(tar: tarfile.TarFile, dest: bytes) -> None:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
             with open(os.open(path, flags, 0o600), "wb") as sink:
                 shutil.copyfileobj(content, sink, CHUNK)
-                os.fchmod(sink.fileno(), 0o755 if member.mode & stat.S_IXUSR else 0o644)
+                normalized = 0o755 if member.mode & stat.S_IXUSR else 0o644
+                os.fchmod(sink.fileno(), _staged(member.mode, normalized))
         else:
             raise Failed("refusing tar member of type " + repr(member.type))
+
+
+def _staged(mode: int, normalized: int) -> int:
+    """A copy's permission bits: the normalized mode, no more than the stager's tar member
+    grants group and others (the source's own; see `reader.staged_mode`)."""
+    return normalized & (mode | 0o700)
 
 
 def _remove(path: bytes) -> None:
@@ -219,7 +260,7 @@ def install(snapshots: bytes, digest: str, token: str) -> str:
     final = os.path.join(snapshots, digest.encode("ascii"))
     try:
         _append_stdin(archive)
-        os.mkdir(temporary, 0o755)
+        os.mkdir(temporary, 0o700)  # the top's own mode is not in the archive: owner only
         _extract(archive, temporary)
         os.unlink(archive)
         with open(os.path.join(temporary, MARKER.encode("ascii")), "w") as marker:

@@ -4,18 +4,14 @@ and the digest that names it."""
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
 import stat
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
 from vibesys.snapshot import _remote
-from vibesys.snapshot.errors import CandidateError
-from vibesys.snapshot.policy import ExclusionReason, SnapshotPolicy, matcher
+from vibesys.snapshot.policy import ExclusionReason, SnapshotPolicy
 
 __all__ = [
     "MARKER",
@@ -23,16 +19,13 @@ __all__ = [
     "Excluded",
     "Manifest",
     "ManifestEntry",
-    "build_manifest",
     "compute_digest",
     "render_manifest_text",
+    "size_text",
 ]
 
 #: The file a staged snapshot holds at its top level besides the candidate (not in the digest).
 MARKER: Final = _remote.MARKER
-#: Threads hashing files, and the fewest files worth a thread of their own.
-_HASH_THREADS: Final = max(2, min(8, os.cpu_count() or 2))
-_BATCH: Final = 256
 
 
 class EntryKind(StrEnum):
@@ -95,6 +88,8 @@ class Manifest:
 
     entries: tuple[ManifestEntry, ...]
     excluded: tuple[Excluded, ...] = field(default=(), compare=False)
+    #: the policy it was read under: a stage reads the candidate again under the same one
+    policy: SnapshotPolicy | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.entries, key=lambda entry: entry.path.encode("utf-8")))
@@ -126,152 +121,7 @@ def compute_digest(entries: Iterable[ManifestEntry]) -> str:
     )
 
 
-def build_manifest(root: str | os.PathLike[str], policy: SnapshotPolicy | None = None) -> Manifest:
-    """Walk the candidate directory `root` (the working tree as it is, uncommitted changes
-    included) and list what its snapshot holds. Symbolic links are recorded, never followed;
-    the top directory itself may be one. Raises CandidateError when `root` is not a readable
-    directory or changes while it is read."""
-    policy = policy or SnapshotPolicy()
-    base = os.fspath(root)
-    try:
-        if not stat.S_ISDIR(os.stat(base).st_mode):
-            raise CandidateError(f"candidate {base!r} is not a directory")
-    except OSError as exc:
-        raise CandidateError(f"candidate {base!r}: {exc.strerror or exc}") from exc
-    walk = _Walk(base, policy)
-    walk.run()
-    return Manifest(tuple(walk.entries + walk.hash_files()), tuple(walk.sorted_excluded()))
-
-
-class _Walk:
-    def __init__(self, base: str, policy: SnapshotPolicy) -> None:
-        self.base = base
-        self.real = os.path.realpath(base)
-        self.policy = policy
-        self.rules = matcher(policy)
-        self.entries: list[ManifestEntry] = []
-        self.excluded: list[Excluded] = []
-        #: (relative path, mode) of regular files still to hash
-        self.files: list[tuple[str, int]] = []
-
-    def leave_out(
-        self, path: str, kind: EntryKind | None, reason: ExclusionReason, detail: str
-    ) -> None:
-        self.excluded.append(Excluded(path, kind, reason, detail))
-
-    def run(self) -> None:
-        pending = [""]
-        while pending:
-            prefix = pending.pop()
-            try:
-                with os.scandir(os.path.join(self.base, prefix)) as listing:
-                    found = list(listing)
-            except OSError as exc:
-                raise CandidateError(f"cannot list {prefix or './'}: {exc.strerror}") from exc
-            for entry in found:
-                relative = prefix + entry.name
-                try:
-                    walk = self.visit(relative, entry)
-                except OSError as exc:  # it vanished or changed kind while we looked
-                    why = exc.strerror or str(exc)
-                    raise CandidateError(f"cannot read {relative!r}: {why}") from exc
-                if walk:
-                    pending.append(relative + "/")
-
-    def visit(self, relative: str, entry: os.DirEntry[str]) -> bool:
-        """Record one entry; True when it is a directory to walk."""
-        try:
-            relative.encode("utf-8")
-        except UnicodeEncodeError:
-            self.leave_out(relative, None, ExclusionReason.BAD_NAME, "name is not UTF-8")
-            return False
-        if relative == MARKER:
-            self.leave_out(relative, None, ExclusionReason.RESERVED, "the snapshot marker")
-            return False
-        kind = _kind(entry)
-        rule = self.rules.excluded_by(relative, kind is EntryKind.DIRECTORY)
-        if rule is not None:
-            self.leave_out(relative, kind, rule.reason, f"matches {rule.pattern!r}")
-            return False
-        if kind is None:
-            self.leave_out(relative, None, ExclusionReason.SPECIAL_FILE, "FIFO, socket or device")
-        elif kind is EntryKind.DIRECTORY:
-            self.entries.append(ManifestEntry(relative, kind, 0o755, 0, _remote.EMPTY_SHA256))
-            return True
-        elif kind is EntryKind.SYMLINK:
-            self.link(relative, entry.path)
-        else:
-            info = entry.stat(follow_symlinks=False)
-            if info.st_size > self.policy.max_file_bytes:
-                limit = f"{_size(info.st_size)} over the {_size(self.policy.max_file_bytes)} limit"
-                self.leave_out(relative, kind, ExclusionReason.TOO_LARGE, limit)
-            else:
-                self.files.append((relative, 0o755 if info.st_mode & stat.S_IXUSR else 0o644))
-        return False
-
-    def link(self, relative: str, path: str) -> None:
-        target = os.readlink(path)
-        try:
-            raw = target.encode("utf-8")
-        except UnicodeEncodeError:
-            self.leave_out(relative, EntryKind.SYMLINK, ExclusionReason.BAD_NAME, "target")
-            return
-        if not self.policy.allow_external_symlinks and self.external(relative, target):
-            why = f"-> {target!r} leaves the candidate"
-            self.leave_out(relative, EntryKind.SYMLINK, ExclusionReason.EXTERNAL_SYMLINK, why)
-            return
-        sha = hashlib.sha256(raw).hexdigest()
-        self.entries.append(
-            ManifestEntry(relative, EntryKind.SYMLINK, 0o777, len(raw), sha, target)
-        )
-
-    def external(self, relative: str, target: str) -> bool:
-        """Whether the link at `relative` ends outside the candidate, resolved the way the
-        file system would (through other links), so the digest could not vouch for it."""
-        if target.startswith("/"):
-            return True
-        parent = os.path.dirname(os.path.join(self.real, relative))
-        resolved = os.path.realpath(os.path.join(parent, target))
-        return os.path.commonpath([self.real, resolved]) != self.real
-
-    def hash_files(self) -> list[ManifestEntry]:
-        """Hash the regular files found, in batches on a few threads (file reads and hashlib
-        release the GIL): most of a candidate's cost is system calls on small files."""
-
-        def batch(items: list[tuple[str, int]]) -> list[ManifestEntry]:
-            buffer = memoryview(bytearray(_remote.CHUNK))
-            done = []
-            for relative, mode in items:
-                try:
-                    size, sha = _remote.file_sha256(os.path.join(self.base, relative), buffer)
-                except OSError as exc:
-                    why = exc.strerror or str(exc)
-                    raise CandidateError(f"cannot read {relative!r}: {why}") from exc
-                done.append(ManifestEntry(relative, EntryKind.FILE, mode, size, sha))
-            return done
-
-        size = max(_BATCH, -(-len(self.files) // _HASH_THREADS))
-        batches = [self.files[i : i + size] for i in range(0, len(self.files), size)]
-        if len(batches) <= 1:
-            return batch(self.files)
-        with ThreadPoolExecutor(_HASH_THREADS, thread_name_prefix="vibesys-hash") as pool:
-            return [entry for done in pool.map(batch, batches) for entry in done]
-
-    def sorted_excluded(self) -> list[Excluded]:
-        return sorted(self.excluded, key=lambda item: os.fsencode(item.path))
-
-
-def _kind(entry: os.DirEntry[str]) -> EntryKind | None:
-    if entry.is_symlink():
-        return EntryKind.SYMLINK
-    if entry.is_dir(follow_symlinks=False):
-        return EntryKind.DIRECTORY
-    if entry.is_file(follow_symlinks=False):
-        return EntryKind.FILE
-    return None
-
-
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
     if count < 1024:
         return f"{count} B"
     value = float(count)
@@ -300,7 +150,7 @@ def render_manifest_text(manifest: Manifest, *, entries: bool = True) -> str:
     )
     lines = [
         f"snapshot {manifest.digest}",
-        f"  {counts}, {_size(manifest.total_bytes)} of content",
+        f"  {counts}, {size_text(manifest.total_bytes)} of content",
     ]
     if entries:
         lines.append(f"included ({len(manifest.entries)}):")
@@ -310,7 +160,7 @@ def render_manifest_text(manifest: Manifest, *, entries: bool = True) -> str:
                 name += "/"
             elif entry.kind is EntryKind.SYMLINK:
                 name += f" -> {_show(entry.target or '')}"
-            size = "" if entry.kind is not EntryKind.FILE else _size(entry.size)
+            size = "" if entry.kind is not EntryKind.FILE else size_text(entry.size)
             lines.append(f"  {entry.mode_text}  {size:>10}  {entry.sha256[:12]}  {name}")
     lines.append(f"excluded ({len(manifest.excluded)}):")
     width = max((len(item.reason.value) for item in manifest.excluded), default=0)

@@ -1,18 +1,16 @@
-"""Sending a manifest's files to the cluster as one tar stream: read through file descriptors
-that must not follow links, checked against the manifest as they are read, and uploaded in
-pieces through the remote helper (`vibesys.snapshot._remote`)."""
+"""Sending a candidate to the cluster as one tar stream: read once through the candidate's one
+reader (descriptors under the root, never a link, each file's bytes hashed as they are
+archived), checked against the manifest, and uploaded in pieces through the remote helper
+(`vibesys.snapshot._remote`)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.resources
 import io
-import os
 import tarfile
 from pathlib import Path, PurePosixPath
-from types import TracebackType
 
 from vibesys.adapters.base import Progress
 from vibesys.adapters.staging.errors import SnapshotMismatch, StagingFailed
@@ -20,11 +18,13 @@ from vibesys.adapters.transports.base import CommandResult, Runner
 from vibesys.errors import BackendError
 from vibesys.snapshot import _remote
 from vibesys.snapshot.errors import CandidateError
-from vibesys.snapshot.manifest import EntryKind, Manifest, ManifestEntry
+from vibesys.snapshot.manifest import Manifest
+from vibesys.snapshot.policy import SnapshotPolicy
+from vibesys.snapshot.reader import Content, read_tree
 
 __all__ = [
     "Helper",
-    "ManifestFileReader",
+    "TarSink",
     "Upload",
     "changed_error",
     "verify_script",
@@ -125,41 +125,42 @@ class Upload:
             self.helper.run("--abort", self.snapshots, self.token)
 
 
-class ManifestFileReader:
-    """A candidate file read for the archive, checked against its manifest entry as it goes."""
+class TarSink:
+    """What the candidate's one reader (`vibesys.snapshot.reader`) reads, as tar members: the
+    bytes hashed are the bytes archived. Owner 0, time 0, the normalized modes limited to what
+    the source grants (`staged_mode`)."""
 
-    def __init__(self, root: Path, entry: ManifestEntry) -> None:
-        self.entry = entry
-        fd = os.open(root / entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        self.file = open(fd, "rb", buffering=0)  # noqa: SIM115 (closed by __exit__)
-        self.hash = hashlib.sha256()
-        self.size = 0
+    def __init__(self, tar: tarfile.TarFile) -> None:
+        self.tar = tar
 
-    def read(self, count: int = -1, /) -> bytes:
-        data = self.file.read(count)
-        self.hash.update(data)
-        self.size += len(data)
-        return data
+    def directory(self, relative: str, mode: int) -> None:
+        self.tar.addfile(self._info(relative, tarfile.DIRTYPE, mode))
 
-    def unchanged(self) -> bool:
-        return (
-            not self.file.read(1)
-            and self.size == self.entry.size
-            and self.hash.hexdigest() == self.entry.sha256
-        )
+    def file(self, relative: str, mode: int, content: Content) -> None:
+        info = self._info(relative, tarfile.REGTYPE, mode)
+        info.size = content.size
+        self.tar.addfile(info, content)  # tarfile needs read() only
 
-    def __enter__(self) -> ManifestFileReader:
-        return self
+    def symlink(self, relative: str, target: str) -> None:
+        info = self._info(relative, tarfile.SYMTYPE, 0o777)
+        info.linkname = target
+        self.tar.addfile(info)
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.file.close()
+    @staticmethod
+    def _info(relative: str, kind: bytes, mode: int) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(relative)
+        info.type = kind
+        info.mode = mode
+        info.mtime = 0
+        return info
 
 
 def write_tar(manifest: Manifest, root: Path, sink: Upload) -> None:
-    """The manifest's entries as a PAX archive, in digest order (parents before children):
-    regular files, directories and symbolic links only, owner 0, time 0, normalized modes."""
+    """The candidate at `root` as a PAX archive (parents before children, links last), read
+    once through the candidate's one reader under the manifest's policy: it must come out as
+    exactly `manifest`, else CandidateError naming the first path that differs (the caller
+    then aborts the upload: nothing that differs is installed)."""
+    policy = manifest.policy or SnapshotPolicy()
     with tarfile.TarFile(
         fileobj=sink,  # tarfile needs only write() and tell() of it
         mode="w",
@@ -167,33 +168,25 @@ def write_tar(manifest: Manifest, root: Path, sink: Upload) -> None:
         encoding="utf-8",
         copybufsize=_remote.CHUNK,
     ) as tar:
-        for entry in manifest.entries:
-            info = tarfile.TarInfo(entry.path)
-            info.mode = entry.mode
-            info.mtime = 0
-            try:
-                if entry.kind is EntryKind.DIRECTORY:
-                    info.type = tarfile.DIRTYPE
-                    tar.addfile(info)
-                elif entry.kind is EntryKind.SYMLINK:
-                    if os.readlink(root / entry.path) != entry.target:
-                        raise changed_error(entry)
-                    info.type = tarfile.SYMTYPE
-                    info.linkname = entry.target or ""
-                    tar.addfile(info)
-                else:
-                    info.size = entry.size
-                    with ManifestFileReader(root, entry) as reader:
-                        tar.addfile(info, reader)
-                        if not reader.unchanged():
-                            raise changed_error(entry)
-            except OSError as exc:
-                raise changed_error(entry) from exc
+        try:
+            archived = read_tree(root, policy, TarSink(tar))
+        except OSError as exc:  # tarfile's "unexpected end of data": a file shrank
+            raise CandidateError(f"the candidate changed while it was staged: {exc}") from exc
+    if archived.digest != manifest.digest:
+        raise changed_error(_first_difference(manifest, archived))
 
 
-def changed_error(entry: ManifestEntry) -> CandidateError:
+def _first_difference(expected: Manifest, archived: Manifest) -> str:
+    def records(manifest: Manifest) -> set[tuple[str, str, str]]:
+        return {(entry.path, entry.mode_text, entry.sha256) for entry in manifest.entries}
+
+    differ = records(expected) ^ records(archived)
+    return min((path for path, _, _ in differ), key=lambda path: path.encode("utf-8"))
+
+
+def changed_error(path: str) -> CandidateError:
     return CandidateError(
-        f"{entry.path!r} changed after the manifest was built; build the manifest again"
+        f"{path!r} changed after the manifest was built; build the manifest again"
     )
 
 
@@ -203,4 +196,13 @@ def verify_script() -> str:
     `python3 -I -c SCRIPT DIR DIGEST` exits 0 when DIR is exactly the snapshot DIGEST (the
     top-level marker aside), else VERIFY_MISMATCH_EXIT with one line on stderr."""
     source = importlib.resources.files("vibesys.snapshot").joinpath("_remote.py")
-    return source.read_text(encoding="utf-8")
+    text = source.read_text(encoding="utf-8")
+    rules = importlib.resources.files("vibesys.osutil").joinpath("beneath.py")
+    # The remote side has no vibesys: the descriptor-relative primitives go as their own text.
+    before, line, after = text.partition(_BENEATH_IMPORT)
+    if not line or _BENEATH_IMPORT in after:
+        raise AssertionError("_remote.py imports beneath once, on a line of its own")
+    return before + rules.read_text(encoding="utf-8") + after.split("\n", 1)[1]
+
+
+_BENEATH_IMPORT = "from vibesys.osutil.beneath import "
