@@ -63,7 +63,7 @@ MUTANTS: list[Mutant] = [
     M("slurm-kill-read-as-status", PARSE, 'frozenset({"COMPLETED", "FAILED"})', 'frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})', "ExitCode of a job Slurm killed is taken as the command's status"),
     M("slurm-our-cancel-unattributed", PARSE, 'cancelled_by = "vibesys"', "cancelled_by = None", "a cancel we asked for is not recorded as ours"),
     M("slurm-lag-row-trusted", PARSE, "if isinstance(row, SacctRow) and row.job_name == SACCT_PLACEHOLDER_NAME:", "if False:", "sacct's stale placeholder row during lag is taken as evidence"),
-    M("sbatch-id-prefix-accepted", PARSE, r'r"^([0-9]+)(?:;([A-Za-z0-9_.-]+))?$"', r'r"^([0-9]+)"', "sbatch output with trailing junk yields a job id"),
+    M("sbatch-id-prefix-accepted", PARSE, "_SBATCH_PARSABLE.fullmatch(text.strip())", "_SBATCH_PARSABLE.match(text.strip())", "sbatch output with trailing junk yields a job id"),
     # -- exit statuses of run and wait -------------------------------------------------------
     M("exit-infra-75-to-1", EXITS, "EXIT_INFRA_FAILED = 75", "EXIT_INFRA_FAILED = 1", "an exhausted retry budget exits like an application failure"),
     M("exit-unresolved-4-to-0", EXITS, "EXIT_UNRESOLVED = 4", "EXIT_UNRESOLVED = 0", "an outcome that cannot be proven exits as success"),
