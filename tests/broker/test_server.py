@@ -25,6 +25,7 @@ from vibesys.broker.protocol import MAX_REQUEST_BYTES
 from vibesys.broker.server import BrokerServer
 from vibesys.broker.slots import JobSlots
 from vibesys.config import AgentGpuConfig
+from vibesys.osutil.connections import Limits
 
 CLIENT = Path(client.__file__)
 BUDGET = 20.0
@@ -97,7 +98,7 @@ def make_broker(
         socket_path=state / "gpu.sock",
         allowed_uids=uids if uids is not None else frozenset({os.getuid()}),
         log=log.append,
-        max_connections=8,
+        limits=Limits(max_connections=8),
     )
     server.listen()
     stop = threading.Event()
@@ -267,7 +268,7 @@ def test_too_many_connections_are_refused(tmp_path: Path) -> None:
         for _ in range(8):
             conn = idle.enter_context(socket.socket(socket.AF_UNIX))
             conn.connect(str(broker.socket_path))
-        wait_until(lambda: len(broker.server._connections) == 8, "8 connections")
+        wait_until(lambda: broker.server.gate.open_connections == 8, "8 connections")
         code, _, err = finish(broker.client("--", "echo", "0"))
         assert code == 2 and "the broker is busy" in err
 
