@@ -200,7 +200,11 @@ class Tricklers:
 
     def _connect(self) -> socket.socket:
         peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        peer.connect(str(self.path))
+        try:
+            peer.connect(str(self.path))
+        except OSError:
+            peer.close()
+            raise
         peer.setblocking(False)
         with contextlib.suppress(OSError):
             peer.send(self.first)
