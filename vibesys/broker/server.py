@@ -111,11 +111,13 @@ class BrokerServer:
         Only accepts and hands off: it never waits on a peer."""
         assert self._listener is not None, "listen() first"
         try:
-            while not stop.is_set():
+            while not stop.is_set() and self._listener is not None:
                 try:
                     conn, _ = self._listener.accept()
                 except TimeoutError:
                     continue
+                except OSError:
+                    return  # the listener was closed under us: a shutdown
                 self.gate.admit(conn, self.allowed_uids, self._serve)
         finally:
             self.shutdown()
