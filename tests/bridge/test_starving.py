@@ -258,7 +258,7 @@ def test_a_stopped_bridge_is_noticed_by_its_missing_heartbeats(tmp_path: Path) -
     base = {k: v for k, v in os.environ.items() if not k.startswith("VIBESYS_")} | eval_env
 
     def helper_of(marker: Path, retry: str, sleep: int) -> tuple[subprocess.Popen[str], list[str]]:
-        script = f"echo before; touch {marker}; sleep {sleep}; echo after"
+        script = f"echo before; sleep 1.5; touch {marker}; sleep {sleep}; echo after"
         proc = subprocess.Popen(
             [sys.executable, str(CLIENT), "--retry-seconds", retry, "--", "sh", "-c", script],
             env=base,
@@ -272,9 +272,10 @@ def test_a_stopped_bridge_is_noticed_by_its_missing_heartbeats(tmp_path: Path) -
 
     try:
         # Stopped a while, then continued: the helper reconnects and resumes, no byte twice.
-        proc, said = helper_of(tmp_path / "one", "30", 3)
+        proc, said = helper_of(tmp_path / "one", "30", 2)
         until(lambda: (tmp_path / "one").exists(), "the first command to start")
-        time.sleep(0.3)
+        # 1.5 s without output: the heartbeats (0.3 s) kept the helper from a reconnect.
+        assert not any("no word" in line for line in said), said
         bridge.send_signal(signal.SIGSTOP)
         until(lambda: any("no word from the bridge for 0.9 s" in s for s in said), "silence", 5)
         bridge.send_signal(signal.SIGCONT)
