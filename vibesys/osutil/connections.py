@@ -31,14 +31,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = [
-    "Connection",
-    "Gate",
-    "IncompleteLine",
-    "Limits",
-    "PeerCredentials",
-    "peer_credentials",
-]
+__all__ = ["Connection", "Gate", "IncompleteLine", "Limits", "PeerCredentials", "peer_credentials"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +162,8 @@ class Gate:
         self._per_uid: Counter[int] = Counter()
         self._closing = False
         self._drainer = _Drainer(limits)
+        self._logged_at = -1.0
+        self._unlogged = 0
 
     @property
     def open_connections(self) -> int:
@@ -193,7 +188,7 @@ class Gate:
             sock.close()
             return
         if peer.uid not in allowed_uids:
-            self._log(f"refused pid={peer.pid} uid={peer.uid}: uid not allowed")
+            self._note(f"refused pid={peer.pid} uid={peer.uid}: uid not allowed")
             self._turn_away(
                 sock, self._refused_line(f"uid {peer.uid} may not use this {self.service}")
             )
@@ -210,13 +205,24 @@ class Gate:
                 self._live[id(conn)] = (conn, thread)
                 self._per_uid[peer.uid] += 1
         if crowded is not None:
-            self._log(f"busy: pid={peer.pid} uid={peer.uid}: {crowded}")
+            self._note(f"turned away pid={peer.pid} uid={peer.uid}: {crowded}")
             retry = self.limits.retry_after
             self._turn_away(
                 sock, self._busy_line(f"the {self.service} is {crowded}; try again", retry)
             )
             return
         thread.start()
+
+    def _note(self, line: str) -> None:
+        """Log what the accept loop turns away, at most once a second (with how many were
+        not logged): a peer connecting in a loop cannot flood the log, nor block on it."""
+        now = time.monotonic()
+        if now - self._logged_at < 1.0:
+            self._unlogged += 1
+            return
+        more = f" (and {self._unlogged} more since the last such line)" if self._unlogged else ""
+        self._logged_at, self._unlogged = now, 0
+        self._log(line + more)
 
     def _crowded(self, uid: int) -> str | None:
         if self._closing:
