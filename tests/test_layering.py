@@ -143,6 +143,7 @@ _BROKER_CORE = (
     "vibesys.broker.bwrap",
     "vibesys.config",
     "vibesys.errors",
+    "vibesys.osutil.connections",
     "vibesys.osutil.tokens",
 )
 BROKER_ALLOWED = {

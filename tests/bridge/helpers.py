@@ -3,9 +3,12 @@ a raw client that sends one line and reads every reply."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,11 +16,12 @@ from typing import Any
 
 from vibesys.bridge.admission import SessionPolicy
 from vibesys.bridge.runner import EvaluationRunner
-from vibesys.bridge.server import BridgeServer
+from vibesys.bridge.server import HEARTBEAT_SECONDS, BridgeServer
 from vibesys.bridge.site import Site
 from vibesys.config import PortableResources
 from vibesys.engine.drive import StopFlag
 from vibesys.journal_schema import Journal, open_journal
+from vibesys.osutil.connections import Limits
 from vibesys.osutil.tokens import BRIDGE_PREFIX, new_token
 
 
@@ -100,7 +104,14 @@ def output(replies: list[dict[str, Any]], stream: str = "stdout") -> bytes:
     )
 
 
-def make_bridge(tmp_path: Path, workspace: Path, **policy: Any) -> tuple[Bridge, StopFlag]:
+def make_bridge(
+    tmp_path: Path,
+    workspace: Path,
+    *,
+    limits: Limits | None = None,
+    heartbeat: float = HEARTBEAT_SECONDS,
+    **policy: Any,
+) -> tuple[Bridge, StopFlag]:
     journal_path = tmp_path / ".vibesys" / "journal.db"
     open_journal(journal_path).close()
     results = tmp_path / "results"
@@ -128,8 +139,98 @@ def make_bridge(tmp_path: Path, workspace: Path, **policy: Any) -> tuple[Bridge,
         frozenset({os.getuid()}),
         {"backend": "local"},
         log=logs.append,
+        limits=limits or Limits(),
+        heartbeat_seconds=heartbeat,
     )
     server.listen()
     stop = StopFlag()
     threading.Thread(target=server.serve, args=(stop,), daemon=True).start()
     return Bridge(server, runner, token, workspace, journal_path, results, logs), stop
+
+
+def throwaway_uid() -> int:
+    import grp
+    import pwd
+
+    taken = {u.pw_uid for u in pwd.getpwall()} | {g.gr_gid for g in grp.getgrall()}
+    return next(n for n in range(61000, 65000) if n not in taken)
+
+
+_AS_OTHER = """
+import json, socket, sys
+conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+conn.connect(sys.argv[1])
+conn.sendall(sys.stdin.buffer.read())
+data = b""
+while chunk := conn.recv(65536):
+    data += chunk
+print(data.decode())
+"""
+
+
+def as_other(uid: int, path: Path, line: bytes) -> list[dict[str, Any]]:
+    """Send `line` to the bridge as `uid` (a throwaway one, through setpriv); the replies."""
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    done = subprocess.run(
+        [*argv, sys.executable, "-c", _AS_OTHER, str(path)],
+        input=line,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(row) for row in done.stdout.decode().splitlines() if row.strip()]
+
+
+class Tricklers:
+    """`count` peers that connect, send `first` (a bad line, or a line without its end),
+    then a byte each every `every` seconds, until the server ends them: a thread of their own
+    trickles for all. `again`: a peer the server ended connects once more."""
+
+    def __init__(
+        self, path: Path, count: int, first: bytes, every: float = 0.2, again: bool = False
+    ) -> None:
+        self.path, self.first, self.every, self.again = path, first, every, again
+        self.ended = 0
+        self.answers: list[bytes] = []
+        self._peers: list[socket.socket | None] = [self._connect() for _ in range(count)]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _connect(self) -> socket.socket:
+        peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            peer.connect(str(self.path))
+        except OSError:
+            peer.close()
+            raise
+        peer.setblocking(False)
+        with contextlib.suppress(OSError):
+            peer.send(self.first)
+        return peer
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            for index, peer in enumerate(self._peers):
+                if peer is None:
+                    continue
+                try:
+                    with contextlib.suppress(BlockingIOError):
+                        if data := peer.recv(65536):
+                            self.answers.append(data)
+                    peer.send(b"x")
+                except OSError:  # ended by the server
+                    peer.close()
+                    self.ended += 1
+                    self._peers[index] = None
+                    if self.again and not self._stop.is_set():
+                        with contextlib.suppress(OSError):
+                            self._peers[index] = self._connect()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for peer in self._peers:
+            if peer is not None:
+                peer.close()

@@ -26,8 +26,10 @@ from vibesys.bridge.protocol import (
 )
 from vibesys.bridge.replies import (
     Accepted,
+    Busy,
     Cancelling,
     Capabilities,
+    Heartbeat,
     Output,
     Queued,
     Refused,
@@ -222,6 +224,9 @@ def test_an_oversized_line_is_refused_as_soon_as_it_is() -> None:
 
 REPLIES = [
     Accepted("1a2b", "r-1", True),
+    Accepted("1a2b", "r-1", False, 0.25),
+    Heartbeat(),
+    Busy("the bridge is busy (64 connections open, its limit); try again", 1.0),
     Queued(2, "two ahead"),
     Started(1, "vibesys-c-1234abcd", "3@200"),
     Started(2, None, None),

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.bridge.helpers import Bridge, final, make_bridge, output, talk
+from tests.bridge.helpers import Bridge, as_other, final, make_bridge, output, talk, throwaway_uid
 from vibesys.bridge.protocol import MAX_REQUEST_BYTES
 from vibesys.osutil.tokens import BROKER_PREFIX, new_token
 
@@ -199,43 +197,9 @@ def test_a_helper_that_leaves_does_not_stop_the_evaluation(bridge: Bridge) -> No
     assert again[0]["reattached"] is True and bridge.counts() == (1, 1)
 
 
-def _throwaway_uid() -> int:
-    import grp
-    import pwd
-
-    taken = {u.pw_uid for u in pwd.getpwall()} | {g.gr_gid for g in grp.getgrall()}
-    return next(n for n in range(61000, 65000) if n not in taken)
-
-
-_AS_OTHER = """
-import json, socket, sys
-conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-conn.connect(sys.argv[1])
-conn.sendall(sys.stdin.buffer.read())
-data = b""
-while chunk := conn.recv(65536):
-    data += chunk
-print(data.decode())
-"""
-
-
-def _as_other(uid: int, path: Path, line: bytes) -> list[dict[str, Any]]:
-    """Send `line` to the bridge as `uid` (a throwaway one, through setpriv); the replies."""
-    argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    done = subprocess.run(
-        [*argv, sys.executable, "-c", _AS_OTHER, str(path)],
-        input=line,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return [json.loads(row) for row in done.stdout.decode().splitlines() if row.strip()]
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="a throwaway uid needs root (CI runs as root)")
 def test_another_uid_reusing_a_request_id_is_refused(workspace: Path) -> None:
-    other = _throwaway_uid()
+    other = throwaway_uid()
     # pytest's tmp_path lies under a 0700 directory of root's that another user cannot enter.
     root = Path(tempfile.mkdtemp(prefix="vibesys-bridge-uid-"))
     root.chmod(0o755)
@@ -247,11 +211,11 @@ def test_another_uid_reusing_a_request_id_is_refused(workspace: Path) -> None:
         body = served.body(argv=["true"])
         assert final(served.talk(body))["result"]["status"] == "COMPLETED"
         body_line = json.dumps(body).encode() + b"\n"
-        (reply,) = _as_other(other, served.socket_path, body_line)
+        (reply,) = as_other(other, served.socket_path, body_line)
         assert reply["type"] == "refused" and reply["field"] == "request_id"
         assert reply["message"] == "request id r-1 belongs to another user; use a new request id"
         served.server.allowed_uids = frozenset({os.getuid()})
-        (reply,) = _as_other(other, served.socket_path, body_line)
+        (reply,) = as_other(other, served.socket_path, body_line)
         assert reply["message"] == f"uid {other} may not use this bridge"
         assert served.counts() == (1, 1)
     finally:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bridge.helpers import Tricklers
 from tests.bridge.session_helpers import (
     BUDGET,
     result_line,
@@ -369,3 +370,34 @@ def test_a_campaigns_evaluations_run_one_at_a_time_in_order_across_a_restart(
     finally:
         status, err = again.stop()
     assert status == 0, err
+
+
+def test_trickling_peers_neither_starve_a_helper_nor_hold_up_the_teardown(
+    tmp_path: Path,
+) -> None:
+    """The issue's attack with the session's own limits: 80 peers that send a bad line or a
+    line without its end, then a byte every 0.2 s; a real helper still gets its result, and
+    SIGTERM with peers trickling (and connecting again) ends well within the budget (30 s)."""
+    session = start_session(tmp_path)
+    path = Path(session.env["VIBESYS_EVAL_SOCKET"])
+    bad = Tricklers(path, 40, b"GET / HTTP/1.0\r\n\r\n")
+    partial = Tricklers(path, 40, b'{"version": 1, "token": "vbeval1.')
+    again: Tricklers | None = None
+    try:
+        started = time.monotonic()
+        rc, out, err = session.evaluate("--", "sh", "-c", "echo judged")
+        assert rc == 0, err
+        assert out.startswith("judged\n") and result_line(out)["status"] == "COMPLETED"
+        assert time.monotonic() - started < 20  # a line is due 5 s after its accept
+        again = Tricklers(path, 80, b'{"version": 1, "op": ', again=True)
+        time.sleep(0.5)
+        stopping = time.monotonic()
+        status, err = session.stop()
+        assert status == 0, err
+        assert time.monotonic() - stopping < 10, err
+    finally:
+        for peers in (bad, partial, again):
+            if peers is not None:
+                peers.close()
+        if session.process.poll() is None:
+            session.process.kill()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bridge.helpers import Tricklers
 from vibesys.broker import client
 from vibesys.broker.admission import Admission
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
@@ -25,6 +26,7 @@ from vibesys.broker.protocol import MAX_REQUEST_BYTES
 from vibesys.broker.server import BrokerServer
 from vibesys.broker.slots import JobSlots
 from vibesys.config import AgentGpuConfig
+from vibesys.osutil.connections import Limits
 
 CLIENT = Path(client.__file__)
 BUDGET = 20.0
@@ -82,7 +84,10 @@ class Broker:
 
 @contextlib.contextmanager
 def make_broker(
-    tmp_path: Path, cap: int | None = None, uids: frozenset[int] | None = None
+    tmp_path: Path,
+    cap: int | None = None,
+    uids: frozenset[int] | None = None,
+    limits: Limits | None = None,
 ) -> Iterator[Broker]:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
@@ -97,7 +102,7 @@ def make_broker(
         socket_path=state / "gpu.sock",
         allowed_uids=uids if uids is not None else frozenset({os.getuid()}),
         log=log.append,
-        max_connections=8,
+        limits=limits or Limits(max_connections=8),
     )
     server.listen()
     stop = threading.Event()
@@ -267,9 +272,38 @@ def test_too_many_connections_are_refused(tmp_path: Path) -> None:
         for _ in range(8):
             conn = idle.enter_context(socket.socket(socket.AF_UNIX))
             conn.connect(str(broker.socket_path))
-        wait_until(lambda: len(broker.server._connections) == 8, "8 connections")
+        wait_until(lambda: broker.server.gate.open_connections == 8, "8 connections")
         code, _, err = finish(broker.client("--", "echo", "0"))
         assert code == 2 and "the broker is busy" in err
+
+
+def test_trickling_peers_are_cut_and_do_not_hold_up_a_shutdown(tmp_path: Path) -> None:
+    """The bridge's admission layer guards the broker too: 20 peers sending a line without its
+    end, a byte every 0.1 s, fill the 8 slots; the accept loop still answers at once; each is
+    cut 1 s after its accept (drained 0.5 s); a shutdown with peers trickling is immediate."""
+    limits = Limits(max_connections=8, request_seconds=1.0, drain_seconds=0.5)
+    with make_broker(tmp_path, limits=limits) as broker:
+        peers = Tricklers(broker.socket_path, 20, b'{"version": 1, "token": "tok', every=0.1)
+        try:
+            started = time.monotonic()
+            code, _, err = finish(broker.client("--", "echo", "0"))
+            assert code == 2 and "the broker is busy (8 connections open, its limit)" in err
+            assert time.monotonic() - started < 2
+            wait_until(lambda: peers.ended == 20, "every peer to be cut")
+            assert time.monotonic() - started < 4
+            assert not any(b"tok" in answer for answer in peers.answers)
+            code, out, _ = finish(broker.client("--", "echo", "0"))
+            assert (code, out) == (0, "running echo 0\n")
+        finally:
+            peers.close()
+        peers = Tricklers(broker.socket_path, 20, b'{"version": 1', every=0.1, again=True)
+        try:
+            wait_until(lambda: broker.server.gate.open_connections == 8, "8 connections")
+            started = time.monotonic()
+            broker.server.shutdown(grace_seconds=10)
+            assert time.monotonic() - started < 1.5  # cut at once, not at their deadline
+        finally:
+            peers.close()
 
 
 def test_the_client_without_a_broker(tmp_path: Path) -> None:

@@ -12,16 +12,19 @@ output streams back as it is produced; the result (a JobResult, JSON) is written
 else as the last line of stdout; the exit status is the command's own. Declared artifacts
 (relative globs) are brought home and copied to the session's results directory.
 
-A lost connection (a restarted bridge) is retried with the same request id, which reattaches
-to the same evaluation from the output already received: it never starts a second one. Give
---request-id to reattach after this client itself was restarted. The first Ctrl-C (SIGINT,
+A lost connection (a restarted bridge), a busy bridge (every connection it serves at once is
+taken) and a silent one (no heartbeat for three of its periods: a stopped or hung bridge) are
+retried with the same request id, for --retry-seconds since the last reply; a retry
+reattaches to the same evaluation from the output already received: it never starts a second
+one. Give --request-id to reattach after this client itself was restarted. The first Ctrl-C (SIGINT,
 SIGTERM, SIGHUP) cancels the evaluation and waits for it to settle; a second one leaves.
 
 The bridge is found through $VIBESYS_EVAL_SOCKET with the session's token in
 $VIBESYS_EVAL_TOKEN, the campaign in $VIBESYS_EVAL_RUN and the workspace in
 $VIBESYS_EVAL_WORKSPACE. Exit statuses besides the command's: 2 refused (the reason is printed),
 4 unresolved, 75 infrastructure failures spent the retries, 78 misconfigured (a person must
-act), 124 timed out, 130 cancelled or interrupted, 255 the bridge could not be reached.
+act), 124 timed out, 130 cancelled or interrupted, 255 the bridge could not be reached, stayed
+busy or stayed silent for --retry-seconds.
 
 This file uses only the standard library, so it runs in any image that has python3; it is
 installed as the `vibesys-eval` command and is also reachable as `python3 $VIBESYS_EVAL`.
@@ -54,6 +57,8 @@ EXIT_INTERRUPTED = 130
 EXIT_LOST = 255
 #: Reconnect delays (seconds): doubling from the first, at most the last.
 BACKOFF = (0.2, 5.0)
+#: The heartbeat until the bridge says its own (`accepted`); silence for 3 of them is a loss.
+HEARTBEAT_SECONDS, SILENT_BEATS = 5.0, 3
 
 
 class Interrupted(Exception):
@@ -62,6 +67,14 @@ class Interrupted(Exception):
 
 class Lost(Exception):
     """The connection ended before the result: try again, same request id."""
+
+
+class Busy(Lost):
+    """The bridge serves all the connections it can: try again after `retry_after` s."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -94,14 +107,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="pass this variable's value from here (only names the operator allows)",
     )
     parser.add_argument("--result", metavar="FILE", help="write the JobResult here")
-    parser.add_argument(
-        "--request-id", default=None, help="the idempotency key (default: a new one)"
-    )
+    parser.add_argument("--request-id", help="the idempotency key (default: a new one)")
     parser.add_argument(
         "--retry-seconds",
         type=float,
         default=120.0,
-        help="how long a lost bridge is tried again (default 120)",
+        help="how long a lost, busy or silent bridge is tried again (default 120)",
     )
     parser.add_argument("--socket", default=None, help=f"the bridge (default: ${SOCKET_ENV})")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
@@ -119,8 +130,10 @@ def say(message: str) -> None:
     sys.stderr.flush()
 
 
-def connect(path: str) -> socket.socket:
+def connect(path: str, timeout: float = HEARTBEAT_SECONDS * SILENT_BEATS) -> socket.socket:
+    """Every wait (the connect, each read) ends after `timeout`: a stopped bridge is lost."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
     try:
         conn.connect(path)
     except OSError:
@@ -147,6 +160,13 @@ def replies(conn: socket.socket, line: bytes) -> Any:
             yield reply
         if len(buffer) > MAX_REPLY_BYTES:
             raise ValueError("the bridge sent an oversized reply")
+
+
+def seconds(value: Any, most: float) -> float | None:
+    """A duration the bridge sent, if it is one (a positive number up to `most`)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= most:
+        return float(value)
+    return None
 
 
 def line_of(body: dict[str, Any]) -> bytes:
@@ -176,6 +196,7 @@ class Evaluation:
         self.last_byte = b"\n"
         self.said: set[str] = set()
         self.heard = False
+        self.heartbeat = HEARTBEAT_SECONDS
 
     def request(self) -> bytes:
         resume = {"attempt": self.attempt, **self.offsets}
@@ -185,13 +206,21 @@ class Evaluation:
         keys = ("version", "token", "request_id", "run", "workspace")
         return line_of({**{k: self.body[k] for k in keys}, "op": "cancel"})
 
+    def silence(self) -> float:
+        """How long the bridge may say nothing (not even a heartbeat) before it is lost."""
+        return max(self.heartbeat * SILENT_BEATS, 0.5)
+
     def handle(self, reply: dict[str, Any]) -> dict[str, Any] | None:
         """Act on one reply; the result reply when it ends the conversation."""
         kind = reply.get("type")
+        if kind == "busy":  # not served: the loss goes on
+            wait = seconds(reply.get("retry_after"), 60.0) or 1.0
+            raise Busy(str(reply.get("message", "the bridge is busy")), wait)
         self.heard = True
         if kind == "output":
             self.output(reply)
         elif kind == "accepted":
+            self.heartbeat = seconds(reply.get("heartbeat_seconds"), 3600.0) or self.heartbeat
             self.once(f"[vibesys-eval] accepted: invocation {reply.get('invocation')}")
         elif (kind == "queued" and reply.get("position")) or kind in ("stopping", "cancelling"):
             self.once(str(reply.get("message", "")))
@@ -233,7 +262,7 @@ class Evaluation:
 def converse(evaluation: Evaluation, path: str) -> dict[str, Any]:
     """The result (or refusal) reply; Lost when the connection ended before it."""
     try:
-        conn = connect(path)
+        conn = connect(path, evaluation.silence())
     except OSError as exc:
         raise Lost(f"cannot reach the bridge at {path}: {exc.strerror or exc}") from None
     try:
@@ -241,7 +270,13 @@ def converse(evaluation: Evaluation, path: str) -> dict[str, Any]:
             final = evaluation.handle(reply)
             if final is not None:
                 return final
-    except (ConnectionError, TimeoutError) as exc:
+            conn.settimeout(evaluation.silence())  # the bridge's own heartbeat, once told
+    except TimeoutError:  # socket.timeout, the read's
+        raise Lost(
+            f"no word from the bridge for {evaluation.silence():g} s "
+            f"(its heartbeat comes every {evaluation.heartbeat:g} s)"
+        ) from None
+    except ConnectionError as exc:
         raise Lost(f"lost the connection to the bridge: {exc.strerror or exc}") from None
     finally:
         conn.close()
@@ -278,10 +313,15 @@ def evaluate(evaluation: Evaluation, path: str, budget: float) -> dict[str, Any]
             if evaluation.heard:  # the last connection got somewhere: a new loss
                 evaluation.heard, lost_since, delay = False, None, 0.0
             lost_since = lost_since or now
-            if now - lost_since >= budget:
+            left = budget - (now - lost_since)
+            if left <= 0:
                 raise
+            if isinstance(exc, Busy):
+                evaluation.once(f"[vibesys-eval] {exc} (in {exc.retry_after:g} s)")
+                delay = min(exc.retry_after, left)
+                continue
             evaluation.once(f"[vibesys-eval] {exc}; trying again with the same request id")
-            delay = min(max(delay * 2, BACKOFF[0]), BACKOFF[1])
+            delay = min(max(delay * 2, BACKOFF[0]), BACKOFF[1], left)
 
 
 def write_result(result: dict[str, Any], target: str | None, last_byte: bytes) -> None:
@@ -305,6 +345,9 @@ def capabilities(path: str, token: str) -> int:
                 if reply.get("type") == "capabilities":
                     print(json.dumps(reply.get("capabilities"), indent=2, sort_keys=True))
                     return 0
+                if reply.get("type") == "busy":
+                    say(str(reply.get("message", "the bridge is busy")))
+                    return EXIT_LOST
                 say(f"refused: {reply.get('message', '')}")
                 return EXIT_REFUSED
     except (OSError, ValueError) as exc:
@@ -320,16 +363,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
     words = sys.argv[1:] if argv is None else argv
     path = os.environ.get(SOCKET_ENV)
     token = os.environ.get(TOKEN_ENV)
-    if words == ["capabilities"]:
-        if not path or not token:
-            say(f"${SOCKET_ENV} and ${TOKEN_ENV} must be set (no evaluation session)")
-            sys.exit(EXIT_REFUSED)
-        sys.exit(capabilities(path, token))
-    args = parse_args(words)
-    path = args.socket or path
+    args = None if words == ["capabilities"] else parse_args(words)
+    path = (args and args.socket) or path
     if not path or not token:
         say(f"${SOCKET_ENV} and ${TOKEN_ENV} must be set (no evaluation session)")
         sys.exit(EXIT_REFUSED)
+    if args is None:
+        sys.exit(capabilities(path, token))
     missing = [name for name in args.env if name not in os.environ]
     if missing:
         say(f"refused: --env {missing[0]}: not set here")

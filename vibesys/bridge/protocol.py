@@ -18,7 +18,7 @@ reason, is a field naming what only the operator decides (a host, an account, a 
 profile, an adapter, a mount path, a journal, resources). The bridge answers with lines:
 
     {"version": 1, "type": "accepted", "invocation": "…", "request_id": "r-1",
-     "reattached": false}
+     "reattached": false, "heartbeat_seconds": 5}
     {"version": 1, "type": "queued", "position": 0, "message": "…"}
     {"version": 1, "type": "started", "attempt": 1, "cluster": "…", "job_id": "…"}
     {"version": 1, "type": "output", "attempt": 1, "stream": "stdout", "offset": 0,
@@ -28,8 +28,13 @@ profile, an adapter, a mount path, a journal, resources). The bridge answers wit
     {"version": 1, "type": "cancelling", "message": "…"}
     {"version": 1, "type": "capabilities", "capabilities": {…}}
     {"version": 1, "type": "refused", "field": "partition", "message": "…"}
+    {"version": 1, "type": "heartbeat"}
+    {"version": 1, "type": "busy", "retry_after": 1.0, "message": "the bridge is busy …"}
 
-and closes after `result`, `refused`, `cancelling` or `capabilities`. Output bytes travel as
+and closes after `result`, `refused`, `cancelling`, `capabilities` or `busy`. While an
+evaluation waits or runs, a `heartbeat` comes whenever nothing else did for
+`heartbeat_seconds`; `busy` (every connection served at once is taken) asks the helper to try
+again, and was sent before the request was read. Output bytes travel as
 base64 with their offset in the attempt's log: a helper that reconnects with `resume` gets
 what it has not seen, never a byte twice. Nothing in a refusal repeats the token. The replies
 are in `vibesys.bridge.replies`.

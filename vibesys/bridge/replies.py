@@ -16,8 +16,10 @@ from vibesys.bridge.protocol import PROTOCOL_VERSION, ProtocolError, _line, _obj
 
 __all__ = [
     "Accepted",
+    "Busy",
     "Cancelling",
     "Capabilities",
+    "Heartbeat",
     "Output",
     "Queued",
     "Refused",
@@ -37,6 +39,22 @@ class Accepted:
     invocation: str
     request_id: str
     reattached: bool
+    #: a heartbeat comes at least this often while nothing else does (the helper's clock)
+    heartbeat_seconds: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Nothing new, but the bridge is there and follows the evaluation."""
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """Every connection the bridge serves at once (or this uid's share) is taken: try again
+    after `retry_after` seconds. Not a refusal: nothing of the request was read."""
+
+    message: str
+    retry_after: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +110,26 @@ class Refused:
 
 
 Reply = (
-    Accepted | Queued | Started | Output | Result | Stopping | Cancelling | Capabilities | Refused
+    Accepted
+    | Queued
+    | Started
+    | Output
+    | Result
+    | Stopping
+    | Cancelling
+    | Capabilities
+    | Refused
+    | Heartbeat
+    | Busy
 )
 
 
 def encode_reply(reply: Reply) -> bytes:
     body: dict[str, Any]
     match reply:
-        case Accepted(invocation, request_id, reattached):
+        case Accepted(invocation, request_id, reattached, heartbeat):
             body = {"type": "accepted", "invocation": invocation, "request_id": request_id}
-            body["reattached"] = reattached
+            body |= {"reattached": reattached, "heartbeat_seconds": heartbeat}
         case Queued(position, message):
             body = {"type": "queued", "position": position, "message": message}
         case Started(attempt, cluster, job_id):
@@ -119,6 +147,10 @@ def encode_reply(reply: Reply) -> bytes:
             body = {"type": "capabilities", "capabilities": dict(capabilities)}
         case Refused(message, name):
             body = {"type": "refused", "field": name, "message": message}
+        case Heartbeat():
+            body = {"type": "heartbeat"}
+        case Busy(message, retry_after):
+            body = {"type": "busy", "retry_after": retry_after, "message": message}
     return _line({"version": PROTOCOL_VERSION, **body})
 
 
@@ -136,7 +168,10 @@ def decode_reply(line: bytes) -> Reply:
 def _reply(kind: Any, data: dict[str, Any]) -> Reply:
     if kind == "accepted":
         return Accepted(
-            _str(data["invocation"]), _str(data["request_id"]), _bool(data["reattached"])
+            _str(data["invocation"]),
+            _str(data["request_id"]),
+            _bool(data["reattached"]),
+            _seconds(data["heartbeat_seconds"]),
         )
     if kind == "queued":
         return Queued(_int(data["position"]), _str(data["message"]))
@@ -153,6 +188,10 @@ def _reply(kind: Any, data: dict[str, Any]) -> Reply:
         return Capabilities(data["capabilities"])
     if kind == "refused":
         return Refused(_str(data["message"]), _opt(data.get("field")))
+    if kind == "heartbeat":
+        return Heartbeat()
+    if kind == "busy":
+        return Busy(_str(data["message"]), _seconds(data["retry_after"]))
     raise ProtocolError(f"reply: unknown message type {kind!r}")
 
 
@@ -160,6 +199,12 @@ def _int(value: Any) -> int:
     if type(value) is not int or value < 0:
         raise TypeError(value)
     return value
+
+
+def _seconds(value: Any) -> float:
+    if type(value) not in (int, float) or not 0 < value < 86400:
+        raise TypeError(value)
+    return float(value)
 
 
 def _str(value: Any) -> str:

@@ -1,19 +1,22 @@
 """The bridge's socket: one thread per connection, each serving one request.
 
-A connection's life: peer credentials (SO_PEERCRED) are read and checked against the allowed
-uids; one request line is read (bounded in size and time; a line cut short by the end of the
-connection is refused as truncated); it is decoded and admitted, or refused naming the field.
-An evaluation is then followed until it ends: the helper gets the replies as they happen and
-the result last. A helper that goes away stops only its own following: the evaluation goes on,
-and the same request id reattaches to it. Only a `cancel` request (the helper interrupted)
-cancels it.
+Who may connect, how many at once and how long a peer may take are the connection admission
+layer's (`vibesys.osutil.connections`, the GPU broker's too): the accept loop only hands off;
+a connection past the caps (all of them, or one uid's share) is answered `busy`; the request
+line is due within an absolute deadline from the accept, however its bytes trickle; a last
+answer is drained by one thread, bounded in bytes and time. Then the request line is decoded
+and admitted, or refused naming the field (a line cut short by the end of the connection is
+refused as truncated). An evaluation is then followed until it ends: the helper gets the
+replies as they happen, a heartbeat whenever nothing else came for `heartbeat_seconds`, and
+the result last. A helper that goes away stops only its own following: the evaluation goes
+on, and the same request id reattaches to it. Only a `cancel` request (the helper
+interrupted) cancels it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
-import struct
 import sys
 import threading
 import time
@@ -34,8 +37,10 @@ from vibesys.bridge.protocol import (
 )
 from vibesys.bridge.replies import (
     Accepted,
+    Busy,
     Cancelling,
     Capabilities,
+    Heartbeat,
     Refused,
     Reply,
     Result,
@@ -44,28 +49,35 @@ from vibesys.bridge.replies import (
 )
 from vibesys.bridge.runner import EvaluationRunner, Handle
 from vibesys.broker.jobs import StopSignal
-from vibesys.broker.server import PeerCredentials, peer_credentials
 from vibesys.job_result import JobResult, exit_status_of
 from vibesys.journal_schema import open_journal
+from vibesys.osutil.connections import (
+    Connection,
+    Gate,
+    IncompleteLine,
+    Limits,
+    PeerCredentials,
+)
 from vibesys.osutil.private_dir import listen_private
 
-__all__ = ["BridgeServer", "PeerCredentials"]
+__all__ = ["HEARTBEAT_SECONDS", "BridgeServer", "PeerCredentials"]
 
-#: How long a helper may take to send its request line.
-REQUEST_SECONDS: Final = 10.0
-#: How long one reply may take to reach a helper that stopped reading.
-SEND_SECONDS: Final = 30
 #: How often a follower looks at the journal and the spool.
 FOLLOW_SECONDS: Final = 0.1
-MAX_CONNECTIONS: Final = 64
-
-
-class Truncated(ProtocolError):
-    """The connection ended inside the request line."""
+#: A heartbeat goes to the helper whenever nothing else did for this long.
+HEARTBEAT_SECONDS: Final = 5.0
 
 
 def _log_to_stderr(line: str) -> None:
     print(f"vibesys bridge: {line}", file=sys.stderr, flush=True)
+
+
+def _busy_line(message: str, retry_after: float) -> bytes:
+    return encode_reply(Busy(message, retry_after))
+
+
+def _refused_line(message: str) -> bytes:
+    return encode_reply(Refused(message))
 
 
 @dataclass
@@ -76,12 +88,16 @@ class BridgeServer:
     allowed_uids: frozenset[int]
     capabilities: dict[str, Any]
     log: Callable[[str], None] = _log_to_stderr
+    limits: Limits = field(default_factory=Limits)
+    heartbeat_seconds: float = HEARTBEAT_SECONDS
+    gate: Gate = field(init=False)
     _listener: socket.socket | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _threads: list[threading.Thread] = field(default_factory=list)
     _closing: threading.Event = field(default_factory=threading.Event)
     #: set when teardown gives up waiting: followers send what they have and leave
     _abandon: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.gate = Gate("bridge", self.limits, _busy_line, _refused_line, self.log)
 
     def listen(self) -> None:
         """Bind the socket (owner-only) in its directory, which the caller made private and
@@ -91,7 +107,8 @@ class BridgeServer:
         self._listener = listener
 
     def serve(self, stop: StopSignal) -> None:
-        """Accept connections until `stop` is set (the caller then runs `close`)."""
+        """Accept connections until `stop` is set (the caller then runs `close`). Only
+        accepts and hands off: it never waits on a peer."""
         assert self._listener is not None, "listen() first"
         while not stop.is_set() and not self._closing.is_set():
             try:
@@ -100,7 +117,7 @@ class BridgeServer:
                 continue
             except OSError:
                 return  # the listener was closed under us: teardown
-            self._start(conn)
+            self.gate.admit(conn, self.allowed_uids, self._serve)
 
     def stop_listening(self) -> None:
         """No new connections (the socket file goes); the connections served go on."""
@@ -112,70 +129,40 @@ class BridgeServer:
                 self.socket_path.unlink()
 
     def close(self, grace_seconds: float = 5.0) -> None:
-        """After the runner's teardown: let every follower send its last replies, then go."""
+        """After the runner's teardown: let every follower send its last replies, then cut
+        every connection still open (within `grace_seconds` and a second)."""
         self.stop_listening()
         self._abandon.set()
-        with self._lock:
-            threads = list(self._threads)
-        deadline = time.monotonic() + grace_seconds
-        for thread in threads:
-            thread.join(max(deadline - time.monotonic(), 0.0))
+        self.gate.close(grace_seconds)
 
     # -- one connection ---------------------------------------------------------------------
 
-    def _start(self, conn: socket.socket) -> None:
-        conn.setblocking(True)
-        with self._lock:
-            self._threads = [t for t in self._threads if t.is_alive()]
-            crowded = len(self._threads) >= MAX_CONNECTIONS
-            if not crowded:
-                thread = threading.Thread(
-                    target=self._serve, args=(conn,), name="vibesys-eval-conn", daemon=True
-                )
-                self._threads.append(thread)
-        if crowded:
-            with conn:
-                _send_quietly(conn, Refused("the bridge is busy; try again"))
-            return
-        thread.start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: Connection) -> None:
+        peer = conn.peer
         try:
-            with conn:
-                try:
-                    self._serve_one(conn)
-                finally:
-                    # Wakes the watcher's recv (closing alone would not).
-                    with contextlib.suppress(OSError):
-                        conn.shutdown(socket.SHUT_RDWR)
-        except Exception as exc:  # a thread must never die silently
-            self.log(f"connection failed: {type(exc).__name__}: {exc}")
-
-    def _serve_one(self, conn: socket.socket) -> None:
-        peer = peer_credentials(conn)
-        if peer.uid not in self.allowed_uids:
-            self.log(f"refused pid={peer.pid} uid={peer.uid}: uid not allowed")
-            _send_quietly(conn, Refused(f"uid {peer.uid} may not use this bridge"))
-            return
-        try:
-            request = _read_request(conn)
+            request = decode_request(conn.read_line(LineDecoder(MAX_REQUEST_BYTES)))
             reply = self._answer(request, peer)
+        except IncompleteLine as exc:
+            self.log(f"refused pid={peer.pid} uid={peer.uid}: request: {exc}")
+            conn.finish(encode_reply(Refused(f"request: {exc}")))
+            return
         except (ProtocolError, Refusal) as exc:
             name = exc.field if isinstance(exc, Refusal) else refusal_field(exc)
             self.log(f"refused pid={peer.pid} uid={peer.uid}: {exc}")
-            _send_quietly(conn, Refused(str(exc), name))
+            conn.finish(encode_reply(Refused(str(exc), name)))
             return
         except OSError:
-            return  # gone (or too slow) before its request arrived
+            return  # gone before its request arrived (or cut by teardown)
         except Exception as exc:  # a bug: say so, rather than leave the helper retrying
             self.log(f"pid={peer.pid}: failed: {type(exc).__name__}: {exc}")
             # Only the kind of failure to the peer: the text may hold what the request held.
-            _send_quietly(conn, Refused(f"the bridge failed ({type(exc).__name__}); see its log"))
+            failed = Refused(f"the bridge failed ({type(exc).__name__}); see its log")
+            conn.finish(encode_reply(failed))
             return
         if isinstance(reply, tuple):
-            self._follow(conn, *reply, request, peer)
+            self._follow(conn.sock, *reply, request, peer)
         else:
-            _send_quietly(conn, reply)
+            conn.finish(encode_reply(reply))
 
     def _answer(self, request: Request, peer: PeerCredentials) -> Reply | tuple[Handle, bool]:
         if request.op == "capabilities":
@@ -207,7 +194,7 @@ class BridgeServer:
     ) -> None:
         sink = _Sink(conn)
         threading.Thread(target=sink.watch, daemon=True).start()
-        sink.send(Accepted(handle.invocation_id, request.request_id, known))
+        sink.send(Accepted(handle.invocation_id, request.request_id, known, self.heartbeat_seconds))
         journal = open_journal(self.runner.journal_path, readonly=True)
         try:
             follower = Follower(
@@ -225,6 +212,8 @@ class BridgeServer:
                 if handle.stopping is not None and not told:
                     told = True
                     sink.send(Stopping(f"[vibesys-eval] {handle.stopping}"))
+                if time.monotonic() - sink.last_sent >= self.heartbeat_seconds:
+                    sink.send(Heartbeat())  # the helper's sign that its bridge is there
                 if finished or self._abandon.is_set():
                     break
             if sink.broken:
@@ -243,47 +232,13 @@ def _result_reply(found: JobResult) -> Result:
     return Result(found.model_dump(mode="json"), exit_status_of(found))
 
 
-def _read_request(conn: socket.socket) -> Request:
-    """One line, at most MAX_REQUEST_BYTES, within REQUEST_SECONDS."""
-    decoder = LineDecoder(MAX_REQUEST_BYTES)
-    deadline = time.monotonic() + REQUEST_SECONDS
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise Truncated("request: no complete line within 10 s")
-        conn.settimeout(left)
-        data = conn.recv(65536)
-        if not data:
-            if decoder.pending():
-                raise Truncated("request: truncated (the connection ended before its newline)")
-            raise ConnectionResetError("closed before a request")
-        lines = decoder.feed(data)
-        if lines:
-            conn.settimeout(None)
-            conn.setsockopt(
-                socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", SEND_SECONDS, 0)
-            )
-            return decode_request(lines[0])
-
-
-def _send_quietly(conn: socket.socket, reply: Reply) -> None:
-    """Send a last reply, then read what the peer still sends (briefly, dropped): closing a
-    socket with unread bytes resets the connection, and the peer would lose the reply."""
-    with contextlib.suppress(OSError):
-        conn.sendall(encode_reply(reply))
-        conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(1.0)
-        drained = 0
-        while drained < MAX_REQUEST_BYTES and (data := conn.recv(65536)):
-            drained += len(data)
-
-
 class _Sink:
     """Replies to one helper; a failed send means it is gone (its evaluation goes on)."""
 
     def __init__(self, conn: socket.socket) -> None:
         self._conn = conn
         self.broken = False
+        self.last_sent = time.monotonic()
 
     def send(self, reply: Reply) -> None:
         if self.broken:
@@ -292,6 +247,7 @@ class _Sink:
             self._conn.sendall(encode_reply(reply))
         except OSError:
             self.broken = True
+        self.last_sent = time.monotonic()
 
     def watch(self) -> None:
         """The helper sends nothing after its request: an end of file (or an error) means it

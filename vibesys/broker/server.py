@@ -1,12 +1,15 @@
 """The broker's socket: one thread per connection, each serving exactly one GPU command.
 
-A connection's life: peer credentials (SO_PEERCRED) are read and checked against the allowed
-uids; one request line is read (bounded in size and time); it is decoded, its token compared
-in constant time, and admitted (workspace, limits, environment) or refused with the reason.
-An accepted command waits for a slot under the run's cap, runs through the `GpuJobRunner`,
-and its exit status is the last line. From the moment it is accepted a watcher reads the
-connection: end of file or an error means the client is gone, and the command is stopped,
-whether it is still waiting (nothing is submitted) or running (the job is cancelled).
+Who may connect, how many at once and how long a peer may take are the connection admission
+layer's (`vibesys.osutil.connections`, the bridge's too): peer credentials (SO_PEERCRED) are
+checked against the allowed uids, the connections are capped (all of them, and one uid's
+share), the accept loop never waits on a peer, and the request line is due within an absolute
+deadline from the accept. The line is decoded, its token compared in constant time, and
+admitted (workspace, limits, environment) or refused with the reason. An accepted command
+waits for a slot under the run's cap, runs through the `GpuJobRunner`, and its exit status is
+the last line. From the moment it is accepted a watcher reads the connection: end of file or
+an error means the client is gone, and the command is stopped, whether it is still waiting
+(nothing is submitted) or running (the job is cancelled).
 """
 
 from __future__ import annotations
@@ -15,10 +18,8 @@ import contextlib
 import dataclasses
 import os
 import socket
-import struct
 import sys
 import threading
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -35,23 +36,19 @@ from vibesys.broker.protocol import (
     ProtocolError,
     Refused,
     Reply,
-    Request,
     Waiting,
     decode_request,
     encode_reply,
 )
 from vibesys.broker.slots import Held
+from vibesys.osutil.connections import Connection, Gate, IncompleteLine, Limits
 
-__all__ = ["BrokerServer", "PeerCredentials", "Slots", "peer_credentials"]
+__all__ = ["BrokerServer", "Slots"]
 
-#: How long a client may take to send its request line.
-REQUEST_SECONDS: Final = 10.0
-#: How long one reply may take to reach a client that stopped reading.
-SEND_SECONDS: Final = 30
 #: Output is cut into replies of at most this many bytes (before base64).
 OUTPUT_CHUNK: Final = 48 * 1024
-#: Connections served at once; more are refused at once (a run has a handful of agents).
-MAX_CONNECTIONS: Final = 64
+#: How long a shutdown waits for the stopped commands to settle before it cuts their sockets.
+SHUTDOWN_SECONDS: Final = 120.0
 
 
 class Slots(Protocol):
@@ -65,22 +62,16 @@ class Slots(Protocol):
     ) -> AbstractContextManager[Held]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class PeerCredentials:
-    pid: int
-    uid: int
-    gid: int
-
-
-def peer_credentials(conn: socket.socket) -> PeerCredentials:
-    """The connecting process, as the kernel recorded it at connect()."""
-    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, gid = struct.unpack("3i", raw)
-    return PeerCredentials(pid, uid, gid)
-
-
 def _log_to_stderr(line: str) -> None:
     print(f"vibesys broker: {line}", file=sys.stderr, flush=True)
+
+
+def _refused_line(message: str) -> bytes:
+    return encode_reply(Refused(message))
+
+
+def _busy_line(message: str, _retry_after: float) -> bytes:
+    return encode_reply(Refused(message))  # vibesys-gpu says why and exits 2
 
 
 @dataclass
@@ -91,12 +82,16 @@ class BrokerServer:
     socket_path: Path
     allowed_uids: frozenset[int]
     log: Callable[[str], None] = _log_to_stderr
-    max_connections: int = MAX_CONNECTIONS
+    limits: Limits = field(default_factory=Limits)
+    gate: Gate = field(init=False)
     _listener: socket.socket | None = None
-    _closing: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _connections: dict[int, threading.Event] = field(default_factory=dict)
-    _threads: list[threading.Thread] = field(default_factory=list)
+    #: each command's stop flag, set by a shutdown
+    _stops: dict[int, threading.Event] = field(default_factory=dict)
+    _closing: bool = False
+
+    def __post_init__(self) -> None:
+        self.gate = Gate("broker", self.limits, _busy_line, _refused_line, self.log)
 
     def listen(self) -> None:
         """Bind the socket (owner-only) in its directory, which the caller made private."""
@@ -112,89 +107,72 @@ class BrokerServer:
         self._listener = listener
 
     def serve_forever(self, stop: threading.Event) -> None:
-        """Accept until `stop` is set, then stop every command and wait for them to settle."""
+        """Accept until `stop` is set, then stop every command and wait for them to settle.
+        Only accepts and hands off: it never waits on a peer."""
         assert self._listener is not None, "listen() first"
         try:
-            while not stop.is_set():
+            while not stop.is_set() and self._listener is not None:
                 try:
                     conn, _ = self._listener.accept()
                 except TimeoutError:
                     continue
-                self._start(conn)
+                except OSError:
+                    return  # the listener was closed under us: a shutdown
+                self.gate.admit(conn, self.allowed_uids, self._serve)
         finally:
             self.shutdown()
 
-    def shutdown(self) -> None:
-        self._closing.set()
+    def shutdown(self, grace_seconds: float = SHUTDOWN_SECONDS) -> None:
+        """Stop every command; connections still sending their request are cut at once, the
+        commands get `grace_seconds` to settle, then their sockets are cut too."""
         with self._lock:
-            for flag in self._connections.values():
+            self._closing = True
+            for flag in self._stops.values():
                 flag.set()
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join()
         if self._listener is not None:
             self._listener.close()
             self._listener = None
             with contextlib.suppress(FileNotFoundError):
                 self.socket_path.unlink()
+        self.gate.close(grace_seconds)
 
     # -- one connection ---------------------------------------------------------------------
 
-    def _start(self, conn: socket.socket) -> None:
-        conn.setblocking(True)
+    def _serve(self, conn: Connection) -> None:
+        stop = threading.Event()
         with self._lock:
-            self._threads = [t for t in self._threads if t.is_alive()]
-            crowded = len(self._connections) >= self.max_connections or self._closing.is_set()
-            stop = threading.Event()
-            if not crowded:
-                self._connections[id(stop)] = stop
-        if crowded:
-            with conn:
-                _send_quietly(conn, Refused("the broker is busy or shutting down; try again"))
-            return
-        thread = threading.Thread(
-            target=self._serve, args=(conn, stop), name="vibesys-gpu-conn", daemon=True
-        )
-        with self._lock:
-            self._threads.append(thread)
-        thread.start()
-
-    def _serve(self, conn: socket.socket, stop: threading.Event) -> None:
+            if self._closing:
+                stop.set()
+            self._stops[id(stop)] = stop
         try:
-            with conn:
-                try:
-                    self._serve_one(conn, stop)
-                finally:
-                    # Wakes the watcher's recv (closing alone would not).
-                    with contextlib.suppress(OSError):
-                        conn.shutdown(socket.SHUT_RDWR)
-        except Exception as exc:  # a thread must never die silently
-            self.log(f"connection failed: {type(exc).__name__}: {exc}")
+            self._serve_one(conn, stop)
         finally:
             with self._lock:
-                self._connections.pop(id(stop), None)
+                self._stops.pop(id(stop), None)
 
-    def _serve_one(self, conn: socket.socket, stop: threading.Event) -> None:
-        peer = peer_credentials(conn)
-        if peer.uid not in self.allowed_uids:
-            self.log(f"refused pid={peer.pid} uid={peer.uid}: uid not allowed")
-            _send_quietly(conn, Refused(f"uid {peer.uid} may not use this broker"))
-            return
+    def _serve_one(self, conn: Connection, stop: threading.Event) -> None:
+        peer = conn.peer
         try:
-            request = _read_request(conn)
+            request = decode_request(conn.read_line(LineDecoder(MAX_REQUEST_BYTES)))
+            if stop.is_set():
+                raise Refusal("the broker is shutting down; try again")
             job = self.admission.admit(request)
+        except IncompleteLine as exc:
+            self.log(f"refused pid={peer.pid} uid={peer.uid}: request: {exc}")
+            conn.finish(encode_reply(Refused(f"request: {exc}")))
+            return
         except (ProtocolError, Refusal) as exc:
             self.log(f"refused pid={peer.pid} uid={peer.uid}: {exc}")
-            _send_quietly(conn, Refused(str(exc)))
+            conn.finish(encode_reply(Refused(str(exc))))
             return
         except OSError:
-            return  # gone (or too slow) before its request arrived
+            return  # gone before its request arrived (or cut by a shutdown)
         self.log(
             f"accepted pid={peer.pid} uid={peer.uid} cwd={job.cwd} gpus={job.gpus} "
             f"time={job.time_minutes} argv={list(job.argv)!r}"
         )
-        sink = _Sink(conn, stop)
-        threading.Thread(target=_watch, args=(conn, stop), daemon=True).start()
+        sink = _Sink(conn.sock, stop)
+        threading.Thread(target=_watch, args=(conn.sock, stop), daemon=True).start()
         with self.slots.slot(stop, sink.send) as held:
             if not held:
                 self.log(f"pid={peer.pid}: stopped while waiting; nothing was submitted")
@@ -202,28 +180,6 @@ class BrokerServer:
             status = self.runner.run(dataclasses.replace(job, slot=held), sink, stop)
         self.log(f"pid={peer.pid}: exit status {status}")
         sink.send(Exit(status))
-
-
-def _read_request(conn: socket.socket) -> Request:
-    """One line, at most MAX_REQUEST_BYTES, within REQUEST_SECONDS."""
-    decoder = LineDecoder(MAX_REQUEST_BYTES)
-    deadline = time.monotonic() + REQUEST_SECONDS
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no request in time")
-        conn.settimeout(left)
-        data = conn.recv(65536)
-        if not data:
-            raise ConnectionResetError("closed before a request")
-        lines = decoder.feed(data)
-        if lines:
-            conn.settimeout(None)
-            # A send may block this long on a client that stopped reading; then it is gone.
-            conn.setsockopt(
-                socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", SEND_SECONDS, 0)
-            )
-            return decode_request(lines[0])
 
 
 def _watch(conn: socket.socket, stop: threading.Event) -> None:
@@ -235,11 +191,6 @@ def _watch(conn: socket.socket, stop: threading.Event) -> None:
     except OSError:
         pass
     stop.set()
-
-
-def _send_quietly(conn: socket.socket, reply: Reply) -> None:
-    with contextlib.suppress(OSError):
-        conn.sendall(encode_reply(reply))
 
 
 class _Sink:

@@ -9,8 +9,10 @@ from tests.mutation.mutants.framework import (
     BRIDGE_PROTOCOL,
     BRIDGE_ROWS,
     BRIDGE_RUNNER,
+    BRIDGE_SERVER,
     CLUSTER_RECORDS,
     CLUSTERS,
+    CONNECTIONS,
     CORE,
     EVAL_CLIENT,
     JOB_RESULT,
@@ -89,6 +91,10 @@ MUTANTS: list[Mutant] = [
     M("bridge-timeout-unmarked", BRIDGE_RUNNER, 'f"{TIMEOUT_CANCEL} {timeout} s"', 'f"deadline {timeout} s"', "an evaluation its timeout ended is reported CANCELLED"),
     M("bridge-resume-ignored", BRIDGE_FOLLOW, "            resumed = inv.attempt == self._resume.attempt", "            resumed = False", "a reconnecting helper gets the output it has again"),
     M("eval-retry-new-id", EVAL_CLIENT, '        return line_of({**self.body, "resume": resume})', '        return line_of({**self.body, "request_id": uuid.uuid4().hex, "resume": resume})', "a reconnecting helper starts a second evaluation"),
+    M("request-deadline-per-read", CONNECTIONS, "            lines = decoder.feed(data)\n", "            self.deadline = time.monotonic() + self._limits.request_seconds\n            lines = decoder.feed(data)\n", "each trickled byte extends the request line's deadline: a peer keeps its slot for ever"),
+    M("no-cap-per-uid", CONNECTIONS, "        if self._per_uid[uid] >= self.limits.max_per_uid:", "        if False:", "one uid's connections take every slot of the service"),
+    M("drain-unbounded-bytes", CONNECTIONS, "                    budget[1] -= len(data)", "                    budget[1] -= 0", "a refused peer is read for as long as it sends, up to the drain's time"),
+    M("no-heartbeat", BRIDGE_SERVER, "                    sink.send(Heartbeat())", "                    pass", "a helper waiting on a quiet evaluation takes its live bridge for a silent one"),
     M("tokens-one-format", TOKENS, 'BROKER_PREFIX: Final = "vbgpu1."', 'BROKER_PREFIX: Final = "vbeval1."', "the GPU broker's and the bridge's tokens cannot be told apart"),
 ]
 # fmt: on

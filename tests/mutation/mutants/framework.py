@@ -37,6 +37,8 @@ BRIDGE_RUNNER = "vibesys/bridge/runner.py"
 BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
 BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
+BRIDGE_SERVER = "vibesys/bridge/server.py"
+CONNECTIONS = "vibesys/osutil/connections.py"
 TOKENS = "vibesys/osutil/tokens.py"
 CHECK_MODEL = "vibesys/sitecheck/model.py"
 CHECK_RUNNER = "vibesys/sitecheck/runner.py"
@@ -134,6 +136,10 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
         "tests/bridge/test_session.py::test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches",
     ),
     TOKENS: ("tests/bridge/test_admission.py",),
+    CONNECTIONS: ("tests/bridge/test_starving.py",),
+    BRIDGE_SERVER: (
+        "tests/bridge/test_starving.py::test_a_stopped_bridge_is_noticed_by_its_missing_heartbeats",
+    ),
     CHECK_MODEL: ("tests/sitecheck/test_model.py",),
     CHECK_RUNNER: ("tests/sitecheck/test_runner.py",),
     CHECK_CERT: ("tests/sitecheck/test_certificate.py",),
