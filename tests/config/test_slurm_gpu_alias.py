@@ -43,7 +43,6 @@ def test_the_minimal_table() -> None:
         gpus=None,
         time_minutes=45,
         partitions=("main", "priority"),
-        timeout_seconds=45 * 60 + 3600,
         max_gpus=4,
     )
     assert result.warning == DEPRECATION_WARNING

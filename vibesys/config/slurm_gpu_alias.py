@@ -11,8 +11,8 @@ rejected by name.
     read_only_paths, max_concurrent_jobs
     srun_command, scancel_command               [slurm.transport] shell_command: the wrapper
                                                 before srun/scancel (the same for both) + bash -c
-    gate_gpus / gate_time_minutes               the gate's --gres=gpu:N / --time=M; its job
-                                                timeout is M minutes plus one hour of queue
+    gate_gpus / gate_time_minutes               the gate's --gres=gpu:N / --time=M (Slurm's
+                                                limit bounds the run; the queue is waited out)
     partitions (for gates)                      the gate's --partition=A,B,...
     (none)                                      transport kind "local", remote_workspace_root
                                                 ~/.cache/vibesys/slurm-gpu-stage
@@ -47,8 +47,6 @@ DEPRECATION_WARNING: Final = (
 )
 #: Where the gates stage their copy of the workspace (shared with the compute nodes).
 STAGE_DIR: Final = ".cache/vibesys/slurm-gpu-stage"
-#: A gate's job timeout covers its time limit plus this much waiting in the queue.
-QUEUE_ALLOWANCE_SECONDS: Final = 3600
 _CARRIED: Final = (
     "partitions",
     "max_gpus",
@@ -90,7 +88,6 @@ class GateSizing(Struct, frozen=True):
     time_minutes: int
     #: the scheduler starts the gate in whichever of these starts it earliest
     partitions: tuple[str, ...]
-    timeout_seconds: int
     #: a gate asking for more GPUs than the old table's max_gpus is refused
     max_gpus: int
 
@@ -133,7 +130,6 @@ def translate_slurm_gpu(table: Mapping[str, Any], *, home: str) -> TranslatedSlu
         gpus=old.gate_gpus,
         time_minutes=old.gate_time_minutes,
         partitions=old.partitions,
-        timeout_seconds=old.gate_time_minutes * 60 + QUEUE_ALLOWANCE_SECONDS,
         max_gpus=old.max_gpus,
     )
     return TranslatedSlurmGpu(config, gate, DEPRECATION_WARNING)
