@@ -137,7 +137,6 @@ class _Walk:
         self.excluded: list[Excluded] = []
         #: every link read, by path: judged once the whole tree is known
         self.links: dict[str, str] = {}
-        self.buffer = memoryview(bytearray(_remote.CHUNK))
         self.read_inline = 0
 
     def leave_out(
