@@ -13,8 +13,8 @@ drives it in this order, journaling an intent before each effect (`vibesys.engin
 Status reads two things per round whatever the number of jobs: `sky queue` for the cluster and one
 command on the login node for every remote attempt directory's claim and markers (plus, only when a
 job is missing, a refresh and the API server's active requests, and only when an allocation is
-lost, Slurm's record of how it ended). Every status carries the attempt's
-claim and where it ran (provenance).
+lost, Slurm's record of how it ended). Every status carries the attempt's claim and where it ran
+(provenance).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ SkyPilot reports only 0/100..103 and a job status; the wrapper's files in the re
 directory say what the command itself did. The marker wins whenever it exists: a command that
 wrote its exit code ran to its end, whatever happened to the allocation afterwards. Except death
 by a signal (N≥128) when the attempt's allocation has ended: Slurm signals the steps of an
-allocation it ends (scancel, wall time, node failure), and the wrapper records that signal as it
-dies.
+allocation it ends (scancel, wall time, preemption, node failure), and the wrapper records that
+signal as it dies.
 
 | marker / files       | SkyPilot says               | cluster      | RemoteState             |
 |----------------------|-----------------------------|--------------|-------------------------|
