@@ -6,8 +6,9 @@ environment SkyPilot gives a job (SKYPILOT_INTERNAL_JOB_ID, SLURM_JOB_ID of the 
 a copy of the workdir, so the wrapper's claim and markers land on the local file system.
 
 State is one JSON file ($FAKE_SKY_STATE); every invocation is appended to $FAKE_SKY_STATE.calls.
-Test controls (not sky commands): `fake-lose NAME` ends the allocation under the cluster (its
-jobs die, the next refresh drops it); `fake-inflight N` pretends N exec requests are active;
+Test controls (not sky commands): `fake-lose NAME [--as STATE]` ends the allocation under the
+cluster (its jobs die, the next refresh drops it, sacct records STATE); `fake-inflight N`
+pretends N exec requests are active;
 `fake-fail-exec N` makes the next N execs fail as an API server error does (rc 1, nothing
 submitted, nothing in the output proves it); `fake-api-down N` makes the next N sky commands of
 any kind fail so (the API server unreachable mid-job), while the jobs run on;
@@ -30,6 +31,7 @@ from typing import Any
 
 from fake_sky_env import inherited, passed_variables
 from fake_sky_jobs import children, ended_at, job_status, kill
+from fake_sky_slurm import USER_HASH, sacct, squeue
 
 STATE = Path(os.environ["FAKE_SKY_STATE"])
 ROOT = STATE.parent
@@ -265,6 +267,8 @@ def cmd_down(state: dict[str, Any], args: list[str]) -> int:
         return 0
     for job in cluster["jobs"]:
         kill(job)
+    if not cluster.get("lost"):  # a live `sky down` is recorded COMPLETED
+        state.setdefault("ended", {})[str(cluster["allocation"])] = "COMPLETED"
     out(f"\n\n\nTerminating cluster {name}...done.\n")
     return 0
 
@@ -295,11 +299,15 @@ def cmd_api(state: dict[str, Any], args: list[str]) -> int:
 
 
 def cmd_lose(state: dict[str, Any], args: list[str]) -> int:
-    """`fake-lose NAME [--signal-command]`: the allocation ends. Its jobs die with it, or with
-    --signal-command only the commands are signalled (SIGTERM) and the wrappers live on to
-    record 128+15, as a real scancel's signal to the job step lets them."""
+    """`fake-lose NAME [--signal-command] [--as STATE]`: the allocation ends. Its jobs die with
+    it, or with --signal-command only the commands are signalled (SIGTERM) and the wrappers
+    live on to record 128+15, as a real scancel's signal to the job step lets them. Slurm
+    records the end as STATE (default `CANCELLED by 0`, a scancel; NONE: no record)."""
     cluster = state["clusters"][args[0]]
     cluster["lost"] = True
+    how = args[args.index("--as") + 1] if "--as" in args else "CANCELLED by 0"
+    if how != "NONE":
+        state.setdefault("ended", {})[str(cluster["allocation"])] = how
     for job in cluster["jobs"]:
         if "--signal-command" in args[1:]:
             # The job's leader runs the task's `run:` (the wrapper), whose child is the command.
@@ -311,9 +319,6 @@ def cmd_lose(state: dict[str, Any], args: list[str]) -> int:
     return 0
 
 
-USER_HASH = "0123abcd"
-
-
 def helper(argv: list[str]) -> int:
     """`python sdk_helper.py COMMAND ...` of the fake venv."""
     if argv[1:2] == ["name-on-cloud"]:
@@ -323,22 +328,15 @@ def helper(argv: list[str]) -> int:
     return 1
 
 
-def squeue(argv: list[str]) -> int:
-    """`squeue -h --name NAME -o %i --states=...`: the live allocation of that cluster."""
-    wanted = argv[argv.index("--name") + 1]
-    for name, cluster in load()["clusters"].items():
-        if f"{name}-{USER_HASH}" == wanted and not cluster.get("lost"):
-            out(f"{cluster['allocation']}\n")
-    return 0
-
-
 def main(argv: list[str]) -> int:
     with open(f"{STATE}.calls", "a") as calls:
         calls.write(json.dumps(argv) + "\n")
     if argv[:1] == ["--helper"]:
         return helper(argv[1:])
     if argv[:1] == ["--squeue"]:
-        return squeue(argv[1:])
+        return squeue(load(), argv[1:])
+    if argv[:1] == ["--sacct"]:
+        return sacct(load(), argv[1:])
     if argv == ["--version"]:
         out(f"skypilot, version {VERSION}\n")
         return 0

@@ -1,6 +1,7 @@
 """The scripted fake `sky` (tests/fake_sky.py) as a SkyPilot installation for tests: a venv
-with `bin/sky`, `bin/python` (the SDK helper) and a `squeue` for the "login node" (this host),
-its state file, and helpers to build the adapter on it, directly or through the registry."""
+with `bin/sky`, `bin/python` (the SDK helper), a `squeue` and a `sacct` for the "login node"
+(this host), its state file, and helpers to build the adapter on it, directly or through the
+registry."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ class FakeSky:
             "FAKE_SKY_VERSION": self.version,
             "VIBESYS_SKY_VENV": str(self.venv),
             "VIBESYS_SKY_LOGIN": "local",
-            # The "login node" is this host, with the fake's squeue first on PATH.
+            # The "login node" is this host, with the fake's squeue and sacct first on PATH.
             "PATH": f"{self.venv / 'fakebin'}:{os.environ['PATH']}",
         }
 
@@ -143,6 +144,7 @@ def make_fake_sky(tmp_path: Path) -> FakeSky:
         ("bin/sky", ""),
         ("bin/python", "--helper "),
         ("fakebin/squeue", "--squeue "),
+        ("fakebin/sacct", "--sacct "),
     ):
         path = venv / shim
         path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_SKY}" {mode}"$@"\n')

@@ -14,6 +14,7 @@ from vibesys.adapters.skypilot.classify import (
     Observed,
     classify,
     format_job_id,
+    lost_allocation,
     parse_job_ref_id,
     pick,
 )
@@ -43,6 +44,7 @@ def seen(
     allocation: str | None = "107",
     cancelled_by_us: bool = False,
     in_flight: bool = False,
+    ended: str | None = None,
 ) -> Observed:
     queued = QueueJob(3, "vibesys-x-1", sky, 1.0, None, None) if sky is not None else None
     return Observed(
@@ -54,6 +56,7 @@ def seen(
         DirState(claim, exit_code, refused, None),
         cancelled_by_us,
         in_flight,
+        ended,
     )
 
 
@@ -151,3 +154,67 @@ def test_success_without_a_marker_is_unknown_for_good() -> None:
     assert (status.state, status.final) == (RemoteState.UNKNOWN, True)
     # An unknown view of the cluster may change: not final.
     assert not classify(seen(recorded=None, cluster=UNKNOWN)).final
+
+
+#: Every way an attempt's allocation is proven lost (the table's LOST rows), with the
+#: allocation Slurm is asked about.
+LOST = [
+    pytest.param(dict(cluster=GONE, exit_code=143, claim=job_claim()), "107", id="killed-gone"),
+    pytest.param(
+        dict(exit_code=143, claim=job_claim("107"), allocation="120"), "107", id="killed-new"
+    ),
+    pytest.param(dict(cluster=GONE, claim=job_claim()), "107", id="claimed-gone"),
+    pytest.param(dict(cluster=GONE), "107", id="submitted-gone"),
+    pytest.param(dict(claim=job_claim("107"), allocation="120"), "107", id="claimed-new"),
+    pytest.param(dict(recorded="3@105", allocation="120"), "105", id="submitted-new"),
+]
+
+#: Slurm's State of the lost allocation -> the name of the loss. Only a preemption and a node
+#: failure are told apart; the wall time, a scancel, someone's `sky down`, a state that is no
+#: end, and no record at all are the allocation's expiry.
+NAMED = [
+    ("PREEMPTED", RemoteState.PREEMPTED),
+    ("NODE_FAIL", RemoteState.NODE_FAIL),
+    ("TIMEOUT", RemoteState.ALLOCATION_EXPIRED),
+    ("CANCELLED", RemoteState.ALLOCATION_EXPIRED),
+    ("COMPLETED", RemoteState.ALLOCATION_EXPIRED),
+    ("RUNNING", RemoteState.ALLOCATION_EXPIRED),
+    ("FAILED", RemoteState.ALLOCATION_EXPIRED),
+    (None, RemoteState.ALLOCATION_EXPIRED),
+]
+
+
+@pytest.mark.parametrize(("ended", "state"), NAMED)
+@pytest.mark.parametrize(("how", "allocation"), LOST)
+def test_a_lost_allocation_is_named_by_slurms_record_of_it(
+    how: dict[str, object], allocation: str, ended: str | None, state: RemoteState
+) -> None:
+    observed = seen(**how, ended=ended)  # type: ignore[arg-type]
+    assert lost_allocation(observed) == allocation
+    status = classify(observed)
+    assert (status.state, status.exit_code, status.final) == (state, None, False)
+    assert f"Slurm's record of allocation {allocation}: {ended or 'none'}" in status.observation
+
+
+def test_the_lost_allocation_is_the_claims_then_the_recorded_one() -> None:
+    assert lost_allocation(seen(claim=job_claim("107"), recorded="3@105")) == "107"
+    assert lost_allocation(seen(recorded="3@105")) == "105"
+    assert lost_allocation(seen(recorded="3@?")) is None
+    assert lost_allocation(seen(recorded=None, claim=FENCE)) is None
+
+
+@pytest.mark.parametrize(
+    ("observed", "state"),
+    [
+        (seen(cluster=GONE, exit_code=0, claim=job_claim(), ended="PREEMPTED"), "COMPLETED"),
+        (seen(cluster=GONE, exit_code=3, claim=job_claim(), ended="PREEMPTED"), "FAILED"),
+        (seen(sky=S.RUNNING, claim=job_claim(), ended="PREEMPTED"), "RUNNING"),
+        (seen(sky=S.FAILED, claim=job_claim(), ended="PREEMPTED"), "NODE_FAIL"),
+        (seen(sky=S.CANCELLED, exit_code=143, claim=job_claim(), ended="PREEMPTED"), "CANCELLED"),
+        (seen(cluster=UNKNOWN, exit_code=143, claim=job_claim(), ended="PREEMPTED"), "UNKNOWN"),
+    ],
+)
+def test_slurms_record_renames_nothing_but_a_lost_allocation(
+    observed: Observed, state: str
+) -> None:
+    assert classify(observed).state == state

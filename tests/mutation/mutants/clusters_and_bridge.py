@@ -25,6 +25,7 @@ from tests.mutation.mutants.framework import (
     RUN_COMMAND,
     SHARED_POLL,
     SKY,
+    SKY_ALLOCATION_END,
     STATUS_RULES,
     TOKENS,
     M,
@@ -39,6 +40,8 @@ MUTANTS: list[Mutant] = [
     M("sky-marker-ignored", SKY, "    if files.exit_code is not None:\n", "    if False:\n", "the command's true exit code is lost (SkyPilot says 100 for every failure)"),
     M("sky-killed-job-blamed", SKY, "return status(RemoteState.NODE_FAIL if claimed else RemoteState.LAUNCH_FAILED)", "return status(RemoteState.FAILED)", "a job killed with its allocation is blamed on the command, never retried"),
     M("sky-lost-allocation-unseen", SKY, "if seen.cluster is ClusterView.GONE and (claim_allocation or recorded_allocation):", "if False:", "an attempt whose allocation ended is not retried on a new one"),
+    M("sky-preemption-named-expiry", SKY, '    "PREEMPTED": RemoteState.PREEMPTED,\n', '    "PREEMPTED": RemoteState.ALLOCATION_EXPIRED,\n', "a preempted allocation is named an expiry: the JobResult and journal show hide the preemption"),
+    M("sky-allocation-end-unasked", SKY_ALLOCATION_END, "    asked = sorted({allocation for allocation in lost.values() if allocation})\n", "    asked: list[str] = []\n", "Slurm is never asked how a lost allocation ended: a preemption, a node failure read ALLOCATION_EXPIRED"),
     # -- cluster leases ------------------------------------------------------------------------
     M("sky-killed-with-allocation-is-app-failure", SKY, "        if code >= 128 and (seen.cluster is ClusterView.GONE or started_elsewhere):\n", "        if False:\n", "a command killed as its allocation ended counts as its own failure, not retried"),
     M("lease-launch-left-up-failed", CLUSTERS, "    if sight.up:\n", "    if False:\n", "a launch a crash interrupted after it brought the cluster up is recorded failed: a cluster nobody records"),

@@ -55,6 +55,7 @@ SLURM_REQUEST = "vibesys/adapters/slurm/request.py"
 SKY_REQUEST = "vibesys/adapters/skypilot/request.py"
 SKY_STAGED = "vibesys/adapters/skypilot/staged.py"
 SKY_OPS = "vibesys/adapters/skypilot/ops.py"
+SKY_ALLOCATION_END = "vibesys/adapters/skypilot/allocation_end.py"
 BRIDGE_SITE = "vibesys/bridge/site.py"
 BRIDGE_FILES = "vibesys/bridge/files.py"
 SITE_FILE = "vibesys/config/slurm_file.py"
@@ -156,6 +157,10 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     SKY_REQUEST: ("tests/config/test_resources_profiles.py",),
     SKY_STAGED: ("tests/engine/test_skypilot_candidate.py",),
     SKY_OPS: ("tests/adapters/skypilot/test_backend_fake.py",),
+    SKY_ALLOCATION_END: (
+        "tests/adapters/skypilot/test_allocation_end.py",
+        "tests/engine/skypilot/test_preemption.py",
+    ),
     BRIDGE_SITE: ("tests/bridge/test_site.py",),
     BRIDGE_FILES: ("tests/bridge/test_files.py",),
     SLOTS: ("tests/broker/test_run_slots.py",),

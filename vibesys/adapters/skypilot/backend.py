@@ -12,8 +12,9 @@ drives it in this order, journaling an intent before each effect (`vibesys.engin
 
 Status reads two things per round whatever the number of jobs: `sky queue` for the cluster and one
 command on the login node for every remote attempt directory's claim and markers (plus, only when a
-job is missing, a refresh and the API server's active requests). Every status carries the attempt's
-claim and where it ran (provenance).
+job is missing, a refresh and the API server's active requests, and only when an allocation is
+lost, Slurm's record of how it ended). Every status carries the attempt's claim and where it ran
+(provenance).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from vibesys.adapters.rundir.names import (
 )
 from vibesys.adapters.rundir.reader import ReadsRunDirs
 from vibesys.adapters.rundir.remote import RunDirs
+from vibesys.adapters.skypilot.allocation_end import name_losses
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
     Observed,
@@ -295,6 +297,7 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
         if missing and self.ops.submitting_requests():
             for name in missing:
                 result[name] = classify(dataclasses.replace(seen[name], submissions_in_flight=True))
+        result = name_losses(result, seen, self.dirs)  # preempted, wall time, node failure
         return {name: self._with_provenance(s, seen[name]) for name, s in result.items()}
 
     def _with_provenance(self, status: RemoteStatus, seen: Observed) -> RemoteStatus:

@@ -4,14 +4,14 @@ SkyPilot reports only 0/100..103 and a job status; the wrapper's files in the re
 directory say what the command itself did. The marker wins whenever it exists: a command that
 wrote its exit code ran to its end, whatever happened to the allocation afterwards. Except death
 by a signal (N≥128) when the attempt's allocation has ended: Slurm signals the steps of an
-allocation it ends (scancel, wall time, node failure), and the wrapper records that signal as it
-dies.
+allocation it ends (scancel, wall time, preemption, node failure), and the wrapper records that
+signal as it dies.
 
 | marker / files       | SkyPilot says               | cluster      | RemoteState             |
 |----------------------|-----------------------------|--------------|-------------------------|
 | exit_code 0          | anything                    | anything     | COMPLETED               |
 | exit_code N≥128      | CANCELLED, or we cancelled  | anything     | CANCELLED               |
-| exit_code N≥128      | anything                    | gone, or up  | ALLOCATION_EXPIRED      |
+| exit_code N≥128      | anything                    | gone, or up  | LOST (below)            |
 |                      |                             | on a new one |                         |
 | exit_code N≥128      | anything                    | unknown      | UNKNOWN                 |
 | exit_code N>0        | anything                    | up (its own) | FAILED                  |
@@ -22,12 +22,26 @@ dies.
 | none, claim          | FAILED/FAILED_SETUP/_DRIVER | up           | NODE_FAIL               |
 | none, no claim       | FAILED/FAILED_SETUP/_DRIVER | up           | LAUNCH_FAILED           |
 | none                 | CANCELLED                   | up           | CANCELLED               |
-| none, claim          | not listed                  | gone         | ALLOCATION_EXPIRED      |
-| none, claim or id    | not listed                  | up, new one  | ALLOCATION_EXPIRED      |
-| none, submitted (id) | not listed                  | gone         | ALLOCATION_EXPIRED      |
+| none, claim          | not listed                  | gone         | LOST (below)            |
+| none, claim or id    | not listed                  | up, new one  | LOST (below)            |
+| none, submitted (id) | not listed                  | gone         | LOST (below)            |
 | none, no claim/id    | not listed, no exec request | up or gone   | NOT_FOUND               |
 |                      | in flight                   |              |                         |
 | anything else        |                             |              | UNKNOWN                 |
+
+LOST: the allocation the attempt ran in (its claim's) or was submitted to (its recorded id) has
+ended. SkyPilot only says the cluster is gone; how the allocation ended is Slurm's record of
+that job (`Observed.allocation_end`, its sacct State, asked by `allocation_end.py`):
+
+| Slurm's record of the allocation                          | RemoteState        |
+|-----------------------------------------------------------|--------------------|
+| PREEMPTED                                                 | PREEMPTED          |
+| NODE_FAIL                                                 | NODE_FAIL          |
+| TIMEOUT (its wall time), CANCELLED (scancel), COMPLETED   | ALLOCATION_EXPIRED |
+| (sky down), anything else, none (not asked, no answer)    |                    |
+
+ALLOCATION_EXPIRED stays the name of a loss whose cause cannot be known; all three are retried
+within the same policy, on a new allocation.
 
 Every status carries the remote attempt directory's claim (a fence there: the attempt is retired).
 """
@@ -37,13 +51,29 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Final
 
 from vibesys.adapters.base import RemoteState, RemoteStatus
 from vibesys.adapters.rundir.claim import Claim
 from vibesys.adapters.rundir.markers import DirState
 from vibesys.adapters.skypilot.parse import QueueJob, SkyJobStatus
 
-__all__ = ["ClusterView", "Observed", "classify", "format_job_id", "parse_job_ref_id", "pick"]
+__all__ = [
+    "ClusterView",
+    "Observed",
+    "classify",
+    "format_job_id",
+    "lost_allocation",
+    "parse_job_ref_id",
+    "pick",
+]
+
+#: How a lost allocation's end is named, by Slurm's State of it. Any other state, or none, is
+#: ALLOCATION_EXPIRED: the wall time, a scancel, a `sky down`, or a cause nobody can tell.
+_LOST_AS: Final = {
+    "PREEMPTED": RemoteState.PREEMPTED,
+    "NODE_FAIL": RemoteState.NODE_FAIL,
+}
 
 
 class ClusterView(Enum):
@@ -65,6 +95,9 @@ class Observed:
     cancelled_by_us: bool
     #: an exec or launch request is still active in the API server
     submissions_in_flight: bool
+    #: Slurm's State of the lost allocation (`lost_allocation`) once asked; None: not asked,
+    #: or Slurm did not say
+    allocation_end: str | None = None
 
 
 def format_job_id(sky_job_id: int, allocation: str | None) -> str:
@@ -94,10 +127,16 @@ def pick(
     return named[0] if named else None
 
 
+def lost_allocation(seen: Observed) -> str | None:
+    """The allocation whose end a LOST classification rests on: the one the attempt's claim
+    names, else the one it was submitted to."""
+    return _claimed_allocation(seen.files.claim) or parse_job_ref_id(seen.recorded_id)[1]
+
+
 def classify(seen: Observed) -> RemoteStatus:
     files, queued = seen.files, seen.queued
     claim = files.claim
-    claim_allocation = (claim.get("slurm_job_id") or None) if claim and _is_job(claim) else None
+    claim_allocation = _claimed_allocation(claim)
     allocation = claim_allocation or seen.allocation
     job_id = (
         format_job_id(queued.job_id, seen.allocation) if queued is not None else seen.recorded_id
@@ -114,6 +153,13 @@ def classify(seen: Observed) -> RemoteStatus:
             seen.job_name, job_id, state, code, by, evidence, claim=claim, final=final
         )
 
+    def lost() -> RemoteStatus:
+        ended = lost_allocation(seen)
+        record = f"Slurm's record of allocation {ended}: {seen.allocation_end or 'none'}"
+        state = _LOST_AS.get(seen.allocation_end or "", RemoteState.ALLOCATION_EXPIRED)
+        found = f"{evidence}; {record}" if ended else evidence
+        return RemoteStatus(seen.job_name, job_id, state, observation=found, claim=claim)
+
     by_us = "vibesys" if seen.cancelled_by_us else None
     started_elsewhere = (
         claim_allocation is not None
@@ -126,7 +172,7 @@ def classify(seen: Observed) -> RemoteStatus:
         if code >= 128 and (sky_cancelled or seen.cancelled_by_us):
             return status(RemoteState.CANCELLED, code, by_us)
         if code >= 128 and (seen.cluster is ClusterView.GONE or started_elsewhere):
-            return status(RemoteState.ALLOCATION_EXPIRED)  # killed with its allocation
+            return lost()  # killed with its allocation
         if code >= 128 and seen.cluster is ClusterView.UNKNOWN:
             return status(RemoteState.UNKNOWN)  # the next round shows whether it still holds
         return status(RemoteState.COMPLETED if code == 0 else RemoteState.FAILED, code)
@@ -141,9 +187,9 @@ def classify(seen: Observed) -> RemoteStatus:
         and recorded_allocation != seen.allocation
     )
     if seen.cluster is ClusterView.GONE and (claim_allocation or recorded_allocation):
-        return status(RemoteState.ALLOCATION_EXPIRED)
+        return lost()
     if seen.cluster is ClusterView.UP and (started_elsewhere or submitted_elsewhere):
-        return status(RemoteState.ALLOCATION_EXPIRED)
+        return lost()
     proven_absent = (
         seen.cluster is not ClusterView.UNKNOWN
         and claim is None
@@ -155,6 +201,10 @@ def classify(seen: Observed) -> RemoteStatus:
 
 def _is_job(claim: Claim | None) -> bool:
     return claim is not None and claim.kind == "job"
+
+
+def _claimed_allocation(claim: Claim | None) -> str | None:
+    return (claim.get("slurm_job_id") or None) if claim is not None and _is_job(claim) else None
 
 
 def _from_queue(
