@@ -108,8 +108,8 @@ def client_path() -> None:
 
 
 def _checked_workspace(workspace: Path, agent: AgentGpuConfig) -> str:
-    from vibesys.broker.bwrap import Sandbox
     from vibesys.broker.exposure import check_read_only_paths
+    from vibesys.osutil.sandbox import Sandbox
 
     try:
         root = os.path.realpath(workspace, strict=True)

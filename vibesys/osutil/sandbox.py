@@ -1,4 +1,6 @@
-"""Pure rendering of the bubblewrap sandbox an agent's GPU command runs in on the compute node.
+"""Pure rendering of the bubblewrap sandbox a confined command runs in: an agent's GPU command on
+the compute node (the broker), and a local evaluation of a sandboxed session on this host (the
+local adapter, from its request's confinement).
 
 The job sees: the workspace (writable), the host's system directories and the operator's
 `read_only_paths` (read-only), a fresh /proc, a minimal /dev plus the GPU device nodes that
