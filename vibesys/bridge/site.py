@@ -64,7 +64,7 @@ class Site:
         the agent edits it between evaluations) that passes the variables `env_names`.
         UsageError/ConfigError say why the site cannot take it."""
         if self.backend == "local":
-            from vibesys.adapters.local import LocalRequest
+            from vibesys.adapters.local_request import LocalRequest
 
             return LocalRequest()
         if self.backend == "skypilot":
