@@ -25,6 +25,7 @@ echo x 2>/dev/null > "$ORIGINAL/new" && echo wrote-original || echo no-original
 echo y > made.txt && echo wrote-copy
 ls "$READ_ONLY" && (echo z 2>/dev/null > "$READ_ONLY/new" && echo wrote-ro || echo no-ro)
 test -e "/proc/$HOST_PID" && echo host-pid-seen || echo no-host-pid
+echo "shadow=$(head -c 1 /etc/shadow 2>/dev/null | wc -c)"
 echo "home=$HOME value=$VALUE"
 printf '\377\000raw\n' >&2
 exit 3
@@ -90,6 +91,7 @@ def test_a_confined_command_sees_its_copy_and_the_system_only(tmp_path: Path) ->
         "tool",
         "no-ro",
         "no-host-pid",
+        "shadow=0",
         "home=/tmp value=passed",
     ]
     assert err == b"\377\000raw\n", "the wrapper outside writes the output byte for byte"
