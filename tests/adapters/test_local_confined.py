@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,48 @@ def test_the_confinement_is_recorded_with_the_request() -> None:
     ):
         with pytest.raises(ConfigError, match=f"local request does not fit: {where}: "):
             entry("local").parse_request(bad)
+
+
+def test_a_cancelled_confined_command_leaves_nothing_running(tmp_path: Path) -> None:
+    """The sandbox is its own session (out of the wrapper's process group's reach): it ends
+    because it dies with its parent, and with its pid namespace everything in it."""
+    paths = layout(tmp_path)
+    request = confined_request(paths, Confinement())
+    marker = "61.25"  # a sleep no other test runs
+    request = SubmitRequest(
+        request.invocation_id,
+        request.attempt,
+        request.job_name,
+        ("sh", "-c", f"sleep {marker} & sleep {marker}; echo never"),
+        request.attempt_dir,
+        request.context,
+        request.spec,
+    )
+    backend = LocalBackend()
+    receipt = backend.submit(request)
+    ref = JobRef(request.job_name, receipt.job_id, request.attempt_dir)
+
+    def sleepers() -> list[int]:
+        needle = f"sleep\0{marker}\0".encode()
+        found = []
+        for found_entry in os.scandir("/proc"):
+            try:
+                cmdline = Path(found_entry.path, "cmdline")
+                if found_entry.name.isdigit() and cmdline.read_bytes() == needle:
+                    found.append(int(found_entry.name))
+            except OSError:
+                continue
+        return found
+
+    deadline = time.monotonic() + 20
+    while len(sleepers()) < 2:
+        assert time.monotonic() < deadline, "the command did not start"
+        time.sleep(0.05)
+    backend.cancel(ref)
+    status = wait_terminal(backend, ref)
+    assert status.state is RemoteState.CANCELLED
+    deadline = time.monotonic() + 5
+    while sleepers():
+        assert time.monotonic() < deadline, f"left running: {sleepers()}"
+        time.sleep(0.05)
+    assert b"never" not in (request.attempt_dir / "stdout").read_bytes()
