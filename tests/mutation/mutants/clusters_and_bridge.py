@@ -98,7 +98,7 @@ MUTANTS: list[Mutant] = [
     M("no-heartbeat", BRIDGE_SERVER, "                    sink.send(Heartbeat())", "                    pass", "a helper waiting on a quiet evaluation takes its live bridge for a silent one"),
     M("local-confinement-ignored", "vibesys/adapters/local.py", "        if confine is not None:  # as recorded: a retry is confined as its first attempt was\n", "        if False:\n", "a sandboxed session's local evaluation reads the host: its token, its files, the workspace", tests=("tests/adapters/test_local_confined.py",)),
     M("local-confinement-not-recorded", "vibesys/adapters/local_request.py", "        if self.confine is not None:\n            found[\"confine\"]", "        if False:\n            found[\"confine\"]", "a retry submitted by a restarted bridge or reconcile runs with the host's view", tests=("tests/adapters/test_local_confined.py::test_the_confinement_is_recorded_with_the_request",)),
-    M("local-session-unconfined-by-default", BRIDGE_SITE, "        confinement = None if unconfined else Confinement()", "        confinement = None", "session serve --local gives evaluations the host's view though the operator never said so", tests=("tests/bridge/test_session_confined.py::test_a_local_evaluation_sees_its_copy_only_unless_the_operator_says_otherwise",)),
+    M("local-session-unconfined-by-default", BRIDGE_SITE, "        confinement = None if unconfined else Confinement()", "        confinement = None", "session serve --local gives evaluations the host's view though the operator never said so"),
     M("tokens-one-format", TOKENS, 'BROKER_PREFIX: Final = "vbgpu1."', 'BROKER_PREFIX: Final = "vbeval1."', "the GPU broker's and the bridge's tokens cannot be told apart"),
 ]
 # fmt: on
