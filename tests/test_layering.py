@@ -65,7 +65,7 @@ FORBIDDEN = {
     ),
     "vibesys.engine": ("vibesys.cli", "vibesys.broker", "vibesys.bridge"),
     # A site check reaches the site through config and adapters and records nothing (it runs
-    # the broker's sandbox on a node, see ALLOWED_ACROSS).
+    # the broker's sandbox, `osutil.sandbox`, on a node).
     "vibesys.sitecheck": (
         "vibesys.journal_schema",
         "vibesys.engine",
@@ -140,7 +140,7 @@ MODULE_LINES = 400
 #: The protocol is pure; the server reaches the engine only through `engine_runner`.
 _BROKER_CORE = (
     "vibesys.broker",
-    "vibesys.broker.bwrap",
+    "vibesys.osutil.sandbox",
     "vibesys.config",
     "vibesys.errors",
     "vibesys.osutil.connections",
@@ -148,7 +148,7 @@ _BROKER_CORE = (
 )
 BROKER_ALLOWED = {
     "vibesys.broker.protocol": (),
-    "vibesys.broker.jobs": ("vibesys.broker.bwrap",),
+    "vibesys.broker.jobs": ("vibesys.osutil.sandbox",),
     "vibesys.broker.environment": (),
     "vibesys.broker.slots": ("vibesys.broker.jobs", "vibesys.broker.protocol"),
     # The run-wide cap's line lives in the journal; it never drives an invocation itself.
@@ -178,9 +178,8 @@ def test_module_imports(name: str) -> None:
     importlib.import_module(name)
 
 
-#: package -> modules it may import although FORBIDDEN bans their prefix. The site check
-#: proves on a node that the broker's sandbox confines a command, so it builds that sandbox.
-ALLOWED_ACROSS = {"vibesys.sitecheck": ("vibesys.broker.bwrap",)}
+#: package -> modules it may import although FORBIDDEN bans their prefix.
+ALLOWED_ACROSS: dict[str, tuple[str, ...]] = {}
 
 
 def violations(module: str, imports: set[str]) -> list[str]:

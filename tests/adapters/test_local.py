@@ -15,7 +15,8 @@ import pytest
 
 from vibesys.adapters import local as local_module
 from vibesys.adapters.base import JobContext, JobRef, RemoteState, RemoteStatus, SubmitRequest
-from vibesys.adapters.local import LocalBackend, LocalRequest
+from vibesys.adapters.local import LocalBackend
+from vibesys.adapters.local_request import LocalRequest
 from vibesys.adapters.rundir.claim import parse_claim
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 from vibesys.osutil import proc

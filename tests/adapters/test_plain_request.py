@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from vibesys.adapters.local import LocalRequest
+from vibesys.adapters.local_request import LocalRequest
 from vibesys.adapters.registry import entry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.errors import ConfigError

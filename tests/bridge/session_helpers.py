@@ -16,6 +16,9 @@ from vibesys.bridge import client
 
 CLIENT = Path(client.__file__)
 BUDGET = 60.0
+#: For tests whose commands leave markers on the host, outside their copy of the candidate: what
+#: an operator who wants that says (`--local` alone confines every evaluation to its copy).
+HOST_VIEW = ("--unconfined",)
 
 
 @dataclass

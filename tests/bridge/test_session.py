@@ -19,6 +19,7 @@ import pytest
 from tests.bridge.helpers import Tricklers
 from tests.bridge.session_helpers import (
     BUDGET,
+    HOST_VIEW,
     result_line,
     serve_argv,
     start_session,
@@ -70,6 +71,7 @@ def test_a_session_end_to_end(tmp_path: Path) -> None:
             "benchmark",
         ]
         assert capabilities["nodes"] == 1 and capabilities["accelerators_per_node"] == 0
+        assert capabilities["local_confined"] is True  # --local alone: confined
     finally:
         status, err = session.stop()
     assert status == 0, err
@@ -120,12 +122,12 @@ def test_a_bridge_killed_while_submitting_is_restarted_and_runs_it_once(
     tmp_path: Path, failpoint: str, attempt: int
 ) -> None:
     marker = tmp_path / "runs.txt"
-    session = start_session(tmp_path, env={"VIBESYS_FAILPOINTS": failpoint})
+    session = start_session(tmp_path, extra=HOST_VIEW, env={"VIBESYS_FAILPOINTS": failpoint})
     helper = session.helper(
         "--request-id", "eval-1", "--", "sh", "-c", f"echo run >> {marker}; echo done"
     )
     assert session.reap()[0] == 137  # stopped dead at the failpoint
-    again = start_session(tmp_path)
+    again = start_session(tmp_path, extra=HOST_VIEW)
     try:
         out, err = helper.communicate(timeout=BUDGET)
         assert helper.returncode == 0, err
@@ -141,13 +143,13 @@ def test_a_bridge_killed_while_submitting_is_restarted_and_runs_it_once(
 
 def test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches(tmp_path: Path) -> None:
     marker = tmp_path / "runs.txt"
-    session = start_session(tmp_path)
+    session = start_session(tmp_path, extra=HOST_VIEW)
     script = f"echo run >> {marker}; echo before; sleep 2; echo after"
     helper = session.helper("--request-id", "eval-2", "--", "sh", "-c", script)
     wait_for(lambda: marker.exists(), "the command to start")
     session.process.kill()
     session.reap()
-    again = start_session(tmp_path)
+    again = start_session(tmp_path, extra=HOST_VIEW)
     try:
         out, err = helper.communicate(timeout=BUDGET)
         assert helper.returncode == 0, err
@@ -161,7 +163,7 @@ def test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches(tmp_path: Pat
 
 def test_teardown_cancels_a_running_evaluation_and_tells_its_helper(tmp_path: Path) -> None:
     marker = tmp_path / "started"
-    session = start_session(tmp_path)
+    session = start_session(tmp_path, extra=HOST_VIEW)
     helper = session.helper("--", "sh", "-c", f"touch {marker}; sleep 60")
     wait_for(lambda: marker.exists(), "the command to start")
     status, err = session.stop(signal.SIGINT)
@@ -180,7 +182,7 @@ def test_teardown_cancels_a_running_evaluation_and_tells_its_helper(tmp_path: Pa
 
 def test_an_interrupted_helper_cancels_its_evaluation(tmp_path: Path) -> None:
     marker = tmp_path / "started"
-    session = start_session(tmp_path)
+    session = start_session(tmp_path, extra=HOST_VIEW)
     try:
         helper = session.helper("--", "sh", "-c", f"touch {marker}; sleep 60")
         wait_for(lambda: marker.exists(), "the command to start")
@@ -264,6 +266,7 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
         (("--profile", "x", "--local"), "name one site"),
         (("--local", "--allow-env", "SLURM_JOB_ID"), "--allow-env SLURM_JOB_ID: a SLURM_"),
         (("--local", "--run-id", "a b"), "--run-id 'a b'"),
+        (("--profile", "x", "--unconfined"), "--unconfined applies to --local only"),
     ):
         argv = serve_argv(tmp_path, *extra)
         done = subprocess.run(argv, capture_output=True, text=True, timeout=BUDGET, check=False)
@@ -337,7 +340,7 @@ def test_a_campaigns_evaluations_run_one_at_a_time_in_order_across_a_restart(
         finally:
             store.close()
 
-    session = start_session(tmp_path)
+    session = start_session(tmp_path, extra=HOST_VIEW)
     helpers = []
     for n in (1, 2, 3):
         helpers.append(session.helper("--request-id", f"eval-{n}", "--", "sh", "-c", script(n)))
@@ -345,7 +348,7 @@ def test_a_campaigns_evaluations_run_one_at_a_time_in_order_across_a_restart(
     wait_for(lambda: log.exists(), "the first evaluation to start")
     session.process.kill()
     session.reap()
-    again = start_session(tmp_path)
+    again = start_session(tmp_path, extra=HOST_VIEW)
     try:
         time.sleep(2)  # the helpers reattach (and are told their positions) while the first runs
         (tmp_path / "gate-1").touch()

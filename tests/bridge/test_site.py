@@ -47,3 +47,31 @@ def test_evaluations_keep_the_site_the_session_started_with(tmp_path: Path, chan
         assert str(request.site().slurm.remote_workspace_root) == str(tmp_path / "remote")
         assert request.site_config == str(config.resolve())
         assert request.time_minutes == timeout // 60 and request.artifacts == ("out/*",)
+
+
+def test_a_local_site_confines_its_evaluations_unless_the_operator_said_otherwise(
+    tmp_path: Path,
+) -> None:
+    from vibesys.adapters.local_request import Confinement, LocalRequest
+    from vibesys.errors import UsageError
+
+    def local(**given: bool) -> tuple[LocalRequest, object]:
+        site = resolve_site(
+            run_id="c", workspace=str(tmp_path), resources=PortableResources(), local=True, **given
+        )
+        request = site.request(str(tmp_path), 60, ())
+        assert isinstance(request, LocalRequest)
+        return request, site.capabilities()["local_confined"]
+
+    request, confined = local()
+    assert (request.confine, confined) == (Confinement(read_only_paths=(), home="/tmp"), True)
+    request, confined = local(unconfined=True)
+    assert (request.confine, confined) == (None, False)
+    with pytest.raises(UsageError, match="--unconfined applies to --local only"):
+        resolve_site(
+            run_id="c",
+            workspace=str(tmp_path),
+            resources=PortableResources(),
+            profile="p",
+            unconfined=True,
+        )

@@ -3,6 +3,7 @@ workspace writable, read-only paths read-only, nothing else visible)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.golden_files import assert_matches_golden
-from vibesys.broker.bwrap import (
+from vibesys.osutil.sandbox import (
     BWRAP_PRELUDE,
     Sandbox,
     bwrap_options,
@@ -163,6 +164,18 @@ def test_root_in_the_sandbox_holds_no_capabilities(layout: dict[str, Path]) -> N
         "grep CapEff /proc/self/status; mount -t tmpfs none /mnt 2>/dev/null || echo no-mount",
     )
     assert done.stdout.split() == ["CapEff:", "0000000000000000", "no-mount"]
+
+
+def test_the_hosts_credential_files_read_as_empty(layout: dict[str, Path]) -> None:
+    """Without capabilities root still owns /etc/shadow: the sandbox hides its content."""
+    ws = layout["ws"]
+    done = run_confined(
+        Sandbox(str(ws), str(ws), env={"PATH": "/usr/bin:/bin"}),
+        "for f in /etc/shadow /etc/gshadow; do head -c 1 $f 2>/dev/null | wc -c; done",
+    )
+    assert done.stdout.split() == ["0", "0"], done.stderr
+    if os.getuid() == 0 and Path("/etc/shadow").stat().st_size:  # what it hides, here
+        assert Path("/etc/shadow").read_bytes()
 
 
 def test_death_by_signal_is_reported_as_128_plus_n(layout: dict[str, Path]) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from vibesys.broker.bwrap import Sandbox, confined_command
 from vibesys.broker.exposure import check_read_only_paths, link_problem, links_to_check
 from vibesys.errors import ConfigError
+from vibesys.osutil.sandbox import Sandbox, confined_command
 
 HEADER = (
     "vibesys.agent_gpu.read_only_paths lists paths holding symlinks that a confined job could "

@@ -41,7 +41,7 @@ from vibesys.adapters.base import (
     SubmitReceipt,
     SubmitRequest,
 )
-from vibesys.adapters.plain_request import PlainRequest
+from vibesys.adapters.local_request import LocalRequest, confined_argv
 from vibesys.adapters.rundir.claim import Claim, parse_claim
 from vibesys.adapters.rundir.names import CANCEL_FILE, CLAIM_FILE, EXIT_CODE_FILE
 from vibesys.adapters.transports.base import map_transport_errors
@@ -57,14 +57,6 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 LAUNCH_GRACE_SECONDS = 10.0
 #: How long a repeated cancel waits after the first before it kills the command's group.
 KILL_AFTER_SECONDS = 5.0
-
-
-class LocalRequest(PlainRequest):
-    """The local adapter needs nothing beyond the command and its recorded context (the
-    command's files are where it runs, so it takes no artifacts). Plain, not pydantic: a
-    local run imports only what it uses."""
-
-    __slots__ = ()
 
 
 #: The registry's name for this adapter's request model.
@@ -103,6 +95,10 @@ class LocalBackend(Backend):
             )
         attempt_dir = request.attempt_dir
         attempt_dir.mkdir(parents=True, exist_ok=True)
+        command = list(request.command)
+        confine = getattr(request.spec, "confine", None)
+        if confine is not None:  # as recorded: a retry is confined as its first attempt was
+            command = confined_argv(confine, command, cwd, request.context.env, attempt_dir)
         launch = {"job_name": request.job_name, "launched_at": time.time()}
         _write_atomic(attempt_dir / "launch.json", json.dumps(launch) + "\n")
         argv = [sys.executable, "-I", "-S", str(WRAPPER), str(attempt_dir), request.job_name]
@@ -115,7 +111,7 @@ class LocalBackend(Backend):
         try:
             with map_transport_errors("start the local wrapper", maybe_effect=False):
                 child = subprocess.Popen(
-                    [*argv, *request.command],
+                    [*argv, *command],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

@@ -34,7 +34,22 @@ def serve(
         Path | None,
         typer.Option(help="Operator profiles \\[default: ~/.config/vibesys/clusters.toml]."),
     ] = None,
-    local: Annotated[bool, typer.Option("--local", help="Evaluate on this host.")] = False,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="Evaluate on this host, each evaluation confined by bubblewrap to its copy of "
+            "the candidate and the system directories.",
+        ),
+    ] = False,
+    unconfined: Annotated[
+        bool,
+        typer.Option(
+            "--unconfined",
+            help="With --local: run evaluations with this host's full view (home, files, "
+            "the session's tokens), not confined.",
+        ),
+    ] = False,
     resources: Annotated[
         Path | None,
         typer.Option(help="An experiment file whose \\[resources] table sizes the evaluations."),
@@ -111,6 +126,7 @@ def serve(
             clusters_config=clusters_config,
             profile=profile,
             local=local,
+            unconfined=unconfined,
         )
         options = SessionOptions(
             run_id=run_id,

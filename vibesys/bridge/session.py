@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from vibesys.bridge.admission import SessionPolicy
 from vibesys.bridge.setup import (
+    check_confinement,
     check_options,
     checked_workspace,
     claim_socket,
@@ -156,6 +157,7 @@ def serve_session(options: SessionOptions, out: Callable[[str], None]) -> int:
         raise UsageError(f"the site is not ready: {failures[0]}")
     workspace = checked_workspace(options)
     check_options(options)
+    check_confinement(options)
     state = private_dir(options.state_dir)
     session = _Session(options, state, _log)
     previous = {s: signal.signal(s, _stopper(session, s)) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from vibesys.config.slurm_file import SlurmSiteFile
 
 __all__ = [
+    "check_confinement",
     "check_options",
     "checked_workspace",
     "claim_socket",
@@ -75,6 +76,27 @@ def check_options(options: SessionOptions) -> None:
                         f"--allow-env {name}: over SSH only [slurm.transport] env_allowlist "
                         "variables reach the job; add it there"
                     )
+
+
+def check_confinement(options: SessionOptions) -> None:
+    """A confined local session needs a bwrap that confines here, and a runs directory that a
+    sandbox can mount writable (checked now, not at the first evaluation)."""
+    confinement = options.site.confinement
+    if options.site.backend != "local" or confinement is None:
+        return
+    from vibesys.broker.cli import _check_bwrap
+    from vibesys.osutil.sandbox import Sandbox
+
+    _check_bwrap(
+        fix="install bubblewrap, or serve with --unconfined to give local evaluations this "
+        "host's full view"
+    )
+    runs = os.path.realpath(options.journal.absolute().parent / "runs")
+    try:
+        Sandbox(workspace=runs, cwd=runs, read_only_paths=confinement.read_only_paths)
+    except ValueError as exc:
+        message = f"--journal {options.journal}: evaluations cannot be confined: {exc}"
+        raise UsageError(message) from None
 
 
 def private_dir(state_dir: Path | None) -> Path:

@@ -10,7 +10,9 @@ Three kinds of site, chosen by the trusted host side, never by a request:
   `--time`);
 - a SkyPilot profile (`clusters.toml`, `[profiles.NAME]`): the campaign's cluster, named from
   the run id and the resources' fingerprint (the adapter's own naming), the workspace synced;
-- this host (`--local`): a local process in a fresh copy of the candidate's snapshot.
+- this host (`--local`): a local process in a fresh copy of the candidate's snapshot, confined
+  by bubblewrap to that copy and the system directories unless the operator said
+  `--unconfined` (the confinement goes into each evaluation's recorded request).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from vibesys.adapters.local_request import Confinement
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.config import EffectiveResources, PortableResources
 from vibesys.config.site import RecordedSite
@@ -52,6 +55,8 @@ class Site:
     #: evaluation's request gets (the file is not read again)
     slurm_file: SlurmSiteFile | None = None
     slurm_rendering: RecordedSite | None = None
+    #: this host's evaluations run confined so (None: with the host's view, `--unconfined`)
+    confinement: Confinement | None = None
 
     def request(
         self,
@@ -64,9 +69,9 @@ class Site:
         the agent edits it between evaluations) that passes the variables `env_names`.
         UsageError/ConfigError say why the site cannot take it."""
         if self.backend == "local":
-            from vibesys.adapters.local import LocalRequest
+            from vibesys.adapters.local_request import LocalRequest
 
-            return LocalRequest()
+            return LocalRequest(confine=self.confinement)
         if self.backend == "skypilot":
             assert self.sky_request is not None
             from vibesys.adapters.candidate import candidate_spec
@@ -97,6 +102,8 @@ class Site:
     def capabilities(self) -> dict[str, Any]:
         """What an evaluation gets here, from the configuration (no scheduler is asked)."""
         found: dict[str, Any] = {"backend": self.backend, "cluster": self.cluster}
+        # whether a local evaluation runs sandboxed (None: it runs elsewhere, not on this host)
+        found["local_confined"] = self.confinement is not None if self.backend == "local" else None
         if self.effective is not None:
             found |= {
                 "accelerator_type": self.effective.accelerator_type,
@@ -127,6 +134,7 @@ def resolve_site(
     clusters_config: Path | None = None,
     profile: str | None = None,
     local: bool = False,
+    unconfined: bool = False,
 ) -> Site:
     """The one site the options name; UsageError/ConfigError (one line naming the option or
     key) when they name none, several, or one that cannot serve `resources`."""
@@ -140,8 +148,12 @@ def resolve_site(
         )
     if clusters_config is not None and profile is None:
         raise UsageError("--clusters-config needs --profile NAME")
+    if unconfined and not local:
+        raise UsageError("--unconfined applies to --local only (other sites run elsewhere)")
     if local:
-        return Site("local", "local", resources)
+        # A local session has no operator file naming read_only_paths: the system directories.
+        confinement = None if unconfined else Confinement()
+        return Site("local", "local", resources, confinement=confinement)
     if slurm_config is not None:
         return _slurm_site(slurm_config, resources)
     assert profile is not None

@@ -12,12 +12,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vibesys.broker.bwrap import Sandbox, is_within
 from vibesys.broker.environment import job_environment
 from vibesys.broker.jobs import GpuJob
 from vibesys.broker.protocol import Request, token_matches
 from vibesys.config import AgentGpuConfig, SlurmRequest, check_request
 from vibesys.errors import UsageError
+from vibesys.osutil.sandbox import Sandbox, is_within
 from vibesys.osutil.tokens import service_of
 
 __all__ = ["OUTSIDE_WORKSPACE", "Admission", "Refusal"]

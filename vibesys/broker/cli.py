@@ -108,8 +108,8 @@ def client_path() -> None:
 
 
 def _checked_workspace(workspace: Path, agent: AgentGpuConfig) -> str:
-    from vibesys.broker.bwrap import Sandbox
     from vibesys.broker.exposure import check_read_only_paths
+    from vibesys.osutil.sandbox import Sandbox
 
     try:
         root = os.path.realpath(workspace, strict=True)
@@ -125,13 +125,13 @@ def _checked_workspace(workspace: Path, agent: AgentGpuConfig) -> str:
     return root
 
 
-def _check_bwrap() -> None:
+def _check_bwrap(fix: str = "install bubblewrap (here and on the nodes)") -> None:
     """The submit host must be able to confine a job (nodes find bwrap on their own PATH)."""
     import shutil
     import subprocess
 
     if shutil.which("bwrap") is None:
-        raise UsageError("bwrap is not on PATH: install bubblewrap (here and on the nodes)")
+        raise UsageError(f"bwrap is not on PATH: {fix}")
     probe = ["bwrap", "--ro-bind", "/", "/", "--cap-drop", "ALL", "--unshare-pid", "true"]
     done = subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)
     if done.returncode != 0:

@@ -23,13 +23,13 @@ from typing import Final
 from vibesys.adapters.requests import RecordedSite
 from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
 from vibesys.adapters.slurm.request import SrunRequest
-from vibesys.broker.bwrap import confined_command, env_file_bytes
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
 from vibesys.engine.deadline import cancel_at_deadline
 from vibesys.engine.drive import StopFlag
 from vibesys.job_result import EXIT_STATUS, TIMEOUT_CANCEL, JobStatus, timed_out
 from vibesys.journal_schema import Invocation, Journal, open_journal
+from vibesys.osutil.sandbox import confined_command, env_file_bytes
 from vibesys.states import JobState, Outcome
 from vibesys.states.exits import exit_status
 

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from vibesys.broker.bwrap import SYSTEM_DIRS, is_within
 from vibesys.errors import ConfigError
+from vibesys.osutil.sandbox import SYSTEM_DIRS, is_within
 
 __all__ = ["MAX_LINKS", "check_read_only_paths", "link_problem", "links_to_check"]
 

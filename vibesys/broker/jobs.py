@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from vibesys.broker.bwrap import Sandbox
+from vibesys.osutil.sandbox import Sandbox
 
 __all__ = ["GpuJob", "GpuJobRunner", "OutputSink", "SlotBinding", "StopSignal"]
 

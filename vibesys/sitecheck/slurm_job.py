@@ -23,8 +23,8 @@ from typing import Final
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable, parse_squeue, squeue_argv
 from vibesys.adapters.slurm.status_rules import is_terminal
 from vibesys.adapters.transports import shell_join
-from vibesys.broker.bwrap import Sandbox, confined_command
 from vibesys.errors import BackendUnavailable
+from vibesys.osutil.sandbox import Sandbox, confined_command
 from vibesys.sitecheck.access import SiteAccess
 from vibesys.sitecheck.runner import Found, fail, ok, skipped, warn
 

@@ -10,6 +10,7 @@ from tests.mutation.mutants.framework import (
     BRIDGE_ROWS,
     BRIDGE_RUNNER,
     BRIDGE_SERVER,
+    BRIDGE_SITE,
     CLUSTER_RECORDS,
     CLUSTERS,
     CONNECTIONS,
@@ -98,6 +99,9 @@ MUTANTS: list[Mutant] = [
     M("no-cap-per-uid", CONNECTIONS, "        if self._per_uid[uid] >= self.limits.max_per_uid:", "        if False:", "one uid's connections take every slot of the service"),
     M("drain-unbounded-bytes", CONNECTIONS, "                    budget[1] -= len(data)", "                    budget[1] -= 0", "a refused peer is read for as long as it sends, up to the drain's time"),
     M("no-heartbeat", BRIDGE_SERVER, "                    sink.send(Heartbeat())", "                    pass", "a helper waiting on a quiet evaluation takes its live bridge for a silent one"),
+    M("local-confinement-ignored", "vibesys/adapters/local.py", "        if confine is not None:  # as recorded: a retry is confined as its first attempt was\n", "        if False:\n", "a sandboxed session's local evaluation reads the host: its token, its files, the workspace", tests=("tests/adapters/test_local_confined.py",)),
+    M("local-confinement-not-recorded", "vibesys/adapters/local_request.py", "        if self.confine is not None:\n            found[\"confine\"]", "        if False:\n            found[\"confine\"]", "a retry submitted by a restarted bridge or reconcile runs with the host's view", tests=("tests/adapters/test_local_confined.py::test_the_confinement_is_recorded_with_the_request",)),
+    M("local-session-unconfined-by-default", BRIDGE_SITE, "        confinement = None if unconfined else Confinement()", "        confinement = None", "session serve --local gives evaluations the host's view though the operator never said so"),
     M("tokens-one-format", TOKENS, 'BROKER_PREFIX: Final = "vbgpu1."', 'BROKER_PREFIX: Final = "vbeval1."', "the GPU broker's and the bridge's tokens cannot be told apart"),
 ]
 # fmt: on

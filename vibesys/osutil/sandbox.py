@@ -1,8 +1,11 @@
-"""Pure rendering of the bubblewrap sandbox an agent's GPU command runs in on the compute node.
+"""Pure rendering of the bubblewrap sandbox a confined command runs in: an agent's GPU command on
+the compute node (the broker), and a local evaluation of a sandboxed session on this host (the
+local adapter, from its request's confinement).
 
 The job sees: the workspace (writable), the host's system directories and the operator's
-`read_only_paths` (read-only), a fresh /proc, a minimal /dev plus the GPU device nodes that
-exist on the node, and an empty private /tmp. Nothing else: the operator's home directory, other
+`read_only_paths` (read-only; the host's password hashes and SSH host keys in them read as
+empty), a fresh /proc, a minimal /dev plus the GPU device nodes that exist on the node, and an
+empty private /tmp. Nothing else: the operator's home directory, other
 candidates' worktrees and the invocation and attempt directories are not mounted at all.
 
 Every capability is dropped (a job running as root could otherwise remount its way out), the
@@ -12,8 +15,9 @@ filtered variables, plus the device variables Slurm set for the allocation (CUDA
 and the like), which only the node knows.
 
 `bwrap` is named by program, so the node's own PATH finds it. The node-side part (GPU device
-nodes, Slurm's device variables) is a small bash prelude; the options vibesys decides are
-rendered here and passed to it as arguments, counted, so no value is ever re-parsed by a shell.
+nodes, the credential files that exist there, Slurm's device variables) is a small bash
+prelude; the options vibesys decides are rendered here and passed to it as arguments, counted,
+so no value is ever re-parsed by a shell.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ __all__ = [
     "BWRAP_PRELUDE",
     "DEVICE_NODES",
     "DEVICE_VARIABLES",
+    "HIDDEN_FILES",
     "PRIVATE_DIRS",
     "SYSTEM_DIRS",
     "Sandbox",
@@ -62,6 +67,15 @@ DEVICE_NODES: Final = (
     "/dev/dri",
     "/dev/kfd",
 )
+#: Host credentials inside the system directories, read as empty in the sandbox (those that
+#: exist where it runs): without capabilities a job running as root still owns them.
+HIDDEN_FILES: Final = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh/ssh_host_*_key",
+)
 #: Variables Slurm sets for the allocation's GPUs; copied into the sandbox when set.
 DEVICE_VARIABLES: Final = (
     "CUDA_VISIBLE_DEVICES",
@@ -84,6 +98,9 @@ BWRAP_PRELUDE: Final = (
     "fi\n"
     f"for node in {' '.join(DEVICE_NODES)}; do\n"
     '  if [ -e "$node" ]; then options+=(--dev-bind "$node" "$node"); fi\n'
+    "done\n"
+    f"for file in {' '.join(HIDDEN_FILES)}; do\n"
+    '  if [ -e "$file" ]; then options+=(--ro-bind /dev/null "$file"); fi\n'
     "done\n"
     f"for name in {' '.join(DEVICE_VARIABLES)}; do\n"
     '  if [ -n "${!name+set}" ]; then options+=(--setenv "$name" "${!name}"); fi\n'
