@@ -17,6 +17,13 @@ from typing import TYPE_CHECKING
 from vibesys.adapters.base import JobRef, Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend_base import SlurmBackendBase
+from vibesys.adapters.slurm.limits import (
+    PartitionLimits,
+    limits_argv,
+    parse_partition_limits,
+    sbatch_sizing,
+    time_refusal,
+)
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
 from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase, make_request
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
@@ -25,6 +32,7 @@ from vibesys.adapters.slurm.script import (
     render_sbatch,
     sbatch_argv,
 )
+from vibesys.adapters.slurm.site_parse import parse_slurm_minutes
 from vibesys.adapters.slurm.submission import (
     REJECTIONS,
     Candidate,
@@ -34,7 +42,7 @@ from vibesys.adapters.slurm.submission import (
 from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
 from vibesys.adapters.transports import prewarm as prewarm_transport
 from vibesys.config import SlurmSiteConfig
-from vibesys.errors import BackendUnavailable, SubmitRejected
+from vibesys.errors import BackendError, BackendMisconfigured, BackendUnavailable, SubmitRejected
 
 if TYPE_CHECKING:
     pass
@@ -85,9 +93,12 @@ class SbatchBackend(SlurmBackendBase):
         super().__init__(SlurmScheduler(config, runner))
         #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
         self.progress: Progress | None = None
+        #: the partitions' limits, asked of sinfo once per backend (see `_refuse_beyond_limits`)
+        self._limits: PartitionLimits | None = None
 
     def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
         scheduler = self.scheduler
+        self._refuse_beyond_limits(request.spec)
         remote = scheduler.remote_attempt_dir(request.job_ref())
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
         spec, candidate = candidate_setup(scheduler, request, spec)
@@ -130,6 +141,48 @@ class SbatchBackend(SlurmBackendBase):
         # Anything else (a timeout, "Socket timed out", a busy controller) may still have
         # queued the job: only a lookup by name, or a fence, can tell.
         raise BackendUnavailable("sbatch failed", evidence=evidence, maybe_submitted=True)
+
+    def _refuse_beyond_limits(self, spec: SlurmRequestBase) -> None:
+        """Refuse a time limit that no partition the job may use allows, before anything is
+        written or submitted: a site that does not enforce partition limits at submission
+        (EnforcePartLimits=NO) would otherwise queue the job for ever. The request's --time
+        is the person's (REJECTED); a --time in [slurm] sbatch_arguments, which sbatch reads
+        after it, is the site's (MISCONFIGURED). A failed sinfo leaves the decision to sbatch,
+        whose refusal is read as the request's fault too."""
+        config = self.scheduler.config.slurm
+        site_partitions, site_time = sbatch_sizing(config.sbatch_arguments)
+        partitions = site_partitions or spec.partitions
+        if site_time is not None:
+            try:
+                minutes = parse_slurm_minutes(site_time, round_up=True)
+            except ValueError:
+                return  # sbatch itself refuses a time it cannot read
+            asked = f"[slurm] sbatch_arguments --time={site_time}"
+        else:
+            minutes, asked = spec.time_minutes, f"--time {spec.time_minutes}"
+        if minutes is None:
+            return  # the partition's default time: within its limit
+        limits = self._partition_limits()
+        refused = time_refusal(minutes, partitions, limits, asked) if limits is not None else None
+        if refused is None:
+            return
+        if site_time is not None:
+            raise BackendMisconfigured(
+                refused,
+                maybe_submitted=False,
+                fix=f"lower --time in [slurm] sbatch_arguments of {spec.site_config} to what "
+                "the partition allows (`vibesys check` lists the limits)",
+            )
+        raise SubmitRejected(f"{refused}: nothing submitted")
+
+    def _partition_limits(self) -> PartitionLimits | None:
+        if self._limits is None:
+            try:
+                code, out, _, _ = self.scheduler.run(limits_argv())
+                self._limits = parse_partition_limits(out) if code == 0 else None
+            except BackendError:
+                self._limits = None  # unread: sbatch decides (see _refuse_beyond_limits)
+        return self._limits
 
     def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
         """`scontrol update jobid=JOB Dependency=afterok:PARENT` (an empty dependency once
