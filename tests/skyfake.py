@@ -1,6 +1,7 @@
 """The scripted fake `sky` (tests/fake_sky.py) as a SkyPilot installation for tests: a venv
-with `bin/sky`, `bin/python` (the SDK helper) and a `squeue` for the "login node" (this host),
-its state file, and helpers to build the adapter on it, directly or through the registry."""
+with `bin/sky`, `bin/python` (the SDK helper), a `squeue` and a `sinfo` for the "login node"
+(this host), its state file, and helpers to build the adapter on it, directly or through the
+registry."""
 
 from __future__ import annotations
 
@@ -143,6 +144,7 @@ def make_fake_sky(tmp_path: Path) -> FakeSky:
         ("bin/sky", ""),
         ("bin/python", "--helper "),
         ("fakebin/squeue", "--squeue "),
+        ("fakebin/sinfo", "--sinfo "),
     ):
         path = venv / shim
         path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_SKY}" {mode}"$@"\n')
