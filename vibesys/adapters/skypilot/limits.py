@@ -43,9 +43,9 @@ def allocation_refusal(profile: str, infra: str, allocation_time: str, sinfo: st
     return time_refusal(minutes, (partition,) if partition else limits.names, limits, asked)
 
 
-def allocation_fix(profile: str) -> str:
+def allocation_fix(profile: str, source: str = "clusters.toml") -> str:
     return (
-        f"lower allocation_time of [profiles.{profile}] in clusters.toml to what the partition "
+        f"lower allocation_time of [profiles.{profile}] in {source} to what the partition "
         f"allows, or name one that allows it in infra (`vibesys check --profile {profile}` "
         "lists the limits)"
     )
