@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from vibesys.adapters.base import JobContext, SubmitRequest
+from vibesys.adapters.slurm import sbatch as sbatch_module
 from vibesys.adapters.slurm.request import SbatchRequest, make_request
-from vibesys.adapters.slurm.sbatch import SbatchBackend
+from vibesys.adapters.slurm.sbatch import SbatchBackend, prewarm
 from vibesys.adapters.transports import CommandResult
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 
@@ -150,3 +151,21 @@ def test_an_outage_at_sbatch_stays_an_outage(tmp_path: Path) -> None:
         backend(req, cluster).submit(req)
     assert not isinstance(failed.value, SubmitRejected)
     assert failed.value.retryable and failed.value.maybe_submitted
+
+
+def test_the_limits_asked_ahead_while_the_run_is_recorded_are_the_ones_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`vibesys run` prewarms: sinfo is asked on its connection while the invocation is
+    recorded, and the submit's check asks no sinfo of its own."""
+    req = request(tmp_path, time_minutes=60, partition="main")
+    ahead, later = Cluster(), Cluster()
+    monkeypatch.setattr(sbatch_module, "runner_from_config", lambda config: ahead)
+    prewarm(req.spec)
+    with pytest.raises(SubmitRejected, match="exceeds partition main's MaxTime"):
+        backend(req, later).submit(req)
+    assert (ahead.sinfos(), later.sinfos(), later.submitted()) == (1, 0, 0)
+    # Without a time to check, prewarm only warms the connection: no sinfo.
+    quiet = request(tmp_path)
+    prewarm(quiet.spec)
+    assert ahead.sinfos() == 1

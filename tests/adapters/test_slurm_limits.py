@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from vibesys.adapters.slurm.limits import (
+    BatchTime,
     PartitionLimits,
+    batch_time,
     minutes_asked,
     parse_partition_limits,
     sbatch_sizing,
@@ -76,6 +78,22 @@ def test_the_site_sizing_in_sbatch_arguments_last_one_wins() -> None:
         ("a", "b"),
         "1:00:00",
     )
+
+
+def test_the_time_a_batch_job_asks_and_whose_it_is() -> None:
+    assert batch_time(None, ("main",), ()) is None  # the partition's default time
+    assert batch_time(45, ("main",), ("--account=lab",)) == BatchTime(
+        45, ("main",), "--time 45", False
+    )
+    # sbatch_arguments come last in the script: their time and partitions are the job's.
+    assert batch_time(10, ("main",), ("-ppriority", "--time=2:00:30")) == BatchTime(
+        121, ("priority",), "[slurm] sbatch_arguments --time=2:00:30", True
+    )
+    assert batch_time(None, (), ("--time=45",)) == BatchTime(
+        45, (), "[slurm] sbatch_arguments --time=45", True
+    )
+    assert batch_time(10, (), ("--time=soon",)) is None  # sbatch refuses it itself
+    assert batch_time(10, (), ("--time=infinite",)) is None
 
 
 @pytest.mark.parametrize(

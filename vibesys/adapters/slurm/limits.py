@@ -16,12 +16,14 @@ from typing import Final
 from msgspec import Struct
 
 from vibesys.adapters.slurm.parse import UnparseableOutput, lines_of
-from vibesys.adapters.slurm.site_parse import parse_sinfo_partitions
+from vibesys.adapters.slurm.site_parse import parse_sinfo_partitions, parse_slurm_minutes
 
 __all__ = [
     "LIMITS_FORMAT",
     "REFUSALS",
+    "BatchTime",
     "PartitionLimits",
+    "batch_time",
     "limits_argv",
     "minutes_asked",
     "parse_partition_limits",
@@ -112,6 +114,36 @@ def time_refusal(
 
 def _fits(limit: int | None, minutes: int) -> bool:
     return limit is None or minutes <= limit
+
+
+class BatchTime(Struct, frozen=True):
+    """The time limit a batch job gets and where: `asked` names it as the operator wrote it;
+    `by_site` when [slurm] sbatch_arguments set it (sbatch reads them after the request's)."""
+
+    minutes: int
+    partitions: tuple[str, ...]
+    asked: str
+    by_site: bool
+
+
+def batch_time(
+    minutes: int | None, partitions: Sequence[str], arguments: Sequence[str]
+) -> BatchTime | None:
+    """The time a batch job asks (the request's `minutes` and `partitions`, unless
+    sbatch_arguments set their own); None when it asks none (the partition's default time is
+    within its limit) or sbatch cannot read the site's (sbatch then refuses it itself)."""
+    site_partitions, site_time = sbatch_sizing(arguments)
+    where = site_partitions or tuple(partitions)
+    if site_time is None:
+        return None if minutes is None else BatchTime(minutes, where, f"--time {minutes}", False)
+    try:
+        site_minutes = parse_slurm_minutes(site_time, round_up=True)
+    except ValueError:
+        return None
+    if site_minutes is None:
+        return None  # `infinite`: the partition's MaxTime applies, Slurm decides
+    asked = f"[slurm] sbatch_arguments --time={site_time}"
+    return BatchTime(site_minutes, where, asked, True)
 
 
 def sbatch_sizing(arguments: Sequence[str]) -> tuple[tuple[str, ...], str | None]:

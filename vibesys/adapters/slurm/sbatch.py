@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import threading
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -19,9 +20,9 @@ from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend_base import SlurmBackendBase
 from vibesys.adapters.slurm.limits import (
     PartitionLimits,
+    batch_time,
     limits_argv,
     parse_partition_limits,
-    sbatch_sizing,
     time_refusal,
 )
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
@@ -32,7 +33,6 @@ from vibesys.adapters.slurm.script import (
     render_sbatch,
     sbatch_argv,
 )
-from vibesys.adapters.slurm.site_parse import parse_slurm_minutes
 from vibesys.adapters.slurm.submission import (
     REJECTIONS,
     Candidate,
@@ -93,7 +93,7 @@ class SbatchBackend(SlurmBackendBase):
         super().__init__(SlurmScheduler(config, runner))
         #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
         self.progress: Progress | None = None
-        #: the partitions' limits, asked of sinfo once per backend (see `_refuse_beyond_limits`)
+        #: the partitions' limits, asked of sinfo once per backend (or ahead, in `prewarm`)
         self._limits: PartitionLimits | None = None
 
     def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
@@ -150,23 +150,21 @@ class SbatchBackend(SlurmBackendBase):
         after it, is the site's (MISCONFIGURED). A failed sinfo leaves the decision to sbatch,
         whose refusal is read as the request's fault too."""
         config = self.scheduler.config.slurm
-        site_partitions, site_time = sbatch_sizing(config.sbatch_arguments)
-        partitions = site_partitions or spec.partitions
-        if site_time is not None:
-            try:
-                minutes = parse_slurm_minutes(site_time, round_up=True)
-            except ValueError:
-                return  # sbatch itself refuses a time it cannot read
-            asked = f"[slurm] sbatch_arguments --time={site_time}"
-        else:
-            minutes, asked = spec.time_minutes, f"--time {spec.time_minutes}"
-        if minutes is None:
-            return  # the partition's default time: within its limit
-        limits = self._partition_limits()
-        refused = time_refusal(minutes, partitions, limits, asked) if limits is not None else None
+        asked = batch_time(spec.time_minutes, spec.partitions, config.sbatch_arguments)
+        if asked is None:
+            return
+        if self._limits is None:
+            ahead = _AHEAD.pop(spec.backend_key(), None)
+            wait = config.command_timeout_seconds
+            self._limits = ahead.answer(wait) if ahead else None
+            if self._limits is None:
+                self._limits = ask_limits(self.scheduler)
+        if self._limits is None:
+            return
+        refused = time_refusal(asked.minutes, asked.partitions, self._limits, asked.asked)
         if refused is None:
             return
-        if site_time is not None:
+        if asked.by_site:
             raise BackendMisconfigured(
                 refused,
                 maybe_submitted=False,
@@ -174,15 +172,6 @@ class SbatchBackend(SlurmBackendBase):
                 "the partition allows (`vibesys check` lists the limits)",
             )
         raise SubmitRejected(f"{refused}: nothing submitted")
-
-    def _partition_limits(self) -> PartitionLimits | None:
-        if self._limits is None:
-            try:
-                code, out, _, _ = self.scheduler.run(limits_argv())
-                self._limits = parse_partition_limits(out) if code == 0 else None
-            except BackendError:
-                self._limits = None  # unread: sbatch decides (see _refuse_beyond_limits)
-        return self._limits
 
     def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
         """`scontrol update jobid=JOB Dependency=afterok:PARENT` (an empty dependency once
@@ -245,8 +234,47 @@ def build(request: SbatchRequest) -> SbatchBackend:
 
 def prewarm(request: SbatchRequest) -> None:
     """Start reaching the cluster (an SSH connection and its helper) while `vibesys run` still
-    records the invocation: the first command then finds it ready."""
-    prewarm_transport(request.site().slurm.transport)
+    records the invocation: the first command then finds it ready. A request that asks a time
+    has the partitions' limits asked now too, on that connection: the check before the submit
+    then costs no round trip of its own."""
+    site = request.site()
+    if batch_time(request.time_minutes, request.partitions, site.slurm.sbatch_arguments) is None:
+        prewarm_transport(site.slurm.transport)
+        return
+    ahead = _AHEAD[request.backend_key()] = _Ahead()
+    scheduler = SlurmScheduler(site, runner_from_config(site.slurm.transport))
+    # sinfo's command opens the connection itself: no second one to warm beside it.
+    threading.Thread(target=ahead.ask, args=(scheduler,), name="vibesys-sinfo", daemon=True).start()
+
+
+def ask_limits(scheduler: SlurmScheduler) -> PartitionLimits | None:
+    """The partitions' limits from sinfo; None when it fails or says what it should not."""
+    try:
+        code, out, _, _ = scheduler.run(limits_argv())
+        return parse_partition_limits(out) if code == 0 else None
+    except BackendError:
+        return None  # proves nothing: sbatch decides (see SbatchBackend._refuse_beyond_limits)
+
+
+class _Ahead:
+    """The partitions' limits asked on a thread (`prewarm`); None when that failed."""
+
+    def __init__(self) -> None:
+        self.limits: PartitionLimits | None = None
+        self.done = threading.Event()
+
+    def ask(self, scheduler: SlurmScheduler) -> None:
+        try:
+            self.limits = ask_limits(scheduler)
+        finally:
+            self.done.set()
+
+    def answer(self, timeout: float) -> PartitionLimits | None:
+        return self.limits if self.done.wait(timeout) else None
+
+
+#: the limits asked ahead of the submit, by the request's site (`backend_key`)
+_AHEAD: dict[str, _Ahead] = {}
 
 
 #: The registry's names for this adapter's request model and request builder.
