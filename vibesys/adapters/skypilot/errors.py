@@ -55,7 +55,8 @@ class SkyVersionMismatch(BackendMisconfigured):
 
 class SkyProfileError(BackendMisconfigured):
     """The operator's profile (clusters.toml) or SkyPilot's login configuration cannot serve
-    the recorded request any more (read when an invocation is resumed)."""
+    the recorded request any more (read when an invocation is resumed), or its allocation_time
+    fits no partition it may use (found before a launch, see `limits.py`)."""
 
 
 class SkyTimeout(BackendUnavailable):
