@@ -14,6 +14,7 @@ submitted, nothing in the output proves it); `fake-api-down N` makes the next N 
 any kind fail so (the API server unreachable mid-job), while the jobs run on;
 `fake-stall-down SECONDS` makes the next `down` hang that long before it answers (a frozen
 control plane: the caller's timeout ends the wait, the cluster is not torn down).
+`fake-sinfo TEXT` and `fake-maxtime MINUTES`: the login node's partitions (fake_sky_slurm.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 
 from fake_sky_env import inherited, passed_variables
 from fake_sky_jobs import children, ended_at, job_status, kill
-from fake_sky_slurm import USER_HASH, sacct, squeue
+from fake_sky_slurm import USER_HASH, launch_refused, sacct, sinfo, squeue
 
 STATE = Path(os.environ["FAKE_SKY_STATE"])
 ROOT = STATE.parent
@@ -129,6 +130,8 @@ def cmd_launch(state: dict[str, Any], args: list[str]) -> int:
             return 1
         out(f"Running on cluster: {name}\n{GREEN}✓ Cluster launched: {name}.{RESET}\n")
         return 0
+    if launch_refused(state, task):
+        return 1  # SkyPilot tore down what it made: no cluster
     allocation = state["next_allocation"]
     state["next_allocation"] += 1
     clusters[name] = {
@@ -337,6 +340,8 @@ def main(argv: list[str]) -> int:
         return squeue(load(), argv[1:])
     if argv[:1] == ["--sacct"]:
         return sacct(load(), argv[1:])
+    if argv[:1] == ["--sinfo"]:
+        return sinfo(load())
     if argv == ["--version"]:
         out(f"skypilot, version {VERSION}\n")
         return 0
@@ -352,7 +357,13 @@ def main(argv: list[str]) -> int:
         "api": cmd_api,
         "fake-lose": cmd_lose,
     }
-    if argv and argv[0] in ("fake-inflight", "fake-fail-exec", "fake-api-down", "fake-stall-down"):
+    if argv[:1] == ["fake-sinfo"]:
+        state["sinfo"] = argv[1]
+        save(state)
+        return 0
+    if argv and argv[0] in (
+        "fake-inflight", "fake-fail-exec", "fake-api-down", "fake-stall-down", "fake-maxtime"
+    ):  # fmt: skip
         state[argv[0].removeprefix("fake-").replace("-", "_")] = int(argv[1])
         save(state)
         return 0

@@ -1,5 +1,5 @@
 """The scripted fake `sky` (tests/fake_sky.py) as a SkyPilot installation for tests: a venv
-with `bin/sky`, `bin/python` (the SDK helper), a `squeue` and a `sacct` for the "login node"
+with `bin/sky`, `bin/python` (the SDK helper), a `squeue`, a `sacct` and a `sinfo` for the "login node"
 (this host), its state file, and helpers to build the adapter on it, directly or through the
 registry."""
 
@@ -145,6 +145,7 @@ def make_fake_sky(tmp_path: Path) -> FakeSky:
         ("bin/python", "--helper "),
         ("fakebin/squeue", "--squeue "),
         ("fakebin/sacct", "--sacct "),
+        ("fakebin/sinfo", "--sinfo "),
     ):
         path = venv / shim
         path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_SKY}" {mode}"$@"\n')

@@ -66,7 +66,7 @@ def test_a_ready_profile_is_all_green(
     tmp_path: Path, fake: FakeSky, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rows = check(fake, sky_home(tmp_path, None), monkeypatch)
-    assert list(rows) == ["skypilot", "login-node", "certificate", "artifact-root"]
+    assert list(rows) == ["skypilot", "login-node", "certificate", "partitions", "artifact-root"]
     assert rows["skypilot"] == (
         "ok",
         f"SkyPilot 0.14.1 in {fake.venv} (the pinned release)",
@@ -77,6 +77,12 @@ def test_a_ready_profile_is_all_green(
         "VIBESYS_SKY_LOGIN=local: remote attempt directories are read on this host; local:"
     )
     assert rows["certificate"] == ("ok", "no identity file configured: no certificate to check", "")
+    assert rows["partitions"] == (
+        "ok",
+        "allocation_time 00:20:00 fits a partition SkyPilot may pick (sinfo: main MaxTime 30 "
+        "min (default), priority MaxTime 120 min)",
+        "",
+    )
     user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
     assert rows["artifact-root"] == (
         "ok",
@@ -152,6 +158,49 @@ def test_no_login_entry_names_the_file_to_fix(
     )
 
 
+def test_an_allocation_longer_than_the_partitions_allow_fails_its_row(
+    tmp_path: Path, fake: FakeSky, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fake login node's sinfo: main 30 min (default), priority 2 hours."""
+    home, source = sky_home(tmp_path, None), fake.local / "clusters.toml"
+    listing = "(sinfo: main MaxTime 30 min (default), priority MaxTime 120 min)"
+    rows = check(fake, home, monkeypatch, allocation_time="99-00:00:00")
+    assert rows["partitions"] == (
+        "fail",
+        "allocation_time 99-00:00:00 of [profiles.test] exceeds the MaxTime of every partition "
+        f"it may use (main MaxTime 30 min, priority MaxTime 120 min) {listing}",
+        f"lower allocation_time of [profiles.test] in {source} to what the partition allows, "
+        "or name one that allows it in infra (`vibesys check --profile test` lists the limits)",
+    )
+    assert rows["artifact-root"][0] == "ok"  # it does not depend on the limits
+    # The partition infra names is the one compared: an hour fits priority, not main.
+    hour = {"allocation_time": "01:00:00"}
+    rows = check(fake, home, monkeypatch, infra="slurm/localslurm/main", **hour)
+    assert rows["partitions"][:2] == (
+        "fail",
+        f"allocation_time 01:00:00 of [profiles.test] exceeds partition main's MaxTime (30 min) "
+        f"{listing}",
+    )
+    rows = check(fake, home, monkeypatch, infra="slurm/localslurm/priority", **hour)
+    assert rows["partitions"][:2] == (
+        "ok",
+        f"allocation_time 01:00:00 fits partition priority {listing}",
+    )
+    rows = check(fake, home, monkeypatch, infra="slurm/localslurm/gpu", **hour)
+    assert rows["partitions"][:2] == (
+        "fail",
+        f"infra slurm/localslurm/gpu names partition 'gpu', which sinfo does not list {listing}",
+    )
+    fake.control("fake-sinfo", "")
+    status, detail, fix = check(fake, home, monkeypatch)["partitions"]
+    assert (status, detail) == (
+        "fail",
+        "sinfo on the login node exited 1: slurm_load_partitions: Unable to contact slurm "
+        "controller",
+    )
+    assert fix.startswith("check that sinfo answers on the login node")
+
+
 def test_an_unwritable_artifact_root_fails_naming_the_profile_key(
     tmp_path: Path, fake: FakeSky, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -196,13 +245,14 @@ def test_the_command_prints_one_json_object_and_exits_by_the_rows(
         ("skypilot", "ok", None),
         ("login-node", "ok", None),
         ("certificate", "ok", None),
+        ("partitions", "ok", None),
         ("artifact-root", "ok", None),
     ]
     fake.version = "0.12.3"
     done = vibesys_cli(*args[:-1], cwd=tmp_path, env=environ(fake, home))
     assert done.returncode == 1, done.stderr
     assert "  fail     skypilot       SkyPilot 0.12.3 in" in done.stdout
-    assert done.stdout.endswith("overall: fail (3 ok, 1 fail)\n")
+    assert done.stdout.endswith("overall: fail (4 ok, 1 fail)\n")
 
 
 def test_an_unparsable_login_entry_is_the_login_rows_failure(

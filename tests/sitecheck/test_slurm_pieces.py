@@ -67,7 +67,8 @@ def test_times_against_the_limits() -> None:
     status, detail, _ = row(longer)
     assert (status, detail.split(" (sinfo")[0]) == (
         "fail",
-        "default_time_minutes 45 fits none of main",
+        "default_time_minutes 45 fits none of main; max_time_minutes 60 exceeds the MaxTime "
+        "of every configured partition (main 30 min (default))",
     )
     some = 'partitions = ["main", "priority"]\nmax_time_minutes = 100\ndefault_time_minutes = 5'
     assert row(some) == (
@@ -76,18 +77,27 @@ def test_times_against_the_limits() -> None:
         "longer requests use another partition, or are refused",
         "",
     )
+    # A ceiling no configured partition allows fails the row: requests up to it would be
+    # accepted by the agent's limits and refused at submission.
     none = 'partitions = ["main", "short"]\nmax_time_minutes = 100\ndefault_time_minutes = 5'
-    status, detail, fix = row(none)
-    assert status == "warn" and "no configured partition allows max_time_minutes" in detail
-    assert (
-        fix == "lower vibesys.agent_gpu.max_time_minutes in slurm.toml to what a partition allows"
+    assert row(none) == (
+        "fail",
+        "max_time_minutes 100 exceeds the MaxTime of every configured partition (main 30 min "
+        f"(default), short 5 min) (sinfo: {LISTING})",
+        "fix the partitions and times in slurm.toml to match the cluster's",
     )
+    assert row(none.replace("100", "30"))[0] == "ok"
     status, detail, _ = row(sbatch='sbatch_arguments = ["--time=45"]')
     assert (status, detail.split(" (sinfo")[0]) == (
         "fail",
         "sbatch_arguments --time=45 exceeds main 30 min (default)",
     )
     assert row(sbatch='sbatch_arguments = ["-ppriority", "-t1:00:00"]')[0] == "ok"
+    # Slurm counts a started minute: 30:30 does not fit a MaxTime of 30 minutes.
+    assert row(sbatch='sbatch_arguments = ["--time=30:00"]')[0] == "ok"
+    assert row(sbatch='sbatch_arguments = ["--time=30:30"]')[1].startswith(
+        "sbatch_arguments --time=30:30 exceeds main 30 min (default)"
+    )
     assert row(sbatch='sbatch_arguments = ["--time=soon"]')[1].startswith(
         "sbatch_arguments --time=soon is not a Slurm time"
     )

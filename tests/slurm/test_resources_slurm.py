@@ -15,6 +15,8 @@ from tests.slurm.helpers import (
     job_output,
     only_invocation,
     run_args,
+    sacct_rows,
+    squeue_jobs,
     write_slurm_toml,
 )
 
@@ -102,20 +104,30 @@ def test_srun_request_no_partition_fits_is_rejected(tmp_path: Path) -> None:
     assert inv["attempts"][0]["job_id"] is None, "nothing may have been submitted"
 
 
-def test_sbatch_request_slurm_refuses_is_rejected(tmp_path: Path, slurm_toml: Path) -> None:
-    """agent_gpu allows 60 minutes in main, Slurm does not (MaxTime 30, EnforcePartLimits=ANY):
-    sbatch itself refuses the job."""
+def test_a_time_beyond_the_partitions_maxtime_is_refused_before_anything_is_submitted(
+    tmp_path: Path, slurm_toml: Path
+) -> None:
+    """main's MaxTime is 30 min (sinfo): --time 45 is refused by vibesys itself, in one line
+    naming the limit, before sbatch runs (exit 2; Slurm would have refused it too here, and
+    would have queued it for ever on a site with EnforcePartLimits=NO). No job exists."""
     result = cli(
-        *run_args("sbatch", slurm_toml, "--time", "60", "--partition", "main"),
+        *run_args("sbatch", slurm_toml, "--time", "45", "--partition", "main"),
         "true",
         cwd=tmp_path,
     )
     assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.endswith(
+        "DONE REJECTED attempt 1: --time 45 exceeds partition main's MaxTime (30 min): "
+        "nothing submitted"
+    ), line
     inv = only_invocation(tmp_path)
     assert (inv["state"], inv["outcome"]) == ("DONE", "REJECTED")
-    assert len(inv["attempts"]) == 1 and inv["attempts"][0]["job_id"] is None
-    evidence = finished_evidence(inv)
-    assert "Requested time limit is invalid" in evidence, evidence
+    [attempt] = inv["attempts"]
+    assert attempt["job_id"] is None and attempt["submitted_at"] is None
+    assert not (tmp_path / "remote").exists(), "nothing written on the cluster's side"
+    name = attempt["job_name"]
+    assert squeue_jobs(name) == {} and sacct_rows(name) == [], "no job may exist"
 
 
 # -- partition choice (srun) -----------------------------------------------------------------

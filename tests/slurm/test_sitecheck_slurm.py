@@ -259,7 +259,21 @@ def test_a_skypilot_profile_over_the_real_login_node(
     config = fake.clusters_config(remote_artifact_root=str(tmp_path / "runs"))
     done = cli("check", "--profile", "test", "--profiles", str(config), cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.endswith("overall: ok (4 ok)\n"), done.stdout
+    assert done.stdout.endswith("overall: ok (5 ok)\n"), done.stdout
     assert "  ok       login-node     Host localslurm of " in done.stdout
     assert "ssh root@127.0.0.1:2222: key " in done.stdout
     assert f"  ok       artifact-root  {tmp_path / 'runs'} is writable by root" in done.stdout
+    limits = "(sinfo: main MaxTime 30 min (default), priority MaxTime 120 min, short MaxTime 5 min)"
+    assert "  ok       partitions     allocation_time 00:20:00 fits a partition" in done.stdout
+    # The real login node's sinfo refuses what no partition allows, naming the key to change.
+    config = fake.clusters_config(
+        remote_artifact_root=str(tmp_path / "runs"), allocation_time="99-00:00:00"
+    )
+    done = cli("check", "--profile", "test", "--profiles", str(config), cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "  fail     partitions     allocation_time 99-00:00:00 of [profiles.test] exceeds the "
+        "MaxTime of every partition it may use (main MaxTime 30 min, priority MaxTime 120 min, "
+        f"short MaxTime 5 min) {limits}"
+    ) in done.stdout, done.stdout
+    assert f"fix: lower allocation_time of [profiles.test] in {config}" in done.stdout

@@ -4,6 +4,8 @@ skypilot       the pinned SkyPilot in its own venv (the adapter's own version ch
 login-node     the login node SkyPilot's ~/.slurm/config names for the profile's infra,
                reached as vibesys reaches it (host key verified, key accepted), with python3
 certificate    days left on the OpenSSH certificate next to that login's identity file
+partitions     (a Slurm infra) the profile's allocation_time fits a partition it may use, as
+               sinfo on the login node reports their MaxTime
 artifact-root  remote_artifact_root ($USER/$HOME expanded there) is writable
 """
 
@@ -15,7 +17,10 @@ from dataclasses import dataclass
 from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.environment import SkyEnvironment
+from vibesys.adapters.skypilot.limits import allocation_fix, allocation_refusal, infra_partition
 from vibesys.adapters.skypilot.login import login_transport_config, slurm_alias
+from vibesys.adapters.slurm.limits import limits_argv, parse_partition_limits
+from vibesys.adapters.slurm.parse import UnparseableOutput
 from vibesys.config.resources import SkyPilotProfile
 from vibesys.config.slurm import LocalTransportConfig, SshTransportConfig
 from vibesys.errors import ConfigError
@@ -69,6 +74,7 @@ class SkyPilotChecks:
             Check("skypilot", self._skypilot, budget=t + 5, fix=_install_fix()),
             Check("login-node", self._login, budget=2 * t + 5, fix=self._fix_login()),
             Check("certificate", self._certificate, budget=t),
+            Check("partitions", self._partitions, ("login-node",), t + 5, self._fix_sinfo()),
             Check("artifact-root", self._root, ("login-node",), 2 * t + 5, self._fix_root()),
         ]
 
@@ -112,6 +118,36 @@ class SkyPilotChecks:
             user=self.login.user,
         )
 
+    def _partitions(self) -> Found:
+        profile, name = self.site.profile, self.site.name
+        if not profile.infra.startswith("slurm"):
+            return ok(f"infra {profile.infra}: no Slurm partitions to compare")
+        done = self.access.run(limits_argv())
+        if done.returncode != 0:
+            said = " ".join(done.stderr.split())[-300:] or "(no output)"
+            return fail(
+                f"sinfo on the login node exited {done.returncode}: {said}", self._fix_sinfo()
+            )
+        try:
+            limits = parse_partition_limits(done.stdout)
+            refused = allocation_refusal(name, profile.infra, profile.allocation_time, done.stdout)
+        except UnparseableOutput as exc:
+            return fail(str(exc), self._fix_sinfo())
+        listing = ", ".join(
+            limits.shown(p) + (" (default)" if p == limits.default else "") for p in limits.names
+        )
+        partition = infra_partition(profile.infra)
+        if partition is not None and partition not in limits.names:
+            return fail(
+                f"infra {profile.infra} names partition {partition!r}, which sinfo does not "
+                f"list (sinfo: {listing})",
+                f"name a listed partition in infra of [profiles.{name}] in {self.site.source}",
+            )
+        if refused is not None:
+            return fail(f"{refused} (sinfo: {listing})", allocation_fix(name, self.site.source))
+        where = f"partition {partition}" if partition else "a partition SkyPilot may pick"
+        return ok(f"allocation_time {profile.allocation_time} fits {where} (sinfo: {listing})")
+
     def _root(self) -> Found:
         template = self.site.profile.remote_artifact_root
         root = str(
@@ -141,6 +177,13 @@ class SkyPilotChecks:
             f"{self.ssh_config}, SkyPilot's login configuration, with the login node's host key "
             "in that known_hosts; or set VIBESYS_SKY_LOGIN=local where the shared file system "
             "is mounted"
+        )
+
+    @staticmethod
+    def _fix_sinfo() -> str:
+        return (
+            "check that sinfo answers on the login node (SkyPilot asks it for the partitions "
+            "too) and that this account may see the partitions"
         )
 
     def _fix_root(self) -> str:

@@ -20,6 +20,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from vibesys.adapters.slurm.limits import sbatch_sizing
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.site_parse import (
     parse_rate_limit,
@@ -32,7 +33,7 @@ from vibesys.sitecheck.access import SiteAccess, identity_path
 from vibesys.sitecheck.certificate import certificate_found
 from vibesys.sitecheck.options import CheckOptions
 from vibesys.sitecheck.rootdir import CheckDir, RootNotWritable, make_check_dir, remove_check_dir
-from vibesys.sitecheck.runner import Check, Found, fail, ok, warn
+from vibesys.sitecheck.runner import Check, Found, fail, ok
 from vibesys.sitecheck.slurm_job import JobProbe, JobSettings, bwrap_found
 
 __all__ = ["SlurmChecks", "SlurmSite"]
@@ -293,14 +294,14 @@ def partitions_found(sinfo: str, config: SlurmSiteConfig, source: str) -> Found:
     listing = ", ".join(shown(name) for name in dict.fromkeys(names)) or "none"
     problems: list[str] = []
     notes: list[str] = []
-    trusted_parts, trusted_time = _trusted_sizing(config.slurm.sbatch_arguments)
+    trusted_parts, trusted_time = sbatch_sizing(config.slurm.sbatch_arguments)
     for name in trusted_parts:
         if name not in names:
             problems.append(f"sbatch_arguments names partition {name!r}, which sinfo does not list")
     if trusted_time is not None:
         targets = trusted_parts or ((default,) if default else ())
         try:
-            minutes = parse_slurm_minutes(trusted_time)
+            minutes = parse_slurm_minutes(trusted_time, round_up=True)
         except ValueError:
             problems.append(f"sbatch_arguments --time={trusted_time} is not a Slurm time")
         else:
@@ -322,7 +323,14 @@ def partitions_found(sinfo: str, config: SlurmSiteConfig, source: str) -> Found:
                 f"{', '.join(usable)}"
             )
         short = [p for p in usable if not _fits(limits[p], agent.max_time_minutes)]
-        if short:
+        if usable and len(short) == len(usable):
+            # A ceiling no partition allows: requests up to it pass the agent's limits, then
+            # are refused at submission (the file promises what the site will not give).
+            problems.append(
+                f"max_time_minutes {agent.max_time_minutes} exceeds the MaxTime of every "
+                f"configured partition ({', '.join(shown(p) for p in short)})"
+            )
+        elif short:
             notes.append(
                 f"max_time_minutes {agent.max_time_minutes} exceeds the limit of "
                 f"{', '.join(shown(p) for p in short)}: longer requests use another "
@@ -333,18 +341,6 @@ def partitions_found(sinfo: str, config: SlurmSiteConfig, source: str) -> Found:
             f"{'; '.join(problems)} (sinfo: {listing})",
             f"fix the partitions and times in {source} to match the cluster's",
         )
-    if (
-        notes
-        and agent is not None
-        and not [
-            p for p in agent.partitions if p in limits and _fits(limits[p], agent.max_time_minutes)
-        ]
-    ):
-        return warn(
-            f"{'; '.join(notes)}; no configured partition allows max_time_minutes (sinfo: "
-            f"{listing})",
-            f"lower vibesys.agent_gpu.max_time_minutes in {source} to what a partition allows",
-        )
     tail = f"; {'; '.join(notes)}" if notes else ""
     return ok(f"sinfo: {listing}{tail}")
 
@@ -352,17 +348,3 @@ def partitions_found(sinfo: str, config: SlurmSiteConfig, source: str) -> Found:
 def _fits(limit: int | None, minutes: int | None) -> bool:
     """A request of `minutes` (None: unlimited) fits a partition's `limit` (None: none)."""
     return limit is None or (minutes is not None and minutes <= limit)
-
-
-def _trusted_sizing(arguments: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
-    """The partitions and time limit [slurm] sbatch_arguments gives every batch job."""
-    partitions: tuple[str, ...] = ()
-    time_limit: str | None = None
-    for argument in arguments:
-        for prefix in ("--partition=", "-p"):
-            if argument.startswith(prefix) and len(argument) > len(prefix):
-                partitions = tuple(p for p in argument[len(prefix) :].split(",") if p)
-        for prefix in ("--time=", "-t"):
-            if argument.startswith(prefix) and len(argument) > len(prefix):
-                time_limit = argument[len(prefix) :]
-    return partitions, time_limit

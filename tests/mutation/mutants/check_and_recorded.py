@@ -18,6 +18,7 @@ from tests.mutation.mutants.framework import (
     CORE,
     DRIVE,
     EXITS,
+    LIMITS,
     LOCAL,
     MACHINE,
     OUTAGE,
@@ -30,9 +31,11 @@ from tests.mutation.mutants.framework import (
     ROWS,
     RUN_COMMAND,
     RUN_SLOTS,
+    SBATCH,
     SCRIPT,
     SETTINGS,
     SITE_FILE,
+    SKY_LIMITS_CLI,
     SKY_OPS,
     SKY_REQUEST,
     SKY_STAGED,
@@ -115,6 +118,10 @@ MUTANTS: list[Mutant] = [
     M("bridge-site-read-per-evaluation", BRIDGE_SITE, '        return slurm_request.request_from_site(\n            "sbatch", values, self.slurm_file, self.slurm_rendering\n        )', '        return slurm_request.make_request("sbatch", {**values, "slurm_config": self.slurm_config})', "an edited slurm.toml changes the evaluations of a session already serving"),
     M("bridge-local-stage-unprobed", BRIDGE_FILES, "        code = _remote.EXIT_OK if problem is None else _remote.EXIT_MISMATCH", "        code = _remote.EXIT_OK", "a staged snapshot changed since it was staged is reused: local evaluations stop on a copy that cannot verify"),
     M("sky-candidate-not-staged", SKY_STAGED, "    if candidate is None:\n        return \"\", \"\"", "    if True:\n        return \"\", \"\"", "a SkyPilot evaluation runs without its candidate"),
+    # -- site limits known before submitting (issue 35) --------------------------------------
+    M("limits-one-partition-must-fit-all", LIMITS, "    if any(_fits(limits.minutes[name], minutes) for name in targets):", "    if all(_fits(limits.minutes[name], minutes) for name in targets):", "a job Slurm may start in the partition that allows its time is refused because another does not"),
+    M("limits-sbatch-unchecked", SBATCH, "        self._refuse_beyond_limits(request.spec)\n", "", "a --time beyond every partition is submitted: refused by Slurm in words naming no limit, or queued for ever where limits are not enforced"),
+    M("limits-sky-refusal-is-an-outage", SKY_OPS, "            refusal = slurm_refusal(text)\n", "            refusal = None\n", "a launch Slurm refused for its time is retried as an outage, then ends TRANSPORT_LOST (exit 75)", tests=SKY_LIMITS_CLI),
     M("lease-site-dropped", CLUSTERS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
 ]
 # fmt: on

@@ -69,6 +69,9 @@ DRIVE = "vibesys/engine/drive.py"
 RECONCILE = "vibesys/engine/reconcile.py"
 SETTINGS = "vibesys/journal_schema/settings.py"
 SCRIPT = "vibesys/adapters/slurm/script.py"
+LIMITS = "vibesys/adapters/slurm/limits.py"
+SBATCH = "vibesys/adapters/slurm/sbatch.py"
+SKY_LIMITS_CLI = ("tests/test_cli_skypilot_limits.py",)
 LOCAL = "vibesys/adapters/local.py"
 MARKERS = "vibesys/adapters/rundir/markers.py"
 SKY_RUN_DIRS = "vibesys/adapters/rundir/remote.py"
@@ -173,6 +176,8 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     RECONCILE: RECORDED,
     SETTINGS: ("tests/journal_schema/test_settings.py",),
     SCRIPT: ("tests/adapters/test_slurm_script.py",),
+    LIMITS: ("tests/adapters/test_slurm_limits.py", "tests/adapters/test_sbatch_limits.py"),
+    SBATCH: ("tests/adapters/test_sbatch_limits.py",),
     LOCAL: ("tests/adapters/test_local.py",),
     MARKERS: MARKERS_TESTS,
     SKY_RUN_DIRS: MARKERS_TESTS,

@@ -63,6 +63,7 @@ from vibesys.adapters.skypilot.classify import (
 )
 from vibesys.adapters.skypilot.errors import ClusterGone, ClusterIncompatible, SkyCommandFailed
 from vibesys.adapters.skypilot.lease import mismatches, plan_lease
+from vibesys.adapters.skypilot.limits import refuse_beyond_limits
 from vibesys.adapters.skypilot.naming import cluster_name, fingerprint
 from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.parse import ClusterRecord, ClusterStatus, QueueJob
@@ -158,6 +159,8 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
         )
         if plan.action is LeaseAction.REUSE:
             plan = structs.replace(plan, allocation=self._allocation_of(record))
+        else:  # a launch: its allocation must fit a partition (one sinfo per launch)
+            refuse_beyond_limits(self.effective, self.dirs.runner, self.dirs.timeout)
         return plan
 
     def launch(self, plan: LeasePlan) -> LeaseReceipt:

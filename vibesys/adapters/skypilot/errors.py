@@ -13,6 +13,7 @@ every message is redacted before it is built.
 | SkyMalformedOutput   | exec: yes               | no (fix)  | OutcomeUnknown              |
 | ClusterGone          | no (the command said so)| yes       | InfraFailed, retried        |
 | ClusterIncompatible  | no                      | no        | Rejected                    |
+| LaunchRefused        | no (Slurm refused it)   | no        | Rejected                    |
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejec
 __all__ = [
     "ClusterGone",
     "ClusterIncompatible",
+    "LaunchRefused",
     "SkyCommandFailed",
     "SkyMalformedOutput",
     "SkyNotInstalled",
@@ -53,7 +55,8 @@ class SkyVersionMismatch(BackendMisconfigured):
 
 class SkyProfileError(BackendMisconfigured):
     """The operator's profile (clusters.toml) or SkyPilot's login configuration cannot serve
-    the recorded request any more (read when an invocation is resumed)."""
+    the recorded request any more (read when an invocation is resumed), or its allocation_time
+    fits no partition it may use (found before a launch, see `limits.py`)."""
 
 
 class SkyTimeout(BackendUnavailable):
@@ -105,3 +108,12 @@ class ClusterGone(BackendUnavailable):
 
 class ClusterIncompatible(SubmitRejected):
     """A cluster of that name exists but cannot serve the request; nothing was launched."""
+
+
+class LaunchRefused(SubmitRejected):
+    """Slurm refused the allocation's sbatch for the request itself (its time, partition,
+    QOS...), as `sky launch` relays it: nothing was launched, and launching again cannot help.
+    Never read as an outage (which would be retried, then end TRANSPORT_LOST)."""
+
+    def __init__(self, message: str, *, evidence: str = "", fix: str = "") -> None:
+        super().__init__(message, evidence=evidence, maybe_submitted=False, fix=fix)

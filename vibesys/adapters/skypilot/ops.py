@@ -4,7 +4,8 @@ turned into a typed result or a typed error. The output facts behind each mappin
 
 - `status -o json [--refresh] N`: the record, or absent (gone); rc≠0 → SkyCommandFailed.
 - `launch -y -d -c N TASK`: rc 0 = the allocation is ready; ResourcesMismatch →
-  ClusterIncompatible; otherwise SkyCommandFailed with maybe_submitted.
+  ClusterIncompatible; Slurm's refusal of the sbatch (its words, e.g. "Requested time limit
+  is invalid") → LaunchRefused; otherwise SkyCommandFailed with maybe_submitted.
 - `exec -d [--secret NAME...] N TASK`: the id from "Job submitted, ID: N"; ClusterDoesNotExist
   → ClusterGone (nothing ran); otherwise SkyCommandFailed with maybe_submitted.
 - `queue N -o json`: the jobs, or `{}` when it could not ask (rc 0 even then).
@@ -24,6 +25,7 @@ from vibesys.adapters.skypilot.boundary import Completed, SkyCli
 from vibesys.adapters.skypilot.errors import (
     ClusterGone,
     ClusterIncompatible,
+    LaunchRefused,
     SkyCommandFailed,
     SkyMalformedOutput,
 )
@@ -35,6 +37,7 @@ from vibesys.adapters.skypilot.parse import (
     parse_status,
     strip_ansi,
 )
+from vibesys.adapters.slurm.limits import slurm_refusal
 
 __all__ = ["SkyOps"]
 
@@ -81,6 +84,18 @@ class SkyOps:
                 raise ClusterIncompatible(
                     f"cluster {name} exists with other resources",
                     evidence=self.cli.evidence(args, done),
+                )
+            refusal = slurm_refusal(text)
+            if refusal is not None:
+                # The request's fault, proven by Slurm's own words: SkyPilot tears down what
+                # it made of a failed launch, and asking again gets the same answer.
+                said = f"Slurm refused the allocation of cluster {name}: {refusal}"
+                raise LaunchRefused(
+                    said,
+                    evidence=f"{said}; {self.cli.evidence(args, done)}",
+                    fix="fix what Slurm refuses in the profile (allocation_time, infra's "
+                    "partition) or in SkyPilot's sbatch_options; `vibesys check --profile` "
+                    "compares the time with the partitions' limits",
                 )
             raise self._fail("sky launch", args, done, maybe_submitted=True)
         return self.cli.evidence(args, done)

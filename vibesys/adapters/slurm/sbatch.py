@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import re
 import shlex
+import threading
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from vibesys.adapters.base import JobRef, Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend_base import SlurmBackendBase
+from vibesys.adapters.slurm.limits import (
+    PartitionLimits,
+    batch_time,
+    limits_argv,
+    parse_partition_limits,
+    time_refusal,
+)
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
 from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase, make_request
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
@@ -34,7 +42,7 @@ from vibesys.adapters.slurm.submission import (
 from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
 from vibesys.adapters.transports import prewarm as prewarm_transport
 from vibesys.config import SlurmSiteConfig
-from vibesys.errors import BackendUnavailable, SubmitRejected
+from vibesys.errors import BackendError, BackendMisconfigured, BackendUnavailable, SubmitRejected
 
 if TYPE_CHECKING:
     pass
@@ -85,9 +93,12 @@ class SbatchBackend(SlurmBackendBase):
         super().__init__(SlurmScheduler(config, runner))
         #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
         self.progress: Progress | None = None
+        #: the partitions' limits, asked of sinfo once per backend (or ahead, in `prewarm`)
+        self._limits: PartitionLimits | None = None
 
     def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
         scheduler = self.scheduler
+        self._refuse_beyond_limits(request.spec)
         remote = scheduler.remote_attempt_dir(request.job_ref())
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
         spec, candidate = candidate_setup(scheduler, request, spec)
@@ -130,6 +141,37 @@ class SbatchBackend(SlurmBackendBase):
         # Anything else (a timeout, "Socket timed out", a busy controller) may still have
         # queued the job: only a lookup by name, or a fence, can tell.
         raise BackendUnavailable("sbatch failed", evidence=evidence, maybe_submitted=True)
+
+    def _refuse_beyond_limits(self, spec: SlurmRequestBase) -> None:
+        """Refuse a time limit that no partition the job may use allows, before anything is
+        written or submitted: a site that does not enforce partition limits at submission
+        (EnforcePartLimits=NO) would otherwise queue the job for ever. The request's --time
+        is the person's (REJECTED); a --time in [slurm] sbatch_arguments, which sbatch reads
+        after it, is the site's (MISCONFIGURED). A failed sinfo leaves the decision to sbatch,
+        whose refusal is read as the request's fault too."""
+        config = self.scheduler.config.slurm
+        asked = batch_time(spec.time_minutes, spec.partitions, config.sbatch_arguments)
+        if asked is None:
+            return
+        if self._limits is None:
+            ahead = _AHEAD.pop(spec.backend_key(), None)
+            wait = config.command_timeout_seconds
+            self._limits = ahead.answer(wait) if ahead else None
+            if self._limits is None:
+                self._limits = ask_limits(self.scheduler)
+        if self._limits is None:
+            return
+        refused = time_refusal(asked.minutes, asked.partitions, self._limits, asked.asked)
+        if refused is None:
+            return
+        if asked.by_site:
+            raise BackendMisconfigured(
+                refused,
+                maybe_submitted=False,
+                fix=f"lower --time in [slurm] sbatch_arguments of {spec.site_config} to what "
+                "the partition allows (`vibesys check` lists the limits)",
+            )
+        raise SubmitRejected(f"{refused}: nothing submitted")
 
     def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
         """`scontrol update jobid=JOB Dependency=afterok:PARENT` (an empty dependency once
@@ -192,8 +234,47 @@ def build(request: SbatchRequest) -> SbatchBackend:
 
 def prewarm(request: SbatchRequest) -> None:
     """Start reaching the cluster (an SSH connection and its helper) while `vibesys run` still
-    records the invocation: the first command then finds it ready."""
-    prewarm_transport(request.site().slurm.transport)
+    records the invocation: the first command then finds it ready. A request that asks a time
+    has the partitions' limits asked now too, on that connection: the check before the submit
+    then costs no round trip of its own."""
+    site = request.site()
+    if batch_time(request.time_minutes, request.partitions, site.slurm.sbatch_arguments) is None:
+        prewarm_transport(site.slurm.transport)
+        return
+    ahead = _AHEAD[request.backend_key()] = _Ahead()
+    scheduler = SlurmScheduler(site, runner_from_config(site.slurm.transport))
+    # sinfo's command opens the connection itself: no second one to warm beside it.
+    threading.Thread(target=ahead.ask, args=(scheduler,), name="vibesys-sinfo", daemon=True).start()
+
+
+def ask_limits(scheduler: SlurmScheduler) -> PartitionLimits | None:
+    """The partitions' limits from sinfo; None when it fails or says what it should not."""
+    try:
+        code, out, _, _ = scheduler.run(limits_argv())
+        return parse_partition_limits(out) if code == 0 else None
+    except BackendError:
+        return None  # proves nothing: sbatch decides (see SbatchBackend._refuse_beyond_limits)
+
+
+class _Ahead:
+    """The partitions' limits asked on a thread (`prewarm`); None when that failed."""
+
+    def __init__(self) -> None:
+        self.limits: PartitionLimits | None = None
+        self.done = threading.Event()
+
+    def ask(self, scheduler: SlurmScheduler) -> None:
+        try:
+            self.limits = ask_limits(scheduler)
+        finally:
+            self.done.set()
+
+    def answer(self, timeout: float) -> PartitionLimits | None:
+        return self.limits if self.done.wait(timeout) else None
+
+
+#: the limits asked ahead of the submit, by the request's site (`backend_key`)
+_AHEAD: dict[str, _Ahead] = {}
 
 
 #: The registry's names for this adapter's request model and request builder.

@@ -24,9 +24,10 @@ def sinfo_argv() -> list[str]:
     return ["sinfo", "-h", "-o", SINFO_FORMAT]
 
 
-def parse_slurm_minutes(text: str) -> int | None:
-    """A Slurm duration in whole minutes (seconds round down): `30:00` → 30, `2:00:00` → 120,
-    `1-00:00:00` → 1440, `45` → 45 (a bare number is minutes). `infinite` → None."""
+def parse_slurm_minutes(text: str, *, round_up: bool = False) -> int | None:
+    """A Slurm duration in whole minutes (seconds round down, as a limit is read; `round_up`
+    as Slurm counts a request): `30:00` → 30, `2:00:00` → 120, `1-00:00:00` → 1440, `45` → 45
+    (a bare number is minutes). `infinite` → None."""
     value = text.strip()
     if value.lower() in ("infinite", "unlimited"):
         return None
@@ -41,7 +42,7 @@ def parse_slurm_minutes(text: str) -> int | None:
         seconds = parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
     else:
         seconds = parts["mm"] * 60 + parts.get("ss", 0)
-    return seconds // 60
+    return -(-seconds // 60) if round_up else seconds // 60
 
 
 def parse_sinfo_partitions(text: str) -> dict[str, int | None]:

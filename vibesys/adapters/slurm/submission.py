@@ -4,7 +4,6 @@ a request invalid, and the attempt's reference before a job id exists."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
@@ -13,6 +12,7 @@ from msgspec import Struct, structs
 
 from vibesys.adapters.base import Progress, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
+from vibesys.adapters.slurm.limits import REFUSALS
 from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.script import SlurmJobSpec, with_setup
@@ -31,12 +31,7 @@ __all__ = [
 
 
 #: sbatch's answers that prove the request itself is invalid (nothing runs, retrying is futile).
-REJECTIONS = re.compile(
-    r"invalid partition|Requested time limit is invalid|node configuration is not available|"
-    r"Memory specification can not be satisfied|Invalid generic resource|Invalid account|"
-    r"Invalid qos|violates accounting/QOS policy|Invalid dependency|Job dependency problem",
-    re.IGNORECASE,
-)
+REJECTIONS = REFUSALS
 
 
 def job_spec(
