@@ -8,18 +8,20 @@ Contract (the same as the Slurm wrappers, see `vibesys.adapters.rundir.claim`):
   wrapper leaves `refused` and exits 85;
 - a cancel requested before the command starts (`cancel_requested`, or a signal) stops it from
   starting;
-- `group` records the command's process group (its leader's pid and start time) as soon as it
-  starts, so a cancel can reach the command even if this wrapper is killed;
+- `group` records the command's process group (its leader's pid and start time) and this
+  wrapper's session as soon as it starts, so a cancel can reach the command even if this
+  wrapper is killed;
 - the wrapper is a child subreaper: every process the command starts, however it detaches
   (`setsid`, a double fork), is reparented to it when its parent ends. Once the command's
   leader has ended, every process left under the wrapper is killed (SIGKILL, stopped ones
   too) and reaped;
 - `exit_code` is written atomically (temporary file, fsync, rename) only after that, so a
   marker means nothing of the job runs: the command's own status, or 128+N when signal N
-  killed it (137 for SIGKILL). Processes that outlive `REAP_SECONDS` of killing (stuck in the
-  kernel) are listed in `survivors` (pid and start time) instead, and no marker is written;
+  killed it (137 for SIGKILL). Processes still there after `REAP_SECONDS` of killing (stuck
+  in the kernel, or not ours to kill: setuid) are listed in `survivors` (pid and start time)
+  instead, and no marker is written;
 - SIGTERM/SIGINT/SIGHUP to the wrapper are passed to the command's process group, and after a
-  grace period the group is killed, so a cancel always ends with a marker. Those of them that
+  grace period the group is killed, so a cancel ends with a marker. Those of them that
   vibesys's caller ignores (`--ignore=N,...`) the command starts with ignored, as it would
   have had it run directly; every other signal disposition, limit, namespace, cgroup,
   capability and affinity it inherits unchanged.
@@ -339,7 +341,7 @@ def _wait(leader: int) -> int:
 def _kill(pid: int, signum: int) -> None:
     try:  # noqa: SIM105 (contextlib is one more import on every run)
         os.kill(pid, signum)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):  # a setuid descendant: left to the bound
         pass
 
 
