@@ -42,16 +42,18 @@ class Escapees:
         """The escapees alive now (zombies, dead and waiting to be reaped, excluded)."""
         wanted = {"\0".join(argv).encode() + b"\0" for argv in self.argvs}
         found = []
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
-                state = Path(f"/proc/{entry.name}/stat").read_bytes().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if cmdline in wanted and state[0] not in (b"Z", b"X"):
-                found.append(int(entry.name))
+        with os.scandir("/proc") as entries:
+            for entry in entries:
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+                    stat = Path(f"/proc/{entry.name}/stat").read_bytes()
+                except OSError:
+                    continue
+                state = stat.rpartition(b")")[2].split()[:1]
+                if cmdline in wanted and state not in ([b"Z"], [b"X"], []):
+                    found.append(int(entry.name))
         return found
 
     def wait_started(self, seconds: float = 30) -> None:

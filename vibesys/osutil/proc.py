@@ -84,14 +84,17 @@ def _members(field: int, leader: int, leader_start: str | None) -> list[int]:
 
 def processes(what: str) -> Iterator[tuple[int, bytes]]:
     """(pid, the content of /proc/PID/`what`) of every process that can be read now."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/{what}", "rb") as handle:
-                yield int(entry.name), handle.read()
-        except OSError:
-            continue
+    # `with`: a caller that stops early (or raises) closes the listing when the generator goes.
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/{what}", "rb") as handle:
+                    content = handle.read()
+            except OSError:
+                continue
+            yield int(entry.name), content
 
 
 def note_caller_disposition(signum: int, previous: Any) -> None:
