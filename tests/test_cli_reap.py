@@ -29,8 +29,10 @@ def test_a_run_that_ends_leaves_nothing_running(tmp_path: Path, leftovers: Escap
     script = leftovers.script(f"while [ ! -e {go} ]; do sleep 0.05; done")
     argv = [sys.executable, "-m", "vibesys", "run", "--adapter", "local", "--", "sh", "-c"]
     with subprocess.Popen([*argv, script], cwd=tmp_path, stdin=subprocess.DEVNULL) as run:
-        leftovers.wait_started()
-        go.touch()
+        try:
+            leftovers.wait_started()
+        finally:  # the run ends either way, so a failure here does not wait out the timeout
+            go.touch()
         assert run.wait(timeout=60) == 0
     leftovers.assert_gone()
 
