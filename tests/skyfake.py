@@ -1,7 +1,7 @@
 """The scripted fake `sky` (tests/fake_sky.py) as a SkyPilot installation for tests: a venv
-with `bin/sky`, `bin/python` (the SDK helper), a `squeue`, a `sacct` and a `sinfo` for the "login node"
-(this host), its state file, and helpers to build the adapter on it, directly or through the
-registry."""
+with `bin/sky`, `bin/python` (the SDK helper), a `squeue`, a `sacct` and a `sinfo` for the
+"login node" (this host), its state file, and helpers to build the adapter on it, directly or
+through the registry."""
 
 from __future__ import annotations
 

@@ -281,7 +281,7 @@ def test_cancel_reaches_the_command_when_its_wrapper_died(tmp_path: Path) -> Non
     os.kill(wrapper_pid(run), signal.SIGKILL)
     time.sleep(0.2)
     status = backend.status([ref])[ref.job_name]
-    assert status.state is RemoteState.RUNNING and "still runs" in status.observation
+    assert status.state is RemoteState.RUNNING and "still run" in status.observation
     backend.cancel(ref)  # SIGTERM: ignored by the command
     time.sleep(0.3)
     assert backend.status([ref])[ref.job_name].state is RemoteState.RUNNING

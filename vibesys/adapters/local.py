@@ -5,15 +5,18 @@ Files in the local attempt directory (the job's attempt directory here):
 - `launch.json`       written by the adapter before it spawns anything (its own intent);
 - `claim`             linked by the wrapper before the command starts (pid, start time), or by
                       the engine's fence; whoever links it first owns the attempt;
-- `group`             the command's process group, written as soon as it starts;
-- `stdout`, `stderr`, and `exit_code` (the atomic completion marker);
+- `group`             the command's process group and the wrapper's session, written as soon
+                      as the command starts;
+- `stdout`, `stderr`, and `exit_code` (the atomic completion marker, written once nothing the
+                      command started runs: the wrapper is their subreaper and kills them all);
+- `survivors`         instead of the marker: processes the wrapper killed but could not reap;
 - `cancel_requested`  written before a cancel signal is sent; `refused` by a fenced wrapper.
 
-Reading rule: marker → finished with that code; the job's claim and its wrapper (or the
-command's process group) alive → running; a fence → the command never runs; no claim and no
-launch → never started; launched long ago and never claimed → NOT_FOUND (only a fence proves
-it dead); claimed, everything gone, no marker → UNKNOWN (never success), unless a cancel was
-requested: then nothing of it runs, which is what a cancel must prove.
+Reading rule: marker → finished with that code; the job's claim and its wrapper (or what is
+left of the job: `local_leftovers`) alive → running; a fence → the command never runs; no
+claim and no launch → never started; launched long ago and never claimed → NOT_FOUND (only a
+fence proves it dead); claimed, everything gone, no marker → UNKNOWN (never success), unless a
+cancel was requested: then nothing of it runs, which is what a cancel must prove.
 """
 
 from __future__ import annotations
@@ -41,13 +44,14 @@ from vibesys.adapters.base import (
     SubmitReceipt,
     SubmitRequest,
 )
+from vibesys.adapters.local_leftovers import left_running
 from vibesys.adapters.local_request import LocalRequest, confined_argv
 from vibesys.adapters.rundir.claim import Claim, parse_claim
 from vibesys.adapters.rundir.names import CANCEL_FILE, CLAIM_FILE, EXIT_CODE_FILE
 from vibesys.adapters.transports.base import map_transport_errors
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 from vibesys.osutil.layout import log_paths
-from vibesys.osutil.proc import caller_ignores, group_members, is_alive, processes
+from vibesys.osutil.proc import caller_ignores, is_alive, processes
 
 WRAPPER = Path(__file__).with_name("local_wrapper.py")
 #: The signals the wrapper handles (and passes on to the command's group).
@@ -176,11 +180,8 @@ class LocalBackend(Backend):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
             return
-        group = _read_json(job.attempt_dir / "group")
-        if group is None:
-            return
-        # The supervisor is gone: signal the command's group directly, harder the second time.
-        for member in group_members(int(group["pgid"]), group.get("start_time")):
+        # The supervisor is gone: signal what is left directly, harder the second time.
+        for member in left_running(job.attempt_dir, claim):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(member, signal.SIGKILL if late else signal.SIGTERM)
 
@@ -253,15 +254,14 @@ class LocalBackend(Backend):
                 observation=f"pid {pid} alive",
                 provenance=ran,
             )
-        group = _read_json(directory / "group")
-        members = group_members(int(group["pgid"]), group.get("start_time")) if group else []
+        members = left_running(directory, claim)
         if members:
             return RemoteStatus(
                 job.job_name,
                 str(pid),
                 RemoteState.RUNNING,
-                observation=f"wrapper {pid} gone; process group {group and group['pgid']} "
-                f"still runs ({len(members)} processes)",
+                observation=f"wrapper {pid} gone; {len(members)} processes of the job still "
+                f"run ({', '.join(map(str, members[:5]))})",
                 provenance=ran,
             )
         if cancelled:
@@ -271,7 +271,7 @@ class LocalBackend(Backend):
                 RemoteState.CANCELLED,
                 cancelled_by="vibesys",
                 observation=f"cancel requested; wrapper {pid} gone without a marker and "
-                "nothing of its process group runs",
+                "nothing of the job runs",
                 provenance=ran,
             )
         return RemoteStatus(
@@ -355,14 +355,6 @@ def _read_claim(directory: Path) -> Claim | None:
         return parse_claim((directory / CLAIM_FILE).read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return None
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
 
 
 def _read_marker(path: Path) -> int | None:

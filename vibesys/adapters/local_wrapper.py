@@ -8,18 +8,27 @@ Contract (the same as the Slurm wrappers, see `vibesys.adapters.rundir.claim`):
   wrapper leaves `refused` and exits 85;
 - a cancel requested before the command starts (`cancel_requested`, or a signal) stops it from
   starting;
-- `group` records the command's process group (its leader's pid and start time) as soon as it
-  starts, so a cancel can reach the command even if this wrapper is killed;
-- `exit_code` is written atomically (temporary file, fsync, rename) after the command ends:
-  the command's own status, or 128+N when signal N killed it (137 for SIGKILL);
+- `group` records the command's process group (its leader's pid and start time) and this
+  wrapper's session as soon as it starts, so a cancel can reach the command even if this
+  wrapper is killed;
+- the wrapper is a child subreaper: every process the command starts, however it detaches
+  (`setsid`, a double fork), is reparented to it when its parent ends. Once the command's
+  leader has ended, every process left under the wrapper is killed (SIGKILL, stopped ones
+  too) and reaped;
+- `exit_code` is written atomically (temporary file, fsync, rename) only after that, so a
+  marker means nothing of the job runs: the command's own status, or 128+N when signal N
+  killed it (137 for SIGKILL). Processes still there after `REAP_SECONDS` of killing (stuck
+  in the kernel, or not ours to kill: setuid) are listed in `survivors` (pid and start time)
+  instead, and no marker is written;
 - SIGTERM/SIGINT/SIGHUP to the wrapper are passed to the command's process group, and after a
-  grace period the group is killed, so a cancel always ends with a marker. Those of them that
+  grace period the group is killed, so a cancel ends with a marker. Those of them that
   vibesys's caller ignores (`--ignore=N,...`) the command starts with ignored, as it would
   have had it run directly; every other signal disposition, limit, namespace, cgroup,
   capability and affinity it inherits unchanged.
 
-It imports only `os`, `_signal`, `sys` and `time`: the adapter waits for its claim, so every
-module it loaded would be paid by each run.
+Before its claim it imports only `os`, `_signal`, `sys` and `time`: the adapter waits for the
+claim, so every module loaded before it would be paid by each run. `ctypes` (for prctl, some
+4 ms) is loaded after the claim is announced, before the command starts.
 """
 
 from __future__ import annotations
@@ -35,6 +44,10 @@ else:  # the same functions and numbers, without the enum module `signal` loads 
     import _signal as signal
 
 GRACE_SECONDS = 5.0
+#: How long the processes left behind are killed and reaped before the wrapper gives up on
+#: them: a fork bomb or a process stuck in the kernel must not hold the job's end for ever.
+REAP_SECONDS = 30.0
+PR_SET_CHILD_SUBREAPER = 36
 REFUSED_EXIT = 85
 #: Test hook: `VIBESYS_STALL=first_wrapper_before_claim` stops the first attempt's wrapper
 #: (SIGSTOP) just before it claims, the way a frozen node or an overloaded host would; later
@@ -178,6 +191,7 @@ def main(argv: list[str]) -> int:
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
     out = os.open(os.path.join(directory, "stdout"), flags, 0o666)
     err = os.open(os.path.join(directory, "stderr"), flags, 0o666)
+    _become_subreaper(err)
     if stopped or os.path.exists(os.path.join(directory, "cancel_requested")):
         os.write(err, b"vibesys: cancelled before the command started\n")
         code = 128 + signal.SIGTERM
@@ -189,17 +203,84 @@ def main(argv: list[str]) -> int:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
         else:
             child.append(leader)
-            group = f'{{"pgid": {leader}, "start_time": "{_start_time(leader)}"}}\n'
+            # The wrapper leads its own session (the adapter starts it so): what has not left
+            # that session is found through it even after this wrapper is killed.
+            group = (
+                f'{{"pgid": {leader}, "start_time": "{_start_time(leader)}", '
+                f'"sid": {os.getsid(0)}}}\n'
+            )
             _write_atomic(os.path.join(directory, "group"), group)
             if stopped:  # the signal came between the check and the start
                 _signal_group(leader, signal.SIGTERM)
                 signal.setitimer(signal.ITIMER_REAL, GRACE_SECONDS)
             code = _wait(leader)
-    # Whatever the command left behind in its group goes with it.
+    # Whatever the command left behind goes with it, in its group or reparented here.
     if child:
         _signal_group(child[0], signal.SIGKILL)
+    survivors = _end_descendants(time.monotonic() + REAP_SECONDS)
+    if survivors:
+        listed = "".join(f"{pid} {started}\n" for pid, started in survivors.items())
+        _write_atomic(os.path.join(directory, "survivors"), listed)
+        os.write(err, f"vibesys: {len(survivors)} processes outlived the job\n".encode())
+        os._exit(0)
     _write_atomic(os.path.join(directory, "exit_code"), f"{code}\n")
     os._exit(0)
+
+
+def _become_subreaper(err: int) -> None:
+    """Make the command's orphans this process's children, so they can all be ended."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        reason = os.strerror(ctypes.get_errno())
+        os.write(err, f"vibesys: cannot reap what the job leaves behind: {reason}\n".encode())
+
+
+def _end_descendants(deadline: float) -> dict[int, str]:
+    """SIGKILL every process under this one and reap them until none is left: {} then. Past
+    `deadline`, those still alive (pid: start time), which the caller gives up on."""
+    while True:
+        while True:  # reap first: with no child left there is no descendant either
+            try:
+                reaped, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return {}
+            if reaped == 0:
+                break
+        found = _descendants(os.getpid())
+        if time.monotonic() > deadline:
+            return found
+        for pid in found:
+            _kill(pid, signal.SIGKILL)  # a stopped process is killed too
+        time.sleep(0.005)  # a killed process takes a moment to exit
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """The live processes under `root` (zombies left out): pid -> start time."""
+    parents: dict[int, int] = {}
+    started: dict[int, str] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] not in ("Z", "X"):
+            parents[int(name)] = int(fields[1])
+            started[int(name)] = fields[19]
+    below: dict[int, str] = {}
+    for pid in parents:
+        ancestor = parents[pid]
+        seen = 0
+        while ancestor in parents and ancestor != root and seen < len(parents):
+            ancestor, seen = parents[ancestor], seen + 1
+        if ancestor == root:
+            below[pid] = started[pid]
+    return below
 
 
 def _spawn(command: list[str], out: int, err: int, ignored: list[int], alarm_ignored: bool) -> int:
@@ -242,16 +323,26 @@ def _spawn(command: list[str], out: int, err: int, ignored: list[int], alarm_ign
 
 
 def _wait(leader: int) -> int:
-    """The command's status as the shell reports it: its code, or 128+N for signal N."""
+    """The command's status as the shell reports it: its code, or 128+N for signal N. The
+    orphans reparented here meanwhile are reaped as they end, so none lingers as a zombie."""
     while True:
         try:
-            _, status = os.waitpid(leader, 0)
+            pid, status = os.waitpid(-1, 0)
         except InterruptedError:
+            continue
+        if pid != leader:
             continue
         if os.WIFSIGNALED(status):
             return 128 + os.WTERMSIG(status)
         if os.WIFEXITED(status):
             return os.WEXITSTATUS(status)
+
+
+def _kill(pid: int, signum: int) -> None:
+    try:  # noqa: SIM105 (contextlib is one more import on every run)
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):  # a setuid descendant: left to the bound
+        pass
 
 
 def _signal_group(pgid: int, signum: int) -> None:

@@ -58,29 +58,43 @@ def group_members(pgid: int, leader_start: str | None = None) -> list[int]:
     The kernel never gives a pid to a new process while it still names a process group, so if
     the group's leader runs with a different start time than `leader_start`, the group we knew
     is gone and a new process merely reuses the number."""
+    return _members(2, pgid, leader_start)
+
+
+def session_members(sid: int, leader_start: str | None = None) -> list[int]:
+    """Live processes of session `sid`, under the same rule as `group_members` (a pid that
+    names a session is not reused either)."""
+    return _members(3, sid, leader_start)
+
+
+def _members(field: int, leader: int, leader_start: str | None) -> list[int]:
     if leader_start is not None:
-        now = start_time(pgid)
+        now = start_time(leader)
         if now is not None and now != leader_start:
             return []
     members = []
     for pid, stat in processes("stat"):
         text = stat.decode("ascii", "replace")
         fields = text[text.rindex(")") + 2 :].split()
-        if fields[0] not in ("Z", "X") and fields[2] == str(pgid):
+        # After the command name: state, ppid, process group, session.
+        if fields[0] not in ("Z", "X") and fields[field] == str(leader):
             members.append(pid)
     return members
 
 
 def processes(what: str) -> Iterator[tuple[int, bytes]]:
     """(pid, the content of /proc/PID/`what`) of every process that can be read now."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/{what}", "rb") as handle:
-                yield int(entry.name), handle.read()
-        except OSError:
-            continue
+    # `with`: a caller that stops early (or raises) closes the listing when the generator goes.
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/{what}", "rb") as handle:
+                    content = handle.read()
+            except OSError:
+                continue
+            yield int(entry.name), content
 
 
 def note_caller_disposition(signum: int, previous: Any) -> None:

@@ -9,6 +9,8 @@ sacct           slurmdbd answers
 partitions      the configured partitions exist; their limits against the agent's and the
                 trusted sizing
 rpc-limits      the controller's RPC rate limit, as the shared poll reads it
+proctrack       whether the processes a job detaches end with it (ProctrackType, read from
+                the same `scontrol show config` as rpc-limits)
 workspace-root  remote_workspace_root is writable
 compute-node    a tiny job on a compute node sees it at the same path
 bwrap           (GPU commands on) the node can confine a command
@@ -33,7 +35,7 @@ from vibesys.sitecheck.access import SiteAccess, identity_path
 from vibesys.sitecheck.certificate import certificate_found
 from vibesys.sitecheck.options import CheckOptions
 from vibesys.sitecheck.rootdir import CheckDir, RootNotWritable, make_check_dir, remove_check_dir
-from vibesys.sitecheck.runner import Check, Found, fail, ok
+from vibesys.sitecheck.runner import Check, Found, fail, ok, warn
 from vibesys.sitecheck.slurm_job import JobProbe, JobSettings, bwrap_found
 
 __all__ = ["SlurmChecks", "SlurmSite"]
@@ -68,6 +70,8 @@ class SlurmChecks:
         self.job_name = f"vibesys-check-{self.nonce}"
         self.check_dir: CheckDir | None = None
         self.job: JobProbe | None = None
+        #: what rpc-limits read from `scontrol show config`, for the rows after it
+        self.site_facts: dict[str, str] = {}
 
     @property
     def root(self) -> str:
@@ -92,6 +96,7 @@ class SlurmChecks:
             Check("sacct", self._sacct, ("transport",), t + 5, self._fix_sacct()),
             Check("partitions", self._partitions, ("squeue",), t + 5, controller),
             Check("rpc-limits", self._rpc_limits, ("squeue",), t + 5, controller),
+            Check("proctrack", self._proctrack, ("rpc-limits",), t, controller),
             Check("workspace-root", self._workspace, ("transport",), t + 5, self._fix_root()),
             Check(
                 "compute-node",
@@ -194,7 +199,7 @@ class SlurmChecks:
         )
         config = self.config.model_copy(update={"slurm": slurm})
         scheduler = SlurmScheduler(config, self.access.runner)
-        facts = scheduler.site_facts()
+        facts = self.site_facts = scheduler.site_facts()
         schedule = scheduler.poll_schedule(facts)
         limit = parse_rate_limit(facts.get("SlurmctldParameters", ""))
         if limit is None:
@@ -209,6 +214,9 @@ class SlurmChecks:
         return ok(
             f"{head}: status rounds at most every {schedule.floor:g} s ({schedule.why}){kept}"
         )
+
+    def _proctrack(self) -> Found:
+        return proctrack_found(self.site_facts)
 
     def _workspace(self) -> Found:
         try:
@@ -343,6 +351,20 @@ def partitions_found(sinfo: str, config: SlurmSiteConfig, source: str) -> Found:
         )
     tail = f"; {'; '.join(notes)}" if notes else ""
     return ok(f"sinfo: {listing}{tail}")
+
+
+def proctrack_found(facts: dict[str, str]) -> Found:
+    """The proctrack row: only proctrack/cgroup ends every process of a job step, those that
+    left its process group or its parent (setsid, a double fork) too."""
+    tracking = facts.get("ProctrackType")
+    if tracking == "proctrack/cgroup":
+        return ok("ProctrackType=proctrack/cgroup: every process a job starts ends with it")
+    return warn(
+        f"ProctrackType={tracking or '(not reported)'}: a process a job detaches (setsid, a "
+        "daemon) can outlive it on the node, holding its GPUs, memory and ports",
+        "set ProctrackType=proctrack/cgroup in slurm.conf (with cgroup.conf) and restart "
+        "slurmctld and every slurmd",
+    )
 
 
 def _fits(limit: int | None, minutes: int | None) -> bool:

@@ -71,3 +71,11 @@ MUTANTS += [
     M("gpu-timeout-past-the-limit", "vibesys/broker/admission.py", "            elif timeout > minutes * 60:", "            elif False:", "a --timeout-seconds past the job's --time is taken: Slurm ends it first, as TIMEOUT of Slurm's", tests=("tests/broker/test_admission.py",)),
 ]
 # fmt: on
+# fmt: off
+MUTANTS += [
+    # -- nothing outlives a job (issue 34) ---------------------------------------------------
+    M("wrapper-not-a-subreaper", "vibesys/adapters/local_wrapper.py", "    _become_subreaper(err)\n", "", "a setsid'd or double-forked process of a local job goes to init and runs on after its end", tests=("tests/adapters/test_local_reap.py",)),
+    M("leftovers-session-ignored", "vibesys/adapters/local_leftovers.py", '    if group.get("sid") == int(claim.get("pid") or 0):', "    if False:", "a killed wrapper's double-forked process reads as nothing running: CANCELLED while it runs", tests=("tests/adapters/test_local_reap.py",)),
+    M("proctrack-anything-passes", "vibesys/sitecheck/slurm.py", '    if tracking == "proctrack/cgroup":', "    if tracking:", "a Slurm site whose process tracking lets daemons outlive their jobs passes the check", tests=("tests/sitecheck/test_proctrack.py",)),
+]
+# fmt: on

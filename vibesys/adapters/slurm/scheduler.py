@@ -68,8 +68,9 @@ CANCEL_MARKER = CANCEL_FILE
 #: The share of the site's RPC rate limit our status rounds may use: the rest is left for
 #: submissions, cancels and the user's own commands.
 RATE_LIMIT_SHARE = 0.5
-#: The site facts `site_facts` keeps from `scontrol show config`.
-SITE_FACT_KEYS = ("SlurmctldParameters", "MinJobAge")
+#: The site facts `site_facts` keeps from `scontrol show config` (ProctrackType: whether a
+#: job's detached processes end with it, which `vibesys check` reports).
+SITE_FACT_KEYS = ("SlurmctldParameters", "MinJobAge", "ProctrackType")
 
 
 class SlurmRunDirs(RunDirReader):
