@@ -187,9 +187,11 @@ class Backend(Protocol):
 class ArtifactInfo(Struct, frozen=True):
     """One file the remote side reports for a declared artifact pattern."""
 
-    path: str  # relative to the job's working directory
+    path: str  # relative to the job's working directory (or the pattern a stopped walk left)
     size: int
     sha256: str
+    #: why it is not collected (over a limit, the walk stopped): nothing is downloaded
+    refused: str = ""
 
 
 class Sink(Protocol):

@@ -39,6 +39,17 @@ def collect_artifacts(
     counts = {state: 0 for state in ArtifactState}
     for info in found:
         row = known.get(info.path)
+        if info.refused:  # over a limit where it is: not a byte of it comes home
+            journal.record_artifact(
+                job.invocation_id,
+                job.attempt,
+                info.path,
+                ArtifactState.REFUSED,
+                size=info.size,
+                detail=info.refused,
+            )
+            counts[ArtifactState.REFUSED] += 1
+            continue
         if row is not None and row.state in DONE_STATES and row.sha256 == info.sha256:
             state = ArtifactState.ACKNOWLEDGED
         else:

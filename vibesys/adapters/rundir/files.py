@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 from typing import Final
 
 from vibesys.adapters.base import ArtifactInfo, Sink
-from vibesys.adapters.rundir.listing import LIST_SCRIPT, parse_listing
+from vibesys.adapters.rundir.listing import DEFAULT_LIMITS, LIST_SCRIPT, list_argv, parse_listing
 from vibesys.adapters.transports import Runner
 from vibesys.errors import BackendUnavailable
 
@@ -48,10 +48,10 @@ def list_artifacts_in(
 ) -> tuple[list[ArtifactInfo], list[str]]:
     """The files matching `patterns` under `work_dir`, listed where they are, and the patterns
     that matched nothing. `checked` runs a command and returns its output (or raises)."""
-    out = checked(["python3", "-c", LIST_SCRIPT, str(work_dir), *patterns])
-    found, missing = parse_listing(out)
-    infos = [ArtifactInfo(str(f["path"]), int(str(f["size"])), str(f["sha256"])) for f in found]
-    return infos, missing
+    out = checked(
+        ["python3", "-c", LIST_SCRIPT, *list_argv(str(work_dir), patterns, DEFAULT_LIMITS)]
+    )
+    return parse_listing(out)
 
 
 def fetch_file(runner: Runner, path: str, sink: Sink) -> None:
