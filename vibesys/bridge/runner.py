@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from vibesys.adapters.requests import ArtifactLimits, recorded_limits
 from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.admission import Evaluation, Refusal
 from vibesys.bridge.files import collect_local_artifacts, copy_result, stage_local_candidate
@@ -99,7 +100,7 @@ class EvaluationRunner:
         self.results_root = results_root
         self.host_env = {k: v for k, v in host_env.items() if k in HOST_VARIABLES}
         self.max_retries = max_retries
-        self.artifact_limits = artifact_limits
+        self._limits = ArtifactLimits.of(artifact_limits)
         self.unreachable_timeout = timedelta(seconds=unreachable_timeout_seconds)
         self._lock = threading.Lock()
         self._handles: dict[str, Handle] = {}
@@ -134,7 +135,7 @@ class EvaluationRunner:
                     workspace=evaluation.workspace,
                     kind=evaluation.kind,
                     # Recorded with the request: a restarted session keeps these limits.
-                    body=evaluation.body() | {ARTIFACT_LIMITS: self.artifact_limits._asdict()},
+                    body=evaluation.body() | {ARTIFACT_LIMITS: self._limits.model_dump()},
                     results_dir=str(self.results_root),
                 )
                 known = not created
@@ -187,6 +188,7 @@ class EvaluationRunner:
                 evaluation.timeout_seconds,
                 evaluation.artifacts,
                 tuple(evaluation.env),
+                self._limits,
             )
         except VibesysError as exc:
             raise Refusal(f"the site cannot take this evaluation: {exc}") from None
@@ -260,7 +262,8 @@ class EvaluationRunner:
         bridge = journal.bridge_request_of(inv.id)
         patterns = list(bridge.body.get("artifacts", [])) if bridge else []
         if self.site.backend == "local" and _ran(inv) and patterns:
-            limits = recorded_limits(bridge.body if bridge else {})
+            recorded = bridge.body.get(ARTIFACT_LIMITS) if bridge else None
+            limits = recorded_limits(recorded) or DEFAULT_LIMITS
             _record_local_artifacts(journal, inv, patterns, limits)
         found = job_result(
             inv,
@@ -346,12 +349,6 @@ def _ran(inv: Invocation) -> bool:
         Outcome.COMPLETED,
         Outcome.APPLICATION_FAILED,
     )
-
-
-def recorded_limits(body: Mapping[str, Any]) -> Limits:
-    """The artifact limits a request recorded (a request from before they were: the defaults)."""
-    recorded = body.get(ARTIFACT_LIMITS)
-    return DEFAULT_LIMITS if recorded is None else Limits(**recorded)
 
 
 def _record_local_artifacts(

@@ -21,6 +21,7 @@ from vibesys.adapters.rundir.listing import DEFAULT_LIMITS, LIST_SCRIPT, parse_l
 from vibesys.adapters.rundir.names import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, STREAMS
 from vibesys.adapters.transports import Runner
 from vibesys.errors import BackendUnavailable
+from vibesys.osutil.artifact_walk import Limits
 
 __all__ = ["GATHER_SCRIPT", "Gathered", "gather"]
 
@@ -86,6 +87,7 @@ def gather(
     sinks: Mapping[str, Sink],
     *,
     list_limit: float = 60.0,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Gathered:
     """Run the gathering; each log's new bytes go to its sink. Raises BackendUnavailable when
     the command fails, the listing outlives `list_limit` seconds, or the stream is garbled
@@ -103,7 +105,7 @@ def gather(
         str(offsets.get(STDOUT_FILE, 0)),
         str(offsets.get(STDERR_FILE, 0)),
         f"{list_limit:g}",
-        DEFAULT_LIMITS.argument(),
+        limits.argument(),
         *patterns,
     ]
     result = runner.stream(argv, demux, timeout=None)
