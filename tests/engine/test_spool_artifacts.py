@@ -12,9 +12,11 @@ import pytest
 from tests.faults import Crash, crash_at, recover
 from vibesys.adapters.base import ArtifactInfo, JobRef, RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
+from vibesys.adapters.requests import ArtifactLimits
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.job_result import job_result
 from vibesys.journal_schema import ArtifactState, Journal, open_journal
+from vibesys.osutil.artifact_walk import Limits
 from vibesys.states import JobState, Outcome
 
 S = RemoteState
@@ -160,3 +162,18 @@ def test_a_refused_artifact_is_recorded_with_its_reason_and_never_downloaded(
     assert "artifacts: 1 acknowledged, 1 refused" in str(
         journal.history(inv.id)[-1].evidence["observation"]
     )
+
+
+def test_the_limits_a_request_recorded_reach_every_collection(
+    journal: Journal, tmp_path: Path
+) -> None:
+    fake = FakeBackend([FakeAttempt((S.RUNNING,))])
+    engine = engine_for(journal, fake)
+    limits = Limits(max_file_bytes=10, max_total_bytes=20, max_entries=30, max_seconds=4.0)
+    recorded = FakeRequest(artifacts=("*",), artifact_limits=ArtifactLimits.of(limits))
+    inv = engine.prepare(adapter="fake", command=["x"], request=recorded, run_root=tmp_path)
+    assert engine.job_ref(journal.get(inv.id)).artifact_limits == limits
+    plain = engine.prepare(
+        adapter="fake", command=["x"], request=FakeRequest(artifacts=("*",)), run_root=tmp_path
+    )
+    assert engine.job_ref(journal.get(plain.id)).artifact_limits is None  # the defaults

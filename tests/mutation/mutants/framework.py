@@ -57,6 +57,7 @@ SKY_STAGED = "vibesys/adapters/skypilot/staged.py"
 SKY_OPS = "vibesys/adapters/skypilot/ops.py"
 BRIDGE_SITE = "vibesys/bridge/site.py"
 BRIDGE_FILES = "vibesys/bridge/files.py"
+ARTIFACT_WALK = "vibesys/osutil/artifact_walk.py"
 SITE_FILE = "vibesys/config/slurm_file.py"
 TRUSTED = "vibesys/config/request.py"
 SLOTS = "vibesys/journal_schema/slots.py"
@@ -158,6 +159,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     SKY_OPS: ("tests/adapters/skypilot/test_backend_fake.py",),
     BRIDGE_SITE: ("tests/bridge/test_site.py",),
     BRIDGE_FILES: ("tests/bridge/test_files.py",),
+    ARTIFACT_WALK: ("tests/osutil/test_artifact_walk.py",),
     SLOTS: ("tests/broker/test_run_slots.py",),
     RUN_SLOTS: ("tests/broker/test_run_slots.py",),
     ROWS: ("tests/test_cli_site.py",),
