@@ -32,7 +32,7 @@ JOB = (
 
 def test_links_loops_and_an_oversized_artifact_still_give_the_result(tmp_path: Path) -> None:
     limit = 2 << 20
-    session = start_session(tmp_path, "--local", extra=("--artifact-max-bytes", str(limit)))
+    session = start_session(tmp_path, "--local", extra=("--artifact-max", str(limit)))
     try:
         result_file = tmp_path / "r.json"
         started = time.monotonic()

@@ -70,15 +70,15 @@ def serve(
     teardown_seconds: Annotated[
         float, typer.Option(help="How long teardown waits for cancels to settle.", min=0)
     ] = 120.0,
-    artifact_max_bytes: Annotated[
+    artifact_max: Annotated[
         int | None,
         typer.Option(
-            help="The largest artifact collected, by its length \\[default: 1 GiB]", min=0
+            help="Bytes: the largest artifact collected, by its length \\[default: 1 GiB]", min=0
         ),
     ] = None,
-    artifact_max_total_bytes: Annotated[
+    artifact_sum_max: Annotated[
         int | None,
-        typer.Option(help="Bytes of an evaluation's artifacts together \\[default: 4 GiB]", min=0),
+        typer.Option(help="Bytes: an evaluation's artifacts together \\[default: 4 GiB]", min=0),
     ] = None,
     parent_pid: Annotated[
         int | None, typer.Option(help="Stop when this process ends \\[default: the parent]")
@@ -135,7 +135,7 @@ def serve(
             max_timeout=max_timeout,
             max_retries=max_retries,
             teardown_seconds=teardown_seconds,
-            artifact_limits=artifact_limits(artifact_max_bytes, artifact_max_total_bytes),
+            artifact_limits=artifact_limits(artifact_max, artifact_sum_max),
             parent_pid=parent_pid,
             down=down,
             check_site=check,
