@@ -177,3 +177,22 @@ def test_the_limits_a_request_recorded_reach_every_collection(
         adapter="fake", command=["x"], request=FakeRequest(artifacts=("*",)), run_root=tmp_path
     )
     assert engine.job_ref(journal.get(plain.id)).artifact_limits is None  # the defaults
+
+
+def test_a_download_longer_than_its_listing_is_stopped_at_the_listed_size(
+    journal: Journal, tmp_path: Path
+) -> None:
+    fake = FakeBackend([FakeAttempt((S.RUNNING, S.COMPLETED))])
+    engine = engine_for(journal, fake)
+    inv = engine.prepare(
+        adapter="fake", command=["x"], request=FakeRequest(artifacts=("*",)), run_root=tmp_path
+    )
+    fake.files[f"vibesys-{inv.id}-1"] = {"m.bin": b"m" * 10}
+    fake.tampered["m.bin"] = b"m" * 10 + b"\0" * (1 << 20)  # swapped for something endless
+    inv = drive(engine, inv, DriveOptions())
+    (row,) = journal.artifacts(inv.id)
+    assert row.state is ArtifactState.MISMATCH and "downloaded more than 10 bytes" in str(
+        row.detail
+    )
+    partial = Path(inv.invocation_dir) / "1" / "artifacts" / "m.bin.part"
+    assert partial.stat().st_size <= 10
