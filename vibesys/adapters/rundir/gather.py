@@ -27,12 +27,12 @@ __all__ = ["GATHER_SCRIPT", "Gathered", "gather"]
 
 
 #: `env VIBESYS_LIST=LIST_SCRIPT sh -c GATHER_SCRIPT vibesys-gather ATTEMPT_DIR WORK_DIR
-#: STDOUT_OFFSET STDERR_OFFSET LIST_LIMIT LIMITS PATTERN...` (LIMITS: the listing's own bounds,
+#: STDOUT_OFFSET STDERR_OFFSET LIST_LIMIT LIMITS PATTERN...` (LIMITS: the artifacts' limits,
 #: `Limits.argument()`; the listing program travels in the environment, so no shell ever
-#: re-parses it). Exit 3: a file could not be read; 4: the
-#: listing failed or outlived LIST_LIMIT seconds. The logs' copy has no limit, as when they are
-#: read alone (a big log takes its time); the listing, hashing files on a file system that may
-#: stall, keeps the limit every other command has (coreutils `timeout`, where there is one).
+#: re-parses it). Exit 3: a file could not be read; 4: the listing failed or outlived
+#: LIST_LIMIT seconds. The logs' copy has no limit, as when they are read alone (a big log
+#: takes its time); the listing, hashing files on a file system that may stall, keeps the
+#: limit every other command has (coreutils `timeout`, where there is one).
 GATHER_SCRIPT: Final = (
     r"""
 d=$1 w=$2 o1=$3 o2=$4 limit=$5 bounds=$6
