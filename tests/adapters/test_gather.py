@@ -15,6 +15,7 @@ import pytest
 
 from vibesys.adapters.base import Sink
 from vibesys.adapters.rundir.gather import gather
+from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.adapters.transports import LocalTransport
 from vibesys.adapters.transports.base import CommandResult
 from vibesys.errors import BackendUnavailable
@@ -127,3 +128,21 @@ def test_a_frozen_listing_ends_the_gathering_at_its_limit(
             list_limit=1,
         )
     assert time.monotonic() - started < 20
+
+
+def test_the_nodes_listing_never_follows_links_and_refuses_by_length(tmp_path: Path) -> None:
+    run = job_dir(tmp_path)
+    work = run / "work"
+    os.symlink(".", work / "a")
+    os.symlink(".", work / "b")
+    os.symlink(run, work / "out" / "up")
+    with open(work / "huge.bin", "wb") as handle:
+        handle.truncate(DEFAULT_LIMITS.max_file_bytes + 1)  # sparse: costs no disk
+    started = time.monotonic()
+    got = gather(LocalTransport(), str(run), str(work), {}, ["**/*.json", "*.bin"], dict(sinks()))
+    assert time.monotonic() - started < 10
+    assert got.listing is not None
+    found, missing = got.listing
+    assert missing == []
+    assert [(f.path, f.refused == "") for f in found] == [("out/r.json", True), ("huge.bin", False)]
+    assert "bytes per artifact" in found[1].refused and found[1].sha256 == ""

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from vibesys.adapters.requests import ArtifactLimits, recorded_limits
 from vibesys.adapters.slurm.request import SbatchRequest
 from vibesys.bridge.site import resolve_site
 from vibesys.config import PortableResources
+from vibesys.osutil.artifact_walk import Limits
 
 
 def site_text(name: str, root: Path) -> str:
@@ -75,3 +77,29 @@ def test_a_local_site_confines_its_evaluations_unless_the_operator_said_otherwis
             profile="p",
             unconfined=True,
         )
+
+
+def test_a_sessions_artifact_limits_are_recorded_with_each_request(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    config = tmp_path / "slurm.toml"
+    config.write_text(site_text("first", tmp_path / "remote"))
+    site = resolve_site(
+        run_id="campaign-1",
+        workspace=str(workspace),
+        resources=PortableResources(),
+        slurm_config=config,
+    )
+    limits = Limits(max_file_bytes=5, max_total_bytes=9, max_entries=7, max_seconds=1.5)
+    request = site.request(str(workspace), 60, ("out/*",), (), ArtifactLimits.of(limits))
+    stored = request.model_dump(mode="json")
+    assert stored["artifact_limits"] == limits._asdict()
+    # What every later process reads back from the journal: the same limits.
+    assert recorded_limits(stored["artifact_limits"]) == limits
+    assert SbatchRequest.model_validate(stored).artifact_limits == request.artifact_limits
+    # A request that records none is stored as before, and gets the defaults.
+    plain = site.request(str(workspace), 60, ("out/*",)).model_dump(mode="json")
+    assert "artifact_limits" not in plain
+    assert recorded_limits(plain.get("artifact_limits")) is None
+    with pytest.raises(ValueError, match="extra"):
+        recorded_limits({**limits._asdict(), "max_depth": 3})

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from tests.faults import Crash, crash_at, recover
-from vibesys.adapters.base import RemoteState
+from vibesys.adapters.base import ArtifactInfo, JobRef, RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
+from vibesys.adapters.requests import ArtifactLimits
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
+from vibesys.job_result import job_result
 from vibesys.journal_schema import ArtifactState, Journal, open_journal
+from vibesys.osutil.artifact_walk import Limits
 from vibesys.states import JobState, Outcome
 
 S = RemoteState
@@ -127,3 +131,68 @@ def test_collection_resumes_without_downloading_verified_files_again(
         assert again == ["a.txt", "b.txt", "c.txt"][len(before) - 1 :]
     states = {r.path: r.state for r in survivor.journal.artifacts(inv.id)}
     assert states == dict.fromkeys(("a.txt", "b.txt", "c.txt"), ArtifactState.ACKNOWLEDGED)
+
+
+def test_a_refused_artifact_is_recorded_with_its_reason_and_never_downloaded(
+    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeBackend([FakeAttempt((S.RUNNING, S.COMPLETED))])
+    engine = engine_for(journal, fake)
+    inv = engine.prepare(
+        adapter="fake", command=["x"], request=FakeRequest(artifacts=("*",)), run_root=tmp_path
+    )
+    fake.files[f"vibesys-{inv.id}-1"] = {"a.txt": b"a", "huge.bin": b"h"}
+    listed = fake.list_artifacts
+
+    def listing(job: JobRef, patterns: Sequence[str]) -> tuple[list[ArtifactInfo], list[str]]:
+        found, missing = listed(job, patterns)
+        why = "3221225472 bytes, over the limit of 1073741824 bytes per artifact"
+        big = ArtifactInfo("huge.bin", 3 << 30, "", refused=why)
+        return [f for f in found if f.path != "huge.bin"] + [big], missing
+
+    monkeypatch.setattr(fake, "list_artifacts", listing)
+    inv = drive(engine, inv, DriveOptions())
+    assert inv.outcome is Outcome.COMPLETED
+    assert [p for kind, p in fake.calls if kind == "fetch"] == ["a.txt"]
+    rows = {row.path: row for row in journal.artifacts(inv.id)}
+    assert (rows["huge.bin"].state, rows["huge.bin"].size) == (ArtifactState.REFUSED, 3 << 30)
+    assert "over the limit" in str(rows["huge.bin"].detail)
+    result = job_result(inv, journal.attempts(inv.id), journal.history(inv.id), list(rows.values()))
+    assert [(p.path, p.state) for p in result.artifact_problems] == [("huge.bin", "refused")]
+    assert "artifacts: 1 acknowledged, 1 refused" in str(
+        journal.history(inv.id)[-1].evidence["observation"]
+    )
+
+
+def test_the_limits_a_request_recorded_reach_every_collection(
+    journal: Journal, tmp_path: Path
+) -> None:
+    fake = FakeBackend([FakeAttempt((S.RUNNING,))])
+    engine = engine_for(journal, fake)
+    limits = Limits(max_file_bytes=10, max_total_bytes=20, max_entries=30, max_seconds=4.0)
+    recorded = FakeRequest(artifacts=("*",), artifact_limits=ArtifactLimits.of(limits))
+    inv = engine.prepare(adapter="fake", command=["x"], request=recorded, run_root=tmp_path)
+    assert engine.job_ref(journal.get(inv.id)).artifact_limits == limits
+    plain = engine.prepare(
+        adapter="fake", command=["x"], request=FakeRequest(artifacts=("*",)), run_root=tmp_path
+    )
+    assert engine.job_ref(journal.get(plain.id)).artifact_limits is None  # the defaults
+
+
+def test_a_download_longer_than_its_listing_is_stopped_at_the_listed_size(
+    journal: Journal, tmp_path: Path
+) -> None:
+    fake = FakeBackend([FakeAttempt((S.RUNNING, S.COMPLETED))])
+    engine = engine_for(journal, fake)
+    inv = engine.prepare(
+        adapter="fake", command=["x"], request=FakeRequest(artifacts=("*",)), run_root=tmp_path
+    )
+    fake.files[f"vibesys-{inv.id}-1"] = {"m.bin": b"m" * 10}
+    fake.tampered["m.bin"] = b"m" * 10 + b"\0" * (1 << 20)  # swapped for something endless
+    inv = drive(engine, inv, DriveOptions())
+    (row,) = journal.artifacts(inv.id)
+    assert row.state is ArtifactState.MISMATCH and "downloaded more than 10 bytes" in str(
+        row.detail
+    )
+    partial = Path(inv.invocation_dir) / "1" / "artifacts" / "m.bin.part"
+    assert partial.stat().st_size <= 10

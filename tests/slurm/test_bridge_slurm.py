@@ -171,3 +171,36 @@ def test_an_edited_site_file_changes_nothing_for_a_serving_session(
     finally:
         status, err = session.stop()
     assert status == 0, err
+
+
+def test_links_loops_and_an_oversized_artifact_on_slurm(tmp_path: Path, slurm_toml: Path) -> None:
+    """The red team's job on the node: the listing there never follows the links, refuses the
+    sparse file by the session's own limit (recorded with the request), and the result
+    arrives."""
+    limit = 2 << 20
+    session = start_session(tmp_path, *SITE, str(slurm_toml), extra=("--artifact-max", str(limit)))
+    job = (
+        "ln -s . a; ln -s . b; mkdir -p deep/x; echo 1 > result.json; echo 2 > deep/x/result.json; "
+        "python3 -c \"open('big.bin', 'wb').truncate(300 << 20)\""
+    )
+    try:
+        result_file = tmp_path / "result.json"
+        started = time.monotonic()
+        rc, _, err = session.evaluate(
+            *("--artifact", "**/result.json", "--artifact", "*.bin"),
+            *("--result", str(result_file), "--", "sh", "-c", job),
+        )
+        took = time.monotonic() - started
+    finally:
+        status, session_err = session.stop()
+    assert rc == 0, err
+    assert status == 0, session_err
+    assert took < 120, f"the evaluation took {took:.0f} s"
+    result = json.loads(result_file.read_text())
+    assert sorted(a["path"] for a in result["artifacts"]) == ["deep/x/result.json", "result.json"]
+    (problem,) = result["artifact_problems"]
+    assert (problem["path"], problem["state"]) == ("big.bin", "refused")
+    assert f"over the limit of {limit} bytes per artifact" in problem["detail"]
+    shared = Path(result["results_dir"]) / "artifacts" / "result.json"
+    local = next(a["local_path"] for a in result["artifacts"] if a["path"] == "result.json")
+    assert os.stat(shared).st_ino == os.stat(local).st_ino

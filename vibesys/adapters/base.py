@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 from msgspec import Struct, field
 
 from vibesys.adapters.rundir.claim import Claim
+from vibesys.osutil.artifact_walk import Limits
 
 if TYPE_CHECKING:
     from vibesys.adapters.leases import LeasingBackend
@@ -56,6 +57,8 @@ class JobRef(Struct, frozen=True):
     intended_at: datetime | None = None
     invocation_id: str = ""
     attempt: int = 0
+    #: the artifacts' limits its request recorded (None: the defaults)
+    artifact_limits: Limits | None = None
 
 
 #: Covariant: frozen, so a request of a subclass is a request of its base.
@@ -187,9 +190,11 @@ class Backend(Protocol):
 class ArtifactInfo(Struct, frozen=True):
     """One file the remote side reports for a declared artifact pattern."""
 
-    path: str  # relative to the job's working directory
+    path: str  # relative to the job's working directory (or the pattern a stopped walk left)
     size: int
     sha256: str
+    #: why it is not collected (over a limit, the walk stopped): nothing is downloaded
+    refused: str = ""
 
 
 class Sink(Protocol):

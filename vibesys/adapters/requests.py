@@ -13,16 +13,50 @@ the engine hands it back with the request (`site_record`), so no later process r
 from __future__ import annotations
 
 import re
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from vibesys.config.site import RecordedSite
 from vibesys.errors import UsageError
+from vibesys.osutil.artifact_walk import Limits
 
-__all__ = ["AdapterRequest", "RecordedSite"]
+__all__ = ["AdapterRequest", "ArtifactLimits", "RecordedSite", "recorded_limits"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class ArtifactLimits(BaseModel):
+    """What the declared artifacts may be, recorded with the request so every process that
+    collects them enforces the same (`vibesys.osutil.artifact_walk.Limits`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    max_file_bytes: int = Field(ge=0, description="Bytes of one artifact, by its length.")
+    max_total_bytes: int = Field(ge=0, description="Bytes of all the artifacts together.")
+    max_entries: int = Field(ge=1, description="Directory entries the walk looks at.")
+    max_seconds: float = Field(ge=0, description="Seconds the walk may take.")
+
+    @classmethod
+    def of(cls, limits: Limits) -> ArtifactLimits:
+        return cls(**limits._asdict())
+
+    def limits(self) -> Limits:
+        return Limits(**self.model_dump())
+
+
+def recorded_limits(recorded: object) -> Limits | None:
+    """The limits an `ArtifactLimits` recorded as JSON holds (None: none were recorded)."""
+    if recorded is None:
+        return None
+    return ArtifactLimits.model_validate(recorded).limits()
 
 
 class AdapterRequest(BaseModel):
@@ -39,6 +73,12 @@ class AdapterRequest(BaseModel):
         "verified and acknowledged after the job ends.",
     )
 
+    artifact_limits: ArtifactLimits | None = Field(
+        default=None,
+        description="The artifacts' limits (None: the defaults, docs/bridge.md); a session "
+        "records its own.",
+    )
+
     job_name_prefix: str = Field(
         default="vibesys",
         description="Each attempt's scheduler-visible name is <prefix>-<invocation>-<attempt> "
@@ -51,6 +91,14 @@ class AdapterRequest(BaseModel):
         description="The site configuration recorded at PREPARED (kept in the journal by "
         "digest, never in the request's JSON); None for adapters that need none.",
     )
+
+    @model_serializer(mode="wrap")
+    def _without_default_limits(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A request without limits is stored as before they existed.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("artifact_limits", 0) is None:
+            del data["artifact_limits"]
+        return data
 
     @field_validator("job_name_prefix")
     @classmethod

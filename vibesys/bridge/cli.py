@@ -85,6 +85,16 @@ def serve(
     teardown_seconds: Annotated[
         float, typer.Option(help="How long teardown waits for cancels to settle.", min=0)
     ] = 120.0,
+    artifact_max: Annotated[
+        int | None,
+        typer.Option(
+            help="Bytes: the largest artifact collected, by its length \\[default: 1 GiB]", min=0
+        ),
+    ] = None,
+    artifact_sum_max: Annotated[
+        int | None,
+        typer.Option(help="Bytes: an evaluation's artifacts together \\[default: 4 GiB]", min=0),
+    ] = None,
     parent_pid: Annotated[
         int | None, typer.Option(help="Stop when this process ends \\[default: the parent]")
     ] = None,
@@ -105,7 +115,7 @@ def serve(
     from vibesys.errors import boundary
 
     with boundary(journal):
-        from vibesys.bridge.session import SessionOptions, serve_session
+        from vibesys.bridge.session import SessionOptions, artifact_limits, serve_session
         from vibesys.bridge.site import resolve_site
         from vibesys.config import PortableResources, parse_resources
         from vibesys.config.profiles import load_resources_table
@@ -141,6 +151,7 @@ def serve(
             max_timeout=max_timeout,
             max_retries=max_retries,
             teardown_seconds=teardown_seconds,
+            artifact_limits=artifact_limits(artifact_max, artifact_sum_max),
             parent_pid=parent_pid,
             down=down,
             check_site=check,

@@ -9,8 +9,6 @@ verified artifacts, while the originals stay in the local attempt directory.
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import json
 import os
 import shutil
@@ -20,9 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.errors import UsageError
 from vibesys.job_result import JobResult
+from vibesys.osutil import artifact_walk, place
+from vibesys.osutil.artifact_walk import Limits
 
 __all__ = ["collect_local_artifacts", "copy_result", "stage_local_candidate"]
 
@@ -77,52 +78,53 @@ def _mismatch(directory: object, digest: str) -> str | None:
 
 
 def collect_local_artifacts(
-    work: Path, patterns: Sequence[str], target: Path
-) -> tuple[list[tuple[str, int, str, str]], list[str]]:
-    """The files of `work` matching `patterns` (relative globs, the listing's rules: regular
-    files, no symlinks, nothing that resolves outside `work`), copied under `target`: a list
-    of (path, size, sha256, local copy), and the patterns nothing matched."""
-    base = os.path.realpath(work)
-    found: list[tuple[str, int, str, str]] = []
-    missing: list[str] = []
-    seen: set[str] = set()
-    for pattern in patterns:
-        matches = sorted(glob.glob(os.path.join(glob.escape(base), pattern), recursive=True))
-        files = [m for m in matches if _inside(base, m)]
-        if not files:
-            missing.append(pattern)
-        for path in files:
-            relative = os.path.relpath(path, base)
-            if relative in seen:
-                continue
-            seen.add(relative)
-            copy = target / relative
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            size, digest = _copy_hashing(Path(path), copy)
-            found.append((relative, size, digest, str(copy)))
-    return found, missing
+    work: Path, patterns: Sequence[str], target: Path, limits: Limits = DEFAULT_LIMITS
+) -> tuple[list[tuple[str, int, str, str]], list[str], list[tuple[str, int, str]]]:
+    """The files of `work` matching `patterns`, found by the listing's own walk and limits
+    (`vibesys.osutil.artifact_walk`: regular files, never through a link, bounded), copied
+    under `target`: (path, size, sha256, local copy) each, the patterns nothing matched, and
+    what was refused: (path or pattern, size, why)."""
+    copies: dict[str, str] = {}
+
+    def take(fd: int, relative: str, budget: int) -> tuple[int, str]:
+        copy = target / relative
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        size, digest = _copy_hashing(fd, copy, budget)
+        copies[relative] = str(copy)
+        return size, digest
+
+    listing = artifact_walk.collect(str(work), list(patterns), limits, take)
+    found = [(f["path"], f["size"], f["sha256"], copies[f["path"]]) for f in listing["found"]]
+    refused = [(r["path"], r["size"], r["why"]) for r in listing["refused"]]
+    return found, listing["missing"], refused
 
 
-def _inside(base: str, path: str) -> bool:
-    if not os.path.isfile(path) or os.path.islink(path):
-        return False
-    real = os.path.realpath(path)
-    return real.startswith(base + os.sep)
-
-
-def _copy_hashing(source: Path, target: Path) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
+def _copy_hashing(source: int, target: Path, budget: int) -> tuple[int, str]:
+    """Copy the open file `source` to `target` (a clone sharing its blocks where the file
+    system can, else its bytes) and hash the copy; TooBig past `budget` bytes."""
     partial = target.with_name(target.name + ".part")
-    with open(source, "rb") as reader, open(partial, "wb") as writer:
-        while chunk := reader.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-            writer.write(chunk)
-        writer.flush()
-        os.fsync(writer.fileno())
+    try:
+        with open(partial, "wb") as writer:
+            if not place.clone(source, writer.fileno()):
+                _copy_bounded(source, writer.fileno(), budget)
+            writer.flush()
+            os.fsync(writer.fileno())
+        with open(partial, "rb") as reader:  # our copy: the job cannot change it any more
+            size, digest = artifact_walk.hash_only(reader.fileno(), str(target), budget)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     os.replace(partial, target)
-    return size, digest.hexdigest()
+    return size, digest
+
+
+def _copy_bounded(source: int, target: int, budget: int) -> None:
+    copied = 0
+    while chunk := os.read(source, 1 << 20):
+        copied += len(chunk)
+        if copied > budget:
+            raise artifact_walk.TooBig(str(budget))
+        os.write(target, chunk)
 
 
 def copy_result(found: JobResult, results_root: Path) -> Path:
@@ -134,12 +136,14 @@ def copy_result(found: JobResult, results_root: Path) -> Path:
     building.mkdir(parents=True, mode=0o700)
     for name, source in (("stdout", found.stdout_path), ("stderr", found.stderr_path)):
         if source and os.path.isfile(source):
-            shutil.copyfile(source, building / name)
+            # A spool may still grow (an evaluation torn down while collecting): a copy.
+            place.copy(source, building / name)
     for art in found.artifacts:
         if art.local_path and os.path.isfile(art.local_path):
             copy = building / "artifacts" / art.path
             copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(art.local_path, copy)
+            # Verified and never written again (a new download is a new file): shared.
+            place.link(art.local_path, copy)
     text = found.model_copy(update={"results_dir": str(final)}).model_dump_json(indent=2)
     (building / RESULT_FILE).write_text(text + "\n", encoding="utf-8")
     shutil.rmtree(final, ignore_errors=True)

@@ -21,6 +21,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from vibesys.adapters.requests import ArtifactLimits, recorded_limits
+from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.admission import Evaluation, Refusal
 from vibesys.bridge.files import collect_local_artifacts, copy_result, stage_local_candidate
 from vibesys.bridge.protocol import first_difference
@@ -33,6 +35,7 @@ from vibesys.errors import VibesysError
 from vibesys.job_result import TIMEOUT_CANCEL, JobResult, JobStatus, job_result
 from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal
 from vibesys.journal_schema.bridge_requests import BridgeRequest
+from vibesys.osutil.artifact_walk import Limits
 from vibesys.osutil.layout import attempt_dir
 from vibesys.states import JobState, Outcome
 
@@ -45,6 +48,8 @@ HOST_VARIABLES: Final = frozenset(
     | {"LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME"}
 )
 _ENDED: Final = (JobState.DONE, JobState.UNRESOLVED, JobState.COLLECTING)
+#: the request body's key for the artifact limits the session applies to it
+ARTIFACT_LIMITS: Final = "artifact_limits"
 
 
 @dataclass
@@ -88,12 +93,14 @@ class EvaluationRunner:
         *,
         max_retries: int = 2,
         unreachable_timeout_seconds: float = 600.0,
+        artifact_limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.journal_path = journal_path
         self.site = site
         self.results_root = results_root
         self.host_env = {k: v for k, v in host_env.items() if k in HOST_VARIABLES}
         self.max_retries = max_retries
+        self._limits = ArtifactLimits.of(artifact_limits)
         self.unreachable_timeout = timedelta(seconds=unreachable_timeout_seconds)
         self._lock = threading.Lock()
         self._handles: dict[str, Handle] = {}
@@ -127,7 +134,8 @@ class EvaluationRunner:
                     uid=evaluation.uid,
                     workspace=evaluation.workspace,
                     kind=evaluation.kind,
-                    body=evaluation.body(),
+                    # Recorded with the request: a restarted session keeps these limits.
+                    body=evaluation.body() | {ARTIFACT_LIMITS: self._limits.model_dump()},
                     results_dir=str(self.results_root),
                 )
                 known = not created
@@ -180,6 +188,7 @@ class EvaluationRunner:
                 evaluation.timeout_seconds,
                 evaluation.artifacts,
                 tuple(evaluation.env),
+                self._limits,
             )
         except VibesysError as exc:
             raise Refusal(f"the site cannot take this evaluation: {exc}") from None
@@ -253,7 +262,9 @@ class EvaluationRunner:
         bridge = journal.bridge_request_of(inv.id)
         patterns = list(bridge.body.get("artifacts", [])) if bridge else []
         if self.site.backend == "local" and _ran(inv) and patterns:
-            _record_local_artifacts(journal, inv, patterns)
+            recorded = bridge.body.get(ARTIFACT_LIMITS) if bridge else None
+            limits = recorded_limits(recorded) or DEFAULT_LIMITS
+            _record_local_artifacts(journal, inv, patterns, limits)
         found = job_result(
             inv,
             journal.attempts(inv.id),
@@ -340,13 +351,15 @@ def _ran(inv: Invocation) -> bool:
     )
 
 
-def _record_local_artifacts(journal: Journal, inv: Invocation, patterns: list[str]) -> None:
+def _record_local_artifacts(
+    journal: Journal, inv: Invocation, patterns: list[str], limits: Limits
+) -> None:
     """A local evaluation's declared artifacts, from its copy of the candidate to the local
     attempt directory, recorded as verified artifacts (once: a redo finds them recorded)."""
     if journal.artifacts(inv.id, inv.attempt) or inv.cwd is None:
         return
     target = attempt_dir(inv.invocation_dir, inv.attempt) / "artifacts"
-    found, missing = collect_local_artifacts(Path(inv.cwd), patterns, target)
+    found, missing, refused = collect_local_artifacts(Path(inv.cwd), patterns, target, limits)
     for path, size, digest, copy in found:
         state = ArtifactState.ACKNOWLEDGED
         journal.record_artifact(
@@ -360,3 +373,6 @@ def _record_local_artifacts(journal: Journal, inv: Invocation, patterns: list[st
             ArtifactState.MISSING,
             detail=f"nothing matched {pattern!r} in the evaluation's directory",
         )
+    for what, size, why in refused:
+        state = ArtifactState.REFUSED
+        journal.record_artifact(inv.id, inv.attempt, what, state, size=size, detail=why)

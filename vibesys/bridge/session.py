@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.admission import SessionPolicy
 from vibesys.bridge.setup import (
     check_confinement,
@@ -36,6 +37,7 @@ from vibesys.bridge.setup import (
 from vibesys.bridge.site import Site
 from vibesys.engine.drive import StopFlag
 from vibesys.errors import UsageError
+from vibesys.osutil.artifact_walk import Limits
 from vibesys.osutil.tokens import BRIDGE_PREFIX
 
 __all__ = ["SessionOptions", "run_site_checks", "serve_session"]
@@ -61,6 +63,18 @@ class SessionOptions:
     down: bool = False
     #: run `vibesys check` first and refuse to start on a failure
     check_site: bool = True
+    #: what each evaluation's artifacts may be (recorded with its request)
+    artifact_limits: Limits = DEFAULT_LIMITS
+
+
+def artifact_limits(max_bytes: int | None, max_total_bytes: int | None) -> Limits:
+    """The defaults with what the operator gave (the walk's own bounds are not options)."""
+    limits = DEFAULT_LIMITS
+    if max_bytes is not None:
+        limits = limits._replace(max_file_bytes=max_bytes)
+    if max_total_bytes is not None:
+        limits = limits._replace(max_total_bytes=max_total_bytes)
+    return limits
 
 
 def run_site_checks(site: Site) -> list[str]:
@@ -215,7 +229,12 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
         options.max_timeout,
     )
     session.runner = EvaluationRunner(
-        journal, options.site, results, dict(os.environ), max_retries=options.max_retries
+        journal,
+        options.site,
+        results,
+        dict(os.environ),
+        max_retries=options.max_retries,
+        artifact_limits=options.artifact_limits,
     )
     capabilities = _capabilities(options, policy, results)
     bridge = BridgeServer(policy, session.runner, socket_dir / EVAL_SOCKET, uids, capabilities)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from vibesys.adapters.local_request import Confinement
-from vibesys.adapters.requests import AdapterRequest
+from vibesys.adapters.requests import AdapterRequest, ArtifactLimits
 from vibesys.config import EffectiveResources, PortableResources
 from vibesys.config.site import RecordedSite
 from vibesys.errors import UsageError
@@ -64,9 +64,11 @@ class Site:
         timeout_seconds: int,
         artifacts: tuple[str, ...],
         env_names: tuple[str, ...] = (),
+        limits: ArtifactLimits | None = None,
     ) -> Any:
         """The typed adapter request of one evaluation (the candidate's digest computed now:
-        the agent edits it between evaluations) that passes the variables `env_names`.
+        the agent edits it between evaluations) that passes the variables `env_names` and
+        records the artifacts' `limits` (a local one's are the bridge request's).
         UsageError/ConfigError say why the site cannot take it."""
         if self.backend == "local":
             from vibesys.adapters.local_request import LocalRequest
@@ -79,6 +81,7 @@ class Site:
             update: dict[str, Any] = {
                 "artifacts": artifacts,
                 "pass_env": tuple(sorted(env_names)),
+                "artifact_limits": limits,
             }
             recorded = getattr(self.sky_request, "candidate", None)
             if recorded is not None:  # the snapshot as it is now, not as the session began
@@ -95,9 +98,10 @@ class Site:
         }
         # The passed variables reach an sbatch job with the recorded environment (sbatch's
         # own export), as a direct `vibesys run --adapter sbatch` job's do.
-        return slurm_request.request_from_site(
+        made = slurm_request.request_from_site(
             "sbatch", values, self.slurm_file, self.slurm_rendering
         )
+        return made.model_copy(update={"artifact_limits": limits})
 
     def capabilities(self) -> dict[str, Any]:
         """What an evaluation gets here, from the configuration (no scheduler is asked)."""

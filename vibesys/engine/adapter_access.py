@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import Backend, JobRef, Progress
 from vibesys.adapters.registry import entry
+from vibesys.adapters.requests import recorded_limits
 from vibesys.errors import ConfigError
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.osutil.layout import attempt_dir
@@ -77,4 +78,5 @@ class AdapterAccess:
             inv.intended_at,
             inv.id,
             inv.attempt,
+            recorded_limits(inv.request.get("artifact_limits")),
         )

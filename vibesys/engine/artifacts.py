@@ -39,6 +39,17 @@ def collect_artifacts(
     counts = {state: 0 for state in ArtifactState}
     for info in found:
         row = known.get(info.path)
+        if info.refused:  # over a limit where it is: not a byte of it comes home
+            journal.record_artifact(
+                job.invocation_id,
+                job.attempt,
+                info.path,
+                ArtifactState.REFUSED,
+                size=info.size,
+                detail=info.refused,
+            )
+            counts[ArtifactState.REFUSED] += 1
+            continue
         if row is not None and row.state in DONE_STATES and row.sha256 == info.sha256:
             state = ArtifactState.ACKNOWLEDGED
         else:
@@ -80,23 +91,26 @@ def _download(
     target = root / info.path
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
-    digest = _HashingFile(partial, progress)
+    digest = _HashingFile(partial, progress, info.size)
     if progress is not None:
         progress.begin(f"artifact {info.path}", info.size)
     try:
         backend.fetch_artifact(job, info.path, digest)
+    except _Overrun:
+        pass  # the download was stopped at the listed size: a mismatch, recorded below
     finally:
         digest.close()
         if progress is not None:
             progress.end()
     actual = digest.hexdigest()
-    if actual != info.sha256 or digest.size != info.size:
+    if digest.overrun or actual != info.sha256 or digest.size != info.size:
+        got = f"more than {info.size}" if digest.overrun else str(digest.size)
         journal.record_artifact(
             job.invocation_id,
             job.attempt,
             info.path,
             ArtifactState.MISMATCH,
-            detail=f"listed {info.size} bytes sha256 {info.sha256}, downloaded {digest.size} "
+            detail=f"listed {info.size} bytes sha256 {info.sha256}, downloaded {got} "
             f"bytes sha256 {actual}",
         )
         return ArtifactState.MISMATCH
@@ -108,18 +122,29 @@ def _download(
     return ArtifactState.VERIFIED
 
 
-class _HashingFile:
-    """A file sink that hashes what it writes and fsyncs on close."""
+class _Overrun(Exception):
+    """More bytes came than the listing announced."""
 
-    def __init__(self, path: Path, progress: Progress | None = None) -> None:
+
+class _HashingFile:
+    """A file sink that hashes what it writes and fsyncs on close; past `limit` bytes it
+    stops the download (`_Overrun`): a file swapped since its listing, for a link to an
+    endless one, never fills the disk."""
+
+    def __init__(self, path: Path, progress: Progress | None = None, limit: int = -1) -> None:
         import hashlib  # only where artifacts come home: most runs have none
 
         self._handle = open(path, "wb")  # noqa: SIM115 - closed in close()
         self._hash = hashlib.sha256()
         self._progress = progress
+        self._limit = limit
         self.size = 0
+        self.overrun = False
 
     def write(self, data: bytes, /) -> int:
+        if 0 <= self._limit < self.size + len(data):
+            self.overrun = True
+            raise _Overrun
         self._hash.update(data)
         self.size += len(data)
         if self._progress is not None:

@@ -98,7 +98,10 @@ class ArtifactProblem(BaseModel):
     model_config = _STRICT
 
     path: str = Field(description="The file, or the pattern nothing matched.")
-    state: str = Field(description="missing, mismatch or listed (not downloaded yet).")
+    state: str = Field(
+        description="missing, mismatch, refused (over an artifact limit, or beyond where the "
+        "bounded walk stopped) or listed (not downloaded yet)."
+    )
     detail: str | None = Field(description="What went wrong.")
 
 

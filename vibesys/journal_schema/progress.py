@@ -19,6 +19,7 @@ class ArtifactState(StrEnum):
     ACKNOWLEDGED = "acknowledged"  # verified and recorded: the remote copy may be cleaned
     MISSING = "missing"  # declared, but nothing matched on the remote side
     MISMATCH = "mismatch"  # downloaded bytes differ from what the remote side listed
+    REFUSED = "refused"  # over an artifact limit, or beyond where the bounded walk stopped
 
 
 class ArtifactRow(Struct, frozen=True):

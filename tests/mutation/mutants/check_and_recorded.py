@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.mutation.mutants.framework import (
     ADAPTER_ACCESS,
+    ARTIFACT_WALK,
     BRIDGE_FILES,
     BRIDGE_SITE,
     CHAINED,
@@ -115,8 +116,11 @@ MUTANTS: list[Mutant] = [
     M("sky-candidate-not-verified", SKY_STAGED, "        staging.verify_command(work, manifest.digest),\n", "", "the job runs in whatever the shared file system holds, not the snapshot recorded"),
     M("sky-passed-variables-dropped", SKY_OPS, '        flags = [word for key in sorted(passed) for word in ("--secret", key)]', "        flags = []", "a SkyPilot job never gets the variables its evaluation passed"),
     M("sky-passed-values-shown", SKY_OPS, "        hide = [value for value in passed.values() if len(value) >= 4]", "        hide = []", "the values passed to a SkyPilot job appear in the journal's evidence"),
-    M("bridge-site-read-per-evaluation", BRIDGE_SITE, '        return slurm_request.request_from_site(\n            "sbatch", values, self.slurm_file, self.slurm_rendering\n        )', '        return slurm_request.make_request("sbatch", {**values, "slurm_config": self.slurm_config})', "an edited slurm.toml changes the evaluations of a session already serving"),
+    M("bridge-site-read-per-evaluation", BRIDGE_SITE, '        made = slurm_request.request_from_site(\n            "sbatch", values, self.slurm_file, self.slurm_rendering\n        )', '        made = slurm_request.make_request("sbatch", {**values, "slurm_config": self.slurm_config})', "an edited slurm.toml changes the evaluations of a session already serving"),
     M("bridge-local-stage-unprobed", BRIDGE_FILES, "        code = _remote.EXIT_OK if problem is None else _remote.EXIT_MISMATCH", "        code = _remote.EXIT_OK", "a staged snapshot changed since it was staged is reused: local evaluations stop on a copy that cannot verify"),
+    M("artifact-walk-unbounded", ARTIFACT_WALK, "                if self.entries > self.max_entries:", "                if False:", "the walk has no entry bound: a job's million files (or a bind-mount loop) hold the collection and its result"),
+    M("artifact-size-by-reading", ARTIFACT_WALK, "                over = _over(info.st_size, total, limits)", "                over = None", "a file's length is not judged before it is read: a sparse 300 MB file is read (and copied) up to its budget first"),
+    M("artifact-limits-forgotten", ADAPTER_ACCESS, '            recorded_limits(inv.request.get("artifact_limits")),', "            None,", "the limits recorded with the request are dropped: a later collection enforces the defaults, not the session's", tests=("tests/engine/test_spool_artifacts.py",)),
     M("sky-candidate-not-staged", SKY_STAGED, "    if candidate is None:\n        return \"\", \"\"", "    if True:\n        return \"\", \"\"", "a SkyPilot evaluation runs without its candidate"),
     # -- site limits known before submitting (issue 35) --------------------------------------
     M("limits-one-partition-must-fit-all", LIMITS, "    if any(_fits(limits.minutes[name], minutes) for name in targets):", "    if all(_fits(limits.minutes[name], minutes) for name in targets):", "a job Slurm may start in the partition that allows its time is refused because another does not"),

@@ -58,6 +58,7 @@ SKY_OPS = "vibesys/adapters/skypilot/ops.py"
 SKY_ALLOCATION_END = "vibesys/adapters/skypilot/allocation_end.py"
 BRIDGE_SITE = "vibesys/bridge/site.py"
 BRIDGE_FILES = "vibesys/bridge/files.py"
+ARTIFACT_WALK = "vibesys/osutil/artifact_walk.py"
 SITE_FILE = "vibesys/config/slurm_file.py"
 TRUSTED = "vibesys/config/request.py"
 SLOTS = "vibesys/journal_schema/slots.py"
@@ -166,6 +167,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     ),
     BRIDGE_SITE: ("tests/bridge/test_site.py",),
     BRIDGE_FILES: ("tests/bridge/test_files.py",),
+    ARTIFACT_WALK: ("tests/osutil/test_artifact_walk.py",),
     SLOTS: ("tests/broker/test_run_slots.py",),
     RUN_SLOTS: ("tests/broker/test_run_slots.py",),
     ROWS: ("tests/test_cli_site.py",),

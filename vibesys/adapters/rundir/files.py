@@ -9,9 +9,10 @@ from pathlib import PurePosixPath
 from typing import Final
 
 from vibesys.adapters.base import ArtifactInfo, Sink
-from vibesys.adapters.rundir.listing import LIST_SCRIPT, parse_listing
+from vibesys.adapters.rundir.listing import DEFAULT_LIMITS, LIST_SCRIPT, list_argv, parse_listing
 from vibesys.adapters.transports import Runner
 from vibesys.errors import BackendUnavailable
+from vibesys.osutil.artifact_walk import Limits
 
 #: A log not written yet reads as empty; `tail -c +N` counts from 1.
 READ_FROM: Final = 'test -e "$1" || exit 0; exec tail -c +"$2" "$1"'
@@ -44,14 +45,15 @@ def read_from(runner: Runner, path: str, offset: int, sink: Sink) -> int:
 
 
 def list_artifacts_in(
-    checked: Callable[[list[str]], str], work_dir: PurePosixPath, patterns: Sequence[str]
+    checked: Callable[[list[str]], str],
+    work_dir: PurePosixPath,
+    patterns: Sequence[str],
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[list[ArtifactInfo], list[str]]:
     """The files matching `patterns` under `work_dir`, listed where they are, and the patterns
     that matched nothing. `checked` runs a command and returns its output (or raises)."""
-    out = checked(["python3", "-c", LIST_SCRIPT, str(work_dir), *patterns])
-    found, missing = parse_listing(out)
-    infos = [ArtifactInfo(str(f["path"]), int(str(f["size"])), str(f["sha256"])) for f in found]
-    return infos, missing
+    out = checked(["python3", "-c", LIST_SCRIPT, *list_argv(str(work_dir), patterns, limits)])
+    return parse_listing(out)
 
 
 def fetch_file(runner: Runner, path: str, sink: Sink) -> None:

@@ -17,24 +17,26 @@ from typing import Final
 from msgspec import Struct, field
 
 from vibesys.adapters.base import ArtifactInfo, Sink
-from vibesys.adapters.rundir.listing import LIST_SCRIPT, parse_listing
+from vibesys.adapters.rundir.listing import DEFAULT_LIMITS, LIST_SCRIPT, parse_listing
 from vibesys.adapters.rundir.names import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, STREAMS
 from vibesys.adapters.transports import Runner
 from vibesys.errors import BackendUnavailable
+from vibesys.osutil.artifact_walk import Limits
 
 __all__ = ["GATHER_SCRIPT", "Gathered", "gather"]
 
 
 #: `env VIBESYS_LIST=LIST_SCRIPT sh -c GATHER_SCRIPT vibesys-gather ATTEMPT_DIR WORK_DIR
-#: STDOUT_OFFSET STDERR_OFFSET LIST_LIMIT PATTERN...` (the listing program travels in the
-#: environment, so no shell ever re-parses it). Exit 3: a file could not be read; 4: the
-#: listing failed or outlived LIST_LIMIT seconds. The logs' copy has no limit, as when they are
-#: read alone (a big log takes its time); the listing, hashing files on a file system that may
-#: stall, keeps the limit every other command has (coreutils `timeout`, where there is one).
+#: STDOUT_OFFSET STDERR_OFFSET LIST_LIMIT LIMITS PATTERN...` (LIMITS: the artifacts' limits,
+#: `Limits.argument()`; the listing program travels in the environment, so no shell ever
+#: re-parses it). Exit 3: a file could not be read; 4: the listing failed or outlived
+#: LIST_LIMIT seconds. The logs' copy has no limit, as when they are read alone (a big log
+#: takes its time); the listing, hashing files on a file system that may stall, keeps the
+#: limit every other command has (coreutils `timeout`, where there is one).
 GATHER_SCRIPT: Final = (
     r"""
-d=$1 w=$2 o1=$3 o2=$4 limit=$5
-shift 5
+d=$1 w=$2 o1=$3 o2=$4 limit=$5 bounds=$6
+shift 6
 """
     + f'm="$d/{EXIT_CODE_FILE}"\n'
     + r"""
@@ -58,7 +60,7 @@ if [ -r "$m" ]; then
   cat "$m" || exit 3
 fi
 if [ $# -gt 0 ]; then
-  listing=$(bounded python3 -c "$VIBESYS_LIST" "$w" "$@") || exit 4
+  listing=$(bounded python3 -c "$VIBESYS_LIST" "$w" "$bounds" "$@") || exit 4
   part listing "$(($(printf '%s' "$listing" | wc -c)))"
   printf '%s' "$listing"
 fi
@@ -85,6 +87,7 @@ def gather(
     sinks: Mapping[str, Sink],
     *,
     list_limit: float = 60.0,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Gathered:
     """Run the gathering; each log's new bytes go to its sink. Raises BackendUnavailable when
     the command fails, the listing outlives `list_limit` seconds, or the stream is garbled
@@ -102,6 +105,7 @@ def gather(
         str(offsets.get(STDOUT_FILE, 0)),
         str(offsets.get(STDERR_FILE, 0)),
         f"{list_limit:g}",
+        limits.argument(),
         *patterns,
     ]
     result = runner.stream(argv, demux, timeout=None)
@@ -179,9 +183,5 @@ class _Demux:
         if "marker" in self.kept:
             gathered.marker = self.kept["marker"].decode("utf-8", "replace")
         if "listing" in self.kept:
-            found, missing = parse_listing(self.kept["listing"].decode("utf-8"))
-            infos = [
-                ArtifactInfo(str(f["path"]), int(str(f["size"])), str(f["sha256"])) for f in found
-            ]
-            gathered.listing = (infos, missing)
+            gathered.listing = parse_listing(self.kept["listing"].decode("utf-8"))
         return gathered

@@ -1,39 +1,50 @@
 """Listing declared artifacts (relative globs) with sizes and sha256 digests.
 
 `LIST_SCRIPT` is a standalone Python 3 program (stdlib only) that runs where the job ran:
-`python3 -c LIST_SCRIPT BASE PATTERN...` prints one JSON object
-`{"found": [{"path", "size", "sha256"}], "missing": [pattern, ...]}`. The local adapter calls
-`list_matching()` in process; both share the same rules.
+`python3 -c LIST_SCRIPT BASE LIMITS PATTERN...` prints one JSON object
+`{"found": [{"path", "size", "sha256"}], "refused": [{"path", "size", "why"}],
+"missing": [pattern, ...]}`. It is `vibesys.osutil.artifact_walk` with the descriptor-relative
+primitives of `vibesys.osutil.beneath` in place of its import, so the node and the local
+bridge (which calls `collect()` in process) walk by one rule, within the same `Limits`.
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import json
+from collections.abc import Sequence
 from pathlib import PurePosixPath
+from typing import Final
 
+from vibesys.adapters.base import ArtifactInfo
 from vibesys.errors import UsageError
+from vibesys.osutil.artifact_walk import Limits
 
-LIST_SCRIPT = r"""
-import glob, hashlib, json, os, sys
-base, patterns = sys.argv[1], sys.argv[2:]
-found, missing, seen = [], [], set()
-for pattern in patterns:
-    matches = sorted(glob.glob(os.path.join(glob.escape(base), pattern), recursive=True))
-    files = [m for m in matches if os.path.isfile(m) and not os.path.islink(m)]
-    if not files:
-        missing.append(pattern)
-    for path in files:
-        rel = os.path.relpath(path, base)
-        if rel in seen or rel.startswith(".."):
-            continue
-        seen.add(rel)
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        found.append({"path": rel, "size": os.path.getsize(path), "sha256": digest.hexdigest()})
-print(json.dumps({"found": found, "missing": missing}))
-"""
+__all__ = ["DEFAULT_LIMITS", "LIST_SCRIPT", "check_pattern", "list_argv", "parse_listing"]
+
+#: The limits of every evaluation that records none (docs/bridge.md, "Artifacts").
+DEFAULT_LIMITS: Final = Limits()
+
+_BENEATH_IMPORT: Final = "from vibesys.osutil.beneath import "
+
+
+def _script() -> str:
+    osutil = importlib.resources.files("vibesys.osutil")
+    text = osutil.joinpath("artifact_walk.py").read_text(encoding="utf-8")
+    rules = osutil.joinpath("beneath.py").read_text(encoding="utf-8")
+    # The node has no vibesys: the primitives go as their own text.
+    before, line, after = text.partition(_BENEATH_IMPORT)
+    if not line or _BENEATH_IMPORT in after:
+        raise AssertionError("artifact_walk.py imports beneath once, on a line of its own")
+    return before + rules + after.split("\n", 1)[1]
+
+
+LIST_SCRIPT: Final = _script()
+
+
+def list_argv(base: str, patterns: Sequence[str], limits: Limits) -> list[str]:
+    """The listing program's arguments after the program itself."""
+    return [base, limits.argument(), *patterns]
 
 
 def check_pattern(pattern: str) -> str:
@@ -47,6 +58,13 @@ def check_pattern(pattern: str) -> str:
     return pattern
 
 
-def parse_listing(text: str) -> tuple[list[dict[str, object]], list[str]]:
+def parse_listing(text: str) -> tuple[list[ArtifactInfo], list[str]]:
+    """The files listed (a refused one has `refused` set and no digest) and the patterns
+    nothing matched."""
     data = json.loads(text)
-    return list(data["found"]), [str(p) for p in data["missing"]]
+    infos = [ArtifactInfo(str(f["path"]), int(f["size"]), str(f["sha256"])) for f in data["found"]]
+    infos += [
+        ArtifactInfo(str(f["path"]), int(f["size"]), "", refused=str(f["why"]))
+        for f in data.get("refused", ())
+    ]
+    return infos, [str(p) for p in data["missing"]]

@@ -14,6 +14,7 @@ from vibesys.adapters.base import ArtifactInfo, JobRef, Sink
 from vibesys.adapters.rundir.claim import FENCE_SCRIPT, Claim, parse_claim
 from vibesys.adapters.rundir.files import fetch_file, list_artifacts_in, read_from
 from vibesys.adapters.rundir.gather import Gathered, gather
+from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.adapters.rundir.names import EXIT_CODE_FILE, STDERR_FILE, STDOUT_FILE, WORK_DIR
 from vibesys.adapters.transports import Runner
 from vibesys.errors import BackendUnavailable
@@ -80,7 +81,8 @@ class RunDirReader:
     def list_artifacts(
         self, job: JobRef, patterns: Sequence[str]
     ) -> tuple[list[ArtifactInfo], list[str]]:
-        return list_artifacts_in(self.checked, self.work_dir(job), patterns)
+        limits = job.artifact_limits or DEFAULT_LIMITS
+        return list_artifacts_in(self.checked, self.work_dir(job), patterns, limits)
 
     def fetch_artifact(self, job: JobRef, path: str, sink: Sink) -> None:
         fetch_file(self.runner, str(self.work_dir(job) / path), sink)
@@ -105,7 +107,17 @@ class RunDirReader:
     ) -> Gathered:
         """The logs' rest, the marker and the artifacts' listing in one command (gather.py)."""
         remote, work = str(self.remote_attempt_dir(job)), str(self.work_dir(job))
-        return gather(self.runner, remote, work, offsets, patterns, sinks, list_limit=self.timeout)
+        limits = job.artifact_limits or DEFAULT_LIMITS
+        return gather(
+            self.runner,
+            remote,
+            work,
+            offsets,
+            patterns,
+            sinks,
+            list_limit=self.timeout,
+            limits=limits,
+        )
 
     # -- the fence --------------------------------------------------------------------------
 
