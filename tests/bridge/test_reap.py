@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge.session_helpers import BUDGET, result_line, start_session
+from tests.bridge.session_helpers import BUDGET, HOST_VIEW, result_line, start_session
 from tests.escapees import Escapees, escapees
 
 pytestmark = pytest.mark.timeout(120)
@@ -23,8 +23,11 @@ def leftovers() -> Iterator[Escapees]:
     made.kill_any_left()
 
 
-def test_a_timeout_and_an_end_leave_nothing_running(tmp_path: Path, leftovers: Escapees) -> None:
-    session = start_session(tmp_path)
+@pytest.mark.parametrize("view", [(), HOST_VIEW], ids=["confined", "host-view"])
+def test_a_timeout_leaves_nothing_running(
+    tmp_path: Path, leftovers: Escapees, view: tuple[str, ...]
+) -> None:
+    session = start_session(tmp_path, extra=view)
     try:
         helper = session.helper("--timeout", "3", "--", "sh", "-c", leftovers.script("sleep 100"))
         leftovers.wait_started()
@@ -32,20 +35,24 @@ def test_a_timeout_and_an_end_leave_nothing_running(tmp_path: Path, leftovers: E
         assert helper.returncode == 124, err
         assert result_line(out)["status"] == "TIMEOUT"
         leftovers.assert_gone()  # the result says the evaluation ended: nothing of it runs
+    finally:
+        session.stop()
 
-        ended = escapees()
-        try:
-            go = tmp_path / "go"
-            wait = f"while [ ! -e {go} ]; do sleep 0.05; done"
-            helper = session.helper("--", "sh", "-c", ended.script(wait))
-            ended.wait_started()
-            go.touch()
-            out, err = helper.communicate(timeout=BUDGET)
-            assert helper.returncode == 0, err
-            assert result_line(out)["status"] == "COMPLETED"
-            ended.assert_gone()
-        finally:
-            ended.kill_any_left()
+
+def test_an_end_leaves_nothing_running(tmp_path: Path, leftovers: Escapees) -> None:
+    # The host's view, so that the job sees the file that lets it end (a confined one has a
+    # private /tmp); the wrapper's reaping is the same either way.
+    session = start_session(tmp_path, extra=HOST_VIEW)
+    try:
+        go = tmp_path / "go"
+        wait = f"while [ ! -e {go} ]; do sleep 0.05; done"
+        helper = session.helper("--", "sh", "-c", leftovers.script(wait))
+        leftovers.wait_started()
+        go.touch()
+        out, err = helper.communicate(timeout=BUDGET)
+        assert helper.returncode == 0, err
+        assert result_line(out)["status"] == "COMPLETED"
+        leftovers.assert_gone()
     finally:
         session.stop()
 
