@@ -143,8 +143,11 @@ def _partitions(partitions: tuple[Partition, ...]) -> str:
 def _limits(caps: SessionCapabilities) -> list[str]:
     accelerators = "none"
     if caps.accelerators_per_node:
-        kind = " ".join(filter(None, (caps.accelerator_type, caps.accelerator_backend)))
-        accelerators = f"{caps.accelerators_per_node}" + (f" ({kind})" if kind else "")
+        accelerators = f"{caps.accelerators_per_node}"
+        if caps.accelerator_type is not None:
+            accelerators += f" x {caps.accelerator_type}"
+        if caps.accelerator_backend is not None:
+            accelerators += f" ({caps.accelerator_backend})"
     rows = [
         ("nodes per evaluation", str(caps.nodes)),
         ("accelerators per node", accelerators),
