@@ -5,12 +5,17 @@ a confined local site, a Slurm site with GPU commands, and a SkyPilot profile.""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bridge.helpers import Bridge
 from tests.golden_files import assert_matches_golden
 from tests.skyfake import make_fake_sky
+from vibesys.bridge import client
 from vibesys.bridge.capabilities import SessionCapabilities, session_capabilities
 from vibesys.bridge.notes import render_notes
 from vibesys.bridge.site import Site, resolve_site
@@ -185,3 +190,23 @@ def test_the_schema_in_docs_is_the_models() -> None:
     assert json.loads(SCHEMA.read_text(encoding="utf-8")) == (
         SessionCapabilities.model_json_schema()
     ), "docs/capabilities.schema.json is stale: python docs/gen_docs.py"
+
+
+def test_the_helper_prints_the_notes_as_the_bridge_sent_them(bridge: Bridge) -> None:
+    env = os.environ | {
+        "VIBESYS_EVAL_SOCKET": str(bridge.socket_path),
+        "VIBESYS_EVAL_TOKEN": bridge.token,
+    }
+
+    def helper(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, client.__file__, *args]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+    # A bridge that renders none: the helper says so rather than print nothing.
+    silent = helper("capabilities", "--notes")
+    assert (silent.returncode, silent.stdout) == (2, "")
+    assert "this bridge renders no notes" in silent.stderr
+    bridge.server.notes = "# Runtime notes\n\n- here\n"
+    said = helper("capabilities", "--notes")
+    assert (said.returncode, said.stdout) == (0, "# Runtime notes\n\n- here\n"), said.stderr
+    assert json.loads(helper("capabilities").stdout) == {"backend": "local"}
