@@ -76,6 +76,7 @@ def _evaluations(caps: SessionCapabilities) -> list[str]:
         "[--env NAME]... -- COMMAND [ARGS...]",
         "```",
         "",
+        '- Where `vibesys-eval` is not installed, it is `python3 "$VIBESYS_EVAL"`.',
         f"- `--timeout`: {caps.default_timeout_seconds} s unless given; at most "
         f"{caps.max_timeout_seconds} s (a longer one is refused, never shortened).",
         "- `--artifact GLOB`: a file the evaluation leaves, relative to the workspace; it is "
@@ -105,6 +106,7 @@ def _gpu_commands(caps: SessionCapabilities) -> list[str]:
         "vibesys-gpu --gpus N --time MINUTES -- COMMAND [ARGS...]",
         "```",
         "",
+        '- Where `vibesys-gpu` is not installed, it is `python3 "$VIBESYS_GPU"`.',
         f"- At most {limits.max_gpus} GPUs and {limits.max_time_minutes} minutes per command "
         f"({limits.default_time_minutes} minutes without `--time`); a larger request is "
         "refused, never shrunk.",
