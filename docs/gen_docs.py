@@ -7,7 +7,9 @@
 - docs/cli.md: the whole file, from the `--help` of every command and subcommand;
 - docs/bridge.md: the blocks between GENERATED markers: the request's fields, the fields only
   the operator decides, the JobResult statuses and exit statuses;
-- docs/job-result.schema.json: the JSON Schema of `vibesys.job_result.JobResult`.
+- docs/job-result.schema.json: the JSON Schema of `vibesys.job_result.JobResult`;
+- docs/capabilities.schema.json: the JSON Schema of a session's capabilities
+  (`vibesys.bridge.capabilities.SessionCapabilities`, the `capabilities` reply).
 
     python docs/gen_docs.py          rewrite the files that are stale
     python docs/gen_docs.py --check  exit 1, naming them, if any file is stale
@@ -31,6 +33,7 @@ ARCHITECTURE = DOCS / "architecture.md"
 CLI = DOCS / "cli.md"
 BRIDGE = DOCS / "bridge.md"
 RESULT_SCHEMA = DOCS / "job-result.schema.json"
+CAPABILITIES_SCHEMA = DOCS / "capabilities.schema.json"
 
 HELP_WIDTH = "100"
 if str(ROOT) not in sys.path:  # run from a checkout: import this tree's vibesys
@@ -238,6 +241,12 @@ def result_schema() -> str:
     return json.dumps(JobResult.model_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
+def capabilities_schema() -> str:
+    from vibesys.bridge.capabilities import SessionCapabilities
+
+    return json.dumps(SessionCapabilities.model_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
 def begin_marker(name: str) -> str:
     return f"<!-- BEGIN GENERATED: {name} (python docs/gen_docs.py) -->"
 
@@ -264,6 +273,7 @@ def expected() -> dict[Path, str]:
         CLI: render_cli(collect_help()),
         BRIDGE: render_architecture(BRIDGE.read_text(encoding="utf-8"), BRIDGE_BLOCKS),
         RESULT_SCHEMA: result_schema(),
+        CAPABILITIES_SCHEMA: capabilities_schema(),
     }
 
 

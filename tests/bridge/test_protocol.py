@@ -235,6 +235,7 @@ REPLIES = [
     Stopping("the session is shutting down"),
     Cancelling("cancel requested"),
     Capabilities({"backend": "slurm", "nodes": 1}),
+    Capabilities({"backend": "local"}, "# Runtime notes\n"),
     Refused("bad token", "token"),
     Refused("busy"),
 ]

@@ -25,6 +25,8 @@ from tests.bridge.session_helpers import (
     start_session,
     wait_for,
 )
+from vibesys.bridge.capabilities import SessionCapabilities
+from vibesys.bridge.notes import render_notes
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -72,6 +74,12 @@ def test_a_session_end_to_end(tmp_path: Path) -> None:
         ]
         assert capabilities["nodes"] == 1 and capabilities["accelerators_per_node"] == 0
         assert capabilities["local_confined"] is True  # --local alone: confined
+        typed = SessionCapabilities.model_validate_json(printed)  # the reply is the model
+        assert typed.results_dir == doc["results_dir"] and typed.workspace == doc["workspace"]
+        notes = session.helper("capabilities", "--notes")
+        printed, err = notes.communicate(timeout=BUDGET)
+        assert notes.returncode == 0, err
+        assert printed == render_notes(typed) and printed.startswith("# Runtime notes\n")
     finally:
         status, err = session.stop()
     assert status == 0, err

@@ -17,6 +17,7 @@ import pytest
 
 from tests.bridge.session_helpers import BUDGET, result_line, start_session, wait_for
 from tests.slurm.helpers import UNFINISHED, slurm
+from vibesys.bridge.capabilities import SessionCapabilities
 from vibesys.broker import client as gpu_client
 
 pytestmark = pytest.mark.slurm
@@ -74,6 +75,12 @@ def test_an_evaluation_through_the_bridge_on_slurm(tmp_path: Path, slurm_toml: P
         printed, _ = caps.communicate(timeout=BUDGET)
         capabilities = json.loads(printed)
         assert (capabilities["backend"], capabilities["gpu_commands"]) == ("slurm", True)
+        limits = SessionCapabilities.model_validate_json(printed).gpu_limits
+        assert limits is not None and (limits.max_gpus, limits.max_time_minutes) == (2, 120)
+        assert [p.name for p in limits.partitions] == ["main", "priority"]
+        notes = session.helper("capabilities", "--notes")
+        printed, _ = notes.communicate(timeout=BUDGET)
+        assert "vibesys-gpu --gpus N --time MINUTES" in printed and "`local`" in printed
         # Each token opens only its own service.
         swapped = session.helper("--", "true", VIBESYS_EVAL_TOKEN=env["VIBESYS_GPU_TOKEN"])
         _, err = swapped.communicate(timeout=BUDGET)

@@ -9,6 +9,8 @@ this host). The bridge is a security boundary and a long-running client of the e
 - `admission`: a request checked against the session (token, run, workspace, variables,
   timeout), or refused with the reason;
 - `site`: the operator's site resolved once (adapter, request, cluster name, capabilities);
+- `capabilities`: what a session offers, typed (the `capabilities` reply), and `notes`: the
+  agent's runtime notes rendered from it (`render_notes`);
 - `queue`: the campaign's queue position (the queue is the journal's);
 - `runner`: the only module that drives the engine: request id -> invocation (write-ahead),
   staging, driving, the timeout, teardown;

@@ -4,7 +4,7 @@ host's evaluation bridge, and get its result.
 
     vibesys-eval [--kind accuracy|benchmark] [--timeout SECONDS] [--artifact GLOB]...
                  [--env NAME]... [--result FILE] [--request-id ID] -- COMMAND [ARGS...]
-    vibesys-eval capabilities
+    vibesys-eval capabilities [--notes]
 
 The command runs on the session's site (a Slurm cluster, a SkyPilot cluster, or the host) in a
 fresh copy of the workspace's candidate; nothing it changes comes back into the workspace. Its
@@ -81,7 +81,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="vibesys-eval",
         description="Run a trusted evaluation through the session's bridge; "
-        "`vibesys-eval capabilities` prints what the session offers.",
+        "`vibesys-eval capabilities [--notes]` prints what the session offers (or its notes).",
         epilog="Example: vibesys-eval --kind benchmark --artifact 'out/*.json' -- python b.py",
     )
     parser.add_argument("--kind", choices=("accuracy", "benchmark"), default="accuracy")
@@ -336,19 +336,19 @@ def write_result(result: dict[str, Any], target: str | None, last_byte: bytes) -
     os.replace(temporary, target)
 
 
-def capabilities(path: str, token: str) -> int:
+def capabilities(path: str, token: str, notes: bool) -> int:
     body = {"version": PROTOCOL_VERSION, "op": "capabilities", "token": token}
     try:
-        conn = connect(path)
-        with conn:
+        with connect(path) as conn:
             for reply in replies(conn, line_of(body)):
-                if reply.get("type") == "capabilities":
-                    print(json.dumps(reply.get("capabilities"), indent=2, sort_keys=True))
+                if reply.get("type") == "capabilities" and (reply.get("notes") or not notes):
+                    shown = json.dumps(reply.get("capabilities"), indent=2, sort_keys=True)
+                    print(reply["notes"] if notes else shown, end="" if notes else "\n")
                     return 0
                 if reply.get("type") == "busy":
                     say(str(reply.get("message", "the bridge is busy")))
                     return EXIT_LOST
-                say(f"refused: {reply.get('message', '')}")
+                say(f"refused: {reply.get('message', 'this bridge renders no notes')}")
                 return EXIT_REFUSED
     except (OSError, ValueError) as exc:
         say(f"cannot reach the bridge at {path}: {exc}")
@@ -363,13 +363,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
     words = sys.argv[1:] if argv is None else argv
     path = os.environ.get(SOCKET_ENV)
     token = os.environ.get(TOKEN_ENV)
-    args = None if words == ["capabilities"] else parse_args(words)
+    args = None if words in (["capabilities"], ["capabilities", "--notes"]) else parse_args(words)
     path = (args and args.socket) or path
     if not path or not token:
         say(f"${SOCKET_ENV} and ${TOKEN_ENV} must be set (no evaluation session)")
         sys.exit(EXIT_REFUSED)
     if args is None:
-        sys.exit(capabilities(path, token))
+        sys.exit(capabilities(path, token, "--notes" in words))
     missing = [name for name in args.env if name not in os.environ]
     if missing:
         say(f"refused: --env {missing[0]}: not set here")

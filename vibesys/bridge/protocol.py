@@ -26,7 +26,7 @@ profile, an adapter, a mount path, a journal, resources). The bridge answers wit
     {"version": 1, "type": "result", "result": {JobResult}, "exit_status": 0}
     {"version": 1, "type": "stopping", "message": "the session is shutting down …"}
     {"version": 1, "type": "cancelling", "message": "…"}
-    {"version": 1, "type": "capabilities", "capabilities": {…}}
+    {"version": 1, "type": "capabilities", "capabilities": {…}, "notes": "# Runtime notes…"}
     {"version": 1, "type": "refused", "field": "partition", "message": "…"}
     {"version": 1, "type": "heartbeat"}
     {"version": 1, "type": "busy", "retry_after": 1.0, "message": "the bridge is busy …"}

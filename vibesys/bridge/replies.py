@@ -101,6 +101,8 @@ class Cancelling:
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     capabilities: Mapping[str, Any]
+    #: the agent's runtime notes (Markdown), sent when the session rendered them
+    notes: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +145,10 @@ def encode_reply(reply: Reply) -> bytes:
             body = {"type": "stopping", "message": message}
         case Cancelling(message):
             body = {"type": "cancelling", "message": message}
-        case Capabilities(capabilities):
+        case Capabilities(capabilities, notes):
             body = {"type": "capabilities", "capabilities": dict(capabilities)}
+            if notes is not None:
+                body["notes"] = notes
         case Refused(message, name):
             body = {"type": "refused", "field": name, "message": message}
         case Heartbeat():
@@ -185,7 +189,7 @@ def _reply(kind: Any, data: dict[str, Any]) -> Reply:
     if kind in ("stopping", "cancelling"):
         return (Stopping if kind == "stopping" else Cancelling)(_str(data["message"]))
     if kind == "capabilities" and isinstance(data["capabilities"], dict):
-        return Capabilities(data["capabilities"])
+        return Capabilities(data["capabilities"], _opt(data.get("notes")))
     if kind == "refused":
         return Refused(_str(data["message"]), _opt(data.get("field")))
     if kind == "heartbeat":

@@ -87,6 +87,9 @@ class BridgeServer:
     socket_path: Path
     allowed_uids: frozenset[int]
     capabilities: dict[str, Any]
+    #: the agent's runtime notes (Markdown), rendered from the capabilities when the session
+    #: started; None: this bridge has none to give
+    notes: str | None = None
     log: Callable[[str], None] = _log_to_stderr
     limits: Limits = field(default_factory=Limits)
     heartbeat_seconds: float = HEARTBEAT_SECONDS
@@ -167,7 +170,7 @@ class BridgeServer:
     def _answer(self, request: Request, peer: PeerCredentials) -> Reply | tuple[Handle, bool]:
         if request.op == "capabilities":
             self.policy.check_token(request.token)
-            return Capabilities(self.capabilities)
+            return Capabilities(self.capabilities, self.notes)
         evaluation = self.policy.admit(request, peer.uid)
         if request.op == "cancel":
             by = f"vibesys-eval cancel (pid {peer.pid})"

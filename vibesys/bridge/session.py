@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.admission import SessionPolicy
@@ -39,6 +39,9 @@ from vibesys.engine.drive import StopFlag
 from vibesys.errors import UsageError
 from vibesys.osutil.artifact_walk import Limits
 from vibesys.osutil.tokens import BRIDGE_PREFIX
+
+if TYPE_CHECKING:
+    from vibesys.bridge.capabilities import SessionCapabilities
 
 __all__ = ["SessionOptions", "run_site_checks", "serve_session"]
 
@@ -204,6 +207,7 @@ def _stopper(session: _Session, signum: int) -> Callable[[int, object], None]:
 
 def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
     from vibesys.bridge import client
+    from vibesys.bridge.notes import render_notes
     from vibesys.bridge.runner import EvaluationRunner
     from vibesys.bridge.server import BridgeServer
     from vibesys.journal_schema import open_journal
@@ -237,7 +241,14 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
         artifact_limits=options.artifact_limits,
     )
     capabilities = _capabilities(options, policy, results)
-    bridge = BridgeServer(policy, session.runner, socket_dir / EVAL_SOCKET, uids, capabilities)
+    bridge = BridgeServer(
+        policy,
+        session.runner,
+        socket_dir / EVAL_SOCKET,
+        uids,
+        capabilities.model_dump(mode="json"),
+        notes=render_notes(capabilities),
+    )
     bridge.listen()
     session.bridge = bridge
     _thread(session, bridge.serve, session.stop, "vibesys-eval-accept")
@@ -294,22 +305,20 @@ def _thread(session: _Session, target: Callable[[Any], None], stop: Any, name: s
     thread.start()
 
 
-def _capabilities(options: SessionOptions, policy: SessionPolicy, results: Path) -> dict[str, Any]:
-    from vibesys.bridge.protocol import KINDS, PROTOCOL_VERSION
+def _capabilities(
+    options: SessionOptions, policy: SessionPolicy, results: Path
+) -> SessionCapabilities:
+    from vibesys.bridge.capabilities import session_capabilities
 
-    return {
-        "protocol_version": PROTOCOL_VERSION,
-        "run": options.run_id,
-        "workspace": policy.workspace,
-        **options.site.capabilities(),
-        "default_timeout_seconds": policy.default_timeout,
-        "max_timeout_seconds": policy.max_timeout,
-        "kinds": list(KINDS),
-        "env": sorted(policy.allowed_env),
-        "results_dir": str(results),
-        "gpu_commands": options.site.agent_gpu,
-        "remote_profiling": False,
-    }
+    return session_capabilities(
+        options.site,
+        run=options.run_id,
+        workspace=policy.workspace,
+        default_timeout=policy.default_timeout,
+        max_timeout=policy.max_timeout,
+        env=tuple(policy.allowed_env),
+        results_dir=results,
+    )
 
 
 def _parent(parent: int | None) -> tuple[int, str | None]:

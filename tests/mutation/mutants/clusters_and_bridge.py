@@ -102,6 +102,8 @@ MUTANTS: list[Mutant] = [
     M("local-confinement-ignored", "vibesys/adapters/local.py", "        if confine is not None:  # as recorded: a retry is confined as its first attempt was\n", "        if False:\n", "a sandboxed session's local evaluation reads the host: its token, its files, the workspace", tests=("tests/adapters/test_local_confined.py",)),
     M("local-confinement-not-recorded", "vibesys/adapters/local_request.py", "        if self.confine is not None:\n            found[\"confine\"]", "        if False:\n            found[\"confine\"]", "a retry submitted by a restarted bridge or reconcile runs with the host's view", tests=("tests/adapters/test_local_confined.py::test_the_confinement_is_recorded_with_the_request",)),
     M("local-session-unconfined-by-default", BRIDGE_SITE, "        confinement = None if unconfined else Confinement()", "        confinement = None", "session serve --local gives evaluations the host's view though the operator never said so"),
+    M("capabilities-gpu-limits-dropped", "vibesys/bridge/capabilities.py", "        gpu_limits=gpu_limits(agent) if site.agent_gpu and agent is not None else None,", "        gpu_limits=None,", "the agent is offered vibesys-gpu without its limits, its partitions or the paths its jobs see", tests=("tests/bridge/test_capabilities.py",)),
+    M("notes-read-only-paths-unnamed", "vibesys/bridge/notes.py", "        *_read_only(limits),\n", "", "the agent's notes never name the read-only paths its GPU commands can see", tests=("tests/bridge/test_capabilities.py",)),
     M("tokens-one-format", TOKENS, 'BROKER_PREFIX: Final = "vbgpu1."', 'BROKER_PREFIX: Final = "vbeval1."', "the GPU broker's and the bridge's tokens cannot be told apart"),
 ]
 # fmt: on
