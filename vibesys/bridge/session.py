@@ -215,6 +215,12 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
     session.runner = EvaluationRunner(
         journal, options.site, results, dict(os.environ), max_retries=options.max_retries
     )
+    # A restart carries on what the last session of this state directory left unfinished,
+    # helper or not: deadlines, the queue and results never wait for a helper to come back.
+    resumed = session.runner.resume(options.run_id)
+    if resumed:
+        ids = ", ".join(handle.invocation_id for handle in resumed)
+        session.log(f"carrying on {len(resumed)} unfinished evaluation(s): {ids}")
     capabilities = _capabilities(options, policy, results)
     bridge = BridgeServer(policy, session.runner, socket_dir / EVAL_SOCKET, uids, capabilities)
     bridge.listen()

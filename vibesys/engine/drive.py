@@ -20,6 +20,7 @@ from msgspec import Struct
 
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
+from vibesys.engine.deadline import overdue, recorded_deadline
 from vibesys.engine.execute import error_facts
 from vibesys.engine.logs import LogTail
 from vibesys.engine.plan import follow, needs_observation
@@ -102,12 +103,16 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     last_seen: Seen | None = None
     told: str | None = None
     carry_after = 0.0
+    # Recorded with its request (a bridge evaluation's): whoever drives it enforces it.
+    deadline = recorded_deadline(engine.journal, inv.id)
     try:
         while True:
             if not watch.renew(inv):
                 options.taken_over = True
                 return engine.journal.get(inv.id)
             inv = engine.journal.get(inv.id)  # picks up cancels from other processes
+            if (timed_out := overdue(inv, deadline, engine.clock())) is not None:
+                inv = engine.request_cancel(inv, timed_out)
             if stop.is_set() and inv.state is not JobState.DONE:
                 if not options.owner:
                     return inv
@@ -173,6 +178,9 @@ def carry_on_ahead(engine: Engine, inv: Invocation) -> None:
     if not engine.journal.acquire_lease(head.id, engine.owner, engine.lease_ttl):
         return
     try:
+        timed_out = overdue(head, recorded_deadline(engine.journal, head.id), engine.clock())
+        if timed_out is not None:  # its deadline holds whoever carries it on
+            head = engine.request_cancel(head, timed_out)
         engine.advance(head)
     except BackendError as exc:
         engine.note(head, f"carrying it on failed: {error_facts(exc).reason}")

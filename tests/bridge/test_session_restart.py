@@ -1,0 +1,165 @@
+"""A session restarted after its helper and its bridge were SIGKILLed carries on what they left,
+with no helper: the evaluation ends TIMEOUT at the deadline counted from its first acceptance
+(at once when that passed while nothing ran), its command is killed, its result is copied for
+a later reattach, and the campaign's next evaluation runs as soon as it ends. A plain
+`vibesys reconcile` enforces the same recorded deadline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.bridge.session_helpers import BUDGET, Session, result_line, start_session, wait_for
+from vibesys.job_result import job_result
+from vibesys.journal_schema import open_journal
+
+pytestmark = pytest.mark.timeout(120)
+
+#: how late past its deadline a timed-out evaluation may be seen to end (cancel, kill, settle)
+SLACK = 2.0
+
+
+def sleeper(root: Path) -> tuple[str, ...]:
+    """A long command that says when it started and under which pid (it `exec`s the sleep)."""
+    return ("sh", "-c", f"echo $$ > {root / 'pid'}; exec sleep 60")
+
+
+def kill_helper_and_bridge(session: Session, helper: subprocess.Popen[str]) -> None:
+    helper.send_signal(signal.SIGKILL)
+    session.process.send_signal(signal.SIGKILL)
+    helper.communicate(timeout=BUDGET)
+    session.reap()
+
+
+def request(root: Path, request_id: str) -> tuple[str, datetime]:
+    """The invocation id of a request and its deadline-carrying acceptance time."""
+    journal = open_journal(root / ".vibesys" / "journal.db", readonly=True)
+    try:
+        row = journal.bridge_request("campaign-1", request_id)
+        assert row is not None
+        return row.invocation_id, row.created_at
+    finally:
+        journal.close()
+
+
+def timeout_cancels(root: Path, invocation_id: str) -> list[str]:
+    journal = open_journal(root / ".vibesys" / "journal.db", readonly=True)
+    try:
+        history = journal.history(invocation_id)
+    finally:
+        journal.close()
+    return [str(r.evidence.get("by")) for r in history if r.event == "CancelRequested"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].split()[0] != "Z"
+
+
+def wait_for_result(results: Path, invocation_id: str) -> tuple[dict[str, object], float]:
+    """The copied result.json and when (wall clock) it was first seen."""
+    path = results / invocation_id / "result.json"
+    wait_for(path.exists, f"{path} to be written")
+    seen = time.time()
+    loaded: dict[str, object] = json.loads(path.read_text())
+    return loaded, seen
+
+
+def test_a_restarted_session_enforces_the_deadline_and_frees_the_queue_without_a_helper(
+    tmp_path: Path,
+) -> None:
+    session = start_session(tmp_path)
+    args = ("--request-id", "eval-1", "--timeout", "4", "--", *sleeper(tmp_path))
+    helper = session.helper(*args)
+    wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
+    pid = int((tmp_path / "pid").read_text())
+    kill_helper_and_bridge(session, helper)
+    invocation_id, accepted = request(tmp_path, "eval-1")
+    deadline = accepted.timestamp() + 4
+    assert time.time() < deadline - 1, "the test's setup took too long to prove anything"
+    again = start_session(tmp_path)
+    try:
+        assert alive(pid)  # SIGKILLing the bridge did not end the evaluation
+        nxt = again.helper("--request-id", "eval-2", "--", "sh", "-c", "echo next")
+        result, seen = wait_for_result(Path(again.document["results_dir"]), invocation_id)
+        assert result["status"] == "TIMEOUT"
+        assert deadline - 0.2 <= seen <= deadline + SLACK, (seen - deadline, result)
+        assert timeout_cancels(tmp_path, invocation_id) == ["timeout: 4 s"]
+        wait_for(lambda: not alive(pid), "the timed-out command to be killed")
+        # The next evaluation waited for the timed-out one only, not for its `sleep 60`.
+        out, err = nxt.communicate(timeout=BUDGET)
+        assert nxt.returncode == 0, err
+        assert out.startswith("next\n") and result_line(out)["status"] == "COMPLETED"
+        assert time.time() <= deadline + 2 * SLACK + 3
+        # Its helper, back with the same request, gets the same invocation's result.
+        rc, out, err = again.evaluate(*args)
+        assert rc == 124, err
+        back = result_line(out)
+        assert (back["invocation_id"], back["status"]) == (invocation_id, "TIMEOUT")
+    finally:
+        status, err = again.stop()
+    assert status == 0, err
+    assert "carrying on 1 unfinished evaluation(s)" in err
+
+
+def test_a_deadline_that_passed_while_nothing_ran_cancels_at_the_restart(tmp_path: Path) -> None:
+    session = start_session(tmp_path)
+    helper = session.helper("--request-id", "eval-1", "--timeout", "2", "--", *sleeper(tmp_path))
+    wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
+    pid = int((tmp_path / "pid").read_text())
+    kill_helper_and_bridge(session, helper)
+    invocation_id, accepted = request(tmp_path, "eval-1")
+    time.sleep(max(accepted.timestamp() + 2.5 - time.time(), 0.0))
+    assert alive(pid)  # nothing enforced the deadline while the bridge was down
+    again = start_session(tmp_path)
+    restarted = time.time()
+    try:
+        result, seen = wait_for_result(Path(again.document["results_dir"]), invocation_id)
+        assert result["status"] == "TIMEOUT"
+        # At once: not a whole timeout counted again from the restart.
+        assert seen - restarted < 1.5, seen - restarted
+        assert timeout_cancels(tmp_path, invocation_id) == ["timeout: 2 s"]
+        wait_for(lambda: not alive(pid), "the timed-out command to be killed")
+    finally:
+        status, err = again.stop()
+    assert status == 0, err
+
+
+def test_reconcile_enforces_a_bridge_evaluations_recorded_deadline(tmp_path: Path) -> None:
+    session = start_session(tmp_path)
+    helper = session.helper("--request-id", "eval-1", "--timeout", "1", "--", *sleeper(tmp_path))
+    wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
+    pid = int((tmp_path / "pid").read_text())
+    kill_helper_and_bridge(session, helper)
+    invocation_id, accepted = request(tmp_path, "eval-1")
+    time.sleep(max(accepted.timestamp() + 1.2 - time.time(), 0.0))
+    journal = str(tmp_path / ".vibesys" / "journal.db")
+    argv = [sys.executable, "-m", "vibesys", "reconcile", "--journal", journal, "--json"]
+    started = datetime.now(UTC)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=BUDGET, check=False)
+    assert done.returncode in (0, 4), done.stderr
+    assert timeout_cancels(tmp_path, invocation_id) == ["timeout: 1 s"]
+    wait_for(lambda: not alive(pid), "the timed-out command to be killed")
+    # `wait` drives it to its end (the kill seen); the bridge's reading of it is TIMEOUT.
+    wait = [sys.executable, "-m", "vibesys", "wait", invocation_id, "--journal", journal]
+    waited = subprocess.run(wait, capture_output=True, text=True, timeout=BUDGET, check=False)
+    assert "DONE CANCELLED" in waited.stderr, waited.stderr
+    store = open_journal(Path(journal), readonly=True)
+    try:
+        inv = store.get(invocation_id)
+        found = job_result(inv, store.attempts(inv.id), store.history(inv.id))
+    finally:
+        store.close()
+    assert found.status == "TIMEOUT"
+    assert (datetime.now(UTC) - started).total_seconds() < BUDGET
