@@ -14,10 +14,10 @@ import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from vibesys.job_result.model import TIMEOUT_CANCEL
 from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.journal_schema.bridge_requests import BridgeRequest
 from vibesys.states import JobState
+from vibesys.states.events import TIMEOUT_CANCEL
 
 __all__ = ["Deadline", "cancel_at_deadline", "deadline_of", "overdue", "recorded_deadline"]
 
