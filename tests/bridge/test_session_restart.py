@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.bridge.helpers import Bridge, final
 from tests.bridge.session_helpers import BUDGET, Session, result_line, start_session, wait_for
+from vibesys.bridge.files import read_result
+from vibesys.bridge.runner import EvaluationRunner
 from vibesys.job_result import job_result
 from vibesys.journal_schema import open_journal
 
@@ -168,3 +172,49 @@ def test_whoever_drives_a_bridge_evaluation_enforces_its_recorded_deadline(
     finally:
         store.close()
     assert found.status == "TIMEOUT"
+
+
+def test_a_restart_copies_a_missing_result_and_leaves_an_unrecorded_request_to_its_helper(
+    bridge: Bridge,
+) -> None:
+    """In the session's process: an ended evaluation whose result was never copied (a crash
+    between its end and the copy) gets its copy; a request claimed but never recorded (a crash
+    between the two commits) is not recorded by the restart (only its helper has the values of
+    its variables), holds nobody up, and is recorded when its helper sends it again."""
+    done = final(bridge.talk(bridge.body(request_id="r-1", argv=["echo", "one"])))
+    first = done["result"]["invocation_id"]
+    shutil.rmtree(bridge.results / first)
+    body = bridge.body(request_id="r-2", argv=["echo", "two"])
+    store = open_journal(bridge.journal_path)
+    try:
+        store.claim_bridge_request(
+            run_id="campaign-1",
+            request_id="r-2",
+            invocation_id="000000000000abcd",
+            uid=os.getuid(),
+            workspace=str(bridge.workspace),
+            kind="accuracy",
+            body={
+                "run": "campaign-1",
+                "workspace": str(bridge.workspace),
+                "kind": "accuracy",
+                "argv": ["echo", "two"],
+                "timeout_seconds": None,
+                "env": [],
+                "artifacts": [],
+                "effective_timeout_seconds": 600,
+            },
+            results_dir=str(bridge.results),
+        )
+    finally:
+        store.close()
+    restarted = EvaluationRunner(bridge.journal_path, bridge.runner.site, bridge.results, {})
+    handles = restarted.resume("campaign-1")
+    assert [handle.invocation_id for handle in handles] == [first]
+    assert handles[0].done.wait(BUDGET) and handles[0].result is not None
+    assert read_result(bridge.results / first / "result.json")["status"] == "COMPLETED"
+    assert bridge.counts() == (2, 1)  # the unrecorded request stays so
+    assert restarted.resume("campaign-1") == []  # nothing left to carry on
+    again = final(bridge.talk(body))
+    assert again["result"]["invocation_id"] == "000000000000abcd"
+    assert again["result"]["status"] == "COMPLETED"
