@@ -5,9 +5,10 @@ A new request's id is committed first, naming the invocation id it gets (write-a
 then is the invocation recorded (PREPARED, with the candidate staged by the snapshot policy)
 and driven. The same id again, from a reconnecting helper or after a restart, finds that row
 and follows the same invocation: never a second one. One thread drives each invocation to its
-end (it takes the invocation's lease, so a restarted bridge takes over from a dead one); the
-evaluation's timeout, counted from the request's first acceptance, cancels it; teardown cancels
-what still runs and waits for it to settle.
+end (it takes the invocation's lease, so a restarted bridge takes over from a dead one, and a
+restarted session starts those threads itself, helper or not: `resume`); the evaluation's
+timeout, counted from the request's first acceptance, cancels it; teardown cancels what still
+runs and waits for it to settle.
 """
 
 from __future__ import annotations
