@@ -376,7 +376,7 @@ def _evaluation_of(row: BridgeRequest, inv: Invocation) -> Evaluation:
         run_id=row.run_id,
         workspace=row.workspace,
         kind=row.kind,
-        argv=tuple(body["argv"]),
+        argv=tuple(body.get("argv", ())),
         timeout_requested=body.get("timeout_seconds"),
         timeout_seconds=int(body.get("effective_timeout_seconds") or 0),
         env={name: recorded[name] for name in body.get("env", []) if name in recorded},
