@@ -218,3 +218,29 @@ def test_a_restart_copies_a_missing_result_and_leaves_an_unrecorded_request_to_i
     again = final(bridge.talk(body))
     assert again["result"]["invocation_id"] == "000000000000abcd"
     assert again["result"]["status"] == "COMPLETED"
+
+
+def test_another_session_of_the_campaign_enforces_the_deadline_of_its_queues_head(
+    tmp_path: Path,
+) -> None:
+    """The dead session is not restarted: another session of the campaign (its own state
+    directory, the same journal) does not take the evaluation over, but its own evaluation,
+    waiting behind it, carries it on and cancels it at its recorded deadline."""
+    session = start_session(tmp_path)
+    helper = session.helper("--request-id", "eval-1", "--timeout", "2", "--", *sleeper(tmp_path))
+    wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
+    pid = int((tmp_path / "pid").read_text())
+    kill_helper_and_bridge(session, helper)
+    invocation_id, accepted = request(tmp_path, "eval-1")
+    other = start_session(tmp_path, extra=("--state-dir", str(tmp_path / "other")))
+    try:
+        rc, out, err = other.evaluate("--", "sh", "-c", "echo next")
+        assert rc == 0 and out.startswith("next\n"), err
+        # Carried on at its deadline, its end seen a second later: not behind the `sleep 60`.
+        assert time.time() < accepted.timestamp() + 2 + 8
+        assert timeout_cancels(tmp_path, invocation_id) == ["timeout: 2 s"]
+        wait_for(lambda: not alive(pid), "the timed-out command to be killed")
+    finally:
+        status, err = other.stop()
+    assert status == 0, err
+    assert "carrying on" not in err  # the other state directory's evaluations are not its own
