@@ -1,7 +1,8 @@
 """`vibesys session serve` on the local Slurm cluster (the sbatch path, with the GPU broker of
 the same session) and `vibesys-eval` end to end: the output streams while the job runs, the
 result file, the command's exit status, artifacts brought home, capabilities; each service's
-token opens only its own socket; teardown cancels a running evaluation in Slurm itself."""
+token opens only its own socket; teardown cancels a running evaluation in Slurm itself, and a
+restarted session times out the job of a dead helper there."""
 
 from __future__ import annotations
 
@@ -211,3 +212,38 @@ def test_links_loops_and_an_oversized_artifact_on_slurm(tmp_path: Path, slurm_to
     shared = Path(result["results_dir"]) / "artifacts" / "result.json"
     local = next(a["local_path"] for a in result["artifacts"] if a["path"] == "result.json")
     assert os.stat(shared).st_ino == os.stat(local).st_ino
+
+
+def test_a_restarted_session_times_out_a_dead_helpers_job_in_slurm(
+    tmp_path: Path, slurm_toml: Path
+) -> None:
+    """The helper and the bridge SIGKILLed while a 120 s job runs under a 15 s timeout: the
+    session restarted on the same state directory, with no helper, cancels the job in Slurm at
+    its deadline (TIMEOUT, its result copied), and the campaign's next evaluation then runs."""
+    started = tmp_path / "started"
+    session = start_session(tmp_path, *SITE, str(slurm_toml))
+    helper = session.helper("--timeout", "15", "--", "sh", "-c", f"touch {started}; sleep 120")
+    wait_for(started.exists, "the job to start")
+    began = time.monotonic()
+    helper.kill()
+    session.process.kill()
+    helper.communicate(timeout=BUDGET)
+    session.reap()
+    again = start_session(tmp_path, *SITE, str(slurm_toml))
+    try:
+        rc, out, err = again.evaluate("--", "echo", "next")
+        took = time.monotonic() - began
+        assert rc == 0 and out.startswith("next\n"), err
+        assert took < 15 + 20, took  # behind the timed-out job only, not its 120 s
+        results = Path(again.document["results_dir"])
+        (first,) = [
+            json.loads((path / "result.json").read_text())
+            for path in results.iterdir()
+            if path.name != result_line(out)["invocation_id"] and not path.name.startswith(".")
+        ]
+        assert first["status"] == "TIMEOUT"
+        states = slurm("squeue", "-h", "--states=all", "-j", first["remote_job_id"], "-o", "%T")
+        assert not set(states.split()) & UNFINISHED
+    finally:
+        status, err = again.stop()
+    assert status == 0, err

@@ -22,10 +22,19 @@ from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.errors import UsageError
 from vibesys.job_result import JobResult
+from vibesys.journal_schema import ArtifactState, Invocation, Journal
 from vibesys.osutil import artifact_walk, place
 from vibesys.osutil.artifact_walk import Limits
+from vibesys.osutil.layout import attempt_dir
+from vibesys.states import JobState, Outcome
 
-__all__ = ["collect_local_artifacts", "copy_result", "stage_local_candidate"]
+__all__ = [
+    "collect_local_artifacts",
+    "copy_result",
+    "ran",
+    "record_local_artifacts",
+    "stage_local_candidate",
+]
 
 RESULT_FILE: Final = "result.json"
 
@@ -155,3 +164,38 @@ def read_result(path: Path) -> dict[str, object]:
     """A copied result.json (tests and tools)."""
     loaded: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
+
+
+def ran(inv: Invocation) -> bool:
+    """Whether its command ran to an exit of its own (its artifacts are worth collecting)."""
+    return inv.state is JobState.DONE and inv.outcome in (
+        Outcome.COMPLETED,
+        Outcome.APPLICATION_FAILED,
+    )
+
+
+def record_local_artifacts(
+    journal: Journal, inv: Invocation, patterns: list[str], limits: Limits
+) -> None:
+    """A local evaluation's declared artifacts, from its copy of the candidate to the local
+    attempt directory, recorded as verified artifacts (once: a redo finds them recorded)."""
+    if journal.artifacts(inv.id, inv.attempt) or inv.cwd is None:
+        return
+    target = attempt_dir(inv.invocation_dir, inv.attempt) / "artifacts"
+    found, missing, refused = collect_local_artifacts(Path(inv.cwd), patterns, target, limits)
+    for path, size, digest, copy in found:
+        state = ArtifactState.ACKNOWLEDGED
+        journal.record_artifact(
+            inv.id, inv.attempt, path, state, size=size, sha256=digest, local_path=copy
+        )
+    for pattern in missing:
+        journal.record_artifact(
+            inv.id,
+            inv.attempt,
+            pattern,
+            ArtifactState.MISSING,
+            detail=f"nothing matched {pattern!r} in the evaluation's directory",
+        )
+    for what, size, why in refused:
+        state = ArtifactState.REFUSED
+        journal.record_artifact(inv.id, inv.attempt, what, state, size=size, detail=why)

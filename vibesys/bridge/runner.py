@@ -1,13 +1,12 @@
-"""The one place the bridge drives the engine: each accepted evaluation is a journaled vibesys
-invocation, found again by its request id.
-
-A new request's id is committed first, naming the invocation id it gets (write-ahead); only
-then is the invocation recorded (PREPARED, with the candidate staged by the snapshot policy)
-and driven. The same id again, from a reconnecting helper or after a restart, finds that row
-and follows the same invocation: never a second one. One thread drives each invocation to its
-end (it takes the invocation's lease, so a restarted bridge takes over from a dead one); the
-evaluation's timeout, counted from the request's first acceptance, cancels it; teardown cancels
-what still runs and waits for it to settle.
+"""The one place the bridge drives the engine: each accepted evaluation is a journaled
+invocation, found again by its request id. A new request's id is committed first, naming the
+invocation id it gets (write-ahead); only then is the invocation recorded (PREPARED, with the
+candidate staged by the snapshot policy) and driven. The same id again, from a reconnecting
+helper or after a restart, finds that row and follows the same invocation: never a second one.
+One thread drives each invocation to its end (it takes the invocation's lease, so a restarted
+bridge takes over from a dead one, and a restarted session starts those threads itself, helper
+or not: `resume`); the evaluation's timeout, counted from the request's first acceptance,
+cancels it; teardown cancels what still runs and waits for it to settle.
 """
 
 from __future__ import annotations
@@ -24,20 +23,25 @@ from typing import Any, Final
 from vibesys.adapters.requests import ArtifactLimits, recorded_limits
 from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.admission import Evaluation, Refusal
-from vibesys.bridge.files import collect_local_artifacts, copy_result, stage_local_candidate
+from vibesys.bridge.files import (
+    RESULT_FILE,
+    copy_result,
+    ran,
+    record_local_artifacts,
+    stage_local_candidate,
+)
 from vibesys.bridge.protocol import first_difference
 from vibesys.bridge.site import Site
 from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, StopFlag, wait_for
 from vibesys.engine.context import ENV_FILE, load_context
 from vibesys.engine.core import new_invocation_id
-from vibesys.engine.deadline import cancel_at_deadline
+from vibesys.engine.deadline import cancel_at_deadline, deadline_of
 from vibesys.errors import VibesysError
-from vibesys.job_result import TIMEOUT_CANCEL, JobResult, JobStatus, job_result
-from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal
+from vibesys.job_result import JobResult, JobStatus, job_result
+from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.journal_schema.bridge_requests import BridgeRequest
 from vibesys.osutil.artifact_walk import Limits
-from vibesys.osutil.layout import attempt_dir
-from vibesys.states import JobState, Outcome
+from vibesys.states import JobState
 
 __all__ = ["EvaluationRunner", "Handle"]
 
@@ -163,6 +167,38 @@ class EvaluationRunner:
         finally:
             journal.close()
 
+    def resume(self, run_id: str) -> list[Handle]:
+        """At the session's start: a handle, and its driver, for every evaluation of the
+        campaign recorded for this results directory that has not ended (or whose result was
+        not copied), so that a restart carries them on whether or not a helper comes back:
+        their deadlines, their places in the queue, their results. A helper that comes back
+        finds its handle. A request whose invocation was never recorded is left to its helper
+        (only it has the variables' values, and the candidate may have changed since): it
+        holds no place in the queue, and its deadline still counts from its acceptance."""
+        journal = open_journal(self.journal_path)
+        handles: list[Handle] = []
+        try:
+            for row in journal.campaign_requests(run_id):
+                if row.results_dir != str(self.results_root) or self._settled(journal, row):
+                    continue
+                evaluation = _evaluation_of(row, journal.get(row.invocation_id))
+                with self._lock:
+                    if row.invocation_id not in self._handles:
+                        handles.append(Handle(row, evaluation))
+                        self._handles[row.invocation_id] = handles[-1]
+        finally:
+            journal.close()
+        for handle in handles:
+            threading.Thread(target=self._drive, args=(handle,), daemon=True).start()
+        return handles
+
+    def _settled(self, journal: Journal, row: BridgeRequest) -> bool:
+        """Nothing for a restart to carry on: never recorded, or ended with its result copied."""
+        if not _invocation_exists(journal, row.invocation_id):
+            return True
+        ended = journal.get(row.invocation_id).state is JobState.DONE
+        return ended and (self.results_root / row.invocation_id / RESULT_FILE).is_file()
+
     def _refuse_if_closing(self) -> None:
         if self._closing is not None:
             raise Refusal(f"the session is shutting down ({self._closing})")
@@ -240,15 +276,12 @@ class EvaluationRunner:
 
     def _deadline(self, handle: Handle) -> None:
         """Cancel the evaluation once its timeout, counted from its first acceptance, is
-        over (the cancel's `by` marks it: the result is TIMEOUT)."""
-        timeout = int(handle.row.body.get("effective_timeout_seconds") or 0)
-        if timeout <= 0:
+        over (at once when that was while nothing ran; the cancel's `by` marks it: TIMEOUT)."""
+        deadline = deadline_of(handle.row)
+        if deadline is None:
             return
-        accepted = handle.row.created_at
-        deadline = accepted + timedelta(seconds=timeout)
-        left = (deadline - datetime.now(accepted.tzinfo)).total_seconds()
-        by = f"{TIMEOUT_CANCEL} {timeout} s"
-        cancel_at_deadline(self.journal_path, handle.invocation_id, left, handle.done, by)
+        left = deadline.left(datetime.now(deadline.at.tzinfo))
+        cancel_at_deadline(self.journal_path, handle.invocation_id, left, handle.done, deadline.by)
 
     def _cancel_handle(self, handle: Handle, by: str) -> None:
         journal = open_journal(self.journal_path)
@@ -261,10 +294,10 @@ class EvaluationRunner:
     def _finish(self, journal: Journal, inv: Invocation) -> JobResult:
         bridge = journal.bridge_request_of(inv.id)
         patterns = list(bridge.body.get("artifacts", [])) if bridge else []
-        if self.site.backend == "local" and _ran(inv) and patterns:
+        if self.site.backend == "local" and ran(inv) and patterns:
             recorded = bridge.body.get(ARTIFACT_LIMITS) if bridge else None
             limits = recorded_limits(recorded) or DEFAULT_LIMITS
-            _record_local_artifacts(journal, inv, patterns, limits)
+            record_local_artifacts(journal, inv, patterns, limits)
         found = job_result(
             inv,
             journal.attempts(inv.id),
@@ -339,40 +372,28 @@ def _same_values(recorded: Mapping[str, str], evaluation: Evaluation) -> None:
             )
 
 
-def _invocation_exists(journal: Journal, invocation_id: str) -> bool:
-    found = journal.conn.execute("SELECT 1 FROM invocations WHERE id=?", (invocation_id,))
-    return found.fetchone() is not None
-
-
-def _ran(inv: Invocation) -> bool:
-    return inv.state is JobState.DONE and inv.outcome in (
-        Outcome.COMPLETED,
-        Outcome.APPLICATION_FAILED,
+def _evaluation_of(row: BridgeRequest, inv: Invocation) -> Evaluation:
+    """The evaluation a row records, with the values of its variables as recorded with its
+    invocation (a reattaching helper must send the same)."""
+    try:
+        recorded = load_context(inv).env
+    except VibesysError:  # its driver reports that; a helper sending values is refused
+        recorded = {}
+    body = row.body
+    return Evaluation(
+        request_id=row.request_id,
+        run_id=row.run_id,
+        workspace=row.workspace,
+        kind=row.kind,
+        argv=tuple(body.get("argv", ())),
+        timeout_requested=body.get("timeout_seconds"),
+        timeout_seconds=int(body.get("effective_timeout_seconds") or 0),
+        env={name: recorded[name] for name in body.get("env", []) if name in recorded},
+        artifacts=tuple(body.get("artifacts", [])),
+        uid=row.uid,
     )
 
 
-def _record_local_artifacts(
-    journal: Journal, inv: Invocation, patterns: list[str], limits: Limits
-) -> None:
-    """A local evaluation's declared artifacts, from its copy of the candidate to the local
-    attempt directory, recorded as verified artifacts (once: a redo finds them recorded)."""
-    if journal.artifacts(inv.id, inv.attempt) or inv.cwd is None:
-        return
-    target = attempt_dir(inv.invocation_dir, inv.attempt) / "artifacts"
-    found, missing, refused = collect_local_artifacts(Path(inv.cwd), patterns, target, limits)
-    for path, size, digest, copy in found:
-        state = ArtifactState.ACKNOWLEDGED
-        journal.record_artifact(
-            inv.id, inv.attempt, path, state, size=size, sha256=digest, local_path=copy
-        )
-    for pattern in missing:
-        journal.record_artifact(
-            inv.id,
-            inv.attempt,
-            pattern,
-            ArtifactState.MISSING,
-            detail=f"nothing matched {pattern!r} in the evaluation's directory",
-        )
-    for what, size, why in refused:
-        state = ArtifactState.REFUSED
-        journal.record_artifact(inv.id, inv.attempt, what, state, size=size, detail=why)
+def _invocation_exists(journal: Journal, invocation_id: str) -> bool:
+    found = journal.conn.execute("SELECT 1 FROM invocations WHERE id=?", (invocation_id,))
+    return found.fetchone() is not None

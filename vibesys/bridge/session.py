@@ -240,6 +240,12 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
         max_retries=options.max_retries,
         artifact_limits=options.artifact_limits,
     )
+    # A restart carries on what the last session of this state directory left unfinished,
+    # helper or not: deadlines, the queue and results never wait for a helper to come back.
+    resumed = session.runner.resume(options.run_id)
+    if resumed:
+        ids = ", ".join(handle.invocation_id for handle in resumed)
+        session.log(f"carrying on {len(resumed)} unfinished evaluation(s): {ids}")
     capabilities = _capabilities(options, policy, results)
     bridge = BridgeServer(
         policy,

@@ -261,7 +261,8 @@ def wait(
     else drives it, `wait` carries it on (a retry, a collection) with the settings it was
     started with; a scheduler that stays unreachable is waited for as long as its recorded
     --unreachable-timeout allows. Only `vibesys cancel`, or an interrupt of the `run` that
-    started it, cancels."""
+    started it, cancels; and a deadline recorded with it (a bridge evaluation's timeout) is
+    enforced by whoever drives it, `wait` too."""
     with boundary():
         from vibesys.cli.run_command import (
             FOLLOWER_SIGNALS,

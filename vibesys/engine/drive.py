@@ -20,6 +20,7 @@ from msgspec import Struct
 
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
+from vibesys.engine.deadline import overdue, recorded_deadline
 from vibesys.engine.execute import error_facts
 from vibesys.engine.logs import LogTail
 from vibesys.engine.plan import follow, needs_observation
@@ -102,12 +103,16 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     last_seen: Seen | None = None
     told: str | None = None
     carry_after = 0.0
+    # Recorded with its request (a bridge evaluation's): whoever drives it enforces it.
+    deadline = recorded_deadline(engine.journal, inv.id)
     try:
         while True:
             if not watch.renew(inv):
                 options.taken_over = True
                 return engine.journal.get(inv.id)
             inv = engine.journal.get(inv.id)  # picks up cancels from other processes
+            if (timed_out := overdue(inv, deadline, engine.clock())) is not None:
+                inv = engine.request_cancel(inv, timed_out)
             if stop.is_set() and inv.state is not JobState.DONE:
                 if not options.owner:
                     return inv
@@ -138,8 +143,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                 if waiting != told and options.on_wait is not None:
                     options.on_wait(waiting)
                 if time.monotonic() >= carry_after:
-                    carry_on_ahead(engine, inv)
-                    carry_after = time.monotonic() + CARRY_AHEAD_SECONDS
+                    carry_after = time.monotonic() + carry_on_ahead(engine, inv)
             told = waiting
             _rest(engine, inv, stop, _pause(engine, inv))
     finally:
@@ -159,25 +163,35 @@ def _release_if_asked(engine: Engine, inv: Invocation) -> None:
         engine.note(inv, f"run --down: the cluster was not released ({reason}); reconcile will")
 
 
-def carry_on_ahead(engine: Engine, inv: Invocation) -> None:
+def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     """One step of the first invocation ahead of `inv` in its campaign's queue, when no live
     process drives it (a detached run, a driver that died): the queue never waits on nobody.
     Nothing is decided for it that its own driver would not decide (the planner's step, as a
-    reconcile takes); one whose client must go with its driver is left to reconcile."""
+    reconcile takes, and the deadline recorded with it); one whose client must go with its
+    driver is left to reconcile. The seconds until the next step is due: sooner when the
+    head's deadline comes first, or its timeout's cancel was just sent."""
     place = engine.journal.queue_place(inv.id)
     if place is None or not place.ahead:
-        return
+        return CARRY_AHEAD_SECONDS
     head = engine.journal.get(place.ahead[0])
     if head.lease_owner == engine.owner or head.settings.cancel_when_orphaned:
-        return  # this process drives it already (another thread), or it is not ours to carry
+        return CARRY_AHEAD_SECONDS  # this process drives it already, or it is not ours to carry
     if not engine.journal.acquire_lease(head.id, engine.owner, engine.lease_ttl):
-        return
+        return CARRY_AHEAD_SECONDS
+    deadline = recorded_deadline(engine.journal, head.id)
     try:
+        timed_out = overdue(head, deadline, engine.clock())
+        if timed_out is not None:  # its deadline holds whoever carries it on
+            head = engine.request_cancel(head, timed_out)
+            return QUEUE_PAUSE_SECONDS  # its end is seen soon after, once
         engine.advance(head)
     except BackendError as exc:
         engine.note(head, f"carrying it on failed: {error_facts(exc).reason}")
     finally:
         engine.journal.release_lease(head.id, engine.owner)
+    if deadline is None or head.cancel_requested:
+        return CARRY_AHEAD_SECONDS
+    return min(CARRY_AHEAD_SECONDS, max(deadline.left(engine.clock()), 0.0))
 
 
 class _Watch:

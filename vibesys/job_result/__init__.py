@@ -34,7 +34,6 @@ from pathlib import Path
 from vibesys.job_result.model import (
     EXIT_STATUS,
     MEANING,
-    TIMEOUT_CANCEL,
     ArtifactProblem,
     JobResult,
     JobStatus,
@@ -53,6 +52,7 @@ from vibesys.journal_schema import (
 )
 from vibesys.osutil.layout import attempt_dir, log_paths
 from vibesys.states import FailureClass, JobState, Outcome
+from vibesys.states.events import TIMEOUT_CANCEL
 
 __all__ = [
     "EXIT_STATUS",

@@ -21,9 +21,6 @@ from vibesys.states.exits import (
     EXIT_UNRESOLVED,
 )
 
-#: A CancelRequested whose `by` starts with this was the evaluation's own timeout.
-TIMEOUT_CANCEL: Final = "timeout:"
-
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 

@@ -7,6 +7,8 @@ the engine (this package has no clock).
 
 from __future__ import annotations
 
+from typing import Final
+
 from msgspec import Struct
 
 from vibesys.states.job_state import OUTCOME_OF, RETRYABLE, FailureClass, Outcome
@@ -107,6 +109,10 @@ class RetryBudgetSpent(Struct, frozen=True):
 
     failure_class: FailureClass
     retries: int
+
+
+#: A CancelRequested whose `by` starts with this was the evaluation's own timeout.
+TIMEOUT_CANCEL: Final = "timeout:"
 
 
 class CancelRequested(Struct, frozen=True):

@@ -37,6 +37,8 @@ BRIDGE_RUNNER = "vibesys/bridge/runner.py"
 BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
 BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
+BRIDGE_SESSION = "vibesys/bridge/session.py"
+DEADLINE = "vibesys/engine/deadline.py"
 BRIDGE_SERVER = "vibesys/bridge/server.py"
 CONNECTIONS = "vibesys/osutil/connections.py"
 TOKENS = "vibesys/osutil/tokens.py"
@@ -137,6 +139,8 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     BRIDGE_RUNNER: ("tests/bridge/test_server.py",),
     BRIDGE_FOLLOW: ("tests/bridge/test_server.py",),
     BRIDGE_ROWS: ("tests/bridge/test_request_rows.py",),
+    BRIDGE_SESSION: ("tests/bridge/test_session_restart.py",),
+    DEADLINE: ("tests/bridge/test_session_restart.py", "tests/bridge/test_server.py"),
     EVAL_CLIENT: (
         "tests/bridge/test_session.py::test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches",
     ),
