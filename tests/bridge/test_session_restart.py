@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 
 from tests.bridge.helpers import Bridge, final
-from tests.bridge.session_helpers import BUDGET, Session, result_line, start_session, wait_for
+from tests.bridge.session_helpers import (
+    BUDGET,
+    HOST_VIEW,
+    Session,
+    result_line,
+    start_session,
+    wait_for,
+)
 from vibesys.bridge.files import read_result
 from vibesys.bridge.runner import EvaluationRunner
 from vibesys.job_result import job_result
@@ -83,7 +90,7 @@ def wait_for_result(results: Path, invocation_id: str) -> tuple[dict[str, object
 def test_a_restarted_session_enforces_the_deadline_and_frees_the_queue_without_a_helper(
     tmp_path: Path,
 ) -> None:
-    session = start_session(tmp_path)
+    session = start_session(tmp_path, extra=HOST_VIEW)
     args = ("--request-id", "eval-1", "--timeout", "5", "--", *sleeper(tmp_path))
     helper = session.helper(*args)
     wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
@@ -92,7 +99,7 @@ def test_a_restarted_session_enforces_the_deadline_and_frees_the_queue_without_a
     invocation_id, accepted = request(tmp_path, "eval-1")
     deadline = accepted.timestamp() + 5
     assert time.time() < deadline - 0.5, "the test's setup took too long to prove anything"
-    again = start_session(tmp_path)
+    again = start_session(tmp_path, extra=HOST_VIEW)
     try:
         assert alive(pid)  # SIGKILLing the bridge did not end the evaluation
         nxt = again.helper("--request-id", "eval-2", "--", "sh", "-c", "echo next")
@@ -118,7 +125,7 @@ def test_a_restarted_session_enforces_the_deadline_and_frees_the_queue_without_a
 
 
 def test_a_deadline_that_passed_while_nothing_ran_cancels_at_the_restart(tmp_path: Path) -> None:
-    session = start_session(tmp_path)
+    session = start_session(tmp_path, extra=HOST_VIEW)
     helper = session.helper("--request-id", "eval-1", "--timeout", "2", "--", *sleeper(tmp_path))
     wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
     pid = int((tmp_path / "pid").read_text())
@@ -126,7 +133,7 @@ def test_a_deadline_that_passed_while_nothing_ran_cancels_at_the_restart(tmp_pat
     invocation_id, accepted = request(tmp_path, "eval-1")
     time.sleep(max(accepted.timestamp() + 2.5 - time.time(), 0.0))
     assert alive(pid)  # nothing enforced the deadline while the bridge was down
-    again = start_session(tmp_path)
+    again = start_session(tmp_path, extra=HOST_VIEW)
     restarted = time.time()
     try:
         result, seen = wait_for_result(Path(again.document["results_dir"]), invocation_id)
@@ -146,7 +153,7 @@ def test_whoever_drives_a_bridge_evaluation_enforces_its_recorded_deadline(
 ) -> None:
     """No session comes back: `vibesys reconcile`, or a `vibesys wait` that drives it since
     nobody else does, cancels it past the deadline recorded with its request."""
-    session = start_session(tmp_path)
+    session = start_session(tmp_path, extra=HOST_VIEW)
     helper = session.helper("--request-id", "eval-1", "--timeout", "1", "--", *sleeper(tmp_path))
     wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
     pid = int((tmp_path / "pid").read_text())
@@ -226,13 +233,13 @@ def test_another_session_of_the_campaign_enforces_the_deadline_of_its_queues_hea
     """The dead session is not restarted: another session of the campaign (its own state
     directory, the same journal) does not take the evaluation over, but its own evaluation,
     waiting behind it, carries it on and cancels it at its recorded deadline."""
-    session = start_session(tmp_path)
+    session = start_session(tmp_path, extra=HOST_VIEW)
     helper = session.helper("--request-id", "eval-1", "--timeout", "2", "--", *sleeper(tmp_path))
     wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
     pid = int((tmp_path / "pid").read_text())
     kill_helper_and_bridge(session, helper)
     invocation_id, accepted = request(tmp_path, "eval-1")
-    other = start_session(tmp_path, extra=("--state-dir", str(tmp_path / "other")))
+    other = start_session(tmp_path, extra=(*HOST_VIEW, "--state-dir", str(tmp_path / "other")))
     try:
         rc, out, err = other.evaluate("--", "sh", "-c", "echo next")
         assert rc == 0 and out.startswith("next\n"), err
