@@ -9,12 +9,11 @@ check. Over SSH that is one round trip."""
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from vibesys.adapters.base import JobRef, Progress, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend_base import SlurmBackendBase
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
@@ -66,16 +65,11 @@ CANNOT_WRITE = 97
 PROBE_BASE = 100
 PROBE_SAID = "vibesys-submit: snapshot not staged"
 
-_JOB_ID = re.compile(r"[0-9]+(;[A-Za-z0-9_.-]+)?")
-
 
 class SbatchBackend(SlurmBackendBase):
     name = "sbatch"
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
-
-    def follows_parent(self) -> SbatchBackend:
-        return self
 
     def shows_progress(self) -> SbatchBackend:
         return self
@@ -130,22 +124,6 @@ class SbatchBackend(SlurmBackendBase):
         # Anything else (a timeout, "Socket timed out", a busy controller) may still have
         # queued the job: only a lookup by name, or a fence, can tell.
         raise BackendUnavailable("sbatch failed", evidence=evidence, maybe_submitted=True)
-
-    def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
-        """`scontrol update jobid=JOB Dependency=afterok:PARENT` (an empty dependency once
-        the parent has completed: its job may be gone from the controller by then)."""
-        if job.job_id is None or not _JOB_ID.fullmatch(job.job_id):
-            raise BackendUnavailable(f"cannot move the dependency of job {job.job_id!r}")
-        if parent_job is not None and not _JOB_ID.fullmatch(parent_job):
-            raise BackendUnavailable(f"cannot depend on job {parent_job!r}")
-        depends = f"afterok:{parent_job.split(';')[0]}" if parent_job else ""
-        argv = ["scontrol", "update", f"jobid={job.job_id.split(';')[0]}", f"Dependency={depends}"]
-        code, _, err, evidence = self.scheduler.run(argv)
-        if code == 0:
-            return evidence
-        if "no longer pending" in err:
-            return f"the job no longer waits on a dependency: {evidence}"
-        raise BackendUnavailable("scontrol update of the dependency failed", evidence=evidence)
 
     def _submit_once(
         self,
