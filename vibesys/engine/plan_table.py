@@ -153,6 +153,12 @@ CHAINED: tuple[tuple[str, Invocation, JobState, str | None], ...] = (
     (f"RUNNING, {PARENT_RETRIED}", _CHILD_RUNNING, JobState.RUNNING, "43"),
     (f"RUNNING, {PARENT_FAILED}", _CHILD_RUNNING, JobState.DONE, "41"),
     (
+        f"RETRYING (its dependency failed), {PARENT_UNAWARE}",
+        _CHILD_WAITING,
+        JobState.RUNNING,
+        "41",
+    ),
+    (
         f"RETRYING (its dependency failed), {PARENT_BETWEEN}",
         _CHILD_WAITING,
         JobState.RETRYING,
