@@ -24,7 +24,7 @@ from __future__ import annotations
 from msgspec import Struct
 
 from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
-from vibesys.engine.plan_context import NO_JOB, PlanContext
+from vibesys.engine.plan_context import PlanContext
 from vibesys.engine.retry import next_attempt_at
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema.clock import iso
@@ -55,7 +55,6 @@ from vibesys.states import (
 )
 
 __all__ = [
-    "NO_JOB",
     "Commit",
     "Follow",
     "Hold",
