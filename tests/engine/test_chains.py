@@ -17,6 +17,7 @@ from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine import core as core_module
 from vibesys.journal_schema import Invocation, Journal
+from vibesys.journal_schema.verify import verify_journal
 from vibesys.states import FailureClass, JobState, Outcome, SubmitIntended
 from vibesys.states.exits import exit_status
 
@@ -69,6 +70,7 @@ def ran_once(journal: Journal, fake: FakeBackend, child: Invocation) -> None:
         FailureClass.DEPENDENCY_FAILED,
         FailureClass.COMPLETED,
     ]
+    assert verify_journal(journal) == [], "the history replays through the transition table"
 
 
 #: parent 1 fails (node), child 1 is killed with it, parent 2 and child 2 complete
@@ -237,6 +239,7 @@ def test_a_child_killed_with_a_parent_that_failed_for_good_ends_dependency_faile
     assert history(journal, child)[3:] == ["FenceIntended", "ParentAttemptFailed", "ParentFailed"]
     assert ("cancel", f"vibesys-{child.id}-1") not in fake.calls
     assert fake.submits().count(f"vibesys-{child.id}-1") == 1 and len(fake.submits()) == 2
+    assert verify_journal(journal) == []
 
 
 def test_a_child_recorded_after_its_parent_failed_is_never_submitted(

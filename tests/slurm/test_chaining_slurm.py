@@ -72,6 +72,8 @@ def test_a_parent_that_fails_for_good_ends_its_child_dependency_failed(
     events = [row["event"] for row in shown["history"]]
     assert events[-3:] == ["FenceIntended", "ParentAttemptFailed", "ParentFailed"], events
     assert "CancelRequested" not in events, "Slurm killed it: nothing to cancel"
+    verified = cli("journal", "verify", cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
     waited = cli("wait", child, "--json", cwd=tmp_path)
     assert waited.returncode == 66, waited.stderr
     result = json.loads(waited.stdout)
