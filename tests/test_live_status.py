@@ -21,7 +21,7 @@ from rich.console import Console
 from vibesys.cli.live import PROGRESS_MIN_BYTES, LiveStatus, status_text
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema import Invocation
-from vibesys.states import JobState
+from vibesys.states import FailureClass, JobState
 
 JOB = ["sh", "-c", "sleep 1.5; echo done"]
 ERASE_LINE = b"\x1b[2K"
@@ -166,6 +166,15 @@ def test_the_status_words(seen: Seen | None, elapsed: float, expected: str) -> N
 def test_submitting_and_collecting_words() -> None:
     assert "submitting" in status_text(invocation(JobState.SUBMITTING), None, 0)
     assert "collecting" in status_text(invocation(JobState.COLLECTING), None, 0)
+
+
+def test_a_child_killed_with_its_parents_job_says_what_it_waits_for() -> None:
+    killed = Seen(Sight.UNSATISFIABLE, "", "42")
+    assert "killed with its parent's failed job" in status_text(invocation(), killed, 0)
+    waiting = replace(invocation(JobState.RETRYING), failure_class=FailureClass.DEPENDENCY_FAILED)
+    assert "waiting for its parent's next attempt" in status_text(waiting, None, 0)
+    retrying = replace(invocation(JobState.RETRYING), failure_class=FailureClass.NODE_FAILED)
+    assert "waiting to retry" in status_text(retrying, None, 0)
 
 
 def terminal() -> tuple[LiveStatus, io.StringIO]:

@@ -93,7 +93,9 @@ def test_the_sacct_lag_placeholder_is_not_evidence(job_id: str) -> None:
         ("33", RemoteState.OUT_OF_MEMORY),
         ("34", RemoteState.TIMEOUT),
         ("36", RemoteState.NODE_FAIL),
-        ("21", RemoteState.CANCELLED),
+        # Killed by Slurm, no uid, reason Dependency: its parent's job had failed.
+        ("21", RemoteState.DEPENDENCY_NEVER_SATISFIED),
+        ("15", RemoteState.CANCELLED),  # `CANCELLED by 0`: a scancel
     ],
 )
 def test_other_terminal_states(job_id: str, state: RemoteState) -> None:

@@ -17,6 +17,7 @@ from vibesys.adapters.slurm.parse import (
     parse_sacct,
     parse_squeue,
 )
+from vibesys.adapters.slurm.provenance import provenance
 
 # --- the state map: a hard-coded oracle ----------------------------------------------------------
 
@@ -221,3 +222,71 @@ def test_squeue_rows_carry_reason_partition_and_nodes_to_the_status() -> None:
     running = classify(rows["506"], None, False)
     # squeue's "None" is no reason at all.
     assert (running.state, running.reason, running.nodes) == (C.RUNNING, None, "node1")
+
+
+# --- a chained job killed by Slurm (`--kill-on-invalid-dep=yes`): lines from the local cluster --
+
+#: (source, line) -> (RemoteState, cancelled_by), as Slurm 22.05 printed them: a child whose
+#: parent's job failed, killed by Slurm (no uid, reason DependencyNeverSatisfied in squeue,
+#: Dependency in sacct); one scancelled while it waited (`by 0`); one left pending (`=no`).
+KILLED_ORACLE = [
+    (
+        (
+            "squeue",
+            "20|vibesys-abc-1|CANCELLED|DependencyNeverSatisfied|main|N/A||2026-12-06T13:58:59|2026-12-06T13:58:59|1",
+        ),
+        (C.DEPENDENCY_NEVER_SATISFIED, None),
+    ),
+    (
+        (
+            "sacct",
+            "20|vibesys-abc-1|CANCELLED|0:0|"
+            "2026-12-06T13:58:59|2026-12-06T13:58:59|Dependency|main|None assigned|",
+        ),
+        (C.DEPENDENCY_NEVER_SATISFIED, None),
+    ),
+    (
+        (
+            "squeue",
+            "4|vibesys-abc-1|CANCELLED|Dependency|main|N/A||2026-12-06T13:47:08|2026-12-06T13:47:08|1",
+        ),
+        (C.CANCELLED, None),
+    ),
+    (
+        (
+            "sacct",
+            "4|vibesys-abc-1|CANCELLED by 0|0:0|"
+            "2026-12-06T13:47:08|2026-12-06T13:47:08|Dependency|main|None assigned|",
+        ),
+        (C.CANCELLED, "0"),
+    ),
+    (
+        ("squeue", "21|vibesys-abc-1|PENDING|DependencyNeverSatisfied|main|N/A||N/A|N/A|1"),
+        (C.PENDING, None),
+    ),
+    (
+        (
+            "sacct",
+            "21|vibesys-abc-1|PENDING|0:0|"
+            "Unknown|Unknown|DependencyNeverSatisfied|main|None assigned|",
+        ),
+        (C.PENDING, None),
+    ),
+]
+
+
+@pytest.mark.parametrize(("given", "expected"), KILLED_ORACLE, ids=case_id)
+def test_a_job_slurm_killed_for_its_dependency_is_told_apart(
+    given: tuple[str, str], expected: tuple[RemoteState, str | None]
+) -> None:
+    source, line = given
+    row = parse_sacct(line)[0] if source == "sacct" else parse_squeue(line)[0]
+    result = classify(row, None, False)
+    assert (result.state, result.exit_code, result.cancelled_by) == (
+        *expected[:1],
+        None,
+        expected[1],
+    )
+    # Never started: where it ran is nothing, whatever sacct's Start says.
+    if result.state is C.DEPENDENCY_NEVER_SATISFIED:
+        assert {"start", "nodes", "tres", "cpus"}.isdisjoint(provenance(row)), provenance(row)

@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from tests.golden_files import assert_matches_golden
 from vibesys.adapters.rundir.claim import CLAIM_FILE, REFUSED_EXIT
@@ -45,7 +46,7 @@ CASES = {
         time_minutes=120,
         gpus=2,
         partitions=("main", "priority"),
-        extra_arguments=("--account=lab", "--qos=normal"),
+        extra_arguments=("--account=lab", "--qos=normal", "--mail-user=ops@example.org"),
         dependency="22",
         workdir=PurePosixPath("/shared/projects/kernel"),
     ),
@@ -85,15 +86,47 @@ def test_directives_without_gpus_or_dependency() -> None:
     ]
 
 
-def test_a_dependency_never_lets_slurm_kill_the_child() -> None:
-    """A parent's failed attempt must leave the child pending (the parent may be retried and
-    the child re-pointed), whatever the site's DependencyParameters say."""
+def test_a_chained_job_is_killed_by_slurm_when_its_parent_job_fails() -> None:
+    """A child must never stay PENDING for good (DependencyNeverSatisfied) on a parent's
+    failed job when no vibesys process looks again: Slurm kills it, whatever the site's
+    DependencyParameters say, and a site that names a mail user hears of it."""
     lines = directives(render_sbatch(CASES["gpus_dependency_site_args"]))
-    assert lines[-2:] == ["--dependency=afterok:22", "--kill-on-invalid-dep=no"]
+    assert lines[-3:] == [
+        "--dependency=afterok:22",
+        "--kill-on-invalid-dep=yes",
+        "--mail-type=INVALID_DEPEND",
+    ]
     assert "--gres=gpu:2" in lines
     assert "--partition=main,priority" in lines
     assert "--chdir=/shared/projects/kernel" in lines
     assert lines.index("--account=lab") < lines.index("--dependency=afterok:22")
+
+
+@pytest.mark.parametrize(
+    ("site", "mail"),
+    [
+        ((), False),
+        (("--account=lab",), False),
+        (("--mail-user=ops@example.org",), True),
+        (("--mail-user=ops@example.org", "--mail-type=END"), False),  # the site's own choice
+    ],
+)
+def test_invalid_depend_mail_only_where_the_site_names_a_mail_user(
+    site: tuple[str, ...], mail: bool
+) -> None:
+    spec = SlurmJobSpec(
+        job_name="vibesys-c-1",
+        command=("true",),
+        remote_attempt_dir=ROOT / "c" / "1",
+        time_minutes=5,
+        extra_arguments=site,
+        dependency="7",
+    )
+    lines = directives(render_sbatch(spec))
+    assert "--kill-on-invalid-dep=yes" in lines and "--kill-on-invalid-dep=no" not in lines
+    assert ("--mail-type=INVALID_DEPEND" in lines) is mail
+    unchained = directives(render_sbatch(structs.replace(spec, dependency=None)))
+    assert not any(line.startswith(("--kill-on", "--mail-type=INVALID")) for line in unchained)
 
 
 def test_sbatch_argv_is_parsable() -> None:

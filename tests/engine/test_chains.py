@@ -1,7 +1,9 @@
-"""Chains (`--after PARENT`) follow the parent invocation, not its first attempt: a pending child
-is pointed at the parent's new attempt when the parent is retried (by the process that records
-the new job, else by whoever looks at the child next), and a child whose parent failed for good
-ends DEPENDENCY_FAILED (exit 66), never CANCELLED (130). On the scripted fake adapter."""
+"""Chains (`--after PARENT`) follow the parent invocation, not its first attempt. The scheduler
+kills a child whose parent's job failed (the fake adapter does as Slurm with
+`--kill-on-invalid-dep=yes`); the child is fenced and submitted again after the parent's new
+attempt (by the process that records the new job, else by whoever looks at the child next)
+without spending a retry, and a child whose parent failed for good ends DEPENDENCY_FAILED
+(exit 66), never CANCELLED (130). On the scripted fake adapter."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine import core as core_module
 from vibesys.journal_schema import Invocation, Journal
+from vibesys.journal_schema.verify import verify_journal
 from vibesys.states import FailureClass, JobState, Outcome, SubmitIntended
 from vibesys.states.exits import exit_status
 
@@ -51,78 +54,139 @@ def waits_on(journal: Journal, inv: Invocation) -> str:
     return str(journal.attempts(inv.id)[-1].provenance.get("after_job"))
 
 
-def follows(fake: FakeBackend) -> list[str]:
-    return [what for kind, what in fake.calls if kind == "follow_parent"]
+def history(journal: Journal, inv: Invocation) -> list[str]:
+    return [h.event for h in journal.history(inv.id)]
 
 
-def test_a_retried_parent_takes_its_pending_child_along(journal: Journal, tmp_path: Path) -> None:
-    """The parent's driver, recording its new attempt's job, points the waiting child at it."""
-    fake = FakeBackend([FakeAttempt((S.RUNNING, S.NODE_FAIL)), WAITS, FakeAttempt((S.COMPLETED,))])
+def ran_once(journal: Journal, fake: FakeBackend, child: Invocation) -> None:
+    """The child ended COMPLETED on its second attempt, submitted once, without a retry."""
+    child = journal.get(child.id)
+    assert (child.outcome, child.attempt, child.retries) == (Outcome.COMPLETED, 2, 0)
+    first, second = f"vibesys-{child.id}-1", f"vibesys-{child.id}-2"
+    assert fake.ran.count(second) == 1 and first not in fake.ran, fake.ran
+    assert fake.submits().count(first) == fake.submits().count(second) == 1
+    assert history(journal, child).count("ParentAttemptFailed") == 1
+    assert [a.failure_class for a in journal.attempts(child.id)] == [
+        FailureClass.DEPENDENCY_FAILED,
+        FailureClass.COMPLETED,
+    ]
+    assert verify_journal(journal) == [], "the history replays through the transition table"
+
+
+#: parent 1 fails (node), child 1 is killed with it, parent 2 and child 2 complete
+RETRIED = [
+    FakeAttempt((S.RUNNING, S.NODE_FAIL)),
+    WAITS,
+    FakeAttempt((S.RUNNING, S.COMPLETED)),
+    FakeAttempt((S.COMPLETED,)),
+]
+
+
+def test_the_process_that_retries_the_parent_submits_the_killed_child_again(
+    journal: Journal, tmp_path: Path
+) -> None:
+    """The parent's job fails; the scheduler kills the child waiting on it. The parent's
+    driver, recording its new attempt's job, fences the child's attempt and submits it again
+    to wait on that job: no retry spent (its budget is 0), submitted once, run once."""
+    fake = FakeBackend(list(RETRIED))
     parent = detached(engine_of(journal, fake), tmp_path)
     driven_elsewhere(journal, parent)
-    child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
-    child_job = f"vibesys-{child.id}-1"
-    assert fake.waits_on[child_job] == parent.job_id == waits_on(journal, child)
+    no_budget = Engine(journal, lambda a, r: fake, retry=RetryPolicy(0, 0.0))  # type: ignore[arg-type]
+    child = detached(no_budget, tmp_path, after=parent.id)
+    assert fake.waits_on[f"vibesys-{child.id}-1"] == parent.job_id == waits_on(journal, child)
     driver = engine_of(journal, fake, owner=ELSEWHERE)
     parent = drive(driver, journal.get(parent.id), DriveOptions())
     assert (parent.outcome, parent.attempt) == (Outcome.COMPLETED, 2)
-    assert follows(fake) == [f"{child_job}->{parent.job_id}"]
-    assert fake.waits_on[child_job] == parent.job_id == waits_on(journal, child)
-    # A later look at the child finds it waiting on the job that completed: nothing to move.
-    reconcile(engine_of(journal, fake))
-    assert len(follows(fake)) == 1 and journal.get(child.id).state is JobState.RUNNING
-    assert fake.submits().count(child_job) == 1
+    assert fake.waits_on[f"vibesys-{child.id}-2"] == parent.job_id == waits_on(journal, child)
+    assert ("fence", f"vibesys-{child.id}-1") in fake.calls
+    assert history(journal, child)[3:] == [
+        "FenceIntended",
+        "ParentAttemptFailed",
+        "SubmitIntended",
+        "SubmitDispatched",
+        "Submitted",
+    ]
+    for _ in range(3):
+        reconcile(engine_of(journal, fake))
+    ran_once(journal, fake, child)
 
 
 def test_a_waiting_child_carries_a_parent_nobody_drives(journal: Journal, tmp_path: Path) -> None:
-    """Nobody drives the parent: the child's own driver carries it on (its failure seen, its
-    retry submitted and completed), and the child then waits on the attempt that completed."""
-    fake = FakeBackend([FakeAttempt((S.RUNNING, S.NODE_FAIL)), WAITS, FakeAttempt((S.COMPLETED,))])
+    """Nobody drives the parent: the child's own run, in the foreground, carries it on (its
+    failure seen, its retry submitted), and submits itself again after the new attempt."""
+    fake = FakeBackend(list(RETRIED))
     parent = detached(engine_of(journal, fake), tmp_path)
-    child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
+    child = drive(
+        engine_of(journal, fake),
+        record(engine_of(journal, fake), tmp_path, parent.id),
+        DriveOptions(),
+    )
     parent = journal.get(parent.id)
     assert (parent.outcome, parent.attempt, parent.lease_owner) == (Outcome.COMPLETED, 2, None)
-    assert fake.waits_on[f"vibesys-{child.id}-1"] == parent.job_id == waits_on(journal, child)
+    ran_once(journal, fake, child)
 
 
-def test_whoever_looks_at_the_child_points_it_at_the_new_attempt(
+def test_whoever_looks_next_submits_the_killed_child_again(
     journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A crash right after the parent's new job was recorded (before the children were moved):
-    the next look at a child still waiting on the old attempt moves it."""
-    fake = FakeBackend([FakeAttempt((S.RUNNING, S.NODE_FAIL)), WAITS, FakeAttempt((S.RUNNING,))])
+    """A crash right after the parent's new job was recorded (before its children were
+    carried on): the next look at the child, a reconcile, submits it to wait on that job."""
+    fake = FakeBackend(list(RETRIED))
     parent = detached(engine_of(journal, fake), tmp_path)
     driven_elsewhere(journal, parent)
     child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
-    first_job = parent.job_id
     with monkeypatch.context() as patch:
-        patch.setattr(core_module, "follow_children", lambda *args: None)
+        patch.setattr(core_module, "submit_children", lambda *args: None)
         driver = engine_of(journal, fake, owner=ELSEWHERE)
         parent = drive(driver, journal.get(parent.id), DriveOptions(detach=True))
     driven_elsewhere(journal, parent)
-    assert parent.attempt == 2 and parent.job_id != first_job
-    assert waits_on(journal, child) == first_job and follows(fake) == []
+    assert parent.attempt == 2 and journal.get(child.id).attempt == 1
     rows = {row.invocation_id: row for row in reconcile(engine_of(journal, fake))}
-    assert follows(fake) == [f"vibesys-{child.id}-1->{parent.job_id}"]
     assert waits_on(journal, child) == parent.job_id
-    assert f"now waits on job {parent.job_id} of {parent.id}" in rows[child.id].evidence
+    assert rows[child.id].after is JobState.RUNNING, rows[child.id]
+    journal.release_lease(parent.id, ELSEWHERE)
+    for _ in range(3):
+        reconcile(engine_of(journal, fake))
+    ran_once(journal, fake, child)
 
 
-def test_a_child_submitted_while_its_parent_retries_waits_for_the_new_attempt(
+def test_a_killed_child_waits_until_its_parents_failure_is_recorded(
     journal: Journal, tmp_path: Path
 ) -> None:
-    fake = FakeBackend([FakeAttempt((S.RUNNING, S.NODE_FAIL)), WAITS, FakeAttempt((S.RUNNING,))])
+    """The scheduler killed the child, but the journal still has the parent running that job
+    (its live driver has not looked yet): nothing is decided, nothing fenced or submitted."""
+    fake = FakeBackend(list(RETRIED))
+    parent = detached(engine_of(journal, fake), tmp_path)
+    driven_elsewhere(journal, parent)
+    child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
+    ref = engine_of(journal, fake).job_ref(parent)
+    fake.status([ref])
+    assert fake.status([ref])[ref.job_name].state is S.NODE_FAIL  # only the scheduler knows
+    rows = {row.invocation_id: row for row in reconcile(engine_of(journal, fake))}
+    assert rows[child.id].evidence.startswith("unsatisfiable: "), rows[child.id]
+    assert journal.get(child.id).state is JobState.RUNNING
+    assert ("fence", f"vibesys-{child.id}-1") not in fake.calls
+    assert fake.submits().count(f"vibesys-{child.id}-1") == 1
+
+
+def test_a_child_recorded_while_its_parent_retries_waits_for_the_new_attempt(
+    journal: Journal, tmp_path: Path
+) -> None:
+    """Its parent has no job to wait on (between attempts): the child is not submitted (the
+    scheduler would kill it at once); the parent's next attempt takes it along."""
+    fake = FakeBackend([FakeAttempt((S.RUNNING, S.NODE_FAIL)), FakeAttempt((S.RUNNING,)), WAITS])
     engine = Engine(journal, lambda adapter, request: fake, retry=RetryPolicy(2, 3600.0))
     parent = detached(engine, tmp_path)
     reconcile(engine)  # the node failure is seen: an hour's backoff
-    parent = journal.get(parent.id)
-    assert parent.state is JobState.RETRYING
-    failed_job = parent.job_id
-    child = detached(engine, tmp_path, after=parent.id)
-    assert fake.waits_on[f"vibesys-{child.id}-1"] == failed_job, "pending, never satisfied"
+    assert journal.get(parent.id).state is JobState.RETRYING
+    child = engine.advance(record(engine, tmp_path, after=parent.id))
+    assert child.state is JobState.PREPARED and fake.submits() == [f"vibesys-{parent.id}-1"]
+    assert "waits for a job of" in engine.waiting[child.id]
+    journal.release_lease(child.id, engine.owner)  # its `run` stopped waiting
     journal.conn.execute("UPDATE invocations SET not_before=NULL WHERE id=?", (parent.id,))
     parent = drive(engine, journal.get(parent.id), DriveOptions(detach=True))
-    assert fake.waits_on[f"vibesys-{child.id}-1"] == parent.job_id != failed_job
+    assert fake.waits_on[f"vibesys-{child.id}-1"] == parent.job_id
+    assert journal.get(child.id).state is JobState.RUNNING
 
 
 def test_a_child_of_a_completed_parent_waits_on_nothing(journal: Journal, tmp_path: Path) -> None:
@@ -153,6 +217,29 @@ def test_a_waiting_child_of_a_failed_parent_says_so(journal: Journal, tmp_path: 
     assert f"{parent.id}, ended APPLICATION_FAILED" in history["CancelRequested"]["by"]
     assert "so its command never ran" in history["Finished"]["observation"]
     assert journal.history(child.id)[-1].evidence["outcome"] == "DEPENDENCY_FAILED"
+
+
+def test_a_child_killed_with_a_parent_that_failed_for_good_ends_dependency_failed(
+    journal: Journal, tmp_path: Path
+) -> None:
+    """Nobody watched: the parent failed for good and the scheduler killed the child. The
+    next look fences the child's attempt and ends it DEPENDENCY_FAILED (exit 66): nothing
+    cancelled, nothing submitted again."""
+    fake = FakeBackend([FakeAttempt((S.RUNNING, S.FAILED), exit_code=1), WAITS])
+    engine = engine_of(journal, fake)
+    parent = detached(engine, tmp_path)
+    driven_elsewhere(journal, parent)
+    child = detached(engine, tmp_path, after=parent.id)
+    journal.release_lease(parent.id, ELSEWHERE)
+    for _ in range(3):
+        reconcile(engine)
+    child = journal.get(child.id)
+    assert journal.get(parent.id).outcome is Outcome.APPLICATION_FAILED
+    assert (child.outcome, exit_status(child), child.retries) == (Outcome.DEPENDENCY_FAILED, 66, 0)
+    assert history(journal, child)[3:] == ["FenceIntended", "ParentAttemptFailed", "ParentFailed"]
+    assert ("cancel", f"vibesys-{child.id}-1") not in fake.calls
+    assert fake.submits().count(f"vibesys-{child.id}-1") == 1 and len(fake.submits()) == 2
+    assert verify_journal(journal) == []
 
 
 def test_a_child_recorded_after_its_parent_failed_is_never_submitted(

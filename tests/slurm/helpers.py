@@ -250,3 +250,13 @@ def wait_for_state(name: str, wanted: Iterable[str], timeout: float = 60) -> str
                 return job_id
         time.sleep(0.1)
     raise AssertionError(f"{name} never reached {sorted(states)} within {timeout} s: {seen}")
+
+
+def leaves_the_queue(name: str, timeout: float = 15) -> float:
+    """Seconds until squeue (its default states: pending and running) no longer shows a job
+    named `name`: nothing of it waits in Slurm's queue any more."""
+    start = time.monotonic()
+    while slurm("squeue", "-h", "--name", name, "-o", "%i|%T|%r").strip():
+        assert time.monotonic() - start < timeout, slurm("squeue", "-h", "--name", name)
+        time.sleep(0.1)
+    return time.monotonic() - start

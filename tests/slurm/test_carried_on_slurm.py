@@ -1,14 +1,17 @@
 """What a run was started with is what every process carries it on with, on the real cluster:
 reconcile during a controller outage honours the unreachable timeout recorded with each run
 (counted from the first unreachable observation in the journal); a parent's recorded retry
-delay holds whoever submits its next attempt; its pending child follows it to the new
-attempt and runs once; and followers (`wait`) interrupted in the background cancel nothing."""
+delay holds whoever submits its next attempt; its pending child, killed by Slurm with the
+parent's failed job, is submitted again after the new attempt and runs once; and followers
+(`wait`) interrupted in the background cancel nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -26,10 +29,12 @@ from tests.slurm.helpers import (
     frozen,
     history_text,
     job_output,
+    leaves_the_queue,
     run_args,
     sacct_states,
     show,
     slurm,
+    squeue_jobs,
     wait_for_state,
 )
 
@@ -104,11 +109,16 @@ def start_waiter(cwd: Path, invocation: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_for_history(cwd: Path, invocation: str, event: str, timeout: float = 60) -> None:
+def wait_until_driven(cwd: Path, invocation: str, timeout: float = 30) -> None:
+    """Until a process (a waiter that is up) holds the invocation's lease."""
     deadline = time.monotonic() + timeout
-    while event not in [row["event"] for row in show(cwd, invocation)["history"]]:
-        assert time.monotonic() < deadline, f"no {event} for {invocation} in {timeout} s"
-        time.sleep(0.3)
+    query = "SELECT lease_owner FROM invocations WHERE id=?"
+    while True:
+        with contextlib.closing(sqlite3.connect(cwd / ".vibesys" / "journal.db")) as db:
+            if db.execute(query, (invocation,)).fetchone()[0]:
+                return
+        assert time.monotonic() < deadline, f"nobody drives {invocation} after {timeout} s"
+        time.sleep(0.2)
 
 
 def stop(waiter: subprocess.Popen[str], signum: signal.Signals) -> str:
@@ -122,34 +132,59 @@ def stop(waiter: subprocess.Popen[str], signum: signal.Signals) -> str:
 def test_a_retried_parent_keeps_its_child_and_its_recorded_delay(
     tmp_path: Path, slurm_toml: Path
 ) -> None:
-    """The parent (`--retry-delay 25`) fails with NODE_FAIL while `wait` follows it; its child
-    (`--after`) waits meanwhile. Both waiters, in the background, are interrupted (SIGINT,
-    SIGHUP): nothing is cancelled. The next `wait` submits the parent's second attempt 25 s
-    after the failure (the journal's times), the child is pointed at it, and runs once."""
+    """The parent (`--retry-delay 25`) and its child (`--after`) are followed by `wait`s in
+    the background; both are interrupted (SIGINT, SIGHUP): nothing is cancelled. Then, with
+    no vibesys process left, the parent's job fails with NODE_FAIL: Slurm kills the child's
+    pending job, which leaves the queue within seconds. A later `reconcile` records both;
+    the next `wait` submits the parent's second attempt 25 s after the failure (the
+    journal's times) and the child again after it, without spending a retry: it runs once."""
     counter = tmp_path / "child-ran"
     parent = detached(tmp_path, slurm_toml, "--retry-delay", "25", command="sleep 6; echo finished")
-    child = detached(tmp_path, slurm_toml, "--after", parent, command=f"echo x >> {counter}")
-    first = f"vibesys-{parent}-1"
+    child = detached(
+        tmp_path,
+        slurm_toml,
+        "--after",
+        parent,
+        "--max-retries",
+        "0",
+        command=f"echo x >> {counter}",
+    )
+    first, child_first = f"vibesys-{parent}-1", f"vibesys-{child}-1"
     parent_waiter, child_waiter = start_waiter(tmp_path, parent), start_waiter(tmp_path, child)
     try:
         wait_for_state(first, ["RUNNING"])
-        try:
-            slurm("scontrol", "update", "nodename=node1", "state=down", "reason=vibesys-test")
-            wait_for_state(first, ["NODE_FAIL"], timeout=20)
-        finally:
-            slurm("scontrol", "update", "nodename=node1", "state=resume")
-        wait_for_history(tmp_path, parent, "InfraFailed")
+        wait_for_state(child_first, ["PENDING"])
+        wait_until_driven(tmp_path, parent)
+        wait_until_driven(tmp_path, child)
         stop(parent_waiter, signal.SIGINT)
         stop(child_waiter, signal.SIGHUP)
     finally:
         for waiter in (parent_waiter, child_waiter):
             if waiter.poll() is None:
                 waiter.kill()
+    try:
+        slurm("scontrol", "update", "nodename=node1", "state=down", "reason=vibesys-test")
+        wait_for_state(first, ["NODE_FAIL"], timeout=20)
+    finally:
+        slurm("scontrol", "update", "nodename=node1", "state=resume")
+    first_job = show(tmp_path, parent)["attempts"][0]["job_id"]
+    gone = leaves_the_queue(child_first)
+    print(f"the child's job left Slurm's queue {gone:.1f} s after its parent's NODE_FAIL was seen")
+    assert squeue_jobs(child_first) == {show(tmp_path, child)["attempts"][0]["job_id"]: "CANCELLED"}
     for invocation in (parent, child):
         events = [row["event"] for row in show(tmp_path, invocation)["history"]]
         assert "CancelRequested" not in events, "a follower's interrupt never cancels"
-    assert show(tmp_path, parent)["state"] == "RETRYING"
-    assert show(tmp_path, child)["state"] == "RUNNING"  # pending on the failed attempt
+
+    _, rows = reconciled(tmp_path)
+    assert show(tmp_path, parent)["state"] == "RETRYING", rows[parent]
+    shown = show(tmp_path, child)
+    assert shown["state"] == "RETRYING", rows[child]
+    assert "its job ended before it started" in rows[child]["evidence"]
+    assert f"job {first_job} of {parent}, which it waited on, failed" in rows[child]["evidence"]
+    assert [row["event"] for row in shown["history"]][-2:] == [
+        "FenceIntended",
+        "ParentAttemptFailed",
+    ]
 
     waited = cli("wait", parent, cwd=tmp_path, timeout=180)
     assert waited.returncode == 0, waited.stderr
@@ -168,6 +203,10 @@ def test_a_retried_parent_keeps_its_child_and_its_recorded_delay(
     waited = cli("wait", child, cwd=tmp_path, timeout=120)
     assert waited.returncode == 0, waited.stderr
     shown = show(tmp_path, child)
-    assert (shown["outcome"], len(shown["attempts"])) == ("COMPLETED", 1)
-    assert shown["attempts"][0]["provenance"]["after_job"] == inv["attempts"][1]["job_id"]
+    assert (shown["outcome"], shown["retries"]) == ("COMPLETED", 0), history_text(shown)
+    classes = [(a["failure_class"], a["provenance"]["after_job"]) for a in shown["attempts"]]
+    assert classes == [
+        ("DEPENDENCY_FAILED", inv["attempts"][0]["job_id"]),
+        ("COMPLETED", inv["attempts"][1]["job_id"]),
+    ], history_text(shown)
     assert counter.read_text() == "x\n", "the child ran once"

@@ -1,6 +1,6 @@
-"""Phases chained by the scheduler: `--after` submits a child with `afterok` (and
-`--kill-on-invalid-dep=no`, so a parent that fails is not the end of the child while the parent
-may be retried); a parent that fails for good ends the child DEPENDENCY_FAILED (exit 66)."""
+"""Phases chained by the scheduler: `--after` submits a child with `afterok` and
+`--kill-on-invalid-dep=yes`, so nothing of a chain waits in Slurm's queue on a job that failed;
+a parent that fails for good ends the child DEPENDENCY_FAILED (exit 66)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import cli, run_args, slurm
+from tests.slurm.helpers import (
+    cli,
+    leaves_the_queue,
+    run_args,
+    show,
+    slurm,
+    squeue_jobs,
+    wait_for_state,
+)
 
 pytestmark = pytest.mark.slurm
+
+
+def detached_run(cwd: Path, config: Path, command: str, *options: str) -> str:
+    started = cli(*run_args("sbatch", config, "--detach", *options), "sh", "-c", command, cwd=cwd)
+    assert started.returncode == 0, started.stderr
+    return started.stdout.strip()
 
 
 def test_child_runs_after_a_successful_parent(tmp_path: Path, slurm_toml: Path) -> None:
@@ -40,34 +54,37 @@ def test_child_runs_after_a_successful_parent(tmp_path: Path, slurm_toml: Path) 
 def test_a_parent_that_fails_for_good_ends_its_child_dependency_failed(
     tmp_path: Path, slurm_toml: Path
 ) -> None:
-    """Issue: a child killed for a failed parent ended CANCELLED with exit 130, the same as an
-    interrupt. Now the child's pending job waits on a dependency that can never be satisfied
-    (Slurm leaves it pending), vibesys cancels it and says why."""
-    parent = cli(
-        *run_args("sbatch", slurm_toml, "--detach"), "sh", "-c", "sleep 1; exit 1", cwd=tmp_path
-    )
-    parent_id = parent.stdout.strip()
-    child = cli(
-        *run_args("sbatch", slurm_toml, "--after", parent_id, "--json"),
-        "true",
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert cli("wait", parent_id, cwd=tmp_path).returncode == 1  # it drives the parent's end
-    assert child.returncode == 66, child.stderr
-    shown = json.loads(child.stdout)
+    """Issue: a child whose parent failed stayed PENDING (DependencyNeverSatisfied) in Slurm
+    for good once no vibesys process looked again, looking like a job waiting for resources.
+    Now, with no vibesys process running, Slurm kills it within seconds of the parent's
+    failure; the next look (`reconcile`) ends it DEPENDENCY_FAILED, exit 66, and says why."""
+    parent = detached_run(tmp_path, slurm_toml, "sleep 3; exit 1")
+    child = detached_run(tmp_path, slurm_toml, "true", "--after", parent)
+    child_job = f"vibesys-{child}-1"
+    wait_for_state(f"vibesys-{parent}-1", ["FAILED"], timeout=30)
+    gone = leaves_the_queue(child_job)
+    print(f"the child's job left Slurm's queue {gone:.1f} s after its parent's failure was seen")
+    assert squeue_jobs(child_job) == {show(tmp_path, child)["attempts"][0]["job_id"]: "CANCELLED"}
+    reconciled = cli("reconcile", cwd=tmp_path, timeout=120)
+    assert "Traceback" not in reconciled.stderr, reconciled.stderr
+    shown = show(tmp_path, child)
     assert (shown["outcome"], shown["failure_class"]) == ("DEPENDENCY_FAILED", "DEPENDENCY_FAILED")
-    assert shown["result"]["status"] == "DEPENDENCY_FAILED", "proven, never UNRESOLVED"
-    result = cli("result", shown["id"], "--json", cwd=tmp_path)
-    assert (result.returncode, json.loads(result.stdout)) == (0, shown["result"])
-    assert f"{parent_id}, ended APPLICATION_FAILED" in child.stderr
-    text = cli("journal", "show", shown["id"], cwd=tmp_path).stdout
-    assert "DEPENDENCY_FAILED" in text and "so its command never ran" in text
-    # A job cancelled while it waited on a dependency never became eligible: `sacct --name`
-    # does not list it, `sacct -j` does.
+    events = [row["event"] for row in shown["history"]]
+    assert events[-3:] == ["FenceIntended", "ParentAttemptFailed", "ParentFailed"], events
+    assert "CancelRequested" not in events, "Slurm killed it: nothing to cancel"
+    verified = cli("journal", "verify", cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    waited = cli("wait", child, "--json", cwd=tmp_path)
+    assert waited.returncode == 66, waited.stderr
+    result = json.loads(waited.stdout)
+    assert result["result"]["status"] == "DEPENDENCY_FAILED", "proven, never UNRESOLVED"
+    text = cli("journal", "show", child, cwd=tmp_path).stdout
+    assert f"{parent}, ended APPLICATION_FAILED" in text and "never ran" in text
+    # Killed by Slurm while it waited, it never became eligible: `sacct --name` does not list
+    # it, `sacct -j` does, without the uid a scancel leaves.
     job_id = shown["attempts"][0]["job_id"]
     states = slurm("sacct", "-X", "-n", "-P", "-o", "State,Reason", "-j", job_id)
-    assert states.startswith("CANCELLED"), states
+    assert states.strip() == "CANCELLED|Dependency", states
 
 
 def test_after_needs_a_submitted_sbatch_invocation(tmp_path: Path, slurm_toml: Path) -> None:

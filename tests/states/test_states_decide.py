@@ -32,6 +32,7 @@ from vibesys.states import (
     Misconfigured,
     Outcome,
     OutcomeUnknown,
+    ParentAttemptFailed,
     ParentFailed,
     Poll,
     Rejected,
@@ -57,6 +58,7 @@ OTHER_SAMPLES: dict[str, Event] = {
     "Misconfigured": Misconfigured(reason="key refused", fix="add the key"),
     "ParentFailed": ParentFailed(parent="feedface00000000", observation="it was REJECTED"),
     "FenceIntended": FenceIntended(attempt=3),
+    "ParentAttemptFailed": ParentAttemptFailed(observation="job 7 failed"),
     "Submitted": Submitted(job_id="77", observation="found by name"),
     "Rejected": Rejected(reason="invalid partition"),
     "OutcomeUnknown": OutcomeUnknown(observation="sacct lag"),
@@ -83,6 +85,7 @@ EFFECT_OF: dict[str, type | None] = {
     "Misconfigured": Finish,
     "ParentFailed": Finish,
     "FenceIntended": Fence,
+    "ParentAttemptFailed": None,
     "OutcomeUnknown": Resolve,
     "Finished": Collect,
     "InfraFailed": ScheduleRetry,
@@ -96,7 +99,7 @@ EFFECT_OF: dict[str, type | None] = {
 
 def test_the_matrix_covers_every_state_and_event() -> None:
     assert set(EFFECT_OF) == {cls.__name__ for cls in EVENT_TYPES}
-    assert len(MATRIX) == len(JobState) * len(EVENT_TYPES) == 105
+    assert len(MATRIX) == len(JobState) * len(EVENT_TYPES) == 112
 
 
 def test_next_is_the_table() -> None:

@@ -192,10 +192,11 @@ def test_done_has_no_row_at_all() -> None:
 
 
 def test_an_application_failure_has_no_edge_to_retrying() -> None:
-    # Only InfraFailed leads to RETRYING; Finished (the job's own end) never does.
+    # Only InfraFailed and ParentAttemptFailed (an attempt that never ran, its parent's job
+    # having failed) lead to RETRYING; Finished (the job's own end) never does.
     into_retrying = {
         trigger
         for (source, trigger), dest in EXPECTED.items()
         if dest is S.RETRYING and source is not S.RETRYING
     }
-    assert into_retrying == {"InfraFailed"}
+    assert into_retrying == {"InfraFailed", "ParentAttemptFailed"}

@@ -35,6 +35,8 @@ class RemoteState(StrEnum):
     PREEMPTED = "PREEMPTED"
     LAUNCH_FAILED = "LAUNCH_FAILED"
     ALLOCATION_EXPIRED = "ALLOCATION_EXPIRED"  # the allocation it ran in ended under it
+    #: ended by the scheduler before it started: the job it waited on failed
+    DEPENDENCY_NEVER_SATISFIED = "DEPENDENCY_NEVER_SATISFIED"
     NOT_FOUND = "NOT_FOUND"  # the scheduler answered and knows no such job (silence, not proof)
     UNKNOWN = "UNKNOWN"  # cannot tell; never read as success or failure
 
@@ -174,10 +176,6 @@ class Backend(Protocol):
         """This process sees its jobs end (it started them); None: the rounds say."""
         return None
 
-    def follows_parent(self) -> FollowsParent | None:
-        """A child's submission can be pointed at its parent's current job; None: it cannot."""
-        return None
-
     def leasing(self) -> LeasingBackend | None:
         """It runs its jobs in an allocation it leases itself; None: it holds none."""
         return None
@@ -309,17 +307,6 @@ class SharedPolling(Protocol):
         """The names of `jobs` whose end marker exists: cheap, no scheduler request. A job
         found here is worth a status round now. Raises BackendError."""
         ...
-
-
-@runtime_checkable
-class FollowsParent(Protocol):
-    """An adapter whose jobs can wait on another job (`--after`): a pending job's dependency
-    can be moved to the parent's new attempt when the parent is retried."""
-
-    def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
-        """Make the pending `job` wait on `parent_job` (None: on nothing, the parent has
-        completed); evidence of what was done. A job that no longer waits is left as it is.
-        Raises BackendError when it cannot tell."""
 
 
 class Waitable(Protocol):

@@ -53,6 +53,10 @@ class _Job:
     script: FakeAttempt
     rounds: int = 0
     cancelled: bool = False
+    #: the state its last status round reported
+    last: RemoteState | None = None
+    #: the parent's job it waits on, until that job completes (Slurm's afterok)
+    after_job: str | None = None
 
 
 @dataclass
@@ -77,7 +81,7 @@ class FakeBackend(Backend):
     hidden: set[str] = field(default_factory=set)
     #: jobs whose command actually ran (claimed by the job itself)
     ran: list[str] = field(default_factory=list)
-    #: the parent's job each job waits on (submitted with, or moved to by `follow_parent`)
+    #: the parent's job each job was submitted to wait on
     waits_on: dict[str, str | None] = field(default_factory=dict)
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
@@ -85,19 +89,19 @@ class FakeBackend(Backend):
     def remote_files(self) -> FakeBackend:
         return self
 
-    def follows_parent(self) -> FakeBackend:
-        return self
-
     def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         self.calls.append(("submit", request.job_name))
+        after_job = None
         if isinstance(request.spec, FakeRequest) and request.spec.after:
-            self.waits_on[request.job_name] = request.spec.after_job
+            self.waits_on[request.job_name] = after_job = request.spec.after_job
         index = sum(1 for kind, _ in self.calls if kind == "submit") - 1
         script = self.attempts[index] if index < len(self.attempts) else FakeAttempt()
         if script.submit_error is None or script.submitted_despite_error:
             job_id = str(1000 + len(self.jobs))
-            self.jobs[request.job_name] = _Job(request.job_name, job_id, script)
-            if script.claims:
+            self.jobs[request.job_name] = _Job(
+                request.job_name, job_id, script, after_job=after_job
+            )
+            if script.claims and after_job is None:
                 self._claim(request.job_name)
         if script.submit_error is not None:
             raise script.submit_error
@@ -140,6 +144,8 @@ class FakeBackend(Backend):
             return RemoteStatus(
                 ref.job_name, None, RemoteState.NOT_FOUND, observation="no job", claim=claim
             )
+        if claim is None and job.after_job is not None:
+            return self._waiting(job)
         if claim is None:
             return RemoteStatus(
                 job.name, job.job_id, RemoteState.PENDING, observation="fake: not yet claimed"
@@ -156,6 +162,7 @@ class FakeBackend(Backend):
         states = job.script.states
         state = states[min(job.rounds, len(states) - 1)]
         job.rounds += 1
+        job.last = state
         code = (
             job.script.exit_code if state in (RemoteState.COMPLETED, RemoteState.FAILED) else None
         )
@@ -167,12 +174,25 @@ class FakeBackend(Backend):
             observation=f"fake: {state} round {job.rounds}",
         )
 
-    def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
-        self.calls.append(("follow_parent", f"{job.job_name}->{parent_job}"))
-        if self.status_error is not None:
-            raise self.status_error
-        self.waits_on[job.job_name] = parent_job
-        return f"fake: {job.job_name} waits on {parent_job}"
+    def _waiting(self, job: _Job) -> RemoteStatus:
+        """A job that waits on its parent's job, as Slurm keeps it with `afterok` and
+        `--kill-on-invalid-dep=yes`: it starts (claims) once that job has completed, and is
+        killed, never started, once it has ended otherwise (as its last round showed)."""
+        parent = next((j for j in self.jobs.values() if j.job_id == job.after_job), None)
+        last = None if parent is None else parent.last
+        if last is RemoteState.COMPLETED and not job.cancelled:
+            job.after_job = None
+            self._claim(job.name)
+            return self._status_of(JobRef(job.name, job.job_id, Path()))
+        ended = last is not None and last not in (RemoteState.PENDING, RemoteState.RUNNING)
+        if job.cancelled or ended or (parent is not None and parent.cancelled):
+            state = (
+                RemoteState.CANCELLED if job.cancelled else RemoteState.DEPENDENCY_NEVER_SATISFIED
+            )
+            return RemoteStatus(job.name, job.job_id, state, observation=f"fake: {state}")
+        return RemoteStatus(
+            job.name, job.job_id, RemoteState.PENDING, observation="fake: waits on its parent"
+        )
 
     def cancel(self, job: JobRef) -> None:
         self.calls.append(("cancel", job.job_name))

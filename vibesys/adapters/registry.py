@@ -181,7 +181,7 @@ ADAPTERS: dict[str, AdapterEntry] = {
                     "--after",
                     "after",
                     "Start once this sbatch invocation succeeds (afterok on its current "
-                    "attempt, moved to the next one when it is retried).",
+                    "attempt; submitted again after its next one when it is retried).",
                     resolve="invocation",
                 ),
             ),

@@ -40,6 +40,7 @@ _WORDS = {
     "absent": "looking",
     "claimed": "running",
     "fenced": "fenced",
+    "unsatisfiable": "killed with its parent's failed job",
 }
 
 
@@ -49,6 +50,8 @@ def status_text(inv: Invocation, seen: Seen | None, elapsed: float) -> str:
         what = "submitting"
     elif inv.state == "COLLECTING":
         what = "collecting"
+    elif inv.state == "RETRYING" and inv.failure_class == "DEPENDENCY_FAILED":
+        what = "waiting for its parent's next attempt"
     elif inv.state == "RETRYING":
         what = "waiting to retry"
     elif seen is None:

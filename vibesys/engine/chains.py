@@ -1,42 +1,41 @@
 """Chains (`vibesys run --after PARENT`): a child depends on its parent invocation, not on the
 attempt that happened to be current when the child was recorded.
 
-The child's job waits in the scheduler on one job of the parent (Slurm `afterok`, submitted so
-that a failed parent job leaves it pending instead of killed). Which job that is follows the
-parent:
+Each attempt of a child waits in the scheduler on one job of the parent (Slurm `afterok`, with
+`--kill-on-invalid-dep=yes`): the parent's current job, or none once the parent has completed.
+The scheduler owns the chain: a child starts a second after the parent's job succeeds, with
+nobody watching, and is killed within a second when that job fails, never left waiting for
+good. What happens next is the planner's (`engine/plan.py`): the killed attempt is fenced (its
+command can never start late) and, its parent's job having failed, it waits for the parent's
+next attempt without spending a retry, or ends DEPENDENCY_FAILED once the parent has failed for
+good. A child is never submitted while its parent has no job to wait on.
 
-- when the child is submitted, it waits on the parent's current job (none once the parent has
-  completed: its job may be gone from the controller by then);
-- when the parent is retried, every pending child is pointed at the new attempt's job, by the
-  process that records the new attempt's job id and again by whoever looks at a child still
-  waiting on an older one (a crash between the two leaves nothing behind);
-- once the parent has ended without success, the planner cancels a waiting child and records
-  it DEPENDENCY_FAILED (`engine/plan.py`), or ends one not yet submitted (ParentFailed).
-
-The job each attempt of a child waits on is kept in its provenance (`after`, `after_job`), so
-`journal show` says what it waits on and a process knows whether to move it.
+The job each attempt waits on is kept in its provenance (`after`, `after_job`), so `journal
+show` says what it waited on and the planner knows whether that job is the parent's current.
+Who moves a child on: the process that submits the parent's next attempt (`submit_children`),
+else whoever looks at the child (its own `run`, `wait`, `reconcile`), carrying the parent a
+step first when nobody drives it (`carry_parent_of`).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from vibesys.adapters.base import Backend, JobRef
+from vibesys.engine.plan_context import NO_JOB, parent_job_of
 from vibesys.engine.provenance import ProvenanceKeeper, known_provenance, merge_provenance
-from vibesys.errors import BackendError, VibesysError
+from vibesys.errors import VibesysError
 from vibesys.journal_schema import Invocation
-from vibesys.states import JobState, Outcome
+from vibesys.states import JobState
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
 
-__all__ = ["follow_children", "follow_parent", "parent_of", "submit_spec"]
+__all__ = ["carry_parent_of", "parent_of", "submit_children", "submit_spec", "waited_on"]
 
-#: `after_job` of a child that waits on nothing: its parent had completed.
-NO_JOB: Final = "none"
-#: States of a parent whose current attempt's job is the one its children must wait on.
-_HAS_JOB: Final = (JobState.RUNNING, JobState.UNRESOLVED, JobState.COLLECTING)
+#: States of a child that a parent's new job may move on: held before a submission, or
+#: submitted on a job of the parent that has failed since (the scheduler killed it).
+_MOVED_ON = (JobState.PREPARED, JobState.RETRYING, JobState.RUNNING, JobState.UNRESOLVED)
 
 
 class ChainEngine(ProvenanceKeeper, Protocol):
@@ -46,10 +45,6 @@ class ChainEngine(ProvenanceKeeper, Protocol):
     def request_of(self, inv: Invocation) -> AdapterRequest: ...
 
     def advance(self, inv: Invocation) -> Invocation: ...
-
-    def backend(self, inv: Invocation) -> Backend: ...
-
-    def job_ref(self, inv: Invocation) -> JobRef: ...
 
     def note(self, inv: Invocation, text: str) -> None: ...
 
@@ -72,15 +67,15 @@ def parent_of(engine: ChainEngine, inv: Invocation) -> Invocation | None:
         return None
 
 
-def _target(parent: Invocation) -> str | None:
-    """The parent's job a child should wait on now: its current attempt's, NO_JOB once it has
-    completed; None when nothing should change (no job for its new attempt yet, or it failed:
-    the planner cancels the child)."""
-    if parent.state is JobState.DONE:
-        return NO_JOB if parent.outcome is Outcome.COMPLETED else None
-    if parent.state in _HAS_JOB and parent.job_id:
-        return parent.job_id
-    return None
+def waited_on(engine: ChainEngine, inv: Invocation) -> str | None:
+    """The parent's job the current attempt of `inv` was submitted to wait on."""
+    if inv.attempt < 1:
+        return None
+    job = known_provenance(engine, inv).get("after_job")
+    if job is None:  # another process may have submitted it since this one last read
+        engine.provenance_seen.pop((inv.id, inv.attempt), None)
+        job = known_provenance(engine, inv).get("after_job")
+    return job
 
 
 def submit_spec(engine: ChainEngine, inv: Invocation, request: AdapterRequest) -> AdapterRequest:
@@ -89,14 +84,11 @@ def submit_spec(engine: ChainEngine, inv: Invocation, request: AdapterRequest) -
     parent = parent_of(engine, inv)
     if parent is None:
         return request
-    target = _target(parent)
+    # The planner submits only while the parent has a job to wait on; were it gone since,
+    # the last one makes the scheduler kill the child at once, and the planner sees that.
+    target = parent_job_of(parent) or parent.job_id or _last_job(engine, parent)
     if target is None:
-        # Its new attempt has no job yet, or it failed: wait on its last job (the planner
-        # refuses to submit after a failure it knows of; one that comes now leaves the child
-        # pending until it is moved or cancelled).
-        target = parent.job_id or _last_job(engine, parent)
-        if target is None:
-            return request
+        return request
     merge_provenance(engine, inv, {"after": parent.id, "after_job": target})
     return request.with_parent_job(None if target == NO_JOB else target)
 
@@ -106,59 +98,38 @@ def _last_job(engine: ChainEngine, parent: Invocation) -> str | None:
     return jobs[-1] if jobs else None
 
 
-def follow_parent(engine: ChainEngine, child: Invocation, *, carry: bool = True) -> None:
-    """A pending child whose parent has moved on to another job waits on that one from now on
-    (idempotent; a failure is noted and tried again at the next look). With `carry`, a parent
-    nobody drives is carried on first, so that its retry, or its end, is seen."""
+def carry_parent_of(engine: ChainEngine, child: Invocation) -> None:
+    """One step of `child`'s parent when no live process drives it (its lease is free): a
+    child waiting in the foreground would otherwise wait for good on a parent that failed,
+    or that needs its next attempt submitted. Not when this process drives it already."""
     parent = parent_of(engine, child)
-    if parent is None or child.job_id is None or child.attempt < 1:
+    if parent is None or parent.state is JobState.DONE or parent.lease_owner == engine.owner:
         return
-    if carry:
-        parent = carry_parent(engine, child, parent)
-    target = _target(parent)
-    waits_on = known_provenance(engine, child).get("after_job")
-    if target is None or waits_on == target:
-        return
-    if target == NO_JOB and waits_on == parent.job_id:
-        return  # it waits on the job that completed: the scheduler starts it
-    backend = engine.backend(child)
-    follower = backend.follows_parent()
-    if follower is None:
-        return
-    try:
-        evidence = follower.follow_parent(
-            engine.job_ref(child), None if target == NO_JOB else target
-        )
-    except BackendError as exc:
-        engine.note(child, f"the dependency was not moved, will retry: {exc.evidence}")
-        return
-    merge_provenance(engine, child, {"after": parent.id, "after_job": target})
-    what = "no job (its parent completed)" if target == NO_JOB else f"job {target}"
-    engine.note(child, f"now waits on {what} of {parent.id}: {evidence}")
-
-
-def carry_parent(engine: ChainEngine, child: Invocation, parent: Invocation) -> Invocation:
-    """One step of the parent when no live process drives it (its lease is free): a child
-    waiting in the foreground would otherwise wait for good on a parent that failed, or
-    that needs its next attempt submitted."""
-    if parent.state is JobState.DONE:
-        return parent
     if not engine.journal.acquire_lease(parent.id, engine.owner, engine.lease_ttl):
-        return parent  # its driver carries it on
+        return  # its driver carries it on
     try:
-        return engine.advance(parent)
+        engine.advance(parent)
     except Exception as exc:  # the parent's own row tells; the child goes on waiting
         engine.note(child, f"its parent {parent.id} could not be carried on: {exc}")
-        return engine.journal.get(parent.id)
     finally:
         engine.journal.release_lease(parent.id, engine.owner)
 
 
-def follow_children(engine: ChainEngine, parent: Invocation, children: list[Invocation]) -> None:
-    """The parent's new attempt has a job: point every pending child at it (the parent is
-    being carried on by this very process: never again from here)."""
-    for child in children:
-        if child.state in (JobState.RUNNING, JobState.UNRESOLVED) and (
-            parent_id(engine, child) == parent.id
-        ):
-            follow_parent(engine, child, carry=False)
+def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invocation]) -> None:
+    """The parent's new attempt has a job: every child nobody drives is carried on now (one
+    held for it is submitted to wait on it; one killed on the failed job is fenced first),
+    by the process that submitted the attempt. A child this process drives already, or
+    another live one does, is moved on by its driver."""
+    for child in active:
+        if child.state not in _MOVED_ON or child.lease_owner == engine.owner:
+            continue
+        if parent_id(engine, child) != parent.id:
+            continue
+        if not engine.journal.acquire_lease(child.id, engine.owner, engine.lease_ttl):
+            continue
+        try:
+            engine.advance(engine.journal.get(child.id))
+        except Exception as exc:  # its own row tells; whoever looks next carries it on
+            engine.note(child, f"not carried on after {parent.id}'s new attempt: {exc}")
+        finally:
+            engine.journal.release_lease(child.id, engine.owner)

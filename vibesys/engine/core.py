@@ -24,7 +24,13 @@ from vibesys.adapters.base import (
 )
 from vibesys.adapters.registry import entry
 from vibesys.engine.adapter_access import AdapterAccess
-from vibesys.engine.chains import follow_children, follow_parent, parent_of, submit_spec
+from vibesys.engine.chains import (
+    carry_parent_of,
+    parent_of,
+    submit_children,
+    submit_spec,
+    waited_on,
+)
 from vibesys.engine.context import load_context
 from vibesys.engine.execute import execute
 from vibesys.engine.failpoints import failpoint
@@ -149,12 +155,14 @@ class Engine(AdapterAccess, Preparing):
         with it (never this process's own)."""
         settings = inv.settings
         place = self.journal.queue_place(inv.id) if inv.state is JobState.PREPARED else None
+        parent = parent_of(self, inv)
         return PlanContext(
             self.clock(),
             policy_of(inv.max_retries, settings),
             timedelta(seconds=settings.unreachable_timeout_seconds),
-            parent_of(self, inv),
+            parent,
             place,
+            None if parent is None else waited_on(self, inv),
         )
 
     def shared_backend(self, inv: Invocation) -> SharedPolling | None:
@@ -227,13 +235,15 @@ class Engine(AdapterAccess, Preparing):
             seen = None
         elif seen is not None:
             seen = date_outage(self.journal, self.clock(), inv, seen)
-            if seen.sight is Sight.QUEUED:
-                follow_parent(self, inv)
-        step = plan(inv, seen, self.context(inv))
+            if seen.sight in (Sight.QUEUED, Sight.UNSATISFIABLE):
+                carry_parent_of(self, inv)  # its parent's failure decides what comes next
+        ctx = self.context(inv)
+        step = plan(inv, seen, ctx)
         self.waiting.pop(inv.id, None)
         match step:
             case Hold(why=why):
-                if inv.state is JobState.PREPARED:
+                held = inv.state is JobState.RETRYING and ctx.parent is not None
+                if inv.state is JobState.PREPARED or held:
                     self.waiting[inv.id] = why
                 return inv
             case Redo(effect=effect):
@@ -250,9 +260,7 @@ class Engine(AdapterAccess, Preparing):
         fact = execute(self, inv, effect)
         if fact is None:
             return None
-        return proven(
-            inv, fact, PlanContext(self.clock(), policy_of(inv.max_retries, inv.settings))
-        )
+        return proven(inv, fact, self.context(inv))
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:
         """Commit `event` (write-ahead), then carry out its effects and commit what they
@@ -296,8 +304,8 @@ class Engine(AdapterAccess, Preparing):
         if point is not None:
             failpoint(point)
         if isinstance(event, Submitted) and after.attempt > 1:
-            # A retried parent's children wait on this attempt from now on.
-            follow_children(self, after, self.journal.active())
+            # A retried parent's children are submitted again to wait on this attempt.
+            submit_children(self, after, self.journal.active())
         return after, decision.effects
 
     # -- cancellation ---------------------------------------------------------------------------

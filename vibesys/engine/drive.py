@@ -18,6 +18,7 @@ from typing import Final, Protocol
 
 from msgspec import Struct
 
+from vibesys.engine.chains import carry_parent_of
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
 from vibesys.engine.deadline import overdue, recorded_deadline
@@ -144,6 +145,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                     options.on_wait(waiting)
                 if time.monotonic() >= carry_after:
                     carry_after = time.monotonic() + carry_on_ahead(engine, inv)
+                    carry_parent_of(engine, inv)  # held for its parent's next job
             told = waiting
             _rest(engine, inv, stop, _pause(engine, inv))
     finally:
@@ -257,6 +259,8 @@ def _rest(engine: Engine, inv: Invocation, stop: StopFlag, seconds: float) -> No
 
 def _pause(engine: Engine, inv: Invocation) -> float:
     now = engine.clock()
+    if inv.state is JobState.RETRYING and inv.id in engine.waiting:
+        return QUEUE_PAUSE_SECONDS  # held for its parent's next job (or its backoff)
     if inv.state is JobState.RETRYING and inv.not_before:
         remaining = (inv.not_before - now).total_seconds()
         return min(max(remaining, 0.0), 1.0)

@@ -24,7 +24,7 @@ from vibesys.engine.observe import claim_job_id
 from vibesys.engine.spool import spool_gathered, spool_logs
 from vibesys.errors import BackendError, ConfigError, JournalFault, SubmitRejected, UsageError
 from vibesys.journal_schema import Invocation, iso
-from vibesys.states import Cancel, Collect, Effect, Fence, Submit
+from vibesys.states import Cancel, Collect, Effect, Fence, JobState, Submit
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -109,9 +109,14 @@ def _submit(engine: EffectContext, inv: Invocation) -> Fact:
     return Receipt(receipt.job_id, receipt.observation)
 
 
+_AMBIGUOUS = "the attempt's submission is ambiguous"
+
+
 def _fence(engine: EffectContext, inv: Invocation) -> Fact | None:
     ref = engine.job_ref(inv)
-    text = fence_text(engine.owner, iso(engine.clock()), "the attempt's submission is ambiguous")
+    # A running attempt is fenced only when the scheduler ended its job before its start.
+    why = "its job ended before it started" if inv.state is JobState.RUNNING else _AMBIGUOUS
+    text = fence_text(engine.owner, iso(engine.clock()), why)
     try:
         claim = engine.backend(inv).fence(ref, text)
     except JOURNAL_FAILURES:

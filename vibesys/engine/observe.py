@@ -52,6 +52,9 @@ def seen_status(status: RemoteStatus) -> Seen:
     if claim is not None and claim.fenced:
         return Seen(Sight.FENCED, evidence, status.job_id, final=True)
     state = status.state
+    if state is RemoteState.DEPENDENCY_NEVER_SATISFIED:
+        # Not an end of the invocation's: the planner decides from its parent's record.
+        return Seen(Sight.UNSATISFIABLE, evidence, status.job_id, reason=status.reason)
     ended = _ended(status)
     if ended is not None:
         failure, code = ended

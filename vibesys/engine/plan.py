@@ -21,15 +21,13 @@ submit of the same attempt. `vibesys states --reconcile-table` prints every deci
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from msgspec import Struct
 
 from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
-from vibesys.engine.retry import RetryPolicy, next_attempt_at
+from vibesys.engine.plan_context import PlanContext
+from vibesys.engine.retry import next_attempt_at
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema.clock import iso
-from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.records import Invocation
 from vibesys.states import (
     OUTCOME_OF,
@@ -46,8 +44,8 @@ from vibesys.states import (
     InfraFailed,
     JobState,
     Misconfigured,
-    Outcome,
     OutcomeUnknown,
+    ParentAttemptFailed,
     ParentFailed,
     Rejected,
     RetryBudgetSpent,
@@ -87,26 +85,6 @@ class Hold(Struct, frozen=True):
 Step = Commit | Redo | Hold
 
 
-class PlanContext(Struct, frozen=True):
-    now: datetime
-    retry: RetryPolicy
-    #: how long a scheduler may stay unreachable before a running job's outcome is unknown
-    unreachable_timeout: timedelta = timedelta(0)
-    #: the invocation this one runs after (`--after`), as the journal has it now
-    parent: Invocation | None = None
-    #: its place in its campaign's queue (PREPARED only): submitted when nothing is ahead
-    queue: QueuePlace | None = None
-
-    def parent_failed(self) -> str | None:
-        """How the parent ended, when it ended without success (this one can never run)."""
-        parent = self.parent
-        if parent is None or parent.state is not JobState.DONE:
-            return None
-        if parent.outcome is Outcome.COMPLETED:
-            return None
-        return f"the invocation it runs after, {parent.id}, ended {parent.outcome}"
-
-
 def needs_observation(inv: Invocation) -> bool:
     """Whether the next step of `inv` depends on the adapter's view of its job."""
     if inv.state is JobState.SUBMITTING:
@@ -122,6 +100,8 @@ def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
                 return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
             if ctx.queue is not None and ctx.queue.ahead:
                 return Hold(ctx.queue.describe())
+            if waits := ctx.waits_for_parent(inv):
+                return Hold(waits)
             return Commit(SubmitIntended(1, inv.attempt_job_name(1)))
         case JobState.SUBMITTING if not inv.dispatched:
             if inv.cancel_requested:
@@ -155,11 +135,13 @@ def _unsettled(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
         case Sight.QUEUED | Sight.RUNNING if seen.job_id:
             how = "reattached" if inv.job_id else "found by name"
             return Commit(Submitted(seen.job_id, f"{how}: {seen.evidence}"))
-        case Sight.ENDED if seen.job_id and inv.job_id is None:
+        case Sight.ENDED | Sight.UNSATISFIABLE if seen.job_id and inv.job_id is None:
             # Record the job it found before its end, so the attempt names its job.
             return Commit(Submitted(seen.job_id, f"found by name: {seen.evidence}"))
         case Sight.ENDED:
             return _ended(inv, seen, ctx)
+        case Sight.UNSATISFIABLE:
+            return _unsatisfiable(inv, seen, ctx)
         case Sight.CLAIMED if seen.job_id and inv.job_id is None:
             return Commit(Submitted(seen.job_id, f"adopted by its claim: {seen.evidence}"))
         case Sight.FENCED:
@@ -178,6 +160,8 @@ def _running(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
     match seen.sight:
         case Sight.ENDED:
             return _ended(inv, seen, ctx)
+        case Sight.UNSATISFIABLE:
+            return _unsatisfiable(inv, seen, ctx)
         case Sight.QUEUED | Sight.RUNNING | Sight.STARTING:
             if inv.cancel_requested:
                 return Redo(Cancel())
@@ -209,15 +193,31 @@ def _ended(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
     return Commit(InfraFailed(failure, seen.evidence, _retry_at(inv, ctx)))
 
 
+def _unsatisfiable(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
+    """The scheduler ended the job before its start, the job it waited on having failed. A
+    fence proves it never ran; what then (`_fence_won`) needs the parent's failure on record."""
+    if inv.cancel_requested or ctx.parent_job_failed():
+        return Commit(FenceIntended(inv.attempt))
+    return Hold(
+        f"its dependency can never be satisfied, its parent's failure not yet recorded: "
+        f"{seen.evidence}"
+    )
+
+
 def _fenced(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
     why = f"the attempt is fenced, its command never ran: {seen.evidence}"
     return Commit(_fence_won(inv, why, ctx))
 
 
 def _fence_won(inv: Invocation, why: str, ctx: PlanContext) -> Event:
-    """The fence holds: this attempt's command never ran and never will."""
+    """The fence holds: this attempt's command never ran and never will. Its parent's job
+    having failed, the attempt was doomed anyway: no retry is spent on it."""
+    if failed := ctx.parent_failed():
+        return ParentAttemptFailed(f"{why}; {failed}")
     if inv.cancel_requested:
         return Cancelled(why)
+    if failed := ctx.parent_job_failed():
+        return ParentAttemptFailed(f"{why}; {failed}")
     return InfraFailed(FailureClass.TRANSPORT_LOST, why, _retry_at(inv, ctx))
 
 
@@ -237,15 +237,18 @@ def _collecting(inv: Invocation) -> Step:
 
 
 def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
+    if failed := ctx.parent_failed():
+        # Before a cancel: a dependency's cancel is not an interrupt (exit 66, never 130).
+        return Commit(ParentFailed(_parent_id(ctx), f"{failed}: no further attempt"))
     if inv.cancel_requested:
         return Commit(Cancelled("cancelled between attempts: nothing running"))
-    if failed := ctx.parent_failed():
-        return Commit(ParentFailed(_parent_id(ctx), f"{failed}: no further attempt"))
     assert inv.failure_class is not None
     if inv.retries > inv.max_retries:
         return Commit(RetryBudgetSpent(inv.failure_class, inv.retries - 1))
     if inv.not_before and inv.not_before > ctx.now:
         return Hold(f"backoff until {iso(inv.not_before)}")
+    if waits := ctx.waits_for_parent(inv):
+        return Hold(waits)
     return Commit(SubmitIntended(inv.attempt + 1, inv.attempt_job_name(inv.attempt + 1)))
 
 

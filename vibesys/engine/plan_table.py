@@ -24,7 +24,7 @@ from vibesys.engine.retry import RetryPolicy
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.records import Invocation
-from vibesys.states import FailureClass, JobState, decide
+from vibesys.states import FailureClass, JobState, Outcome, decide
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 UNREACHABLE_TIMEOUT = timedelta(minutes=10)
@@ -43,6 +43,10 @@ SIGHTS: tuple[tuple[str, Seen], ...] = (
     (
         "ended: node failure, preemption, lost allocation",
         Seen(Sight.ENDED, "", "42", FailureClass.NODE_FAILED, None, final=True),
+    ),
+    (
+        "killed before its start: its dependency never satisfied",
+        Seen(Sight.UNSATISFIABLE, "", "42"),
     ),
     ("fenced (the claim is a fence)", Seen(Sight.FENCED, "", final=True)),
     ("claimed by the job, end unknown", Seen(Sight.CLAIMED, "", "42", final=True)),
@@ -96,6 +100,13 @@ def _invocation(state: JobState, **facts: object) -> Invocation:
 
 #: A PREPARED invocation with others of its campaign ahead of it in the queue.
 WAITING = "PREPARED, others of its campaign ahead"
+#: Chained (`--after`): the parent's job its attempt waited on, 41, failed, and the journal
+#: does not know it yet, or the parent's new attempt has no job yet (RETRYING), or job 43; or
+#: the parent failed for good.
+PARENT_UNAWARE = "a child, its parent still recorded running that job"
+PARENT_BETWEEN = "a child, its parent between attempts"
+PARENT_RETRIED = "a child, its parent's new attempt running"
+PARENT_FAILED = "a child, its parent failed for good"
 
 SITUATIONS: tuple[tuple[str, Invocation], ...] = (
     ("PREPARED", _invocation(JobState.PREPARED, attempt=0)),
@@ -127,19 +138,66 @@ SITUATIONS: tuple[tuple[str, Invocation], ...] = (
         _invocation(JobState.RETRYING, retries=3, failure_class=FailureClass.NODE_FAILED),
     ),
 )
+_CHILD_RUNNING = _invocation(JobState.RUNNING, dispatched=True, job_id="42")
+_CHILD_WAITING = _invocation(JobState.RETRYING, failure_class=FailureClass.DEPENDENCY_FAILED)
+#: (label, child, parent's state, its job): the chained situations, each with its parent.
+CHAINED: tuple[tuple[str, Invocation, JobState, str | None], ...] = (
+    (
+        f"PREPARED, {PARENT_BETWEEN}",
+        _invocation(JobState.PREPARED, attempt=0),
+        JobState.RETRYING,
+        "41",
+    ),
+    (f"RUNNING, {PARENT_UNAWARE}", _CHILD_RUNNING, JobState.RUNNING, "41"),
+    (f"RUNNING, {PARENT_BETWEEN}", _CHILD_RUNNING, JobState.RETRYING, "41"),
+    (f"RUNNING, {PARENT_RETRIED}", _CHILD_RUNNING, JobState.RUNNING, "43"),
+    (f"RUNNING, {PARENT_FAILED}", _CHILD_RUNNING, JobState.DONE, "41"),
+    (
+        f"RETRYING (its dependency failed), {PARENT_UNAWARE}",
+        _CHILD_WAITING,
+        JobState.RUNNING,
+        "41",
+    ),
+    (
+        f"RETRYING (its dependency failed), {PARENT_BETWEEN}",
+        _CHILD_WAITING,
+        JobState.RETRYING,
+        "41",
+    ),
+    (f"RETRYING (its dependency failed), {PARENT_RETRIED}", _CHILD_WAITING, JobState.RUNNING, "43"),
+    (f"RETRYING (its dependency failed), {PARENT_FAILED}", _CHILD_WAITING, JobState.DONE, "41"),
+)
+#: The observations that decide a chained child apart.
+CHAINED_SIGHTS = (
+    "queued, job id known",
+    "killed before its start: its dependency never satisfied",
+    "fenced (the claim is a fence)",
+)
+
+
+def _parent(state: JobState, job_id: str | None) -> Invocation:
+    failed = Outcome.APPLICATION_FAILED if state is JobState.DONE else None
+    return _invocation(state, job_id=job_id, outcome=failed, attempt=2 if job_id == "43" else 1)
 
 
 def rows(*, cancel_requested: bool = False) -> Iterator[Row]:
     plain = PlanContext(NOW, RetryPolicy(), UNREACHABLE_TIMEOUT)
     queued = replace(plain, queue=QueuePlace("campaign-1", ("earlier",)))
-    for label, inv in SITUATIONS:
+    situations = [(label, inv, queued if label == WAITING else plain) for label, inv in SITUATIONS]
+    for label, inv, parent_state, job in CHAINED:
+        waited = None if inv.attempt < 1 else "41"
+        situations.append(
+            (label, inv, replace(plain, parent=_parent(parent_state, job), waited_on=waited))
+        )
+    sights = dict(SIGHTS)
+    for label, inv, ctx in situations:
         inv = replace(inv, cancel_requested=cancel_requested)
-        ctx = queued if label == WAITING else plain
         if not needs_observation(inv):
             yield Row(label, "(not needed)", describe(inv, plan(inv, None, ctx)))
             continue
-        for seen_label, seen in SIGHTS:
-            yield Row(label, seen_label, describe(inv, plan(inv, seen, ctx)))
+        chained = ctx.parent is not None
+        for seen_label in CHAINED_SIGHTS if chained else sights:
+            yield Row(label, seen_label, describe(inv, plan(inv, sights[seen_label], ctx)))
 
 
 def cancel_rows() -> Iterator[Row]:

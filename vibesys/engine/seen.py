@@ -21,6 +21,8 @@ class Sight(StrEnum):
     QUEUED = "queued"  # the scheduler holds the job, not yet running
     RUNNING = "running"
     ENDED = "ended"  # terminal; `failure_class` (and `exit_code`) say how
+    #: the scheduler ended the job before it started: the job it waited on failed
+    UNSATISFIABLE = "unsatisfiable"
     FENCED = "fenced"  # the attempt's claim is a fence: its command can never run
     CLAIMED = "claimed"  # the job claimed its attempt; nobody can say how it ended
     ABSENT = "absent"  # the scheduler answered and knows no such job: silence, not proof

@@ -14,10 +14,12 @@ from vibesys.states import (
     Collected,
     Decision,
     Event,
+    FailureClass,
     FenceIntended,
     Finish,
     Finished,
     InfraFailed,
+    ParentAttemptFailed,
     SiteReplaced,
     SubmitDispatched,
     SubmitIntended,
@@ -73,6 +75,12 @@ def changes(
             columns = {"failure_class": fc, "retries": retries, "not_before": not_before or None}
             sql, params = _FAILURE, (fc, *key)
             facts = {"not_before": moment(not_before) if not_before else None}
+        case ParentAttemptFailed():
+            # Not a retry: the budget is untouched, and no backoff (the parent's job decides).
+            fc = FailureClass.DEPENDENCY_FAILED
+            columns = {"failure_class": fc, "not_before": None}
+            sql, params = _FAILURE, (fc, *key)
+            facts = {"not_before": None}
         case CancelRequested():
             columns = {"cancel_requested": True}
         case Collected(exit_code=code):

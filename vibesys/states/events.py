@@ -66,6 +66,14 @@ class FenceIntended(Struct, frozen=True):
     attempt: int
 
 
+class ParentAttemptFailed(Struct, frozen=True):
+    """This attempt's job waited on a job of its parent that failed, and the fence proves its
+    command never ran and never will (the scheduler killed it before it started). The
+    invocation waits for its parent's next attempt, or its end; no retry is spent."""
+
+    observation: str
+
+
 class OutcomeUnknown(Struct, frozen=True):
     """The remote state cannot be proven; the observation says why."""
 
@@ -147,6 +155,7 @@ Event = (
     | Misconfigured
     | ParentFailed
     | FenceIntended
+    | ParentAttemptFailed
     | OutcomeUnknown
     | Finished
     | InfraFailed
@@ -165,6 +174,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     Misconfigured,
     ParentFailed,
     FenceIntended,
+    ParentAttemptFailed,
     OutcomeUnknown,
     Finished,
     InfraFailed,

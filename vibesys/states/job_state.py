@@ -47,8 +47,9 @@ class FailureClass(StrEnum):
     PREEMPTED = "PREEMPTED"
     TRANSPORT_LOST = "TRANSPORT_LOST"
     CANCELLED = "CANCELLED"
-    #: the job waited on its parent invocation, which ended without success; it was cancelled
-    #: before its command could run
+    #: the job waited on a job of its parent invocation that ended without success; it was
+    #: cancelled before its command could run (an attempt that ends so is not retried, it waits
+    #: for the parent's next attempt; the invocation ends so once the parent has failed)
     DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
 
 

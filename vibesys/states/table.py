@@ -55,11 +55,20 @@ TRANSITIONS: Final[list[TransitionConfigDict]] = [
         "after": "emit_finish",
     },
     # Silence is not absence: an attempt whose job nobody can see is retired only by a fence.
+    # (RUNNING: a job the scheduler ended before its start, its dependency never satisfied.)
     {
         "trigger": "FenceIntended",
-        "source": [S.SUBMITTING, S.UNRESOLVED],
+        "source": [S.SUBMITTING, S.RUNNING, S.UNRESOLVED],
         "dest": None,
         "after": "emit_fence",
+    },
+    # A chained attempt that never ran because the parent's job it waited on failed: it waits
+    # for the parent's next attempt without spending a retry (nothing to schedule: the
+    # parent's new job, not a backoff, decides when it goes again).
+    {
+        "trigger": "ParentAttemptFailed",
+        "source": [S.SUBMITTING, S.RUNNING, S.UNRESOLVED],
+        "dest": S.RETRYING,
     },
     # Nobody can say whether the job exists or how it ended.
     {

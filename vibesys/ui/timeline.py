@@ -21,7 +21,14 @@ from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
 from vibesys.states import JobState
 
 #: The history's events that end an attempt, and the marks others leave on its lane.
-_ENDS = ("Finished", "InfraFailed", "Cancelled", "Rejected", "Misconfigured")
+_ENDS = (
+    "Finished",
+    "InfraFailed",
+    "ParentAttemptFailed",
+    "Cancelled",
+    "Rejected",
+    "Misconfigured",
+)
 _MARKS = {
     "FenceIntended": "fence",
     "OutcomeUnknown": "unknown",

@@ -9,8 +9,10 @@
 #SBATCH --chdir=/shared/projects/kernel
 #SBATCH --account=lab
 #SBATCH --qos=normal
+#SBATCH --mail-user=ops@example.org
 #SBATCH --dependency=afterok:22
-#SBATCH --kill-on-invalid-dep=no
+#SBATCH --kill-on-invalid-dep=yes
+#SBATCH --mail-type=INVALID_DEPEND
 # Written by vibesys. The job claims its attempt before the command begins (and runs
 # nothing if the attempt is claimed already); exit_code is the command's own status
 # (128+N for signal N), written atomically after it ends.

@@ -29,6 +29,7 @@ __all__ = [
     "SqueueRow",
     "UnparseableOutput",
     "classify",
+    "never_satisfied",
     "parse_marker",
     "parse_sacct",
     "parse_sbatch_parsable",
@@ -307,6 +308,8 @@ def classify(
         # A non-zero status is never success, whatever the job record says.
         state = RemoteState.FAILED
     cancelled_by: str | None = None
+    if row.state == "CANCELLED" and never_satisfied(row):
+        state = RemoteState.DEPENDENCY_NEVER_SATISFIED
     if state is RemoteState.CANCELLED:
         if cancel_requested_by_us:
             cancelled_by = "vibesys"
@@ -324,6 +327,15 @@ def classify(
         partition=row.partition if isinstance(row, SqueueRow) else None,
         nodes=row.nodes if isinstance(row, SqueueRow) else None,
     )
+
+
+def never_satisfied(row: SacctRow | SqueueRow) -> bool:
+    """Slurm cancelled the job itself because its dependency can never be satisfied
+    (`--kill-on-invalid-dep=yes`): squeue's reason says so while the job is shown; sacct
+    keeps the reason `Dependency` and, unlike for a scancel (`CANCELLED by <uid>`), no uid."""
+    if isinstance(row, SqueueRow):
+        return row.reason == "DependencyNeverSatisfied"
+    return row.cancelled_by is None and row.reason == "Dependency"
 
 
 def _command_status(row: SacctRow) -> int | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from vibesys.adapters.base import TERMINAL_REMOTE, RemoteState
-from vibesys.adapters.slurm.parse import SLURM_STATES, SacctRow, SqueueRow
+from vibesys.adapters.slurm.parse import SLURM_STATES, SacctRow, SqueueRow, never_satisfied
 
 __all__ = ["provenance"]
 
@@ -19,7 +19,9 @@ def provenance(row: SacctRow | SqueueRow) -> dict[str, str]:
     its CPUs and GRES (squeue) or allocated TRES (sacct), when it started and ended. Nothing a
     pending job only forecasts (its start, its nodes), nor a running job's end (its limit)."""
     state = SLURM_STATES.get(row.state, RemoteState.UNKNOWN)
-    started = state is RemoteState.RUNNING or state in TERMINAL_REMOTE
+    unsatisfied = state is RemoteState.CANCELLED and never_satisfied(row)
+    # A job killed over its dependency never started (sacct's Start is when it was killed).
+    started = state is RemoteState.RUNNING or (state in TERMINAL_REMOTE and not unsatisfied)
     ended = state in TERMINAL_REMOTE
     found: dict[str, str | None] = {"slurm_job_id": row.job_id, "partition": row.partition}
     if isinstance(row, SqueueRow):

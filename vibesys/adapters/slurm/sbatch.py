@@ -9,13 +9,12 @@ check. Over SSH that is one round trip."""
 
 from __future__ import annotations
 
-import re
 import shlex
 import threading
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from vibesys.adapters.base import JobRef, Progress, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend_base import SlurmBackendBase
 from vibesys.adapters.slurm.limits import (
@@ -74,16 +73,11 @@ CANNOT_WRITE = 97
 PROBE_BASE = 100
 PROBE_SAID = "vibesys-submit: snapshot not staged"
 
-_JOB_ID = re.compile(r"[0-9]+(;[A-Za-z0-9_.-]+)?")
-
 
 class SbatchBackend(SlurmBackendBase):
     name = "sbatch"
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
-
-    def follows_parent(self) -> SbatchBackend:
-        return self
 
     def shows_progress(self) -> SbatchBackend:
         return self
@@ -172,22 +166,6 @@ class SbatchBackend(SlurmBackendBase):
                 "the partition allows (`vibesys check` lists the limits)",
             )
         raise SubmitRejected(f"{refused}: nothing submitted")
-
-    def follow_parent(self, job: JobRef, parent_job: str | None) -> str:
-        """`scontrol update jobid=JOB Dependency=afterok:PARENT` (an empty dependency once
-        the parent has completed: its job may be gone from the controller by then)."""
-        if job.job_id is None or not _JOB_ID.fullmatch(job.job_id):
-            raise BackendUnavailable(f"cannot move the dependency of job {job.job_id!r}")
-        if parent_job is not None and not _JOB_ID.fullmatch(parent_job):
-            raise BackendUnavailable(f"cannot depend on job {parent_job!r}")
-        depends = f"afterok:{parent_job.split(';')[0]}" if parent_job else ""
-        argv = ["scontrol", "update", f"jobid={job.job_id.split(';')[0]}", f"Dependency={depends}"]
-        code, _, err, evidence = self.scheduler.run(argv)
-        if code == 0:
-            return evidence
-        if "no longer pending" in err:
-            return f"the job no longer waits on a dependency: {evidence}"
-        raise BackendUnavailable("scontrol update of the dependency failed", evidence=evidence)
 
     def _submit_once(
         self,

@@ -95,7 +95,7 @@ class SlurmJobSpec(Struct, frozen=True):
     partitions: tuple[str, ...] = ()
     #: site options: [slurm] sbatch_arguments, or [vibesys.agent_gpu] srun_arguments
     extra_arguments: tuple[str, ...] = ()
-    #: job id this one runs after (afterok); a failed parent leaves it pending, never killed
+    #: job id this one runs after (afterok); Slurm kills it when that job fails
     dependency: str | None = None
     #: the command's working directory; batch jobs default to `remote_attempt_dir`
     workdir: PurePosixPath | None = None
@@ -138,6 +138,12 @@ def _resource_options(spec: SlurmJobSpec) -> list[str]:
     return options
 
 
+def _names_mail_user(arguments: tuple[str, ...]) -> bool:
+    """The site's options name a mail user and no mail type of their own."""
+    named = any(a.startswith("--mail-user=") for a in arguments)
+    return named and not any(a.startswith("--mail-type") for a in arguments)
+
+
 def render_sbatch(spec: SlurmJobSpec) -> str:
     """The batch script for `spec`. Submit it with `sbatch_argv(path)`."""
     remote_attempt_dir = str(spec.remote_attempt_dir)
@@ -151,11 +157,13 @@ def render_sbatch(spec: SlurmJobSpec) -> str:
         *spec.extra_arguments,
     ]
     if spec.dependency is not None:
-        # A parent's attempt that fails leaves the child PENDING (DependencyNeverSatisfied),
-        # never killed: the parent may be retried, and the engine then points the child at
-        # the new attempt (or cancels it once the parent has failed for good). `no` also
-        # overrides a site's DependencyParameters=kill_invalid_depend.
-        options += [f"--dependency=afterok:{spec.dependency}", "--kill-on-invalid-dep=no"]
+        # A parent's job that fails gets the child killed by Slurm within a second, never left
+        # PENDING for good looking like a job waiting for resources when no vibesys process
+        # looks again. The engine proves it never ran and submits it again after the parent's
+        # retry (engine/chains.py). A site that names a mail user hears of the kill.
+        options += [f"--dependency=afterok:{spec.dependency}", "--kill-on-invalid-dep=yes"]
+        if _names_mail_user(spec.extra_arguments):
+            options.append("--mail-type=INVALID_DEPEND")
     lines = ["#!/bin/bash", *(f"#SBATCH {option}" for option in options)]
     lines += [
         "# Written by vibesys. The job claims its attempt before the command begins (and runs",
