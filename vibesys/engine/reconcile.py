@@ -157,9 +157,11 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
         assert seen is not None
         timeout = after.settings.unreachable_timeout_seconds
         until = iso(since + timedelta(seconds=timeout))
+        what = "login refused" if seen.fix else "unreachable"
+        fix = f"; fix: {seen.fix}" if seen.fix else ""
         evidence = (
-            f"left as it is: unreachable since {iso(since)}, within its unreachable timeout "
-            f"({timeout:g} s, until {until}): {seen.evidence}"
+            f"left as it is: {what} since {iso(since)}, within its unreachable timeout "
+            f"({timeout:g} s, until {until}): {seen.evidence}{fix}"
         )
         return ReconcileRow(inv.id, before.state, after.state, evidence, waiting_until=until)
     elif inv.id in engine.waiting:

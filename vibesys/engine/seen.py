@@ -35,7 +35,8 @@ class Seen(Struct, frozen=True):
     job_id: str | None = None
     failure_class: FailureClass | None = None
     exit_code: int | None = None
-    #: what a person must do (BLOCKED)
+    #: what a person must do (BLOCKED; UNREACHABLE because the site refused our login: the
+    #: credential's renewal)
     fix: str = ""
     #: waiting cannot change this observation (a claimed job whose process and marker are gone)
     final: bool = False
