@@ -128,7 +128,7 @@ def refused_login(
         )
         message = f"{what}: login refused: {why}; renew it (with the site's tool)"
     else:
-        key = f"the key {identity}" if identity else "the login's keys"
+        key = f"the key {identity}" if identity else "the login's key"
         credential = key
         fix = (
             f"check that {key} is still accepted (its public key in the remote authorized_keys, "
@@ -193,6 +193,12 @@ def map_ssh_errors(
             f"entry for {exc.hostname} in known_hosts"
         )
         raise misconfigured(clean(message), fix, clean(where + message)) from None
+    except raised("PasswordRequiredException") as exc:
+        # paramiko's kind of AuthenticationException for an encrypted key: our key file, not
+        # the site's refusal.
+        message = f"{what}: the identity file is encrypted and no passphrase was given"
+        evidence = clean(f"{where}{message}: {describe_exception(exc)}")
+        raise misconfigured(clean(message), "set passphrase_env", evidence) from None
     except raised("AuthenticationException") as exc:
         said = clean(f"{where}authentication failed: {describe_exception(exc)}")
         raise refused_login(clean(what), identity=identity, evidence=said) from None
