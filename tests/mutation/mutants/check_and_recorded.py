@@ -20,6 +20,7 @@ from tests.mutation.mutants.framework import (
     EXITS,
     LOCAL,
     MACHINE,
+    OBSERVE,
     OUTAGE,
     PLAN,
     PREPARE,
@@ -48,6 +49,9 @@ from tests.mutation.mutants.framework import (
     M,
     Mutant,
 )
+
+REFUSED_PLAN = "tests/engine/test_refused_login_plan.py"
+REFUSED_LOGIN = "tests/adapters/ssh/test_refused_login.py"
 
 # One mutant per line, however long: (name, file, original, replacement, why, ...).
 # fmt: off
@@ -115,6 +119,10 @@ MUTANTS: list[Mutant] = [
     M("bridge-site-read-per-evaluation", BRIDGE_SITE, '        return slurm_request.request_from_site(\n            "sbatch", values, self.slurm_file, self.slurm_rendering\n        )', '        return slurm_request.make_request("sbatch", {**values, "slurm_config": self.slurm_config})', "an edited slurm.toml changes the evaluations of a session already serving"),
     M("bridge-local-stage-unprobed", BRIDGE_FILES, "        code = _remote.EXIT_OK if problem is None else _remote.EXIT_MISMATCH", "        code = _remote.EXIT_OK", "a staged snapshot changed since it was staged is reused: local evaluations stop on a copy that cannot verify"),
     M("sky-candidate-not-staged", SKY_STAGED, "    if candidate is None:\n        return \"\", \"\"", "    if True:\n        return \"\", \"\"", "a SkyPilot evaluation runs without its candidate"),
+    # -- a refused login (issue 35): named, never an outage retried, never a job given up ----------
+    M("refused-login-blocks-the-job", OBSERVE, "    if isinstance(error, CredentialRefused):\n", "    if False:\n", "an expired certificate under a running job ends it UNRESOLVED at once, and its reports never name the renewal", tests=(REFUSED_PLAN,)),
+    M("refused-login-retried-as-lost", "vibesys/adapters/transports/ssh_errors.py", "        raise refused_login(clean(what), identity=identity, evidence=said) from None", "        raise TransportLost(said, maybe_submitted=maybe_effect) from None", "an expired certificate is retried as a lost connection and reported as an outage", tests=(REFUSED_LOGIN,)),
+    M("sky-refused-ssh-a-command-failure", SKY_OPS, "        if _LOGIN_REFUSED.search(strip_ansi(done.stdout + done.stderr)):\n", "        if False:\n", "SkyPilot's refused ssh to the login node is a failed command retried as an outage", tests=(REFUSED_LOGIN,)),
     M("lease-site-dropped", CLUSTERS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
 ]
 # fmt: on
