@@ -145,3 +145,11 @@ def test_a_files_permission_denied_is_not_a_refused_login() -> None:
     ops = SkyOps(scripted(Completed(1, "", "cat: /x: Permission denied\n")))
     with pytest.raises(SkyCommandFailed):
         ops.queue("c")
+
+
+def test_an_empty_queue_behind_a_refused_ssh_is_not_a_cluster_gone() -> None:
+    ops = SkyOps(scripted(Completed(0, "{}\n", DENIED)))
+    with pytest.raises(CredentialRefused) as caught:
+        ops.queue("c")
+    assert caught.value.maybe_submitted is False
+    assert SkyOps(scripted(Completed(0, "{}\n", ""))).queue("c") is None

@@ -7,7 +7,8 @@ turned into a typed result or a typed error. The output facts behind each mappin
   ClusterIncompatible; otherwise SkyCommandFailed with maybe_submitted.
 - `exec -d [--secret NAME...] N TASK`: the id from "Job submitted, ID: N"; ClusterDoesNotExist
   → ClusterGone (nothing ran); otherwise SkyCommandFailed with maybe_submitted.
-- `queue N -o json`: the jobs, or `{}` when it could not ask (rc 0 even then).
+- `queue N -o json`: the jobs, or `{}` when it could not ask (rc 0 even then; with a refused
+  ssh in its stderr, CredentialRefused: the cluster is not known gone).
 - `cancel -y N ID`: rc 2 "does not exist" → ClusterGone.
 - `down -y N`: rc 0 also for an unknown cluster.
 
@@ -154,7 +155,11 @@ class SkyOps:
         done = self.cli.run(args)
         if done.returncode != 0:
             raise self._fail("sky queue", args, done)
-        return parse_queue(done.stdout, name)
+        jobs = parse_queue(done.stdout, name)
+        if jobs is None and _LOGIN_REFUSED.search(strip_ansi(done.stderr)):
+            # `{}` because its ssh was refused says nothing of the cluster: never "gone".
+            raise self._fail("sky queue", args, done)
+        return jobs
 
     def cancel(self, name: str, job_id: int) -> str:
         args = ["cancel", "-y", name, str(job_id)]
