@@ -395,25 +395,3 @@ def test_a_campaigns_queue_is_shown_where_it_waits(journal_ids: tuple[Path, Ids]
         assert 'data-id="queuewait000002"' in table and "queuehead000001" in table
         listed = get(client, "/api/invocations").json()["invocations"]
         assert {row["id"] for row in listed} >= {"queuehead000001", "queuewait000002"}
-
-
-def test_a_refused_login_is_shown_with_the_credential_and_its_renewal(
-    journal_ids: tuple[Path, Ids],
-) -> None:
-    from vibesys.journal_schema import open_journal
-
-    path, ids = journal_ids
-    said = "connect to op@login:22: login refused: the SSH certificate /k/id-cert.pub expired at T"
-    fix = "renew the SSH certificate /k/id-cert.pub with the site's tool"
-    store = open_journal(path)
-    with store.write_txn() as conn:
-        conn.execute(
-            "UPDATE poll_watch SET seen=? WHERE invocation_id=?",
-            (json.dumps({"sight": "unreachable", "evidence": said, "fix": fix}), ids.retried),
-        )
-    store.close()
-    app = create_app(JournalReader(path), TOKEN, clock=lambda: NOW)
-    with TestClient(app, raise_server_exceptions=True) as client:
-        page = get(client, f"/inv/{ids.retried}").text
-    assert f'<div class="refused" id="refused">login refused: {said}<br>fix: ' in page
-    assert "renew the SSH certificate /k/id-cert.pub with the site&#39;s tool" in page
