@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.slurm.helpers import cli, run_args, show, squeue_jobs, wait_for_job_id
-from vibesys.states.exits import EXIT_MISCONFIGURED, EXIT_UNRESOLVED
+from vibesys.states.exits import EXIT_MISCONFIGURED, EXIT_UNRESOLVED, EXIT_WAITING
 
 pytestmark = pytest.mark.slurm
 
@@ -87,6 +87,7 @@ def test_a_certificate_expiring_under_a_running_job_is_named_and_renewed(
     sign(ca, key, "-10m:-1m")  # the certificate has expired
     cert = f"{key}-cert.pub"
     reconciled = cli("reconcile", "--json", cwd=tmp_path)
+    assert reconciled.returncode == EXIT_WAITING, reconciled.stderr
     [row] = json.loads(reconciled.stdout)["reconciled"]
     assert (row["before"], row["after"]) == ("RUNNING", "RUNNING"), row
     assert row["evidence"].startswith("left as it is: login refused since "), row
@@ -102,6 +103,11 @@ def test_a_certificate_expiring_under_a_running_job_is_named_and_renewed(
     assert f"the SSH certificate {cert} expired at " in result["reason"]
     assert f"{RENEW} {cert}" in result["reason"]
     assert squeue_jobs(job_name) == {job_id: "RUNNING"}, "the job must be left alone"
+    unresolved = cli("reconcile", "--json", cwd=tmp_path)
+    assert unresolved.returncode == EXIT_UNRESOLVED, unresolved.stderr
+    [row] = json.loads(unresolved.stdout)["reconciled"]
+    assert (row["before"], row["after"]) == ("UNRESOLVED", "UNRESOLVED"), row
+    assert f"fix: {RENEW} {cert}" in row["evidence"], row
 
     sign(ca, key, "-1m:+1h")  # renewed
     go.touch()

@@ -169,7 +169,8 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
     elif inv.id in engine.notes:
         evidence = engine.notes[inv.id]
     elif seen is not None:
-        evidence = f"{seen.sight}: {seen.evidence}"
+        fix = f"; fix: {seen.fix}" if seen.fix else ""
+        evidence = f"{seen.sight}: {seen.evidence}{fix}"
     else:
         evidence = "nothing to do yet"
     return ReconcileRow(inv.id, before.state, after.state, evidence)
