@@ -157,10 +157,9 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
         assert seen is not None
         timeout = after.settings.unreachable_timeout_seconds
         until = iso(since + timedelta(seconds=timeout))
-        what = "login refused" if seen.fix else "unreachable"
         fix = f"; fix: {seen.fix}" if seen.fix else ""
         evidence = (
-            f"left as it is: {what} since {iso(since)}, within its unreachable timeout "
+            f"left as it is: {seen.named} since {iso(since)}, within its unreachable timeout "
             f"({timeout:g} s, until {until}): {seen.evidence}{fix}"
         )
         return ReconcileRow(inv.id, before.state, after.state, evidence, waiting_until=until)
@@ -170,7 +169,7 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
         evidence = engine.notes[inv.id]
     elif seen is not None:
         fix = f"; fix: {seen.fix}" if seen.fix else ""
-        evidence = f"{seen.sight}: {seen.evidence}{fix}"
+        evidence = f"{seen.named}: {seen.evidence}{fix}"
     else:
         evidence = "nothing to do yet"
     return ReconcileRow(inv.id, before.state, after.state, evidence)

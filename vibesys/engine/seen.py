@@ -47,3 +47,11 @@ class Seen(Struct, frozen=True):
     reason: str | None = None
     partition: str | None = None
     nodes: str | None = None
+
+    @property
+    def named(self) -> str:
+        """The sight as reports name it: an UNREACHABLE with a fix is a refused login (a
+        credential to renew), never called an outage."""
+        if self.sight is Sight.UNREACHABLE and self.fix:
+            return "login refused"
+        return str(self.sight)
