@@ -12,6 +12,8 @@ pretends N exec requests are active;
 `fake-fail-exec N` makes the next N execs fail as an API server error does (rc 1, nothing
 submitted, nothing in the output proves it); `fake-api-down N` makes the next N sky commands of
 any kind fail so (the API server unreachable mid-job), while the jobs run on;
+`fake-ssh-refused N` makes the next N sky commands fail as SkyPilot does when the login node
+refuses its ssh (an expired certificate), while the jobs run on;
 `fake-stall-down SECONDS` makes the next `down` hang that long before it answers (a frozen
 control plane: the caller's timeout ends the wait, the cluster is not torn down).
 `fake-sinfo TEXT` and `fake-maxtime MINUTES`: the login node's partitions (fake_sky_slurm.py).
@@ -361,9 +363,8 @@ def main(argv: list[str]) -> int:
         state["sinfo"] = argv[1]
         save(state)
         return 0
-    if argv and argv[0] in (
-        "fake-inflight", "fake-fail-exec", "fake-api-down", "fake-stall-down", "fake-maxtime"
-    ):  # fmt: skip
+    controls = ("fake-inflight", "fake-fail-exec", "fake-api-down", "fake-stall-down")
+    if argv and argv[0] in (*controls, "fake-ssh-refused", "fake-maxtime"):
         state[argv[0].removeprefix("fake-").replace("-", "_")] = int(argv[1])
         save(state)
         return 0
@@ -374,6 +375,12 @@ def main(argv: list[str]) -> int:
         state["api_down"] -= 1
         save(state)
         sys.stderr.write("sky.exceptions.ApiServerConnectionError: Could not connect to the API\n")
+        return 1
+    if state.get("ssh_refused", 0) > 0:
+        state["ssh_refused"] -= 1
+        save(state)
+        sys.stderr.write("root@127.0.0.1: Permission denied (publickey).\n")
+        sys.stderr.write("sky.exceptions.CommandError: Command squeue failed (code 255).\n")
         return 1
     code = commands[argv[0]](state, argv[1:])
     save(state)

@@ -157,6 +157,11 @@ def invocation(state: JobState = JobState.RUNNING) -> Invocation:
             "0123456789ab running on node[1-2] (gpu) · 1:02:05",
         ),
         (Seen(Sight.UNREACHABLE, "timed out"), 5, "0123456789ab scheduler unreachable · 0:05"),
+        (
+            Seen(Sight.UNREACHABLE, "login refused", fix="renew the SSH certificate /k-cert.pub"),
+            5,
+            "0123456789ab login refused: renew the SSH certificate /k-cert.pub · 0:05",
+        ),
     ],
 )
 def test_the_status_words(seen: Seen | None, elapsed: float, expected: str) -> None:

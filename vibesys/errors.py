@@ -23,6 +23,9 @@ never the message text.
         ├── BackendMisconfigured   a configuration or security failure (changed host key,
         │                          refused key, missing candidate, exec rejected); `fix` says
         │                          what a person must do; never retried
+        │   └── CredentialRefused  the site refused our login (an expired SSH certificate, a
+        │                          key no longer accepted): never an outage; `credential`
+        │                          names it, `fix` the renewal
         └── BackendUnavailable     could not reach the scheduler or did not hear its answer
             └── TransportLost      the connection to the remote side broke mid-operation
 
@@ -144,6 +147,22 @@ class BackendMisconfigured(BackendError):
     a missing candidate directory, a command the system refuses to execute)."""
 
     retryable = False
+
+
+class CredentialRefused(BackendMisconfigured):
+    """The site refused our login: an SSH certificate that expired, a key it no longer accepts.
+    Waiting does not cure it, so it is never retried as a lost transport; a person renews the
+    credential (`fix`). Before anything may have been submitted it ends the invocation
+    MISCONFIGURED; once a job may exist, its invocation is left as it is (as in an outage) and
+    reports name `credential` and the renewal, until the renewal lets `reconcile` carry it on.
+    """
+
+    def __init__(
+        self, message: str, *, credential: str, fix: str, evidence: str = "", maybe_submitted: bool
+    ) -> None:
+        super().__init__(message, evidence=evidence, maybe_submitted=maybe_submitted, fix=fix)
+        #: what was refused: "the SSH certificate PATH (expired at T)", "the key PATH"
+        self.credential = credential
 
 
 class BackendUnavailable(BackendError):

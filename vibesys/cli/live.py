@@ -58,6 +58,8 @@ def status_text(inv: Invocation, seen: Seen | None, elapsed: float) -> str:
         what = "submitted"
     else:
         what = _WORDS.get(str(seen.sight), str(seen.sight))
+        if str(seen.sight) == "unreachable" and seen.fix:
+            what = f"login refused: {seen.fix}"  # a credential to renew, not an outage
         if seen.reason and str(seen.sight) in ("queued", "starting"):
             what += f" ({seen.reason})"
         if seen.nodes:

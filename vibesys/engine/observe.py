@@ -7,7 +7,7 @@ from datetime import datetime
 from vibesys.adapters.base import RemoteState, RemoteStatus
 from vibesys.adapters.rundir.claim import Claim
 from vibesys.engine.seen import Seen, Sight
-from vibesys.errors import BackendError
+from vibesys.errors import BackendError, CredentialRefused
 from vibesys.states import FailureClass
 
 #: Terminal remote states that are the infrastructure's failure, never the command's.
@@ -40,6 +40,10 @@ def claim_job_id(claim: Claim) -> str:
 
 
 def seen_error(error: BackendError, since: datetime | None = None) -> Seen:
+    if isinstance(error, CredentialRefused):
+        # A refused login hides the job as an outage does: nothing about it is proven, so it
+        # is left alone; the renewal (`fix`) goes with every report of it.
+        return Seen(Sight.UNREACHABLE, error.evidence, fix=error.fix, since=since)
     if error.retryable:
         return Seen(Sight.UNREACHABLE, error.evidence, since=since)
     return Seen(Sight.BLOCKED, error.evidence, fix=error.fix, final=True)

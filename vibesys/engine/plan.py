@@ -150,10 +150,10 @@ def _unsettled(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
             return Commit(FenceIntended(inv.attempt))
         case Sight.STARTING:
             return Redo(Cancel()) if inv.cancel_requested else Hold(f"starting: {seen.evidence}")
+    fix = f"; fix: {seen.fix}" if seen.fix else ""
     if submitting:
-        fix = f"; fix: {seen.fix}" if seen.fix else ""
-        return Commit(OutcomeUnknown(f"{seen.sight}: {seen.evidence}{fix}"))
-    return Hold(f"{seen.sight}: {seen.evidence}")
+        return Commit(OutcomeUnknown(f"{seen.named}: {seen.evidence}{fix}"))
+    return Hold(f"{seen.named}: {seen.evidence}{fix}")
 
 
 def _running(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
@@ -172,10 +172,12 @@ def _running(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
         case Sight.FENCED:
             return _fenced(inv, seen, ctx)
         case Sight.UNREACHABLE:
+            # A refused login (a fix given) is held as an outage is, and named for what it is.
             since = seen.since or ctx.now
+            fix = f"; fix: {seen.fix}" if seen.fix else ""
             if ctx.now - since < ctx.unreachable_timeout:
-                return Hold(f"unreachable since {iso(since)}: {seen.evidence}")
-            return Commit(OutcomeUnknown(f"unreachable: {seen.evidence}"))
+                return Hold(f"{seen.named} since {iso(since)}: {seen.evidence}{fix}")
+            return Commit(OutcomeUnknown(f"{seen.named}: {seen.evidence}{fix}"))
         case Sight.BLOCKED:
             return Commit(OutcomeUnknown(f"blocked: {seen.evidence}; fix: {seen.fix}"))
     return Commit(OutcomeUnknown(f"{seen.sight}: {seen.evidence}"))

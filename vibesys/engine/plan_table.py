@@ -57,6 +57,14 @@ SIGHTS: tuple[tuple[str, Seen], ...] = (
         "unreachable, unreachable timeout spent",
         Seen(Sight.UNREACHABLE, "", since=NOW - 2 * UNREACHABLE_TIMEOUT),
     ),
+    (
+        "login refused (a credential to renew), within the unreachable timeout",
+        Seen(Sight.UNREACHABLE, "", fix="renew ...", since=NOW),
+    ),
+    (
+        "login refused, unreachable timeout spent",
+        Seen(Sight.UNREACHABLE, "", fix="renew ...", since=NOW - 2 * UNREACHABLE_TIMEOUT),
+    ),
     ("blocked (config/security error)", Seen(Sight.BLOCKED, "", fix="...", final=True)),
 )
 

@@ -159,9 +159,10 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
         assert seen is not None
         timeout = after.settings.unreachable_timeout_seconds
         until = iso(since + timedelta(seconds=timeout))
+        fix = f"; fix: {seen.fix}" if seen.fix else ""
         evidence = (
-            f"left as it is: unreachable since {iso(since)}, within its unreachable timeout "
-            f"({timeout:g} s, until {until}): {seen.evidence}"
+            f"left as it is: {seen.named} since {iso(since)}, within its unreachable timeout "
+            f"({timeout:g} s, until {until}): {seen.evidence}{fix}"
         )
         return ReconcileRow(inv.id, before.state, after.state, evidence, waiting_until=until)
     elif inv.id in engine.waiting:
@@ -169,7 +170,8 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
     elif inv.id in engine.notes:
         evidence = engine.notes[inv.id]
     elif seen is not None:
-        evidence = f"{seen.sight}: {seen.evidence}"
+        fix = f"; fix: {seen.fix}" if seen.fix else ""
+        evidence = f"{seen.named}: {seen.evidence}{fix}"
     else:
         evidence = "nothing to do yet"
     return ReconcileRow(inv.id, before.state, after.state, evidence)

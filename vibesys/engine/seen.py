@@ -37,7 +37,8 @@ class Seen(Struct, frozen=True):
     job_id: str | None = None
     failure_class: FailureClass | None = None
     exit_code: int | None = None
-    #: what a person must do (BLOCKED)
+    #: what a person must do (BLOCKED; UNREACHABLE because the site refused our login: the
+    #: credential's renewal)
     fix: str = ""
     #: waiting cannot change this observation (a claimed job whose process and marker are gone)
     final: bool = False
@@ -48,3 +49,11 @@ class Seen(Struct, frozen=True):
     reason: str | None = None
     partition: str | None = None
     nodes: str | None = None
+
+    @property
+    def named(self) -> str:
+        """The sight as reports name it: an UNREACHABLE with a fix is a refused login (a
+        credential to renew), never called an outage."""
+        if self.sight is Sight.UNREACHABLE and self.fix:
+            return "login refused"
+        return str(self.sight)

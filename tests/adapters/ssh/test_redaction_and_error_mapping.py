@@ -16,7 +16,13 @@ from vibesys.adapters.transports.ssh import (
     map_ssh_errors,
     redact,
 )
-from vibesys.errors import BackendError, BackendMisconfigured, BackendUnavailable, TransportLost
+from vibesys.errors import (
+    BackendError,
+    BackendMisconfigured,
+    BackendUnavailable,
+    CredentialRefused,
+    TransportLost,
+)
 
 
 def test_redact_removes_given_secrets_in_every_form() -> None:
@@ -82,7 +88,7 @@ def test_is_secret_name(name: str, secret: bool) -> None:
 @pytest.mark.parametrize(
     ("raised", "expected", "retryable"),
     [
-        (paramiko.AuthenticationException("Authentication failed."), BackendMisconfigured, False),
+        (paramiko.AuthenticationException("Authentication failed."), CredentialRefused, False),
         (paramiko.PasswordRequiredException("key is encrypted"), BackendMisconfigured, False),
         (paramiko.ChannelException(1, "administratively prohibited"), BackendUnavailable, True),
         (paramiko.SSHException("Error reading SSH protocol banner"), TransportLost, True),

@@ -82,7 +82,9 @@ def test_a_wrong_key_fails_without_leaking_the_key_or_its_passphrase(
         transport.run(["true"], maybe_effect=True)
     error = caught.value
     assert (error.retryable, error.maybe_submitted) == (False, False)
-    assert "authentication failed for root@127.0.0.1:2222" in str(error)
+    assert f"connect to root@127.0.0.1:2222: login refused: the key {stranger} was not" in str(
+        error
+    )
     said = everything_said(error)
     assert PASSPHRASE not in said
     for line in secret_lines(stranger):

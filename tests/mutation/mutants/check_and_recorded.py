@@ -22,6 +22,7 @@ from tests.mutation.mutants.framework import (
     LIMITS,
     LOCAL,
     MACHINE,
+    OBSERVE,
     OUTAGE,
     PARSE,
     PLAN,
@@ -54,6 +55,9 @@ from tests.mutation.mutants.framework import (
     M,
     Mutant,
 )
+
+REFUSED_PLAN = "tests/engine/test_refused_login_plan.py"
+REFUSED_LOGIN = "tests/adapters/ssh/test_refused_login.py"
 
 # One mutant per line, however long: (name, file, original, replacement, why, ...).
 # fmt: off
@@ -131,6 +135,10 @@ MUTANTS: list[Mutant] = [
     M("limits-one-partition-must-fit-all", LIMITS, "    if any(_fits(limits.minutes[name], minutes) for name in targets):", "    if all(_fits(limits.minutes[name], minutes) for name in targets):", "a job Slurm may start in the partition that allows its time is refused because another does not"),
     M("limits-sbatch-unchecked", SBATCH, "        self._refuse_beyond_limits(request.spec)\n", "", "a --time beyond every partition is submitted: refused by Slurm in words naming no limit, or queued for ever where limits are not enforced"),
     M("limits-sky-refusal-is-an-outage", SKY_OPS, "            refusal = slurm_refusal(text)\n", "            refusal = None\n", "a launch Slurm refused for its time is retried as an outage, then ends TRANSPORT_LOST (exit 75)", tests=SKY_LIMITS_CLI),
+    # -- a refused login (issue 35): named, never an outage retried, never a job given up ----------
+    M("refused-login-blocks-the-job", OBSERVE, "    if isinstance(error, CredentialRefused):\n", "    if False:\n", "an expired certificate under a running job ends it UNRESOLVED at once, and its reports never name the renewal", tests=(REFUSED_PLAN,)),
+    M("refused-login-retried-as-lost", "vibesys/adapters/transports/ssh_errors.py", "        raise refused_login(clean(what), identity=identity, evidence=said) from None", "        raise TransportLost(said, maybe_submitted=maybe_effect) from None", "an expired certificate is retried as a lost connection and reported as an outage", tests=(REFUSED_LOGIN,)),
+    M("sky-refused-ssh-a-command-failure", SKY_OPS, "        if _LOGIN_REFUSED.search(strip_ansi(done.stdout + done.stderr)):\n", "        if False:\n", "SkyPilot's refused ssh to the login node is a failed command retried as an outage", tests=(REFUSED_LOGIN,)),
     M("lease-site-dropped", CLUSTERS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
 ]
 # fmt: on

@@ -58,6 +58,7 @@ def build_backend(
     try:
         name, profile = _profile(request)
         effective = resolve_resources(request.resources, profile, name)
+        identity = None
         if files is None and environment.login == "local":
             files = LocalTransport()
         elif files is None:
@@ -65,6 +66,7 @@ def build_backend(
 
             slurm_alias(effective.infra)  # a profile whose infra names no login node: now
             files = LazyLoginRunner(effective.infra, environment.client_home())
+            identity = files.identity_file
     except (ConfigError, UsageError) as exc:
         raise SkyProfileError(
             f"the skypilot request cannot be served: {exc}",
@@ -77,7 +79,7 @@ def build_backend(
     return SkyPilotBackend(
         effective=effective,
         run_id=request.run_id,
-        ops=SkyOps(cli),
+        ops=SkyOps(cli, identity=identity),
         dirs=RunDirs(files, effective.remote_artifact_root),
         state_dir=state_dir,
         before_launch=_hook(environment.before_launch),

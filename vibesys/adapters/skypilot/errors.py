@@ -14,6 +14,9 @@ every message is redacted before it is built.
 | ClusterGone          | no (the command said so)| yes       | InfraFailed, retried        |
 | ClusterIncompatible  | no                      | no        | Rejected                    |
 | LaunchRefused        | no (Slurm refused it)   | no        | Rejected                    |
+| CredentialRefused    | exec/launch: yes        | no (fix)  | OutcomeUnknown (exec,       |
+| (sky's ssh refused,  | other commands: no      |           | launch); Misconfigured      |
+|  `ops.SkyOps._fail`) |                         |           | before                      |
 """
 
 from __future__ import annotations

@@ -115,6 +115,14 @@ class LazyLoginRunner:
                 ) from None
         return self._runner
 
+    def identity_file(self) -> str | None:
+        """The identity file SkyPilot logs in with (None: none named, or no readable entry):
+        its certificate is named when the login node refuses a login."""
+        try:
+            return login_transport_config(self.infra, self.sky_home).identity_file
+        except ConfigError:
+            return None
+
     def run(
         self,
         argv: Sequence[str],

@@ -8,16 +8,21 @@ turned into a typed result or a typed error. The output facts behind each mappin
   is invalid") → LaunchRefused; otherwise SkyCommandFailed with maybe_submitted.
 - `exec -d [--secret NAME...] N TASK`: the id from "Job submitted, ID: N"; ClusterDoesNotExist
   → ClusterGone (nothing ran); otherwise SkyCommandFailed with maybe_submitted.
-- `queue N -o json`: the jobs, or `{}` when it could not ask (rc 0 even then).
+- `queue N -o json`: the jobs, or `{}` when it could not ask (rc 0 even then; with a refused
+  ssh in its stderr, CredentialRefused: the cluster is not known gone).
 - `cancel -y N ID`: rc 2 "does not exist" → ClusterGone.
 - `down -y N`: rc 0 also for an unknown cluster.
+
+Any of them failing because its ssh to the login node was refused ("Permission denied
+(publickey)", "Authentication failed": an expired certificate, a key no longer accepted) is
+CredentialRefused, with the command's own maybe_submitted: never a lost transport to retry.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -38,28 +43,56 @@ from vibesys.adapters.skypilot.parse import (
     strip_ansi,
 )
 from vibesys.adapters.slurm.limits import slurm_refusal
+from vibesys.adapters.transports.ssh_errors import refused_login
+from vibesys.errors import BackendError
 
 __all__ = ["SkyOps"]
 
 _DOES_NOT_EXIST: Final = re.compile(r"ClusterDoesNotExist|Cluster '[^']*' does not exist")
 _MISMATCH: Final = re.compile(r"ResourcesMismatchError|Requested resources do not match")
+#: OpenSSH's words when the login node refuses the login (sshconnect2.c), as SkyPilot's own
+#: command runner reads them; the methods in parentheses keep a file's EACCES out.
+_LOGIN_REFUSED: Final = re.compile(r"Permission denied \([a-z,-]+\)|Authentication failed")
 #: API request names that may still add a job to a cluster.
 _SUBMITTING: Final = ("sky.exec", "sky.launch")
 
 
 class SkyOps:
-    def __init__(self, cli: SkyCli, *, launch_timeout: float = 1800.0) -> None:
+    def __init__(
+        self,
+        cli: SkyCli,
+        *,
+        launch_timeout: float = 1800.0,
+        identity: Callable[[], str | None] | None = None,
+    ) -> None:
         self.cli = cli
         self.launch_timeout = launch_timeout
+        #: the login node's identity file (its certificate is named when a login is refused)
+        self.identity = identity
 
     def _fail(
-        self, what: str, args: Sequence[str], done: Completed, hide: Sequence[str] = (), **kw: Any
-    ) -> SkyCommandFailed:
+        self,
+        what: str,
+        args: Sequence[str],
+        done: Completed,
+        hide: Sequence[str] = (),
+        *,
+        maybe_submitted: bool = False,
+    ) -> BackendError:
+        evidence = self.cli.evidence(args, done, hide)
+        if _LOGIN_REFUSED.search(strip_ansi(done.stdout + done.stderr)):
+            identity = self.identity() if self.identity is not None else None
+            return refused_login(
+                f"{what} (SkyPilot's ssh to the login node)",
+                identity=identity,
+                evidence=evidence,
+                maybe_submitted=maybe_submitted,
+            )
         return SkyCommandFailed(
             f"{what} failed (rc {done.returncode})",
             returncode=done.returncode,
-            evidence=self.cli.evidence(args, done, hide),
-            **kw,
+            evidence=evidence,
+            maybe_submitted=maybe_submitted,
         )
 
     def status(self, name: str, *, refresh: bool) -> ClusterRecord | None:
@@ -137,7 +170,11 @@ class SkyOps:
         done = self.cli.run(args)
         if done.returncode != 0:
             raise self._fail("sky queue", args, done)
-        return parse_queue(done.stdout, name)
+        jobs = parse_queue(done.stdout, name)
+        if jobs is None and _LOGIN_REFUSED.search(strip_ansi(done.stderr)):
+            # `{}` because its ssh was refused says nothing of the cluster: never "gone".
+            raise self._fail("sky queue", args, done)
+        return jobs
 
     def cancel(self, name: str, job_id: int) -> str:
         args = ["cancel", "-y", name, str(job_id)]

@@ -194,7 +194,10 @@ class SshConnection:
                 self._sleep(min(self.reconnect_backoff * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS))
             try:
                 with map_ssh_errors(
-                    f"connect to {self.label}", host=self.label, secrets=self.secrets()
+                    f"connect to {self.label}",
+                    host=self.label,
+                    secrets=self.secrets(),
+                    identity=self.identity_file,
                 ):
                     return self._connect_once()
             except TransportLost as exc:

@@ -12,12 +12,20 @@ import base64
 import hashlib
 import re
 import shlex
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from vibesys.adapters.transports._paramiko import raised
-from vibesys.errors import BackendMisconfigured, BackendUnavailable, TransportLost
+from vibesys.errors import (
+    BackendMisconfigured,
+    BackendUnavailable,
+    CredentialRefused,
+    TransportLost,
+)
+from vibesys.osutil.ssh_certificate import expired_certificate, when
 
 __all__ = [
     "REDACTED",
@@ -28,6 +36,7 @@ __all__ = [
     "map_ssh_errors",
     "misconfigured",
     "redact",
+    "refused_login",
 ]
 
 REDACTED = "[REDACTED]"
@@ -92,6 +101,49 @@ def misconfigured(message: str, fix: str, evidence: str = "") -> BackendMisconfi
     return BackendMisconfigured(message, evidence=evidence, fix=fix, maybe_submitted=False)
 
 
+def refused_login(
+    what: str,
+    *,
+    identity: str | None,
+    evidence: str,
+    maybe_submitted: bool = False,
+    now: float | None = None,
+) -> CredentialRefused:
+    """The site refused our login during `what`: named by the identity's certificate when one
+    lies next to it and is expired (or not yet valid), else by the key. `evidence` is what the
+    other side said (redacted already)."""
+    moment = time.time() if now is None else now
+    found = expired_certificate(Path(identity).expanduser(), moment) if identity else None
+    if found is not None:
+        path, cert = found
+        if cert.valid_after > moment:
+            credential = f"the SSH certificate {path} (not valid before {when(cert.valid_after)})"
+            why = f"the SSH certificate {path} is not valid before {when(cert.valid_after)}"
+        else:
+            credential = f"the SSH certificate {path} (expired at {when(cert.valid_before)})"
+            why = f"the SSH certificate {path} expired at {when(cert.valid_before)}"
+        fix = (
+            f"renew the SSH certificate {path} with the site's tool (`vibesys check` shows "
+            "its validity)"
+        )
+        message = f"{what}: login refused: {why}; renew it (with the site's tool)"
+    else:
+        key = f"the key {identity}" if identity else "the login's key"
+        credential = key
+        fix = (
+            f"check that {key} is still accepted (its public key in the remote authorized_keys, "
+            "its certificate renewed) and identity_file"
+        )
+        message = f"{what}: login refused: {key} was not accepted; {fix}"
+    return CredentialRefused(
+        message,
+        credential=credential,
+        fix=fix,
+        evidence=f"{message} ({evidence})" if evidence else message,
+        maybe_submitted=maybe_submitted,
+    )
+
+
 @contextmanager
 def map_ssh_errors(
     what: str,
@@ -99,11 +151,14 @@ def map_ssh_errors(
     host: str = "",
     maybe_effect: bool = False,
     secrets: Iterable[str] = (),
+    identity: str | None = None,
 ) -> Iterator[None]:
     """Translate paramiko's and the socket's failures during `what` into our error types.
 
-    Authentication, host-key and key-file problems become BackendMisconfigured (never
-    retried, `maybe_submitted=False`: nothing ran) with the fix in `fix`. A refused channel is
+    Host-key and key-file problems become BackendMisconfigured (never retried,
+    `maybe_submitted=False`: nothing ran) with the fix in `fix`; a refused login becomes its
+    kind, CredentialRefused, naming `identity`'s expired certificate when there is one (a
+    login comes before any command: nothing ran). A refused channel is
     BackendUnavailable (the connection is fine). Anything else from the connection (socket
     timeout, EOF, SSHException, OSError) is TransportLost with `maybe_submitted=maybe_effect`.
     Messages and evidence are redacted of `secrets`, and paramiko's exception is not chained.
@@ -138,11 +193,15 @@ def map_ssh_errors(
             f"entry for {exc.hostname} in known_hosts"
         )
         raise misconfigured(clean(message), fix, clean(where + message)) from None
-    except raised("AuthenticationException") as exc:
-        message = f"{what}: authentication failed for {host or 'the host'}"
-        fix = "check identity_file and that its public key is in the remote authorized_keys"
+    except raised("PasswordRequiredException") as exc:
+        # paramiko's kind of AuthenticationException for an encrypted key: our key file, not
+        # the site's refusal.
+        message = f"{what}: the identity file is encrypted and no passphrase was given"
         evidence = clean(f"{where}{message}: {describe_exception(exc)}")
-        raise misconfigured(clean(message), fix, evidence) from None
+        raise misconfigured(clean(message), "set passphrase_env", evidence) from None
+    except raised("AuthenticationException") as exc:
+        said = clean(f"{where}authentication failed: {describe_exception(exc)}")
+        raise refused_login(clean(what), identity=identity, evidence=said) from None
     except raised("ChannelException") as exc:
         message = f"{what}: the server refused a new session ({exc.text or exc.code})"
         raise BackendUnavailable(
