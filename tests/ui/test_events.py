@@ -98,7 +98,8 @@ def test_the_stream_follows_output_retries_and_the_end(tmp_path: Path) -> None:
     assert [kind for kind, _ in first] == ["html", "log"]
     assert "RUNNING" in first[0][1]["inv-top"]
     assert first[1][1] | {"size": 0} == {
-        "stream": "stdout", "start": 0, "end": 4, "size": 0, "text": "one ", "attempt": 1
+        "stream": "stdout", "start": 0, "end": 4, "size": 0, "text": "one ", "attempt": 1,
+        "skipped": 0,
     }  # fmt: skip
     assert second == [("log", second[0][1])] and second[0][1]["text"] == "é two\n"
     assert second[0][1]["start"] == 4

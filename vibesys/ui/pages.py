@@ -9,8 +9,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from vibesys.journal_schema.clock import iso
+from vibesys.ui.driver import lease_note
+from vibesys.ui.logs import TAIL_BYTES
 from vibesys.ui.timeline import until_now
 
 
@@ -40,6 +43,16 @@ def span(delta: timedelta | float | None) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
+def tick(delta: timedelta | None, going: bool = True) -> Markup:
+    """A duration as `span` writes it; one still `going` carries its milliseconds at render
+    time, from which the script keeps counting (the page's times move without a re-read)."""
+    text = span(delta)
+    if delta is None or not going:
+        return Markup(text)
+    millis = int(delta.total_seconds() * 1000)
+    return Markup('<span class="tick" data-ms="{}">{}</span>').format(millis, text)
+
+
 class Pages:
     """The templates of one server: every link they make carries its token."""
 
@@ -55,6 +68,9 @@ class Pages:
         self.env.globals.update(
             url=self.url,
             span=span,
+            tick=tick,
+            lease_note=lease_note,
+            tail_bytes=TAIL_BYTES,
             journal=journal_label,
             shell=shlex.join,
             since=since,
