@@ -161,3 +161,25 @@ def test_a_page_far_behind_jumps_to_the_tail(tmp_path: Path) -> None:
     assert jumped.text.startswith("line ") and len(jumped.text) <= logs.TAIL_BYTES
     near = logs.follow(path, "stdout", size - 100)  # less than a tail behind: the next bytes
     assert (near.start, near.end) == (size - 100, size)
+
+
+def test_a_stream_far_behind_sends_the_tail_not_every_byte(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    running(path, ELSEWHERE).close()
+    out = tmp_path / "runs" / ID / "1" / "stdout"
+    out.parent.mkdir(parents=True)
+    out.write_bytes(b"".join(b"line %06d\n" % n for n in range(30_000)))
+    live = Ui(JournalReader(path), TOKEN, lambda: T0)
+
+    async def first_log() -> dict[str, Any]:
+        stream = invocation_events(live, ID, 1, {"stdout": 0, "stderr": 0})
+        with anyio.fail_after(10):
+            async for raw in stream:
+                if not raw.startswith(b":") and parse(raw)[0] == "log":
+                    return dict(parse(raw)[1])
+        raise AssertionError("no output sent")
+
+    chunk = anyio.run(first_log)
+    size = out.stat().st_size
+    assert chunk["end"] == size and chunk["skipped"] == chunk["start"] > size - logs.TAIL_BYTES
+    assert chunk["text"].endswith("line 029999\n")

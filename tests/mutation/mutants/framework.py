@@ -50,6 +50,8 @@ UI_QUERIES = "vibesys/ui/queries.py"
 UI_LOGS = "vibesys/ui/logs.py"
 UI_DIAGRAM = "vibesys/ui/diagram.py"
 UI_PAGE = "vibesys/ui/templates/invocation.html"
+UI_DRIVER = "vibesys/ui/driver.py"
+UI_EVENTS = "vibesys/ui/events.py"
 REQUESTS = "vibesys/adapters/requests.py"
 SLURM_REQUEST = "vibesys/adapters/slurm/request.py"
 SKY_REQUEST = "vibesys/adapters/skypilot/request.py"
@@ -150,6 +152,8 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     UI_LOGS: ("tests/ui/test_parts.py",),
     UI_DIAGRAM: ("tests/ui/test_parts.py",),
     UI_PAGE: ("tests/ui/test_app.py",),
+    UI_DRIVER: ("tests/ui/test_driver.py",),
+    UI_EVENTS: ("tests/ui/test_driver.py", "tests/ui/test_events.py"),
     SITE_FILE: ("tests/config/test_slurm_file.py",),
     TRUSTED: ("tests/config/test_slurm_file.py", "tests/test_cli_site.py"),
     SLURM_REQUEST: ("tests/config/test_slurm_file.py", "tests/test_cli_site.py"),
