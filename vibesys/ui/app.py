@@ -95,6 +95,9 @@ class Ui:
         )
         return {"list-live": html}
 
+    def list_fingerprint(self) -> tuple[object, ...]:
+        return self.reader.read(queries.list_fingerprint)
+
     def invocation_parts(self, prefix: str, attempt: int) -> tuple[events.Progress, dict[str, str]]:
         now = self.clock()
         view = self.reader.read(lambda j: views.invocation_view(j, prefix, attempt or None, now))

@@ -39,6 +39,7 @@ class Live(Protocol):
     def stamp(self) -> tuple[object, ...]: ...
     def stopping(self) -> bool: ...
     def list_parts(self, flt: ListFilter) -> dict[str, str]: ...
+    def list_fingerprint(self) -> tuple[object, ...]: ...
     def invocation_parts(self, prefix: str, attempt: int) -> tuple[Progress, dict[str, str]]: ...
 
 
@@ -83,16 +84,23 @@ class _Clock:
 
 async def list_events(live: Live, flt: ListFilter) -> AsyncIterator[bytes]:
     stamp: tuple[object, ...] | None = None
+    marked: tuple[object, ...] | None = None
     sent: dict[str, str] | None = None
     clock = _Clock()
     while not live.stopping():
         now_stamp = live.stamp()
-        if now_stamp != stamp or clock.since_read >= REFRESH_SECONDS:
-            stamp, clock.since_read = now_stamp, 0.0
-            parts = await _off_loop(live.list_parts, flt)
-            if parts != sent:
-                sent, clock.quiet = parts, 0.0
-                yield sse("html", parts)
+        due = clock.since_read >= REFRESH_SECONDS
+        if now_stamp != stamp or due:
+            stamp = now_stamp
+            # The list only when what it shows may have changed: a filtered list costs more
+            # to read than the whole one's first page, and most commits renew a lease.
+            mark = await _off_loop(live.list_fingerprint)
+            if mark != marked or due:
+                marked, clock.since_read = mark, 0.0
+                parts = await _off_loop(live.list_parts, flt)
+                if parts != sent:
+                    sent, clock.quiet = parts, 0.0
+                    yield sse("html", parts)
         if clock.keepalive():
             yield b": keepalive\n\n"
         await anyio.sleep(POLL_SECONDS)
