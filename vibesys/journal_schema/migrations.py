@@ -159,6 +159,11 @@ def m014_invocation_filter_indexes(db: Database) -> None:
     db.execute('CREATE INDEX "invocations_adapter" ON "invocations" ("adapter", "id")')
     db.execute('CREATE INDEX "invocations_created" ON "invocations" ("created_at", "id")')
     db.execute('CREATE INDEX "invocations_label" ON "invocations" ("label", "id")')
+    # A SkyPilot campaign's invocations, by the run id in their request (which never changes).
+    db.execute(
+        'CREATE INDEX "invocations_campaign" ON "invocations" '
+        "(json_extract(request, '$.run_id'), id)"
+    )
 
 
 KNOWN = frozenset(m.name for m in migrations._migrations)

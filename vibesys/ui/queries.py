@@ -322,13 +322,14 @@ def state_counts(journal: Journal, flt: ListFilter) -> tuple[dict[str, int], int
         clauses, params = flt.where(with_state=False)
         where = " AND ".join(clauses)
         total = conn.execute(f"SELECT count(*) FROM invocations i WHERE {where}", params)
+        matching = total.fetchone()[0]
         active = conn.execute(
             f"SELECT i.state, count(*) FROM {ACTIVE} WHERE i.outcome IS NULL AND {where} "
             "GROUP BY i.state",
             params,
         ).fetchall()
         counts.update({JobState(s): n for s, n in active})
-        counts[JobState.DONE] = total.fetchone()[0] - sum(n for _, n in active)
+        counts[JobState.DONE] = matching - sum(n for _, n in active)
     return {str(state): n for state, n in counts.items()}, sum(counts.values())
 
 
