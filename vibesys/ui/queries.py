@@ -267,16 +267,24 @@ def _page_ids(journal: Journal, flt: ListFilter, newest_first: bool) -> list[str
         return [r[0] for r in conn.execute(sql, [*start, want])]
     test = " AND ".join(clauses)
     where = f"WHERE {cursor[0]}" if cursor else ""
-    walked = conn.execute(
+    walk = conn.execute(
         f"SELECT i.id, {test} FROM invocations i {where} ORDER BY i.id {order} LIMIT ?",
         [*params, *start, PROBE_ROWS],
-    ).fetchall()
-    found = [i for i, hit in walked if hit]
-    if len(found) >= want or len(walked) < PROBE_ROWS:
-        return found[:want]
-    rest = " AND ".join([*clauses, f"+i.id {past} ?"])  # a scan: no walk of the id index
+    )
+    found: list[str] = []
+    walked, last = 0, ""
+    for last, hit in walk:  # stepped one row at a time: it stops at the page's last match
+        walked += 1
+        if hit:
+            found.append(last)
+            if len(found) == want:
+                break
+    walk.close()
+    if len(found) == want or walked < PROBE_ROWS:
+        return found
+    rest = " AND ".join([*clauses, f"+i.id {past} ?"])  # from an index or a scan, not the walk
     sql = f"SELECT i.id FROM invocations i WHERE {rest} ORDER BY +i.id {order} LIMIT ?"
-    return found + [r[0] for r in conn.execute(sql, [*params, walked[-1][0], want - len(found)])]
+    return found + [r[0] for r in conn.execute(sql, [*params, last, want - len(found)])]
 
 
 def list_fingerprint(journal: Journal) -> tuple[object, ...]:
