@@ -93,6 +93,7 @@ MUTANTS: list[Mutant] = [
     M("ui-writes-allowed", UI_APP, 'if scope["method"] not in ("GET", "HEAD"):', 'if scope["method"] not in ("GET", "HEAD", "POST"):', "a POST reaches the routes"),
     M("ui-done-count-counts-all", UI_QUERIES, "counts[JobState.DONE] = total - sum(n for _, n in active)", "counts[JobState.DONE] = total", "DONE counts the unfinished invocations too"),
     M("ui-keyset-page-repeats-a-row", UI_QUERIES, 'order, past = ("DESC", "<")', 'order, past = ("DESC", "<=")', "the next page starts with the last row of this one"),
+    M("ui-filtered-scan-repeats-the-walks-last", UI_QUERIES, 'f"+i.id {past} ?"])', 'f"+i.id {past}= ?"])', "a filter few rows match lists the last row its walk read twice"),
     M("ui-chunk-splits-a-character", UI_LOGS, "keep = len(data) if final else complete(data)", "keep = len(data)", "a live chunk ends inside a character: both halves are shown replaced"),
     M("ui-path-not-marked", UI_DIAGRAM, "counts[(source, dest)] += 1", "counts[(source, source)] += 1", "the diagram does not mark the edges the history took"),
     M("ui-output-as-markup", UI_PAGE, ">{{ chunk.text }}</pre>", ">{{ chunk.text|safe }}</pre>", "a job's output is inserted into the page as HTML"),

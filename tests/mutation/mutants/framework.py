@@ -148,7 +148,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     CHECK_JOB: ("tests/sitecheck/test_slurm_pieces.py",),
     UI_READER: ("tests/ui/test_reader.py",),
     UI_APP: ("tests/ui/test_app.py",),
-    UI_QUERIES: ("tests/ui/test_app.py",),
+    UI_QUERIES: ("tests/ui/test_app.py", "tests/ui/test_filters.py"),
     UI_LOGS: ("tests/ui/test_parts.py",),
     UI_DIAGRAM: ("tests/ui/test_parts.py",),
     UI_PAGE: ("tests/ui/test_app.py",),
