@@ -33,6 +33,8 @@ REFRESH_SECONDS = 15.0
 #: An unfinished invocation's page is judged against the clock this often though nothing
 #: changed: its timeline grows, and a lease that expired meanwhile is no longer a driver.
 TICK_SECONDS = 2.0
+#: The parts of an invocation's page that depend on the clock.
+CLOCK_PARTS = ("inv-top",)
 
 
 class Live(Protocol):
@@ -40,7 +42,9 @@ class Live(Protocol):
     def stopping(self) -> bool: ...
     def list_parts(self, flt: ListFilter) -> dict[str, str]: ...
     def list_fingerprint(self) -> tuple[object, ...]: ...
-    def invocation_parts(self, prefix: str, attempt: int) -> tuple[Progress, dict[str, str]]: ...
+    def invocation_parts(
+        self, prefix: str, attempt: int, only: tuple[str, ...] | None = None
+    ) -> tuple[Progress, dict[str, str]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +133,15 @@ async def invocation_events(
     while not live.stopping():
         now_stamp = live.stamp()
         if progress is None or now_stamp != stamp or clock.since_read >= TICK_SECONDS:
+            # Only the clock moved: only the summary and the time line can have changed.
+            only = CLOCK_PARTS if progress is not None and now_stamp == stamp else None
             stamp, clock.since_read = now_stamp, 0.0
-            found, parts = await _off_loop(live.invocation_parts, prefix, attempt)
+            found, parts = await _off_loop(live.invocation_parts, prefix, attempt, only)
             if progress is None:
                 following = found.attempt == attempt
             changed = {part: html for part, html in parts.items() if sent.get(part) != html}
             if changed:
-                sent, clock.quiet = parts, 0.0
+                sent, clock.quiet = {**sent, **parts}, 0.0
                 yield sse("html", changed)
             if following and found.attempt != attempt:  # a retry: follow the new attempt
                 attempt, offsets = found.attempt, dict.fromkeys(logs.STREAMS, 0)
