@@ -60,7 +60,7 @@ EXPECTED_CHECKS = {
         "baseline_app_runs",
     },
     "bench_concurrent_poll": {"runs_complete_n4", "one_squeue_per_shared_round_n4"},
-    "bench_ui": {"page_lists_the_newest", "journal_unchanged"},
+    "bench_ui": {"page_lists_the_newest", "journal_unchanged", "filtered_pages_list_their_rows"},
     "bench_srun": {"runs_complete", "ends_seen_at_srun_return"},
 }
 

@@ -167,3 +167,7 @@ CREATE TABLE "campaign_queue" (
    "joined_at" TEXT NOT NULL
 );
 CREATE INDEX "campaign_queue_campaign" ON "campaign_queue" ("campaign", "seq");
+CREATE INDEX "invocations_adapter" ON "invocations" ("adapter", "id");
+CREATE INDEX "invocations_created" ON "invocations" ("created_at", "id");
+CREATE INDEX "invocations_label" ON "invocations" ("label", "id");
+CREATE INDEX "invocations_campaign" ON "invocations" (json_extract(request, '$.run_id'), id);

@@ -1,16 +1,19 @@
 """What the UI's tests share: a journal with real local invocations (made by `vibesys run`, as a
-user makes them), and a `vibesys ui` server run as a user runs it."""
+user makes them), a `vibesys ui` server run as a user runs it, and Debian's chromium driven by
+chromedriver through Selenium for the browser tests."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,3 +139,64 @@ def serve_ui() -> Iterator[object]:
         except subprocess.TimeoutExpired:
             server.process.kill()
             server.process.communicate()
+
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+#: Chromium as root in a container without a network (see the machine notes): no sandbox, no
+#: GPU, nothing of Google's services.
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--window-size=1280,900",
+)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"{', '.join(missing)} missing: scripts/test installs them")
+        pytest.skip(
+            f"{', '.join(missing)} not installed (apt-get install chromium chromium-driver)"
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium'}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver: Any, what: str, check: Callable[[], Any], timeout: float = 20) -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def attempt(_: Any) -> Any:
+        try:
+            return check()
+        except StaleElementReferenceException:  # replaced by a live update meanwhile
+            return False
+
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(attempt)
+    except Exception as exc:
+        raise AssertionError(f"timed out waiting until {what}") from exc
+
+
+def text_of(driver: Any, element_id: str) -> str:
+    return str(driver.execute_script(f"return document.getElementById('{element_id}').innerText"))

@@ -149,7 +149,9 @@ def test_one_invocations_page(client: TestClient, journal_ids: tuple[Path, Ids])
     assert "vibesys-campaign-7-1a2b3c4d" in sky
     prepared = get(client, f"/inv/{ids.prepared}").text
     assert "No attempt yet" in prepared
-    assert 'id="log-stdout" data-end="0"></pre>' in prepared  # filled live once it starts
+    assert (
+        'id="log-stdout" data-end="0" data-bound="65536"></pre>' in prepared
+    )  # filled live once it starts
     assert f"/events/inv/{ids.prepared}?token={TOKEN}&amp;attempt=0" in prepared
     assert get(client, f"/inv/{ids.done[:14]}").status_code == 200  # a unique prefix
     older = get(client, f"/inv/{ids.retried}", attempt="1").text

@@ -8,75 +8,14 @@ invocation's page go to $VIBESYS_UI_SCREENSHOTS (default: the test's tmp directo
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.ui.conftest import Server, run_job, start_stepped
-
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-#: Chromium as root in a container without a network (see the machine notes): no sandbox, no
-#: GPU, nothing of Google's services.
-FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-extensions",
-    "--window-size=1280,900",
-)
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"{', '.join(missing)} missing: scripts/test installs them")
-        pytest.skip(
-            f"{', '.join(missing)} not installed (apt-get install chromium chromium-driver)"
-        )
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium'}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
-
-
-def wait_for(driver: Any, what: str, check: Callable[[], Any], timeout: float = 20) -> Any:
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    def attempt(_: Any) -> Any:
-        try:
-            return check()
-        except StaleElementReferenceException:  # replaced by a live update meanwhile
-            return False
-
-    try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(attempt)
-    except Exception as exc:
-        raise AssertionError(f"timed out waiting until {what}") from exc
-
-
-def text_of(driver: Any, element_id: str) -> str:
-    return str(driver.execute_script(f"return document.getElementById('{element_id}').innerText"))
+from tests.ui.conftest import Server, run_job, start_stepped, text_of, wait_for
 
 
 def is_live(driver: Any) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ from vibesys.states import (
     Submitted,
 )
 from vibesys.ui.app import Ui
-from vibesys.ui.events import invocation_events
+from vibesys.ui.events import invocation_events, list_events
+from vibesys.ui.queries import ListFilter
 from vibesys.ui.reader import JournalReader
 
 ID = "1d00000000000001"
@@ -98,7 +100,8 @@ def test_the_stream_follows_output_retries_and_the_end(tmp_path: Path) -> None:
     assert [kind for kind, _ in first] == ["html", "log"]
     assert "RUNNING" in first[0][1]["inv-top"]
     assert first[1][1] | {"size": 0} == {
-        "stream": "stdout", "start": 0, "end": 4, "size": 0, "text": "one ", "attempt": 1
+        "stream": "stdout", "start": 0, "end": 4, "size": 0, "text": "one ", "attempt": 1,
+        "skipped": 0,
     }  # fmt: skip
     assert second == [("log", second[0][1])] and second[0][1]["text"] == "é two\n"
     assert second[0][1]["start"] == 4
@@ -107,3 +110,50 @@ def test_the_stream_follows_output_retries_and_the_end(tmp_path: Path) -> None:
     assert end[-1] == ("end", {"state": "DONE"})
     assert any(kind == "html" and "DONE" in part["inv-top"] for kind, part in end)
     assert ("stderr", "bye\n") in [(c["stream"], c["text"]) for k, c in end if k == "log"]
+
+
+class CountingUi(Ui):
+    reads = 0
+
+    def list_parts(self, flt: ListFilter) -> dict[str, str]:
+        self.reads += 1
+        return super().list_parts(flt)
+
+
+def test_a_list_stream_reads_the_list_only_when_what_it_shows_may_change(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    ids = build(path)
+    live = CountingUi(JournalReader(path), "token", lambda: T0)
+    journal = open_journal(path)
+    got: list[bytes] = []
+
+    async def until_sent(count: int) -> None:
+        with anyio.fail_after(10):
+            while len(got) < count:
+                await anyio.sleep(0.05)
+
+    async def scenario() -> tuple[int, int]:
+        async def consume() -> None:
+            async for raw in list_events(live, ListFilter(adapter="local")):
+                if not raw.startswith(b":"):
+                    got.append(raw)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(consume)
+            await until_sent(1)
+            for _ in range(4):  # a driver renewing its lease: the journal changes, the list not
+                journal.acquire_lease(ids.prepared, "elsewhere:1:2", timedelta(seconds=30))
+                await anyio.sleep(0.4)
+            quiet = live.reads, len(got)
+            inv = journal.get(ids.prepared)
+            journal.commit_transition(inv, SubmitIntended(1, "n-1"))
+            await until_sent(2)
+            tasks.cancel_scope.cancel()
+        return quiet
+
+    try:
+        reads, sent = anyio.run(scenario)
+    finally:
+        journal.close()
+    assert (reads, sent) == (1, 1)
+    assert live.reads == 2 and b"SUBMITTING" in got[1]

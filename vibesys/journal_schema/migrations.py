@@ -150,6 +150,22 @@ def m013_poll_settle(db: Database) -> None:
     db.execute('ALTER TABLE "poll_sites" ADD COLUMN "settle_due_at" TEXT')
 
 
+@migrations()
+def m014_invocation_filter_indexes(db: Database) -> None:
+    # What the web view's filters read (`vibesys ui`): the count of a filter's invocations
+    # and the ids of its page come from these alone, not from a scan of every row (each holds
+    # its request and settings). The columns never change once recorded, so a transition's
+    # commit writes none of them.
+    db.execute('CREATE INDEX "invocations_adapter" ON "invocations" ("adapter", "id")')
+    db.execute('CREATE INDEX "invocations_created" ON "invocations" ("created_at", "id")')
+    db.execute('CREATE INDEX "invocations_label" ON "invocations" ("label", "id")')
+    # A SkyPilot campaign's invocations, by the run id in their request (which never changes).
+    db.execute(
+        'CREATE INDEX "invocations_campaign" ON "invocations" '
+        "(json_extract(request, '$.run_id'), id)"
+    )
+
+
 KNOWN = frozenset(m.name for m in migrations._migrations)
 if tuple(m.name for m in migrations._migrations) != STEPS:
     raise AssertionError("schema_steps.STEPS must list the migrations above, in order")

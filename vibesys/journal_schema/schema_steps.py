@@ -21,5 +21,6 @@ STEPS: Final = (
     "m011_campaign_queue",
     "m012_invocation_dir",
     "m013_poll_settle",
+    "m014_invocation_filter_indexes",
 )
 KNOWN: Final = frozenset(STEPS)

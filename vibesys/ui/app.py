@@ -95,13 +95,18 @@ class Ui:
         )
         return {"list-live": html}
 
-    def invocation_parts(self, prefix: str, attempt: int) -> tuple[events.Progress, dict[str, str]]:
+    def list_fingerprint(self) -> tuple[object, ...]:
+        return self.reader.read(queries.list_fingerprint)
+
+    def invocation_parts(
+        self, prefix: str, attempt: int, only: tuple[str, ...] | None = None
+    ) -> tuple[events.Progress, dict[str, str]]:
         now = self.clock()
         view = self.reader.read(lambda j: views.invocation_view(j, prefix, attempt or None, now))
         inv = view.inv
         parts = {
             part: self.pages.render(f"_{part.replace('-', '_')}.html", v=view, now=now)
-            for part in ("inv-top", "inv-bottom")
+            for part in only or ("inv-top", "inv-bottom")
         }
         return events.Progress(inv.version, inv.state, inv.attempt, inv.invocation_dir), parts
 

@@ -4,7 +4,9 @@ A stream looks at the journal's files every POLL_SECONDS (a `stat`, no query) an
 journal only when they changed; it then sends the parts of the page that changed, rendered by
 the same templates as the page. An invocation's stream also sends its current attempt's new
 output, by byte offset (the event id carries the offsets, so a reconnecting browser resumes
-where it was), and ends once the invocation is DONE and its output is all sent. Every stream
+where it was); a stream more than a page's tail behind jumps to the tail (a page never holds
+more, and never lags by more), so once the invocation is DONE what is left goes at once and
+the stream ends. Every stream
 ends within a poll once the server is stopping (Ctrl-C), so it stops at once and cleanly.
 """
 
@@ -28,13 +30,21 @@ POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 10.0
 #: Re-read the journal at least this often, whatever its files say.
 REFRESH_SECONDS = 15.0
+#: An unfinished invocation's page is judged against the clock this often though nothing
+#: changed: its timeline grows, and a lease that expired meanwhile is no longer a driver.
+TICK_SECONDS = 2.0
+#: The parts of an invocation's page that depend on the clock.
+CLOCK_PARTS = ("inv-top",)
 
 
 class Live(Protocol):
     def stamp(self) -> tuple[object, ...]: ...
     def stopping(self) -> bool: ...
     def list_parts(self, flt: ListFilter) -> dict[str, str]: ...
-    def invocation_parts(self, prefix: str, attempt: int) -> tuple[Progress, dict[str, str]]: ...
+    def list_fingerprint(self) -> tuple[object, ...]: ...
+    def invocation_parts(
+        self, prefix: str, attempt: int, only: tuple[str, ...] | None = None
+    ) -> tuple[Progress, dict[str, str]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +88,23 @@ class _Clock:
 
 async def list_events(live: Live, flt: ListFilter) -> AsyncIterator[bytes]:
     stamp: tuple[object, ...] | None = None
+    marked: tuple[object, ...] | None = None
     sent: dict[str, str] | None = None
     clock = _Clock()
     while not live.stopping():
         now_stamp = live.stamp()
-        if now_stamp != stamp or clock.since_read >= REFRESH_SECONDS:
-            stamp, clock.since_read = now_stamp, 0.0
-            parts = await _off_loop(live.list_parts, flt)
-            if parts != sent:
-                sent, clock.quiet = parts, 0.0
-                yield sse("html", parts)
+        due = clock.since_read >= REFRESH_SECONDS
+        if now_stamp != stamp or due:
+            stamp = now_stamp
+            # The list only when what it shows may have changed: a filtered list costs more
+            # to read than the whole one's first page, and most commits renew a lease.
+            mark = await _off_loop(live.list_fingerprint)
+            if mark != marked or due:
+                marked, clock.since_read = mark, 0.0
+                parts = await _off_loop(live.list_parts, flt)
+                if parts != sent:
+                    sent, clock.quiet = parts, 0.0
+                    yield sse("html", parts)
         if clock.keepalive():
             yield b": keepalive\n\n"
         await anyio.sleep(POLL_SECONDS)
@@ -109,20 +126,23 @@ async def invocation_events(
 ) -> AsyncIterator[bytes]:
     """The page of `prefix` showing `attempt`'s output up to `offsets`, kept up to date."""
     stamp: tuple[object, ...] | None = None
-    version: int | None = None
+    sent: dict[str, str] = {}
     progress: Progress | None = None
     clock = _Clock()
     following = True
     while not live.stopping():
         now_stamp = live.stamp()
-        if progress is None or now_stamp != stamp or clock.since_read >= REFRESH_SECONDS:
+        if progress is None or now_stamp != stamp or clock.since_read >= TICK_SECONDS:
+            # Only the clock moved: only the summary and the time line can have changed.
+            only = CLOCK_PARTS if progress is not None and now_stamp == stamp else None
             stamp, clock.since_read = now_stamp, 0.0
-            found, parts = await _off_loop(live.invocation_parts, prefix, attempt)
+            found, parts = await _off_loop(live.invocation_parts, prefix, attempt, only)
             if progress is None:
                 following = found.attempt == attempt
-            if found.version != version:
-                version, clock.quiet = found.version, 0.0
-                yield sse("html", parts)
+            changed = {part: html for part, html in parts.items() if sent.get(part) != html}
+            if changed:
+                sent, clock.quiet = {**sent, **parts}, 0.0
+                yield sse("html", changed)
             if following and found.attempt != attempt:  # a retry: follow the new attempt
                 attempt, offsets = found.attempt, dict.fromkeys(logs.STREAMS, 0)
                 yield sse("reset", {"attempt": attempt}, f"{attempt}:0:0")
@@ -134,12 +154,15 @@ async def invocation_events(
                 path = logs.log_path(invocation_dir, attempt, stream)
                 while True:
                     offset = offsets[stream]
-                    chunk = await _off_loop(logs.read_from, path, stream, offset, final)
+                    chunk = await _off_loop(logs.follow, path, stream, offset, final)
                     if chunk.end == chunk.start:
                         break
                     offsets[stream], clock.quiet = chunk.end, 0.0
                     event_id = f"{attempt}:{offsets['stdout']}:{offsets['stderr']}"
-                    yield sse("log", chunk.to_json() | {"attempt": attempt}, event_id)
+                    # skipped: bytes past what the page shows that it will never get (it shows
+                    # the tail, as a page load does; the whole file is a link away)
+                    extra = {"attempt": attempt, "skipped": chunk.start - offset}
+                    yield sse("log", chunk.to_json() | extra, event_id)
                     if not final:
                         break  # one chunk per stream and round: others get their turn
         if final:

@@ -97,3 +97,14 @@ def read_from(path: Path, stream: str, offset: int, final: bool = False) -> Chun
     data = _read(path, offset, CHUNK_BYTES) if size > offset else b""
     keep = len(data) if final else complete(data)
     return Chunk(stream, offset, offset + keep, size, data[:keep].decode("utf-8", "replace"))
+
+
+def follow(path: Path, stream: str, offset: int, final: bool = False) -> Chunk:
+    """What a live page gets next past `offset`: the following bytes, or, when more than a
+    tail's worth wait, the tail itself (its start past `offset`: the bytes between are
+    skipped), so a page keeps up with any writer and holds no more than a page load shows."""
+    if _size(path) - offset > TAIL_BYTES:
+        found = tail(path, stream)
+        if found.start > offset:
+            return found
+    return read_from(path, stream, offset, final)

@@ -9,8 +9,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from vibesys.journal_schema.clock import iso
+from vibesys.ui.driver import lease_note
+from vibesys.ui.logs import TAIL_BYTES
 from vibesys.ui.timeline import until_now
 
 
@@ -40,11 +43,23 @@ def span(delta: timedelta | float | None) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
+def tick(delta: timedelta | None, going: bool = True) -> Markup:
+    """A duration as `span` writes it; one still `going` carries its milliseconds at render
+    time, from which the script keeps counting (the page's times move without a re-read)."""
+    text = span(delta)
+    if delta is None or not going:
+        return Markup(text)
+    millis = int(delta.total_seconds() * 1000)
+    # Both are digits and unit letters: nothing to escape (Markup.format costs a 500-row page).
+    return Markup(f'<span class="tick" data-ms="{millis}">{text}</span>')
+
+
 class Pages:
     """The templates of one server: every link they make carries its token."""
 
     def __init__(self, token: str, journal_label: str) -> None:
         self.token = token
+        self._token_query = urlencode({"token": token})
         self.env = Environment(
             loader=PackageLoader("vibesys.ui", "templates"),
             autoescape=select_autoescape(["html"]),
@@ -55,6 +70,9 @@ class Pages:
         self.env.globals.update(
             url=self.url,
             span=span,
+            tick=tick,
+            lease_note=lease_note,
+            tail_bytes=TAIL_BYTES,
             journal=journal_label,
             shell=shlex.join,
             since=since,
@@ -64,6 +82,8 @@ class Pages:
 
     def url(self, path: str, params: dict[str, Any] | None = None, **more: Any) -> str:
         """`path` with the token and the parameters (empty ones left out)."""
+        if not params and not more:  # every row's link: urlencode costs a 500-row page
+            return f"{path}?{self._token_query}"
         query = {"token": self.token}
         for name, value in {**(params or {}), **more}.items():
             if value not in (None, ""):

@@ -5,7 +5,9 @@ Pages are keyset pages over the id, newest first: ids sort by creation (older jo
 ids sort as they come), so a page never shifts when invocations are added in front of it. The
 first page without filters costs two index lookups besides its rows: the number of
 invocations, and the unfinished ones per state from the partial index `invocations_active`
-(every other invocation is DONE).
+(every other invocation is DONE). A filtered page chooses its ids first (a short walk of the id
+index, or a scan when the walk finds too few) and reads its rows after; its counts are one
+count of the filter's rows and the unfinished ones from the partial index.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ from vibesys.states import JobState
 BROKER_LABEL = "vibesys-gpu"
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
+#: How far a filtered page walks the id index before it scans instead (see `_page_ids`).
+PROBE_ROWS = 2000
+#: The unfinished invocations, named: left to itself the planner may prefer a filter's index
+#: (every invocation of an adapter) to the few rows of the partial index.
+ACTIVE = "invocations i INDEXED BY invocations_active"
 #: The longest value a filter takes: a label, an adapter, a campaign.
 MAX_VALUE = 200
 _ID = re.compile(r"[0-9a-f]{1,32}")
@@ -213,31 +220,19 @@ def campaign_of(inv: Invocation) -> str | None:
 
 
 def list_page(journal: Journal, flt: ListFilter) -> Page:
-    clauses, params = flt.where()
-    active_only = bool(flt.states) and JobState.DONE not in flt.states
-    if active_only:
-        clauses.append("i.outcome IS NULL")  # the same rows, from the partial index
     newest_first = not flt.after
-    if flt.before:
-        clauses.append("i.id < ?")
-        params.append(flt.before)
-    if flt.after:
-        clauses.append("i.id > ?")
-        params.append(flt.after)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    # Walking the id index stops after a page of matches, but reads rows in index order: for
-    # a filter few rows match, a scan in table order and a sort of the matches is ~15x less.
-    key = "+i.id" if flt.narrowed or active_only else "i.id"
-    order = "DESC" if newest_first else "ASC"
-    cursor = journal.conn.execute(
-        f"SELECT {ROW_COLUMNS} {ROW_FROM} {where} ORDER BY {key} {order} LIMIT ?",
-        [*params, flt.limit + 1],
-    )
-    invs = [Invocation.from_row(as_dict(cursor, row)) for row in cursor.fetchall()]
-    more = len(invs) > flt.limit
-    invs = invs[: flt.limit]
-    if not newest_first:
-        invs.reverse()
+    ids = _page_ids(journal, flt, newest_first)
+    more = len(ids) > flt.limit
+    ids = ids[: flt.limit]
+    invs: list[Invocation] = []
+    if ids:
+        # The page's rows only, joined with their attempts once chosen (never before a sort).
+        cursor = journal.conn.execute(
+            f"SELECT {ROW_COLUMNS} {ROW_FROM} WHERE i.id IN ({','.join('?' * len(ids))}) "
+            "ORDER BY i.id DESC",
+            ids,
+        )
+        invs = [Invocation.from_row(as_dict(cursor, row)) for row in cursor.fetchall()]
     seen = _seen(journal, [i.id for i in invs if i.state is not JobState.DONE])
     rows = [Row(i, campaign_of(i), seen.get(i.id, {}), _waiting(journal, i)) for i in invs]
     counts, total = state_counts(journal, flt)
@@ -248,6 +243,66 @@ def list_page(journal: Journal, flt: ListFilter) -> Page:
         if (newest_first and more) or (not newest_first):
             older = invs[-1].id
     return Page(rows, counts, total, newer, older)
+
+
+def _page_ids(journal: Journal, flt: ListFilter, newest_first: bool) -> list[str]:
+    """The ids of the page (and one more, if there is more), in page order.
+
+    Walking the id index stops after a page of matches but reads each row it passes; a filter
+    few rows match is cheaper as a scan in table order keeping the best ids. Which one a
+    filter is, the first PROBE_ROWS of the walk tell: a page of matches there ends it."""
+    conn, want = journal.conn, flt.limit + 1
+    clauses, params = flt.where()
+    order, past = ("DESC", "<") if newest_first else ("ASC", ">")
+    cursor = [f"i.id {past} ?"] if flt.before or flt.after else []
+    start = [flt.before or flt.after] if cursor else []
+    if bool(flt.states) and JobState.DONE not in flt.states:
+        # The unfinished ones: the partial index holds them all (and only them).
+        where = " AND ".join([*clauses, *cursor, "i.outcome IS NULL"])
+        sql = f"SELECT i.id FROM {ACTIVE} WHERE {where} ORDER BY +i.id {order} LIMIT ?"
+        return [r[0] for r in conn.execute(sql, [*params, *start, want])]
+    if not clauses:
+        where = f"WHERE {cursor[0]}" if cursor else ""
+        sql = f"SELECT i.id FROM invocations i {where} ORDER BY i.id {order} LIMIT ?"
+        return [r[0] for r in conn.execute(sql, [*start, want])]
+    test = " AND ".join(clauses)
+    where = f"WHERE {cursor[0]}" if cursor else ""
+    walk = conn.execute(
+        f"SELECT i.id, {test} FROM invocations i {where} ORDER BY i.id {order} LIMIT ?",
+        [*params, *start, PROBE_ROWS],
+    )
+    found: list[str] = []
+    walked, last = 0, ""
+    for last, hit in walk:  # stepped one row at a time: it stops at the page's last match
+        walked += 1
+        if hit:
+            found.append(last)
+            if len(found) == want:
+                break
+    walk.close()
+    if len(found) == want or walked < PROBE_ROWS:
+        return found
+    rest = " AND ".join([*clauses, f"+i.id {past} ?"])  # from an index or a scan, not the walk
+    sql = f"SELECT i.id FROM invocations i WHERE {rest} ORDER BY +i.id {order} LIMIT ?"
+    return found + [r[0] for r in conn.execute(sql, [*params, last, want - len(found)])]
+
+
+def list_fingerprint(journal: Journal) -> tuple[object, ...]:
+    """Changes whenever anything a list shows may have (a few index reads): a new invocation,
+    a transition of an unfinished one (its version; a DONE row never changes again), a status
+    round's observation, a campaign queue's. A lease's renewal, the most frequent commit,
+    changes none of them."""
+    conn = journal.conn
+    return (
+        conn.execute("SELECT count(*) FROM invocations").fetchone()[0],
+        conn.execute(
+            f"SELECT group_concat(i.id || ':' || i.version) FROM {ACTIVE} WHERE i.outcome IS NULL"
+        ).fetchone()[0],
+        tuple(
+            conn.execute("SELECT count(*), max(round), max(observed_at) FROM poll_watch").fetchone()
+        ),
+        conn.execute("SELECT max(seq) FROM campaign_queue").fetchone()[0],
+    )
 
 
 def _waiting(journal: Journal, inv: Invocation) -> QueuePlace | None:
@@ -270,13 +325,19 @@ def state_counts(journal: Journal, flt: ListFilter) -> tuple[dict[str, int], int
         counts.update({JobState(s): n for s, n in active})
         counts[JobState.DONE] = total - sum(n for _, n in active)
     else:
+        # Every invocation but the unfinished ones (the partial index) is DONE: one count of
+        # the filter's rows, no grouping of them all by state.
         clauses, params = flt.where(with_state=False)
-        rows = conn.execute(
-            f"SELECT i.state, count(*) FROM invocations i WHERE {' AND '.join(clauses)} "
+        where = " AND ".join(clauses)
+        total = conn.execute(f"SELECT count(*) FROM invocations i WHERE {where}", params)
+        matching = total.fetchone()[0]
+        active = conn.execute(
+            f"SELECT i.state, count(*) FROM {ACTIVE} WHERE i.outcome IS NULL AND {where} "
             "GROUP BY i.state",
             params,
         ).fetchall()
-        counts.update({JobState(s): n for s, n in rows})
+        counts.update({JobState(s): n for s, n in active})
+        counts[JobState.DONE] = matching - sum(n for _, n in active)
     return {str(state): n for state, n in counts.items()}, sum(counts.values())
 
 

@@ -17,6 +17,7 @@ from vibesys.journal_schema.store import Journal
 from vibesys.journal_schema.views import listed, show_json
 from vibesys.states import JobState
 from vibesys.ui import diagram, logs, queries, timeline
+from vibesys.ui.driver import Driver, driver
 from vibesys.ui.fields import Field, recorded, recorded_json
 from vibesys.ui.queries import ListFilter, Page, Row
 
@@ -36,6 +37,10 @@ class InvocationView:
     shown_attempt: int
     tails: list[logs.Chunk]
     json: dict[str, Any]
+    #: who drives it, judged against the clock and this host's processes
+    driver: Driver
+    #: when it was read (the page's times count from here)
+    now: datetime
 
     @property
     def live(self) -> bool:
@@ -86,6 +91,8 @@ def invocation_view(
         shown_attempt=shown,
         tails=tails,
         json=show_json(journal, inv),
+        driver=driver(inv, now),
+        now=now,
     )
 
 
@@ -100,6 +107,8 @@ def extra_json(view: InvocationView) -> dict[str, Any]:
         "id": view.inv.id,
         "recorded": recorded_json(view.recorded),
         "observation": view.seen,
+        "driver": view.driver.to_json(),
+        "now": view.now.isoformat(),
         "timeline": [lane.to_json() for lane in view.lanes],
         "logs": {
             "attempt": view.shown_attempt,

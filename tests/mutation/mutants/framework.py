@@ -53,6 +53,8 @@ UI_QUERIES = "vibesys/ui/queries.py"
 UI_LOGS = "vibesys/ui/logs.py"
 UI_DIAGRAM = "vibesys/ui/diagram.py"
 UI_PAGE = "vibesys/ui/templates/invocation.html"
+UI_DRIVER = "vibesys/ui/driver.py"
+UI_EVENTS = "vibesys/ui/events.py"
 REQUESTS = "vibesys/adapters/requests.py"
 SLURM_REQUEST = "vibesys/adapters/slurm/request.py"
 SKY_REQUEST = "vibesys/adapters/skypilot/request.py"
@@ -156,10 +158,12 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     CHECK_JOB: ("tests/sitecheck/test_slurm_pieces.py",),
     UI_READER: ("tests/ui/test_reader.py",),
     UI_APP: ("tests/ui/test_app.py",),
-    UI_QUERIES: ("tests/ui/test_app.py",),
+    UI_QUERIES: ("tests/ui/test_app.py", "tests/ui/test_filters.py"),
     UI_LOGS: ("tests/ui/test_parts.py",),
     UI_DIAGRAM: ("tests/ui/test_parts.py",),
     UI_PAGE: ("tests/ui/test_app.py",),
+    UI_DRIVER: ("tests/ui/test_driver.py",),
+    UI_EVENTS: ("tests/ui/test_driver.py", "tests/ui/test_events.py"),
     SITE_FILE: ("tests/config/test_slurm_file.py",),
     TRUSTED: ("tests/config/test_slurm_file.py", "tests/test_cli_site.py"),
     SLURM_REQUEST: ("tests/config/test_slurm_file.py", "tests/test_cli_site.py"),
