@@ -21,13 +21,14 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import IO, Any, Final, Self
 
 from vibesys.bridge import client as eval_client
 from vibesys.bridge.capabilities import SessionCapabilities
@@ -131,6 +132,7 @@ class Session:
         self._log = log
         self._process: subprocess.Popen[bytes] | None = None
         self._forwarder: threading.Thread | None = None
+        self._log_file: IO[bytes] | None = None
         self._forwarding = threading.Event()
         self._last_lines: collections.deque[str] = collections.deque(maxlen=_KEPT_LINES)
         self._document: dict[str, Any] | None = None
@@ -147,15 +149,22 @@ class Session:
         if self._process is not None:
             raise UsageError("this Session was started already; open a new one")
         argv = [sys.executable, "-m", "vibesys", "session", "serve", *self._options]
-        # Its own process group: a Ctrl-C at the terminal reaches the framework, which closes
-        # the session; the serve's parent watch (this process) covers the framework's death.
-        self._process = subprocess.Popen(
-            [*argv, "--parent-pid", str(os.getpid())],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        # Its log goes to an unlinked file this process tails, not a pipe: a pipe would break
+        # under the serve when the framework dies, and its teardown would fail on its first log
+        # line. Its own process group: a Ctrl-C at the terminal reaches the framework, which
+        # closes the session; the serve's parent watch (this process) covers its death.
+        self._log_file = tempfile.TemporaryFile()  # noqa: SIM115  # closed with the serve
+        try:
+            self._process = subprocess.Popen(
+                [*argv, "--parent-pid", str(os.getpid())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=self._log_file,
+                start_new_session=True,
+            )
+        except BaseException:
+            self._log_file.close()
+            raise
         try:
             self._forwarder = threading.Thread(
                 target=self._forward_log, name="vibesys-session-log", daemon=True
@@ -341,24 +350,22 @@ class Session:
         raise VibesysError("the session's bridge closed without its capabilities")
 
     def _forward_log(self) -> None:
-        """Pass the serve's log lines on, and keep the last ones (a failed start's reason).
-        Polls so that `_stop_forwarding` ends it even if a descendant holds the pipe."""
-        assert self._process is not None and self._process.stderr is not None
-        stderr = self._process.stderr.fileno()
-        pending = b""
-        while not self._forwarding.is_set():
-            ready, _, _ = select.select([stderr], [], [], 0.2)
-            if not ready:
-                continue
-            chunk = os.read(stderr, 65536)
+        """Pass the serve's log lines on, and keep the last ones (a failed start's reason),
+        until the serve has exited and all it wrote is read (or `_stop_forwarding`)."""
+        assert self._process is not None and self._log_file is not None
+        log, offset, pending = self._log_file.fileno(), 0, b""
+        while True:
+            ended = self._process.poll() is not None  # before the read: nothing comes after
+            chunk = os.pread(log, 65536, offset)
+            offset += len(chunk)
             lines = (pending + chunk).split(b"\n")
-            pending = lines.pop() if chunk else b""
+            pending = lines.pop()
             for raw in filter(None, lines):
                 line = raw.decode("utf-8", "replace")
                 self._last_lines.append(line)
                 with contextlib.suppress(Exception):  # a failing log never stops the drain
                     self._log(line)
-            if not chunk:
+            if not chunk and (ended or self._forwarding.wait(0.1)):
                 return
 
     def _stop_forwarding(self) -> None:
@@ -367,7 +374,7 @@ class Session:
             forwarder.join(LOG_DRAIN_SECONDS)
             self._forwarding.set()
             forwarder.join()
-        assert self._process is not None
-        for pipe in (self._process.stdout, self._process.stderr):
-            if pipe is not None:
-                pipe.close()
+        assert self._process is not None and self._process.stdout is not None
+        self._process.stdout.close()
+        if self._log_file is not None:
+            self._log_file.close()
