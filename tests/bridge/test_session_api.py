@@ -196,10 +196,10 @@ with Session("campaign-1", root / "ws", local=True, unconfined=True, state_dir=r
 """
 
 
-@pytest.mark.parametrize("handled", ["handled", "default"])
+@pytest.mark.parametrize("handled", ["handled", "default", "killed"])
 def test_sigterm_of_the_framework_leaves_nothing(tmp_path: Path, handled: str) -> None:
-    # Handled: the `with` block closes the session. Default (the process just dies): the
-    # serve's parent watch tears it down, as after a SIGKILL.
+    # Handled: the `with` block closes the session. Default (the process just dies) and
+    # killed: the serve's parent watch tears it down.
     (tmp_path / "ws").mkdir()
     pidfile = tmp_path / "pid"
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
@@ -214,7 +214,7 @@ def test_sigterm_of_the_framework_leaves_nothing(tmp_path: Path, handled: str) -
         assert framework.stdout is not None
         serve = int(framework.stdout.readline())
         wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the command")
-        framework.send_signal(signal.SIGTERM)
+        framework.send_signal(signal.SIGKILL if handled == "killed" else signal.SIGTERM)
         _, err = framework.communicate(timeout=BUDGET)
     finally:
         if framework.poll() is None:
@@ -223,7 +223,8 @@ def test_sigterm_of_the_framework_leaves_nothing(tmp_path: Path, handled: str) -
         assert framework.returncode == 143, err
         assert "tearing down: SIGTERM received" in err and "torn down" in err
     else:
-        assert framework.returncode == -signal.SIGTERM
+        signum = signal.SIGKILL if handled == "killed" else signal.SIGTERM
+        assert framework.returncode == -signum
     wait_for(lambda: not alive(serve), "the session to end")
     assert not alive(int(pidfile.read_text()))
     wait_for(lambda: "CANCELLED" in (tmp_path / "helper.out").read_text(), "the helper's result")
