@@ -231,15 +231,56 @@ def test_sigterm_of_the_framework_leaves_nothing(tmp_path: Path, handled: str) -
     assert leftovers(tmp_path / "state") == []
 
 
+GPU_SITE = (
+    "[slurm]\nname = 'local'\nremote_workspace_root = '/tmp'\n[slurm.transport]\n"
+    "kind = 'local'\n[vibesys.agent_gpu]\npartitions = ['main']\nmax_gpus = 1\n"
+    "max_time_minutes = 5\ndefault_time_minutes = 1\n"
+)
+
+
+def test_a_site_with_gpu_commands_gives_the_broker_too(
+    tmp_path: Path, baseline: tuple[list[int], int]
+) -> None:
+    # Nothing is submitted: the broker listens, the session lists it, the teardown stops it.
+    config = tmp_path / "slurm.toml"
+    config.write_text(GPU_SITE)
+    with open_session(tmp_path, local=False, slurm_config=config, check=False) as session:
+        env = session.environment
+        assert env["VIBESYS_GPU_TOKEN"].startswith("vbgpu1.") and env["CUDA_VISIBLE_DEVICES"] == ""
+        gpu_client = session.clients["vibesys-gpu"]
+        assert env["VIBESYS_GPU"] == str(gpu_client)
+        gpu_dir = Path(env["VIBESYS_GPU_SOCKET"]).parent
+        assert Mount(gpu_dir, gpu_dir, False) in session.mounts
+        assert Mount(gpu_client, gpu_client, True) in session.mounts
+        assert session.capabilities.gpu_commands and session.capabilities.gpu_limits is not None
+        assert "vibesys-gpu" in session.notes()
+        assert (gpu_dir / "gpu.sock").is_socket()
+    assert session.close() == 0
+    assert_nothing_left(tmp_path / "state", baseline)
+
+
+def test_a_start_interrupted_once_the_serve_listens_leaves_nothing(
+    tmp_path: Path, baseline: tuple[list[int], int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C right after the document: the serve listens, the Session has not returned yet.
+    def interrupted(_session: Session) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Session, "_ask_capabilities", interrupted)
+    lines: list[str] = []
+    session = open_session(tmp_path, lines)
+    with pytest.raises(KeyboardInterrupt):
+        session.start()
+    assert "vibesys session: tearing down: SIGTERM received" in lines
+    assert session.close() == 0 and not session.running
+    assert_nothing_left(tmp_path / "state", baseline)
+
+
 def test_a_partial_start_leaves_nothing(tmp_path: Path, baseline: tuple[list[int], int]) -> None:
     # A site with GPU commands: the bridge starts, then the broker cannot (its socket's path is
     # taken by a directory). The serve undoes what it started; the Session says why.
     config = tmp_path / "slurm.toml"
-    config.write_text(
-        "[slurm]\nname = 'local'\nremote_workspace_root = '/tmp'\n[slurm.transport]\n"
-        "kind = 'local'\n[vibesys.agent_gpu]\npartitions = ['main']\nmax_gpus = 1\n"
-        "max_time_minutes = 5\ndefault_time_minutes = 1\n"
-    )
+    config.write_text(GPU_SITE)
     (tmp_path / "state" / "gpu" / "gpu.sock").mkdir(parents=True)
     lines: list[str] = []
     session = open_session(tmp_path, lines, local=False, slurm_config=config, check=False)
