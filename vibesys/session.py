@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import json
 import os
 import select
@@ -221,7 +222,7 @@ class Session:
     def document(self) -> dict[str, Any]:
         """The serve's JSON document, as `vibesys session serve` prints it (a secret: it holds
         the tokens)."""
-        return json.loads(json.dumps(self._started()))  # type: ignore[no-any-return]
+        return copy.deepcopy(self._started())
 
     @property
     def environment(self) -> dict[str, str]:
