@@ -163,10 +163,6 @@ class Session:
                 stderr=self._log_file,
                 start_new_session=True,
             )
-        except BaseException:
-            self._log_file.close()
-            raise
-        try:
             self._forwarder = threading.Thread(
                 target=self._forward_log, name="vibesys-session-log", daemon=True
             )
@@ -184,7 +180,9 @@ class Session:
         (0 clean, 4 an evaluation left UNRESOLVED, negative: the signal that ended it). An
         interrupted close may be called again; the serve goes on tearing down meanwhile."""
         process = self._process
-        if process is None:
+        if process is None:  # never started, or its start failed to spawn it
+            if self._log_file is not None:
+                self._log_file.close()
             return 0
         if self._status is not None:
             return self._status
