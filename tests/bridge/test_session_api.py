@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.bridge.session_helpers import BUDGET, result_line, wait_for
+from tests.test_layering import imports_of
 from vibesys.bridge.capabilities import SessionCapabilities
 from vibesys.bridge.notes import render_notes
-from vibesys.errors import UsageError
+from vibesys.errors import UsageError, VibesysError
 from vibesys.session import Mount, Session
 
 pytestmark = pytest.mark.timeout(120)
@@ -274,6 +275,30 @@ def test_a_start_interrupted_once_the_serve_listens_leaves_nothing(
     assert "vibesys session: tearing down: SIGTERM received" in lines
     assert session.close() == 0 and not session.running
     assert_nothing_left(tmp_path / "state", baseline)
+
+
+def test_a_start_past_its_timeout_leaves_nothing(
+    tmp_path: Path, baseline: tuple[list[int], int]
+) -> None:
+    # The serve hangs before it listens: its experiment file is a FIFO nobody writes.
+    os.mkfifo(tmp_path / "experiment.toml")
+    session = open_session(tmp_path, resources=tmp_path / "experiment.toml", start_timeout=1.0)
+    with pytest.raises(VibesysError, match=r"^the session did not start within 1\.0 s$"):
+        session.start()
+    assert session.close() == -signal.SIGTERM and not session.running
+    assert_nothing_left(tmp_path / "state", baseline)
+
+
+def test_vibesys_itself_never_imports_the_session_api() -> None:
+    # It sits beside the CLI, for frameworks: nothing below may depend on it.
+    package = ROOT / "vibesys"
+    users = [
+        str(path.relative_to(ROOT))
+        for path in package.rglob("*.py")
+        if path.name != "__init__.py" or path.parent != package
+        if any(name == "vibesys.session" for name in imports_of(path))
+    ]
+    assert users == []
 
 
 def test_a_partial_start_leaves_nothing(tmp_path: Path, baseline: tuple[list[int], int]) -> None:
