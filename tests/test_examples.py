@@ -34,6 +34,15 @@ EXPECTED: dict[str, list[str]] = {
         "RETRYING -> SUBMITTING  SubmitIntended  attempt=2",
         "journal verify: ok",
     ],
+    "session_local.py": [
+        "backend local",
+        "mount eval writable",
+        "mount results read-only",
+        "notes start with '# Runtime notes'",
+        "accuracy 0.93",
+        "status COMPLETED, vibesys-eval exit 0",
+        "closed: exit status 0, 0 sockets left",
+    ],
 }
 
 

@@ -339,6 +339,7 @@ PUBLIC_API = {
     "JobResult": "vibesys.job_result",
     "JobStatus": "vibesys.job_result",
     "result": "vibesys.job_result",
+    "Session": "vibesys.session",
 }
 
 

@@ -51,6 +51,7 @@ _PUBLIC = {
     "JobResult": "vibesys.job_result",
     "JobStatus": "vibesys.job_result",
     "result": "vibesys.job_result",
+    "Session": "vibesys.session",
 }
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from vibesys.errors import VibesysError
     from vibesys.job_result import JobResult, JobStatus, result
     from vibesys.journal_schema import Journal, journal_path, open_journal
+    from vibesys.session import Session
     from vibesys.states import FailureClass, JobState, Outcome, replay
 
 
@@ -82,6 +84,7 @@ __all__ = [
     "Journal",
     "Outcome",
     "RetryPolicy",
+    "Session",
     "VibesysError",
     "__version__",
     "drive",

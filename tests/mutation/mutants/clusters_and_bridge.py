@@ -110,6 +110,8 @@ MUTANTS: list[Mutant] = [
     M("local-session-unconfined-by-default", BRIDGE_SITE, "        confinement = None if unconfined else Confinement()", "        confinement = None", "session serve --local gives evaluations the host's view though the operator never said so"),
     M("capabilities-gpu-limits-dropped", "vibesys/bridge/capabilities.py", "        gpu_limits=gpu_limits(agent) if site.agent_gpu and agent is not None else None,", "        gpu_limits=None,", "the agent is offered vibesys-gpu without its limits, its partitions or the paths its jobs see", tests=("tests/bridge/test_capabilities.py",)),
     M("notes-read-only-paths-unnamed", "vibesys/bridge/notes.py", "        *_read_only(limits),\n", "", "the agent's notes never name the read-only paths its GPU commands can see", tests=("tests/bridge/test_capabilities.py",)),
+    M("session-close-kills-the-serve", "vibesys/session.py", "                process.send_signal(signal.SIGTERM)", "                process.kill()", "closing a vibesys.Session kills its serve: no teardown, its evaluations run on and its sockets and tokens stay", tests=("tests/bridge/test_session_api.py",)),
+    M("session-log-through-a-pipe", "vibesys/session.py", "                stderr=self._log_file,", "                stderr=subprocess.PIPE,", "the serve logs into a pipe the framework holds: a framework that dies breaks the teardown at its first log line, its evaluations run on", tests=("tests/bridge/test_session_api.py",)),
     M("tokens-one-format", TOKENS, 'BROKER_PREFIX: Final = "vbgpu1."', 'BROKER_PREFIX: Final = "vbeval1."', "the GPU broker's and the bridge's tokens cannot be told apart"),
 ]
 # fmt: on
