@@ -38,6 +38,7 @@ BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
 BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
 BRIDGE_SERVER = "vibesys/bridge/server.py"
+CLIENT_KEYS = "vibesys/client/keys.py"
 CONNECTIONS = "vibesys/osutil/connections.py"
 TOKENS = "vibesys/osutil/tokens.py"
 CHECK_MODEL = "vibesys/sitecheck/model.py"
@@ -137,6 +138,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     BRIDGE_RUNNER: ("tests/bridge/test_server.py",),
     BRIDGE_FOLLOW: ("tests/bridge/test_server.py",),
     BRIDGE_ROWS: ("tests/bridge/test_request_rows.py",),
+    CLIENT_KEYS: ("tests/client",),
     EVAL_CLIENT: (
         "tests/bridge/test_session.py::test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches",
     ),
