@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ PAYLOAD = bytes(range(256)) * 2 + b"\xff\xfe tail without newline"
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Client:
+def client(tmp_path: Path) -> Iterator[Client]:
     with Client(tmp_path / "journal.db") as opened:
         yield opened
 
