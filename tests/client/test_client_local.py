@@ -159,3 +159,20 @@ def test_the_async_client(tmp_path: Path) -> None:
             return found[0].exit_code, found[1].exit_code
 
     assert asyncio.run(main()) == (1, 2)
+
+
+def test_two_clients_of_one_process_share_one_driver(tmp_path: Path) -> None:
+    first, second = Client(tmp_path / "journal.db"), Client(tmp_path / "journal.db")
+    try:
+        marker = tmp_path / "go"
+        wait = f"import os,time\nwhile not os.path.exists({str(marker)!r}): time.sleep(0.05)"
+        handle = first.submit([PY, "-c", wait], key="shared")
+        assert second.attach("shared") is handle
+        first.close()  # the second client still follows it: its driver goes on
+        marker.touch()
+        assert handle.result(60).status is JobStatus.COMPLETED
+        handle.cancel()  # too late: an ended invocation keeps its outcome
+        assert handle.status().outcome == "COMPLETED"
+    finally:
+        first.close()
+        second.close()

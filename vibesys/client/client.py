@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
@@ -42,6 +43,11 @@ MAX_SECONDS: Final = 7 * 24 * 3600.0
 #: How long `close()` waits for the drivers to let their invocations go.
 CLOSE_SECONDS: Final = 30.0
 
+#: The handles being driven in this process, by journal and invocation, whichever client
+#: made them (each handle knows the clients that use it).
+_DRIVEN: dict[tuple[Path, str], Handle] = {}
+_DRIVEN_LOCK = threading.Lock()
+
 
 class Client:
     """Submits evaluations and follows them, on the journal at `journal` (None:
@@ -51,8 +57,6 @@ class Client:
     def __init__(self, journal: str | os.PathLike[str] | None = None) -> None:
         self.journal_path = journal_path(journal).absolute()
         open_journal(self.journal_path).close()  # created or upgraded now: a bad one fails here
-        self._handles: dict[str, Handle] = {}
-        self._lock = threading.Lock()
         self._closed = False
 
     def __enter__(self) -> Client:
@@ -65,11 +69,16 @@ class Client:
 
     def close(self) -> None:
         """Stop driving and following (the jobs run on; their leases are let go)."""
-        with self._lock:
+        with _DRIVEN_LOCK:
             self._closed = True
-            handles = list(self._handles.values())
+            mine = [(key, handle) for key, handle in _DRIVEN.items() if self in handle.users]
+            for key, handle in mine:
+                handle.users.discard(self)
+                if not handle.users:  # another client of this process may still follow it
+                    del _DRIVEN[key]
+            unused = [handle for _, handle in mine if not handle.users]
         deadline = time.monotonic() + CLOSE_SECONDS
-        for handle in handles:
+        for handle in unused:
             handle.stop(max(deadline - time.monotonic(), 0.0))
 
     def submit(
@@ -152,13 +161,16 @@ class Client:
         return self._follow(inv.id, timeout)
 
     def _follow(self, invocation_id: str, timeout: float | None) -> Handle:
-        with self._lock:
+        # One driver per invocation in this process, whichever client asks: its threads share
+        # the process's identity, so the invocation's lease cannot keep two of them apart.
+        with _DRIVEN_LOCK:
             self._check_open()
-            handle = self._handles.get(invocation_id)
+            handle = _DRIVEN.get((self.journal_path, invocation_id))
             if handle is None:
                 handle = Handle(self.journal_path, invocation_id, timeout)
-                self._handles[invocation_id] = handle
+                _DRIVEN[self.journal_path, invocation_id] = handle
                 handle.start()
+            handle.users.add(self)
         return handle
 
     def _check_open(self) -> None:

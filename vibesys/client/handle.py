@@ -75,6 +75,8 @@ class Handle:
         self._done = threading.Event()
         self._error: BaseException | None = None
         self._timeout = timeout
+        #: the clients that hold this handle: it is driven until the last one closes
+        self.users: set[object] = set()
         self._thread = threading.Thread(
             target=self._drive, name=f"vibesys-{invocation_id}", daemon=True
         )
