@@ -96,6 +96,8 @@ def test_bad_input_records_nothing(client: Client) -> None:
         client.submit([PY, "-c", "pass"], adapter="nowhere")
     with pytest.raises(UsageError, match="retries"):
         client.submit([PY, "-c", "pass"], retries=-1)
+    with pytest.raises(UsageError, match=r"retries=1\.5: must be a whole number"):
+        client.submit([PY, "-c", "pass"], retries=1.5)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="no command"):
         client.submit([])
     journal = open_journal(client.journal_path, readonly=True)

@@ -135,7 +135,7 @@ class Client:
             cwd=workdir,
             env_names=sorted(env or {}),
             timeout=_timeout(timeout),
-            retries=int(_number("retries", retries, 0, MAX_RETRIES)),
+            retries=int(_number("retries", retries, 0, MAX_RETRIES, whole=True)),
             retry_delay=_number("retry_delay", retry_delay, 0, MAX_SECONDS),
             unreachable_timeout=_number("unreachable_timeout", unreachable_timeout, 0, MAX_SECONDS),
         )
@@ -221,9 +221,11 @@ def _request(journal: Journal, sub: Submission) -> Any:
     return entry(sub.adapter).load().make_request(sub.adapter, values)
 
 
-def _number(name: str, value: float, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise UsageError(f"{name}={value!r}: must be a number between {low:g} and {high:g}")
+def _number(name: str, value: float, low: float, high: float, *, whole: bool = False) -> float:
+    kinds = int if whole else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+        kind = "a whole number" if whole else "a number"
+        raise UsageError(f"{name}={value!r}: must be {kind} between {low:g} and {high:g}")
     return value
 
 
