@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from vibesys import Client
+from vibesys.job_result import JobStatus
 from vibesys.journal_schema import open_journal
 
 pytestmark = pytest.mark.crash
@@ -100,3 +102,12 @@ def test_two_submitters_of_one_key_at_once_make_one_job(tmp_path: Path) -> None:
         outs.append(out.split())
     inv_id = one_invocation_one_job(tmp_path)
     assert outs == [[inv_id, "COMPLETED"]] * 2
+
+
+def test_attach_records_a_key_whose_recorder_died_before_its_invocation(tmp_path: Path) -> None:
+    status, _, err = finish(submitter(tmp_path, "result", failpoint="after_key_commit"))
+    assert status == 137, err
+    with Client(tmp_path / "journal.db") as client:
+        found = client.attach(KEY).result(60)
+    assert found.status is JobStatus.COMPLETED
+    assert one_invocation_one_job(tmp_path) == found.invocation_id
