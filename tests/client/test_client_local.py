@@ -178,3 +178,12 @@ def test_two_clients_of_one_process_share_one_driver(tmp_path: Path) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_timeout_counts_from_the_recording_for_whoever_attaches(tmp_path: Path) -> None:
+    with Client(tmp_path / "journal.db") as first:
+        first.submit([PY, "-c", "import time; time.sleep(60)"], key="slow", timeout=1.5)
+    with Client(tmp_path / "journal.db") as second:
+        found = second.attach("slow").result(60)
+    assert found.status is JobStatus.TIMEOUT
+    assert found.reason == "cancelled by timeout: 1.5 s"
