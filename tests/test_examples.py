@@ -27,6 +27,12 @@ EXPECTED: dict[str, list[str]] = {
         "  5  COLLECTING -> DONE  Collected",
         "journal verify: ok",
     ],
+    "client_submit.py": [
+        "same key, same invocation: True",
+        "COMPLETED exit 0: seed 0 score 0.0",
+        "APPLICATION_FAILED exit 1: seed 1 score 0.1",
+        "APPLICATION_FAILED exit 2: seed 2 score 0.2",
+    ],
     "fake_backend_retry.py": [
         "state DONE outcome COMPLETED exit 0",
         "attempts 2, retries 1",

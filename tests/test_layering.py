@@ -113,6 +113,9 @@ FORBIDDEN = {
     "vibesys.broker": ("vibesys.cli",),
     "vibesys.bridge": ("vibesys.cli",),
     "vibesys.job_result": ("vibesys.cli", "vibesys.engine", "vibesys.adapters"),
+    # The Python API sits beside the CLI, over the engine: the CLI may be built on it, never
+    # the other way round; the bridge and the broker are other hosts of the engine.
+    "vibesys.client": ("vibesys.cli", "vibesys.bridge", "vibesys.broker", "vibesys.ui"),
     # The OS helpers are leaves: nothing of vibesys (the typed errors excepted).
     "vibesys.osutil": (
         "vibesys.adapters",
@@ -318,6 +321,10 @@ def test_wrapper_is_stdlib_only() -> None:
 
 #: The public names and where each one is defined, written out (not read from vibesys._PUBLIC).
 PUBLIC_API = {
+    "AsyncClient": "vibesys.client",
+    "Client": "vibesys.client",
+    "Handle": "vibesys.client",
+    "KeyConflict": "vibesys.client",
     "DriveOptions": "vibesys.engine",
     "Engine": "vibesys.engine",
     "FailureClass": "vibesys.states",

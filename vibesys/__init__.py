@@ -30,6 +30,10 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 __version__ = "0.1.0"
 
 _PUBLIC = {
+    "Client": "vibesys.client",
+    "AsyncClient": "vibesys.client",
+    "Handle": "vibesys.client",
+    "KeyConflict": "vibesys.client",
     "Engine": "vibesys.engine",
     "DriveOptions": "vibesys.engine",
     "RetryPolicy": "vibesys.engine",
@@ -57,6 +61,7 @@ _PUBLIC = {
 if TYPE_CHECKING:
     from vibesys.adapters.fake import FakeAttempt, FakeBackend
     from vibesys.adapters.registry import AdapterEntry, register
+    from vibesys.client import AsyncClient, Client, Handle, KeyConflict
     from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile, wait_for
     from vibesys.errors import VibesysError
     from vibesys.job_result import JobResult, JobStatus, result
@@ -73,15 +78,19 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AdapterEntry",
+    "AsyncClient",
+    "Client",
     "DriveOptions",
     "Engine",
     "FailureClass",
     "FakeAttempt",
     "FakeBackend",
+    "Handle",
     "JobResult",
     "JobState",
     "JobStatus",
     "Journal",
+    "KeyConflict",
     "Outcome",
     "RetryPolicy",
     "Session",

@@ -13,7 +13,7 @@ module is imported only when an invocation needs it. It must provide:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from vibesys.adapters.base import Backend
     from vibesys.adapters.requests import AdapterRequest
 
-__all__ = ["ADAPTERS", "AdapterEntry", "Option", "entry", "names", "register"]
+__all__ = ["ADAPTERS", "AdapterEntry", "Option", "entry", "given_options", "names", "register"]
 
 
 class Option(Struct, frozen=True):
@@ -216,3 +216,32 @@ def entry(name: str) -> AdapterEntry:
         return ADAPTERS[name]
     except KeyError:
         raise UsageError(f"unknown adapter {name!r} (choose from {', '.join(ADAPTERS)})") from None
+
+
+def given_options(
+    adapter: AdapterEntry,
+    values: Mapping[str, Any],
+    spell: Callable[[Option], str] = lambda option: option.flag,
+    hint: str = "",
+) -> dict[str, Any]:
+    """The adapter options among `values` (by destination name) that were given, repeatable
+    ones as tuples: what `make_request` takes (`vibesys run` and `vibesys.Client` both build
+    their request this way). An option `adapter` does not take is one UsageError line."""
+    own = {o.dest for o in adapter.options}
+    given: dict[str, Any] = {}
+    for dest, value in values.items():
+        if value is None or value == [] or value == ():
+            continue
+        if dest not in own:
+            options = [o for e in ADAPTERS.values() for o in e.options if o.dest == dest]
+            if not options:
+                raise UsageError(f"{dest!r} is not an option of any adapter")
+            others = " and ".join(
+                e.name for e in ADAPTERS.values() if any(o.dest == dest for o in e.options)
+            )
+            raise UsageError(
+                f"{spell(options[0])} is not an option of the {adapter.name} adapter (only "
+                f"{others} take it){hint}"
+            )
+        given[dest] = tuple(value) if isinstance(value, list) else value
+    return given

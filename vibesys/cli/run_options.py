@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 
-from vibesys.adapters.registry import ADAPTERS, Option, entry
+from vibesys.adapters.registry import ADAPTERS, Option, entry, given_options
 from vibesys.errors import UsageError
 
 if TYPE_CHECKING:
@@ -192,19 +192,11 @@ def check_run(values: Mapping[str, Any]) -> CheckedRun:
     command = list(values["command"] or [])
     if not command:
         raise UsageError("no command given; usage: vibesys run [OPTIONS] -- COMMAND [ARGS]...")
-    own = {o.dest for o in adapter.options}
-    given: dict[str, Any] = {}
-    for dest, option in adapter_options().items():
-        value = values.get(dest)
-        if value is None or value == [] or value == ():
-            continue
-        if dest not in own:
-            others = " and ".join(takers(dest))
-            raise UsageError(
-                f"{option.flag} is not an option of the {adapter.name} adapter (only {others} "
-                f"take it); see `vibesys run --adapter {adapter.name} --help`"
-            )
-        given[dest] = tuple(value) if isinstance(value, list) else value
+    given = given_options(
+        adapter,
+        {dest: values.get(dest) for dest in adapter_options()},
+        hint=f"; see `vibesys run --adapter {adapter.name} --help`",
+    )
     _check_outputs(detach=bool(values["detach"]))
     if values.get("name") is not None:
         _text("--name", str(values["name"]), "give a label that is UTF-8 text")

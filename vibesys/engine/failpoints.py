@@ -15,6 +15,7 @@ ENV = "VIBESYS_FAILPOINTS"
 CRASH_STATUS = 137
 
 FAILPOINTS: Final[dict[str, str]] = {
+    "after_key_commit": "a client's idempotency key is committed; its invocation not yet recorded",
     "after_prepare_commit": "PREPARED is committed; nothing submitted yet",
     "after_submit_intent": "SUBMITTING (attempt, job name) is committed; nothing dispatched yet",
     "after_submit_dispatch": "SubmitDispatched is committed; the submit may begin, not yet called",

@@ -31,6 +31,7 @@ the planner does not know whether a round was shared.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -75,6 +76,17 @@ POLLER_TTL = timedelta(seconds=120)
 ROUND_CHECK_SECONDS = 0.05
 #: How long `observe_now` (reconcile) waits for a round held by another process.
 FORCED_ROUND_WAIT_SECONDS = 180.0
+
+#: Threads of one process (a client's handles, the bridge's evaluations) share its identity,
+#: which the poller lease cannot tell apart: a lock per site lets one of them take the turn,
+#: and the others read its round.
+_TURNS: dict[str, threading.Lock] = {}
+_TURNS_GUARD = threading.Lock()
+
+
+def _turn(site: str) -> threading.Lock:
+    with _TURNS_GUARD:
+        return _TURNS.setdefault(site, threading.Lock())
 
 
 class SharedPoll(Struct):
@@ -203,6 +215,15 @@ class SharedPoll(Struct):
     def _work(self, site: str, backend: SharedPolling, row: PollSite | None) -> None:
         if row is None:
             return
+        turn = _turn(site)
+        if not turn.acquire(blocking=False):
+            return  # another thread of this process takes the turn
+        try:
+            self._take_turn(site, backend, row)
+        finally:
+            turn.release()
+
+    def _take_turn(self, site: str, backend: SharedPolling, row: PollSite) -> None:
         now = self.engine.clock()
         if self._held_by_other(row, now):
             return

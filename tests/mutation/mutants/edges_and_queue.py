@@ -4,6 +4,7 @@ directories' one reader, and the campaign queue with exact timeouts."""
 from __future__ import annotations
 
 from tests.mutation.mutants.framework import (
+    CLIENT_KEYS,
     DRIVE,
     EXECUTE,
     FAULTS,
@@ -78,6 +79,11 @@ MUTANTS += [
     # -- nothing outlives a job (issue 34) ---------------------------------------------------
     M("wrapper-not-a-subreaper", "vibesys/adapters/local_wrapper.py", "    _become_subreaper(err)\n", "", "a setsid'd or double-forked process of a local job goes to init and runs on after its end", tests=("tests/adapters/test_local_reap.py",)),
     M("leftovers-session-ignored", "vibesys/adapters/local_leftovers.py", '    if group.get("sid") == int(claim.get("pid") or 0):', "    if False:", "a killed wrapper's double-forked process reads as nothing running: CANCELLED while it runs", tests=("tests/adapters/test_local_reap.py",)),
+    # -- vibesys.Client: idempotency keys, one poll per site for a process's threads (issue 37) --
+    M("client-key-ignored", CLIENT_KEYS, "request_id=request_id(key, new_id := new_invocation_id()),", "request_id=request_id(None, new_id := new_invocation_id()),", "the same key submits a second job (after a crash, or from another process)", tests=("tests/client",)),
+    M("client-key-identity-unchecked", CLIENT_KEYS, "_same(key, row.body, sub.body())", "_same(key, row.body, row.body)", "a key reused with another command silently returns the first one's result", tests=("tests/client/test_client_local.py",)),
+    M("client-key-row-after-the-invocation", CLIENT_KEYS, "        if not _exists(journal, row.invocation_id):\n            return _prepare(journal, row, sub, env, request)\n", "        if not _exists(journal, row.invocation_id) and _created:\n            return _prepare(journal, row, sub, env, request)\n", "a key whose recorder died before its invocation is never recorded: its handle follows nothing", tests=("tests/client/test_client_keys_crash.py",)),
+    M("shared-poll-a-turn-per-thread", SHARED_POLL, "        turn = _turn(site)\n", "        turn = threading.Lock()\n", "every thread of a process (a client's handles) runs its own status round of the site", tests=("tests/engine/shared_poll/test_one_process_threads.py",)),
     M("proctrack-anything-passes", "vibesys/sitecheck/slurm.py", '    if tracking == "proctrack/cgroup":', "    if tracking:", "a Slurm site whose process tracking lets daemons outlive their jobs passes the check", tests=("tests/sitecheck/test_proctrack.py",)),
 ]
 # fmt: on

@@ -41,6 +41,7 @@ EVAL_CLIENT = "vibesys/bridge/client.py"
 BRIDGE_SESSION = "vibesys/bridge/session.py"
 DEADLINE = "vibesys/engine/deadline.py"
 BRIDGE_SERVER = "vibesys/bridge/server.py"
+CLIENT_KEYS = "vibesys/client/keys.py"
 CONNECTIONS = "vibesys/osutil/connections.py"
 TOKENS = "vibesys/osutil/tokens.py"
 CHECK_MODEL = "vibesys/sitecheck/model.py"
@@ -144,6 +145,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     BRIDGE_ROWS: ("tests/bridge/test_request_rows.py",),
     BRIDGE_SESSION: ("tests/bridge/test_session_restart.py",),
     DEADLINE: ("tests/bridge/test_session_restart.py", "tests/bridge/test_server.py"),
+    CLIENT_KEYS: ("tests/client",),
     EVAL_CLIENT: (
         "tests/bridge/test_session.py::test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches",
     ),

@@ -1,0 +1,19 @@
+"""The Python API: `Client.submit` returns a `Handle` (status, result, cancel, logs); an
+idempotency key makes a submission exactly once across processes and crashes. See
+docs/api.md."""
+
+from vibesys.client.client import AsyncClient, Client
+from vibesys.client.handle import Handle, Status
+from vibesys.client.keys import KeyConflict
+from vibesys.job_result import JobResult, JobStatus, NotEnded
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "Handle",
+    "JobResult",
+    "JobStatus",
+    "KeyConflict",
+    "NotEnded",
+    "Status",
+]

@@ -1,0 +1,235 @@
+"""`vibesys.Client`: run evaluations from Python, each a journaled invocation with a handle.
+
+`submit` records the invocation (PREPARED) exactly as `vibesys run` does (the adapter's
+request is built by the same registry functions from the same options) and returns at once;
+a thread per handle drives it (`handle.py`). An idempotency key is recorded before anything
+is submitted (`keys.py`), so the same key never runs twice: not in this process, not in
+another, not after a crash of either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from vibesys.adapters.registry import entry
+from vibesys.client.handle import Handle
+from vibesys.client.keys import (
+    CLIENT_RUN,
+    Submission,
+    argv_of,
+    check_key,
+    find_row,
+    plain_options,
+    record,
+    record_found,
+    submission_of,
+    typed_options,
+)
+from vibesys.errors import UsageError
+from vibesys.journal_schema import Journal, journal_path, open_journal
+
+__all__ = ["AsyncClient", "Client"]
+
+MAX_RETRIES: Final = 100
+MAX_SECONDS: Final = 7 * 24 * 3600.0
+#: How long `close()` waits for the drivers to let their invocations go.
+CLOSE_SECONDS: Final = 30.0
+
+#: The handles being driven in this process, by journal and invocation, whichever client
+#: made them (each handle knows the clients that use it).
+_DRIVEN: dict[tuple[Path, str], Handle] = {}
+_DRIVEN_LOCK = threading.Lock()
+
+
+class Client:
+    """Submits evaluations and follows them, on the journal at `journal` (None:
+    `$VIBESYS_JOURNAL`, else `.vibesys/journal.db`, as the CLI). A context manager: closing
+    stops following; the jobs run on, and `attach` (or `vibesys wait`) carries them on."""
+
+    def __init__(self, journal: str | os.PathLike[str] | None = None) -> None:
+        self.journal_path = journal_path(journal).absolute()
+        open_journal(self.journal_path).close()  # created or upgraded now: a bad one fails here
+        self._closed = False
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop driving and following (the jobs run on; their leases are let go)."""
+        with _DRIVEN_LOCK:
+            self._closed = True
+            mine = [(key, handle) for key, handle in _DRIVEN.items() if self in handle.users]
+            for key, handle in mine:
+                handle.users.discard(self)
+                if not handle.users:  # another client of this process may still follow it
+                    del _DRIVEN[key]
+            unused = [handle for _, handle in mine if not handle.users]
+        deadline = time.monotonic() + CLOSE_SECONDS
+        for handle in unused:
+            handle.stop(max(deadline - time.monotonic(), 0.0))
+
+    def submit(
+        self,
+        argv: Sequence[str],
+        *,
+        adapter: str = "local",
+        key: str | None = None,
+        label: str | None = None,
+        candidate: str | os.PathLike[str] | None = None,
+        artifacts: Sequence[str] = (),
+        gpus: int | None = None,
+        time_minutes: int | None = None,
+        partition: str | None = None,
+        slurm_config: str | os.PathLike[str] | None = None,
+        profile: str | None = None,
+        timeout: float | None = None,
+        retries: int = 2,
+        retry_delay: float = 2.0,
+        unreachable_timeout: float = 600.0,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> Handle:
+        """Record `argv` as an invocation on `adapter` and start driving it; returns at once.
+
+        `key`: an idempotency key, recorded before anything is submitted: the same key again
+        (here, in another process, after a crash) returns the handle of the same invocation;
+        with other arguments it is refused (KeyConflict). `options`: the adapter's other
+        `vibesys run` options by their names (`exclude`, `nodes`, `run_id`, `after`, ...).
+        `timeout`: seconds from the recording, then it is cancelled (result TIMEOUT). `env`:
+        variables on top of this process's environment. Bad input raises UsageError (or
+        ConfigError) with nothing recorded."""
+        self._check_open()
+        command = argv_of(argv)
+        if key is not None:
+            check_key(key)
+        workdir = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()
+        given = {
+            **options,
+            "candidate": candidate,
+            "artifact": list(artifacts),
+            "gpus": gpus,
+            "time_minutes": time_minutes,
+            "partition": partition,
+            "slurm_config": slurm_config,
+            "profile": profile,
+        }
+        sub = Submission(
+            argv=command,
+            adapter=entry(adapter).name,
+            options=plain_options(adapter, given, workdir),
+            label=label,
+            cwd=workdir,
+            env_names=sorted(env or {}),
+            timeout=_timeout(timeout),
+            retries=int(_number("retries", retries, 0, MAX_RETRIES, whole=True)),
+            retry_delay=_number("retry_delay", retry_delay, 0, MAX_SECONDS),
+            unreachable_timeout=_number("unreachable_timeout", unreachable_timeout, 0, MAX_SECONDS),
+        )
+        with self._journal() as journal:
+            request = _request(journal, sub)  # every check first: a refusal records nothing
+            inv = record(journal, sub, key, env, request)
+        return self._follow(inv.id, sub.timeout)
+
+    def attach(self, key_or_id: str) -> Handle:
+        """The handle of an invocation by its idempotency key, or its id (a unique prefix
+        will do): followed, and driven whenever no live process drives it."""
+        self._check_open()
+        with self._journal() as journal:
+            row = find_row(journal, key_or_id)
+            if row is not None:
+                sub = submission_of(row)
+                invocation_id = record_found(journal, row, lambda: _request(journal, sub)).id
+                return self._follow(invocation_id, sub.timeout)
+            inv = journal.resolve(key_or_id)
+            row = journal.bridge_request_of(inv.id)
+            client_row = row is not None and row.run_id == CLIENT_RUN
+            timeout = submission_of(row).timeout if row is not None and client_row else None
+        return self._follow(inv.id, timeout)
+
+    def _follow(self, invocation_id: str, timeout: float | None) -> Handle:
+        # One driver per invocation in this process, whichever client asks: its threads share
+        # the process's identity, so the invocation's lease cannot keep two of them apart.
+        with _DRIVEN_LOCK:
+            self._check_open()
+            handle = _DRIVEN.get((self.journal_path, invocation_id))
+            if handle is None:
+                handle = Handle(self.journal_path, invocation_id, timeout)
+                _DRIVEN[self.journal_path, invocation_id] = handle
+                handle.start()
+            handle.users.add(self)
+        return handle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError("this vibesys.Client is closed")
+
+    @contextmanager
+    def _journal(self) -> Iterator[Journal]:
+        # One connection per call: a client is used from any thread (asyncio's workers too).
+        journal = open_journal(self.journal_path)
+        try:
+            yield journal
+        finally:
+            journal.close()
+
+
+class AsyncClient:
+    """`Client` for asyncio: each call runs on a worker thread (`asyncio.to_thread`); the
+    handles are the same (`await handle.result_async()`)."""
+
+    def __init__(self, journal: str | os.PathLike[str] | None = None) -> None:
+        self.client = Client(journal)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def submit(self, argv: Sequence[str], **kwargs: Any) -> Handle:
+        return await asyncio.to_thread(self.client.submit, argv, **kwargs)
+
+    async def attach(self, key_or_id: str) -> Handle:
+        return await asyncio.to_thread(self.client.attach, key_or_id)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.client.close)
+
+
+def _request(journal: Journal, sub: Submission) -> Any:
+    """The adapter's typed request, built as `vibesys run` builds it (`make_request`)."""
+    values = typed_options(sub.adapter, sub.options)
+    if "after" in values:  # as `vibesys run --after`: the invocation's current job
+        parent = journal.resolve(str(values["after"]))
+        if parent.adapter != sub.adapter or parent.job_id is None:
+            raise UsageError(f"after={values['after']}: not an {sub.adapter} invocation with a job")
+        values["after"] = {"invocation": parent.id, "job_id": parent.job_id}
+    return entry(sub.adapter).load().make_request(sub.adapter, values)
+
+
+def _number(name: str, value: float, low: float, high: float, *, whole: bool = False) -> float:
+    kinds = int if whole else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+        kind = "a whole number" if whole else "a number"
+        raise UsageError(f"{name}={value!r}: must be {kind} between {low:g} and {high:g}")
+    return value
+
+
+def _timeout(value: float | None) -> float | None:
+    if value is not None and (_number("timeout", value, 0, MAX_SECONDS) == 0):
+        raise UsageError("timeout=0: give seconds above 0, or None for no timeout")
+    return value

@@ -1,0 +1,203 @@
+"""One invocation as a `vibesys.Client` serves it: its driver thread and what a caller asks.
+
+The driver is `wait_for`, as `vibesys wait` runs it: it drives the invocation while no other
+live process does (this process recorded it, or its driver died) and follows it while one
+does. It is a follower: stopping it (the client closes) leaves the job running, cancelled
+by nothing; the next process that attaches carries it on. Each thread has its own journal
+connection and engine; the status rounds of a scheduler's site are shared by every thread
+and process on this host (`engine/shared_poll.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Final
+
+from msgspec import Struct
+
+from vibesys.engine import DriveOptions, Engine, LogTail, StopFlag, wait_for
+from vibesys.engine.deadline import cancel_at_deadline
+from vibesys.errors import VibesysError
+from vibesys.job_result import TIMEOUT_CANCEL, JobResult, result_from_journal
+from vibesys.journal_schema import Journal, open_journal
+from vibesys.osutil.layout import attempt_dir, log_paths
+from vibesys.states import JobState
+
+__all__ = ["Handle", "Status"]
+
+#: How often `logs(follow=True)` looks for new bytes.
+FOLLOW_SECONDS: Final = 0.1
+CHUNK: Final = 1 << 16
+
+
+class Status(Struct, frozen=True):
+    """An invocation as the journal has it now."""
+
+    invocation_id: str
+    state: str
+    outcome: str | None
+    exit_code: int | None
+    attempt: int
+    job_id: str | None
+    #: DONE, or UNRESOLVED: `result()` has the answer
+    ended: bool
+
+
+class _SpoolOnly(LogTail):
+    """Makes the driver bring a remote job's logs home as it runs (into the local attempt
+    directory, which `logs()` reads) without writing them anywhere else."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), io.BytesIO())
+
+    def pump(self, paths: tuple[Path, Path]) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+class Handle:
+    """A submitted (or attached) invocation: `id`, `status()`, `result()`, `cancel()`,
+    `logs()`. Made by `Client.submit` and `Client.attach`, never directly."""
+
+    def __init__(self, journal_path: Path, invocation_id: str, timeout: float | None) -> None:
+        self.id = invocation_id
+        self._path = journal_path
+        self._stop = StopFlag()
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        self._timeout = timeout
+        #: the clients that hold this handle: it is driven until the last one closes
+        self.users: set[object] = set()
+        self._thread = threading.Thread(
+            target=self._drive, name=f"vibesys-{invocation_id}", daemon=True
+        )
+
+    def __repr__(self) -> str:
+        return f"Handle({self.id!r})"
+
+    # -- what a caller asks ---------------------------------------------------------------
+
+    def status(self) -> Status:
+        with self._journal() as journal:
+            inv = journal.get(self.id)
+            attempts = journal.attempts(self.id)
+        return Status(
+            invocation_id=inv.id,
+            state=str(inv.state),
+            outcome=None if inv.outcome is None else str(inv.outcome),
+            exit_code=inv.exit_code,
+            attempt=inv.attempt,
+            job_id=attempts[-1].job_id if attempts else None,
+            ended=inv.state in (JobState.DONE, JobState.UNRESOLVED),
+        )
+
+    def result(self, timeout: float | None = None) -> JobResult:
+        """Block until the invocation ends (at most `timeout` seconds: TimeoutError), then its
+        JobResult. NotEnded when the client closed before it ended."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"invocation {self.id} has not ended after {timeout} s")
+        if self._error is not None:
+            raise VibesysError(f"driving {self.id} failed: {self._error}") from self._error
+        with self._journal() as journal:
+            return result_from_journal(journal, self.id)
+
+    def done(self) -> bool:
+        """Whether this handle's driver has finished (`result()` will not block)."""
+        return self._done.is_set()
+
+    def cancel(self) -> None:
+        """Ask for the invocation's cancel (committed now, as `vibesys cancel` does); its
+        driver sends it and settles it. `result()` waits for the settlement."""
+        with self._journal() as journal:
+            Engine(journal).request_cancel(journal.get(self.id), "vibesys.Client cancel")
+
+    def logs(self, follow: bool = False, stream: str = "stdout") -> Iterator[bytes]:
+        """The job's bytes (`stream`: stdout or stderr), unchanged, every attempt's in turn,
+        from the local attempt directories; `follow`: until the invocation ends."""
+        if stream not in ("stdout", "stderr"):
+            raise ValueError(f"stream {stream!r}: stdout or stderr")
+        which = 0 if stream == "stdout" else 1
+        offsets: dict[Path, int] = {}
+        while True:
+            ended = not follow or self._done.is_set()
+            with self._journal() as journal:
+                inv = journal.get(self.id)
+                numbers = [a.attempt for a in journal.attempts(self.id)]
+            for number in numbers:
+                path = log_paths(attempt_dir(inv.invocation_dir, number))[which]
+                yield from _read_from(path, offsets)
+            if ended:
+                return
+            time.sleep(FOLLOW_SECONDS)
+
+    async def result_async(self, timeout: float | None = None) -> JobResult:
+        """`result()` on a worker thread (`asyncio.to_thread`)."""
+        return await asyncio.to_thread(self.result, timeout)
+
+    # -- the driver -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, wait_seconds: float) -> None:
+        """Stop driving (the job runs on) and let its lease go."""
+        self._stop.set()
+        self._thread.join(wait_seconds)
+
+    def _drive(self) -> None:
+        try:
+            journal = open_journal(self._path)
+            try:
+                self._deadline(journal)
+                options = DriveOptions(tail=_SpoolOnly(), interrupt=self._stop, owner=False)
+                wait_for(Engine(journal), self.id, options)
+            finally:
+                journal.close()
+        except BaseException as exc:  # a thread must never die silently: result() says it
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def _deadline(self, journal: Journal) -> None:
+        """The submission's timeout, counted from its recording, cancels it (marked as the
+        timeout's: its result is TIMEOUT)."""
+        if not self._timeout:
+            return
+        inv = journal.get(self.id)
+        if inv.state is JobState.DONE:
+            return
+        created = inv.created_at if inv.created_at.tzinfo else inv.created_at.replace(tzinfo=UTC)
+        left = (created + timedelta(seconds=self._timeout) - datetime.now(UTC)).total_seconds()
+        by = f"{TIMEOUT_CANCEL} {self._timeout:g} s"
+        cancel_at_deadline(self._path, self.id, left, self._done, by)
+
+    @contextmanager
+    def _journal(self) -> Iterator[Journal]:
+        """A connection for one call: a handle is used from any thread (asyncio's workers
+        too), and a connection stays on the thread that opened it."""
+        journal = open_journal(self._path)
+        try:
+            yield journal
+        finally:
+            journal.close()
+
+
+def _read_from(path: Path, offsets: dict[Path, int]) -> Iterator[bytes]:
+    """The bytes of `path` past its offset in `offsets` (moved on as they are read)."""
+    if not path.exists():
+        return  # not written yet (the attempt has not started, or its logs are not home)
+    offset = offsets.get(path, 0)
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        while chunk := handle.read(CHUNK):
+            offsets[path] = offset = offset + len(chunk)
+            yield chunk
