@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import Backend, JobRef, Progress
 from vibesys.adapters.registry import entry
-from vibesys.adapters.requests import recorded_limits
 from vibesys.errors import ConfigError
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.osutil.layout import attempt_dir
@@ -71,6 +70,10 @@ class AdapterAccess:
         return self._backends[key]
 
     def job_ref(self, inv: Invocation) -> JobRef:
+        # Only a request that recorded limits is parsed for them: a local run's request has
+        # none, and its start never loads the typed requests' models.
+        recorded = inv.request.get("artifact_limits") is not None
+        limits = self.request_of(inv).artifact_limits if recorded else None
         return JobRef(
             inv.attempt_job_name(inv.attempt),
             inv.job_id,
@@ -78,5 +81,5 @@ class AdapterAccess:
             inv.intended_at,
             inv.id,
             inv.attempt,
-            recorded_limits(inv.request.get("artifact_limits")),
+            limits.limits() if limits is not None else None,
         )
