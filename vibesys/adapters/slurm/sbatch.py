@@ -172,7 +172,7 @@ class SbatchBackend(SlurmBackendBase):
             )
             code, out, err, evidence = self._submit_once(request, remote, script, None, asked)
         if code == OVER_LIMITS and asked is not None and LIMITS_SAID in err:
-            raise _over_limits(asked, err, request.spec.site_config, evidence)
+            raise _over_limits(asked, err, request.spec.site_config)
         if code == CANNOT_WRITE and err.startswith("vibesys-submit:"):
             raise BackendUnavailable("could not write the batch script", evidence=evidence)
         if code == 0:
@@ -249,7 +249,7 @@ def _guard(asked: BatchTime | None) -> tuple[str, str, str]:
 
 
 def _over_limits(
-    asked: BatchTime, err: str, site_config: object, evidence: str
+    asked: BatchTime, err: str, site_config: object
 ) -> SubmitRejected | BackendMisconfigured:
     """The submit command's refusal of a time no partition allows (nothing submitted), named
     from the sinfo answer it printed. The request's --time is the person's (REJECTED); a
@@ -267,11 +267,10 @@ def _over_limits(
         return BackendMisconfigured(
             why,
             maybe_submitted=False,
-            evidence=evidence,
             fix=f"lower --time in [slurm] sbatch_arguments of {site_config} to what the "
             "partition allows (`vibesys check` lists the limits)",
         )
-    return SubmitRejected(f"{why}: nothing submitted", evidence=evidence)
+    return SubmitRejected(f"{why}: nothing submitted")
 
 
 #: The registry's names for this adapter's request model and request builder.
