@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ AGENT = Path(__file__).resolve().parent / "agent.py"
 AGENT_IN_SANDBOX = "/agent/agent.py"
 #: What python3 needs from the host, read-only; a link (merged /usr) is recreated as one.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
+#: Seconds the agent may take in all (two evaluations of well under a minute each).
+AGENT_TIMEOUT = 600.0
 
 
 def site(argv: list[str]) -> dict[str, Any]:
@@ -71,6 +74,29 @@ def sandbox_argv(mounts: tuple[Mount, ...], environment: dict[str, str], cwd: Pa
     for name, value in sorted(environment.items()):
         argv += ["--setenv", name, value]
     return [*argv, "--chdir", str(cwd)]
+
+
+def run_agent(argv: list[str]) -> dict[str, Any]:
+    """Run the sandboxed agent, printing its output as it comes; its summary (its last line,
+    one JSON object), with its exit status."""
+    summary: dict[str, Any] = {"rounds": []}
+    with subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as agent:
+        assert agent.stdout is not None
+        # A hung agent must not hold the session forever: its helper's own timeout aside.
+        watchdog = threading.Timer(AGENT_TIMEOUT, agent.kill)
+        watchdog.start()
+        try:
+            for line in agent.stdout:
+                if line.startswith('{"rounds"'):
+                    summary = json.loads(line)
+                else:
+                    print(f"agent | {line}", end="", flush=True)
+        finally:
+            watchdog.cancel()
+    print(f"agent exit {agent.returncode}")
+    return summary | {"exit": agent.returncode}
 
 
 def bare_seconds(workspace: Path) -> float:
@@ -120,21 +146,7 @@ def main(argv: list[str]) -> int:
             print(f"mount {mount.volume}")
         token_file = session.document["bridge"]["token_file"]
         command = sandbox_argv(session.mounts, session.environment, workspace)
-        agent = subprocess.run(
-            [*command, "python3", AGENT_IN_SANDBOX, "--token-file", token_file],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        lines = agent.stdout.splitlines()
-        for line in lines[:-1]:
-            print(f"agent | {line}")
-        for line in agent.stderr.splitlines():
-            print(f"agent ! {line}")
-        print(f"agent exit {agent.returncode}")
-        summary = json.loads(lines[-1]) if lines else {"rounds": []}
+        summary = run_agent([*command, "python3", AGENT_IN_SANDBOX, "--token-file", token_file])
         if summary["rounds"]:
             report(summary, bare_seconds(workspace))
         pid = session.pid
@@ -142,7 +154,7 @@ def main(argv: list[str]) -> int:
     sockets = [p for p in (root / "session").rglob("*") if p.is_socket()]
     alive = Path(f"/proc/{pid}").exists()
     print(f"session closed: exit status {status}, {len(sockets)} sockets left, serve alive {alive}")
-    return 0 if agent.returncode == 0 and status == 0 and not sockets and not alive else 1
+    return 0 if summary["exit"] == 0 and status == 0 and not sockets and not alive else 1
 
 
 if __name__ == "__main__":
