@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ AGENT_IN_SANDBOX = "/agent/agent.py"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 #: Seconds the agent may take in all (two evaluations of well under a minute each).
 AGENT_TIMEOUT = 600.0
+#: The agent's PATH: the system directories' programs only.
+SANDBOX_PATH = "/usr/bin:/bin"
 
 
 def site(argv: list[str]) -> dict[str, Any]:
@@ -70,7 +73,7 @@ def sandbox_argv(mounts: tuple[Mount, ...], environment: dict[str, str], cwd: Pa
         flag = "--ro-bind" if mount.read_only else "--bind"
         argv += [flag, str(mount.source), str(mount.target)]
     argv += ["--ro-bind", str(AGENT), AGENT_IN_SANDBOX]
-    argv += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp"]
+    argv += ["--clearenv", "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/tmp"]
     for name, value in sorted(environment.items()):
         argv += ["--setenv", name, value]
     return [*argv, "--chdir", str(cwd)]
@@ -100,13 +103,25 @@ def run_agent(argv: list[str]) -> dict[str, Any]:
 
 
 def bare_seconds(workspace: Path) -> float:
-    """The command's run time with nothing around it: `python3 solve.py` in a scratch copy of
-    the candidate the agent left, here."""
+    """The command's run time with nothing around it: `python3 solve.py` here, with the
+    sandbox's PATH, in a scratch copy of the candidate the agent left (the best of three)."""
+    env = {"PATH": SANDBOX_PATH, "HOME": "/tmp"}
+    runs = []
     with tempfile.TemporaryDirectory() as scratch:
         shutil.copy(workspace / "solve.py", scratch)
-        began = time.monotonic()
-        subprocess.run(["python3", "solve.py"], cwd=scratch, capture_output=True, check=True)
-        return time.monotonic() - began
+        for _ in range(3):
+            began = time.monotonic()
+            subprocess.run(["python3", "solve.py"], cwd=scratch, env=env, capture_output=True)
+            runs.append(time.monotonic() - began)
+    return min(runs)
+
+
+def between(times: dict[str, str | None], first: str, then: str) -> str:
+    start, end = times[first], times[then]
+    if start is None or end is None:
+        return "?"
+    seconds = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    return f"{seconds:.2f} s"
 
 
 def report(summary: dict[str, Any], bare: float) -> None:
@@ -121,10 +136,11 @@ def report(summary: dict[str, Any], bare: float) -> None:
             f"{r['command_seconds']:.3f} s (as it measured itself): "
             f"overhead {r['seconds'] - bare:.2f} s over the bare command"
         )
+        # Where the time went, as the journal recorded it (Slurm reports whole seconds).
         times = r["times"]
         print(
-            f"  recorded {times['accepted_at']}, started {times['started_at']}, "
-            f"ended {times['ended_at']}"
+            f"  recorded to started {between(times, 'accepted_at', 'started_at')}, "
+            f"started to ended {between(times, 'started_at', 'ended_at')}"
         )
 
 
