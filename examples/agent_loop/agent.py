@@ -124,7 +124,6 @@ def evaluate(round_no: int, learning_rate: float) -> dict[str, Any]:
         "loss": artifact["loss"],
         "seconds": seconds,
         "command_seconds": artifact["seconds"],
-        "times": recorded["times"],
         "job": recorded["remote_job_id"],
         "results_writable": writable,
     }

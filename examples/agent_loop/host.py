@@ -27,7 +27,6 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -116,14 +115,6 @@ def bare_seconds(workspace: Path) -> float:
     return min(runs)
 
 
-def between(times: dict[str, str | None], first: str, then: str) -> str:
-    start, end = times[first], times[then]
-    if start is None or end is None:
-        return "?"
-    seconds = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
-    return f"{seconds:.2f} s"
-
-
 def report(summary: dict[str, Any], bare: float) -> None:
     """Each round's time against the bare command's: what the session adds per evaluation."""
     print(f"bare command (python3 solve.py here, no vibesys): {bare:.3f} s")
@@ -135,12 +126,6 @@ def report(summary: dict[str, Any], bare: float) -> None:
             f"round {r['round']}: evaluation {r['seconds']:.2f} s, the command's own run "
             f"{r['command_seconds']:.3f} s (as it measured itself): "
             f"overhead {r['seconds'] - bare:.2f} s over the bare command"
-        )
-        # Where the time went, as the journal recorded it (Slurm reports whole seconds).
-        times = r["times"]
-        print(
-            f"  recorded to started {between(times, 'accepted_at', 'started_at')}, "
-            f"started to ended {between(times, 'started_at', 'ended_at')}"
         )
 
 
