@@ -85,8 +85,14 @@ def test_a_killed_wrappers_session_is_still_the_job(tmp_path: Path) -> None:
     detached = f'{sys.executable} -c "{leave_group}" & echo $! > {tmp_path / "pid"}'
     ref = submit(backend, run, "sh", "-c", f"({detached}); sleep 100")
     try:
-        wait_until(lambda: (tmp_path / "pid").exists(), 10, "the detached process")
-        daemon = int((tmp_path / "pid").read_text())
+        pid_file = tmp_path / "pid"
+        # The shell creates the file before it writes the pid: wait for the whole line.
+        wait_until(
+            lambda: pid_file.exists() and pid_file.read_text().endswith("\n"),
+            10,
+            "the detached process",
+        )
+        daemon = int(pid_file.read_text())
         wait_until(lambda: _is_sleep(daemon), 10, "the detached process to exec")
         group = json.loads((run / "group").read_text())
         assert os.getpgid(daemon) != group["pgid"], "it left the command's group"
