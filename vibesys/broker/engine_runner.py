@@ -11,6 +11,11 @@ The agent's variables never reach the journal, a command line or srun's own envi
 remote invocation directory (the parent of its remote attempt directories, on the shared file
 system), which the node-side prelude reads into the sandbox. The job's output is copied to the
 client from srun's files as it grows, independently of the engine's status polling.
+
+A profiled command's captures are the request's declared artifacts (recorded at PREPARED with
+the command that writes them): the engine collects them once the job ended, verified (size,
+sha256) into the invocation's local attempt directory, and the runner sends each one that is
+verified to the client, with its digest, before the exit status.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocat
 from vibesys.engine.deadline import cancel_at_deadline
 from vibesys.engine.drive import StopFlag
 from vibesys.job_result import EXIT_STATUS, TIMEOUT_CANCEL, JobStatus, timed_out
-from vibesys.journal_schema import Invocation, Journal, open_journal
+from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal
 from vibesys.osutil.sandbox import confined_command, env_file_bytes
 from vibesys.states import JobState, Outcome
 from vibesys.states.exits import exit_status
@@ -65,6 +70,7 @@ class EngineGpuJobRunner:
                 time_minutes=job.time_minutes,
                 partitions=job.partitions,
                 job_name_prefix=job.job_name_prefix,
+                artifacts=job.captures,
             )
             invocation_id = new_invocation_id()
             env_file = _write_agent_env(self.remote_root / invocation_id, job)
@@ -91,6 +97,8 @@ class EngineGpuJobRunner:
             finally:
                 ended.set()
                 follower.finish()
+            if job.captures and not stop.is_set():
+                _send_captures(journal, inv, output)
             return _report(journal, inv, output)
         finally:
             journal.close()
@@ -122,6 +130,24 @@ def _write_agent_env(directory: Path, job: GpuJob) -> Path:
         handle.flush()
         os.fsync(handle.fileno())
     return path
+
+
+def _send_captures(journal: Journal, inv: Invocation, output: OutputSink) -> None:
+    """Each capture the engine brought home verified, as recorded (read back, never listed
+    again); what did not come home is said on stderr."""
+    for row in journal.artifacts(inv.id):
+        name = Path(row.path).name
+        if row.state not in (ArtifactState.VERIFIED, ArtifactState.ACKNOWLEDGED):
+            detail = f": {row.detail}" if row.detail else ""
+            output.write(
+                "stderr", f"[vibesys-gpu] capture {row.path} {row.state}{detail}\n".encode()
+            )
+            continue
+        assert row.local_path is not None and row.size is not None and row.sha256 is not None
+        with open(row.local_path, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                output.capture(name, chunk)
+        output.captured(name, row.size, row.sha256)
 
 
 def _report(journal: Journal, inv: Invocation, output: OutputSink) -> int:
