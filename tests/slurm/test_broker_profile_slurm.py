@@ -1,0 +1,99 @@
+"""`vibesys-gpu --profile NAME` through a real broker, real Slurm and real bwrap, with a real
+profiler (py-spy, from its wheel): the capture comes back verified against the digest the
+journal recorded, and py-spy's own format parses; the timeout ends it at the second; a profiler
+the site does not offer is refused in one line and submits nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.slurm.test_broker_slurm import Broker, finish, start_broker, stop_broker
+from tests.slurm.test_broker_slurm import write_config as write_site
+
+pytestmark = pytest.mark.slurm
+
+#: Busy for `seconds` in a function of its own, so the samples name it.
+PROGRAM = """
+import sys, time
+def spin_here(until):
+    while time.monotonic() < until:
+        sum(i * i for i in range(1000))
+spin_here(time.monotonic() + float(sys.argv[1]))
+print("spun")
+"""
+
+
+def profiled_broker(root: Path) -> Broker:
+    spy = shutil.which("py-spy")
+    assert spy, "py-spy is a dev dependency (pip install -e '.[dev]')"
+    prefix = f"vbt-prof-{root.name[-8:]}"
+    config = write_site(root / "slurm.toml", root / "remote", prefix, None, '["main"]')
+    command = [spy, "record", "--format", "speedscope", "--rate", "200", "-o", "{capture}.json"]
+    config.write_text(
+        config.read_text()
+        + f"read_only_paths = {json.dumps([spy])}\n\n"
+        + "[vibesys.agent_gpu.profilers.py-spy]\n"
+        + f"command = {json.dumps([*command, '--'])}\n"
+        + 'captures = ["{capture}.json"]\n'
+    )
+    broker = start_broker(root, prefix, config=config)
+    (broker.workspace / "busy.py").write_text(PROGRAM)
+    return broker
+
+
+def recorded_artifacts(broker: Broker) -> list[tuple[str, int, str, str]]:
+    with sqlite3.connect(broker.journal) as db:
+        rows = db.execute("SELECT path, size, sha256, state FROM artifacts").fetchall()
+    return [(str(p), int(s), str(h), str(st)) for p, s, h, st in rows]
+
+
+def test_a_profile_comes_back_verified_and_readable(tmp_path: Path) -> None:
+    broker = profiled_broker(tmp_path)
+    try:
+        code, out, err = finish(
+            broker.client("--gpus", "0", "--profile", "py-spy", "--", "python3", "busy.py", "2")
+        )
+        assert (code, out) == (0, "spun\n"), err
+        capture = broker.workspace / "profile.json"
+        data = capture.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        # The journal's record, made when the engine brought it home, is what the client checked.
+        assert recorded_artifacts(broker) == [("profile.json", len(data), digest, "acknowledged")]
+        assert f"capture profile.json: {len(data)} bytes, sha256 {digest}" in err
+        assert not list(broker.workspace.glob("*.part"))
+        speedscope = json.loads(data)
+        frames = {frame["name"] for frame in speedscope["shared"]["frames"]}
+        samples = sum(len(profile["samples"]) for profile in speedscope["profiles"])
+        assert "spin_here" in frames and samples > 100, (frames, samples)
+    finally:
+        stop_broker(broker)
+
+
+def test_a_profiled_command_ends_at_its_timeout_and_an_unknown_profiler_is_refused(
+    tmp_path: Path,
+) -> None:
+    broker = profiled_broker(tmp_path)
+    try:
+        began = time.monotonic()
+        argv = ["--gpus", "0", "--profile", "py-spy", "--timeout-seconds", "4", "--"]
+        code, _, err = finish(broker.client(*argv, "python3", "busy.py", "60"))
+        took = time.monotonic() - began
+        assert code == 124, err
+        assert "[vibesys-gpu] TIMEOUT" in err and 4 <= took < 15, (took, err)
+        jobs = broker.jobs()
+        code, out, err = finish(broker.client("--gpus", "0", "--profile", "nsys", "--", "true"))
+        assert (code, out) == (2, "")
+        assert err == (
+            "vibesys-gpu: refused: --profile nsys: this site offers no such profiler "
+            "(offered: py-spy)\n"
+        )
+        assert broker.jobs() == jobs  # nothing submitted
+    finally:
+        stop_broker(broker)
