@@ -48,10 +48,14 @@ def profiled_broker(root: Path) -> Broker:
     return broker
 
 
-def recorded_artifacts(broker: Broker) -> list[tuple[str, int, str, str]]:
+def recorded_artifacts(broker: Broker) -> list[tuple[str, int, str, str, str]]:
     with sqlite3.connect(broker.journal) as db:
-        rows = db.execute("SELECT path, size, sha256, state FROM artifacts").fetchall()
-    return [(str(p), int(s), str(h), str(st)) for p, s, h, st in rows]
+        rows = db.execute("SELECT path, size, sha256, state, local_path FROM artifacts").fetchall()
+    return [(str(p), int(s), str(h), str(st), str(lp)) for p, s, h, st, lp in rows]
+
+
+def left_in_job_dirs(broker: Broker) -> list[Path]:
+    return sorted((broker.workspace.parent / "remote").glob("*/*/work/profile*"))
 
 
 def test_a_profile_comes_back_verified_and_readable(tmp_path: Path) -> None:
@@ -64,8 +68,11 @@ def test_a_profile_comes_back_verified_and_readable(tmp_path: Path) -> None:
         capture = broker.workspace / "profile.json"
         data = capture.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
-        # The journal's record, made when the engine brought it home, is what the client checked.
-        assert recorded_artifacts(broker) == [("profile.json", len(data), digest, "acknowledged")]
+        # The journal's record, made when the engine brought it home, is what the client checked;
+        # the copy home stays in the state directory, the job directory's is the runtime's.
+        ((path, size, sha256, state, local),) = recorded_artifacts(broker)
+        assert (path, size, sha256, state) == ("profile.json", len(data), digest, "acknowledged")
+        assert Path(local).read_bytes() == data and not left_in_job_dirs(broker)
         assert f"capture profile.json: {len(data)} bytes, sha256 {digest}" in err
         assert not list(broker.workspace.glob("*.part"))
         speedscope = json.loads(data)
@@ -87,6 +94,7 @@ def test_a_profiled_command_ends_at_its_timeout_and_an_unknown_profiler_is_refus
         took = time.monotonic() - began
         assert code == 124, err
         assert "[vibesys-gpu] TIMEOUT" in err and 4 <= took < 15, (took, err)
+        assert not left_in_job_dirs(broker)  # the job settled: its capture is gone too
         jobs = broker.jobs()
         code, out, err = finish(broker.client("--gpus", "0", "--profile", "nsys", "--", "true"))
         assert (code, out) == (2, "")

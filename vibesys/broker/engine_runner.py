@@ -15,7 +15,10 @@ client from srun's files as it grows, independently of the engine's status polli
 A profiled command's captures are the request's declared artifacts (recorded at PREPARED with
 the command that writes them): the engine collects them once the job ended, verified (size,
 sha256) into the invocation's local attempt directory, and the runner sends each one that is
-verified to the client, with its digest, before the exit status.
+verified to the client, with its digest, before the exit status. The captures left in the
+job's directory are the runtime's: removed only once the invocation is DONE (its job proven
+gone, so nothing writes them any more), whoever stopped it; an UNRESOLVED job's stay, with the
+job, until a broker that carries it on (`settle`) proves it gone.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from vibesys.adapters.requests import RecordedSite
-from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
+from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE, WORK_DIR
 from vibesys.adapters.slurm.request import SrunRequest
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
@@ -99,6 +102,7 @@ class EngineGpuJobRunner:
                 follower.finish()
             if job.captures and not stop.is_set():
                 _send_captures(journal, inv, output)
+            self._release_captures(inv)
             return _report(journal, inv, output)
         finally:
             journal.close()
@@ -116,9 +120,22 @@ class EngineGpuJobRunner:
             if inv.state is not JobState.DONE:
                 inv = engine.request_cancel(inv, "broker: the broker that ran it died")
                 inv = drive(engine, inv, DriveOptions(interrupt=_Bridge(stop)))
+            self._release_captures(inv)
             return inv.state is JobState.DONE
         finally:
             journal.close()
+
+    def _release_captures(self, inv: Invocation) -> None:
+        """Remove the captures (the request's artifacts, as recorded) from the job's
+        directories once the invocation is DONE; any other state keeps them."""
+        if inv.state is not JobState.DONE or not inv.artifacts:
+            return
+        for attempt in range(1, inv.attempt + 1):
+            work = self.remote_root / inv.id / str(attempt) / WORK_DIR
+            for pattern in inv.artifacts:
+                for path in work.glob(pattern):
+                    if not path.is_dir() or path.is_symlink():
+                        path.unlink(missing_ok=True)
 
 
 def _write_agent_env(directory: Path, job: GpuJob) -> Path:
