@@ -177,3 +177,13 @@ def test_the_client_sends_the_profile() -> None:
     args = client.parse_args(["--profile", "py-spy", "--", "python3", "t.py"])
     sent = decode_request(client.request_line(args, "tok", "/w").rstrip(b"\n"))
     assert (sent.profile, sent.argv) == ("py-spy", ("python3", "t.py"))
+
+
+def test_the_documented_profilers_are_valid() -> None:
+    """docs/gpu-broker.md's example tables parse as a site's profilers (nsys, ncu, rocprof and
+    py-spy): an operator copying one gets no error."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "gpu-broker.md").read_text()
+    block = doc.split("[vibesys.agent_gpu.profilers.py-spy]", 1)[1].split("```", 1)[0]
+    config = parse_slurm_config(MINIMAL + AGENT + "[vibesys.agent_gpu.profilers.py-spy]" + block)
+    assert config.agent_gpu is not None
+    assert sorted(config.agent_gpu.profilers) == ["ncu", "nsys", "py-spy", "rocprof"]
