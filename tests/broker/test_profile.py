@@ -9,12 +9,14 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tests.config.slurm_toml import MINIMAL, error_of
 from vibesys.broker import client
 from vibesys.broker.admission import Admission, Refusal
+from vibesys.broker.engine_runner import EngineGpuJobRunner
 from vibesys.broker.protocol import (
     Capture,
     Captured,
@@ -27,6 +29,7 @@ from vibesys.broker.protocol import (
 )
 from vibesys.config import AgentGpuConfig, parse_slurm_config
 from vibesys.config.profiler import CAPTURE_DIR, ProfilerConfig
+from vibesys.states import JobState
 
 AGENT = """
 [vibesys.agent_gpu]
@@ -187,3 +190,23 @@ def test_the_documented_profilers_are_valid() -> None:
     config = parse_slurm_config(MINIMAL + AGENT + "[vibesys.agent_gpu.profilers.py-spy]" + block)
     assert config.agent_gpu is not None
     assert sorted(config.agent_gpu.profilers) == ["ncu", "nsys", "py-spy", "rocprof"]
+
+
+@pytest.mark.parametrize(
+    ("state", "kept"),
+    [(JobState.DONE, False), (JobState.UNRESOLVED, True), (JobState.RUNNING, True)],
+)
+def test_a_capture_in_the_jobs_directory_goes_only_once_the_job_is_proven_gone(
+    tmp_path: Path, state: JobState, kept: bool
+) -> None:
+    """The job's copy is the runtime's: removed at DONE; an UNRESOLVED (or still running) job
+    may write it yet, so it stays, with every other file of the job."""
+    work = tmp_path / "inv-1" / "1" / "work"
+    work.mkdir(parents=True)
+    (work / "profile.json").write_text("{}")
+    (work / "stdout-of-the-program").write_text("kept")
+    inv = SimpleNamespace(id="inv-1", attempt=1, state=state, artifacts=["profile.json"])
+    runner = SimpleNamespace(remote_root=tmp_path)
+    EngineGpuJobRunner._release_captures(runner, inv)  # type: ignore[arg-type]
+    assert (work / "profile.json").exists() is kept
+    assert (work / "stdout-of-the-program").exists()
