@@ -17,6 +17,7 @@ from tests.config.slurm_toml import MINIMAL, error_of
 from vibesys.broker import client
 from vibesys.broker.admission import Admission, Refusal
 from vibesys.broker.engine_runner import EngineGpuJobRunner
+from vibesys.broker.exposure import check_profilers
 from vibesys.broker.protocol import (
     Capture,
     Captured,
@@ -29,6 +30,7 @@ from vibesys.broker.protocol import (
 )
 from vibesys.config import AgentGpuConfig, parse_slurm_config
 from vibesys.config.profiler import CAPTURE_DIR, ProfilerConfig
+from vibesys.errors import ConfigError
 from vibesys.states import JobState
 
 AGENT = """
@@ -210,3 +212,21 @@ def test_a_capture_in_the_jobs_directory_goes_only_once_the_job_is_proven_gone(
     EngineGpuJobRunner._release_captures(runner, inv)  # type: ignore[arg-type]
     assert (work / "profile.json").exists() is kept
     assert (work / "stdout-of-the-program").exists()
+
+
+def test_a_profiler_a_confined_job_could_not_run_stops_the_broker_from_starting(
+    tmp_path: Path,
+) -> None:
+    tools, hidden = tmp_path / "tools", tmp_path / "hidden"
+    for directory in (tools, hidden):
+        directory.mkdir()
+        (directory / "spy").write_text("")
+    check_profilers({"a": str(tools / "spy"), "b": "nsys", "c": "/usr/bin/env"}, [str(tools)])
+    with pytest.raises(ConfigError) as caught:
+        check_profilers({"py-spy": str(hidden / "spy")}, [str(tools)])
+    assert str(caught.value) == (
+        f"vibesys.agent_gpu.profilers.py-spy.command: {hidden / 'spy'} is not visible to a "
+        "confined job; add its directory to read_only_paths"
+    )
+    with pytest.raises(ConfigError, match="does not exist"):
+        check_profilers({"py-spy": str(tools / "nope")}, [str(tools)])

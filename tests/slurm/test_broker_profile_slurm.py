@@ -31,14 +31,17 @@ print("spun")
 
 
 def profiled_broker(root: Path) -> Broker:
-    spy = shutil.which("py-spy")
-    assert spy, "py-spy is a dev dependency (pip install -e '.[dev]')"
+    found = shutil.which("py-spy")
+    assert found, "py-spy is a dev dependency (pip install -e '.[dev]')"
+    # The wheel's binary, in a directory of its own the site lists for the jobs to read.
+    (root / "tools").mkdir(parents=True)
+    spy = str(shutil.copy(found, root / "tools" / "py-spy"))
     prefix = f"vbt-prof-{root.name[-8:]}"
     config = write_site(root / "slurm.toml", root / "remote", prefix, None, '["main"]')
     command = [spy, "record", "--format", "speedscope", "--rate", "200", "-o", "{capture}.json"]
     config.write_text(
         config.read_text()
-        + f"read_only_paths = {json.dumps([spy])}\n\n"
+        + f"read_only_paths = {json.dumps([str(root / 'tools')])}\n\n"
         + "[vibesys.agent_gpu.profilers.py-spy]\n"
         + f"command = {json.dumps([*command, '--'])}\n"
         + 'captures = ["{capture}.json"]\n'
