@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.test_broker_slurm import Broker, finish, start_broker, stop_broker
+from tests.slurm.helpers import UNFINISHED
+from tests.slurm.test_broker_slurm import Broker, finish, start_broker, stop_broker, wait_until
 from tests.slurm.test_broker_slurm import write_config as write_site
 
 pytestmark = pytest.mark.slurm
@@ -30,6 +31,9 @@ def spin_here(until):
 spin_here(time.monotonic() + float(sys.argv[1]))
 print("spun")
 """
+
+
+EARLY = 'echo started > "$0" && exec "$@"'
 
 
 def profiled_broker(root: Path) -> Broker:
@@ -48,6 +52,10 @@ def profiled_broker(root: Path) -> Broker:
         + f"read_only_paths = {json.dumps([str(root / 'tools')])}\n\n"
         + "[vibesys.agent_gpu.profilers.py-spy]\n"
         + f"command = {json.dumps([*command, '--'])}\n"
+        + 'captures = ["{capture}.json"]\n'
+        # A "profiler" that writes its capture as it starts: a cancel finds it there.
+        + "[vibesys.agent_gpu.profilers.early]\n"
+        + f"command = {json.dumps(['sh', '-c', EARLY, '{capture}.json'])}\n"
         + 'captures = ["{capture}.json"]\n'
     )
     broker = start_broker(root, prefix, config=config)
@@ -96,18 +104,23 @@ def test_a_profiled_command_ends_at_its_timeout_and_an_unknown_profiler_is_refus
     broker = profiled_broker(tmp_path)
     try:
         began = time.monotonic()
-        argv = ["--gpus", "0", "--profile", "py-spy", "--timeout-seconds", "4", "--"]
-        code, _, err = finish(broker.client(*argv, "python3", "busy.py", "60"))
+        argv = ["--gpus", "0", "--profile", "early", "--timeout-seconds", "4", "--"]
+        proc = broker.client(*argv, "python3", "busy.py", "60")
+        wait_until(lambda: left_in_job_dirs(broker), "the capture in the job's directory")
+        code, _, err = finish(proc)
         took = time.monotonic() - began
         assert code == 124, err
         assert "[vibesys-gpu] TIMEOUT" in err and 4 <= took < 15, (took, err)
-        assert not left_in_job_dirs(broker)  # the job settled: its capture is gone too
+        # The client hears of the end once the job settled: its capture in the job's directory
+        # is gone by then, and Slurm shows nothing of it running.
+        assert not left_in_job_dirs(broker)
+        assert not set(broker.jobs().values()) & UNFINISHED
         jobs = broker.jobs()
         code, out, err = finish(broker.client("--gpus", "0", "--profile", "nsys", "--", "true"))
         assert (code, out) == (2, "")
         assert err == (
             "vibesys-gpu: refused: --profile nsys: this site offers no such profiler "
-            "(offered: py-spy)\n"
+            "(offered: early, py-spy)\n"
         )
         assert broker.jobs() == jobs  # nothing submitted
     finally:
