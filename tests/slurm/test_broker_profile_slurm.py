@@ -1,7 +1,8 @@
 """`vibesys-gpu --profile NAME` through a real broker, real Slurm and real bwrap, with a real
 profiler (py-spy, from its wheel): the capture comes back verified against the digest the
-journal recorded, and py-spy's own format parses; the timeout ends it at the second; a profiler
-the site does not offer is refused in one line and submits nothing."""
+journal recorded, and py-spy's own format parses; the timeout ends it at the second and the
+capture left in the job's directory goes once the job settled; a profiler the site does not
+offer is refused in one line and submits nothing."""
 
 from __future__ import annotations
 
