@@ -6,7 +6,8 @@ The job sees: the workspace (writable), the host's system directories and the op
 `read_only_paths` (read-only; the host's password hashes and SSH host keys in them read as
 empty), a fresh /proc, a minimal /dev plus the GPU device nodes that exist on the node, and an
 empty private /tmp. Nothing else: the operator's home directory, other
-candidates' worktrees and the invocation and attempt directories are not mounted at all.
+candidates' worktrees and the invocation and attempt directories are not mounted at all (but
+for a profile's capture directory: the job's own working directory, `capture_dir`).
 
 Every capability is dropped (a job running as root could otherwise remount its way out), the
 command gets its own pid, ipc and uts namespaces and session, and it dies with its parent, so
