@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.example_checks import check_agent_loop, run_agent_loop
+
 ROOT = Path(__file__).resolve().parent.parent
 # slurm_*.py need the local cluster and run in tests/slurm/test_examples_slurm.py; _*.py are
-# modules the examples import, not examples.
+# modules the examples import, not examples. A directory is one example of several files, run
+# by its own test below (and on the cluster in tests/slurm/test_examples_slurm.py).
 EXAMPLES = sorted(
     p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith(("slurm_", "_"))
 )
@@ -52,8 +55,22 @@ EXPECTED: dict[str, list[str]] = {
 }
 
 
+#: The examples that are directories, each with its test here.
+DIRECTORIES = ["agent_loop"]
+
+
 def test_every_example_is_checked() -> None:
     assert sorted(p.name for p in EXAMPLES) == sorted(EXPECTED)
+    found = (p.name for p in (ROOT / "examples").iterdir() if p.is_dir() and p.name[0] != "_")
+    assert sorted(n for n in found if n != "__pycache__") == DIRECTORIES
+
+
+def test_agent_loop_on_this_host(tmp_path: Path) -> None:
+    """Without a slurm.toml the agent loop evaluates on this host, and says so."""
+    done = run_agent_loop(tmp_path)
+    assert "site: this host (--local): no slurm.toml given" in done.stdout
+    check_agent_loop(done, tmp_path)
+    assert "backend local" in done.stdout
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -173,6 +173,10 @@ class TransportLost(BackendUnavailable):
     """The connection to the remote side dropped during an operation."""
 
 
+#: What begins the one line a failed command prints (a parent, `vibesys.Session`, reads it).
+ERROR_LINE: Final = "vibesys: error: "
+
+
 class CommandFailed(Exception):
     """A command ends with `status` after printing `line` (one `vibesys: error:` line). Not a
     VibesysError: it is what one becomes at the boundary, and is never translated again."""
@@ -183,7 +187,7 @@ class CommandFailed(Exception):
 
     @property
     def line(self) -> str:
-        return f"vibesys: error: {self}"
+        return f"{ERROR_LINE}{self}"
 
 
 def failure(exc: BaseException, journal: JournalArg = None) -> CommandFailed | None:

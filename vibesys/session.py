@@ -33,7 +33,7 @@ from typing import IO, Any, Final, Self
 
 from vibesys.bridge import client as eval_client
 from vibesys.bridge.capabilities import SessionCapabilities
-from vibesys.errors import UsageError, VibesysError
+from vibesys.errors import ERROR_LINE, UsageError, VibesysError
 
 __all__ = ["Mount", "Session"]
 
@@ -327,8 +327,8 @@ class Session:
         status = self._process.wait(self._teardown_seconds + EXIT_GRACE_SECONDS)
         self._stop_forwarding()
         self._status = status
-        errors = [line for line in self._last_lines if line.startswith("vibesys: error: ")]
-        reason = errors[-1].removeprefix("vibesys: error: ") if errors else f"exit {status}"
+        errors = [line for line in self._last_lines if line.startswith(ERROR_LINE)]
+        reason = errors[-1].removeprefix(ERROR_LINE) if errors else f"exit {status}"
         return UsageError(f"the session did not start: {reason}")
 
     def _ask_capabilities(self) -> tuple[SessionCapabilities, str]:

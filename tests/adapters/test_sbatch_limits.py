@@ -1,10 +1,14 @@
-"""The sbatch adapter refuses a time no partition allows before anything is written or
-submitted (sinfo asked once per backend), blames the request or the site's sbatch_arguments,
-and reads sbatch's own refusal as the request's fault, never as an outage. The cluster is a
-scripted runner: these need no Slurm (the live test is tests/slurm/test_resources_slurm.py)."""
+"""The sbatch adapter refuses a time no partition allows before anything is submitted (the
+submit command asks sinfo itself: still one remote command), blames the request or the site's
+sbatch_arguments, and reads sbatch's own refusal as the request's fault, never as an outage.
+The submit command runs for real with a scripted sinfo and sbatch: these need no Slurm (the
+live test is tests/slurm/test_resources_slurm.py)."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -13,7 +17,7 @@ import pytest
 from vibesys.adapters.base import JobContext, SubmitRequest
 from vibesys.adapters.slurm import sbatch as sbatch_module
 from vibesys.adapters.slurm.request import SbatchRequest, make_request
-from vibesys.adapters.slurm.sbatch import SbatchBackend, prewarm
+from vibesys.adapters.slurm.sbatch import SbatchBackend
 from vibesys.adapters.transports import CommandResult
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, SubmitRejected
 
@@ -25,12 +29,29 @@ REFUSED = (
 
 
 class Cluster:
-    """Answers sinfo (or fails it) and the submit command (sbatch's answer); keeps each argv."""
+    """Runs the submit command for real (sh, awk) with a scripted `sinfo` (SINFO, or a failure)
+    and `sbatch` (its answer) first on PATH; counts the commands and the sbatch calls."""
 
-    def __init__(self, sinfo_rc: int = 0, sbatch: tuple[int, str, str] = (0, "22\n", "")) -> None:
-        self.sinfo_rc = sinfo_rc
-        self.sbatch = sbatch
+    def __init__(
+        self, tmp_path: Path, sinfo_rc: int = 0, sbatch: tuple[int, str, str] = (0, "22", "")
+    ) -> None:
+        self.bin = tmp_path / "fakebin"
+        self.bin.mkdir(exist_ok=True)
+        self.log = tmp_path / "fakebin.log"
+        said = SINFO if sinfo_rc == 0 else "slurm_load_partitions: Socket timed out\n"
+        self._script(
+            "sinfo", f"printf %s {shlex.quote(said)} >&{1 if sinfo_rc == 0 else 2}", sinfo_rc
+        )
+        code, out, err = sbatch
+        self._script(
+            "sbatch", f"printf '%s\\n' {shlex.quote(out)}; printf %s {shlex.quote(err)} >&2", code
+        )
         self.calls: list[list[str]] = []
+
+    def _script(self, name: str, body: str, code: int) -> None:
+        path = self.bin / name
+        path.write_text(f"#!/bin/sh\necho {name} >> {self.log}\n{body}\nexit {code}\n")
+        path.chmod(0o755)
 
     def run(
         self,
@@ -42,23 +63,22 @@ class Cluster:
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         self.calls.append(list(argv))
-        if argv[0] == "sinfo":
-            said = SINFO if self.sinfo_rc == 0 else "slurm_load_partitions: Socket timed out"
-            out, err = (said, "") if self.sinfo_rc == 0 else ("", said)
-            return CommandResult(self.sinfo_rc, out, err, tuple(argv))
-        code, out, err = self.sbatch
-        return CommandResult(code, out, err, tuple(argv))
+        path = f"{self.bin}:{os.environ['PATH']}"
+        done = subprocess.run(
+            argv, input=input, capture_output=True, timeout=30, env={**os.environ, "PATH": path}
+        )
+        return CommandResult(
+            done.returncode, done.stdout.decode(), done.stderr.decode(), tuple(argv)
+        )
 
     def stream(
         self, argv: Sequence[str], sink: object, *, timeout: float | None = None
     ) -> CommandResult:
         raise AssertionError(f"nothing is streamed: {argv}")
 
-    def submitted(self) -> int:
-        return sum(1 for argv in self.calls if argv[:2] == ["sh", "-c"])
-
-    def sinfos(self) -> int:
-        return sum(1 for argv in self.calls if argv[0] == "sinfo")
+    def ran(self, name: str) -> int:
+        said = self.log.read_text().split() if self.log.exists() else []
+        return said.count(name)
 
 
 def request(
@@ -85,20 +105,22 @@ def test_a_time_beyond_the_partition_is_refused_before_anything_is_submitted(
     tmp_path: Path,
 ) -> None:
     req = request(tmp_path, time_minutes=60, partition="main")
-    cluster = Cluster()
+    cluster = Cluster(tmp_path)
     with pytest.raises(SubmitRejected) as refused:
         backend(req, cluster).submit(req)
     assert str(refused.value) == (
         "--time 60 exceeds partition main's MaxTime (30 min): nothing submitted"
     )
     assert not refused.value.retryable and not refused.value.maybe_submitted
-    assert cluster.submitted() == 0 and not req.attempt_dir.exists(), "nothing written"
+    # One remote command, which asked sinfo and stopped: no sbatch, no remote directory.
+    assert (len(cluster.calls), cluster.ran("sinfo"), cluster.ran("sbatch")) == (1, 1, 0)
+    assert not (tmp_path / "remote").exists()
 
 
 def test_the_default_partition_is_the_one_compared_and_a_fit_is_submitted(
     tmp_path: Path,
 ) -> None:
-    cluster = Cluster()
+    cluster = Cluster(tmp_path)
     req = request(tmp_path, time_minutes=31)
     with pytest.raises(SubmitRejected, match=r"--time 31 exceeds partition main's MaxTime"):
         backend(req, cluster).submit(req)
@@ -106,66 +128,87 @@ def test_the_default_partition_is_the_one_compared_and_a_fit_is_submitted(
     sbatch = backend(fits, cluster)
     assert sbatch.submit(fits).job_id == "22"
     assert sbatch.submit(fits).job_id == "22"
-    assert cluster.submitted() == 2
-    # Once per backend (and once for the one refused above), not once per job.
-    assert cluster.sinfos() == 2
+    # Each submission is one command: the check rides on it, never a round trip of its own.
+    assert (len(cluster.calls), cluster.ran("sinfo"), cluster.ran("sbatch")) == (3, 3, 2)
 
 
 def test_a_request_without_a_time_asks_no_sinfo(tmp_path: Path) -> None:
-    cluster = Cluster()
+    cluster = Cluster(tmp_path)
     req = request(tmp_path)
     assert backend(req, cluster).submit(req).job_id == "22"
-    assert cluster.sinfos() == 0
+    assert (cluster.ran("sinfo"), cluster.ran("sbatch")) == (0, 1)
 
 
 def test_the_sites_own_time_is_a_misconfiguration(tmp_path: Path) -> None:
     """A --time in sbatch_arguments comes after the request's in the script: sbatch uses it,
     and it is the site file to fix (MISCONFIGURED), not the request."""
     req = request(tmp_path, '"--time=45"', time_minutes=10)
-    cluster = Cluster()
+    cluster = Cluster(tmp_path)
     with pytest.raises(BackendMisconfigured) as refused:
         backend(req, cluster).submit(req)
     assert str(refused.value) == (
         "[slurm] sbatch_arguments --time=45 exceeds partition main's MaxTime (30 min)"
     )
     assert "lower --time in [slurm] sbatch_arguments of" in refused.value.fix
-    assert not refused.value.maybe_submitted and cluster.submitted() == 0
+    assert not refused.value.maybe_submitted and cluster.ran("sbatch") == 0
 
 
 def test_a_failed_sinfo_leaves_it_to_sbatch_whose_refusal_is_the_requests_fault(
     tmp_path: Path,
 ) -> None:
     req = request(tmp_path, time_minutes=60, partition="main")
-    cluster = Cluster(sinfo_rc=1, sbatch=(1, "", REFUSED))
+    cluster = Cluster(tmp_path, sinfo_rc=1, sbatch=(1, "", REFUSED))
     with pytest.raises(SubmitRejected) as refused:
         backend(req, cluster).submit(req)
     assert "Requested time limit is invalid" in str(refused.value)
-    assert not refused.value.retryable and cluster.submitted() == 1
+    assert not refused.value.retryable and cluster.ran("sbatch") == 1
 
 
 def test_an_outage_at_sbatch_stays_an_outage(tmp_path: Path) -> None:
     req = request(tmp_path, time_minutes=10)
     said = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
-    cluster = Cluster(sbatch=(1, "", said))
+    cluster = Cluster(tmp_path, sbatch=(1, "", said))
     with pytest.raises(BackendUnavailable) as failed:
         backend(req, cluster).submit(req)
     assert not isinstance(failed.value, SubmitRejected)
     assert failed.value.retryable and failed.value.maybe_submitted
 
 
-def test_the_limits_asked_ahead_while_the_run_is_recorded_are_the_ones_used(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("sinfo", "minutes", "targets", "refused"),
+    [
+        ("main* 30:00\n", 30, "", False),
+        ("main* 30:00\n", 31, "", True),
+        ("main* 30:59\n", 31, "", True),  # a limit's seconds round down
+        ("main 30:00\nlong* 2:00:00\n", 120, "", False),
+        ("main 30:00\nlong* 2:00:00\n", 121, "", True),
+        ("main* 1-00:00:00\n", 1440, "", False),
+        ("main* 1-00:00:00\n", 1441, "", True),
+        ("main* 2-12\n", 3600, "", False),
+        ("main* 2-12\n", 3601, "", True),
+        ("main* 45\n", 46, "", True),
+        ("main* UNLIMITED\n", 99999, "", False),
+        ("main* infinite\n", 99999, "", False),
+        ("main* n/a\n", 99999, "", False),  # no limit reported: nothing proven
+        ("main* 30:00\n", 60, "other", False),  # a partition sinfo does not list
+        ("main* 30:00\nlong 2:00:00\n", 60, "main,long", False),  # one of them allows it
+        ("main* 30:00\nshort 5:00\n", 60, "main,short", True),
+        ("main* 2:00:00\nmain* 30:00\n", 60, "", True),  # over several lines: the smaller
+        ("main* 30:00\nmain* UNLIMITED\n", 60, "", True),
+        ("main* 30:00 extra\n", 60, "", False),  # a line it cannot read proves nothing
+        ("main* soon\n", 60, "", False),
+        ("", 60, "", False),  # sinfo said nothing (it failed)
+        ("main 30:00\n", 60, "", False),  # no default partition
+    ],
+)
+def test_the_submit_commands_check_refuses_only_what_is_proven_too_long(
+    sinfo: str, minutes: int, targets: str, refused: bool
 ) -> None:
-    """`vibesys run` prewarms: sinfo is asked on its connection while the invocation is
-    recorded, and the submit's check asks no sinfo of its own."""
-    req = request(tmp_path, time_minutes=60, partition="main")
-    ahead, later = Cluster(), Cluster()
-    monkeypatch.setattr(sbatch_module, "runner_from_config", lambda config: ahead)
-    prewarm(req.spec)
-    with pytest.raises(SubmitRejected, match="exceeds partition main's MaxTime"):
-        backend(req, later).submit(req)
-    assert (ahead.sinfos(), later.sinfos(), later.submitted()) == (1, 0, 0)
-    # Without a time to check, prewarm only warms the connection: no sinfo.
-    quiet = request(tmp_path)
-    prewarm(quiet.spec)
-    assert ahead.sinfos() == 1
+    done = subprocess.run(
+        ["awk", "-v", f"want={minutes}", "-v", f"targets={targets}", sbatch_module.FITS],
+        input=sinfo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == (1 if refused else 0), done.stderr

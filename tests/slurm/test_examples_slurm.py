@@ -1,5 +1,6 @@
 """The Slurm examples run against the local cluster, standalone, with the config from argv,
-from $VIBESYS_SLURM_CONFIG, or (neither given) one they write for the local cluster."""
+from $VIBESYS_SLURM_CONFIG, or (neither given) one they write for the local cluster; and the
+agent loop (examples/agent_loop) evaluates on the cluster given its slurm.toml."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import ROOT, sacct_states
+from tests.example_checks import check_agent_loop, run_agent_loop
+from tests.slurm.helpers import ROOT, sacct_states, slurm
 
 pytestmark = pytest.mark.slurm
 
@@ -69,3 +71,15 @@ def test_example_in_an_empty_directory(tmp_path: Path, script: str) -> None:
     run_example(script, tmp_path, [], {})
     assert (tmp_path / ".vibesys" / "slurm.toml").is_file()
     assert (tmp_path / ".vibesys" / "remote").is_dir()
+
+
+def test_agent_loop_on_the_cluster(tmp_path: Path, slurm_toml: Path) -> None:
+    """examples/agent_loop: a sandboxed agent evaluates twice through a Session on the cluster;
+    both evaluations were Slurm jobs that completed, and none is left in the queue."""
+    done = run_agent_loop(tmp_path, str(slurm_toml))
+    assert f"site: the Slurm cluster of {slurm_toml}" in done.stdout
+    jobs = check_agent_loop(done, tmp_path)
+    assert "backend slurm" in done.stdout
+    assert len(jobs) == 2, done.stdout
+    states = slurm("squeue", "-h", "--states=all", "-j", ",".join(jobs), "-o", "%T").split()
+    assert states == ["COMPLETED", "COMPLETED"], states

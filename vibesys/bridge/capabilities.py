@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vibesys.adapters.slurm.limits import sbatch_sizing
+from vibesys.adapters.slurm.site_parse import parse_slurm_minutes
 from vibesys.config.strict import StrTuple
 
 if TYPE_CHECKING:
@@ -167,28 +169,20 @@ def evaluation_partitions(site: Site) -> tuple[Partition, ...]:
         return (Partition(name=parts[2], time_limit_minutes=None),) if len(parts) == 3 else ()
     if site.slurm_file is None:
         return ()
-    names, limit = _sbatch_sizing(site.slurm_file.config.slurm.sbatch_arguments)
+    names, time_limit = sbatch_sizing(site.slurm_file.config.slurm.sbatch_arguments)
+    limit = _minutes(time_limit)
     gate = site.slurm_file.gate
     if not names and gate is not None:
         names = gate.partitions
     return tuple(Partition(name=name, time_limit_minutes=limit) for name in names)
 
 
-def _sbatch_sizing(arguments: tuple[str, ...]) -> tuple[tuple[str, ...], int | None]:
-    """The partitions and time limit (minutes) `sbatch_arguments` give every batch job (the
-    last of each wins, as on sbatch's own command line)."""
-    from vibesys.adapters.slurm.site_parse import parse_slurm_minutes
-
-    partitions: tuple[str, ...] = ()
-    minutes: int | None = None
-    for argument in arguments:
-        for prefix in ("--partition=", "-p"):
-            if argument.startswith(prefix) and len(argument) > len(prefix):
-                partitions = tuple(p for p in argument[len(prefix) :].split(",") if p)
-        for prefix in ("--time=", "-t"):
-            if argument.startswith(prefix) and len(argument) > len(prefix):
-                try:
-                    minutes = parse_slurm_minutes(argument[len(prefix) :])
-                except ValueError:  # `vibesys check` names it; here it is merely unknown
-                    minutes = None
-    return partitions, minutes
+def _minutes(time_limit: str | None) -> int | None:
+    """A `--time` of sbatch_arguments in minutes (None when absent or unreadable: `vibesys
+    check` names a bad one; here it is merely unknown)."""
+    if time_limit is None:
+        return None
+    try:
+        return parse_slurm_minutes(time_limit)
+    except ValueError:
+        return None

@@ -11,7 +11,6 @@ cancels it; teardown cancels what still runs and waits for it to settle.
 
 from __future__ import annotations
 
-import io
 import threading
 import time
 from collections.abc import Mapping
@@ -32,7 +31,7 @@ from vibesys.bridge.files import (
 )
 from vibesys.bridge.protocol import first_difference
 from vibesys.bridge.site import Site
-from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, StopFlag, wait_for
+from vibesys.engine import DriveOptions, Engine, RetryPolicy, StopFlag, wait_for
 from vibesys.engine.context import ENV_FILE, load_context
 from vibesys.engine.core import new_invocation_id
 from vibesys.engine.deadline import cancel_at_deadline, deadline_of
@@ -41,6 +40,7 @@ from vibesys.job_result import JobResult, JobStatus, job_result
 from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.journal_schema.bridge_requests import BridgeRequest
 from vibesys.osutil.artifact_walk import Limits
+from vibesys.osutil.logtail import SpoolOnly
 from vibesys.states import JobState
 
 __all__ = ["EvaluationRunner", "Handle"]
@@ -71,20 +71,6 @@ class Handle:
     @property
     def invocation_id(self) -> str:
         return self.row.invocation_id
-
-
-class _SpoolOnly(LogTail):
-    """Lets the driver bring a remote job's logs home as it runs (the helpers read the spool)
-    without writing them anywhere else."""
-
-    def __init__(self) -> None:
-        super().__init__(io.BytesIO(), io.BytesIO())
-
-    def pump(self, paths: tuple[Path, Path]) -> int:
-        return 0
-
-    def close(self) -> None:
-        pass
 
 
 class EvaluationRunner:
@@ -263,7 +249,7 @@ class EvaluationRunner:
         try:
             self._deadline(handle)
             engine = self.engine(journal)
-            options = DriveOptions(tail=_SpoolOnly(), interrupt=handle.stop)
+            options = DriveOptions(tail=SpoolOnly(), interrupt=handle.stop)
             inv = journal.get(handle.invocation_id)
             while inv.state not in _ENDED and not handle.stop.is_set():
                 inv = wait_for(engine, handle.invocation_id, options)

@@ -11,7 +11,6 @@ and process on this host (`engine/shared_poll.py`).
 from __future__ import annotations
 
 import asyncio
-import io
 import threading
 import time
 from collections.abc import Iterator
@@ -22,12 +21,13 @@ from typing import Final
 
 from msgspec import Struct
 
-from vibesys.engine import DriveOptions, Engine, LogTail, StopFlag, wait_for
+from vibesys.engine import DriveOptions, Engine, StopFlag, wait_for
 from vibesys.engine.deadline import cancel_at_deadline
 from vibesys.errors import VibesysError
 from vibesys.job_result import TIMEOUT_CANCEL, JobResult, result_from_journal
 from vibesys.journal_schema import Journal, open_journal
 from vibesys.osutil.layout import attempt_dir, log_paths
+from vibesys.osutil.logtail import SpoolOnly
 from vibesys.states import JobState
 
 __all__ = ["Handle", "Status"]
@@ -48,20 +48,6 @@ class Status(Struct, frozen=True):
     job_id: str | None
     #: DONE, or UNRESOLVED: `result()` has the answer
     ended: bool
-
-
-class _SpoolOnly(LogTail):
-    """Makes the driver bring a remote job's logs home as it runs (into the local attempt
-    directory, which `logs()` reads) without writing them anywhere else."""
-
-    def __init__(self) -> None:
-        super().__init__(io.BytesIO(), io.BytesIO())
-
-    def pump(self, paths: tuple[Path, Path]) -> int:
-        return 0
-
-    def close(self) -> None:
-        pass
 
 
 class Handle:
@@ -158,7 +144,7 @@ class Handle:
             journal = open_journal(self._path)
             try:
                 self._deadline(journal)
-                options = DriveOptions(tail=_SpoolOnly(), interrupt=self._stop, owner=False)
+                options = DriveOptions(tail=SpoolOnly(), interrupt=self._stop, owner=False)
                 wait_for(Engine(journal), self.id, options)
             finally:
                 journal.close()

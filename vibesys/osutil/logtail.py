@@ -7,6 +7,7 @@ status line meant for a terminal (`vibesys/cli/live.py`) is text of our own."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -44,3 +45,17 @@ class LogTail:
 
     def close(self) -> None:
         """The files are complete. Nothing is held back between chunks, so nothing is left."""
+
+
+class SpoolOnly(LogTail):
+    """A tail for a driver nobody watches (the bridge's, a client's handle): the job's logs
+    still come home into its local attempt directory as it runs, and go nowhere else."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), io.BytesIO())
+
+    def pump(self, paths: tuple[Path, Path]) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass

@@ -2,15 +2,15 @@
 (`--job-name=<stable name>`), never requeued by Slurm, claims its attempt before its command
 starts, and is found again by that name (or its claim).
 
-A submission is one remote command (`_SUBMIT`): check that the candidate's snapshot is staged,
-create the remote attempt directory, write the batch script from stdin, and exec sbatch. Only
+A submission is one remote command (`_SUBMIT`): check that the candidate's snapshot is staged
+and that a partition the job may use allows its time, create the remote attempt directory,
+write the batch script from stdin, and exec sbatch. Only
 when the snapshot is missing does the stage run (its uploads), and the command again without the
 check. Over SSH that is one round trip."""
 
 from __future__ import annotations
 
 import shlex
-import threading
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -18,9 +18,8 @@ from vibesys.adapters.base import Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend_base import SlurmBackendBase
 from vibesys.adapters.slurm.limits import (
-    PartitionLimits,
+    BatchTime,
     batch_time,
-    limits_argv,
     parse_partition_limits,
     time_refusal,
 )
@@ -46,14 +45,17 @@ from vibesys.errors import BackendError, BackendMisconfigured, BackendUnavailabl
 if TYPE_CHECKING:
     pass
 
-#: `sh -c _SUBMIT vibesys-submit WORK SCRIPT PYTHON VERIFY SNAPSHOT DIGEST SBATCH...`, the
-#: batch script on stdin. With PYTHON set, the snapshot is probed first; when it is not
-#: staged the command says so last on stderr (PROBE_SAID) and exits PROBE_BASE + the probe's
-#: status (3: absent, 86: not verified) having submitted nothing, as it does with CANNOT_WRITE;
-#: otherwise it is sbatch's answer (whose own status may be 100 or more: never read as a probe).
+#: `sh -c _SUBMIT vibesys-submit WORK SCRIPT PYTHON VERIFY SNAPSHOT DIGEST MINUTES PARTITIONS
+#: FITS SBATCH...`, the batch script on stdin. With PYTHON set, the snapshot is probed first; when
+#: it is not staged the command says so last on stderr (PROBE_SAID) and exits PROBE_BASE + the
+#: probe's status (3: absent, 86: not verified) having submitted nothing. With MINUTES set, sinfo
+#: is asked and FITS judges them against the partitions (comma-separated; none: the default):
+#: proven too long, the command prints LIMITS_SAID and sinfo's answer on stderr and exits
+#: OVER_LIMITS having submitted nothing, as it does with CANNOT_WRITE; otherwise it is sbatch's
+#: answer (whose own status may be 100 or more: never read as a probe).
 _SUBMIT = """set -u
-work=$1 script=$2 python=$3 verify=$4 final=$5 digest=$6
-shift 6
+work=$1 script=$2 python=$3 verify=$4 final=$5 digest=$6 minutes=$7 partitions=$8 fits=$9
+shift 9
 if [ -n "$python" ]; then
   "$python" -I -c "$verify" --probe "$final" "$digest"
   rc=$?
@@ -63,13 +65,62 @@ if [ -n "$python" ]; then
     exit $((100 + rc))
   fi
 fi
+if [ -n "$minutes" ]; then
+  limits=$(sinfo -h -o '%P %l' 2>/dev/null) || limits=
+  if ! printf '%s\n' "$limits" | awk -v want="$minutes" -v targets="$partitions" "$fits"; then
+    printf 'vibesys-submit: over the partition limits\n%s\n' "$limits" >&2
+    exit 98
+  fi
+fi
 if ! { mkdir -p -- "$work" && cat > "$script"; }; then
   echo "vibesys-submit: cannot write $script" >&2
   exit 97
 fi
 exec "$@"
 """
+#: awk over `sinfo -h -o '%P %l'`: exit 1 only when the time (minutes) is proven to fit none
+#: of the target partitions, by the rules of `limits.time_refusal`: every target listed with a
+#: time limit (`n/a` is none), each too short; a line it cannot read proves nothing. The
+#: smaller of a partition's limits counts (a partition over several lines); `-1` is unlimited.
+FITS = r"""
+function minutes(t,   n, p, d, s) {
+  if (tolower(t) == "infinite" || tolower(t) == "unlimited") return -1
+  d = 0
+  if (index(t, "-")) {
+    d = substr(t, 1, index(t, "-") - 1); t = substr(t, index(t, "-") + 1)
+    n = split(t, p, ":")
+    s = d * 86400 + p[1] * 3600 + (n > 1 ? p[2] * 60 : 0) + (n > 2 ? p[3] : 0)
+  } else {
+    n = split(t, p, ":")
+    if (n == 3) s = p[1] * 3600 + p[2] * 60 + p[3]
+    else if (n == 2) s = p[1] * 60 + p[2]
+    else s = p[1] * 60
+  }
+  return int(s / 60)
+}
+NF == 0 { next }
+{
+  name = $1
+  if (name ~ /\*$/) { sub(/\*$/, "", name); if (dflt == "") dflt = name }
+  if (NF != 2 || name == "") { unread = 1; next }
+  if (tolower($2) == "n/a") next
+  if (tolower($2) != "infinite" && tolower($2) != "unlimited" && \
+      $2 !~ /^[0-9]+(-[0-9]+)?(:[0-9]+)?(:[0-9]+)?$/) { unread = 1; next }
+  m = minutes($2)
+  if (!(name in limit) || limit[name] == -1 || (m != -1 && m < limit[name])) limit[name] = m
+}
+END {
+  if (unread) exit 0
+  n = split(targets, target, ",")
+  if (n == 0) { if (dflt == "") exit 0; target[1] = dflt; n = 1 }
+  for (i = 1; i <= n; i++) if (!(target[i] in limit)) exit 0
+  for (i = 1; i <= n; i++) if (limit[target[i]] == -1 || want + 0 <= limit[target[i]]) exit 0
+  exit 1
+}
+"""
 CANNOT_WRITE = 97
+OVER_LIMITS = 98
+LIMITS_SAID = "vibesys-submit: over the partition limits"
 PROBE_BASE = 100
 PROBE_SAID = "vibesys-submit: snapshot not staged"
 
@@ -87,19 +138,20 @@ class SbatchBackend(SlurmBackendBase):
         super().__init__(SlurmScheduler(config, runner))
         #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
         self.progress: Progress | None = None
-        #: the partitions' limits, asked of sinfo once per backend (or ahead, in `prewarm`)
-        self._limits: PartitionLimits | None = None
 
     def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
         scheduler = self.scheduler
-        self._refuse_beyond_limits(request.spec)
+        config = scheduler.config.slurm
+        asked = batch_time(
+            request.spec.time_minutes, request.spec.partitions, config.sbatch_arguments
+        )
         remote = scheduler.remote_attempt_dir(request.job_ref())
         spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
         spec, candidate = candidate_setup(scheduler, request, spec)
         script = render_sbatch(spec)
         request.attempt_dir.mkdir(parents=True, exist_ok=True)
         (request.attempt_dir / SCRIPT_FILE).write_text(script)
-        code, out, err, evidence = self._submit_once(request, remote, script, candidate)
+        code, out, err, evidence = self._submit_once(request, remote, script, candidate, asked)
         if code >= PROBE_BASE and candidate is not None and _probe_said(err):
             # The snapshot is not staged: nothing was submitted. Stage it, then submit.
             from vibesys.adapters import staging
@@ -118,7 +170,9 @@ class SbatchBackend(SlurmBackendBase):
                 probed=probed,
                 progress=self.progress,
             )
-            code, out, err, evidence = self._submit_once(request, remote, script, None)
+            code, out, err, evidence = self._submit_once(request, remote, script, None, asked)
+        if code == OVER_LIMITS and asked is not None and LIMITS_SAID in err:
+            raise _over_limits(asked, err, request.spec.site_config)
         if code == CANNOT_WRITE and err.startswith("vibesys-submit:"):
             raise BackendUnavailable("could not write the batch script", evidence=evidence)
         if code == 0:
@@ -136,43 +190,13 @@ class SbatchBackend(SlurmBackendBase):
         # queued the job: only a lookup by name, or a fence, can tell.
         raise BackendUnavailable("sbatch failed", evidence=evidence, maybe_submitted=True)
 
-    def _refuse_beyond_limits(self, spec: SlurmRequestBase) -> None:
-        """Refuse a time limit that no partition the job may use allows, before anything is
-        written or submitted: a site that does not enforce partition limits at submission
-        (EnforcePartLimits=NO) would otherwise queue the job for ever. The request's --time
-        is the person's (REJECTED); a --time in [slurm] sbatch_arguments, which sbatch reads
-        after it, is the site's (MISCONFIGURED). A failed sinfo leaves the decision to sbatch,
-        whose refusal is read as the request's fault too."""
-        config = self.scheduler.config.slurm
-        asked = batch_time(spec.time_minutes, spec.partitions, config.sbatch_arguments)
-        if asked is None:
-            return
-        if self._limits is None:
-            ahead = _AHEAD.pop(spec.backend_key(), None)
-            wait = config.command_timeout_seconds
-            self._limits = ahead.answer(wait) if ahead else None
-            if self._limits is None:
-                self._limits = ask_limits(self.scheduler)
-        if self._limits is None:
-            return
-        refused = time_refusal(asked.minutes, asked.partitions, self._limits, asked.asked)
-        if refused is None:
-            return
-        if asked.by_site:
-            raise BackendMisconfigured(
-                refused,
-                maybe_submitted=False,
-                fix=f"lower --time in [slurm] sbatch_arguments of {spec.site_config} to what "
-                "the partition allows (`vibesys check` lists the limits)",
-            )
-        raise SubmitRejected(f"{refused}: nothing submitted")
-
     def _submit_once(
         self,
         request: SubmitRequest[SlurmRequestBase],
         remote: PurePosixPath,
         script: str,
         candidate: Candidate | None,
+        asked: BatchTime | None,
     ) -> tuple[int, str, str, str]:
         """The one remote command of a submission (see `_SUBMIT`)."""
         script_path = remote / SCRIPT_FILE
@@ -194,6 +218,7 @@ class SbatchBackend(SlurmBackendBase):
             str(remote / WORK_DIR),
             str(script_path),
             *probe,
+            *_guard(asked),
             *sbatch_argv(script_path),
         ]
         code, out, err, _ = self.scheduler.run(
@@ -212,47 +237,40 @@ def build(request: SbatchRequest) -> SbatchBackend:
 
 def prewarm(request: SbatchRequest) -> None:
     """Start reaching the cluster (an SSH connection and its helper) while `vibesys run` still
-    records the invocation: the first command then finds it ready. A request that asks a time
-    has the partitions' limits asked now too, on that connection: the check before the submit
-    then costs no round trip of its own."""
-    site = request.site()
-    if batch_time(request.time_minutes, request.partitions, site.slurm.sbatch_arguments) is None:
-        prewarm_transport(site.slurm.transport)
-        return
-    ahead = _AHEAD[request.backend_key()] = _Ahead()
-    scheduler = SlurmScheduler(site, runner_from_config(site.slurm.transport))
-    # sinfo's command opens the connection itself: no second one to warm beside it.
-    threading.Thread(target=ahead.ask, args=(scheduler,), name="vibesys-sinfo", daemon=True).start()
+    records the invocation: the first command then finds it ready."""
+    prewarm_transport(request.site().slurm.transport)
 
 
-def ask_limits(scheduler: SlurmScheduler) -> PartitionLimits | None:
-    """The partitions' limits from sinfo; None when it fails or says what it should not."""
+def _guard(asked: BatchTime | None) -> tuple[str, str, str]:
+    """The submit command's MINUTES PARTITIONS FITS: empty when the job asks no time."""
+    if asked is None:
+        return "", "", ""
+    return str(asked.minutes), ",".join(asked.partitions), FITS
+
+
+def _over_limits(
+    asked: BatchTime, err: str, site_config: object
+) -> SubmitRejected | BackendMisconfigured:
+    """The submit command's refusal of a time no partition allows (nothing submitted), named
+    from the sinfo answer it printed. The request's --time is the person's (REJECTED); a
+    --time in [slurm] sbatch_arguments, which sbatch reads after it, is the site's
+    (MISCONFIGURED)."""
+    said = err[err.index(LIMITS_SAID) + len(LIMITS_SAID) :]
     try:
-        code, out, _, _ = scheduler.run(limits_argv())
-        return parse_partition_limits(out) if code == 0 else None
+        refused = time_refusal(
+            asked.minutes, asked.partitions, parse_partition_limits(said), asked.asked
+        )
     except BackendError:
-        return None  # proves nothing: sbatch decides (see SbatchBackend._refuse_beyond_limits)
-
-
-class _Ahead:
-    """The partitions' limits asked on a thread (`prewarm`); None when that failed."""
-
-    def __init__(self) -> None:
-        self.limits: PartitionLimits | None = None
-        self.done = threading.Event()
-
-    def ask(self, scheduler: SlurmScheduler) -> None:
-        try:
-            self.limits = ask_limits(scheduler)
-        finally:
-            self.done.set()
-
-    def answer(self, timeout: float) -> PartitionLimits | None:
-        return self.limits if self.done.wait(timeout) else None
-
-
-#: the limits asked ahead of the submit, by the request's site (`backend_key`)
-_AHEAD: dict[str, _Ahead] = {}
+        refused = None
+    why = refused or f"{asked.asked} fits no partition it may use ({' '.join(said.split())})"
+    if asked.by_site:
+        return BackendMisconfigured(
+            why,
+            maybe_submitted=False,
+            fix=f"lower --time in [slurm] sbatch_arguments of {site_config} to what the "
+            "partition allows (`vibesys check` lists the limits)",
+        )
+    return SubmitRejected(f"{why}: nothing submitted")
 
 
 #: The registry's names for this adapter's request model and request builder.
