@@ -65,6 +65,14 @@ max_time_minutes = 120
 default_time_minutes = 30
 read_only_paths = ["/opt/venvs/torch", "/opt/datasets/imagenet"]
 max_concurrent_jobs = 4
+
+[vibesys.agent_gpu.profilers.nsys]
+command = ["nsys", "profile", "-o", "{capture}", "--"]
+captures = ["{capture}.nsys-rep"]
+
+[vibesys.agent_gpu.profilers.py-spy]
+command = ["py-spy", "record", "--format", "speedscope", "-o", "{capture}.json", "--"]
+captures = ["{capture}.json"]
 """
 
 CLUSTERS = """\
@@ -135,6 +143,7 @@ def test_notes_of_a_slurm_site_with_gpu_commands(tmp_path: Path) -> None:
     limits = caps.gpu_limits
     assert (limits.max_gpus, limits.max_time_minutes, limits.max_concurrent_jobs) == (8, 120, 4)
     assert limits.read_only_paths == ("/opt/venvs/torch", "/opt/datasets/imagenet")
+    assert caps.profilers == ("nsys", "py-spy")
     # Evaluations go where sbatch_arguments send them, with the time limit they give.
     assert [(p.name, p.time_limit_minutes) for p in caps.partitions] == [
         ("eval", 120),
@@ -180,7 +189,7 @@ def test_the_reply_keeps_every_old_key_and_parses_back(tmp_path: Path) -> None:
     assert (dumped["gpu_commands"], dumped["remote_profiling"], dumped["profilers"]) == (
         True,
         False,
-        [],
+        ["nsys", "py-spy"],
     )
     assert dumped["results_dir"] == str(RESULTS) and dumped["env"] == ["DATA_VERSION", "SEED"]
     assert SessionCapabilities.model_validate_json(json.dumps(dumped)) == caps

@@ -61,10 +61,10 @@ def test_the_command_follows_the_counted_options() -> None:
     sandbox = CASES["basic"]
     argv = confined_command(sandbox, ["--weird", "x"])
     options = bwrap_options(sandbox)
-    assert argv[:5] == ("bash", "-c", BWRAP_PRELUDE, "vibesys-bwrap", "-")
-    assert argv[5] == str(len(options))
-    assert argv[6 : 6 + len(options)] == options
-    assert argv[6 + len(options) :] == ("--weird", "x")
+    assert argv[:6] == ("bash", "-c", BWRAP_PRELUDE, "vibesys-bwrap", "-", "-")
+    assert argv[6] == str(len(options))
+    assert argv[7 : 7 + len(options)] == options
+    assert argv[7 + len(options) :] == ("--weird", "x")
 
 
 def test_with_an_env_file_no_value_is_in_the_command_line() -> None:
@@ -86,6 +86,9 @@ def test_with_an_env_file_no_value_is_in_the_command_line() -> None:
         ({"workspace": "/w", "cwd": "/w", "read_only_paths": ("/w/data",)}, "inside the workspace"),
         ({"workspace": "/usr/local/ws", "cwd": "/usr/local/ws"}, "lies inside /usr"),
         ({"workspace": "/w", "cwd": "/w", "env": {"A=B": "1"}}, "not a usable name"),
+        ({"workspace": "/w", "cwd": "/w", "capture_dir": "/w/cap"}, "capture directory"),
+        ({"workspace": "/w/c/ws", "cwd": "/w/c/ws", "capture_dir": "/w/c"}, "capture directory"),
+        ({"workspace": "/w", "cwd": "/w", "capture_dir": "/tmp/c"}, "capture directory"),
     ],
 )
 def test_unsafe_sandboxes_cannot_be_built(fields: dict[str, object], message: str) -> None:
@@ -200,3 +203,26 @@ def test_variables_from_the_env_file_reach_the_command_and_only_it(
     assert done.returncode == 0, done.stderr
     assert done.stdout == "a b=c|x\ny"
     assert "a b=c" not in " ".join(argv)
+
+
+def test_the_capture_directory_is_the_directory_the_prelude_starts_in(
+    layout: dict[str, Path], tmp_path: Path
+) -> None:
+    """The node's working directory (the job's, known only there) is writable at the capture
+    directory, and nothing else of it is: a profiler's capture lands where srun runs it."""
+    ws, job = layout["ws"], tmp_path / "job-work"
+    job.mkdir()
+    sandbox = Sandbox(str(ws), str(ws), (), {"PATH": "/usr/bin:/bin"}, capture_dir="/capture")
+    done = subprocess.run(
+        confined_command(sandbox, ["sh", "-c", "pwd; echo captured > /capture/profile.txt"]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=job,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{ws}\n"
+    assert (job / "profile.txt").read_text() == "captured\n"
+    assert not (ws / "profile.txt").exists()

@@ -109,7 +109,7 @@ from tests.config.slurm_toml import EXAMPLE, MINIMAL, error_of
             "vibesys.agent_gpu.bogus: unknown key (allowed: partitions, max_gpus, "
             "max_time_minutes, default_time_minutes, windows_command, job_name_prefix, "
             "srun_arguments, "
-            "read_only_paths, max_concurrent_jobs)",
+            "read_only_paths, max_concurrent_jobs, profilers)",
         ),
         (
             "max_gpus = 8",

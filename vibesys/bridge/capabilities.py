@@ -109,7 +109,11 @@ class SessionCapabilities(BaseModel):
     gpu_limits: GpuCommands | None = Field(
         default=None, description="`vibesys-gpu`'s limits when it is offered."
     )
-    profilers: StrTuple = Field(default=(), description="The profilers offered (none yet).")
+    profilers: StrTuple = Field(
+        default=(),
+        description="The profilers `vibesys-gpu --profile NAME` offers, by name (the site's "
+        "[vibesys.agent_gpu.profilers]); empty: none.",
+    )
     remote_profiling: bool = Field(description="Whether remote profiling is offered (not yet).")
 
 
@@ -140,6 +144,7 @@ def session_capabilities(
         results_dir=None if results_dir is None else str(results_dir),
         gpu_commands=site.agent_gpu,
         gpu_limits=gpu_limits(agent) if site.agent_gpu and agent is not None else None,
+        profilers=tuple(sorted(agent.profilers)) if site.agent_gpu and agent is not None else (),
         remote_profiling=False,
     )
 

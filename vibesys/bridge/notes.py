@@ -122,10 +122,23 @@ def _gpu_commands(caps: SessionCapabilities) -> list[str]:
         "directories, and, read-only:",
         *_read_only(limits),
         "- Nothing else: an interpreter or package anywhere else is invisible to it.",
+        *_profiling(caps),
         "- A GPU command is not an evaluation: it produces no evidence; what it measures is for "
         "your own iteration.",
     ]
     return lines
+
+
+def _profiling(caps: SessionCapabilities) -> list[str]:
+    if not caps.profilers:
+        return ["- No profiler is offered (`--profile` is refused)."]
+    names = ", ".join(f"`{name}`" for name in caps.profilers)
+    return [
+        f"- `vibesys-gpu --profile NAME ... -- COMMAND` runs it under a profiler ({names}); "
+        "the operator chose its options. Once the job ended its capture files are written "
+        "into your current directory, each checked against the size and sha256 recorded "
+        "when it came home; `--timeout-seconds S` ends it at S seconds, exit 124.",
+    ]
 
 
 def _read_only(limits: GpuCommands) -> list[str]:

@@ -16,6 +16,7 @@ from vibesys.broker.environment import job_environment
 from vibesys.broker.jobs import GpuJob
 from vibesys.broker.protocol import Request, token_matches
 from vibesys.config import AgentGpuConfig, SlurmRequest, check_request
+from vibesys.config.profiler import CAPTURE_DIR
 from vibesys.errors import UsageError
 from vibesys.osutil.sandbox import Sandbox, is_within
 from vibesys.osutil.tokens import service_of
@@ -67,20 +68,36 @@ class Admission:
             )
         except UsageError as exc:
             raise Refusal(str(exc)) from None
+        argv, env = request.argv, job_environment(self.host_env, request.env)
+        captures: tuple[str, ...] = ()
+        if request.profile is not None:
+            profiler = self.limits.profilers.get(request.profile)
+            if profiler is None:
+                offered = ", ".join(sorted(self.limits.profilers)) or "none"
+                raise Refusal(
+                    f"--profile {request.profile}: this site offers no such profiler "
+                    f"(offered: {offered})"
+                )
+            # The operator's variables win: the profiler needs them as configured.
+            argv, env = profiler.argv(request.argv), env | profiler.variables()
+            captures = profiler.capture_names()
         sandbox = Sandbox(
             workspace=self.workspace,
             cwd=cwd,
             read_only_paths=self.read_only_paths,
-            env=job_environment(self.host_env, request.env),
+            env=env,
+            capture_dir=CAPTURE_DIR if captures else None,
         )
         return GpuJob(
-            argv=request.argv,
+            argv=argv,
             sandbox=sandbox,
             gpus=checked.gpus,
             time_minutes=checked.time_minutes,
             partitions=checked.partitions,
             job_name_prefix=self.limits.job_name_prefix,
             timeout_seconds=timeout,
+            profiler=request.profile,
+            captures=captures,
         )
 
     def resolve_cwd(self, cwd: str) -> str:

@@ -108,7 +108,7 @@ def client_path() -> None:
 
 
 def _checked_workspace(workspace: Path, agent: AgentGpuConfig) -> str:
-    from vibesys.broker.exposure import check_read_only_paths
+    from vibesys.broker.exposure import check_profilers, check_read_only_paths
     from vibesys.osutil.sandbox import Sandbox
 
     try:
@@ -118,6 +118,8 @@ def _checked_workspace(workspace: Path, agent: AgentGpuConfig) -> str:
     if not os.path.isdir(root):
         raise UsageError(f"--workspace {workspace}: not a directory")
     check_read_only_paths(agent.read_only_paths, also_visible=(root,))
+    programs = {name: profiler.command[0] for name, profiler in agent.profilers.items()}
+    check_profilers(programs, agent.read_only_paths)
     try:
         Sandbox(workspace=root, cwd=root, read_only_paths=agent.read_only_paths)
     except ValueError as exc:

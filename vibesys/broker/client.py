@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """vibesys-gpu: run one command on GPUs, as its own Slurm job, through the host's broker.
 
-    vibesys-gpu [--gpus N] [--time MINUTES] -- COMMAND [ARGS...]
+    vibesys-gpu [--gpus N] [--time MINUTES] [--profile NAME] -- COMMAND [ARGS...]
 
 The command runs on a compute node in the host's environment, confined to the workspace, with
 the current directory as its working directory. Its output streams back as it is produced and
 the exit status is the command's own. Interrupting this client (Ctrl-C, SIGTERM, SIGHUP) or
-losing the connection cancels the job, whether it is queued or running. GPU commands are for
+losing the connection cancels the job, whether it is queued or running. With --profile NAME the
+command runs under the profiler the operator configured by that name, and once the job ended
+its capture files are written into the current directory, each checked against the sha256 the
+broker recorded (a mismatch is removed and reported). GPU commands are for
 the agent's own iteration: they are not evaluations and produce no evidence.
 
 The broker is found through $VIBESYS_GPU_SOCKET and the run's token in $VIBESYS_GPU_TOKEN.
@@ -22,8 +25,10 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -38,6 +43,8 @@ MAX_REPLY_BYTES = 1 << 21
 EXIT_REFUSED = 2
 EXIT_INTERRUPTED = 130
 EXIT_LOST = 255
+#: A capture is one file in the current directory: never a path, never hidden.
+CAPTURE_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,254}")
 
 
 class Interrupted(Exception):
@@ -69,6 +76,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "whole minutes",
     )
     parser.add_argument(
+        "--profile",
+        default=None,
+        metavar="NAME",
+        help="run COMMAND under the site's profiler NAME (see `vibesys-eval capabilities`); "
+        "its captures are written into the current directory",
+    )
+    parser.add_argument(
         "--socket", default=None, help=f"the broker's socket (default: ${SOCKET_ENV})"
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
@@ -95,12 +109,65 @@ def request_line(args: argparse.Namespace, token: str, cwd: str) -> bytes:
     }
     if args.timeout_seconds is not None:
         body["timeout_seconds"] = args.timeout_seconds
+    if args.profile is not None:
+        body["profile"] = args.profile
     return json.dumps(body, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+class Captures:
+    """Capture files as they arrive: written to NAME.part, renamed to NAME once their size and
+    sha256 match what the broker recorded."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, tuple[Any, Any]] = {}
+
+    def add(self, name: str, data: bytes) -> None:
+        if name not in self.open:
+            self.open[name] = (open(name + ".part", "wb"), hashlib.sha256())  # noqa: SIM115
+        handle, digest = self.open[name]
+        handle.write(data)
+        digest.update(data)
+
+    def done(self, name: str, size: object, sha256: object) -> None:
+        if name not in self.open:
+            self.add(name, b"")  # an empty capture
+        handle, digest = self.open.pop(name)
+        written = handle.tell()
+        handle.close()
+        if written == size and digest.hexdigest() == sha256:
+            os.replace(name + ".part", name)
+            say(f"capture {name}: {written} bytes, sha256 {sha256}")
+            return
+        os.unlink(name + ".part")
+        say(
+            f"capture {name}: got {written} bytes sha256 {digest.hexdigest()}, the broker "
+            f"recorded {size} bytes sha256 {sha256}; not kept"
+        )
+
+    def close(self) -> None:
+        for name, (handle, _) in self.open.items():  # cut short: nothing half-written stays
+            handle.close()
+            with contextlib.suppress(OSError):
+                os.unlink(name + ".part")
+        self.open.clear()
+
+
+CAPTURES = Captures()
 
 
 def handle(reply: dict[str, Any]) -> int | None:
     """Act on one reply; the exit status when it ends the command."""
     kind = reply.get("type")
+    if kind in ("capture", "captured"):
+        name = reply.get("name")
+        if not isinstance(name, str) or not CAPTURE_NAME.fullmatch(name):
+            say(f"the broker sent a capture with an unusable name: {str(name)[:80]}")
+            return EXIT_LOST
+        if kind == "capture":
+            CAPTURES.add(name, base64.b64decode(reply.get("data", "")))
+        else:
+            CAPTURES.done(name, reply.get("size"), reply.get("sha256"))
+        return None
     if kind == "output":
         stream = sys.stdout if reply.get("stream") == "stdout" else sys.stderr
         stream.buffer.write(base64.b64decode(reply.get("data", "")))
@@ -184,6 +251,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     finally:
         # Closing the connection is what tells the broker to stop the command.
         conn.close()
+        CAPTURES.close()
     sys.exit(status)
 
 

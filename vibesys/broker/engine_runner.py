@@ -11,6 +11,14 @@ The agent's variables never reach the journal, a command line or srun's own envi
 remote invocation directory (the parent of its remote attempt directories, on the shared file
 system), which the node-side prelude reads into the sandbox. The job's output is copied to the
 client from srun's files as it grows, independently of the engine's status polling.
+
+A profiled command's captures are the request's declared artifacts (recorded at PREPARED with
+the command that writes them): the engine collects them once the job ended, verified (size,
+sha256) into the invocation's local attempt directory, and the runner sends each one that is
+verified to the client, with its digest, before the exit status. The captures left in the
+job's directory are the runtime's: removed only once the invocation is DONE (its job proven
+gone, so nothing writes them any more), whoever stopped it; an UNRESOLVED job's stay, with the
+job, until a broker that carries it on (`settle`) proves it gone.
 """
 
 from __future__ import annotations
@@ -21,14 +29,14 @@ from pathlib import Path
 from typing import Final
 
 from vibesys.adapters.requests import RecordedSite
-from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
+from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE, WORK_DIR
 from vibesys.adapters.slurm.request import SrunRequest
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
 from vibesys.engine.deadline import cancel_at_deadline
 from vibesys.engine.drive import StopFlag
 from vibesys.job_result import EXIT_STATUS, TIMEOUT_CANCEL, JobStatus, timed_out
-from vibesys.journal_schema import Invocation, Journal, open_journal
+from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal
 from vibesys.osutil.sandbox import confined_command, env_file_bytes
 from vibesys.states import JobState, Outcome
 from vibesys.states.exits import exit_status
@@ -65,6 +73,7 @@ class EngineGpuJobRunner:
                 time_minutes=job.time_minutes,
                 partitions=job.partitions,
                 job_name_prefix=job.job_name_prefix,
+                artifacts=job.captures,
             )
             invocation_id = new_invocation_id()
             env_file = _write_agent_env(self.remote_root / invocation_id, job)
@@ -91,6 +100,9 @@ class EngineGpuJobRunner:
             finally:
                 ended.set()
                 follower.finish()
+            if job.captures and not stop.is_set():
+                _send_captures(journal, inv, output)
+            self._release_captures(inv)
             return _report(journal, inv, output)
         finally:
             journal.close()
@@ -108,9 +120,22 @@ class EngineGpuJobRunner:
             if inv.state is not JobState.DONE:
                 inv = engine.request_cancel(inv, "broker: the broker that ran it died")
                 inv = drive(engine, inv, DriveOptions(interrupt=_Bridge(stop)))
+            self._release_captures(inv)
             return inv.state is JobState.DONE
         finally:
             journal.close()
+
+    def _release_captures(self, inv: Invocation) -> None:
+        """Remove the captures (the request's artifacts, as recorded) from the job's
+        directories once the invocation is DONE; any other state keeps them."""
+        if inv.state is not JobState.DONE or not inv.artifacts:
+            return
+        for attempt in range(1, inv.attempt + 1):
+            work = self.remote_root / inv.id / str(attempt) / WORK_DIR
+            for pattern in inv.artifacts:
+                for path in work.glob(pattern):
+                    if not path.is_dir() or path.is_symlink():
+                        path.unlink(missing_ok=True)
 
 
 def _write_agent_env(directory: Path, job: GpuJob) -> Path:
@@ -122,6 +147,24 @@ def _write_agent_env(directory: Path, job: GpuJob) -> Path:
         handle.flush()
         os.fsync(handle.fileno())
     return path
+
+
+def _send_captures(journal: Journal, inv: Invocation, output: OutputSink) -> None:
+    """Each capture the engine brought home verified, as recorded (read back, never listed
+    again); what did not come home is said on stderr."""
+    for row in journal.artifacts(inv.id):
+        name = Path(row.path).name
+        if row.state not in (ArtifactState.VERIFIED, ArtifactState.ACKNOWLEDGED):
+            detail = f": {row.detail}" if row.detail else ""
+            output.write(
+                "stderr", f"[vibesys-gpu] capture {row.path} {row.state}{detail}\n".encode()
+            )
+            continue
+        assert row.local_path is not None and row.size is not None and row.sha256 is not None
+        with open(row.local_path, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                output.capture(name, chunk)
+        output.captured(name, row.size, row.sha256)
 
 
 def _report(journal: Journal, inv: Invocation, output: OutputSink) -> int:

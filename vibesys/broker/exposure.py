@@ -16,14 +16,20 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from vibesys.errors import ConfigError
 from vibesys.osutil.sandbox import SYSTEM_DIRS, is_within
 
-__all__ = ["MAX_LINKS", "check_read_only_paths", "link_problem", "links_to_check"]
+__all__ = [
+    "MAX_LINKS",
+    "check_profilers",
+    "check_read_only_paths",
+    "link_problem",
+    "links_to_check",
+]
 
 #: Linux's limit on symlinks followed while resolving one path (ELOOP past it).
 MAX_LINKS: Final = 40
@@ -130,6 +136,24 @@ def check_read_only_paths(paths: Sequence[str], also_visible: Iterable[str] = ()
             f"{_KEY} lists paths holding symlinks that a confined job could not follow, so the "
             "job would fail with 'No such file':\n" + "\n".join(problems)
         )
+
+
+def check_profilers(programs: Mapping[str, str], read_only_paths: Sequence[str]) -> None:
+    """Refuse to start (ConfigError) when a profiler's program, named by an absolute path, is
+    missing here or lies outside what a confined job sees: every profile would fail with 'No
+    such file'. A bare name is looked up on the job's PATH, on the node."""
+    visible = (*read_only_paths, *SYSTEM_DIRS)
+    for name, program in sorted(programs.items()):
+        if not program.startswith("/"):
+            continue
+        key = f"vibesys.agent_gpu.profilers.{name}.command"
+        if not os.path.isfile(program):
+            raise ConfigError(f"{key}: {program} does not exist (or is not a file) here")
+        if not any(is_within(posixpath.normpath(program), root) for root in visible):
+            raise ConfigError(
+                f"{key}: {program} is not visible to a confined job; add its directory to "
+                "read_only_paths"
+            )
 
 
 def _parts(path: str) -> list[str]:

@@ -40,6 +40,10 @@ class GpuJob:
     slot: SlotBinding | None = None
     #: cancelled this many seconds after its submission, exactly (None: its time limit only)
     timeout_seconds: int | None = None
+    #: the operator's profiler it runs under, by name (None: no profile)
+    profiler: str | None = None
+    #: the profiler's capture files (globs in the job's working directory), sent back verified
+    captures: tuple[str, ...] = ()
 
     @property
     def cwd(self) -> str:
@@ -55,6 +59,14 @@ class OutputSink(Protocol):
     gone drops the bytes (and the server stops the job)."""
 
     def write(self, stream: Stream, data: bytes) -> None: ...
+
+    def capture(self, name: str, data: bytes) -> None:
+        """The next bytes of the capture file `name`."""
+        ...
+
+    def captured(self, name: str, size: int, sha256: str) -> None:
+        """The capture file `name` is complete: what the client wrote must match."""
+        ...
 
 
 class StopSignal(Protocol):

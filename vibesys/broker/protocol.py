@@ -8,12 +8,17 @@ encoded to bytes; the caller owns the socket. The client sends exactly one reque
 
 (`time_minutes` may be null: the operator's default applies. An optional `"timeout_seconds": S`
 ends the command S seconds after it was submitted, exactly: the job's time limit is whole
-minutes, so the broker cancels it at the second, and the client exits 124.) It then keeps its
+minutes, so the broker cancels it at the second, and the client exits 124. An optional
+`"profile": "NAME"` runs the command under the profiler the operator configured by that name;
+its captures come back, once the job ended, as `capture` lines (the file's bytes, in order)
+each closed by a `captured` line with its size and sha256, before `exit`.) It then keeps its
 end open; closing it, or losing it, means "stop the command". The broker answers with any
 number of lines:
 
     {"version": 1, "type": "waiting", "active": 2, "cap": 2, "ahead": 1, "message": "..."}
     {"version": 1, "type": "output", "stream": "stdout", "data": "<base64>"}
+    {"version": 1, "type": "capture", "name": "profile.json", "data": "<base64>"}
+    {"version": 1, "type": "captured", "name": "profile.json", "size": 2752, "sha256": "..."}
     {"version": 1, "type": "exit", "status": 0}
     {"version": 1, "type": "refused", "message": "commands must run from inside ..."}
 
@@ -38,6 +43,8 @@ __all__ = [
     "MAX_REPLY_BYTES",
     "MAX_REQUEST_BYTES",
     "PROTOCOL_VERSION",
+    "Capture",
+    "Captured",
     "Exit",
     "LineDecoder",
     "LineTooLong",
@@ -67,7 +74,9 @@ MAX_MINUTES: Final = 10 * 24 * 60
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REQUEST_FIELDS: Final = ("version", "token", "cwd", "argv", "gpus", "time_minutes", "env")
 #: Fields a request may leave out (a client older than them sends none).
-_OPTIONAL_FIELDS: Final = ("timeout_seconds",)
+_OPTIONAL_FIELDS: Final = ("timeout_seconds", "profile")
+_PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_CAPTURE_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,254}")
 
 Stream = Literal["stdout", "stderr"]
 
@@ -93,6 +102,8 @@ class Request:
     version: int = PROTOCOL_VERSION
     #: cancel the command this many seconds after its submission (None: its time limit only)
     timeout_seconds: int | None = None
+    #: the profiler to run the command under, by the operator's name for it
+    profile: str | None = None
 
     def __post_init__(self) -> None:
         # A read-only view, so a frozen request cannot be changed through its mapping.
@@ -102,7 +113,7 @@ class Request:
         return (
             f"Request(cwd={self.cwd!r}, argv={self.argv!r}, gpus={self.gpus}, "
             f"time_minutes={self.time_minutes}, timeout_seconds={self.timeout_seconds}, "
-            f"env=<{len(self.env)} variables>)"
+            f"profile={self.profile!r}, env=<{len(self.env)} variables>)"
         )
 
 
@@ -131,7 +142,20 @@ class Refused:
     message: str
 
 
-Reply = Output | Waiting | Exit | Refused
+@dataclass(frozen=True, slots=True)
+class Capture:  # the next bytes of a capture file
+    name: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:  # a capture file is complete: the client checks what it wrote against these
+    name: str
+    size: int
+    sha256: str
+
+
+Reply = Output | Waiting | Exit | Refused | Capture | Captured
 
 
 def waiting_line(waiting: Waiting) -> str:
@@ -202,6 +226,8 @@ def encode_request(request: Request) -> bytes:
     }
     if request.timeout_seconds is not None:
         body["timeout_seconds"] = request.timeout_seconds
+    if request.profile is not None:
+        body["profile"] = request.profile
     return _line(body)
 
 
@@ -244,6 +270,11 @@ def decode_request(line: bytes) -> Request:
         raise ProtocolError(
             f"request: 'timeout_seconds' must be null or an integer from 1 to {MAX_MINUTES * 60}"
         )
+    profile = data.get("profile")
+    if profile is not None and (not isinstance(profile, str) or not _PROFILE.fullmatch(profile)):
+        raise ProtocolError(
+            "request: 'profile' must be null or a profiler's name (letters, digits, . _ -)"
+        )
     return Request(
         token=token,
         cwd=cwd,
@@ -253,6 +284,7 @@ def decode_request(line: bytes) -> Request:
         env=_environment(data["env"]),
         version=version,
         timeout_seconds=timeout,
+        profile=profile,
     )
 
 
@@ -283,6 +315,10 @@ def encode_reply(reply: Reply) -> bytes:
             body = {"type": "exit", "status": status}
         case Refused(message):
             body = {"type": "refused", "message": message}
+        case Capture(name, data):
+            body = {"type": "capture", "name": name, "data": base64.b64encode(data).decode()}
+        case Captured(name, size, sha256):
+            body = {"type": "captured", "name": name, "size": size, "sha256": sha256}
     return _line({"version": PROTOCOL_VERSION, **body})
 
 
@@ -300,6 +336,10 @@ def decode_reply(line: bytes) -> Reply:
             return Exit(_int(data["status"]))
         if kind == "refused" and isinstance(data["message"], str):
             return Refused(data["message"])
+        if kind == "capture" and _CAPTURE_NAME.fullmatch(data["name"]):
+            return Capture(data["name"], base64.b64decode(data["data"], validate=True))
+        if kind == "captured" and _CAPTURE_NAME.fullmatch(data["name"]):
+            return Captured(data["name"], _int(data["size"]), str(data["sha256"]))
     except (KeyError, TypeError, binascii.Error) as exc:
         raise ProtocolError(f"reply: malformed {kind} message") from exc
     raise ProtocolError(f"reply: unknown message type {kind!r}")

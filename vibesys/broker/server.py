@@ -30,6 +30,8 @@ from vibesys.broker.admission import Admission, Refusal
 from vibesys.broker.jobs import GpuJobRunner, StopSignal, Stream
 from vibesys.broker.protocol import (
     MAX_REQUEST_BYTES,
+    Capture,
+    Captured,
     Exit,
     LineDecoder,
     Output,
@@ -169,7 +171,7 @@ class BrokerServer:
             return  # gone before its request arrived (or cut by a shutdown)
         self.log(
             f"accepted pid={peer.pid} uid={peer.uid} cwd={job.cwd} gpus={job.gpus} "
-            f"time={job.time_minutes} argv={list(job.argv)!r}"
+            f"time={job.time_minutes} profiler={job.profiler} argv={list(job.argv)!r}"
         )
         sink = _Sink(conn.sock, stop)
         threading.Thread(target=_watch, args=(conn.sock, stop), daemon=True).start()
@@ -205,6 +207,13 @@ class _Sink:
     def write(self, stream: Stream, data: bytes) -> None:
         for start in range(0, len(data), OUTPUT_CHUNK):
             self.send(Output(stream, data[start : start + OUTPUT_CHUNK]))
+
+    def capture(self, name: str, data: bytes) -> None:
+        for start in range(0, len(data), OUTPUT_CHUNK):
+            self.send(Capture(name, data[start : start + OUTPUT_CHUNK]))
+
+    def captured(self, name: str, size: int, sha256: str) -> None:
+        self.send(Captured(name, size, sha256))
 
     def send(self, reply: Reply) -> None:
         with self._lock:

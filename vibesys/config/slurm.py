@@ -14,6 +14,7 @@ from typing import Final
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
+from vibesys.config.profiler import ProfilerConfig, check_profiler_name
 from vibesys.config.strict import STRICT as _STRICT
 from vibesys.config.strict import StrTuple
 from vibesys.config.transport import LocalTransportConfig, SshTransportConfig, TransportConfig
@@ -255,6 +256,23 @@ class AgentGpuConfig(BaseModel):
         description="At most this many of one run's GPU jobs are submitted at once; "
         "omit for no cap.",
     )
+    profilers: dict[str, ProfilerConfig] = Field(
+        default_factory=dict,
+        description="The profilers the agent may ask for by name "
+        "([vibesys.agent_gpu.profilers.NAME]); none unless listed.",
+    )
+
+    def __hash__(self) -> int:
+        # Frozen, but the profilers' table is a dict: hashed as its sorted items.
+        fields = {**self.__dict__, "profilers": tuple(sorted(self.profilers.items()))}
+        return hash(tuple(fields.values()))
+
+    @field_validator("profilers")
+    @classmethod
+    def _profilers(cls, value: dict[str, ProfilerConfig]) -> dict[str, ProfilerConfig]:
+        for name in value:
+            check_profiler_name(name)
+        return value
 
     @field_validator("partitions")
     @classmethod

@@ -6,7 +6,8 @@ The job sees: the workspace (writable), the host's system directories and the op
 `read_only_paths` (read-only; the host's password hashes and SSH host keys in them read as
 empty), a fresh /proc, a minimal /dev plus the GPU device nodes that exist on the node, and an
 empty private /tmp. Nothing else: the operator's home directory, other
-candidates' worktrees and the invocation and attempt directories are not mounted at all.
+candidates' worktrees and the invocation and attempt directories are not mounted at all (but
+for a profile's capture directory: the job's own working directory, `capture_dir`).
 
 Every capability is dropped (a job running as root could otherwise remount its way out), the
 command gets its own pid, ipc and uts namespaces and session, and it dies with its parent, so
@@ -84,11 +85,13 @@ DEVICE_VARIABLES: Final = (
     "GPU_DEVICE_ORDINAL",
 )
 
-#: `bash -c BWRAP_PRELUDE vibesys-bwrap ENV_FILE N OPTION_1 .. OPTION_N COMMAND...`. ENV_FILE
-#: (or "-" for none) holds the command's variables as NUL-separated NAME=VALUE records: read on
-#: the node, so the values never appear in a command line, the journal or the process list.
+#: `bash -c BWRAP_PRELUDE vibesys-bwrap ENV_FILE CAPTURE N OPTION_1 .. OPTION_N COMMAND...`.
+#: ENV_FILE (or "-" for none) holds the command's variables as NUL-separated NAME=VALUE records:
+#: read on the node, so the values never appear in a command line, the journal or the process
+#: list. CAPTURE (or "-") is where the sandbox sees the directory the prelude starts in (the
+#: job's own working directory, known only there) writable: a profiler's capture goes there.
 BWRAP_PRELUDE: Final = (
-    "env_file=$1; shift\n"
+    "env_file=$1; capture=$2; shift 2\n"
     'options=("${@:2:$1}")\n'
     'shift "$(($1 + 1))"\n'
     'if [ "$env_file" != - ]; then\n'
@@ -105,6 +108,7 @@ BWRAP_PRELUDE: Final = (
     f"for name in {' '.join(DEVICE_VARIABLES)}; do\n"
     '  if [ -n "${!name+set}" ]; then options+=(--setenv "$name" "${!name}"); fi\n'
     "done\n"
+    'if [ "$capture" != - ]; then options+=(--bind "$PWD" "$capture"); fi\n'
     'exec bwrap "${options[@]}" -- "$@"\n'
 )
 
@@ -141,11 +145,19 @@ class Sandbox:
     cwd: str
     read_only_paths: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: where the command sees the job's own working directory, writable (None: not at all)
+    capture_dir: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
         _check_path("workspace", self.workspace)
         _check_path("cwd", self.cwd)
+        if self.capture_dir is not None:
+            _check_path("capture directory", self.capture_dir)
+            # Its own mount point: nothing else may be seen under it, nor it under another.
+            for other in (self.workspace, *self.read_only_paths, *SYSTEM_DIRS, *PRIVATE_DIRS):
+                if is_within(self.capture_dir, other) or is_within(other, self.capture_dir):
+                    raise ValueError(f"the capture directory {self.capture_dir!r} meets {other!r}")
         if not is_within(self.cwd, self.workspace):
             raise ValueError(f"cwd {self.cwd!r} is not inside the workspace {self.workspace!r}")
         for path in self.read_only_paths:
@@ -201,7 +213,9 @@ def confined_command(
     if not argv or not argv[0]:
         raise ValueError("empty command")
     options = bwrap_options(sandbox, with_env=env_file is None)
-    head = ("bash", "-c", BWRAP_PRELUDE, "vibesys-bwrap", env_file or "-", str(len(options)))
+    capture = sandbox.capture_dir or "-"
+    count = str(len(options))
+    head = ("bash", "-c", BWRAP_PRELUDE, "vibesys-bwrap", env_file or "-", capture, count)
     return (*head, *options, *argv)
 
 

@@ -1,4 +1,4 @@
-env_file=$1; shift
+env_file=$1; capture=$2; shift 2
 options=("${@:2:$1}")
 shift "$(($1 + 1))"
 if [ "$env_file" != - ]; then
@@ -15,4 +15,5 @@ done
 for name in CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES GPU_DEVICE_ORDINAL; do
   if [ -n "${!name+set}" ]; then options+=(--setenv "$name" "${!name}"); fi
 done
+if [ "$capture" != - ]; then options+=(--bind "$PWD" "$capture"); fi
 exec bwrap "${options[@]}" -- "$@"

@@ -1,0 +1,128 @@
+"""`vibesys-gpu --profile NAME` through a real broker, real Slurm and real bwrap, with a real
+profiler (py-spy, from its wheel): the capture comes back verified against the digest the
+journal recorded, and py-spy's own format parses; the timeout ends it at the second and the
+capture left in the job's directory goes once the job settled; a profiler the site does not
+offer is refused in one line and submits nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.slurm.helpers import UNFINISHED
+from tests.slurm.test_broker_slurm import Broker, finish, start_broker, stop_broker, wait_until
+from tests.slurm.test_broker_slurm import write_config as write_site
+
+pytestmark = pytest.mark.slurm
+
+#: Busy for `seconds` in a function of its own, so the samples name it.
+PROGRAM = """
+import sys, time
+def spin_here(until):
+    while time.monotonic() < until:
+        sum(i * i for i in range(1000))
+spin_here(time.monotonic() + float(sys.argv[1]))
+print("spun")
+"""
+
+
+EARLY = 'echo started > "$0" && exec "$@"'
+
+
+def profiled_broker(root: Path) -> Broker:
+    # The wheel installs it beside the interpreter running the tests.
+    beside = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    found = shutil.which("py-spy", path=beside)
+    assert found, "py-spy is a dev dependency (pip install -e '.[dev]')"
+    # The wheel's binary, in a directory of its own the site lists for the jobs to read.
+    (root / "tools").mkdir(parents=True)
+    spy = str(shutil.copy(found, root / "tools" / "py-spy"))
+    prefix = f"vbt-prof-{root.name[-8:]}"
+    config = write_site(root / "slurm.toml", root / "remote", prefix, None, '["main"]')
+    command = [spy, "record", "--format", "speedscope", "--rate", "200", "-o", "{capture}.json"]
+    config.write_text(
+        config.read_text()
+        + f"read_only_paths = {json.dumps([str(root / 'tools')])}\n\n"
+        + "[vibesys.agent_gpu.profilers.py-spy]\n"
+        + f"command = {json.dumps([*command, '--'])}\n"
+        + 'captures = ["{capture}.json"]\n'
+        # A "profiler" that writes its capture as it starts: a cancel finds it there.
+        + "[vibesys.agent_gpu.profilers.early]\n"
+        + f"command = {json.dumps(['sh', '-c', EARLY, '{capture}.json'])}\n"
+        + 'captures = ["{capture}.json"]\n'
+    )
+    broker = start_broker(root, prefix, config=config)
+    (broker.workspace / "busy.py").write_text(PROGRAM)
+    return broker
+
+
+def recorded_artifacts(broker: Broker) -> list[tuple[str, int, str, str, str]]:
+    with sqlite3.connect(broker.journal) as db:
+        rows = db.execute("SELECT path, size, sha256, state, local_path FROM artifacts").fetchall()
+    return [(str(p), int(s), str(h), str(st), str(lp)) for p, s, h, st, lp in rows]
+
+
+def left_in_job_dirs(broker: Broker) -> list[Path]:
+    return sorted((broker.workspace.parent / "remote").glob("*/*/work/profile*"))
+
+
+def test_a_profile_comes_back_verified_and_readable(tmp_path: Path) -> None:
+    broker = profiled_broker(tmp_path)
+    try:
+        code, out, err = finish(
+            broker.client("--gpus", "0", "--profile", "py-spy", "--", "python3", "busy.py", "2")
+        )
+        assert code == 0 and "spun" in out.splitlines(), err  # py-spy talks on stdout too
+        capture = broker.workspace / "profile.json"
+        data = capture.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        # The journal's record, made when the engine brought it home, is what the client checked;
+        # the copy home stays in the state directory, the job directory's is the runtime's.
+        ((path, size, sha256, state, local),) = recorded_artifacts(broker)
+        assert (path, size, sha256, state) == ("profile.json", len(data), digest, "acknowledged")
+        assert Path(local).read_bytes() == data and not left_in_job_dirs(broker)
+        assert f"capture profile.json: {len(data)} bytes, sha256 {digest}" in err
+        assert not list(broker.workspace.glob("*.part"))
+        speedscope = json.loads(data)
+        frames = {frame["name"] for frame in speedscope["shared"]["frames"]}
+        samples = sum(len(profile["samples"]) for profile in speedscope["profiles"])
+        assert "spin_here" in frames and samples > 100, (frames, samples)
+    finally:
+        stop_broker(broker)
+
+
+def test_a_profiled_command_ends_at_its_timeout_and_an_unknown_profiler_is_refused(
+    tmp_path: Path,
+) -> None:
+    broker = profiled_broker(tmp_path)
+    try:
+        began = time.monotonic()
+        argv = ["--gpus", "0", "--profile", "early", "--timeout-seconds", "4", "--"]
+        proc = broker.client(*argv, "python3", "busy.py", "60")
+        wait_until(lambda: left_in_job_dirs(broker), "the capture in the job's directory")
+        code, _, err = finish(proc)
+        took = time.monotonic() - began
+        assert code == 124, err
+        assert "[vibesys-gpu] TIMEOUT" in err and 4 <= took < 15, (took, err)
+        # The client hears of the end once the job settled: its capture in the job's directory
+        # is gone by then, and Slurm shows nothing of it running.
+        assert not left_in_job_dirs(broker)
+        assert not set(broker.jobs().values()) & UNFINISHED
+        jobs = broker.jobs()
+        code, out, err = finish(broker.client("--gpus", "0", "--profile", "nsys", "--", "true"))
+        assert (code, out) == (2, "")
+        assert err == (
+            "vibesys-gpu: refused: --profile nsys: this site offers no such profiler "
+            "(offered: early, py-spy)\n"
+        )
+        assert broker.jobs() == jobs  # nothing submitted
+    finally:
+        stop_broker(broker)
