@@ -17,6 +17,7 @@ def submit(tmp_path: Path, probe_status: int, sbatch_status: int) -> tuple[int, 
     done = subprocess.run(
         ["sh", "-c", _SUBMIT, "vibesys-submit", str(tmp_path / "work"),
          str(tmp_path / "work" / "job.sh"), str(python), "verify", "/snap", "d1g3st",
+         "", "", "",  # no time asked: no limits check
          "sh", "-c", f"echo queued >&2; exit {sbatch_status}"],
         input="#!/bin/sh\n", capture_output=True, text=True, timeout=30,
     )  # fmt: skip
