@@ -249,7 +249,7 @@ def test_cap_two_four_clients_fifo_and_a_stopped_waiter_never_runs(tmp_path: Pat
         assert code == 130
         assert err.endswith("interrupted: the job is cancelled\n"), err
         # The server counts the fifth as waiting before its client may have printed so.
-        said = "[vibesys-gpu] waiting: 2 of this run's GPU jobs are active (cap 2), 2 queued ahead\n"
+        said = "[vibesys-gpu] waiting: 2 of this run's GPU jobs are active (cap 2), 2 queued ahead"
         assert "waiting" not in err or err.startswith(said), err
         wait_until(lambda: broker.server.slots.waiting == 2, "the fifth to leave")
         assert len(broker.runner.started) == 2
