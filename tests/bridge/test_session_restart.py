@@ -43,6 +43,15 @@ def sleeper(root: Path) -> tuple[str, ...]:
     return ("sh", "-c", f"echo $$ > {root / 'pid'}; exec sleep 60")
 
 
+def started_pid(root: Path) -> int:
+    """The sleeper's pid, once its line is whole (the shell creates the file, then writes)."""
+    pid_file = root / "pid"
+    wait_for(
+        lambda: pid_file.exists() and pid_file.read_text().endswith("\n"), "the command to start"
+    )
+    return int(pid_file.read_text())
+
+
 def kill_helper_and_bridge(session: Session, helper: subprocess.Popen[str]) -> None:
     helper.send_signal(signal.SIGKILL)
     session.process.send_signal(signal.SIGKILL)
@@ -93,8 +102,7 @@ def test_a_restarted_session_enforces_the_deadline_and_frees_the_queue_without_a
     session = start_session(tmp_path, extra=HOST_VIEW)
     args = ("--request-id", "eval-1", "--timeout", "5", "--", *sleeper(tmp_path))
     helper = session.helper(*args)
-    wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
-    pid = int((tmp_path / "pid").read_text())
+    pid = started_pid(tmp_path)
     kill_helper_and_bridge(session, helper)
     invocation_id, accepted = request(tmp_path, "eval-1")
     deadline = accepted.timestamp() + 5
@@ -127,8 +135,7 @@ def test_a_restarted_session_enforces_the_deadline_and_frees_the_queue_without_a
 def test_a_deadline_that_passed_while_nothing_ran_cancels_at_the_restart(tmp_path: Path) -> None:
     session = start_session(tmp_path, extra=HOST_VIEW)
     helper = session.helper("--request-id", "eval-1", "--timeout", "2", "--", *sleeper(tmp_path))
-    wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
-    pid = int((tmp_path / "pid").read_text())
+    pid = started_pid(tmp_path)
     kill_helper_and_bridge(session, helper)
     invocation_id, accepted = request(tmp_path, "eval-1")
     time.sleep(max(accepted.timestamp() + 2.5 - time.time(), 0.0))
@@ -155,8 +162,7 @@ def test_whoever_drives_a_bridge_evaluation_enforces_its_recorded_deadline(
     nobody else does, cancels it past the deadline recorded with its request."""
     session = start_session(tmp_path, extra=HOST_VIEW)
     helper = session.helper("--request-id", "eval-1", "--timeout", "1", "--", *sleeper(tmp_path))
-    wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
-    pid = int((tmp_path / "pid").read_text())
+    pid = started_pid(tmp_path)
     kill_helper_and_bridge(session, helper)
     invocation_id, accepted = request(tmp_path, "eval-1")
     time.sleep(max(accepted.timestamp() + 1.2 - time.time(), 0.0))
@@ -235,8 +241,7 @@ def test_another_session_of_the_campaign_enforces_the_deadline_of_its_queues_hea
     waiting behind it, carries it on and cancels it at its recorded deadline."""
     session = start_session(tmp_path, extra=HOST_VIEW)
     helper = session.helper("--request-id", "eval-1", "--timeout", "2", "--", *sleeper(tmp_path))
-    wait_for(lambda: (tmp_path / "pid").exists(), "the command to start")
-    pid = int((tmp_path / "pid").read_text())
+    pid = started_pid(tmp_path)
     kill_helper_and_bridge(session, helper)
     invocation_id, accepted = request(tmp_path, "eval-1")
     other = start_session(tmp_path, extra=(*HOST_VIEW, "--state-dir", str(tmp_path / "other")))
