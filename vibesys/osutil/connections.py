@@ -28,14 +28,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 __all__ = ["Connection", "Gate", "IncompleteLine", "Limits", "PeerCredentials", "peer_credentials"]
 
 
-@dataclass(frozen=True, slots=True)
-class PeerCredentials:
+class PeerCredentials(msgspec.Struct, frozen=True):
     pid: int
     uid: int
     gid: int
@@ -48,8 +48,7 @@ def peer_credentials(conn: socket.socket) -> PeerCredentials:
     return PeerCredentials(pid, uid, gid)
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(msgspec.Struct, frozen=True):
     """A service's bounds (the defaults are the services'; tests shrink them)."""
 
     #: connections served at once, and of them by one uid
