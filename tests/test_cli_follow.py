@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli as cli
+from tests.helpers.cli import vibesys_cli as cli
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP])

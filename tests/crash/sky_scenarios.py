@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import Crash, crash_at, recover
-from tests.skyfake import FakeSky
+from tests.helpers.faults import Crash, crash_at, recover
+from tests.helpers.skyfake import FakeSky
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine.clusters import release_cluster
 from vibesys.journal_schema import (

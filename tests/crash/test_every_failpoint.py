@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.crash.sky_scenarios import SKY_SCENARIOS, crash_and_recover
-from tests.faults import Crash, crash_at, recover
-from tests.skyfake import make_fake_sky
+from tests.helpers.faults import Crash, crash_at, recover
+from tests.helpers.skyfake import make_fake_sky
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
 from vibesys.engine import FAILPOINTS, DriveOptions, Engine, RetryPolicy, drive, reconcile

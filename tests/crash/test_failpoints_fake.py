@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import Crash, crash_at, recover
+from tests.helpers.faults import Crash, crash_at, recover
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile

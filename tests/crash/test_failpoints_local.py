@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli as cli
+from tests.helpers.cli import vibesys_cli as cli
 
 pytestmark = pytest.mark.crash
 

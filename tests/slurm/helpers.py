@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm"
@@ -109,7 +109,7 @@ def frozen(pid: int) -> Iterator[None]:
 def cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """The real `vibesys` command (see tests/conftest.py)."""
+    """The real `vibesys` command (see tests/helpers/cli.py)."""
     return vibesys_cli(*args, cwd=cwd, env=env, timeout=timeout)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 from tests.slurm.helpers import (
     cli,
     daemon_pid,

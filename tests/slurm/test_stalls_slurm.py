@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 from tests.slurm.helpers import (
     cli,
     daemon_pid,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import Crash, crash_at, recover
+from tests.helpers.faults import Crash, crash_at, recover
 from vibesys.adapters.base import Backend
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.ssh.share_helpers import wait_for
+from tests.helpers.ssh_share import wait_for
 from vibesys.adapters.transports import ssh_share
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.config.slurm import SshTransportConfig

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.ssh.share_helpers import (
+from tests.helpers.ssh_share import (
     process,
     python_with_transport,
     refused,

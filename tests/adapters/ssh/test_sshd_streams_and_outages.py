@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.ssh.helpers import (
+from tests.helpers.hang_guard import hang_guard
+from tests.helpers.paths import ROOT
+from tests.helpers.ssh import (
     Proxy,
     make,
     proxied_known_hosts,
     sshd_pids_serving,
     wait_until,
 )
-from tests.conftest import ROOT
-from tests.hang_guard import hang_guard
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.errors import BackendUnavailable, TransportLost
 

@@ -24,7 +24,7 @@ from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config.resources import PortableResources, SkyPilotProfile, resolve_resources
 
-FAKE_SKY = Path(__file__).with_name("fake_sky.py")
+FAKE_SKY = Path(__file__).resolve().parents[1] / "fake_sky.py"
 #: Status rounds of the fake take milliseconds: poll as fast as the engine allows.
 FAST_POLL = (0.05, 0.05)
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.adapters.ssh.helpers import SSHD_PORT
+from tests.helpers.ssh import SSHD_PORT
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.config.slurm import SshTransportConfig
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.hang_guard import wait_until
+from tests.helpers.hang_guard import wait_until
 
 
 @dataclass(frozen=True)
