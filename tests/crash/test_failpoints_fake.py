@@ -15,7 +15,6 @@ from vibesys.journal_schema import open_journal, verify_journal
 from vibesys.states import JobState, Outcome
 
 S = RemoteState
-FAKE_FAILPOINTS = ["after_infra_failed_commit", "after_unknown_commit"]
 
 
 def new_engine(path: Path, fake: FakeBackend, owner: str) -> Engine:

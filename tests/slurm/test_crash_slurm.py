@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.contract.suite import RUN_FAILPOINTS, SPOOL_FAILPOINTS
+from tests.helpers.failpoints import RUN_FAILPOINTS, SPOOL_FAILPOINTS
 from tests.slurm.helpers import (
     cli,
     history_text,
