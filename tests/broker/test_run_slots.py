@@ -13,7 +13,7 @@ import pytest
 
 from tests.broker.test_slots import BUDGET
 from tests.helpers.hang_guard import wait_until
-from tests.journal_schema.journal_helpers import commit_all, create
+from tests.helpers.journal import commit_all, create
 from vibesys.broker.jobs import StopSignal
 from vibesys.broker.protocol import Waiting
 from vibesys.broker.run_slots import RunSlots

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.journal_schema.journal_helpers import commit_all, create
+from tests.helpers.journal import commit_all, create
 from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.states import Event
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.bridge.session_helpers import BUDGET, result_line, start_session
 from tests.helpers.hang_guard import wait_until
-from tests.slurm.helpers import UNFINISHED, slurm
+from tests.helpers.slurm import UNFINISHED, slurm
 from vibesys.bridge.capabilities import SessionCapabilities
 from vibesys.broker import client as gpu_client
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.hang_guard import wait_until
-from tests.slurm.helpers import UNFINISHED
+from tests.helpers.slurm import UNFINISHED
 from tests.slurm.test_broker_slurm import (
     BUDGET,
     Broker,

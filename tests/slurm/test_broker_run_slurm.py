@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.hang_guard import wait_until
-from tests.slurm.helpers import UNFINISHED, sacct_states
+from tests.helpers.slurm import UNFINISHED, sacct_states
 from tests.slurm.test_broker_slurm import (
     BUDGET,
     finish,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.hang_guard import wait_until
-from tests.slurm.helpers import sacct_states, slurm
+from tests.helpers.slurm import sacct_states, slurm
 from vibesys.broker import client
 
 pytestmark = pytest.mark.slurm

@@ -23,7 +23,7 @@ import pytest
 
 from tests.helpers.hang_guard import wait_until
 from tests.helpers.paths import ROOT
-from tests.slurm.helpers import (
+from tests.helpers.slurm import (
     cli,
     daemon_pid,
     fast_toml,

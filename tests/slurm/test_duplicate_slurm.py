@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import (
+from tests.helpers.slurm import (
     cli,
     finished_evidence,
     run_args,

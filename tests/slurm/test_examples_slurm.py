@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.example_checks import check_agent_loop, run_agent_loop
-from tests.slurm.helpers import ROOT, sacct_states, slurm
+from tests.helpers.slurm import ROOT, sacct_states, slurm
 
 pytestmark = pytest.mark.slurm
 

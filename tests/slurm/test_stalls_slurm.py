@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.paths import ROOT
-from tests.slurm.helpers import (
+from tests.helpers.slurm import (
     cli,
     daemon_pid,
     fast_toml,

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.cli import vibesys_cli
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm"
 
 #: What `remote_workspace_root` may hold (it is written into #SBATCH lines).
