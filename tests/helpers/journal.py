@@ -1,4 +1,4 @@
-"""Helpers shared by the journal tests (fixtures live in conftest.py)."""
+"""Helpers shared by the journal tests (their fixtures are in tests/journal_schema/conftest.py)."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.cli import vibesys_cli
+from tests.helpers.hang_guard import wait_until
 from tests.helpers.paths import ROOT
 
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm"
@@ -146,15 +147,18 @@ def only_invocation(cwd: Path) -> dict[str, Any]:
 
 def wait_for_job_id(cwd: Path, timeout: float = 60) -> tuple[str, str, str]:
     """(invocation id, job name, job id) once the running `vibesys run` in `cwd` recorded it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def recorded() -> tuple[str, str, str] | None:
         for inv in listed(cwd):
             attempts = inv.get("attempts") or []
             if attempts and attempts[-1].get("job_id"):
                 last = attempts[-1]
                 return str(inv["id"]), str(last["job_name"]), str(last["job_id"])
-        time.sleep(0.2)
-    raise AssertionError(f"no job id recorded in {cwd} within {timeout} s")
+        return None
+
+    found = wait_until(recorded, timeout, f"a job id recorded in {cwd}", interval=0.2)
+    assert found is not None
+    return found
 
 
 def history_text(inv: dict[str, Any]) -> str:
