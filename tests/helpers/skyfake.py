@@ -12,8 +12,9 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from vibesys.adapters.base import TERMINAL_REMOTE, JobContext, JobRef, RemoteStatus, SubmitRequest
 from vibesys.adapters.rundir.remote import RunDirs
@@ -49,8 +50,7 @@ def profile_toml(root: Path, name: str = "test", **changes: object) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass
-class FakeSky:
+class FakeSky(msgspec.Struct):
     """A fake SkyPilot installation (venv with bin/sky) and its state."""
 
     venv: Path
