@@ -13,7 +13,9 @@ installs nothing process-wide: no signal handler, no atexit hook.
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import copy
 import json
@@ -26,10 +28,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Final, Self
+from typing import IO, Any, Final, Self, TypeVar
+
+from msgspec import Struct
 
 from vibesys.bridge import client as eval_client
 from vibesys.bridge.capabilities import SessionCapabilities
@@ -48,8 +51,10 @@ _KEPT_LINES: Final = 40
 PathArg = str | os.PathLike[str]
 
 
-@dataclass(frozen=True)
-class Mount:
+T = TypeVar("T")
+
+
+class Mount(Struct, frozen=True):
     """A host path the container must see, at `target`, writable or not."""
 
     source: Path
@@ -140,6 +145,8 @@ class Session:
         self._capabilities: SessionCapabilities | None = None
         self._notes: str | None = None
         self._status: int | None = None
+        #: set when an asyncio start was cancelled: the start stops waiting and closes
+        self._abandoned = threading.Event()
 
     # -- start and close ------------------------------------------------------------------------
 
@@ -209,6 +216,24 @@ class Session:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    async def __aenter__(self) -> Self:
+        """`start()` on a thread of its own. Cancelled meanwhile, the start stops waiting for
+        the serve and closes what it started before the cancel goes on."""
+        try:
+            return await _in_thread(self.start, on_cancel=self._abandoned.set)
+        except asyncio.CancelledError:
+            await _in_thread(self.close)  # the start may have finished before the cancel
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """`close()` on a thread of its own; a cancel meanwhile waits for the teardown."""
+        await _in_thread(self.close)
 
     def __repr__(self) -> str:  # never the document: it holds the tokens
         pid = self._process.pid if self._process is not None else None
@@ -305,9 +330,11 @@ class Session:
         text = b""
         while True:
             left = deadline - time.monotonic()
+            if self._abandoned.is_set():
+                raise asyncio.CancelledError  # the asyncio caller was cancelled while we waited
             if left <= 0:
                 raise VibesysError(f"the session did not start within {self._start_timeout} s")
-            ready, _, _ = select.select([stdout], [], [], min(left, 1.0))
+            ready, _, _ = select.select([stdout], [], [], min(left, 0.1))
             if not ready:
                 continue
             chunk = os.read(stdout, 65536)
@@ -377,3 +404,33 @@ class Session:
         self._process.stdout.close()
         if self._log_file is not None:
             self._log_file.close()
+
+
+async def _in_thread(call: Callable[[], T], on_cancel: Callable[[], None] = lambda: None) -> T:
+    """`call()` on a thread of its own (none is left behind, unlike an executor's), awaited to
+    its end even when the awaiting task is cancelled: a session's start and close must finish
+    (or undo) what they began before the cancel goes on. `on_cancel` tells `call` to hurry."""
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            done.set_result(call())
+        except BaseException as exc:  # handed to the awaiting task, which raises it
+            done.set_exception(exc)
+
+    thread = threading.Thread(target=run, name="vibesys-session-async", daemon=True)
+    thread.start()
+    waiting = asyncio.wrap_future(done)
+    cancelled = False
+    while not done.done():
+        try:
+            await asyncio.shield(waiting)
+        except asyncio.CancelledError:
+            cancelled = True
+            on_cancel()
+        except BaseException:  # the call's own exception: raised below
+            pass
+    thread.join()
+    if cancelled:
+        raise asyncio.CancelledError
+    return done.result()
