@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextlib
 import copy
 import json
@@ -30,13 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Final, Self, TypeVar
+from typing import IO, Any, Final, Self
 
 from msgspec import Struct
 
 from vibesys.bridge import client as eval_client
 from vibesys.bridge.capabilities import SessionCapabilities
 from vibesys.errors import ERROR_LINE, UsageError, VibesysError
+from vibesys.osutil.threads import await_in_thread
 
 __all__ = ["Mount", "Session"]
 
@@ -51,9 +51,6 @@ _KEPT_LINES: Final = 40
 PathArg = str | os.PathLike[str]
 
 
-T = TypeVar("T")
-
-
 class Mount(Struct, frozen=True):
     """A host path the container must see, at `target`, writable or not."""
 
@@ -65,6 +62,10 @@ class Mount(Struct, frozen=True):
     def volume(self) -> str:
         """As `docker run -v` (and podman) take it."""
         return f"{self.source}:{self.target}{':ro' if self.read_only else ''}"
+
+
+def _word(value: object) -> str:
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
 def _log_to_stderr(line: str) -> None:
@@ -107,30 +108,28 @@ class Session:
         start_timeout: float = 600.0,
         log: Callable[[str], None] = _log_to_stderr,
     ) -> None:
-        options: list[str] = ["--run-id", run_id, "--workspace", os.fspath(workspace)]
-        paths = {
+        given: dict[str, object] = {
+            "--run-id": run_id,
+            "--workspace": workspace,
             "--slurm-config": slurm_config,
+            "--profile": profile,
             "--clusters-config": clusters_config,
             "--resources": resources,
             "--journal": journal,
             "--state-dir": state_dir,
             "--results-dir": results_dir,
+            "--default-timeout": default_timeout,
+            "--max-timeout": max_timeout,
+            "--max-retries": max_retries,
+            "--teardown-seconds": teardown_seconds,
+            "--artifact-max": artifact_max,
+            "--artifact-sum-max": artifact_sum_max,
         }
-        for flag, path in paths.items():
-            options += [flag, os.fspath(path)] if path is not None else []
-        options += ["--profile", profile] if profile is not None else []
-        options += ["--local"] if local else []
-        options += ["--unconfined"] if unconfined else []
-        for name in allow_env:
-            options += ["--allow-env", name]
-        for uid in allow_uids:
-            options += ["--allow-uid", str(uid)]
-        options += ["--default-timeout", str(default_timeout), "--max-timeout", str(max_timeout)]
-        options += ["--max-retries", str(max_retries), "--teardown-seconds", str(teardown_seconds)]
-        options += ["--artifact-max", str(artifact_max)] if artifact_max is not None else []
-        if artifact_sum_max is not None:
-            options += ["--artifact-sum-max", str(artifact_sum_max)]
-        options += ["--down"] if down else []
+        options = [w for flag, v in given.items() if v is not None for w in (flag, _word(v))]
+        switches = {"--local": local, "--unconfined": unconfined, "--down": down}
+        options += [flag for flag, on in switches.items() if on]
+        options += [word for name in allow_env for word in ("--allow-env", name)]
+        options += [word for uid in allow_uids for word in ("--allow-uid", str(uid))]
         options += ["--check" if check else "--no-check"]
         self._options = options
         self._teardown_seconds = teardown_seconds
@@ -221,19 +220,14 @@ class Session:
         """`start()` on a thread of its own. Cancelled meanwhile, the start stops waiting for
         the serve and closes what it started before the cancel goes on."""
         try:
-            return await _in_thread(self.start, on_cancel=self._abandoned.set)
+            return await await_in_thread(self.start, on_cancel=self._abandoned.set)
         except asyncio.CancelledError:
-            await _in_thread(self.close)  # the start may have finished before the cancel
+            await await_in_thread(self.close)  # the start may have finished before the cancel
             raise
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         """`close()` on a thread of its own; a cancel meanwhile waits for the teardown."""
-        await _in_thread(self.close)
+        await await_in_thread(self.close)
 
     def __repr__(self) -> str:  # never the document: it holds the tokens
         pid = self._process.pid if self._process is not None else None
@@ -404,33 +398,3 @@ class Session:
         self._process.stdout.close()
         if self._log_file is not None:
             self._log_file.close()
-
-
-async def _in_thread(call: Callable[[], T], on_cancel: Callable[[], None] = lambda: None) -> T:
-    """`call()` on a thread of its own (none is left behind, unlike an executor's), awaited to
-    its end even when the awaiting task is cancelled: a session's start and close must finish
-    (or undo) what they began before the cancel goes on. `on_cancel` tells `call` to hurry."""
-    done: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-    def run() -> None:
-        try:
-            done.set_result(call())
-        except BaseException as exc:  # handed to the awaiting task, which raises it
-            done.set_exception(exc)
-
-    thread = threading.Thread(target=run, name="vibesys-session-async", daemon=True)
-    thread.start()
-    waiting = asyncio.wrap_future(done)
-    cancelled = False
-    while not done.done():
-        try:
-            await asyncio.shield(waiting)
-        except asyncio.CancelledError:
-            cancelled = True
-            on_cancel()
-        except BaseException:  # the call's own exception: raised below
-            pass
-    thread.join()
-    if cancelled:
-        raise asyncio.CancelledError
-    return done.result()

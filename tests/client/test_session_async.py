@@ -6,6 +6,7 @@ environment file, no child process, no thread."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -27,8 +28,8 @@ def children() -> list[int]:
     """This process's children, zombies included (every thread's)."""
     found: list[int] = []
     for task in Path("/proc/self/task").iterdir():
-        with open(task / "children", encoding="ascii") as handle:
-            found += [int(pid) for pid in handle.read().split()]
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            found += [int(pid) for pid in (task / "children").read_text().split()]
     return sorted(found)
 
 
