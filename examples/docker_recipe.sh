@@ -13,8 +13,9 @@
 # script's temporary directory, which it keeps (the results). IMAGE picks the image (default python:3.11-slim:
 # any image with python3 runs the helper); VIBESYS the vibesys command (default `vibesys`).
 #
-# No test runs this script: the machine the project's tests run on has no container engine.
-# examples/agent_loop/ runs the same loop with bubblewrap as the container, and is tested.
+# The tests run it with a stand-in `docker` that checks what it mounts and passes, then runs the
+# command on the host (tests/test_examples.py): the machine they run on has no container engine.
+# examples/agent_loop/ runs the same loop with bubblewrap as the container.
 set -euo pipefail
 
 IMAGE=${IMAGE:-python:3.11-slim}

@@ -26,8 +26,10 @@ BENCHMARKS = sorted((ROOT / "benchmarks").glob("bench_*.py"))
 
 #: The correctness checks each benchmark must print (and pass) in a quick run.
 EXPECTED_CHECKS = {
+    "bench_agent_loop": {"agent_loop_completes"},
     "bench_bridge": {"runs_complete"},
     "bench_bridge_slurm": {"runs_complete_n4"},
+    "bench_client_slurm": {"runs_complete_n4", "one_squeue_per_round_n4"},
     "bench_commit": {"journal_verifies"},
     "bench_memory": {"all_bytes_arrive", "peak_rss_bounded"},
     "bench_show": {"synthetic_journal_verifies", "show_prints_the_invocation"},
@@ -60,6 +62,7 @@ EXPECTED_CHECKS = {
         "baseline_app_runs",
     },
     "bench_concurrent_poll": {"runs_complete_n4", "one_squeue_per_shared_round_n4"},
+    "bench_session": {"runs_complete", "session_closes_clean"},
     "bench_ui": {"page_lists_the_newest", "journal_unchanged", "filtered_pages_list_their_rows"},
     "bench_srun": {"runs_complete", "ends_seen_at_srun_return"},
 }
@@ -141,6 +144,7 @@ def test_benchmarks_that_touch_the_cluster_say_so() -> None:
         == declared
         == {
             "bench_bridge_slurm",
+            "bench_client_slurm",
             "bench_concurrent_poll",
             "bench_slurm",
             "bench_srun",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +100,95 @@ def test_example_runs_in_an_empty_directory(script: Path, tmp_path: Path) -> Non
         assert line in done.stdout, f"{script.name} did not print {line!r}:\n{done.stdout}"
     # The journal went where the defaults say: the current directory.
     assert (tmp_path / ".vibesys" / "journal.db").is_file()
+
+
+#: A stand-in for `docker`: `info` answers, `run` checks what the recipe mounts and passes
+#: (each volume's source exists; the results and the helpers read-only; never a token file),
+#: logs it, then runs the container's command on this host with only the --env-file's
+#: variables, in -w. It stands for the wiring, not the isolation (agent_loop tests that).
+FAKE_DOCKER = """#!{python}
+import json, os, subprocess, sys
+args = sys.argv[1:]
+if args[:1] == ["info"]:
+    sys.exit(0)
+assert args[0] == "run", args
+args, seen = args[1:], {{"volumes": [], "flags": []}}
+while args[0].startswith("-"):
+    flag = args.pop(0)
+    if flag in ("--rm",):
+        seen["flags"].append(flag)
+    elif flag in ("--user", "--network", "-v", "--env-file", "-w"):
+        value = args.pop(0)
+        if flag == "-v":
+            seen["volumes"].append(value)
+        else:
+            seen[flag] = value
+    else:
+        sys.exit(f"fake docker: unknown option {{flag}}")
+image, command = args[0], args[1:]
+with open(os.environ["FAKE_DOCKER_LOG"], "w") as log:
+    json.dump(seen | {{"image": image, "command": command}}, log)
+env = dict(line.split("=", 1) for line in open(seen["--env-file"]).read().splitlines())
+env["PATH"] = os.environ["PATH"]
+sys.exit(subprocess.run(command, cwd=seen["-w"], env=env).returncode)
+"""
+
+
+def test_docker_recipe_skips_without_an_engine(tmp_path: Path) -> None:
+    # No docker or podman on PATH: it says so, starts nothing, exits 0.
+    done = subprocess.run(
+        ["bash", str(ROOT / "examples" / "docker_recipe.sh")],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "skipped: no docker or podman engine answers here" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_docker_recipe_wires_the_container(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER.format(python=sys.executable))
+    docker.chmod(0o755)
+    log = tmp_path / "docker.json"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VIBESYS_JOURNAL", "VIBESYS_FAILPOINTS", "VIBESYS_SLURM_CONFIG")
+    }
+    env |= {
+        "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+        "VIBESYS": f"{sys.executable} -m vibesys",
+        "FAKE_DOCKER_LOG": str(log),
+    }
+    done = subprocess.run(
+        ["bash", str(ROOT / "examples" / "docker_recipe.sh")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    work = re.search(r"stay in (\S+)$", done.stdout, re.M)
+    if work is not None:
+        shutil.rmtree(work.group(1), ignore_errors=True)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "site: this host (--local)" in done.stdout
+    assert "accuracy 0.93" in done.stdout
+    assert '"status": "COMPLETED"' in done.stdout
+    assert "vibesys-eval in the container exited 0" in done.stdout
+    seen = json.loads(log.read_text())
+    assert seen["--network"] == "none" and seen["--user"] == f"{os.getuid()}:{os.getgid()}"
+    read_only = [v for v in seen["volumes"] if v.endswith(":ro")]
+    assert any(v.endswith("/results:ro") for v in read_only), seen
+    assert any("client.py:" in v for v in read_only), seen
+    assert not any("token" in v for v in seen["volumes"]), seen
+    assert seen["image"] == "python:3.11-slim"

@@ -13,6 +13,7 @@ installs nothing process-wide: no signal handler, no atexit hook.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import copy
@@ -26,14 +27,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final, Self
 
+from msgspec import Struct
+
 from vibesys.bridge import client as eval_client
 from vibesys.bridge.capabilities import SessionCapabilities
 from vibesys.errors import ERROR_LINE, UsageError, VibesysError
+from vibesys.osutil.threads import await_in_thread
 
 __all__ = ["Mount", "Session"]
 
@@ -48,8 +51,7 @@ _KEPT_LINES: Final = 40
 PathArg = str | os.PathLike[str]
 
 
-@dataclass(frozen=True)
-class Mount:
+class Mount(Struct, frozen=True):
     """A host path the container must see, at `target`, writable or not."""
 
     source: Path
@@ -60,6 +62,10 @@ class Mount:
     def volume(self) -> str:
         """As `docker run -v` (and podman) take it."""
         return f"{self.source}:{self.target}{':ro' if self.read_only else ''}"
+
+
+def _word(value: object) -> str:
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
 def _log_to_stderr(line: str) -> None:
@@ -102,30 +108,28 @@ class Session:
         start_timeout: float = 600.0,
         log: Callable[[str], None] = _log_to_stderr,
     ) -> None:
-        options: list[str] = ["--run-id", run_id, "--workspace", os.fspath(workspace)]
-        paths = {
+        given: dict[str, object] = {
+            "--run-id": run_id,
+            "--workspace": workspace,
             "--slurm-config": slurm_config,
+            "--profile": profile,
             "--clusters-config": clusters_config,
             "--resources": resources,
             "--journal": journal,
             "--state-dir": state_dir,
             "--results-dir": results_dir,
+            "--default-timeout": default_timeout,
+            "--max-timeout": max_timeout,
+            "--max-retries": max_retries,
+            "--teardown-seconds": teardown_seconds,
+            "--artifact-max": artifact_max,
+            "--artifact-sum-max": artifact_sum_max,
         }
-        for flag, path in paths.items():
-            options += [flag, os.fspath(path)] if path is not None else []
-        options += ["--profile", profile] if profile is not None else []
-        options += ["--local"] if local else []
-        options += ["--unconfined"] if unconfined else []
-        for name in allow_env:
-            options += ["--allow-env", name]
-        for uid in allow_uids:
-            options += ["--allow-uid", str(uid)]
-        options += ["--default-timeout", str(default_timeout), "--max-timeout", str(max_timeout)]
-        options += ["--max-retries", str(max_retries), "--teardown-seconds", str(teardown_seconds)]
-        options += ["--artifact-max", str(artifact_max)] if artifact_max is not None else []
-        if artifact_sum_max is not None:
-            options += ["--artifact-sum-max", str(artifact_sum_max)]
-        options += ["--down"] if down else []
+        options = [w for flag, v in given.items() if v is not None for w in (flag, _word(v))]
+        switches = {"--local": local, "--unconfined": unconfined, "--down": down}
+        options += [flag for flag, on in switches.items() if on]
+        options += [word for name in allow_env for word in ("--allow-env", name)]
+        options += [word for uid in allow_uids for word in ("--allow-uid", str(uid))]
         options += ["--check" if check else "--no-check"]
         self._options = options
         self._teardown_seconds = teardown_seconds
@@ -140,6 +144,8 @@ class Session:
         self._capabilities: SessionCapabilities | None = None
         self._notes: str | None = None
         self._status: int | None = None
+        #: set when an asyncio start was cancelled: the start stops waiting and closes
+        self._abandoned = threading.Event()
 
     # -- start and close ------------------------------------------------------------------------
 
@@ -209,6 +215,19 @@ class Session:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    async def __aenter__(self) -> Self:
+        """`start()` on a thread of its own. Cancelled meanwhile, the start stops waiting for
+        the serve and closes what it started before the cancel goes on."""
+        try:
+            return await await_in_thread(self.start, on_cancel=self._abandoned.set)
+        except asyncio.CancelledError:
+            await await_in_thread(self.close)  # the start may have finished before the cancel
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """`close()` on a thread of its own; a cancel meanwhile waits for the teardown."""
+        await await_in_thread(self.close)
 
     def __repr__(self) -> str:  # never the document: it holds the tokens
         pid = self._process.pid if self._process is not None else None
@@ -305,9 +324,11 @@ class Session:
         text = b""
         while True:
             left = deadline - time.monotonic()
+            if self._abandoned.is_set():
+                raise asyncio.CancelledError  # the asyncio caller was cancelled while we waited
             if left <= 0:
                 raise VibesysError(f"the session did not start within {self._start_timeout} s")
-            ready, _, _ = select.select([stdout], [], [], min(left, 1.0))
+            ready, _, _ = select.select([stdout], [], [], min(left, 0.1))
             if not ready:
                 continue
             chunk = os.read(stdout, 65536)

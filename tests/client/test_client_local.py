@@ -57,6 +57,12 @@ def test_logs_are_the_jobs_bytes_unchanged(client: Client) -> None:
     assert b"".join(handle.logs()) == PAYLOAD
     assert b"".join(handle.logs(stream="stderr")) == b"\x80e"
     assert handle.result(60).status is JobStatus.COMPLETED
+    # A reader resumes at its byte offset (past every byte, it gets nothing).
+    for offset in (1, 255, len(PAYLOAD) - 1, len(PAYLOAD), len(PAYLOAD) + 9):
+        assert b"".join(handle.logs(offset=offset)) == PAYLOAD[offset:]
+    assert b"".join(handle.logs(stream="stderr", offset=1)) == b"e"
+    with pytest.raises(ValueError, match="offset -1"):
+        next(handle.logs(offset=-1))
 
 
 def test_following_logs_sees_bytes_written_in_pieces(client: Client) -> None:

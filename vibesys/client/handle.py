@@ -106,12 +106,25 @@ class Handle:
         with self._journal() as journal:
             Engine(journal).request_cancel(journal.get(self.id), "vibesys.Client cancel")
 
-    def logs(self, follow: bool = False, stream: str = "stdout") -> Iterator[bytes]:
+    def logs(
+        self, follow: bool = False, stream: str = "stdout", offset: int = 0
+    ) -> Iterator[bytes]:
         """The job's bytes (`stream`: stdout or stderr), unchanged, every attempt's in turn,
-        from the local attempt directories; `follow`: until the invocation ends."""
+        from the local attempt directories, from byte `offset` of them all on (a reader that
+        stopped resumes where it was); `follow`: until the invocation ends."""
         if stream not in ("stdout", "stderr"):
             raise ValueError(f"stream {stream!r}: stdout or stderr")
-        which = 0 if stream == "stdout" else 1
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset {offset!r}: a byte count, 0 or more")
+        chunks = self._chunks(follow, 0 if stream == "stdout" else 1)
+        for chunk in chunks:
+            if offset >= len(chunk):
+                offset -= len(chunk)
+                continue
+            yield chunk[offset:]
+            offset = 0
+
+    def _chunks(self, follow: bool, which: int) -> Iterator[bytes]:
         offsets: dict[Path, int] = {}
         while True:
             ended = not follow or self._done.is_set()
