@@ -24,7 +24,7 @@ from vibesys.adapters.rundir.markers import (
     read_script,
     round_script,
 )
-from vibesys.adapters.rundir.remote import RunDirs
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.transports import CommandResult, LocalTransport
 from vibesys.errors import BackendUnavailable
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msgspec import Struct, field
+
 from vibesys.adapters.base import (
     ArtifactInfo,
-    Backend,
     JobRef,
     RemoteState,
     RemoteStatus,
@@ -31,8 +31,7 @@ from vibesys.errors import BackendError
 from vibesys.osutil.layout import log_paths
 
 
-@dataclass
-class FakeAttempt:
+class FakeAttempt(Struct):
     """How one submitted attempt behaves: the states its status rounds report, in order (the
     last one repeats), or an error its submit raises."""
 
@@ -46,8 +45,7 @@ class FakeAttempt:
     claims: bool = True
 
 
-@dataclass
-class _Job:
+class _Job(Struct):
     name: str
     job_id: str
     script: FakeAttempt
@@ -59,8 +57,7 @@ class _Job:
     after_job: str | None = None
 
 
-@dataclass
-class FakeBackend(Backend):
+class FakeBackend(Struct):
     attempts: list[FakeAttempt] = field(default_factory=list)
     name: str = "fake"
     calls: list[tuple[str, str]] = field(default_factory=list)

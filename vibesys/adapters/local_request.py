@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from vibesys.adapters.plain_request import PlainRequest, RequestInvalid
 from vibesys.errors import BackendMisconfigured
+from vibesys.osutil.sandbox import Sandbox, confined_command, env_file_bytes
 
 __all__ = ["SANDBOX_ENV_FILE", "Confinement", "LocalRequest", "confined_argv"]
 
@@ -131,8 +132,6 @@ def confined_argv(
 ) -> list[str]:
     """`command` as the wrapper starts it under `confine`: bwrap's prelude, which reads the
     variables (`env`, HOME moved) from an owner-only file it writes in `attempt_dir` now."""
-    from vibesys.osutil.sandbox import Sandbox, confined_command, env_file_bytes
-
     root = os.path.realpath(cwd)  # bwrap mounts what a path resolves to: name that
     try:
         sandbox = Sandbox(

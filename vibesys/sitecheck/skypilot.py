@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from vibesys.adapters.rundir.remote import RunDirs
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.environment import SkyEnvironment
 from vibesys.adapters.skypilot.limits import allocation_fix, allocation_refusal, infra_partition

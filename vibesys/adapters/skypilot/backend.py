@@ -19,7 +19,6 @@ lost, Slurm's record of how it ended). Every status carries the attempt's claim 
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -51,7 +50,6 @@ from vibesys.adapters.rundir.names import (
     WORK_DIR,
 )
 from vibesys.adapters.rundir.reader import ReadsRunDirs
-from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.allocation_end import name_losses
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
@@ -69,6 +67,7 @@ from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.parse import ClusterRecord, ClusterStatus, QueueJob
 from vibesys.adapters.skypilot.provenance import provenance
 from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.skypilot.staged import stage_candidate
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
 from vibesys.config.resources import EffectiveResources
@@ -299,7 +298,7 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
         # An exec whose client died lives on in the API server: absent is not yet proven.
         if missing and self.ops.submitting_requests():
             for name in missing:
-                result[name] = classify(dataclasses.replace(seen[name], submissions_in_flight=True))
+                result[name] = classify(structs.replace(seen[name], submissions_in_flight=True))
         result = name_losses(result, seen, self.dirs)  # preempted, wall time, node failure
         return {name: self._with_provenance(s, seen[name]) for name, s in result.items()}
 

@@ -14,6 +14,7 @@ import shlex
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from vibesys.adapters import staging
 from vibesys.adapters.base import Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend_base import SlurmBackendBase
@@ -154,8 +155,6 @@ class SbatchBackend(SlurmBackendBase):
         code, out, err, evidence = self._submit_once(request, remote, script, candidate, asked)
         if code >= PROBE_BASE and candidate is not None and _probe_said(err):
             # The snapshot is not staged: nothing was submitted. Stage it, then submit.
-            from vibesys.adapters import staging
-
             probed = CommandResult(
                 code - PROBE_BASE,
                 "",
@@ -202,8 +201,6 @@ class SbatchBackend(SlurmBackendBase):
         script_path = remote / SCRIPT_FILE
         probe = ["", "", "", ""]
         if candidate is not None:
-            from vibesys.adapters import staging
-
             probe = [
                 "python3",
                 staging.verify_script(),

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
 
 from msgspec import Struct, structs
 
+from vibesys.adapters import staging
 from vibesys.adapters.base import Progress, SubmitRequest
+from vibesys.adapters.candidate import checked_manifest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.limits import REFUSALS
 from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.script import SlurmJobSpec, with_setup
 from vibesys.errors import SubmitRejected, UsageError
-
-if TYPE_CHECKING:
-    from vibesys.snapshot import Manifest
+from vibesys.snapshot import Manifest
 
 __all__ = [
     "REJECTIONS",
@@ -73,8 +72,6 @@ class Candidate(Struct, frozen=True):
 
     @property
     def snapshot_dir(self) -> PurePosixPath:
-        from vibesys.adapters import staging
-
         return staging.snapshot_path(self.root, self.manifest.digest)
 
 
@@ -87,11 +84,6 @@ def candidate_setup(
     candidate = request.spec.candidate
     if candidate is None:
         return spec, None
-    # Staging and snapshots are imported where a candidate is handled: most runs have none,
-    # and each of dozens of concurrent `vibesys run` pays for what it imports.
-    from vibesys.adapters import staging
-    from vibesys.adapters.candidate import checked_manifest
-
     manifest = checked_manifest(candidate)
     root = PurePosixPath(scheduler.config.slurm.remote_workspace_root)
     staged = Candidate(manifest, candidate.path, root)
@@ -116,8 +108,6 @@ def stage_candidate(
     its work directory before the command runs (the srun adapter's way: a stage, then srun)."""
     spec, candidate = candidate_setup(scheduler, request, spec)
     if candidate is not None:
-        from vibesys.adapters import staging  # only with a candidate (see candidate_setup)
-
         staging.stage(
             candidate.manifest, candidate.path, scheduler.runner, candidate.root, progress=progress
         )

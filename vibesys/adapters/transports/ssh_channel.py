@@ -11,8 +11,9 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from vibesys.adapters.transports._paramiko import paramiko
 from vibesys.adapters.transports.ssh_errors import map_ssh_errors, redact
@@ -130,8 +131,7 @@ def send_signal(channel: Any, name: str) -> None:
         pass
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelSettings:
+class ChannelSettings(Struct, frozen=True):
     """The channel's flow control and how long opening it may take."""
 
     window_size: int
