@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vibesys.adapters.base import TERMINAL_REMOTE, JobContext, JobRef, RemoteStatus, SubmitRequest
-from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.skypilot import SkyEnvironment, SkyPilotBackend, build_backend
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config.resources import PortableResources, SkyPilotProfile, resolve_resources
 
