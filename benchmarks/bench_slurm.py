@@ -98,7 +98,7 @@ def bench_ssh_round_trips(verdicts: Verdicts, base: Path, ssh_config: Path) -> N
     from vibesys.config import load_slurm_config
 
     backend = SbatchBackend(load_slurm_config(ssh_config))
-    runner = backend.scheduler.runner
+    runner = backend.runner
     commands: list[str] = []
     for method in ("run", "stream"):
         real = getattr(runner, method)
@@ -236,7 +236,7 @@ def bench_reconcile(verdicts: Verdicts, base: Path, config: Path, count: int) ->
     def timed_factory(adapter: str, opts: object) -> SbatchBackend:
         backend = registry_backend(adapter, opts)  # type: ignore[arg-type]
         assert isinstance(backend, SbatchBackend)
-        runner = backend.scheduler.runner
+        runner = backend.runner
         real_run = runner.run
 
         def run(*args: object, **kwargs: object) -> object:

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.slurm.helpers import LOCAL_SLURM, cli, run_args, show
+from vibesys.adapters.slurm.backend import SlurmRunDirs
 from vibesys.adapters.slurm.request import SbatchRequest
-from vibesys.adapters.slurm.scheduler import SlurmRunDirs
 from vibesys.engine import DriveOptions, Engine, drive
 from vibesys.journal_schema import ArtifactState, open_journal
 from vibesys.states import Outcome
@@ -280,7 +280,7 @@ def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_to
 
     config = load_slurm_config(ssh_toml)
     backend = SbatchBackend(config)
-    runner = backend.scheduler.runner
+    runner = backend.runner
     commands: list[list[str]] = []
     real_run = runner.run
 

@@ -17,13 +17,18 @@ from msgspec import Struct, field
 
 from vibesys.adapters.base import (
     ArtifactInfo,
+    GathersCollection,
     JobRef,
     RemoteState,
     RemoteStatus,
+    SeesItsOwnEnd,
+    SharedPolling,
+    ShowsProgress,
     Sink,
     SubmitReceipt,
     SubmitRequest,
 )
+from vibesys.adapters.leases import LeasingBackend
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.rundir.claim import Claim
@@ -85,6 +90,23 @@ class FakeBackend(Struct):
 
     def remote_files(self) -> FakeBackend:
         return self
+
+    # The optional capabilities it lacks (a Struct cannot inherit `Backend`'s defaults).
+
+    def gathers_collection(self) -> GathersCollection | None:
+        return None
+
+    def shared_polling(self) -> SharedPolling | None:
+        return None
+
+    def sees_its_own_end(self) -> SeesItsOwnEnd | None:
+        return None
+
+    def leasing(self) -> LeasingBackend | None:
+        return None
+
+    def shows_progress(self) -> ShowsProgress | None:
+        return None
 
     def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
         self.calls.append(("submit", request.job_name))

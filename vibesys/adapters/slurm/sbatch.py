@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from vibesys.adapters import staging
 from vibesys.adapters.base import Progress, SubmitReceipt, SubmitRequest
 from vibesys.adapters.rundir.names import WORK_DIR
-from vibesys.adapters.slurm.backend_base import SlurmBackendBase
+from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.limits import (
     BatchTime,
     batch_time,
@@ -26,7 +26,6 @@ from vibesys.adapters.slurm.limits import (
 )
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
 from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase, make_request
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.script import (
     SCRIPT_FILE,
     render_sbatch,
@@ -126,7 +125,7 @@ PROBE_BASE = 100
 PROBE_SAID = "vibesys-submit: snapshot not staged"
 
 
-class SbatchBackend(SlurmBackendBase):
+class SbatchBackend(SlurmBackend):
     name = "sbatch"
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
@@ -136,19 +135,18 @@ class SbatchBackend(SlurmBackendBase):
 
     def __init__(self, config: SlurmSiteConfig, runner: Runner | None = None) -> None:
         runner = runner or runner_from_config(config.slurm.transport)
-        super().__init__(SlurmScheduler(config, runner))
+        super().__init__(config, runner)
         #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
         self.progress: Progress | None = None
 
     def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
-        scheduler = self.scheduler
-        config = scheduler.config.slurm
+        config = self.config.slurm
         asked = batch_time(
             request.spec.time_minutes, request.spec.partitions, config.sbatch_arguments
         )
-        remote = scheduler.remote_attempt_dir(request.job_ref())
-        spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
-        spec, candidate = candidate_setup(scheduler, request, spec)
+        remote = self.dirs.remote_attempt_dir(request.job_ref())
+        spec = job_spec(request, remote, config.sbatch_arguments)
+        spec, candidate = candidate_setup(self, request, spec)
         script = render_sbatch(spec)
         request.attempt_dir.mkdir(parents=True, exist_ok=True)
         (request.attempt_dir / SCRIPT_FILE).write_text(script)
@@ -164,7 +162,7 @@ class SbatchBackend(SlurmBackendBase):
             staging.stage(
                 candidate.manifest,
                 candidate.path,
-                scheduler.runner,
+                self.runner,
                 candidate.root,
                 probed=probed,
                 progress=self.progress,
@@ -218,7 +216,7 @@ class SbatchBackend(SlurmBackendBase):
             *_guard(asked),
             *sbatch_argv(script_path),
         ]
-        code, out, err, _ = self.scheduler.run(
+        code, out, err, _ = self.run(
             argv, input=script.encode(), maybe_effect=True, env=request.context.env
         )
         # The evidence names what ran without the submit script and the verifier's source.

@@ -13,9 +13,9 @@ from vibesys.adapters import staging
 from vibesys.adapters.base import Progress, SubmitRequest
 from vibesys.adapters.candidate import checked_manifest
 from vibesys.adapters.rundir.names import WORK_DIR
+from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.limits import REFUSALS
 from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.script import SlurmJobSpec, with_setup
 from vibesys.errors import SubmitRejected, UsageError
 from vibesys.snapshot import Manifest
@@ -76,7 +76,7 @@ class Candidate(Struct, frozen=True):
 
 
 def candidate_setup(
-    scheduler: SlurmScheduler, request: SubmitRequest[SlurmRequestBase], spec: SlurmJobSpec
+    backend: SlurmBackend, request: SubmitRequest[SlurmRequestBase], spec: SlurmJobSpec
 ) -> tuple[SlurmJobSpec, Candidate | None]:
     """The job with its candidate's copy-and-verify steps, and the candidate to stage; no
     remote command yet. The candidate must still have the digest recorded at PREPARED:
@@ -85,7 +85,7 @@ def candidate_setup(
     if candidate is None:
         return spec, None
     manifest = checked_manifest(candidate)
-    root = PurePosixPath(scheduler.config.slurm.remote_workspace_root)
+    root = PurePosixPath(backend.config.slurm.remote_workspace_root)
     staged = Candidate(manifest, candidate.path, root)
     work = spec.workdir or spec.remote_attempt_dir
     setup = (
@@ -99,16 +99,16 @@ def candidate_setup(
 
 
 def stage_candidate(
-    scheduler: SlurmScheduler,
+    backend: SlurmBackend,
     request: SubmitRequest[SlurmRequestBase],
     spec: SlurmJobSpec,
     progress: Progress | None = None,
 ) -> SlurmJobSpec:
     """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
     its work directory before the command runs (the srun adapter's way: a stage, then srun)."""
-    spec, candidate = candidate_setup(scheduler, request, spec)
+    spec, candidate = candidate_setup(backend, request, spec)
     if candidate is not None:
         staging.stage(
-            candidate.manifest, candidate.path, scheduler.runner, candidate.root, progress=progress
+            candidate.manifest, candidate.path, backend.runner, candidate.root, progress=progress
         )
     return spec
