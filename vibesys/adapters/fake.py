@@ -62,7 +62,7 @@ class _Job(Struct):
     after_job: str | None = None
 
 
-class FakeBackend(Struct):
+class FakeBackend(Struct, dict=True):  # a dict: tests patch its methods
     attempts: list[FakeAttempt] = field(default_factory=list)
     name: str = "fake"
     calls: list[tuple[str, str]] = field(default_factory=list)
