@@ -92,7 +92,7 @@ def write_ssh_config(base: Path, ssh_dir: Path) -> Path:
 
 def bench_ssh_round_trips(verdicts: Verdicts, base: Path, ssh_config: Path) -> None:
     """Remote commands per submission and per status round, counted at the transport."""
-    from vibesys.adapters.base import JobContext, JobRef, SubmitRequest
+    from vibesys.adapters.base import JobContext, JobRef, Submission
     from vibesys.adapters.slurm.request import SbatchRequest
     from vibesys.adapters.slurm.sbatch import SbatchBackend
     from vibesys.config import load_slurm_config
@@ -112,7 +112,7 @@ def bench_ssh_round_trips(verdicts: Verdicts, base: Path, ssh_config: Path) -> N
     name = "vibesys-benchrt0001-1"
     attempt_dir = base / "round-trips" / "1"
     receipt = backend.submit(
-        SubmitRequest(
+        Submission(
             "benchrt0001", 1, name, ["sleep", "30"], attempt_dir, JobContext(str(base)), request
         )
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, Submission, SubmitReceipt
 from vibesys.adapters.batch.base import BatchBackend
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
@@ -76,12 +76,12 @@ class QsysBackend(BatchBackend):
 
     # -- the scheduler's side, on the batch template ----------------------------------------
 
-    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
-        remote = str(self.dirs.remote_attempt_dir(request.job_ref()))
-        argv = ["sh", "-c", JOB_SCRIPT, "qsys-job", remote, *request.command]
-        submit = ("submit", request.job_name, remote, "--", *argv)
+    def submit(self, submission: Submission[Any]) -> SubmitReceipt:
+        remote = str(self.dirs.remote_attempt_dir(submission.job_ref()))
+        argv = ["sh", "-c", JOB_SCRIPT, "qsys-job", remote, *submission.command]
+        submit = ("submit", submission.job_name, remote, "--", *argv)
         job_id = self._qsys(*submit, maybe_effect=True).strip()
-        return SubmitReceipt(job_id, f"qsys submit {shlex.join(request.command)} -> {job_id}")
+        return SubmitReceipt(job_id, f"qsys submit {shlex.join(submission.command)} -> {job_id}")
 
     def query(self, jobs: Sequence[JobRef]) -> QsysRound:
         rows: dict[str, tuple[str, str]] = {}

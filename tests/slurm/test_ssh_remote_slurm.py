@@ -274,7 +274,7 @@ def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_to
     """Over SSH a status round is one round trip, also when jobs have ended (their markers
     come back with squeue's answer), and what it finds equals what the local transport finds
     on the same cluster."""
-    from vibesys.adapters.base import JobContext, JobRef, RemoteState, SubmitRequest
+    from vibesys.adapters.base import JobContext, JobRef, RemoteState, Submission
     from vibesys.adapters.slurm.sbatch import SbatchBackend
     from vibesys.config import load_slurm_config
 
@@ -295,7 +295,7 @@ def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_to
         invocation = f"sshround{index:04d}"
         name, attempt_dir = f"vibesys-{invocation}-1", tmp_path / "local" / invocation / "1"
         receipt = backend.submit(
-            SubmitRequest(
+            Submission(
                 invocation, 1, name, command, attempt_dir, JobContext(str(tmp_path)), request
             )
         )

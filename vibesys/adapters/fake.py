@@ -25,8 +25,8 @@ from vibesys.adapters.base import (
     SharedPolling,
     ShowsProgress,
     Sink,
+    Submission,
     SubmitReceipt,
-    SubmitRequest,
 )
 from vibesys.adapters.leases import LeasingBackend
 from vibesys.adapters.registry import AdapterEntry
@@ -108,23 +108,25 @@ class FakeBackend(Struct, dict=True):  # a dict: tests patch its methods
     def shows_progress(self) -> ShowsProgress | None:
         return None
 
-    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
-        self.calls.append(("submit", request.job_name))
+    def submit(self, submission: Submission[Any]) -> SubmitReceipt:
+        self.calls.append(("submit", submission.job_name))
         after_job = None
-        if isinstance(request.spec, FakeRequest) and request.spec.after:
-            self.waits_on[request.job_name] = after_job = request.spec.after_job
+        if isinstance(submission.request, FakeRequest) and submission.request.after:
+            self.waits_on[submission.job_name] = after_job = submission.request.after_job
         index = sum(1 for kind, _ in self.calls if kind == "submit") - 1
         script = self.attempts[index] if index < len(self.attempts) else FakeAttempt()
         if script.submit_error is None or script.submitted_despite_error:
             job_id = str(1000 + len(self.jobs))
-            self.jobs[request.job_name] = _Job(
-                request.job_name, job_id, script, after_job=after_job
+            self.jobs[submission.job_name] = _Job(
+                submission.job_name, job_id, script, after_job=after_job
             )
             if script.claims and after_job is None:
-                self._claim(request.job_name)
+                self._claim(submission.job_name)
         if script.submit_error is not None:
             raise script.submit_error
-        return SubmitReceipt(self.jobs[request.job_name].job_id, f"fake job {request.job_name}")
+        return SubmitReceipt(
+            self.jobs[submission.job_name].job_id, f"fake job {submission.job_name}"
+        )
 
     def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
         self.calls.append(("status", ",".join(j.job_name for j in jobs)))

@@ -19,7 +19,7 @@ from vibesys.adapters.base import (
     Progress,
     RemoteStatus,
     SharedPolling,
-    SubmitRequest,
+    Submission,
     Waitable,
 )
 from vibesys.adapters.registry import entry
@@ -136,9 +136,9 @@ class Engine(AdapterAccess, Preparing):
 
     # -- adapters -----------------------------------------------------------------------------
 
-    def submit_request(self, inv: Invocation) -> SubmitRequest[Any]:
+    def submit_request(self, inv: Invocation) -> Submission[Any]:
         ref = self.job_ref(inv)
-        return SubmitRequest(
+        return Submission(
             inv.id,
             inv.attempt,
             ref.job_name,

@@ -24,8 +24,8 @@ from vibesys.adapters.base import (
     JobRef,
     RemoteStatus,
     Sink,
+    Submission,
     SubmitReceipt,
-    SubmitRequest,
 )
 from vibesys.adapters.rundir.claim import Claim
 from vibesys.adapters.rundir.names import CANCEL_FILE, EXIT_CODE_FILE
@@ -50,7 +50,7 @@ class BatchBackend(ReadsRunDirs, Backend):
 
     # -- the scheduler's side: what a subclass supplies --------------------------------------
 
-    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
+    def submit(self, submission: Submission[Any]) -> SubmitReceipt:
         raise NotImplementedError
 
     def query(self, jobs: Sequence[JobRef]) -> Any:

@@ -32,8 +32,8 @@ from vibesys.adapters.base import (
     Progress,
     RemoteState,
     RemoteStatus,
+    Submission,
     SubmitReceipt,
-    SubmitRequest,
 )
 from vibesys.adapters.leases import (
     ClusterSight,
@@ -244,30 +244,30 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
 
     # -- Backend ------------------------------------------------------------------------------
 
-    def submit(self, request: SubmitRequest[SkyPilotRequest]) -> SubmitReceipt:
-        ref = request.job_ref()
+    def submit(self, submission: Submission[SkyPilotRequest]) -> SubmitReceipt:
+        ref = submission.job_ref()
         try:
             remote_attempt_dir = self.dirs.remote_attempt_dir(ref)
-            passed = request.spec.passed(request.context.env)
+            passed = submission.request.passed(submission.context.env)
         except ValueError as exc:
-            raise SubmitRejected(f"invalid request: {exc}") from None
+            raise SubmitRejected(f"invalid submission: {exc}") from None
         setup, staged = stage_candidate(
-            request.spec, self.dirs, remote_attempt_dir / WORK_DIR, self.progress
+            submission.request, self.dirs, remote_attempt_dir / WORK_DIR, self.progress
         )
         try:
             task = exec_task(
                 self.effective,
-                job_name=request.job_name,
+                job_name=submission.job_name,
                 cluster=self.cluster,
                 remote_attempt_dir=remote_attempt_dir,
-                command=request.command,
+                command=submission.command,
                 setup=setup,
                 envs=self.envs,
             )
         except ValueError as exc:
-            raise SubmitRejected(f"invalid request: {exc}") from None
-        request.attempt_dir.mkdir(parents=True, exist_ok=True)
-        task_file = request.attempt_dir / TASK_FILE
+            raise SubmitRejected(f"invalid submission: {exc}") from None
+        submission.attempt_dir.mkdir(parents=True, exist_ok=True)
+        task_file = submission.attempt_dir / TASK_FILE
         task_file.write_text(render_task(task))
         sky_id, evidence = self.ops.exec(self.cluster, task_file, passed)
         if staged:

@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from vibesys.adapters import staging
-from vibesys.adapters.base import Progress, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import Progress, Submission, SubmitReceipt
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.limits import (
@@ -139,18 +139,18 @@ class SbatchBackend(SlurmBackend):
         #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
         self.progress: Progress | None = None
 
-    def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
+    def submit(self, submission: Submission[SlurmRequestBase]) -> SubmitReceipt:
         config = self.config.slurm
         asked = batch_time(
-            request.spec.time_minutes, request.spec.partitions, config.sbatch_arguments
+            submission.request.time_minutes, submission.request.partitions, config.sbatch_arguments
         )
-        remote = self.dirs.remote_attempt_dir(request.job_ref())
-        spec = job_spec(request, remote, config.sbatch_arguments)
-        spec, candidate = candidate_setup(self, request, spec)
+        remote = self.dirs.remote_attempt_dir(submission.job_ref())
+        spec = job_spec(submission, remote, config.sbatch_arguments)
+        spec, candidate = candidate_setup(self, submission, spec)
         script = render_sbatch(spec)
-        request.attempt_dir.mkdir(parents=True, exist_ok=True)
-        (request.attempt_dir / SCRIPT_FILE).write_text(script)
-        code, out, err, evidence = self._submit_once(request, remote, script, candidate, asked)
+        submission.attempt_dir.mkdir(parents=True, exist_ok=True)
+        (submission.attempt_dir / SCRIPT_FILE).write_text(script)
+        code, out, err, evidence = self._submit_once(submission, remote, script, candidate, asked)
         if code >= PROBE_BASE and candidate is not None and _probe_said(err):
             # The snapshot is not staged: nothing was submitted. Stage it, then submit.
             probed = CommandResult(
@@ -167,9 +167,9 @@ class SbatchBackend(SlurmBackend):
                 probed=probed,
                 progress=self.progress,
             )
-            code, out, err, evidence = self._submit_once(request, remote, script, None, asked)
+            code, out, err, evidence = self._submit_once(submission, remote, script, None, asked)
         if code == OVER_LIMITS and asked is not None and LIMITS_SAID in err:
-            raise _over_limits(asked, err, request.spec.site_config)
+            raise _over_limits(asked, err, submission.request.site_config)
         if code == CANNOT_WRITE and err.startswith("vibesys-submit:"):
             raise BackendUnavailable("could not write the batch script", evidence=evidence)
         if code == 0:
@@ -189,7 +189,7 @@ class SbatchBackend(SlurmBackend):
 
     def _submit_once(
         self,
-        request: SubmitRequest[SlurmRequestBase],
+        submission: Submission[SlurmRequestBase],
         remote: PurePosixPath,
         script: str,
         candidate: Candidate | None,
@@ -217,7 +217,7 @@ class SbatchBackend(SlurmBackend):
             *sbatch_argv(script_path),
         ]
         code, out, err, _ = self.run(
-            argv, input=script.encode(), maybe_effect=True, env=request.context.env
+            argv, input=script.encode(), maybe_effect=True, env=submission.context.env
         )
         # The evidence names what ran without the submit script and the verifier's source.
         evidence = f"{shlex.join(sbatch_argv(script_path))} -> rc={code}"

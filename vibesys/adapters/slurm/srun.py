@@ -18,7 +18,7 @@ from pathlib import Path
 
 from msgspec import Struct
 
-from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, Submission, SubmitReceipt
 from vibesys.adapters.rundir.claim import Claim, parse_claim
 from vibesys.adapters.rundir.markers import NO_MARKERS, read_here
 from vibesys.adapters.rundir.names import (
@@ -86,23 +86,23 @@ class SrunBackend(SlurmBackend):
         )
         return (chosen,)
 
-    def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
-        remote = self.dirs.remote_attempt_dir(request.job_ref())
+    def submit(self, submission: Submission[SrunRequest]) -> SubmitReceipt:
+        remote = self.dirs.remote_attempt_dir(submission.job_ref())
         agent = self.config.agent_gpu
         extra = agent.srun_arguments if agent else ()
-        spec = job_spec(request, remote, extra, partitions=self.choose(request.spec))
-        spec = stage_candidate(self, request, spec)
+        spec = job_spec(submission, remote, extra, partitions=self.choose(submission.request))
+        spec = stage_candidate(self, submission, spec)
         local = Path(str(remote))
         (local / WORK_DIR).mkdir(parents=True, exist_ok=True)
         with open(local / STDOUT_FILE, "ab") as out, open(local / STDERR_FILE, "ab") as err:
             process = self.transport.popen(
-                srun_argv(spec), stdout=out, stderr=err, env=request.context.env
+                srun_argv(spec), stdout=out, stderr=err, env=submission.context.env
             )
         only = spec.partitions[0] if len(spec.partitions) == 1 else None
         launched = _Launched(process, threading.Event(), only)
-        self._launched[request.job_name] = launched
+        self._launched[submission.job_name] = launched
         threading.Thread(target=launched.reap, daemon=True).start()
-        return self._await_job(request.job_name, local, process)
+        return self._await_job(submission.job_name, local, process)
 
     def end_signal(self, job: JobRef) -> threading.Event | None:
         launched = self._launched.get(job.job_name)

@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 from msgspec import Struct, structs
 
 from vibesys.adapters import staging
-from vibesys.adapters.base import Progress, SubmitRequest
+from vibesys.adapters.base import Progress, Submission
 from vibesys.adapters.candidate import checked_manifest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend import SlurmBackend
@@ -34,18 +34,18 @@ REJECTIONS = REFUSALS
 
 
 def job_spec(
-    request: SubmitRequest[SlurmRequestBase],
+    submission: Submission[SlurmRequestBase],
     remote: PurePosixPath,
     extra: Sequence[str],
     partitions: tuple[str, ...] | None = None,
 ) -> SlurmJobSpec:
     """The job as Slurm will see it, from the typed request recorded with the invocation."""
-    spec = request.spec
+    spec = submission.request
     after = spec.after if isinstance(spec, SbatchRequest) else None
     try:
         return SlurmJobSpec(
-            job_name=request.job_name,
-            command=tuple(request.command),
+            job_name=submission.job_name,
+            command=tuple(submission.command),
             remote_attempt_dir=remote,
             time_minutes=spec.time_minutes,
             gpus=spec.gpus,
@@ -55,7 +55,7 @@ def job_spec(
             workdir=remote / WORK_DIR,
         )
     except UsageError as exc:
-        raise SubmitRejected(f"invalid request: {exc}") from exc
+        raise SubmitRejected(f"invalid submission: {exc}") from exc
 
 
 class Candidate(Struct, frozen=True):
@@ -76,12 +76,12 @@ class Candidate(Struct, frozen=True):
 
 
 def candidate_setup(
-    backend: SlurmBackend, request: SubmitRequest[SlurmRequestBase], spec: SlurmJobSpec
+    backend: SlurmBackend, submission: Submission[SlurmRequestBase], spec: SlurmJobSpec
 ) -> tuple[SlurmJobSpec, Candidate | None]:
     """The job with its candidate's copy-and-verify steps, and the candidate to stage; no
     remote command yet. The candidate must still have the digest recorded at PREPARED:
     vibesys never runs code other than what it recorded."""
-    candidate = request.spec.candidate
+    candidate = submission.request.candidate
     if candidate is None:
         return spec, None
     manifest = checked_manifest(candidate)
@@ -100,13 +100,13 @@ def candidate_setup(
 
 def stage_candidate(
     backend: SlurmBackend,
-    request: SubmitRequest[SlurmRequestBase],
+    submission: Submission[SlurmRequestBase],
     spec: SlurmJobSpec,
     progress: Progress | None = None,
 ) -> SlurmJobSpec:
     """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
     its work directory before the command runs (the srun adapter's way: a stage, then srun)."""
-    spec, candidate = candidate_setup(backend, request, spec)
+    spec, candidate = candidate_setup(backend, submission, spec)
     if candidate is not None:
         staging.stage(
             candidate.manifest, candidate.path, backend.runner, candidate.root, progress=progress
