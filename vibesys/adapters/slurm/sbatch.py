@@ -37,8 +37,9 @@ from vibesys.adapters.slurm.submission import (
     candidate_setup,
     job_spec,
 )
-from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
-from vibesys.adapters.transports import prewarm as prewarm_transport
+from vibesys.adapters.transports import CommandResult, Runner
+from vibesys.adapters.transports.configured import prewarm as prewarm_transport
+from vibesys.adapters.transports.configured import runner_from_config
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendError, BackendMisconfigured, BackendUnavailable, SubmitRejected
 

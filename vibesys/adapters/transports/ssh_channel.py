@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import paramiko
 from msgspec import Struct
 
-from vibesys.adapters.transports._paramiko import paramiko
 from vibesys.adapters.transports.ssh_errors import map_ssh_errors, redact
 from vibesys.errors import BackendUnavailable, TransportLost
 
