@@ -85,6 +85,9 @@ class Submission(Struct, Generic[R], frozen=True):
     attempt_dir: Path
     context: JobContext
     request: R
+    #: the parent's job this submission waits on (Slurm's afterok), as the engine found it
+    #: now; None: it waits on nothing
+    after_job: str | None = None
 
     def job_ref(self) -> JobRef:
         """The attempt as the engine knows it before the scheduler gave it a job id."""

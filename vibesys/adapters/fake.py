@@ -112,7 +112,7 @@ class FakeBackend(Struct, dict=True):  # a dict: tests patch its methods
         self.calls.append(("submit", submission.job_name))
         after_job = None
         if isinstance(submission.request, FakeRequest) and submission.request.after:
-            self.waits_on[submission.job_name] = after_job = submission.request.after_job
+            self.waits_on[submission.job_name] = after_job = submission.after_job
         index = sum(1 for kind, _ in self.calls if kind == "submit") - 1
         script = self.attempts[index] if index < len(self.attempts) else FakeAttempt()
         if script.submit_error is None or script.submitted_despite_error:
@@ -269,8 +269,8 @@ class FakeRequest(AdapterRequest):
     def runs_after(self) -> str | None:
         return self.after
 
-    def with_parent_job(self, job_id: str | None) -> FakeRequest:
-        return self.model_copy(update={"after_job": job_id}) if self.after else self
+    def recorded_parent_job(self) -> str | None:
+        return self.after_job if self.after else None
 
 
 #: The registry's names for this adapter's request model and request builder.

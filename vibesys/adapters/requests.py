@@ -133,10 +133,10 @@ class AdapterRequest(BaseModel):
         invocation's current attempt, whichever it is."""
         return None
 
-    def with_parent_job(self, job_id: str | None) -> Self:
-        """This request depending on the parent's job `job_id` (None: on nothing, the parent
-        has completed), for one submission."""
-        return self
+    def recorded_parent_job(self) -> str | None:
+        """The parent's job recorded with the request (`--after`), which a submission waits
+        on when the journal knows no newer one; None: it waits on nothing."""
+        return None
 
     def campaign(self) -> str | None:
         """The campaign whose queue this request's invocation waits in (one evaluation at a

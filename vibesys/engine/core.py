@@ -27,8 +27,8 @@ from vibesys.engine.adapter_access import AdapterAccess
 from vibesys.engine.chains import (
     carry_parent_of,
     parent_of,
+    submit_after,
     submit_children,
-    submit_spec,
     waited_on,
 )
 from vibesys.engine.context import load_context
@@ -138,6 +138,7 @@ class Engine(AdapterAccess, Preparing):
 
     def submit_request(self, inv: Invocation) -> Submission[Any]:
         ref = self.job_ref(inv)
+        request = self.request_of(inv)
         return Submission(
             inv.id,
             inv.attempt,
@@ -145,7 +146,8 @@ class Engine(AdapterAccess, Preparing):
             inv.command,
             ref.attempt_dir,
             load_context(inv),
-            submit_spec(self, inv, self.request_of(inv)),
+            request,
+            submit_after(self, inv, request),
         )
 
     # -- one step at a time ---------------------------------------------------------------------

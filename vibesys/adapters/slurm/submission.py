@@ -15,7 +15,7 @@ from vibesys.adapters.candidate import checked_manifest
 from vibesys.adapters.rundir.names import WORK_DIR
 from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.limits import REFUSALS
-from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase
+from vibesys.adapters.slurm.request import SlurmRequestBase
 from vibesys.adapters.slurm.script import SlurmJobSpec, with_setup
 from vibesys.errors import SubmitRejected, UsageError
 from vibesys.snapshot import Manifest
@@ -41,7 +41,7 @@ def job_spec(
 ) -> SlurmJobSpec:
     """The job as Slurm will see it, from the typed request recorded with the invocation."""
     spec = submission.request
-    after = spec.after if isinstance(spec, SbatchRequest) else None
+    after = submission.after_job
     try:
         return SlurmJobSpec(
             job_name=submission.job_name,
@@ -51,7 +51,7 @@ def job_spec(
             gpus=spec.gpus,
             partitions=spec.partitions if partitions is None else partitions,
             extra_arguments=tuple(extra),
-            dependency=after.job_id.split(";")[0] if after else None,
+            dependency=after.split(";")[0] if after else None,
             workdir=remote / WORK_DIR,
         )
     except UsageError as exc:
