@@ -83,7 +83,7 @@ class QsysBackend(BatchBackend):
         job_id = self._qsys(*submit, maybe_effect=True).strip()
         return SubmitReceipt(job_id, f"qsys submit {shlex.join(submission.command)} -> {job_id}")
 
-    def query(self, jobs: Sequence[JobRef]) -> QsysRound:
+    def _query(self, jobs: Sequence[JobRef]) -> QsysRound:
         rows: dict[str, tuple[str, str]] = {}
         for line in self._qsys("status").splitlines():
             job_id, name, word = line.split()
@@ -91,7 +91,7 @@ class QsysBackend(BatchBackend):
         markers = read_here({str(self.dirs.remote_attempt_dir(j)): j.job_name for j in jobs})
         return QsysRound(rows, markers)
 
-    def classify(self, job: JobRef, seen: QsysRound) -> RemoteStatus:
+    def _classify(self, job: JobRef, seen: QsysRound) -> RemoteStatus:
         found = seen.markers.get(job.job_name, NO_MARKERS)
         claim, code = found.claim, found.exit_code
         row = seen.rows.get(job.job_name)
@@ -114,7 +114,7 @@ class QsysBackend(BatchBackend):
             job.job_name, None, RemoteState.NOT_FOUND, observation=said, claim=claim
         )
 
-    def cancel_queued(self, job: JobRef) -> None:
+    def _cancel_queued(self, job: JobRef) -> None:
         self._qsys("cancel", job.job_name)
 
     def poll_interval(self, age_seconds: float) -> float:

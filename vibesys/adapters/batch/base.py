@@ -1,16 +1,18 @@
-"""The template of every batch-scheduler backend. A subclass supplies the scheduler's side:
+"""The template of every batch-scheduler backend. A subclass supplies the scheduler's side, as
+template methods (underscored: the engine never calls them):
 
-    submit(submission)   start the job under its name
-    query(jobs)          one round of the scheduler's answers about `jobs`
-    classify(job, seen)  one job's RemoteStatus from that round
-    cancel_queued(job)   cancel every job queued under the attempt's name
+    submit(submission)    start the job under its name
+    _query(jobs)          one round of the scheduler's answers about `jobs`
+    _classify(job, seen)  one job's RemoteStatus from that round
+    _cancel_queued(job)   cancel every job queued under the attempt's name
 
-and the base does the rest alike whatever the scheduler: a status round (`query` once, then
-`classify` each job), a cancel (recorded in the local attempt directory, then `cancel_queued`),
-the fence (claimed in the remote attempt directory; when it holds, `cancel_queued`), the exit
-marker's collection, and the remote files. The remote attempt directory is read through `dirs`
-(`adapters.rundir.reader`): logs by byte offset, artifacts, the probe for exit markers; the
-logs are spooled home to the local attempt directory (`layout.log_paths`)."""
+and the base does the rest alike whatever the scheduler: a status round (`_query` once, then
+`_classify` each job), a cancel (recorded in the local attempt directory, then
+`_cancel_queued`), the fence (claimed in the remote attempt directory; when it holds,
+`_cancel_queued`), the exit marker's collection, and the remote files. The remote attempt
+directory is read through `dirs` (`adapters.rundir.reader`): logs by byte offset, artifacts, the
+probe for exit markers; the logs are spooled home to the local attempt directory
+(`layout.log_paths`)."""
 
 from __future__ import annotations
 
@@ -53,16 +55,16 @@ class BatchBackend(ReadsRunDirs, Backend):
     def submit(self, submission: Submission[Any]) -> SubmitReceipt:
         raise NotImplementedError
 
-    def query(self, jobs: Sequence[JobRef]) -> Any:
+    def _query(self, jobs: Sequence[JobRef]) -> Any:
         """What the scheduler says about `jobs` (`jobs` is never empty), in as few calls as it
-        can: whatever `classify` reads."""
+        can: whatever `_classify` reads."""
         raise NotImplementedError
 
-    def classify(self, job: JobRef, seen: Any) -> RemoteStatus:
-        """`job`'s status from `seen`, the answer of `query`."""
+    def _classify(self, job: JobRef, seen: Any) -> RemoteStatus:
+        """`job`'s status from `seen`, the answer of `_query`."""
         raise NotImplementedError
 
-    def cancel_queued(self, job: JobRef) -> None:
+    def _cancel_queued(self, job: JobRef) -> None:
         """Cancel every job queued under the attempt's name: the one recorded, and any copy
         that may have claimed the attempt instead."""
         raise NotImplementedError
@@ -78,13 +80,13 @@ class BatchBackend(ReadsRunDirs, Backend):
     def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
         if not jobs:
             return {}
-        seen = self.query(jobs)
-        return {job.job_name: self.classify(job, seen) for job in jobs}
+        seen = self._query(jobs)
+        return {job.job_name: self._classify(job, seen) for job in jobs}
 
     def cancel(self, job: JobRef) -> None:
         job.attempt_dir.mkdir(parents=True, exist_ok=True)
         (job.attempt_dir / CANCEL_FILE).touch()
-        self.cancel_queued(job)
+        self._cancel_queued(job)
 
     def fence(self, job: JobRef, text: str) -> Claim:
         """Claim the remote attempt directory for nobody, unless its job did first; when
@@ -94,7 +96,7 @@ class BatchBackend(ReadsRunDirs, Backend):
             remote = self.dirs.remote_attempt_dir(job)
             raise BackendUnavailable(f"fence: no readable claim in {remote}", evidence=out[:500])
         if claim.fenced:
-            self.cancel_queued(job)
+            self._cancel_queued(job)
         return claim
 
     def collect(self, job: JobRef) -> str:

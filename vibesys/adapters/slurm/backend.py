@@ -1,5 +1,5 @@
 """What the sbatch and srun backends share, on the batch template (`batch/base.py`): the status
-round (`query`, `classify`), the cancel by name, and the shared poll budget of a site.
+round (`_query`, `_classify`), the cancel by name, and the shared poll budget of a site.
 
 One status round asks the scheduler at most twice for any number of jobs: one `squeue` over
 all states for every name, then one `sacct` for the jobs squeue no longer knows (or that ended
@@ -104,7 +104,7 @@ class SlurmBackend(BatchBackend):
 
     # -- commands ---------------------------------------------------------------------------
 
-    def run(
+    def _run(
         self,
         argv: Sequence[str],
         *,
@@ -121,19 +121,19 @@ class SlurmBackend(BatchBackend):
         )
         return result.returncode, result.stdout, result.stderr, result.evidence()
 
-    def checked(self, argv: Sequence[str]) -> str:
-        code, out, _, evidence = self.run(argv)
+    def _checked(self, argv: Sequence[str]) -> str:
+        code, out, _, evidence = self._run(argv)
         if code != 0:
             raise BackendUnavailable(f"{argv[0]} failed", evidence=evidence)
         return out
 
     # -- status -----------------------------------------------------------------------------
 
-    def query(self, jobs: Sequence[JobRef]) -> SlurmRound:
+    def _query(self, jobs: Sequence[JobRef]) -> SlurmRound:
         squeue = squeue_argv(names=[j.job_name for j in jobs])
         prefetched: dict[str, DirState] | None = None
         if self.dirs.shares_filesystem:
-            rows = parse_squeue(self.checked(squeue))
+            rows = parse_squeue(self._checked(squeue))
         else:
             # Over a remote transport the round is one command: squeue and every job's markers
             # (shell builtins, no process per job); only the markers the logic below asks for
@@ -180,7 +180,7 @@ class SlurmBackend(BatchBackend):
         )
         return SlurmRound(rows, queued, accounted, markers)
 
-    def classify(self, job: JobRef, seen: SlurmRound) -> RemoteStatus:
+    def _classify(self, job: JobRef, seen: SlurmRound) -> RemoteStatus:
         cancelled_by_us = (job.attempt_dir / CANCEL_FILE).exists()
         found = seen.markers.get(job.job_name, NO_MARKERS)
         marker = found.exit_code
@@ -233,12 +233,12 @@ class SlurmBackend(BatchBackend):
         by_name = [j for j in jobs if not j.job_id]
         rows: list[SacctRow] = []
         if with_id:
-            rows += parse_sacct(self.checked(sacct_argv(job_ids=[str(j.job_id) for j in with_id])))
+            rows += parse_sacct(self._checked(sacct_argv(job_ids=[str(j.job_id) for j in with_id])))
         if by_name:
             oldest = max((_age(j.intended_at) or 0.0) for j in by_name)
             since = f"now-{int(oldest) + 600}"
             rows += parse_sacct(
-                self.checked(sacct_argv(names=[j.job_name for j in by_name], since=since))
+                self._checked(sacct_argv(names=[j.job_name for j in by_name], since=since))
             )
         names = {str(j.job_id): j.job_name for j in with_id}
         found: dict[str, SacctRow] = {}
@@ -256,7 +256,7 @@ class SlurmBackend(BatchBackend):
         self, squeue: Sequence[str], jobs: Sequence[JobRef]
     ) -> tuple[str, dict[str, DirState]]:
         dirs = {str(self.dirs.remote_attempt_dir(j)): j.job_name for j in jobs}
-        code, out, _, evidence = self.run(
+        code, out, _, evidence = self._run(
             ["sh", "-c", round_script(squeue), "vibesys-round", *dirs]
         )
         if code != 0:
@@ -271,9 +271,9 @@ class SlurmBackend(BatchBackend):
 
     # -- effects ----------------------------------------------------------------------------
 
-    def cancel_queued(self, job: JobRef) -> None:
+    def _cancel_queued(self, job: JobRef) -> None:
         # scancel ANDs a job id with --name: the name alone reaches every copy.
-        self.checked(["scancel", "--name", job.job_name])
+        self._checked(["scancel", "--name", job.job_name])
 
     def poll_interval(self, age_seconds: float) -> float:
         return self.config.slurm.poll_interval(age_seconds)
@@ -291,7 +291,7 @@ class SlurmBackend(BatchBackend):
     def site_facts(self) -> dict[str, str]:
         """What `scontrol show config` says about polling this site (asked once per site:
         the engine keeps the answer in the journal)."""
-        config = parse_config(self.checked(["scontrol", "show", "config"]))
+        config = parse_config(self._checked(["scontrol", "show", "config"]))
         return {key: config[key] for key in SITE_FACT_KEYS if key in config}
 
     def poll_schedule(self, facts: Mapping[str, str]) -> PollSchedule:

@@ -217,7 +217,7 @@ class SbatchBackend(SlurmBackend):
             *_guard(asked),
             *sbatch_argv(script_path),
         ]
-        code, out, err, _ = self.run(
+        code, out, err, _ = self._run(
             argv, input=script.encode(), maybe_effect=True, env=submission.context.env
         )
         # The evidence names what ran without the submit script and the verifier's source.

@@ -62,7 +62,7 @@ class SrunBackend(SlurmBackend):
         #: the srun processes this process started, by job name
         self._launched: dict[str, _Launched] = {}
 
-    def choose(self, request: SrunRequest) -> tuple[str, ...]:
+    def _choose(self, request: SrunRequest) -> tuple[str, ...]:
         """The partition for this request, or the request's own (already checked) choice."""
         wanted = request.partitions
         agent = self.config.agent_gpu
@@ -70,13 +70,13 @@ class SrunBackend(SlurmBackend):
             return ()
         ahead = _SINFO_AHEAD.pop(request.site_config, None)
         text = ahead.answer(self.config.slurm.command_timeout_seconds) if ahead else None
-        limits = parse_sinfo_partitions(text or self.checked(sinfo_argv()))
+        limits = parse_sinfo_partitions(text or self._checked(sinfo_argv()))
         command = agent.windows_command if agent else None
 
         def windows() -> dict[str, bool]:
             assert command is not None
             try:
-                code, out, _, _ = self.run(command)
+                code, out, _, _ = self._run(command)
             except BackendUnavailable:
                 return {}
             return parse_windows(out) if code == 0 else {}
@@ -90,7 +90,7 @@ class SrunBackend(SlurmBackend):
         remote = self.dirs.remote_attempt_dir(submission.job_ref())
         agent = self.config.agent_gpu
         extra = agent.srun_arguments if agent else ()
-        spec = job_spec(submission, remote, extra, partitions=self.choose(submission.request))
+        spec = job_spec(submission, remote, extra, partitions=self._choose(submission.request))
         spec = stage_candidate(self, submission, spec)
         local = Path(str(remote))
         (local / WORK_DIR).mkdir(parents=True, exist_ok=True)
@@ -177,7 +177,7 @@ class SrunBackend(SlurmBackend):
                     maybe_submitted=True,
                 )
             if time.monotonic() >= next_lookup:
-                rows = parse_squeue(self.checked(squeue_argv(names=[name])))
+                rows = parse_squeue(self._checked(squeue_argv(names=[name])))
                 if rows:
                     return SubmitReceipt(
                         rows[0].job_id, f"srun job {rows[0].job_id}: {rows[0].line}"
@@ -203,7 +203,7 @@ class _Ahead:
 
     def ask(self, backend: SlurmBackend) -> None:
         try:
-            self.text = backend.checked(sinfo_argv())
+            self.text = backend._checked(sinfo_argv())
         except Exception:  # the submit asks again, and reports what fails
             self.text = None
         finally:
