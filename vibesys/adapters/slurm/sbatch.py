@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shlex
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
 
 from vibesys.adapters import staging
 from vibesys.adapters.base import Progress, Submission, SubmitReceipt
@@ -42,9 +41,6 @@ from vibesys.adapters.transports.configured import prewarm as prewarm_transport
 from vibesys.adapters.transports.configured import runner_from_config
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendError, BackendMisconfigured, BackendUnavailable, SubmitRejected
-
-if TYPE_CHECKING:
-    pass
 
 #: `sh -c _SUBMIT vibesys-submit WORK SCRIPT PYTHON VERIFY SNAPSHOT DIGEST MINUTES PARTITIONS
 #: FITS SBATCH...`, the batch script on stdin. With PYTHON set, the snapshot is probed first; when
