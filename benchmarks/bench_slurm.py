@@ -92,13 +92,13 @@ def write_ssh_config(base: Path, ssh_dir: Path) -> Path:
 
 def bench_ssh_round_trips(verdicts: Verdicts, base: Path, ssh_config: Path) -> None:
     """Remote commands per submission and per status round, counted at the transport."""
-    from vibesys.adapters.base import JobContext, JobRef, SubmitRequest
+    from vibesys.adapters.base import JobContext, JobRef, Submission
     from vibesys.adapters.slurm.request import SbatchRequest
     from vibesys.adapters.slurm.sbatch import SbatchBackend
     from vibesys.config import load_slurm_config
 
     backend = SbatchBackend(load_slurm_config(ssh_config))
-    runner = backend.scheduler.runner
+    runner = backend.runner
     commands: list[str] = []
     for method in ("run", "stream"):
         real = getattr(runner, method)
@@ -112,7 +112,7 @@ def bench_ssh_round_trips(verdicts: Verdicts, base: Path, ssh_config: Path) -> N
     name = "vibesys-benchrt0001-1"
     attempt_dir = base / "round-trips" / "1"
     receipt = backend.submit(
-        SubmitRequest(
+        Submission(
             "benchrt0001", 1, name, ["sleep", "30"], attempt_dir, JobContext(str(base)), request
         )
     )
@@ -236,7 +236,7 @@ def bench_reconcile(verdicts: Verdicts, base: Path, config: Path, count: int) ->
     def timed_factory(adapter: str, opts: object) -> SbatchBackend:
         backend = registry_backend(adapter, opts)  # type: ignore[arg-type]
         assert isinstance(backend, SbatchBackend)
-        runner = backend.scheduler.runner
+        runner = backend.runner
         real_run = runner.run
 
         def run(*args: object, **kwargs: object) -> object:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from vibesys.adapters import RemoteState
+from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FAKE_ENTRY, FakeAttempt, FakeBackend
 from vibesys.adapters.registry import register
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive

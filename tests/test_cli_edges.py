@@ -46,7 +46,7 @@ def test_a_lease_name_of_unicode_digits_is_a_name(tmp_path: Path) -> None:
 def test_a_prewarm_that_meets_a_bad_ssh_configuration_stays_silent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from vibesys.adapters import transports
+    from vibesys.adapters.transports import configured as transports
     from vibesys.config.slurm import SshTransportConfig
 
     def refuse(config: object) -> object:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers.hang_guard import wait_until
 from vibesys.adapters import local as local_module
-from vibesys.adapters.base import JobContext, JobRef, RemoteState, RemoteStatus, SubmitRequest
+from vibesys.adapters.base import JobContext, JobRef, RemoteState, RemoteStatus, Submission
 from vibesys.adapters.local import LocalBackend
 from vibesys.adapters.local_request import LocalRequest
 from vibesys.adapters.rundir.claim import parse_claim
@@ -38,9 +38,9 @@ def no_wrapper_left_behind(tmp_path: Path) -> Iterator[None]:
                 os.kill(int(entry.name), signal.SIGKILL)
 
 
-def request_for(attempt_dir: Path, *command: str, cwd: str | None = None) -> SubmitRequest[Any]:
+def request_for(attempt_dir: Path, *command: str, cwd: str | None = None) -> Submission[Any]:
     context = JobContext(cwd or str(attempt_dir.parent), dict(os.environ))
-    return SubmitRequest(
+    return Submission(
         "inv", 1, job_name_for(attempt_dir), command, attempt_dir, context, LocalRequest()
     )
 
@@ -188,10 +188,10 @@ def wait_for_file(path: Path, timeout: float = 10) -> str:
     return path.read_text()
 
 
-def stalled_submit(backend: LocalBackend, attempt_dir: Path, *command: str) -> SubmitRequest[Any]:
+def stalled_submit(backend: LocalBackend, attempt_dir: Path, *command: str) -> Submission[Any]:
     """Launch a wrapper that stops itself (SIGSTOP) just before it claims its attempt."""
     request = request_for(attempt_dir, *command)
-    stalled = SubmitRequest(
+    stalled = Submission(
         request.invocation_id,
         request.attempt,
         request.job_name,
@@ -201,7 +201,7 @@ def stalled_submit(backend: LocalBackend, attempt_dir: Path, *command: str) -> S
             request.context.cwd,
             {**request.context.env, "VIBESYS_STALL": "first_wrapper_before_claim"},
         ),
-        request.spec,
+        request.request,
     )
     with pytest.raises(BackendUnavailable) as raised:
         backend.submit(stalled)
@@ -296,7 +296,7 @@ def test_the_job_runs_in_the_recorded_context(tmp_path: Path) -> None:
     workdir.mkdir()
     run = tmp_path / "run"
     context = JobContext(str(workdir), {"PATH": os.environ["PATH"], "ONLY_HERE": "yes"})
-    request = SubmitRequest(
+    request = Submission(
         "inv",
         1,
         "vibesys-inv-1",

@@ -14,7 +14,7 @@ import pytest
 
 from tests.adapters.test_local import job_name_for, wait_terminal
 from tests.helpers.hang_guard import wait_until
-from vibesys.adapters.base import JobContext, JobRef, RemoteState, SubmitRequest
+from vibesys.adapters.base import JobContext, JobRef, RemoteState, Submission
 from vibesys.adapters.local import LocalBackend
 from vibesys.adapters.local_request import SANDBOX_ENV_FILE, Confinement, LocalRequest
 from vibesys.adapters.registry import entry
@@ -49,7 +49,7 @@ def layout(tmp_path: Path) -> dict[str, Path]:
 
 def confined_request(
     paths: dict[str, Path], confine: Confinement | None
-) -> SubmitRequest[LocalRequest]:
+) -> Submission[LocalRequest]:
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(paths["host"]),
@@ -60,7 +60,7 @@ def confined_request(
         "HOST_PID": str(os.getpid()),
     }
     attempt = paths["inv/attempts/1"]
-    return SubmitRequest(
+    return Submission(
         "inv",
         1,
         job_name_for(attempt),
@@ -71,7 +71,7 @@ def confined_request(
     )
 
 
-def run(request: SubmitRequest[LocalRequest]) -> tuple[int | None, bytes, bytes]:
+def run(request: Submission[LocalRequest]) -> tuple[int | None, bytes, bytes]:
     backend = LocalBackend()
     receipt = backend.submit(request)
     status = wait_terminal(backend, JobRef(request.job_name, receipt.job_id, request.attempt_dir))
@@ -127,7 +127,7 @@ def test_a_confinement_that_cannot_be_built_is_refused_before_anything_runs(
 
 
 def test_the_confinement_is_recorded_with_the_request() -> None:
-    confined = LocalRequest(confine=Confinement(("/opt/tools",)))
+    confined = LocalRequest(confine=Confinement(read_only_paths=("/opt/tools",)))
     recorded = confined.model_dump(mode="json")
     assert recorded["confine"] == {"read_only_paths": ["/opt/tools"], "home": "/tmp"}
     parsed = entry("local").parse_request(recorded)
@@ -151,14 +151,14 @@ def test_a_cancelled_confined_command_leaves_nothing_running(tmp_path: Path) -> 
     paths = layout(tmp_path)
     request = confined_request(paths, Confinement())
     marker = "61.25"  # a sleep no other test runs
-    request = SubmitRequest(
+    request = Submission(
         request.invocation_id,
         request.attempt,
         request.job_name,
         ("sh", "-c", f"sleep {marker} & sleep {marker}; echo never"),
         request.attempt_dir,
         request.context,
-        request.spec,
+        request.request,
     )
     backend = LocalBackend()
     receipt = backend.submit(request)

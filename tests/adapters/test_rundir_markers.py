@@ -24,7 +24,7 @@ from vibesys.adapters.rundir.markers import (
     read_script,
     round_script,
 )
-from vibesys.adapters.rundir.remote import RunDirs
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.transports import CommandResult, LocalTransport
 from vibesys.errors import BackendUnavailable
 
@@ -287,7 +287,7 @@ class Answering:
 
 @pytest.mark.parametrize("cut", ["", "1 exit_code\n1 exit_code|0\n", "1\n2 claim|kind=job\n"])
 def test_an_answer_cut_short_is_refused(cut: str) -> None:
-    from vibesys.adapters.slurm.scheduler import SlurmScheduler
+    from vibesys.adapters.slurm.backend import SlurmBackend
     from vibesys.config import parse_slurm_config
 
     jobs = [job("inv", 1), job("inv", 2)]
@@ -297,10 +297,10 @@ def test_an_answer_cut_short_is_refused(cut: str) -> None:
         '[slurm]\nname = "s"\nremote_workspace_root = "/r"\n'
         '[slurm.transport]\nkind = "ssh"\nhost = "login"\nuser = "me"\n'
     )
-    scheduler = SlurmScheduler(config, Answering(f"{ROUND_SPLIT}\n{cut}"))  # type: ignore[arg-type]
+    scheduler = SlurmBackend(config, Answering(f"{ROUND_SPLIT}\n{cut}"))  # type: ignore[arg-type]
     with pytest.raises(BackendUnavailable, match="cut short"):
         scheduler.status(jobs)
-    whole = SlurmScheduler(config, Answering(f"{ROUND_SPLIT}\n{cut}1\n2\n"))  # type: ignore[arg-type]
+    whole = SlurmBackend(config, Answering(f"{ROUND_SPLIT}\n{cut}1\n2\n"))  # type: ignore[arg-type]
     assert set(whole.status(jobs)) == {j.job_name for j in jobs}
 
 

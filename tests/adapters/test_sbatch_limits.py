@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vibesys.adapters.base import JobContext, SubmitRequest
+from vibesys.adapters.base import JobContext, Submission
 from vibesys.adapters.slurm import sbatch as sbatch_module
 from vibesys.adapters.slurm.request import SbatchRequest, make_request
 from vibesys.adapters.slurm.sbatch import SbatchBackend
@@ -83,7 +83,7 @@ class Cluster:
 
 def request(
     tmp_path: Path, sbatch_arguments: str = "", **values: object
-) -> SubmitRequest[SbatchRequest]:
+) -> Submission[SbatchRequest]:
     config = tmp_path / "slurm.toml"
     config.write_text(
         f'[slurm]\nname = "t"\nremote_workspace_root = "{tmp_path / "remote"}"\n'
@@ -94,11 +94,11 @@ def request(
     assert isinstance(spec, SbatchRequest)
     attempt_dir = tmp_path / "local" / "inv" / "1"
     context = JobContext(str(tmp_path))
-    return SubmitRequest("inv", 1, "vibesys-inv-1", ("true",), attempt_dir, context, spec)
+    return Submission("inv", 1, "vibesys-inv-1", ("true",), attempt_dir, context, spec)
 
 
-def backend(req: SubmitRequest[SbatchRequest], cluster: Cluster) -> SbatchBackend:
-    return SbatchBackend(req.spec.site(), runner=cluster)
+def backend(req: Submission[SbatchRequest], cluster: Cluster) -> SbatchBackend:
+    return SbatchBackend(req.request.site(), runner=cluster)
 
 
 def test_a_time_beyond_the_partition_is_refused_before_anything_is_submitted(

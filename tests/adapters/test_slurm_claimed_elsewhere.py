@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.helpers.scripted_slurm import ScriptedSlurm
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.config import parse_slurm_config
 
 NAME = "vibesys-0123456789abcdef-1"
@@ -41,7 +41,7 @@ def scripted(squeue: str, *, code: str = "", claim: str = "", sacct: str = "") -
 
 
 def status(runner: ScriptedSlurm, job_id: str | None = "581") -> RemoteStatus:
-    scheduler = SlurmScheduler(parse_slurm_config(CONFIG), runner)
+    scheduler = SlurmBackend(parse_slurm_config(CONFIG), runner)
     job = JobRef(NAME, job_id, Path("/nonexistent/local"), None, "0123456789abcdef", 1)
     return scheduler.status([job])[NAME]
 
@@ -100,7 +100,7 @@ def test_a_lookup_by_name_takes_the_earliest_job_until_one_claims() -> None:
 def test_a_cancel_reaches_every_job_of_the_attempts_name(tmp_path: Path) -> None:
     """The recorded job may be the copy that ran nothing: the cancel names the attempt."""
     runner = scripted("")
-    scheduler = SlurmScheduler(parse_slurm_config(CONFIG), runner)
+    scheduler = SlurmBackend(parse_slurm_config(CONFIG), runner)
     scheduler.cancel(JobRef(NAME, "581", tmp_path, None, "0123456789abcdef", 1))
     assert runner.calls == [["scancel", "--name", NAME]]
     assert (tmp_path / "cancel_requested").exists()

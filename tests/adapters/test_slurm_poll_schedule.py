@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.site_parse import RateLimit, parse_config, parse_rate_limit
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config import parse_slurm_config
@@ -27,9 +27,9 @@ SlurmctldPort           = 6817
 """
 
 
-def scheduler(extra: str = "") -> SlurmScheduler:
+def scheduler(extra: str = "") -> SlurmBackend:
     config = parse_slurm_config(CONFIG.replace("[slurm.transport]", extra + "\n[slurm.transport]"))
-    return SlurmScheduler(config, LocalTransport())
+    return SlurmBackend(config, LocalTransport())
 
 
 def test_show_config_lines_are_read() -> None:

@@ -17,9 +17,9 @@ from vibesys.adapters.transports import (
     LocalTransport,
     check_argv,
     map_transport_errors,
-    runner_from_config,
     shell_join,
 )
+from vibesys.adapters.transports.configured import runner_from_config
 from vibesys.config import LocalTransportConfig
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, UsageError
 

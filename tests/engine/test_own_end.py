@@ -7,9 +7,9 @@ the scripted shared-poll fake; the live check is tests/slurm/test_outcomes_slurm
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tests.engine.shared_poll.conftest import Clock, SharedFake, engine, running
@@ -26,11 +26,10 @@ def clock() -> Clock:
     return Clock()
 
 
-@dataclass
 class OwnEndFake(SharedFake):
     """The shared fake whose jobs run under a process of this one (`ends` per job name)."""
 
-    ends: dict[str, threading.Event] = field(default_factory=dict)
+    ends: dict[str, threading.Event] = msgspec.field(default_factory=dict)
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
 

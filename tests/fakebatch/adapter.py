@@ -1,6 +1,7 @@
-"""The test-only batch scheduler's adapter, written on the batch base: it supplies the submit,
-query, classify and cancel commands (`qsys.py`); the remote attempt directory is the shared
-reader's. `QSYS_ENTRY` registers it (`register(QSYS_ENTRY)`)."""
+"""The test-only batch scheduler's adapter, written on the batch template: it supplies the
+submit, query, classify and cancel commands (`qsys.py`); the base does the rest (the fence, the
+collection, the remote attempt directory's files). `QSYS_ENTRY` registers it
+(`register(QSYS_ENTRY)`)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
+from msgspec import Struct
+
+from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, Submission, SubmitReceipt
 from vibesys.adapters.batch.base import BatchBackend
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
-from vibesys.adapters.rundir.claim import Claim, claim_shell
+from vibesys.adapters.rundir.claim import claim_shell
 from vibesys.adapters.rundir.markers import NO_MARKERS, DirState, read_here
 from vibesys.adapters.rundir.names import CANCEL_FILE, EXIT_CODE_FILE
 from vibesys.adapters.rundir.reader import RunDirReader
@@ -48,13 +51,20 @@ class QsysDirs(RunDirReader):
         return self._root
 
 
+class QsysRound(Struct, frozen=True):
+    """One status round: qsys's latest (job id, state word) of each name, and the markers."""
+
+    rows: dict[str, tuple[str, str]]
+    markers: dict[str, DirState]
+
+
 class QsysBackend(BatchBackend):
     name = "qsys"
 
     def __init__(self, state: Path, *, timeout: float = 30.0) -> None:
+        super().__init__(QsysDirs(state))
         self.state = state
         self.timeout = timeout
-        self.dirs = QsysDirs(state)
         self.transport = LocalTransport()
 
     def _qsys(self, *args: str, maybe_effect: bool = False) -> str:
@@ -64,61 +74,48 @@ class QsysBackend(BatchBackend):
             raise BackendUnavailable(f"qsys {args[0]} failed", evidence=result.evidence())
         return result.stdout
 
-    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
-        remote = str(self.dirs.remote_attempt_dir(request.job_ref()))
-        argv = ["sh", "-c", JOB_SCRIPT, "qsys-job", remote, *request.command]
-        submit = ("submit", request.job_name, remote, "--", *argv)
-        job_id = self._qsys(*submit, maybe_effect=True).strip()
-        return SubmitReceipt(job_id, f"qsys submit {shlex.join(request.command)} -> {job_id}")
+    # -- the scheduler's side, on the batch template ----------------------------------------
 
-    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
+    def submit(self, submission: Submission[Any]) -> SubmitReceipt:
+        remote = str(self.dirs.remote_attempt_dir(submission.job_ref()))
+        argv = ["sh", "-c", JOB_SCRIPT, "qsys-job", remote, *submission.command]
+        submit = ("submit", submission.job_name, remote, "--", *argv)
+        job_id = self._qsys(*submit, maybe_effect=True).strip()
+        return SubmitReceipt(job_id, f"qsys submit {shlex.join(submission.command)} -> {job_id}")
+
+    def _query(self, jobs: Sequence[JobRef]) -> QsysRound:
         rows: dict[str, tuple[str, str]] = {}
         for line in self._qsys("status").splitlines():
             job_id, name, word = line.split()
             rows[name] = (job_id, word)  # the latest job of a name wins
         markers = read_here({str(self.dirs.remote_attempt_dir(j)): j.job_name for j in jobs})
-        return {j.job_name: self._classify(j, rows.get(j.job_name), markers) for j in jobs}
+        return QsysRound(rows, markers)
 
-    def _classify(
-        self, job: JobRef, row: tuple[str, str] | None, markers: Mapping[str, DirState]
-    ) -> RemoteStatus:
-        found = markers.get(job.job_name, NO_MARKERS)
+    def _classify(self, job: JobRef, seen: QsysRound) -> RemoteStatus:
+        found = seen.markers.get(job.job_name, NO_MARKERS)
         claim, code = found.claim, found.exit_code
+        row = seen.rows.get(job.job_name)
         job_id, word = row if row else (job.job_id, "")
-        seen = f"qsys: {job_id} {word or 'unknown'}"
+        said = f"qsys: {job_id} {word or 'unknown'}"
         if word == "running":
-            return RemoteStatus(job.job_name, job_id, RemoteState.RUNNING, observation=seen)
+            return RemoteStatus(job.job_name, job_id, RemoteState.RUNNING, observation=said)
         if code is not None:
             state = RemoteState.COMPLETED if code == 0 else RemoteState.FAILED
-            return RemoteStatus(job.job_name, job_id, state, code, observation=seen, final=True)
+            return RemoteStatus(job.job_name, job_id, state, code, observation=said, final=True)
         if word == "cancelled" or (word and (job.attempt_dir / CANCEL_FILE).exists()):
             by = "vibesys" if (job.attempt_dir / CANCEL_FILE).exists() else None
             return RemoteStatus(
-                job.job_name, job_id, RemoteState.CANCELLED, cancelled_by=by, observation=seen
+                job.job_name, job_id, RemoteState.CANCELLED, cancelled_by=by, observation=said
             )
         if word == "ended" and claim is not None and claim.kind == "job":
-            return RemoteStatus(job.job_name, job_id, RemoteState.FAILED, observation=seen)
+            return RemoteStatus(job.job_name, job_id, RemoteState.FAILED, observation=said)
         # Unknown to qsys, or a job that refused its fenced attempt: the claim says the rest.
         return RemoteStatus(
-            job.job_name, None, RemoteState.NOT_FOUND, observation=seen, claim=claim
+            job.job_name, None, RemoteState.NOT_FOUND, observation=said, claim=claim
         )
 
-    def cancel(self, job: JobRef) -> None:
-        job.attempt_dir.mkdir(parents=True, exist_ok=True)
-        (job.attempt_dir / CANCEL_FILE).touch()
+    def _cancel_queued(self, job: JobRef) -> None:
         self._qsys("cancel", job.job_name)
-
-    def fence(self, job: JobRef, text: str) -> Claim:
-        claim, out = self.dirs.write_fence(job, text)
-        if claim is None:
-            raise BackendUnavailable("fence: no readable claim", evidence=out[:500])
-        if claim.fenced:
-            self._qsys("cancel", job.job_name)
-        return claim
-
-    def collect(self, job: JobRef) -> str:
-        marker = Path(str(self.dirs.remote_attempt_dir(job)), EXIT_CODE_FILE)
-        return f"marker: {marker.read_text().strip()}" if marker.exists() else "no marker"
 
     def poll_interval(self, age_seconds: float) -> float:
         return 0.05

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import msgspec
 
-from vibesys.adapters.base import TERMINAL_REMOTE, JobContext, JobRef, RemoteStatus, SubmitRequest
-from vibesys.adapters.rundir.remote import RunDirs
+from vibesys.adapters.base import TERMINAL_REMOTE, JobContext, JobRef, RemoteStatus, Submission
 from vibesys.adapters.skypilot import SkyEnvironment, SkyPilotBackend, build_backend
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config.resources import PortableResources, SkyPilotProfile, resolve_resources
 
@@ -155,15 +155,15 @@ def make_fake_sky(tmp_path: Path) -> FakeSky:
 
 def submit_request(
     fake: FakeSky, invocation: str, attempt: int, command: Sequence[str], **fields: object
-) -> SubmitRequest[SkyPilotRequest]:
+) -> Submission[SkyPilotRequest]:
     name = f"vibesys-{invocation}-{attempt}"
     attempt_dir = fake.local / invocation / str(attempt)
     spec = fake.request(**fields)
     context = JobContext(str(fake.local))
-    return SubmitRequest(invocation, attempt, name, tuple(command), attempt_dir, context, spec)
+    return Submission(invocation, attempt, name, tuple(command), attempt_dir, context, spec)
 
 
-def ref(req: SubmitRequest[SkyPilotRequest], job_id: str | None) -> JobRef:
+def ref(req: Submission[SkyPilotRequest], job_id: str | None) -> JobRef:
     return JobRef(req.job_name, job_id, req.attempt_dir, None, req.invocation_id, req.attempt)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers.scripted_slurm import ScriptedSlurm
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.config import parse_slurm_config
 
 pytestmark = pytest.mark.slurm
@@ -42,7 +42,7 @@ def status_of(tmp_path: Path, squeue: str, sacct: str) -> tuple[RemoteState, str
 
 def remote_status(tmp_path: Path, squeue: str, sacct: str) -> tuple[RemoteStatus, list[str]]:
     runner = ScriptedSlurm(squeue, sacct)
-    scheduler = SlurmScheduler(parse_slurm_config(CONFIG), runner)
+    scheduler = SlurmBackend(parse_slurm_config(CONFIG), runner)
     job = JobRef(NAME, "581", tmp_path / "1", None, "0123456789ab", 1)
     return scheduler.status([job])[NAME], [call[0] for call in runner.calls]
 

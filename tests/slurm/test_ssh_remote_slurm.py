@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.helpers.slurm import LOCAL_SLURM, cli, run_args, show
+from vibesys.adapters.slurm.backend import SlurmRunDirs
 from vibesys.adapters.slurm.request import SbatchRequest
-from vibesys.adapters.slurm.scheduler import SlurmRunDirs
 from vibesys.engine import DriveOptions, Engine, drive
 from vibesys.journal_schema import ArtifactState, open_journal
 from vibesys.states import Outcome
@@ -274,13 +274,13 @@ def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_to
     """Over SSH a status round is one round trip, also when jobs have ended (their markers
     come back with squeue's answer), and what it finds equals what the local transport finds
     on the same cluster."""
-    from vibesys.adapters.base import JobContext, JobRef, RemoteState, SubmitRequest
+    from vibesys.adapters.base import JobContext, JobRef, RemoteState, Submission
     from vibesys.adapters.slurm.sbatch import SbatchBackend
     from vibesys.config import load_slurm_config
 
     config = load_slurm_config(ssh_toml)
     backend = SbatchBackend(config)
-    runner = backend.scheduler.runner
+    runner = backend.runner
     commands: list[list[str]] = []
     real_run = runner.run
 
@@ -295,7 +295,7 @@ def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_to
         invocation = f"sshround{index:04d}"
         name, attempt_dir = f"vibesys-{invocation}-1", tmp_path / "local" / invocation / "1"
         receipt = backend.submit(
-            SubmitRequest(
+            Submission(
                 invocation, 1, name, command, attempt_dir, JobContext(str(tmp_path)), request
             )
         )

@@ -75,8 +75,8 @@ class JobContext(Struct, frozen=True):
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-class SubmitRequest(Struct, Generic[R], frozen=True):
-    """One attempt to submit: what every adapter gets, plus its own typed request `spec`."""
+class Submission(Struct, Generic[R], frozen=True):
+    """One attempt to submit: what every adapter gets, plus its own typed `request`."""
 
     invocation_id: str
     attempt: int
@@ -84,7 +84,10 @@ class SubmitRequest(Struct, Generic[R], frozen=True):
     command: Sequence[str]
     attempt_dir: Path
     context: JobContext
-    spec: R
+    request: R
+    #: the parent's job this submission waits on (Slurm's afterok), as the engine found it
+    #: now; None: it waits on nothing
+    after_job: str | None = None
 
     def job_ref(self) -> JobRef:
         """The attempt as the engine knows it before the scheduler gave it a job id."""
@@ -125,8 +128,8 @@ class Backend(Protocol):
 
     name: str
 
-    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
-        """Start the job under `request.job_name`. SubmitRejected: proven nothing was submitted.
+    def submit(self, submission: Submission[Any]) -> SubmitReceipt:
+        """Start the job under `submission.job_name`. SubmitRejected: proven nothing was submitted.
         BackendUnavailable: could not tell; `maybe_submitted` says whether it may have run."""
         ...
 

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from vibesys.errors import BackendMisconfigured, UsageError
-
-if TYPE_CHECKING:
-    from vibesys.snapshot import Manifest
+from vibesys.snapshot import CandidateError, Manifest, SnapshotPolicy, build_manifest
 
 __all__ = ["CandidateSpec", "candidate_spec", "checked_manifest"]
 
@@ -42,8 +40,6 @@ def candidate_spec(
     candidate = Path(directory)
     if not candidate.is_dir():
         raise UsageError(f"{flag} {candidate}: not a directory")
-    from vibesys.snapshot import SnapshotPolicy, build_manifest  # a candidate's runs only
-
     manifest = build_manifest(candidate, SnapshotPolicy(exclude=tuple(exclude)))
     return CandidateSpec(
         path=str(candidate.resolve()), exclude=tuple(exclude), digest=manifest.digest
@@ -53,8 +49,6 @@ def candidate_spec(
 def checked_manifest(candidate: CandidateSpec) -> Manifest:
     """The candidate's manifest now, which must still have the digest recorded at PREPARED:
     vibesys never runs code other than what it recorded."""
-    from vibesys.snapshot import CandidateError, SnapshotPolicy, build_manifest
-
     try:
         manifest = build_manifest(candidate.path, SnapshotPolicy(exclude=candidate.exclude))
     except CandidateError as exc:

@@ -10,20 +10,25 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msgspec import Struct, field
+
 from vibesys.adapters.base import (
     ArtifactInfo,
-    Backend,
+    GathersCollection,
     JobRef,
     RemoteState,
     RemoteStatus,
+    SeesItsOwnEnd,
+    SharedPolling,
+    ShowsProgress,
     Sink,
+    Submission,
     SubmitReceipt,
-    SubmitRequest,
 )
+from vibesys.adapters.leases import LeasingBackend
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.rundir.claim import Claim
@@ -31,8 +36,7 @@ from vibesys.errors import BackendError
 from vibesys.osutil.layout import log_paths
 
 
-@dataclass
-class FakeAttempt:
+class FakeAttempt(Struct):
     """How one submitted attempt behaves: the states its status rounds report, in order (the
     last one repeats), or an error its submit raises."""
 
@@ -46,8 +50,7 @@ class FakeAttempt:
     claims: bool = True
 
 
-@dataclass
-class _Job:
+class _Job(Struct):
     name: str
     job_id: str
     script: FakeAttempt
@@ -59,8 +62,7 @@ class _Job:
     after_job: str | None = None
 
 
-@dataclass
-class FakeBackend(Backend):
+class FakeBackend(Struct, dict=True):  # a dict: tests patch its methods
     attempts: list[FakeAttempt] = field(default_factory=list)
     name: str = "fake"
     calls: list[tuple[str, str]] = field(default_factory=list)
@@ -89,23 +91,42 @@ class FakeBackend(Backend):
     def remote_files(self) -> FakeBackend:
         return self
 
-    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
-        self.calls.append(("submit", request.job_name))
+    # The optional capabilities it lacks (a Struct cannot inherit `Backend`'s defaults).
+
+    def gathers_collection(self) -> GathersCollection | None:
+        return None
+
+    def shared_polling(self) -> SharedPolling | None:
+        return None
+
+    def sees_its_own_end(self) -> SeesItsOwnEnd | None:
+        return None
+
+    def leasing(self) -> LeasingBackend | None:
+        return None
+
+    def shows_progress(self) -> ShowsProgress | None:
+        return None
+
+    def submit(self, submission: Submission[Any]) -> SubmitReceipt:
+        self.calls.append(("submit", submission.job_name))
         after_job = None
-        if isinstance(request.spec, FakeRequest) and request.spec.after:
-            self.waits_on[request.job_name] = after_job = request.spec.after_job
+        if isinstance(submission.request, FakeRequest) and submission.request.after:
+            self.waits_on[submission.job_name] = after_job = submission.after_job
         index = sum(1 for kind, _ in self.calls if kind == "submit") - 1
         script = self.attempts[index] if index < len(self.attempts) else FakeAttempt()
         if script.submit_error is None or script.submitted_despite_error:
             job_id = str(1000 + len(self.jobs))
-            self.jobs[request.job_name] = _Job(
-                request.job_name, job_id, script, after_job=after_job
+            self.jobs[submission.job_name] = _Job(
+                submission.job_name, job_id, script, after_job=after_job
             )
             if script.claims and after_job is None:
-                self._claim(request.job_name)
+                self._claim(submission.job_name)
         if script.submit_error is not None:
             raise script.submit_error
-        return SubmitReceipt(self.jobs[request.job_name].job_id, f"fake job {request.job_name}")
+        return SubmitReceipt(
+            self.jobs[submission.job_name].job_id, f"fake job {submission.job_name}"
+        )
 
     def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
         self.calls.append(("status", ",".join(j.job_name for j in jobs)))
@@ -248,8 +269,8 @@ class FakeRequest(AdapterRequest):
     def runs_after(self) -> str | None:
         return self.after
 
-    def with_parent_job(self, job_id: str | None) -> FakeRequest:
-        return self.model_copy(update={"after_job": job_id}) if self.after else self
+    def recorded_parent_job(self) -> str | None:
+        return self.after_job if self.after else None
 
 
 #: The registry's names for this adapter's request model and request builder.

@@ -41,8 +41,8 @@ from vibesys.adapters.base import (
     JobRef,
     RemoteState,
     RemoteStatus,
+    Submission,
     SubmitReceipt,
-    SubmitRequest,
 )
 from vibesys.adapters.local_leftovers import left_running
 from vibesys.adapters.local_request import LocalRequest, confined_argv
@@ -88,24 +88,24 @@ class LocalBackend(Backend):
         #: the wrappers this process started, by job name: set once each has ended
         self._wrappers: dict[str, threading.Event] = {}
 
-    def submit(self, request: SubmitRequest[Any]) -> SubmitReceipt:
-        if not request.command:
+    def submit(self, submission: Submission[Any]) -> SubmitReceipt:
+        if not submission.command:
             raise SubmitRejected("empty command")
-        cwd = request.context.cwd
+        cwd = submission.context.cwd
         if not Path(cwd).is_dir():
             raise BackendMisconfigured(
                 f"the recorded working directory {cwd} does not exist any more",
                 fix=f"recreate {cwd}, or run the command again from an existing directory",
             )
-        attempt_dir = request.attempt_dir
+        attempt_dir = submission.attempt_dir
         attempt_dir.mkdir(parents=True, exist_ok=True)
-        command = list(request.command)
-        confine = getattr(request.spec, "confine", None)
+        command = list(submission.command)
+        confine = getattr(submission.request, "confine", None)
         if confine is not None:  # as recorded: a retry is confined as its first attempt was
-            command = confined_argv(confine, command, cwd, request.context.env, attempt_dir)
-        launch = {"job_name": request.job_name, "launched_at": time.time()}
+            command = confined_argv(confine, command, cwd, submission.context.env, attempt_dir)
+        launch = {"job_name": submission.job_name, "launched_at": time.time()}
         _write_atomic(attempt_dir / "launch.json", json.dumps(launch) + "\n")
-        argv = [sys.executable, "-I", "-S", str(WRAPPER), str(attempt_dir), request.job_name]
+        argv = [sys.executable, "-I", "-S", str(WRAPPER), str(attempt_dir), submission.job_name]
         # The wrapper handles these itself; the command gets them ignored if our caller did.
         ignored = [str(int(s)) for s in FORWARDED if caller_ignores(s)]
         argv += [f"--ignore={','.join(ignored)}"] if ignored else []
@@ -123,7 +123,7 @@ class LocalBackend(Backend):
                     close_fds=True,
                     pass_fds=(notify,),
                     cwd=cwd,
-                    env=dict(request.context.env),
+                    env=dict(submission.context.env),
                 )
         except BaseException:
             os.close(claimed)
@@ -132,7 +132,7 @@ class LocalBackend(Backend):
             os.close(notify)
         # Reap the wrapper whenever it ends, so it never lingers as a zombie of this process,
         # and say so: the driver then reads the job's end at once (`ended_here`).
-        ended = self._wrappers[request.job_name] = threading.Event()
+        ended = self._wrappers[submission.job_name] = threading.Event()
         threading.Thread(target=_reap, args=(child, ended), daemon=True).start()
         with open(claimed, "rb", buffering=0) as pipe:
             claim = _wait_for_claim(attempt_dir, pipe, self.launch_grace / 2)

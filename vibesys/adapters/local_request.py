@@ -18,108 +18,60 @@ import os
 import posixpath
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, ClassVar, Final
 
-from vibesys.adapters.plain_request import PlainRequest, RequestInvalid
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from vibesys.adapters.requests import AdapterRequest
 from vibesys.errors import BackendMisconfigured
+from vibesys.osutil.sandbox import Sandbox, confined_command, env_file_bytes
 
 __all__ = ["SANDBOX_ENV_FILE", "Confinement", "LocalRequest", "confined_argv"]
 
 #: In the attempt directory (owner-only, outside the sandbox): the command's variables, read by
 #: the sandbox's prelude, so no value appears in a command line.
 SANDBOX_ENV_FILE: Final = "sandbox.env"
-_CONFINE_FIELDS: Final = frozenset({"read_only_paths", "home"})
 
 
-class Confinement:
+def _is_absolute(path: str) -> bool:
+    return path.startswith("/") and path != "/" and posixpath.normpath(path) == path
+
+
+def _absolute(path: str) -> str:
+    if not _is_absolute(path):
+        raise ValueError("must be an absolute, normalized path")
+    return path
+
+
+def _absolute_all(paths: tuple[str, ...]) -> tuple[str, ...]:
+    if not all(_is_absolute(path) for path in paths):
+        raise ValueError("must be absolute, normalized paths")
+    return paths
+
+
+class Confinement(BaseModel):
     """What a confined local command sees besides its working directory and the system
     directories, and its HOME (harmless: the host's home is not there)."""
 
-    __slots__ = ("home", "read_only_paths")
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    read_only_paths: tuple[str, ...]
-    home: str
-
-    def __init__(self, read_only_paths: Sequence[str] = (), home: str = "/tmp") -> None:
-        if isinstance(read_only_paths, str) or not all(
-            isinstance(p, str) and _absolute(p) for p in read_only_paths
-        ):
-            raise RequestInvalid("confine.read_only_paths", "must be absolute, normalized paths")
-        if not isinstance(home, str) or not _absolute(home):
-            raise RequestInvalid("confine.home", "must be an absolute, normalized path")
-        object.__setattr__(self, "read_only_paths", tuple(read_only_paths))
-        object.__setattr__(self, "home", home)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("Confinement is frozen")
-
-    @classmethod
-    def from_json(cls, data: object) -> Confinement:
-        if not isinstance(data, Mapping):
-            raise RequestInvalid("confine", "must be a table")
-        unknown = sorted(set(data) - _CONFINE_FIELDS)
-        if unknown:
-            raise RequestInvalid(f"confine.{unknown[0]}", "extra inputs are not permitted")
-        paths = data.get("read_only_paths", [])
-        if not isinstance(paths, list | tuple):
-            raise RequestInvalid("confine.read_only_paths", "must be a list of strings")
-        return cls(paths, data.get("home", "/tmp"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"read_only_paths": list(self.read_only_paths), "home": self.home}
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Confinement):
-            return NotImplemented
-        return (self.read_only_paths, self.home) == (other.read_only_paths, other.home)
-
-    def __hash__(self) -> int:
-        return hash((self.read_only_paths, self.home))
-
-    def __repr__(self) -> str:
-        return f"Confinement(read_only_paths={self.read_only_paths!r}, home={self.home!r})"
+    read_only_paths: Annotated[
+        tuple[str, ...], Field(strict=False), AfterValidator(_absolute_all)
+    ] = ()
+    home: Annotated[str, AfterValidator(_absolute)] = "/tmp"
 
 
-class LocalRequest(PlainRequest):
+class LocalRequest(AdapterRequest):
     """The local adapter needs nothing beyond the command and its recorded context (the
     command's files are where it runs, so it takes no artifacts), and, for a sandboxed
-    session's evaluation, its confinement. Plain, not pydantic: a local run imports only what
-    it uses."""
+    session's evaluation, its confinement."""
 
-    __slots__ = ("confine",)
+    #: an unconfined request records the JSON it always did
+    left_out_when_none: ClassVar[tuple[str, ...]] = ("artifact_limits", "confine")
 
-    confine: Confinement | None
-
-    def __init__(
-        self,
-        *,
-        artifacts: tuple[str, ...] | list[str] = (),
-        job_name_prefix: str = "vibesys",
-        confine: Confinement | None = None,
-    ) -> None:
-        super().__init__(artifacts=artifacts, job_name_prefix=job_name_prefix)
-        if confine is not None and not isinstance(confine, Confinement):
-            raise RequestInvalid("confine", "must be a table")
-        object.__setattr__(self, "confine", confine)
-
-    @classmethod
-    def model_validate(cls, data: Mapping[str, Any]) -> LocalRequest:
-        common = PlainRequest.model_validate({k: v for k, v in data.items() if k != "confine"})
-        found = data.get("confine")
-        return cls(
-            artifacts=common.artifacts,
-            job_name_prefix=common.job_name_prefix,
-            confine=None if found is None else Confinement.from_json(found),
-        )
-
-    def model_dump(self, *, mode: str = "python") -> dict[str, Any]:
-        found = super().model_dump(mode=mode)
-        if self.confine is not None:
-            found["confine"] = self.confine.to_json()
-        return found
-
-    def __hash__(self) -> int:
-        return hash((type(self), self.artifacts, self.job_name_prefix, self.confine))
+    confine: Confinement | None = Field(
+        default=None, description="Run the command in this sandbox (a session's evaluation)."
+    )
 
 
 def confined_argv(
@@ -131,8 +83,6 @@ def confined_argv(
 ) -> list[str]:
     """`command` as the wrapper starts it under `confine`: bwrap's prelude, which reads the
     variables (`env`, HOME moved) from an owner-only file it writes in `attempt_dir` now."""
-    from vibesys.osutil.sandbox import Sandbox, confined_command, env_file_bytes
-
     root = os.path.realpath(cwd)  # bwrap mounts what a path resolves to: name that
     try:
         sandbox = Sandbox(
@@ -153,7 +103,3 @@ def confined_argv(
     with os.fdopen(fd, "wb") as handle:
         handle.write(env_file_bytes(sandbox))
     return list(confined_command(sandbox, command, str(env_file)))
-
-
-def _absolute(path: str) -> bool:
-    return path.startswith("/") and path != "/" and posixpath.normpath(path) == path

@@ -26,22 +26,16 @@ Contract (the same as the Slurm wrappers, see `vibesys.adapters.rundir.claim`):
   have had it run directly; every other signal disposition, limit, namespace, cgroup,
   capability and affinity it inherits unchanged.
 
-Before its claim it imports only `os`, `_signal`, `sys` and `time`: the adapter waits for the
-claim, so every module loaded before it would be paid by each run. `ctypes` (for prctl, some
-4 ms) is loaded after the claim is announced, before the command starts.
+It imports only the standard library (`ctypes` for prctl).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
 import time
-
-TYPE_CHECKING = False  # typing itself would cost more than everything else here
-if TYPE_CHECKING:
-    import signal
-else:  # the same functions and numbers, without the enum module `signal` loads (8 ms a run)
-    import _signal as signal
 
 GRACE_SECONDS = 5.0
 #: How long the processes left behind are killed and reaped before the wrapper gives up on
@@ -229,8 +223,6 @@ def main(argv: list[str]) -> int:
 
 def _become_subreaper(err: int) -> None:
     """Make the command's orphans this process's children, so they can all be ended."""
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         reason = os.strerror(ctypes.get_errno())

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from msgspec import Struct
 
-from vibesys.errors import ConfigError, UsageError
+from vibesys.errors import UsageError
 
 if TYPE_CHECKING:
     from vibesys.adapters.base import Backend
@@ -68,22 +68,7 @@ class AdapterEntry(Struct, frozen=True):
 
     def parse_request(self, data: Mapping[str, Any]) -> AdapterRequest:
         """The typed request recorded as `data`; ConfigError names what does not fit."""
-        from vibesys.adapters.plain_request import RequestInvalid
-
-        model = self.load().Request
-        try:
-            return model.model_validate(dict(data))
-        except RequestInvalid as exc:  # a plain request's (no pydantic to import for it)
-            where, message = exc.where, exc.message
-        except Exception as exc:
-            from pydantic import ValidationError
-
-            if not isinstance(exc, ValidationError):
-                raise
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "request"
-            message = first["msg"]
-        raise ConfigError(f"the recorded {self.name} request does not fit: {where}: {message}")
+        return self.load().Request.from_record(self.name, data)
 
     def build(self, data: Mapping[str, Any]) -> Backend:
         return self.load().build(self.parse_request(data))

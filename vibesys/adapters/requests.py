@@ -13,6 +13,7 @@ the engine hands it back with the request (`site_record`), so no later process r
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import (
@@ -20,12 +21,13 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    ValidationError,
     field_validator,
     model_serializer,
 )
 
 from vibesys.config.site import RecordedSite
-from vibesys.errors import UsageError
+from vibesys.errors import ConfigError, UsageError
 from vibesys.osutil.artifact_walk import Limits
 
 __all__ = ["AdapterRequest", "ArtifactLimits", "RecordedSite", "recorded_limits"]
@@ -92,13 +94,32 @@ class AdapterRequest(BaseModel):
         "digest, never in the request's JSON); None for adapters that need none.",
     )
 
+    #: Fields added after requests were first recorded: left out of the JSON while None, so a
+    #: request that does not use them is recorded as before they existed.
+    left_out_when_none: ClassVar[tuple[str, ...]] = ("artifact_limits",)
+
     @model_serializer(mode="wrap")
-    def _without_default_limits(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # A request without limits is stored as before they existed.
+    def _as_recorded(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
-        if isinstance(data, dict) and data.get("artifact_limits", 0) is None:
-            del data["artifact_limits"]
+        if isinstance(data, dict):
+            for name in self.left_out_when_none:
+                if data.get(name, 0) is None:
+                    del data[name]
         return data
+
+    @classmethod
+    def from_record(cls, adapter: str, data: Mapping[str, Any]) -> Self:
+        """The request recorded as `data`; ConfigError names the first field that does not
+        fit."""
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "request"
+            message = first["msg"].removeprefix("Value error, ")
+            raise ConfigError(
+                f"the recorded {adapter} request does not fit: {where}: {message}"
+            ) from None
 
     @field_validator("job_name_prefix")
     @classmethod
@@ -112,10 +133,10 @@ class AdapterRequest(BaseModel):
         invocation's current attempt, whichever it is."""
         return None
 
-    def with_parent_job(self, job_id: str | None) -> Self:
-        """This request depending on the parent's job `job_id` (None: on nothing, the parent
-        has completed), for one submission."""
-        return self
+    def recorded_parent_job(self) -> str | None:
+        """The parent's job recorded with the request (`--after`), which a submission waits
+        on when the journal knows no newer one; None: it waits on nothing."""
+        return None
 
     def campaign(self) -> str | None:
         """The campaign whose queue this request's invocation waits in (one evaluation at a

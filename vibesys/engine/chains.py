@@ -31,7 +31,7 @@ from vibesys.states import JobState
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
 
-__all__ = ["carry_parent_of", "parent_of", "submit_children", "submit_spec", "waited_on"]
+__all__ = ["carry_parent_of", "parent_of", "submit_after", "submit_children", "waited_on"]
 
 #: States of a child that a parent's new job may move on: held before a submission, or
 #: submitted on a job of the parent that has failed since (the scheduler killed it).
@@ -78,19 +78,19 @@ def waited_on(engine: ChainEngine, inv: Invocation) -> str | None:
     return job
 
 
-def submit_spec(engine: ChainEngine, inv: Invocation, request: AdapterRequest) -> AdapterRequest:
-    """The request one submission of `inv` uses: depending on the parent's job as it is now
-    (recorded with the attempt)."""
+def submit_after(engine: ChainEngine, inv: Invocation, request: AdapterRequest) -> str | None:
+    """The parent's job one submission of `inv` waits on, as it is now (recorded with the
+    attempt); None: it waits on nothing."""
     parent = parent_of(engine, inv)
     if parent is None:
-        return request
+        return request.recorded_parent_job()
     # The planner submits only while the parent has a job to wait on; were it gone since,
     # the last one makes the scheduler kill the child at once, and the planner sees that.
     target = parent_job_of(parent) or parent.job_id or _last_job(engine, parent)
     if target is None:
-        return request
+        return request.recorded_parent_job()
     merge_provenance(engine, inv, {"after": parent.id, "after_job": target})
-    return request.with_parent_job(None if target == NO_JOB else target)
+    return None if target == NO_JOB else target
 
 
 def _last_job(engine: ChainEngine, parent: Invocation) -> str | None:

@@ -19,7 +19,7 @@ from vibesys.adapters.base import (
     Progress,
     RemoteStatus,
     SharedPolling,
-    SubmitRequest,
+    Submission,
     Waitable,
 )
 from vibesys.adapters.registry import entry
@@ -27,8 +27,8 @@ from vibesys.engine.adapter_access import AdapterAccess
 from vibesys.engine.chains import (
     carry_parent_of,
     parent_of,
+    submit_after,
     submit_children,
-    submit_spec,
     waited_on,
 )
 from vibesys.engine.context import load_context
@@ -136,16 +136,18 @@ class Engine(AdapterAccess, Preparing):
 
     # -- adapters -----------------------------------------------------------------------------
 
-    def submit_request(self, inv: Invocation) -> SubmitRequest[Any]:
+    def submit_request(self, inv: Invocation) -> Submission[Any]:
         ref = self.job_ref(inv)
-        return SubmitRequest(
+        request = self.request_of(inv)
+        return Submission(
             inv.id,
             inv.attempt,
             ref.job_name,
             inv.command,
             ref.attempt_dir,
             load_context(inv),
-            submit_spec(self, inv, self.request_of(inv)),
+            request,
+            submit_after(self, inv, request),
         )
 
     # -- one step at a time ---------------------------------------------------------------------

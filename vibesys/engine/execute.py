@@ -29,7 +29,7 @@ from vibesys.states import Cancel, Collect, Effect, Fence, JobState, Submit
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from vibesys.adapters.base import Backend, JobRef, Progress, SubmitRequest
+    from vibesys.adapters.base import Backend, JobRef, Progress, Submission
     from vibesys.journal_schema import Journal
 
 
@@ -50,7 +50,7 @@ class EffectContext(Protocol):
 
     def job_ref(self, inv: Invocation) -> JobRef: ...
 
-    def submit_request(self, inv: Invocation) -> SubmitRequest[Any]: ...
+    def submit_request(self, inv: Invocation) -> Submission[Any]: ...
 
     def note(self, inv: Invocation, text: str) -> None: ...
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.environment import SkyEnvironment
 from vibesys.adapters.skypilot.limits import allocation_fix, allocation_refusal, infra_partition
 from vibesys.adapters.skypilot.login import login_transport_config, slurm_alias
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.slurm.limits import limits_argv, parse_partition_limits
 from vibesys.adapters.slurm.parse import UnparseableOutput
 from vibesys.config.resources import SkyPilotProfile

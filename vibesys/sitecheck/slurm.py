@@ -22,8 +22,8 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.limits import sbatch_sizing
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.site_parse import (
     parse_rate_limit,
     parse_sinfo_partitions,
@@ -198,7 +198,7 @@ class SlurmChecks:
             update={"command_timeout_seconds": self.options.timeout_seconds}
         )
         config = self.config.model_copy(update={"slurm": slurm})
-        scheduler = SlurmScheduler(config, self.access.runner)
+        scheduler = SlurmBackend(config, self.access.runner)
         facts = self.site_facts = scheduler.site_facts()
         schedule = scheduler.poll_schedule(facts)
         limit = parse_rate_limit(facts.get("SlurmctldParameters", ""))

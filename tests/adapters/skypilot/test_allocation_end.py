@@ -11,9 +11,9 @@ import pytest
 from tests.helpers.skyfake import FakeSky, ref
 from tests.helpers.skyfake import submit_request as request
 from vibesys.adapters.base import JobRef, RemoteState
-from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot import SkyPilotBackend
 from vibesys.adapters.skypilot.allocation_end import allocation_ends
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.transports.base import CommandResult
 from vibesys.errors import BackendUnavailable
 

@@ -351,7 +351,7 @@ def test_passed_variables_reach_the_job_by_name_only(fake_sky: FakeSky) -> None:
         job_name="vibesys-inv-q-1",
         attempt_dir=ok.attempt_dir.parent / "q",
     )
-    both = structs.replace(both, spec=fake_sky.request(pass_env=["WANDB_KEY", "EXPECT"]))
+    both = structs.replace(both, request=fake_sky.request(pass_env=["WANDB_KEY", "EXPECT"]))
     done = wait_terminal(backend, ref(both, backend.submit(both).job_id))
     assert (done.state, done.exit_code) == (RemoteState.COMPLETED, 0)
     last = fake_sky.calls("exec")[-1]

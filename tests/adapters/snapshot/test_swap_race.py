@@ -21,8 +21,8 @@ import pytest
 
 from tests.adapters.snapshot.helpers import runner, stage_into
 from vibesys.adapters.candidate import candidate_spec
-from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.skypilot.staged import stage_candidate
 from vibesys.adapters.staging.upload import Helper, Upload, write_tar
 from vibesys.bridge.files import stage_local_candidate

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.paths import ROOT
 from tests.helpers.ssh import PASSPHRASE
-from vibesys.adapters.transports import runner_from_config
+from vibesys.adapters.transports.configured import runner_from_config
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.config import SshTransportConfig
 from vibesys.errors import BackendUnavailable, ConfigError

@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import paramiko
 import pytest
 
 from vibesys.adapters.skypilot.boundary import Completed, SkyCli
 from vibesys.adapters.skypilot.errors import SkyCommandFailed
 from vibesys.adapters.skypilot.ops import SkyOps
-from vibesys.adapters.transports._paramiko import paramiko
 from vibesys.adapters.transports.ssh_connect import SshConnection
 from vibesys.adapters.transports.ssh_errors import map_ssh_errors
 from vibesys.errors import CredentialRefused, TransportLost

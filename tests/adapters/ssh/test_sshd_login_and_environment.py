@@ -18,7 +18,7 @@ from tests.helpers.ssh import (
     new_key,
     secret_lines,
 )
-from vibesys.adapters.transports import runner_from_config
+from vibesys.adapters.transports.configured import runner_from_config
 from vibesys.adapters.transports.ssh import REDACTED, SshTransport, host_key_fingerprint
 from vibesys.config import SshTransportConfig
 from vibesys.errors import BackendMisconfigured, BackendUnavailable

@@ -8,10 +8,10 @@ hand.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from vibesys.adapters.base import JobRef, PollSchedule, RemoteState
@@ -24,7 +24,6 @@ S = RemoteState
 SITE = "fake-site"
 
 
-@dataclass
 class SharedFake(FakeBackend):
     """The fake scheduler, declaring its status calls shared per site (SharedPolling)."""
 
@@ -32,8 +31,8 @@ class SharedFake(FakeBackend):
     settle: float = 0.0
     settle_max: float = 0.0
     #: job names whose end marker a probe finds
-    ended: set[str] = field(default_factory=set)
-    probes: list[list[str]] = field(default_factory=list)
+    ended: set[str] = msgspec.field(default_factory=set)
+    probes: list[list[str]] = msgspec.field(default_factory=list)
     facts_asked: int = 0
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------

@@ -3,7 +3,7 @@ attempt, never `import sky` (see backend.py for the order the engine drives it i
 
 Pure parts: parse.py (CLI outputs), task.py + wrapper.py (what runs), naming.py, lease.py
 (reuse decision), classify.py (RemoteStatus), provenance.py. Effects: boundary.py (the only
-subprocess boundary), ops.py (one method per `sky` command), adapters/rundir/remote.py (the
+subprocess boundary), ops.py (one method per `sky` command), adapters/skypilot/run_dirs.py (the
 remote attempt directories through the login node), backend.py. `build` joins the typed request, the
 operator's profile and the environment (`environment.py`); the registry names this module.
 """
@@ -17,8 +17,10 @@ from vibesys.adapters.skypilot.backend import SkyPilotBackend
 from vibesys.adapters.skypilot.boundary import PINNED_VERSION, SkyCli
 from vibesys.adapters.skypilot.environment import SkyEnvironment
 from vibesys.adapters.skypilot.errors import SkyProfileError
+from vibesys.adapters.skypilot.login import LazyLoginRunner, slurm_alias
 from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.request import SkyPilotRequest, make_request
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config.profiles import load_clusters_config, select_profile
 from vibesys.config.resources import SkyPilotProfile, resolve_resources
@@ -62,8 +64,6 @@ def build_backend(
         if files is None and environment.login == "local":
             files = LocalTransport()
         elif files is None:
-            from vibesys.adapters.skypilot.login import LazyLoginRunner, slurm_alias
-
             slurm_alias(effective.infra)  # a profile whose infra names no login node: now
             files = LazyLoginRunner(effective.infra, environment.client_home())
             identity = files.identity_file
@@ -73,8 +73,6 @@ def build_backend(
             fix="record a compatible profile: vibesys journal config INVOCATION --replace FILE "
             "--profile NAME",
         ) from None
-    from vibesys.adapters.rundir.remote import RunDirs
-
     cli = SkyCli(venv=environment.venv, env=environment.sky_env(), verify_version=True)
     return SkyPilotBackend(
         effective=effective,

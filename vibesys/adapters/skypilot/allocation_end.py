@@ -13,12 +13,13 @@ unknown, and ALLOCATION_EXPIRED stays its name.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 
+from msgspec import structs
+
 from vibesys.adapters.base import RemoteState, RemoteStatus
-from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.classify import Observed, classify, lost_allocation
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.slurm.parse import SACCT_PLACEHOLDER_NAME, parse_sacct, sacct_argv
 from vibesys.errors import BackendError
 
@@ -53,7 +54,7 @@ def name_losses(
         return dict(results)
     ends = allocation_ends(dirs, asked)
     return {
-        name: classify(dataclasses.replace(seen[name], allocation_end=ends.get(lost[name] or "")))
+        name: classify(structs.replace(seen[name], allocation_end=ends.get(lost[name] or "")))
         if name in lost
         else status
         for name, status in results.items()

@@ -19,7 +19,6 @@ lost, Slurm's record of how it ended). Every status carries the attempt's claim 
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,8 +32,8 @@ from vibesys.adapters.base import (
     Progress,
     RemoteState,
     RemoteStatus,
+    Submission,
     SubmitReceipt,
-    SubmitRequest,
 )
 from vibesys.adapters.leases import (
     ClusterSight,
@@ -51,7 +50,6 @@ from vibesys.adapters.rundir.names import (
     WORK_DIR,
 )
 from vibesys.adapters.rundir.reader import ReadsRunDirs
-from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.allocation_end import name_losses
 from vibesys.adapters.skypilot.classify import (
     ClusterView,
@@ -69,6 +67,7 @@ from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.parse import ClusterRecord, ClusterStatus, QueueJob
 from vibesys.adapters.skypilot.provenance import provenance
 from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.skypilot.staged import stage_candidate
 from vibesys.adapters.skypilot.task import exec_task, launch_task, render_task
 from vibesys.config.resources import EffectiveResources
@@ -245,30 +244,30 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
 
     # -- Backend ------------------------------------------------------------------------------
 
-    def submit(self, request: SubmitRequest[SkyPilotRequest]) -> SubmitReceipt:
-        ref = request.job_ref()
+    def submit(self, submission: Submission[SkyPilotRequest]) -> SubmitReceipt:
+        ref = submission.job_ref()
         try:
             remote_attempt_dir = self.dirs.remote_attempt_dir(ref)
-            passed = request.spec.passed(request.context.env)
+            passed = submission.request.passed(submission.context.env)
         except ValueError as exc:
-            raise SubmitRejected(f"invalid request: {exc}") from None
+            raise SubmitRejected(f"invalid submission: {exc}") from None
         setup, staged = stage_candidate(
-            request.spec, self.dirs, remote_attempt_dir / WORK_DIR, self.progress
+            submission.request, self.dirs, remote_attempt_dir / WORK_DIR, self.progress
         )
         try:
             task = exec_task(
                 self.effective,
-                job_name=request.job_name,
+                job_name=submission.job_name,
                 cluster=self.cluster,
                 remote_attempt_dir=remote_attempt_dir,
-                command=request.command,
+                command=submission.command,
                 setup=setup,
                 envs=self.envs,
             )
         except ValueError as exc:
-            raise SubmitRejected(f"invalid request: {exc}") from None
-        request.attempt_dir.mkdir(parents=True, exist_ok=True)
-        task_file = request.attempt_dir / TASK_FILE
+            raise SubmitRejected(f"invalid submission: {exc}") from None
+        submission.attempt_dir.mkdir(parents=True, exist_ok=True)
+        task_file = submission.attempt_dir / TASK_FILE
         task_file.write_text(render_task(task))
         sky_id, evidence = self.ops.exec(self.cluster, task_file, passed)
         if staged:
@@ -299,7 +298,7 @@ class SkyPilotBackend(ReadsRunDirs, Backend):
         # An exec whose client died lives on in the API server: absent is not yet proven.
         if missing and self.ops.submitting_requests():
             for name in missing:
-                result[name] = classify(dataclasses.replace(seen[name], submissions_in_flight=True))
+                result[name] = classify(structs.replace(seen[name], submissions_in_flight=True))
         result = name_losses(result, seen, self.dirs)  # preempted, wall time, node failure
         return {name: self._with_provenance(s, seen[name]) for name, s in result.items()}
 

@@ -15,9 +15,10 @@ import re
 import shlex
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+from msgspec import Struct, field
 
 from vibesys.adapters.skypilot.errors import (
     SkyMalformedOutput,
@@ -55,8 +56,7 @@ def default_venv() -> Path:
     return Path(os.environ.get("VIBESYS_SKY_VENV") or DEFAULT_VENV).expanduser()
 
 
-@dataclass(frozen=True, slots=True)
-class Completed:
+class Completed(Struct, frozen=True):
     returncode: int
     stdout: str
     stderr: str
@@ -90,8 +90,7 @@ def redact_sky(text: str, secrets: Iterable[str] = ()) -> str:
     return _JSON_SECRET.sub(lambda m: f'{m["name"]}"{REDACTED}"', redact(text, secrets))
 
 
-@dataclass
-class SkyCli:
+class SkyCli(Struct):
     """SkyPilot's CLI and SDK helper in one virtual environment, run through `runner`."""
 
     venv: Path = field(default_factory=default_venv)

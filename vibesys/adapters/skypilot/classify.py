@@ -49,9 +49,10 @@ Every status carries the remote attempt directory's claim (a fence there: the at
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Final
+
+from msgspec import Struct
 
 from vibesys.adapters.base import RemoteState, RemoteStatus
 from vibesys.adapters.rundir.claim import Claim
@@ -82,8 +83,7 @@ class ClusterView(Enum):
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True, slots=True)
-class Observed:
+class Observed(Struct, frozen=True):
     job_name: str
     #: the job id vibesys recorded at submission ("<sky id>@<allocation>"), if any
     recorded_id: str | None

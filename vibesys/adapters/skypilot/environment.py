@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from vibesys.adapters.skypilot.boundary import default_venv
 from vibesys.errors import BackendMisconfigured
@@ -28,8 +29,7 @@ from vibesys.errors import BackendMisconfigured
 __all__ = ["SkyEnvironment"]
 
 
-@dataclass(frozen=True, slots=True)
-class SkyEnvironment:
+class SkyEnvironment(Struct, frozen=True):
     venv: Path
     home: Path | None = None
     port: str | None = None

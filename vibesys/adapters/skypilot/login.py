@@ -13,9 +13,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import paramiko
+
 from vibesys.adapters.base import Sink
-from vibesys.adapters.transports import Runner, runner_from_config
+from vibesys.adapters.transports import Runner
 from vibesys.adapters.transports.base import CommandResult
+from vibesys.adapters.transports.configured import runner_from_config
 from vibesys.config.slurm import SshTransportConfig
 from vibesys.errors import BackendMisconfigured, ConfigError
 
@@ -34,10 +37,6 @@ def slurm_alias(infra: str) -> str:
 
 def login_transport_config(infra: str, sky_home: Path) -> SshTransportConfig:
     """An ssh transport for the login node SkyPilot uses for `infra`."""
-    # Only when a transport is built; without invoke, as the ssh transport imports it
-    # (SkyPilot writes this file: no `Match exec` line, the one thing invoke serves).
-    from vibesys.adapters.transports._paramiko import paramiko
-
     alias = slurm_alias(infra)
     path = sky_home / ".slurm" / "config"
     try:

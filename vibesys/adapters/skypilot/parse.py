@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from msgspec import Struct
 
 from vibesys.adapters.skypilot.errors import SkyMalformedOutput
 
@@ -74,8 +75,7 @@ class SkyJobStatus(StrEnum):
         return self not in (self.INIT, self.PENDING, self.SETTING_UP, self.RUNNING)
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterRecord:
+class ClusterRecord(Struct, frozen=True):
     """One cluster of `sky status -o json`."""
 
     name: str
@@ -91,8 +91,7 @@ class ClusterRecord:
     allocation: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class QueueJob:
+class QueueJob(Struct, frozen=True):
     """One job of `sky queue CLUSTER -o json`. SkyPilot records no exit code."""
 
     job_id: int

@@ -24,6 +24,8 @@ from pydantic import Field, ValidationError, field_validator
 from vibesys.adapters.candidate import CandidateSpec, candidate_spec
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.rundir.listing import check_pattern
+from vibesys.adapters.skypilot.boundary import SkyCli
+from vibesys.adapters.skypilot.environment import SkyEnvironment
 from vibesys.config.profiles import (
     default_clusters_config_path,
     load_clusters_config,
@@ -165,9 +167,6 @@ def client_variable(name: str) -> str | None:
 def make_request(adapter: str, values: Mapping[str, Any]) -> SkyPilotRequest:
     """Check `vibesys run`'s options for the skypilot adapter; UsageError/ConfigError (one
     line naming the option or key) otherwise. Nothing is recorded before this returns."""
-    from vibesys.adapters.skypilot.boundary import SkyCli
-    from vibesys.adapters.skypilot.environment import SkyEnvironment
-
     profile = values.get("profile")
     if not profile:
         raise UsageError(

@@ -11,10 +11,11 @@ from __future__ import annotations
 import shlex
 from pathlib import PurePosixPath
 
+from vibesys.adapters import staging
 from vibesys.adapters.base import Progress
 from vibesys.adapters.candidate import CandidateSpec, candidate_spec, checked_manifest
-from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.adapters.skypilot.run_dirs import RunDirs
 
 __all__ = ["stage_candidate"]
 
@@ -28,8 +29,6 @@ def stage_candidate(
     candidate = _candidate(spec)
     if candidate is None:
         return "", ""
-    from vibesys.adapters import staging
-
     manifest = checked_manifest(candidate)
     result = staging.stage(
         manifest, candidate.path, dirs.runner, dirs.root(), timeout=dirs.timeout, progress=progress

@@ -109,11 +109,8 @@ class SbatchRequest(SlurmRequestBase):
     def runs_after(self) -> str | None:
         return (self.after.invocation or None) if self.after else None
 
-    def with_parent_job(self, job_id: str | None) -> SbatchRequest:
-        if self.after is None:
-            return self
-        after = None if job_id is None else self.after.model_copy(update={"job_id": job_id})
-        return self.model_copy(update={"after": after})
+    def recorded_parent_job(self) -> str | None:
+        return self.after.job_id if self.after else None
 
 
 def make_request(adapter: str, values: Mapping[str, Any]) -> SbatchRequest | SrunRequest:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import shlex
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
 
-from vibesys.adapters.base import Progress, SubmitReceipt, SubmitRequest
+from vibesys.adapters import staging
+from vibesys.adapters.base import Progress, Submission, SubmitReceipt
 from vibesys.adapters.rundir.names import WORK_DIR
-from vibesys.adapters.slurm.backend_base import SlurmBackendBase
+from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.limits import (
     BatchTime,
     batch_time,
@@ -25,7 +25,6 @@ from vibesys.adapters.slurm.limits import (
 )
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable
 from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase, make_request
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.script import (
     SCRIPT_FILE,
     render_sbatch,
@@ -37,13 +36,11 @@ from vibesys.adapters.slurm.submission import (
     candidate_setup,
     job_spec,
 )
-from vibesys.adapters.transports import CommandResult, Runner, runner_from_config
-from vibesys.adapters.transports import prewarm as prewarm_transport
+from vibesys.adapters.transports import CommandResult, Runner
+from vibesys.adapters.transports.configured import prewarm as prewarm_transport
+from vibesys.adapters.transports.configured import runner_from_config
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendError, BackendMisconfigured, BackendUnavailable, SubmitRejected
-
-if TYPE_CHECKING:
-    pass
 
 #: `sh -c _SUBMIT vibesys-submit WORK SCRIPT PYTHON VERIFY SNAPSHOT DIGEST MINUTES PARTITIONS
 #: FITS SBATCH...`, the batch script on stdin. With PYTHON set, the snapshot is probed first; when
@@ -125,7 +122,7 @@ PROBE_BASE = 100
 PROBE_SAID = "vibesys-submit: snapshot not staged"
 
 
-class SbatchBackend(SlurmBackendBase):
+class SbatchBackend(SlurmBackend):
     name = "sbatch"
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
@@ -135,27 +132,24 @@ class SbatchBackend(SlurmBackendBase):
 
     def __init__(self, config: SlurmSiteConfig, runner: Runner | None = None) -> None:
         runner = runner or runner_from_config(config.slurm.transport)
-        super().__init__(SlurmScheduler(config, runner))
+        super().__init__(config, runner)
         #: hears of staging uploads (set by whoever shows them, a terminal's progress bar)
         self.progress: Progress | None = None
 
-    def submit(self, request: SubmitRequest[SlurmRequestBase]) -> SubmitReceipt:
-        scheduler = self.scheduler
-        config = scheduler.config.slurm
+    def submit(self, submission: Submission[SlurmRequestBase]) -> SubmitReceipt:
+        config = self.config.slurm
         asked = batch_time(
-            request.spec.time_minutes, request.spec.partitions, config.sbatch_arguments
+            submission.request.time_minutes, submission.request.partitions, config.sbatch_arguments
         )
-        remote = scheduler.remote_attempt_dir(request.job_ref())
-        spec = job_spec(request, remote, scheduler.config.slurm.sbatch_arguments)
-        spec, candidate = candidate_setup(scheduler, request, spec)
+        remote = self.dirs.remote_attempt_dir(submission.job_ref())
+        spec = job_spec(submission, remote, config.sbatch_arguments)
+        spec, candidate = candidate_setup(self, submission, spec)
         script = render_sbatch(spec)
-        request.attempt_dir.mkdir(parents=True, exist_ok=True)
-        (request.attempt_dir / SCRIPT_FILE).write_text(script)
-        code, out, err, evidence = self._submit_once(request, remote, script, candidate, asked)
+        submission.attempt_dir.mkdir(parents=True, exist_ok=True)
+        (submission.attempt_dir / SCRIPT_FILE).write_text(script)
+        code, out, err, evidence = self._submit_once(submission, remote, script, candidate, asked)
         if code >= PROBE_BASE and candidate is not None and _probe_said(err):
             # The snapshot is not staged: nothing was submitted. Stage it, then submit.
-            from vibesys.adapters import staging
-
             probed = CommandResult(
                 code - PROBE_BASE,
                 "",
@@ -165,14 +159,14 @@ class SbatchBackend(SlurmBackendBase):
             staging.stage(
                 candidate.manifest,
                 candidate.path,
-                scheduler.runner,
+                self.runner,
                 candidate.root,
                 probed=probed,
                 progress=self.progress,
             )
-            code, out, err, evidence = self._submit_once(request, remote, script, None, asked)
+            code, out, err, evidence = self._submit_once(submission, remote, script, None, asked)
         if code == OVER_LIMITS and asked is not None and LIMITS_SAID in err:
-            raise _over_limits(asked, err, request.spec.site_config)
+            raise _over_limits(asked, err, submission.request.site_config)
         if code == CANNOT_WRITE and err.startswith("vibesys-submit:"):
             raise BackendUnavailable("could not write the batch script", evidence=evidence)
         if code == 0:
@@ -192,7 +186,7 @@ class SbatchBackend(SlurmBackendBase):
 
     def _submit_once(
         self,
-        request: SubmitRequest[SlurmRequestBase],
+        submission: Submission[SlurmRequestBase],
         remote: PurePosixPath,
         script: str,
         candidate: Candidate | None,
@@ -202,8 +196,6 @@ class SbatchBackend(SlurmBackendBase):
         script_path = remote / SCRIPT_FILE
         probe = ["", "", "", ""]
         if candidate is not None:
-            from vibesys.adapters import staging
-
             probe = [
                 "python3",
                 staging.verify_script(),
@@ -221,8 +213,8 @@ class SbatchBackend(SlurmBackendBase):
             *_guard(asked),
             *sbatch_argv(script_path),
         ]
-        code, out, err, _ = self.scheduler.run(
-            argv, input=script.encode(), maybe_effect=True, env=request.context.env
+        code, out, err, _ = self._run(
+            argv, input=script.encode(), maybe_effect=True, env=submission.context.env
         )
         # The evidence names what ran without the submit script and the verifier's source.
         evidence = f"{shlex.join(sbatch_argv(script_path))} -> rc={code}"

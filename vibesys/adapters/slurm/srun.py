@@ -18,7 +18,7 @@ from pathlib import Path
 
 from msgspec import Struct
 
-from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, SubmitReceipt, SubmitRequest
+from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus, Submission, SubmitReceipt
 from vibesys.adapters.rundir.claim import Claim, parse_claim
 from vibesys.adapters.rundir.markers import NO_MARKERS, read_here
 from vibesys.adapters.rundir.names import (
@@ -27,11 +27,10 @@ from vibesys.adapters.rundir.names import (
     STDOUT_FILE,
     WORK_DIR,
 )
-from vibesys.adapters.slurm.backend_base import SlurmBackendBase
+from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.parse import parse_squeue, squeue_argv
 from vibesys.adapters.slurm.partitions import choose_partition, parse_windows
 from vibesys.adapters.slurm.request import SrunRequest, make_request
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.adapters.slurm.script import srun_argv
 from vibesys.adapters.slurm.site_parse import parse_sinfo_partitions, sinfo_argv
 from vibesys.adapters.slurm.submission import REJECTIONS, job_spec, stage_candidate
@@ -46,7 +45,7 @@ SQUEUE_TIME = "%Y-%m-%dT%H:%M:%S"
 _LOOKUP_EVERY = 0.5
 
 
-class SrunBackend(SlurmBackendBase):
+class SrunBackend(SlurmBackend):
     name = "srun"
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
@@ -59,25 +58,25 @@ class SrunBackend(SlurmBackendBase):
         if transport.kind != "local":
             raise ConfigError('slurm.transport.kind: the srun adapter needs kind = "local"')
         self.transport = runner or LocalTransport(transport.shell_command)
-        super().__init__(SlurmScheduler(config, self.transport))
+        super().__init__(config, self.transport)
         #: the srun processes this process started, by job name
         self._launched: dict[str, _Launched] = {}
 
-    def choose(self, request: SrunRequest) -> tuple[str, ...]:
+    def _choose(self, request: SrunRequest) -> tuple[str, ...]:
         """The partition for this request, or the request's own (already checked) choice."""
         wanted = request.partitions
-        agent = self.scheduler.config.agent_gpu
+        agent = self.config.agent_gpu
         if not wanted:
             return ()
         ahead = _SINFO_AHEAD.pop(request.site_config, None)
-        text = ahead.answer(self.scheduler.config.slurm.command_timeout_seconds) if ahead else None
-        limits = parse_sinfo_partitions(text or self.scheduler.checked(sinfo_argv()))
+        text = ahead.answer(self.config.slurm.command_timeout_seconds) if ahead else None
+        limits = parse_sinfo_partitions(text or self._checked(sinfo_argv()))
         command = agent.windows_command if agent else None
 
         def windows() -> dict[str, bool]:
             assert command is not None
             try:
-                code, out, _, _ = self.scheduler.run(command)
+                code, out, _, _ = self._run(command)
             except BackendUnavailable:
                 return {}
             return parse_windows(out) if code == 0 else {}
@@ -87,24 +86,23 @@ class SrunBackend(SlurmBackendBase):
         )
         return (chosen,)
 
-    def submit(self, request: SubmitRequest[SrunRequest]) -> SubmitReceipt:
-        scheduler = self.scheduler
-        remote = scheduler.remote_attempt_dir(request.job_ref())
-        agent = scheduler.config.agent_gpu
+    def submit(self, submission: Submission[SrunRequest]) -> SubmitReceipt:
+        remote = self.dirs.remote_attempt_dir(submission.job_ref())
+        agent = self.config.agent_gpu
         extra = agent.srun_arguments if agent else ()
-        spec = job_spec(request, remote, extra, partitions=self.choose(request.spec))
-        spec = stage_candidate(scheduler, request, spec)
+        spec = job_spec(submission, remote, extra, partitions=self._choose(submission.request))
+        spec = stage_candidate(self, submission, spec)
         local = Path(str(remote))
         (local / WORK_DIR).mkdir(parents=True, exist_ok=True)
         with open(local / STDOUT_FILE, "ab") as out, open(local / STDERR_FILE, "ab") as err:
             process = self.transport.popen(
-                srun_argv(spec), stdout=out, stderr=err, env=request.context.env
+                srun_argv(spec), stdout=out, stderr=err, env=submission.context.env
             )
         only = spec.partitions[0] if len(spec.partitions) == 1 else None
         launched = _Launched(process, threading.Event(), only)
-        self._launched[request.job_name] = launched
+        self._launched[submission.job_name] = launched
         threading.Thread(target=launched.reap, daemon=True).start()
-        return self._await_job(request.job_name, local, process)
+        return self._await_job(submission.job_name, local, process)
 
     def end_signal(self, job: JobRef) -> threading.Event | None:
         launched = self._launched.get(job.job_name)
@@ -118,7 +116,7 @@ class SrunBackend(SlurmBackendBase):
         launched = self._launched.get(job.job_name)
         if launched is None or not launched.ended.is_set():
             return None
-        directory = str(self.scheduler.remote_attempt_dir(job))
+        directory = str(self.dirs.remote_attempt_dir(job))
         found = read_here({directory: job.job_name}, times=True).get(job.job_name, NO_MARKERS)
         claim, code = found.claim, found.exit_code
         if claim is None or claim.kind != "job" or code is None:
@@ -127,7 +125,7 @@ class SrunBackend(SlurmBackendBase):
         if job.job_id is not None and claimer != str(job.job_id):
             return None  # another job holds the attempt: the rounds follow that one
         where = {
-            "site": self.scheduler.config.slurm.name,
+            "site": self.config.slurm.name,
             "slurm_job_id": claimer,
             "partition": claim.get("slurm_partition") or launched.partition or "",
             "nodes": claim.get("slurm_node"),
@@ -147,7 +145,7 @@ class SrunBackend(SlurmBackendBase):
         )
 
     def fence(self, job: JobRef, text: str) -> Claim:
-        claim = self.scheduler.fence(job, text)
+        claim = super().fence(job, text)
         if claim.fenced:
             # A stalled srun of this attempt would only ask for an allocation to be refused:
             # end it here (the same host: the srun adapter needs the local transport).
@@ -156,7 +154,7 @@ class SrunBackend(SlurmBackendBase):
 
     def _await_job(self, name: str, local: Path, process: subprocess.Popen[bytes]) -> SubmitReceipt:
         """Return once the scheduler knows the job: it started, or squeue lists it."""
-        deadline = time.monotonic() + self.scheduler.config.slurm.command_timeout_seconds
+        deadline = time.monotonic() + self.config.slurm.command_timeout_seconds
         next_lookup = time.monotonic() + _LOOKUP_EVERY
         pause = 0.002
         while time.monotonic() < deadline:
@@ -179,7 +177,7 @@ class SrunBackend(SlurmBackendBase):
                     maybe_submitted=True,
                 )
             if time.monotonic() >= next_lookup:
-                rows = parse_squeue(self.scheduler.checked(squeue_argv(names=[name])))
+                rows = parse_squeue(self._checked(squeue_argv(names=[name])))
                 if rows:
                     return SubmitReceipt(
                         rows[0].job_id, f"srun job {rows[0].job_id}: {rows[0].line}"
@@ -203,9 +201,9 @@ class _Ahead:
         self.text: str | None = None
         self.done = threading.Event()
 
-    def ask(self, scheduler: SlurmScheduler) -> None:
+    def ask(self, backend: SlurmBackend) -> None:
         try:
-            self.text = scheduler.checked(sinfo_argv())
+            self.text = backend._checked(sinfo_argv())
         except Exception:  # the submit asks again, and reports what fails
             self.text = None
         finally:
@@ -229,8 +227,8 @@ def prewarm(request: SrunRequest) -> None:
     if site.slurm.transport.kind != "local":
         return  # refused by the adapter itself, in one line
     ahead = _SINFO_AHEAD[request.site_config] = _Ahead()
-    scheduler = SlurmScheduler(site, LocalTransport(site.slurm.transport.shell_command))
-    threading.Thread(target=ahead.ask, args=(scheduler,), name="vibesys-sinfo", daemon=True).start()
+    backend = SlurmBackend(site, LocalTransport(site.slurm.transport.shell_command))
+    threading.Thread(target=ahead.ask, args=(backend,), name="vibesys-sinfo", daemon=True).start()
 
 
 class _Launched(Struct):

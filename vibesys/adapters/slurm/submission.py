@@ -6,20 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
 
 from msgspec import Struct, structs
 
-from vibesys.adapters.base import Progress, SubmitRequest
+from vibesys.adapters import staging
+from vibesys.adapters.base import Progress, Submission
+from vibesys.adapters.candidate import checked_manifest
 from vibesys.adapters.rundir.names import WORK_DIR
+from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.limits import REFUSALS
-from vibesys.adapters.slurm.request import SbatchRequest, SlurmRequestBase
-from vibesys.adapters.slurm.scheduler import SlurmScheduler
+from vibesys.adapters.slurm.request import SlurmRequestBase
 from vibesys.adapters.slurm.script import SlurmJobSpec, with_setup
 from vibesys.errors import SubmitRejected, UsageError
-
-if TYPE_CHECKING:
-    from vibesys.snapshot import Manifest
+from vibesys.snapshot import Manifest
 
 __all__ = [
     "REJECTIONS",
@@ -35,28 +34,28 @@ REJECTIONS = REFUSALS
 
 
 def job_spec(
-    request: SubmitRequest[SlurmRequestBase],
+    submission: Submission[SlurmRequestBase],
     remote: PurePosixPath,
     extra: Sequence[str],
     partitions: tuple[str, ...] | None = None,
 ) -> SlurmJobSpec:
     """The job as Slurm will see it, from the typed request recorded with the invocation."""
-    spec = request.spec
-    after = spec.after if isinstance(spec, SbatchRequest) else None
+    spec = submission.request
+    after = submission.after_job
     try:
         return SlurmJobSpec(
-            job_name=request.job_name,
-            command=tuple(request.command),
+            job_name=submission.job_name,
+            command=tuple(submission.command),
             remote_attempt_dir=remote,
             time_minutes=spec.time_minutes,
             gpus=spec.gpus,
             partitions=spec.partitions if partitions is None else partitions,
             extra_arguments=tuple(extra),
-            dependency=after.job_id.split(";")[0] if after else None,
+            dependency=after.split(";")[0] if after else None,
             workdir=remote / WORK_DIR,
         )
     except UsageError as exc:
-        raise SubmitRejected(f"invalid request: {exc}") from exc
+        raise SubmitRejected(f"invalid submission: {exc}") from exc
 
 
 class Candidate(Struct, frozen=True):
@@ -73,27 +72,20 @@ class Candidate(Struct, frozen=True):
 
     @property
     def snapshot_dir(self) -> PurePosixPath:
-        from vibesys.adapters import staging
-
         return staging.snapshot_path(self.root, self.manifest.digest)
 
 
 def candidate_setup(
-    scheduler: SlurmScheduler, request: SubmitRequest[SlurmRequestBase], spec: SlurmJobSpec
+    backend: SlurmBackend, submission: Submission[SlurmRequestBase], spec: SlurmJobSpec
 ) -> tuple[SlurmJobSpec, Candidate | None]:
     """The job with its candidate's copy-and-verify steps, and the candidate to stage; no
     remote command yet. The candidate must still have the digest recorded at PREPARED:
     vibesys never runs code other than what it recorded."""
-    candidate = request.spec.candidate
+    candidate = submission.request.candidate
     if candidate is None:
         return spec, None
-    # Staging and snapshots are imported where a candidate is handled: most runs have none,
-    # and each of dozens of concurrent `vibesys run` pays for what it imports.
-    from vibesys.adapters import staging
-    from vibesys.adapters.candidate import checked_manifest
-
     manifest = checked_manifest(candidate)
-    root = PurePosixPath(scheduler.config.slurm.remote_workspace_root)
+    root = PurePosixPath(backend.config.slurm.remote_workspace_root)
     staged = Candidate(manifest, candidate.path, root)
     work = spec.workdir or spec.remote_attempt_dir
     setup = (
@@ -107,18 +99,16 @@ def candidate_setup(
 
 
 def stage_candidate(
-    scheduler: SlurmScheduler,
-    request: SubmitRequest[SlurmRequestBase],
+    backend: SlurmBackend,
+    submission: Submission[SlurmRequestBase],
     spec: SlurmJobSpec,
     progress: Progress | None = None,
 ) -> SlurmJobSpec:
     """Stage the candidate snapshot (once per digest) and make the job copy and verify it in
     its work directory before the command runs (the srun adapter's way: a stage, then srun)."""
-    spec, candidate = candidate_setup(scheduler, request, spec)
+    spec, candidate = candidate_setup(backend, submission, spec)
     if candidate is not None:
-        from vibesys.adapters import staging  # only with a candidate (see candidate_setup)
-
         staging.stage(
-            candidate.manifest, candidate.path, scheduler.runner, candidate.root, progress=progress
+            candidate.manifest, candidate.path, backend.runner, candidate.root, progress=progress
         )
     return spec

@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Final
+
+from msgspec import Struct
 
 from vibesys.adapters.base import Progress
 from vibesys.adapters.staging.errors import StagingFailed
@@ -60,8 +61,7 @@ class StageOutcome(StrEnum):
     REPLACED = "replaced"
 
 
-@dataclass(frozen=True, slots=True)
-class StageResult:
+class StageResult(Struct, frozen=True):
     digest: str
     #: `<remote_root>/snapshots/<digest>`, verified
     snapshot_dir: PurePosixPath

@@ -22,6 +22,7 @@ EOF on stdin ends the helper.
 """
 
 import contextlib
+import fcntl
 import json
 import os
 import selectors
@@ -90,8 +91,6 @@ def run_one(request: "dict[str, Any]", data: bytes, out: "IO[bytes]") -> None:
     stdout, stderr = process.stdout, process.stderr
     assert stdout is not None and stderr is not None
     with contextlib.suppress(OSError, ValueError):
-        import fcntl
-
         fcntl.fcntl(stdout.fileno(), F_SETPIPE_SZ, CHUNK)
     selector = selectors.DefaultSelector()
     selector.register(stdout, selectors.EVENT_READ, b"o")

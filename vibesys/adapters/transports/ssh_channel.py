@@ -11,10 +11,11 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from vibesys.adapters.transports._paramiko import paramiko
+import paramiko
+from msgspec import Struct
+
 from vibesys.adapters.transports.ssh_errors import map_ssh_errors, redact
 from vibesys.errors import BackendUnavailable, TransportLost
 
@@ -130,8 +131,7 @@ def send_signal(channel: Any, name: str) -> None:
         pass
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelSettings:
+class ChannelSettings(Struct, frozen=True):
     """The channel's flow control and how long opening it may take."""
 
     window_size: int

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.transports._paramiko import paramiko
+import paramiko
+
 from vibesys.adapters.transports.ssh_errors import (
     UnknownHostKey,
     describe_exception,

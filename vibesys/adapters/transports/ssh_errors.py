@@ -2,8 +2,7 @@
 
 `map_ssh_errors` turns paramiko's and the socket's exceptions into our error types at this edge;
 `redact` removes secret values from every message, evidence and stderr. Both live apart from the
-transport so the error policy can be read (and tested) on its own. paramiko's exceptions are
-matched only once paramiko is imported (`_paramiko.raised`): before that none can occur.
+transport so the error policy can be read (and tested) on its own.
 """
 
 from __future__ import annotations
@@ -18,7 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.transports._paramiko import raised
+import paramiko
+
 from vibesys.errors import (
     BackendMisconfigured,
     BackendUnavailable,
@@ -181,7 +181,7 @@ def map_ssh_errors(
             f"verify {exc.fingerprint} with the host's owner, then add the key to {exc.known_hosts}"
         )
         raise misconfigured(clean(message), fix, clean(where + message)) from None
-    except raised("BadHostKeyException") as exc:
+    except paramiko.BadHostKeyException as exc:
         message = (
             f"{what}: refusing to connect: the host key of {exc.hostname} changed (got "
             f"{exc.key.get_name()} {host_key_fingerprint(exc.key)}, known_hosts has "
@@ -193,22 +193,22 @@ def map_ssh_errors(
             f"entry for {exc.hostname} in known_hosts"
         )
         raise misconfigured(clean(message), fix, clean(where + message)) from None
-    except raised("PasswordRequiredException") as exc:
+    except paramiko.PasswordRequiredException as exc:
         # paramiko's kind of AuthenticationException for an encrypted key: our key file, not
         # the site's refusal.
         message = f"{what}: the identity file is encrypted and no passphrase was given"
         evidence = clean(f"{where}{message}: {describe_exception(exc)}")
         raise misconfigured(clean(message), "set passphrase_env", evidence) from None
-    except raised("AuthenticationException") as exc:
+    except paramiko.AuthenticationException as exc:
         said = clean(f"{where}authentication failed: {describe_exception(exc)}")
         raise refused_login(clean(what), identity=identity, evidence=said) from None
-    except raised("ChannelException") as exc:
+    except paramiko.ChannelException as exc:
         message = f"{what}: the server refused a new session ({exc.text or exc.code})"
         raise BackendUnavailable(
             clean(message), evidence=clean(where + message), maybe_submitted=False
         ) from None
     # socket.timeout is an OSError; NoValidConnectionsError too.
-    except (EOFError, raised("SSHException"), OSError) as exc:
+    except (EOFError, paramiko.SSHException, OSError) as exc:
         message = f"{what}: connection lost ({describe_exception(exc)})"
         raise TransportLost(
             clean(message), evidence=clean(where + message), maybe_submitted=maybe_effect

@@ -52,7 +52,7 @@ class HelperPool(SshConnection):
 
     def warm(self) -> None:
         """Get a helper ready now, from the shared connection or by connecting (see
-        `transports.prewarm`); errors are left to the first command, which meets them again
+        `configured.prewarm`); errors are left to the first command, which meets them again
         and reports them."""
         if not self.use_helper:
             return

@@ -20,6 +20,7 @@ from vibesys.adapters.base import JobRef
 from vibesys.adapters.rundir.claim import Claim
 from vibesys.adapters.rundir.markers import NO_MARKERS, DirState, parse_markers, read_script
 from vibesys.adapters.rundir.reader import RunDirReader
+from vibesys.adapters.skypilot.errors import SkyMalformedOutput
 from vibesys.adapters.transports import Runner
 from vibesys.config.resources import expand_remote_root
 from vibesys.errors import BackendUnavailable
@@ -87,7 +88,4 @@ class RunDirs(RunDirReader):
 
 
 def _malformed(message: str) -> BackendUnavailable:
-    # Imported when needed: the SkyPilot package imports this module.
-    from vibesys.adapters.skypilot.errors import SkyMalformedOutput
-
     return SkyMalformedOutput(message)

@@ -1,5 +1,5 @@
-"""What the sbatch and srun adapters share: batched status, lookup by name, cancel, fence,
-collect (their backends' common part is `backend_base.py`).
+"""What the sbatch and srun backends share, on the batch template (`batch/base.py`): the status
+round (`_query`, `_classify`), the cancel by name, and the shared poll budget of a site.
 
 One status round asks the scheduler at most twice for any number of jobs: one `squeue` over
 all states for every name, then one `sacct` for the jobs squeue no longer knows (or that ended
@@ -17,16 +17,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
-from msgspec import structs
+from msgspec import Struct, structs
 
-from vibesys.adapters.base import (
-    GatheredCollection,
-    JobRef,
-    PollSchedule,
-    RemoteState,
-    RemoteStatus,
-    Sink,
-)
+from vibesys.adapters.base import JobRef, PollSchedule, RemoteState, RemoteStatus
+from vibesys.adapters.batch.base import BatchBackend
 from vibesys.adapters.rundir.claim import Claim
 from vibesys.adapters.rundir.markers import (
     NO_MARKERS,
@@ -44,12 +38,12 @@ from vibesys.adapters.rundir.reader import RunDirReader
 from vibesys.adapters.slurm.parse import (
     SacctRow,
     SqueueRow,
-    classify,
     parse_sacct,
     parse_squeue,
     sacct_argv,
     squeue_argv,
 )
+from vibesys.adapters.slurm.parse import classify as classify_row
 from vibesys.adapters.slurm.provenance import provenance
 from vibesys.adapters.slurm.site_parse import parse_config, parse_rate_limit
 from vibesys.adapters.slurm.status_rules import (
@@ -64,7 +58,6 @@ from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.config import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable
 
-CANCEL_MARKER = CANCEL_FILE
 #: The share of the site's RPC rate limit our status rounds may use: the rest is left for
 #: submissions, cancels and the user's own commands.
 RATE_LIMIT_SHARE = 0.5
@@ -87,28 +80,31 @@ class SlurmRunDirs(RunDirReader):
         return self._root
 
 
-class SlurmScheduler:
+class SlurmRound(Struct, frozen=True):
+    """One status round's answers: squeue's rows (and by name), sacct's by name, and the
+    markers and claims read for the jobs that needed them."""
+
+    rows: list[SqueueRow]
+    queued: dict[str, SqueueRow]
+    accounted: dict[str, SacctRow]
+    markers: dict[str, DirState]
+
+
+class SlurmBackend(BatchBackend):
+    """A Slurm backend: status rounds, cancels and the shared poll budget; submitting is the
+    subclass's (sbatch or srun)."""
+
     def __init__(self, config: SlurmSiteConfig, runner: Runner) -> None:
+        super().__init__(SlurmRunDirs(config, runner))
         self.config = config
         self.runner = runner
-        self.dirs = SlurmRunDirs(config, runner)
 
-    # -- paths ------------------------------------------------------------------------------
-
-    def remote_attempt_dir(self, job: JobRef) -> PurePosixPath:
-        return self.dirs.remote_attempt_dir(job)
-
-    def work_dir(self, job: JobRef) -> PurePosixPath:
-        """Where the command runs (and declared artifacts are found)."""
-        return self.dirs.work_dir(job)
-
-    @property
-    def shares_filesystem(self) -> bool:
-        return self.dirs.shares_filesystem
+    def shared_polling(self) -> SlurmBackend:
+        return self
 
     # -- commands ---------------------------------------------------------------------------
 
-    def run(
+    def _run(
         self,
         argv: Sequence[str],
         *,
@@ -125,21 +121,19 @@ class SlurmScheduler:
         )
         return result.returncode, result.stdout, result.stderr, result.evidence()
 
-    def checked(self, argv: Sequence[str]) -> str:
-        code, out, _, evidence = self.run(argv)
+    def _checked(self, argv: Sequence[str]) -> str:
+        code, out, _, evidence = self._run(argv)
         if code != 0:
             raise BackendUnavailable(f"{argv[0]} failed", evidence=evidence)
         return out
 
     # -- status -----------------------------------------------------------------------------
 
-    def status(self, jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
-        if not jobs:
-            return {}
+    def _query(self, jobs: Sequence[JobRef]) -> SlurmRound:
         squeue = squeue_argv(names=[j.job_name for j in jobs])
         prefetched: dict[str, DirState] | None = None
-        if self.shares_filesystem:
-            rows = parse_squeue(self.checked(squeue))
+        if self.dirs.shares_filesystem:
+            rows = parse_squeue(self._checked(squeue))
         else:
             # Over a remote transport the round is one command: squeue and every job's markers
             # (shell builtins, no process per job); only the markers the logic below asks for
@@ -159,7 +153,7 @@ class SlurmScheduler:
         def ended(job: JobRef) -> bool:
             if prefetched is not None:
                 return code_of(prefetched, job) is not None
-            return os.path.exists(f"{self.remote_attempt_dir(job)}/{EXIT_CODE_FILE}")
+            return os.path.exists(f"{self.dirs.remote_attempt_dir(job)}/{EXIT_CODE_FILE}")
 
         # A job squeue shows unfinished can have an exit marker already: its own, a moment
         # before squeue sees the end, or that of a copy of it that claimed the attempt first.
@@ -184,50 +178,44 @@ class SlurmScheduler:
                 ]
             )
         )
-        result: dict[str, RemoteStatus] = {}
-        for job in jobs:
-            cancelled_by_us = (job.attempt_dir / CANCEL_MARKER).exists()
-            found = markers.get(job.job_name, NO_MARKERS)
-            marker = found.exit_code
-            live, record = queued.get(job.job_name), accounted.get(job.job_name)
-            # squeue is the fresher view; sacct speaks for jobs squeue forgot, and for the
-            # exit code of a job that ended without a marker, once it has caught up (until
-            # then its row is a placeholder that proves nothing, and squeue's end stands).
-            use_live = live is not None and (
-                not is_terminal(live)
-                or marker is not None
-                or record is None
-                or sacct_lagging(record)
+        return SlurmRound(rows, queued, accounted, markers)
+
+    def _classify(self, job: JobRef, seen: SlurmRound) -> RemoteStatus:
+        cancelled_by_us = (job.attempt_dir / CANCEL_FILE).exists()
+        found = seen.markers.get(job.job_name, NO_MARKERS)
+        marker = found.exit_code
+        live, record = seen.queued.get(job.job_name), seen.accounted.get(job.job_name)
+        # squeue is the fresher view; sacct speaks for jobs squeue forgot, and for the
+        # exit code of a job that ended without a marker, once it has caught up (until
+        # then its row is a placeholder that proves nothing, and squeue's end stands).
+        use_live = live is not None and (
+            not is_terminal(live) or marker is not None or record is None or sacct_lagging(record)
+        )
+        row: SqueueRow | SacctRow | None = live if use_live else record
+        claim = found.claim
+        elsewhere: str | None = None
+        # A job whose attempt another job claimed runs nothing: the claimer is the job.
+        if row is not None and (claimer := claimed_elsewhere(claim, row.job_id)):
+            elsewhere = f"job {row.job_id} found the attempt claimed by job {claimer}"
+            row = self._claimers_row(seen.rows, job, claimer)
+        if found.setup_failed is not None and row is not None and is_terminal(row):
+            return RemoteStatus(
+                job.job_name,
+                row.job_id,
+                RemoteState.LAUNCH_FAILED,
+                observation=f"setup failed with status {found.setup_failed} "
+                f"(snapshot copy or digest verification); the command did not run: {row.line}",
             )
-            row: SqueueRow | SacctRow | None = live if use_live else record
-            claim = found.claim
-            seen: str | None = None
-            # A job whose attempt another job claimed runs nothing: the claimer is the job.
-            if row is not None and (claimer := claimed_elsewhere(claim, row.job_id)):
-                seen = f"job {row.job_id} found the attempt claimed by job {claimer}"
-                row = self._claimers_row(rows, job, claimer)
-            if found.setup_failed is not None and row is not None and is_terminal(row):
-                result[job.job_name] = RemoteStatus(
-                    job.job_name,
-                    row.job_id,
-                    RemoteState.LAUNCH_FAILED,
-                    observation=f"setup failed with status {found.setup_failed} "
-                    f"(snapshot copy or digest verification); the command did not run: {row.line}",
-                )
-            elif row is not None:
-                status = classify(row, marker, cancelled_by_us, job_name=job.job_name)
-                where = {"site": self.config.slurm.name, **provenance(row)}
-                told = status.observation if seen is None else f"{seen}; {status.observation}"
-                result[job.job_name] = structs.replace(status, provenance=where, observation=told)
-            else:
-                # An attempt of unknown age counts as young: waiting costs less than a guess.
-                # A claimer's own age counts (it may have started long after the attempt).
-                age = _age(_claimed_at(claim) if seen else job.intended_at) or 0.0
-                caught_up = age > self.config.slurm.sacct_lag_seconds
-                result[job.job_name] = absent_status(
-                    job, claim, marker, sacct_caught_up=caught_up, seen=seen
-                )
-        return result
+        if row is not None:
+            status = classify_row(row, marker, cancelled_by_us, job_name=job.job_name)
+            where = {"site": self.config.slurm.name, **provenance(row)}
+            told = status.observation if elsewhere is None else f"{elsewhere}; {status.observation}"
+            return structs.replace(status, provenance=where, observation=told)
+        # An attempt of unknown age counts as young: waiting costs less than a guess.
+        # A claimer's own age counts (it may have started long after the attempt).
+        age = _age(_claimed_at(claim) if elsewhere else job.intended_at) or 0.0
+        caught_up = age > self.config.slurm.sacct_lag_seconds
+        return absent_status(job, claim, marker, sacct_caught_up=caught_up, seen=elsewhere)
 
     def _claimers_row(
         self, rows: Sequence[SqueueRow], job: JobRef, claimer: str
@@ -245,12 +233,12 @@ class SlurmScheduler:
         by_name = [j for j in jobs if not j.job_id]
         rows: list[SacctRow] = []
         if with_id:
-            rows += parse_sacct(self.checked(sacct_argv(job_ids=[str(j.job_id) for j in with_id])))
+            rows += parse_sacct(self._checked(sacct_argv(job_ids=[str(j.job_id) for j in with_id])))
         if by_name:
             oldest = max((_age(j.intended_at) or 0.0) for j in by_name)
             since = f"now-{int(oldest) + 600}"
             rows += parse_sacct(
-                self.checked(sacct_argv(names=[j.job_name for j in by_name], since=since))
+                self._checked(sacct_argv(names=[j.job_name for j in by_name], since=since))
             )
         names = {str(j.job_id): j.job_name for j in with_id}
         found: dict[str, SacctRow] = {}
@@ -262,13 +250,13 @@ class SlurmScheduler:
 
     def _markers(self, jobs: Sequence[JobRef]) -> dict[str, DirState]:
         """Exit code markers, claims and failed setups of `jobs`, read as this host's files."""
-        return read_here({str(self.remote_attempt_dir(j)): j.job_name for j in jobs})
+        return read_here({str(self.dirs.remote_attempt_dir(j)): j.job_name for j in jobs})
 
     def _squeue_with_markers(
         self, squeue: Sequence[str], jobs: Sequence[JobRef]
     ) -> tuple[str, dict[str, DirState]]:
-        dirs = {str(self.remote_attempt_dir(j)): j.job_name for j in jobs}
-        code, out, _, evidence = self.run(
+        dirs = {str(self.dirs.remote_attempt_dir(j)): j.job_name for j in jobs}
+        code, out, _, evidence = self._run(
             ["sh", "-c", round_script(squeue), "vibesys-round", *dirs]
         )
         if code != 0:
@@ -283,51 +271,9 @@ class SlurmScheduler:
 
     # -- effects ----------------------------------------------------------------------------
 
-    def cancel(self, job: JobRef) -> None:
-        """Cancel every job of the attempt's name: the one recorded, and any copy that may have
-        claimed the attempt instead (scancel ANDs a job id with --name, so the name alone)."""
-        job.attempt_dir.mkdir(parents=True, exist_ok=True)
-        (job.attempt_dir / CANCEL_MARKER).touch()
-        self.checked(["scancel", "--name", job.job_name])
-
-    def fence(self, job: JobRef, text: str) -> Claim:
-        """Claim the remote attempt directory for nobody, unless its job did first; when
-        the fence holds, cancel whatever was queued under the name (it could only refuse)."""
-        remote = str(self.remote_attempt_dir(job))
-        claim, out = self.dirs.write_fence(job, text)
-        if claim is None:
-            raise BackendUnavailable(f"fence: no readable claim in {remote}", evidence=out[:500])
-        if claim.fenced:
-            self.checked(["scancel", "--name", job.job_name])
-        return claim
-
-    def collect(self, job: JobRef) -> str:
-        """The logs come home through the spool; here only the marker, as a record."""
-        remote = self.remote_attempt_dir(job)
-        code, out, _, _ = self.run(["cat", str(remote / EXIT_CODE_FILE)])
-        return self._marker_record(job, out if code == 0 else None)
-
-    def gather_collection(
-        self,
-        job: JobRef,
-        offsets: Mapping[str, int],
-        patterns: Sequence[str],
-        sinks: Mapping[str, Sink],
-    ) -> GatheredCollection | None:
-        """Over a remote transport, the logs' rest, the marker and the artifacts' listing in
-        one command (`adapters/rundir/gather.py`)."""
-        if self.shares_filesystem:
-            return None
-        got = self.dirs.gather(job, offsets, patterns, sinks)
-        return GatheredCollection(got.log_bytes, self._marker_record(job, got.marker), got.listing)
-
-    def _marker_record(self, job: JobRef, marker: str | None) -> str:
-        remote = self.remote_attempt_dir(job)
-        job.attempt_dir.mkdir(parents=True, exist_ok=True)
-        if marker is None:
-            return f"no marker in {remote}"
-        (job.attempt_dir / EXIT_CODE_FILE).write_text(marker)
-        return f"marker from {remote}: exit_code={marker.strip()}"
+    def _cancel_queued(self, job: JobRef) -> None:
+        # scancel ANDs a job id with --name: the name alone reaches every copy.
+        self._checked(["scancel", "--name", job.job_name])
 
     def poll_interval(self, age_seconds: float) -> float:
         return self.config.slurm.poll_interval(age_seconds)
@@ -345,7 +291,7 @@ class SlurmScheduler:
     def site_facts(self) -> dict[str, str]:
         """What `scontrol show config` says about polling this site (asked once per site:
         the engine keeps the answer in the journal)."""
-        config = parse_config(self.checked(["scontrol", "show", "config"]))
+        config = parse_config(self._checked(["scontrol", "show", "config"]))
         return {key: config[key] for key in SITE_FACT_KEYS if key in config}
 
     def poll_schedule(self, facts: Mapping[str, str]) -> PollSchedule:

@@ -1,12 +1,13 @@
-"""The local adapter's request is plain (no pydantic, so a local run imports only what it uses)
-yet answers as `AdapterRequest` does: the same fields and defaults, the same refusals, the same
-JSON in the journal and the same schema version. The pydantic model is the oracle."""
+"""The local adapter's request answers as the common `AdapterRequest` does: the same fields and
+defaults, the same refusals, the same JSON in the journal (journals already written read back)
+and the same schema version. The common model is the oracle."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from vibesys.adapters.local_request import LocalRequest
 from vibesys.adapters.registry import entry
@@ -39,30 +40,32 @@ CASES: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("data", CASES, ids=[repr(c) for c in CASES])
-def test_a_plain_request_answers_as_the_modelled_one(data: dict[str, Any]) -> None:
+def test_the_local_request_answers_as_the_common_one(data: dict[str, Any]) -> None:
     try:
         modelled: dict[str, Any] | None = Modelled.model_validate(data).model_dump(mode="json")
     except ValueError:
         modelled = None
     try:
-        plain: dict[str, Any] | None = LocalRequest.model_validate(data).model_dump(mode="json")
+        local: dict[str, Any] | None = LocalRequest.model_validate(data).model_dump(mode="json")
     except ValueError:
-        plain = None
-    assert plain == modelled
+        local = None
+    assert local == modelled
     assert LocalRequest.schema_version == AdapterRequest.schema_version
 
 
 def test_a_recorded_request_that_does_not_fit_names_the_field() -> None:
-    with pytest.raises(ConfigError, match="local request does not fit: gpus: extra inputs"):
+    with pytest.raises(
+        ConfigError, match="local request does not fit: gpus: Extra inputs are not permitted"
+    ):
         entry("local").parse_request({"gpus": 1})
     with pytest.raises(ConfigError, match="job_name_prefix: 'no good' must be letters"):
         entry("local").parse_request({"job_name_prefix": "no good"})
 
 
-def test_a_plain_request_is_frozen_and_compares_by_value() -> None:
+def test_the_local_request_is_frozen_and_compares_by_value() -> None:
     request = LocalRequest.model_validate({"artifacts": ["a"]})
     assert request == LocalRequest(artifacts=("a",)) and request != LocalRequest()
     assert hash(request) == hash(LocalRequest(artifacts=["a"]))
     assert request.backend_key() == ""
-    with pytest.raises(AttributeError):
+    with pytest.raises(ValidationError, match="frozen"):
         request.artifacts = ()  # type: ignore[misc]
