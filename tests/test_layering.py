@@ -146,8 +146,8 @@ _BROKER_CORE = (
     "vibesys.osutil.sandbox",
     "vibesys.config",
     "vibesys.errors",
-    "vibesys.osutil.connections",
-    "vibesys.osutil.tokens",
+    "vibesys.service.connections",
+    "vibesys.service.tokens",
 )
 BROKER_ALLOWED = {
     "vibesys.broker.protocol": (),

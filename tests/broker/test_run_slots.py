@@ -14,7 +14,7 @@ import pytest
 from tests.broker.test_slots import BUDGET, wait_until
 from tests.journal_schema.journal_helpers import commit_all, create
 from vibesys.broker.jobs import StopSignal
-from vibesys.broker.protocol import Waiting
+from vibesys.broker.replies import Waiting
 from vibesys.broker.run_slots import RunSlots
 from vibesys.journal_schema import open_journal
 from vibesys.osutil.proc import hostname, self_identity

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from vibesys.broker.protocol import Waiting
+from vibesys.broker.replies import Waiting
 from vibesys.broker.slots import JobSlots
 
 BUDGET = 10.0

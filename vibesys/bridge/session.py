@@ -38,7 +38,7 @@ from vibesys.bridge.site import Site
 from vibesys.engine.drive import StopFlag
 from vibesys.errors import UsageError
 from vibesys.osutil.artifact_walk import Limits
-from vibesys.osutil.tokens import BRIDGE_PREFIX
+from vibesys.service.tokens import BRIDGE_PREFIX
 
 if TYPE_CHECKING:
     from vibesys.bridge.capabilities import SessionCapabilities

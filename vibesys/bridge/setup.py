@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from vibesys.errors import UsageError
-from vibesys.osutil.tokens import new_token, write_token_file
+from vibesys.service.tokens import new_token, write_token_file
 
 if TYPE_CHECKING:
     from vibesys.bridge.session import SessionOptions
@@ -155,7 +155,7 @@ def start_broker(
     from vibesys.broker.server import BrokerServer
     from vibesys.config.site import slurm_site
     from vibesys.osutil.proc import self_identity
-    from vibesys.osutil.tokens import BROKER_PREFIX
+    from vibesys.service.tokens import BROKER_PREFIX
 
     agent = loaded.config.agent_gpu
     assert agent is not None

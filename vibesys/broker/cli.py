@@ -161,7 +161,7 @@ def _private_dir(state_dir: Path | None) -> Path:
 
 
 def _write_token(path: Path) -> str:
-    from vibesys.osutil.tokens import BROKER_PREFIX, new_token, write_token_file
+    from vibesys.service.tokens import BROKER_PREFIX, new_token, write_token_file
 
     token = new_token(BROKER_PREFIX)
     write_token_file(path, token)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from vibesys.broker.jobs import StopSignal
-from vibesys.broker.protocol import Waiting
+from vibesys.broker.replies import Waiting
 from vibesys.broker.slots import Held
 
 if TYPE_CHECKING:

@@ -8,12 +8,20 @@ by name instead of with a bare "bad token". Stdlib only.
 
 from __future__ import annotations
 
+import hmac
 import os
 import secrets
 from pathlib import Path
 from typing import Final
 
-__all__ = ["BRIDGE_PREFIX", "BROKER_PREFIX", "new_token", "service_of", "write_token_file"]
+__all__ = [
+    "BRIDGE_PREFIX",
+    "BROKER_PREFIX",
+    "new_token",
+    "service_of",
+    "tokens_match",
+    "write_token_file",
+]
 
 #: `vibesys-eval` tokens (the evaluation bridge).
 BRIDGE_PREFIX: Final = "vbeval1."
@@ -36,6 +44,11 @@ def service_of(token: str) -> str | None:
         if token.startswith(prefix):
             return service
     return None
+
+
+def tokens_match(sent: str, expected: str) -> bool:
+    """Constant-time comparison, so the time taken tells nothing about the token."""
+    return hmac.compare_digest(sent.encode("utf-8"), expected.encode("utf-8"))
 
 
 def write_token_file(path: Path, token: str) -> None:
