@@ -214,7 +214,7 @@ def test_another_uid_reusing_a_request_id_is_refused(workspace: Path) -> None:
         (reply,) = as_other(other, served.socket_path, body_line)
         assert reply["type"] == "refused" and reply["field"] == "request_id"
         assert reply["message"] == "request id r-1 belongs to another user; use a new request id"
-        served.server.allowed_uids = frozenset({os.getuid()})
+        served.server.socket.allowed_uids = frozenset({os.getuid()})
         (reply,) = as_other(other, served.socket_path, body_line)
         assert reply["message"] == f"uid {other} may not use this bridge"
         assert served.counts() == (1, 1)
