@@ -20,6 +20,7 @@ __all__ = [
     "new_token",
     "service_of",
     "tokens_match",
+    "write_private",
     "write_token_file",
 ]
 
@@ -53,7 +54,13 @@ def tokens_match(sent: str, expected: str) -> bool:
 
 def write_token_file(path: Path, token: str) -> None:
     """`token` in a new file readable by its owner only (0600), replacing a stale one."""
+    write_private(path, token + "\n")
+
+
+def write_private(path: Path, text: str) -> None:
+    """`text` in a new file readable by its owner only (0600): whatever was at `path` is
+    replaced, never followed."""
     path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token + "\n")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
