@@ -40,7 +40,7 @@ BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
 BRIDGE_SESSION = "vibesys/bridge/session.py"
 DEADLINE = "vibesys/engine/deadline.py"
-BRIDGE_SERVER = "vibesys/bridge/server.py"
+SERVICE_SERVER = "vibesys/service/server.py"
 CLIENT_KEYS = "vibesys/client/keys.py"
 CONNECTIONS = "vibesys/service/connections.py"
 TOKENS = "vibesys/service/tokens.py"
@@ -151,7 +151,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     ),
     TOKENS: ("tests/bridge/test_admission.py",),
     CONNECTIONS: ("tests/bridge/test_starving.py",),
-    BRIDGE_SERVER: (
+    SERVICE_SERVER: (
         "tests/bridge/test_starving.py::test_a_stopped_bridge_is_noticed_by_its_missing_heartbeats",
     ),
     CHECK_MODEL: ("tests/sitecheck/test_model.py",),
