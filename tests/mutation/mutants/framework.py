@@ -34,7 +34,7 @@ JOB_RESULT = "vibesys/job_result/__init__.py"
 JOB_RESULT_MODEL = "vibesys/job_result/model.py"
 BRIDGE_PROTOCOL = "vibesys/bridge/protocol.py"
 BRIDGE_ADMISSION = "vibesys/bridge/admission.py"
-BRIDGE_RUNNER = "vibesys/bridge/runner.py"
+BRIDGE_RECORDED = "vibesys/bridge/recorded.py"
 BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
 BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
@@ -140,7 +140,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     JOB_RESULT_MODEL: ("tests/test_job_result.py",),
     BRIDGE_PROTOCOL: ("tests/bridge/test_protocol.py",),
     BRIDGE_ADMISSION: ("tests/bridge/test_admission.py",),
-    BRIDGE_RUNNER: ("tests/bridge/test_server.py",),
+    BRIDGE_RECORDED: ("tests/bridge/test_server.py",),
     BRIDGE_FOLLOW: ("tests/bridge/test_server.py",),
     BRIDGE_ROWS: ("tests/bridge/test_request_rows.py",),
     BRIDGE_SESSION: ("tests/bridge/test_session_restart.py",),
