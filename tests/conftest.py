@@ -3,13 +3,13 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.time_limits import MARKER_TIMEOUTS, timeout_of
 from vibesys.adapters.fake import FAKE_ENTRY
 from vibesys.adapters.registry import register
 from vibesys.journal_schema import Journal, open_journal
@@ -17,13 +17,6 @@ from vibesys.journal_schema import Journal, open_journal
 # The scripted fake adapter is an adapter like the others for the tests: one registry line.
 register(FAKE_ENTRY)
 
-ROOT = Path(__file__).resolve().parent.parent
-
-#: Per-test limits (seconds) by marker, over the default `timeout` in pyproject.toml. The Slurm
-#: tests wait on a real scheduler (requeues take ~15 s, a job's own `--time 1` a minute or
-#: more) and the first one may bring the cluster up; the crash tests kill and reconcile many
-#: times. An explicit `@pytest.mark.timeout(N)` on a test wins over these.
-MARKER_TIMEOUTS = {"slurm": 900.0, "crash": 300.0}
 #: pytest-timeout's signal method raises inside the test. A test that swallows that, or then
 #: waits without a limit (a `with Popen(...)` block waits for its child on the way out), would
 #: still hang: past its limit plus this grace (ini `hang_backstop_grace`), faulthandler dumps
@@ -83,16 +76,6 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
         faulthandler.cancel_dump_traceback_later()
 
 
-def timeout_of(item: pytest.Item) -> float:
-    """The pytest-timeout limit that applies to `item` (0: none): its marker, else `--timeout`,
-    else the `timeout` setting."""
-    marker = item.get_closest_marker("timeout")
-    if marker is not None and (marker.args or "timeout" in marker.kwargs):
-        return float(marker.args[0] if marker.args else marker.kwargs["timeout"])
-    given = item.config.getoption("timeout", None)
-    return float(given if given is not None else item.config.getini("timeout") or 0)
-
-
 _BACKSTOP_FD = pytest.StashKey[int]()
 
 
@@ -101,25 +84,3 @@ def journal(tmp_path: Path) -> Iterator[Journal]:
     store = open_journal(tmp_path / "journal.db")
     yield store
     store.close()
-
-
-def vibesys_cli(
-    *args: str,
-    cwd: Path,
-    env: dict[str, str] | None = None,
-    timeout: float = 60,
-    stdin: int | None = subprocess.DEVNULL,
-) -> subprocess.CompletedProcess[str]:
-    """Run the real `vibesys` command in a subprocess, as a user would."""
-    full_env = {**os.environ, **(env or {})}
-    if "VIBESYS_FAILPOINTS" not in (env or {}):
-        full_env.pop("VIBESYS_FAILPOINTS", None)
-    return subprocess.run(
-        [sys.executable, "-m", "vibesys", *args],
-        cwd=cwd,
-        env=full_env,
-        text=True,
-        capture_output=True,
-        timeout=timeout,
-        stdin=stdin,
-    )

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli as cli
-from tests.hang_guard import readline_within
+from tests.helpers.cli import vibesys_cli as cli
+from tests.helpers.hang_guard import readline_within
 
 
 def last_id(cwd: Path) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 
 
 def test_logs_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:

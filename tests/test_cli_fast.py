@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 from vibesys.cli.main import parse
 
 #: The typer app itself, bypassing the fast path.

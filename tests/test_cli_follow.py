@@ -9,12 +9,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli as cli
+from tests.helpers.cli import vibesys_cli as cli
+from tests.helpers.hang_guard import wait_until
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP])
@@ -36,10 +36,8 @@ def test_a_waiter_in_the_background_stops_and_never_cancels(
         text=True,
         start_new_session=True,  # no controlling terminal, as a job an agent backgrounds
     ) as waiter:
-        deadline = time.monotonic() + 20
-        while _lease_owner(tmp_path, inv) is None:  # the waiter drives the job: nobody else
-            assert time.monotonic() < deadline, "the waiter never took the job over"
-            time.sleep(0.05)
+        # The waiter drives the job: nobody else.
+        wait_until(lambda: _lease_owner(tmp_path, inv), 20, "the waiter to take the job over")
         waiter.send_signal(signum)
         _, stderr = waiter.communicate(timeout=20)
     assert waiter.returncode == 128 + signum, stderr

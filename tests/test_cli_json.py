@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 from vibesys.adapters.slurm.request import make_request
 from vibesys.engine import Engine
 from vibesys.journal_schema import open_journal

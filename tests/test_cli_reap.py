@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli as cli
-from tests.escapees import Escapees, escapees
+from tests.helpers.cli import vibesys_cli as cli
+from tests.helpers.escapees import Escapees, escapees
 
 pytestmark = pytest.mark.timeout(90)
 

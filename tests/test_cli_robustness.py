@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli as cli
+from tests.helpers.cli import vibesys_cli as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 VIBESYS = f"{shlex.quote(sys.executable)} -m vibesys"

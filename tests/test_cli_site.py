@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 from vibesys.adapters.slurm.request import make_request
 from vibesys.config.site import text_digest
 from vibesys.engine import Engine

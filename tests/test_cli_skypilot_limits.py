@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import vibesys_cli
-from tests.skyfake import FakeSky, make_fake_sky
+from tests.helpers.cli import vibesys_cli
+from tests.helpers.skyfake import FakeSky, make_fake_sky
 
 
 @pytest.fixture

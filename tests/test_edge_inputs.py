@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 
 VIBESYS = [sys.executable, "-m", "vibesys"]
 

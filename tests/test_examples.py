@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.example_checks import check_agent_loop, run_agent_loop
+from tests.helpers.example_checks import check_agent_loop, run_agent_loop
 
 ROOT = Path(__file__).resolve().parent.parent
 # slurm_*.py need the local cluster and run in tests/slurm/test_examples_slurm.py; _*.py are

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden_files import UPDATE_VARIABLE, assert_matches_golden, regenerate_command
+from tests.helpers.golden_files import UPDATE_VARIABLE, assert_matches_golden, regenerate_command
 
 ROOT = Path(__file__).resolve().parent
 Failed = pytest.fail.Exception

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import vibesys
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 from vibesys.bridge import client
 from vibesys.job_result import (
     JobResult,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 
 JOURNAL_FAULT = 73
 #: Counts its runs, says it started, and ends once told to.

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from msgspec import structs
 
-from tests.journal_schema.journal_helpers import create
+from tests.helpers.journal import create
 from vibesys.cli.render import reconcile_status, show, summary
 from vibesys.journal_schema import HistoryRow, Invocation, Journal, open_journal
 from vibesys.states import JobState, Outcome

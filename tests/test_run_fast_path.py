@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 from vibesys.cli import run_command
 from vibesys.cli.run_options import parse_run_argv
 

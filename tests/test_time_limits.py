@@ -13,14 +13,15 @@ import textwrap
 import tomllib
 from pathlib import Path
 
-from tests.conftest import MARKER_TIMEOUTS, ROOT
+from tests.helpers.paths import ROOT
+from tests.helpers.time_limits import MARKER_TIMEOUTS
 
 HANGS = """
 import subprocess, sys, time
 
 import pytest
 
-from tests.conftest import timeout_of
+from tests.helpers.time_limits import timeout_of
 
 
 @pytest.mark.timeout(2)

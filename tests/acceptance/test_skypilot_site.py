@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 
 PROFILE = os.environ.get("VIBESYS_SKY_ACCEPTANCE_PROFILE")
 WAIT = float(os.environ.get("VIBESYS_SKY_ACCEPTANCE_WAIT", "3600"))

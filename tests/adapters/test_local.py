@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.hang_guard import wait_until
 from vibesys.adapters import local as local_module
 from vibesys.adapters.base import JobContext, JobRef, RemoteState, RemoteStatus, SubmitRequest
 from vibesys.adapters.local import LocalBackend
@@ -183,10 +184,7 @@ def wrapper_pid(attempt_dir: Path) -> int:
 
 
 def wait_for_file(path: Path, timeout: float = 10) -> str:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.01)
+    wait_until(path.exists, timeout, f"{path} to appear", interval=0.01)
     return path.read_text()
 
 
@@ -323,7 +321,4 @@ def test_a_missing_working_directory_is_a_misconfiguration(tmp_path: Path) -> No
 
 
 def wait_gone(pid: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while proc.start_time(pid) is not None:
-        assert time.monotonic() < deadline, f"pid {pid} still runs"
-        time.sleep(0.02)
+    wait_until(lambda: proc.start_time(pid) is None, timeout, f"pid {pid} to end")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.test_local import job_name_for, wait_terminal
+from tests.helpers.hang_guard import wait_until
 from vibesys.adapters.base import JobContext, JobRef, RemoteState, SubmitRequest
 from vibesys.adapters.local import LocalBackend
 from vibesys.adapters.local_request import SANDBOX_ENV_FILE, Confinement, LocalRequest
@@ -175,10 +176,7 @@ def test_a_cancelled_confined_command_leaves_nothing_running(tmp_path: Path) -> 
                 continue
         return found
 
-    deadline = time.monotonic() + 20
-    while len(sleepers()) < 2:
-        assert time.monotonic() < deadline, "the command did not start"
-        time.sleep(0.05)
+    wait_until(lambda: len(sleepers()) >= 2, 20, "the command to start", interval=0.05)
     backend.cancel(ref)
     status = wait_terminal(backend, ref)
     assert status.state is RemoteState.CANCELLED

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.test_local import submit, wait_terminal, wrapper_pid
-from tests.escapees import Escapees, escapees
-from tests.hang_guard import wait_until
+from tests.helpers.escapees import Escapees, escapees
+from tests.helpers.hang_guard import wait_until
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.local import WRAPPER, LocalBackend
 from vibesys.adapters.local_leftovers import left_running

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.scripted_slurm import ScriptedSlurm
+from tests.helpers.scripted_slurm import ScriptedSlurm
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.config import parse_slurm_config

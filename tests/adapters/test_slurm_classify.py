@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.adapters.slurm_captures import EDGES, OBSERVED, OLD_SQUEUE, VERIFIED, status
+from tests.helpers.slurm_captures import EDGES, OBSERVED, OLD_SQUEUE, VERIFIED, status
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.slurm.parse import classify, parse_squeue
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.adapters.slurm_captures import OLD_SACCT, OLD_SQUEUE, SQUEUE_WITH_NODES, data, status
+from tests.helpers.slurm_captures import OLD_SACCT, OLD_SQUEUE, SQUEUE_WITH_NODES, data, status
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.slurm.parse import (
     SLURM_STATES,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.adapters.slurm_captures import (
+from tests.helpers.slurm_captures import (
     EDGES,
     OBSERVED,
     OLD_SACCT,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import structs
 
-from tests.golden_files import assert_matches_golden
+from tests.helpers.golden_files import assert_matches_golden
 from vibesys.adapters.rundir.claim import CLAIM_FILE, REFUSED_EXIT
 from vibesys.adapters.slurm.script import (
     EXIT_CODE_FILE,

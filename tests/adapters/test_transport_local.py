@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.hang_guard import hang_guard, process_is_gone, wait_until
+from tests.helpers.hang_guard import hang_guard, process_is_gone, wait_until
 from vibesys.adapters.transports import (
     CommandResult,
     LocalTransport,

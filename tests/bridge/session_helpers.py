@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,11 +112,3 @@ def result_line(out: str) -> dict[str, Any]:
     last = out.rstrip("\n").rsplit("\n", 1)[-1]
     parsed: dict[str, Any] = json.loads(last)
     return parsed
-
-
-def wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + BUDGET
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)

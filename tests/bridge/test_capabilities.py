@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.bridge.helpers import Bridge
-from tests.golden_files import assert_matches_golden
-from tests.skyfake import make_fake_sky
+from tests.helpers.golden_files import assert_matches_golden
+from tests.helpers.skyfake import make_fake_sky
 from vibesys.bridge import client
 from vibesys.bridge.capabilities import SessionCapabilities, session_capabilities
 from vibesys.bridge.notes import render_notes

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.bridge.session_helpers import BUDGET, HOST_VIEW, result_line, start_session
-from tests.escapees import Escapees, escapees
+from tests.helpers.escapees import Escapees, escapees
 
 pytestmark = pytest.mark.timeout(120)
 

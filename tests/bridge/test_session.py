@@ -23,8 +23,8 @@ from tests.bridge.session_helpers import (
     result_line,
     serve_argv,
     start_session,
-    wait_for,
 )
+from tests.helpers.hang_guard import wait_until
 from vibesys.bridge.capabilities import SessionCapabilities
 from vibesys.bridge.notes import render_notes
 
@@ -154,7 +154,7 @@ def test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches(tmp_path: Pat
     session = start_session(tmp_path, extra=HOST_VIEW)
     script = f"echo run >> {marker}; echo before; sleep 2; echo after"
     helper = session.helper("--request-id", "eval-2", "--", "sh", "-c", script)
-    wait_for(lambda: marker.exists(), "the command to start")
+    wait_until(lambda: marker.exists(), BUDGET, "the command to start")
     session.process.kill()
     session.reap()
     again = start_session(tmp_path, extra=HOST_VIEW)
@@ -173,7 +173,7 @@ def test_teardown_cancels_a_running_evaluation_and_tells_its_helper(tmp_path: Pa
     marker = tmp_path / "started"
     session = start_session(tmp_path, extra=HOST_VIEW)
     helper = session.helper("--", "sh", "-c", f"touch {marker}; sleep 60")
-    wait_for(lambda: marker.exists(), "the command to start")
+    wait_until(lambda: marker.exists(), BUDGET, "the command to start")
     status, err = session.stop(signal.SIGINT)
     out, helper_err = helper.communicate(timeout=BUDGET)
     assert status == 0, err
@@ -193,7 +193,7 @@ def test_an_interrupted_helper_cancels_its_evaluation(tmp_path: Path) -> None:
     session = start_session(tmp_path, extra=HOST_VIEW)
     try:
         helper = session.helper("--", "sh", "-c", f"touch {marker}; sleep 60")
-        wait_for(lambda: marker.exists(), "the command to start")
+        wait_until(lambda: marker.exists(), BUDGET, "the command to start")
         helper.send_signal(signal.SIGINT)
         out, err = helper.communicate(timeout=BUDGET)
         assert helper.returncode == 130, err
@@ -246,11 +246,11 @@ def test_the_parents_death_ends_the_session(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     try:
-        wait_for(lambda: doc.exists() and doc.read_text().endswith("}\n"), "the document")
+        wait_until(lambda: doc.exists() and doc.read_text().endswith("}\n"), BUDGET, "the document")
         pid = json.loads(doc.read_text())["pid"]
         parent.kill()
         parent.wait(timeout=BUDGET)
-        wait_for(lambda: not _alive(pid), "the session to end")
+        wait_until(lambda: not _alive(pid), BUDGET, "the session to end")
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -352,15 +352,17 @@ def test_a_campaigns_evaluations_run_one_at_a_time_in_order_across_a_restart(
     helpers = []
     for n in (1, 2, 3):
         helpers.append(session.helper("--request-id", f"eval-{n}", "--", "sh", "-c", script(n)))
-        wait_for(lambda n=n: journal.exists() and queued() == n, f"evaluation {n} to be recorded")
-    wait_for(lambda: log.exists(), "the first evaluation to start")
+        wait_until(
+            lambda n=n: journal.exists() and queued() == n, BUDGET, f"evaluation {n} to be recorded"
+        )
+    wait_until(lambda: log.exists(), BUDGET, "the first evaluation to start")
     session.process.kill()
     session.reap()
     again = start_session(tmp_path, extra=HOST_VIEW)
     try:
         time.sleep(2)  # the helpers reattach (and are told their positions) while the first runs
         (tmp_path / "gate-1").touch()
-        wait_for(lambda: "start-2" in log.read_text(), "the second evaluation to start")
+        wait_until(lambda: "start-2" in log.read_text(), BUDGET, "the second evaluation to start")
         assert "start-3" not in log.read_text()  # one at a time: the third still waits
         (tmp_path / "gate-3").touch()
         (tmp_path / "gate-2").touch()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge.session_helpers import BUDGET, result_line, wait_for
+from tests.bridge.session_helpers import BUDGET, result_line
+from tests.helpers.hang_guard import wait_until
 from tests.test_layering import imports_of
 from vibesys.bridge.capabilities import SessionCapabilities
 from vibesys.bridge.notes import render_notes
@@ -143,7 +144,7 @@ def test_an_exception_in_the_block_cancels_the_running_evaluation(
     session = open_session(tmp_path, unconfined=True)
     with pytest.raises(RuntimeError, match="the framework failed"), session:
         proc = helper(session, "--", "sh", "-c", LONG.format(pidfile=pidfile))
-        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the command")
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), BUDGET, "the command")
         raise RuntimeError("the framework failed")
     out, err = proc.communicate(timeout=BUDGET)
     assert proc.returncode == 130, err
@@ -214,7 +215,7 @@ def test_sigterm_of_the_framework_leaves_nothing(tmp_path: Path, handled: str) -
     try:
         assert framework.stdout is not None
         serve = int(framework.stdout.readline())
-        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the command")
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), BUDGET, "the command")
         framework.send_signal(signal.SIGKILL if handled == "killed" else signal.SIGTERM)
         _, err = framework.communicate(timeout=BUDGET)
     finally:
@@ -226,9 +227,11 @@ def test_sigterm_of_the_framework_leaves_nothing(tmp_path: Path, handled: str) -
     else:
         signum = signal.SIGKILL if handled == "killed" else signal.SIGTERM
         assert framework.returncode == -signum
-    wait_for(lambda: not alive(serve), "the session to end")
+    wait_until(lambda: not alive(serve), BUDGET, "the session to end")
     assert not alive(int(pidfile.read_text()))
-    wait_for(lambda: "CANCELLED" in (tmp_path / "helper.out").read_text(), "the helper's result")
+    wait_until(
+        lambda: "CANCELLED" in (tmp_path / "helper.out").read_text(), BUDGET, "the helper's result"
+    )
     assert leftovers(tmp_path / "state") == []
 
 

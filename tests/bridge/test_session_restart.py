@@ -25,8 +25,8 @@ from tests.bridge.session_helpers import (
     Session,
     result_line,
     start_session,
-    wait_for,
 )
+from tests.helpers.hang_guard import wait_until
 from vibesys.bridge.files import read_result
 from vibesys.bridge.runner import EvaluationRunner
 from vibesys.job_result import job_result
@@ -46,8 +46,10 @@ def sleeper(root: Path) -> tuple[str, ...]:
 def started_pid(root: Path) -> int:
     """The sleeper's pid, once its line is whole (the shell creates the file, then writes)."""
     pid_file = root / "pid"
-    wait_for(
-        lambda: pid_file.exists() and pid_file.read_text().endswith("\n"), "the command to start"
+    wait_until(
+        lambda: pid_file.exists() and pid_file.read_text().endswith("\n"),
+        BUDGET,
+        "the command to start",
     )
     return int(pid_file.read_text())
 
@@ -90,7 +92,7 @@ def alive(pid: int) -> bool:
 def wait_for_result(results: Path, invocation_id: str) -> tuple[dict[str, object], float]:
     """The copied result.json and when (wall clock) it was first seen."""
     path = results / invocation_id / "result.json"
-    wait_for(path.exists, f"{path} to be written")
+    wait_until(path.exists, BUDGET, f"{path} to be written")
     seen = time.time()
     loaded: dict[str, object] = json.loads(path.read_text())
     return loaded, seen
@@ -115,7 +117,7 @@ def test_a_restarted_session_enforces_the_deadline_and_frees_the_queue_without_a
         assert result["status"] == "TIMEOUT"
         assert deadline - 0.2 <= seen <= deadline + SLACK, (seen - deadline, result)
         assert timeout_cancels(tmp_path, invocation_id) == ["timeout: 5 s"]
-        wait_for(lambda: not alive(pid), "the timed-out command to be killed")
+        wait_until(lambda: not alive(pid), BUDGET, "the timed-out command to be killed")
         # The next evaluation waited for the timed-out one only, not for its `sleep 60`.
         out, err = nxt.communicate(timeout=BUDGET)
         assert nxt.returncode == 0, err
@@ -148,7 +150,7 @@ def test_a_deadline_that_passed_while_nothing_ran_cancels_at_the_restart(tmp_pat
         # At once: not a whole timeout counted again from the restart.
         assert seen - restarted < 1.5, seen - restarted
         assert timeout_cancels(tmp_path, invocation_id) == ["timeout: 2 s"]
-        wait_for(lambda: not alive(pid), "the timed-out command to be killed")
+        wait_until(lambda: not alive(pid), BUDGET, "the timed-out command to be killed")
     finally:
         status, err = again.stop()
     assert status == 0, err
@@ -251,7 +253,7 @@ def test_another_session_of_the_campaign_enforces_the_deadline_of_its_queues_hea
         # Carried on at its deadline, its end seen a second later: not behind the `sleep 60`.
         assert time.time() < accepted.timestamp() + 2 + 8
         assert timeout_cancels(tmp_path, invocation_id) == ["timeout: 2 s"]
-        wait_for(lambda: not alive(pid), "the timed-out command to be killed")
+        wait_until(lambda: not alive(pid), BUDGET, "the timed-out command to be killed")
     finally:
         status, err = other.stop()
     assert status == 0, err

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.bridge.session_helpers import BUDGET, result_line, serve_argv, start_session
-from tests.skyfake import FakeSky, make_fake_sky
+from tests.helpers.skyfake import FakeSky, make_fake_sky
 from vibesys.adapters.skypilot.naming import cluster_name
 from vibesys.config import PortableResources, resolve_resources
 from vibesys.config.resources import SkyPilotProfile

@@ -32,6 +32,7 @@ from tests.bridge.helpers import (
     talk,
     throwaway_uid,
 )
+from tests.helpers.hang_guard import wait_until
 from vibesys.bridge import client
 from vibesys.service.connections import Limits
 
@@ -68,13 +69,6 @@ def helper(bridge: Bridge, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def until(condition: Any, what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def connected(bridge: Bridge, first: bytes = b"") -> socket.socket:
@@ -139,7 +133,7 @@ def test_a_refused_peer_is_drained_a_bounded_number_of_bytes(
         assert time.monotonic() - started < 3
         assert sent < 64 * 1024 + (4 << 20)  # the cap and the sockets' buffers
         peer.close()
-        until(lambda: bridge.server.gate.draining == 0, "the drain to end")
+        wait_until(lambda: bridge.server.gate.draining == 0, 20.0, "the drain to end")
 
 
 def test_the_accept_loop_answers_at_once_while_peers_trickle(
@@ -150,7 +144,7 @@ def test_the_accept_loop_answers_at_once_while_peers_trickle(
         tricklers = Tricklers(bridge.socket_path, 40, SECRET, every=0.1)
         try:
             gate = bridge.server.gate
-            until(lambda: gate.open_connections == 4 and gate.draining == 36, "40 peers")
+            wait_until(lambda: gate.open_connections == 4 and gate.draining == 36, 20.0, "40 peers")
             for _ in range(10):
                 started = time.monotonic()
                 with connected(bridge) as peer:
@@ -175,7 +169,7 @@ def test_the_connections_of_one_uid_are_capped(workspace: Path) -> None:
     try:
         with served(root / "b", workspace, **limits) as bridge:
             idle = [connected(bridge), connected(bridge)]
-            until(lambda: bridge.server.gate.open_connections == 2, "2 connections")
+            wait_until(lambda: bridge.server.gate.open_connections == 2, 20.0, "2 connections")
             with connected(bridge) as third:
                 answer = first_answer(third)
             uid = os.getuid()
@@ -191,7 +185,9 @@ def test_the_connections_of_one_uid_are_capped(workspace: Path) -> None:
                 assert reply["type"] == "capabilities"
             for peer in idle:
                 peer.close()
-            until(lambda: bridge.server.gate.open_connections == 0, "the idle peers to go")
+            wait_until(
+                lambda: bridge.server.gate.open_connections == 0, 20.0, "the idle peers to go"
+            )
             assert talk(bridge.socket_path, {"version": 1, "op": "capabilities", "token": "x"})
     finally:
         shutil.rmtree(root)
@@ -211,7 +207,7 @@ def test_80_trickling_peers_do_not_keep_a_helper_from_its_result(
             assert out.startswith("hello\n") and '"status": "COMPLETED"' in out
             assert time.monotonic() - started < 10
             # Every trickling peer is cut: at its deadline, after a drain of at most 1 s.
-            until(lambda: bad.ended + partial.ended == 80, "every trickling peer to be cut", 8)
+            wait_until(lambda: bad.ended + partial.ended == 80, 8, "every trickling peer to be cut")
             assert bridge.server.gate.open_connections == 0
         finally:
             bad.close()
@@ -221,7 +217,7 @@ def test_80_trickling_peers_do_not_keep_a_helper_from_its_result(
 def test_a_busy_bridge_is_retried_within_retry_seconds(tmp_path: Path, workspace: Path) -> None:
     with served(tmp_path, workspace, max_connections=2, request_seconds=4.0) as bridge:
         idle = [connected(bridge), connected(bridge)]
-        until(lambda: bridge.server.gate.open_connections == 2, "2 connections")
+        wait_until(lambda: bridge.server.gate.open_connections == 2, 20.0, "2 connections")
         started = time.monotonic()
         short = helper(bridge, "--retry-seconds", "1", "--", "true")
         _, err = short.communicate(timeout=30)
@@ -273,11 +269,13 @@ def test_a_stopped_bridge_is_noticed_by_its_missing_heartbeats(tmp_path: Path) -
     try:
         # Stopped a while, then continued: the helper reconnects and resumes, no byte twice.
         proc, said = helper_of(tmp_path / "one", "30", 2)
-        until(lambda: (tmp_path / "one").exists(), "the first command to start")
+        wait_until(lambda: (tmp_path / "one").exists(), 20.0, "the first command to start")
         # 1.5 s without output: the heartbeats (0.3 s) kept the helper from a reconnect.
         assert not any("no word" in line for line in said), said
         bridge.send_signal(signal.SIGSTOP)
-        until(lambda: any("no word from the bridge for 0.9 s" in s for s in said), "silence", 5)
+        wait_until(
+            lambda: any("no word from the bridge for 0.9 s" in s for s in said), 5, "silence"
+        )
         bridge.send_signal(signal.SIGCONT)
         assert proc.stdout is not None
         with proc.stdout:
@@ -287,14 +285,14 @@ def test_a_stopped_bridge_is_noticed_by_its_missing_heartbeats(tmp_path: Path) -
         assert any("trying again with the same request id" in s for s in said)
         # Stopped for good: 255 once --retry-seconds have passed since the last reply.
         proc, said = helper_of(tmp_path / "two", "1.5", 30)
-        until(lambda: (tmp_path / "two").exists(), "the second command to start")
+        wait_until(lambda: (tmp_path / "two").exists(), 20.0, "the second command to start")
         bridge.send_signal(signal.SIGSTOP)
         stopped = time.monotonic()
         assert proc.stdout is not None
         proc.stdout.close()
         assert proc.wait(timeout=20) == 255
         assert time.monotonic() - stopped < 6  # 0.9 s of silence, then 1.5 s of retries
-        until(lambda: any("gave up after 1.5 s" in s for s in said), "the last word", 2)
+        wait_until(lambda: any("gave up after 1.5 s" in s for s in said), 2, "the last word")
     finally:
         bridge.send_signal(signal.SIGCONT)
         bridge.stdin.close()

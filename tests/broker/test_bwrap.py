@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden_files import assert_matches_golden
+from tests.helpers.golden_files import assert_matches_golden
 from vibesys.osutil.sandbox import (
     BWRAP_PRELUDE,
     Sandbox,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 
 
 def config(tmp_path: Path, agent_gpu: bool = True, read_only: tuple[str, ...] = ()) -> Path:

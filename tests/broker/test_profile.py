@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.config.slurm_toml import MINIMAL, error_of
+from tests.helpers.slurm_toml import MINIMAL, error_of
 from vibesys.broker import client
 from vibesys.broker.admission import Admission, Refusal
 from vibesys.broker.engine_runner import EngineGpuJobRunner

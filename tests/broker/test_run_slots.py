@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker.test_slots import BUDGET, wait_until
-from tests.journal_schema.journal_helpers import commit_all, create
+from tests.broker.test_slots import BUDGET
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.journal import commit_all, create
 from vibesys.broker.jobs import StopSignal
 from vibesys.broker.replies import Waiting
 from vibesys.broker.run_slots import RunSlots
@@ -63,13 +64,15 @@ def test_two_brokers_of_one_run_share_one_cap_first_come_first_served(
     for i in range(4):
         threads.append(threading.Thread(target=command, args=(i,)))
         threads[-1].start()
-        wait_until(lambda i=i: len(order) + brokers[0].waiting == i + 1, f"command {i} to queue")
+        wait_until(
+            lambda i=i: len(order) + brokers[0].waiting == i + 1, BUDGET, f"command {i} to queue"
+        )
     assert order == [0, 1] and brokers[1].waiting == 2 and brokers[1].active == 2
     assert waits == {2: Waiting(2, 2, 0), 3: Waiting(2, 2, 1)}
     release[1].set()
-    wait_until(lambda: len(order) == 3, "command 2 (first in line, on broker 0)")
+    wait_until(lambda: len(order) == 3, BUDGET, "command 2 (first in line, on broker 0)")
     release[0].set()
-    wait_until(lambda: len(order) == 4, "command 3 (on broker 1)")
+    wait_until(lambda: len(order) == 4, BUDGET, "command 3 (on broker 1)")
     release[2].set()
     release[3].set()
     for thread in threads:
@@ -104,7 +107,7 @@ def test_a_stopped_waiter_leaves_the_line_holding_nothing(journal_file: Path) ->
 
         thread = threading.Thread(target=waiter)
         thread.start()
-        wait_until(lambda: slots.waiting == 1, "the waiter to queue")
+        wait_until(lambda: slots.waiting == 1, BUDGET, "the waiter to queue")
         stop.set()
         thread.join(BUDGET)
         assert outcome == [False] and (slots.active, slots.waiting) == (1, 0)

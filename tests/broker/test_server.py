@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.bridge.helpers import Tricklers
+from tests.helpers.hang_guard import wait_until
 from vibesys.broker import client
 from vibesys.broker.admission import Admission
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
@@ -137,13 +138,6 @@ def raw_exchange(path: Path, payload: bytes) -> list[dict[str, object]]:
     return [json.loads(line) for line in data.splitlines()]
 
 
-def wait_until(condition: object, what: str) -> None:
-    deadline = time.monotonic() + BUDGET
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def test_the_socket_is_private(broker: Broker) -> None:
     assert broker.socket_path.stat().st_mode & 0o777 == 0o600
 
@@ -221,13 +215,13 @@ def test_an_oversized_request_is_refused_without_waiting_for_its_end(broker: Bro
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "kill"])
 def test_a_client_that_goes_away_stops_its_running_command(broker: Broker, how: str) -> None:
     proc = broker.client("--", "hold")
-    wait_until(lambda: broker.runner.started, "the command to start")
+    wait_until(lambda: broker.runner.started, BUDGET, "the command to start")
     if how == "kill":
         proc.kill()
     else:
         proc.send_signal(getattr(signal, how))
     code, _, err = finish(proc)
-    wait_until(lambda: broker.runner.stopped, "the runner to be stopped")
+    wait_until(lambda: broker.runner.stopped, BUDGET, "the runner to be stopped")
     assert code == (-9 if how == "kill" else 130)
     if how != "kill":
         assert "interrupted: the job is cancelled" in err
@@ -236,14 +230,14 @@ def test_a_client_that_goes_away_stops_its_running_command(broker: Broker, how: 
 def test_cap_two_four_clients_fifo_and_a_stopped_waiter_never_runs(tmp_path: Path) -> None:
     with make_broker(tmp_path, cap=2) as broker:
         holders = [broker.client("--", "hold", str(i)) for i in range(2)]
-        wait_until(lambda: len(broker.runner.started) == 2, "two commands to run")
+        wait_until(lambda: len(broker.runner.started) == 2, BUDGET, "two commands to run")
         third = broker.client("--", "echo", "0")
-        wait_until(lambda: broker.server.slots.waiting == 1, "the third to wait")
+        wait_until(lambda: broker.server.slots.waiting == 1, BUDGET, "the third to wait")
         fourth = broker.client("--", "echo", "4")
-        wait_until(lambda: broker.server.slots.waiting == 2, "the fourth to wait")
+        wait_until(lambda: broker.server.slots.waiting == 2, BUDGET, "the fourth to wait")
         # A waiter that is stopped leaves nothing behind: the fifth never runs.
         fifth = broker.client("--", "echo", "5")
-        wait_until(lambda: broker.server.slots.waiting == 3, "the fifth to wait")
+        wait_until(lambda: broker.server.slots.waiting == 3, BUDGET, "the fifth to wait")
         fifth.send_signal(signal.SIGINT)
         code, _, err = finish(fifth)
         assert code == 130
@@ -251,7 +245,7 @@ def test_cap_two_four_clients_fifo_and_a_stopped_waiter_never_runs(tmp_path: Pat
         # The server counts the fifth as waiting before its client may have printed so.
         said = "[vibesys-gpu] waiting: 2 of this run's GPU jobs are active (cap 2), 2 queued ahead"
         assert "waiting" not in err or err.startswith(said), err
-        wait_until(lambda: broker.server.slots.waiting == 2, "the fifth to leave")
+        wait_until(lambda: broker.server.slots.waiting == 2, BUDGET, "the fifth to leave")
         assert len(broker.runner.started) == 2
         holders[0].send_signal(signal.SIGINT)
         code, _, err = finish(third)
@@ -273,7 +267,7 @@ def test_too_many_connections_are_refused(tmp_path: Path) -> None:
         for _ in range(8):
             conn = idle.enter_context(socket.socket(socket.AF_UNIX))
             conn.connect(str(broker.socket_path))
-        wait_until(lambda: broker.server.gate.open_connections == 8, "8 connections")
+        wait_until(lambda: broker.server.gate.open_connections == 8, BUDGET, "8 connections")
         code, _, err = finish(broker.client("--", "echo", "0"))
         assert code == 2 and "the broker is busy" in err
 
@@ -290,7 +284,7 @@ def test_trickling_peers_are_cut_and_do_not_hold_up_a_shutdown(tmp_path: Path) -
             code, _, err = finish(broker.client("--", "echo", "0"))
             assert code == 2 and "the broker is busy (8 connections open, its limit)" in err
             assert time.monotonic() - started < 2
-            wait_until(lambda: peers.ended == 20, "every peer to be cut")
+            wait_until(lambda: peers.ended == 20, BUDGET, "every peer to be cut")
             assert time.monotonic() - started < 4
             assert not any(b"tok" in answer for answer in peers.answers)
             code, out, _ = finish(broker.client("--", "echo", "0"))
@@ -299,7 +293,7 @@ def test_trickling_peers_are_cut_and_do_not_hold_up_a_shutdown(tmp_path: Path) -
             peers.close()
         peers = Tricklers(broker.socket_path, 20, b'{"version": 1', every=0.1, again=True)
         try:
-            wait_until(lambda: broker.server.gate.open_connections == 8, "8 connections")
+            wait_until(lambda: broker.server.gate.open_connections == 8, BUDGET, "8 connections")
             started = time.monotonic()
             broker.server.shutdown(grace_seconds=10)
             assert time.monotonic() - started < 1.5  # cut at once, not at their deadline

@@ -4,21 +4,14 @@ waiter that is stopped leaves without ever holding one."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
+from tests.helpers.hang_guard import wait_until
 from vibesys.broker.replies import Waiting
 from vibesys.broker.slots import JobSlots
 
 BUDGET = 10.0
-
-
-def wait_until(condition: object, what: str) -> None:
-    deadline = time.monotonic() + BUDGET
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def test_no_cap_never_waits() -> None:
@@ -58,13 +51,15 @@ def test_cap_two_four_commands_fifo() -> None:
     for i in range(4):
         threads.append(threading.Thread(target=command, args=(i,)))
         threads[-1].start()
-        wait_until(lambda i=i: len(order) + slots.waiting == i + 1, f"command {i} to arrive")
+        wait_until(
+            lambda i=i: len(order) + slots.waiting == i + 1, BUDGET, f"command {i} to arrive"
+        )
     assert order == [0, 1] and slots.waiting == 2
     assert waits == {2: Waiting(2, 2, 0), 3: Waiting(2, 2, 1)}
     release[1].set()
-    wait_until(lambda: len(order) == 3, "command 2 to start")
+    wait_until(lambda: len(order) == 3, BUDGET, "command 2 to start")
     release[0].set()
-    wait_until(lambda: len(order) == 4, "command 3 to start")
+    wait_until(lambda: len(order) == 4, BUDGET, "command 3 to start")
     release[2].set()
     release[3].set()
     for thread in threads:
@@ -85,7 +80,7 @@ def test_a_stopped_waiter_never_holds_a_slot_and_keeps_no_place() -> None:
 
         thread = threading.Thread(target=waiter)
         thread.start()
-        wait_until(lambda: slots.waiting == 1, "the waiter to queue")
+        wait_until(lambda: slots.waiting == 1, BUDGET, "the waiter to queue")
         stop.set()
         thread.join(BUDGET)
         assert outcome == [False]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 from vibesys import Client
 from vibesys.job_result import JobStatus
 from vibesys.journal_schema import open_journal

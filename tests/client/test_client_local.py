@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hang_guard import wait_until
+from tests.helpers.hang_guard import wait_until
 from vibesys import AsyncClient, Client, KeyConflict
 from vibesys.errors import UsageError
 from vibesys.job_result import JobStatus

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.config.slurm_toml import EXAMPLE, MINIMAL, error_of
+from tests.helpers.slurm_toml import EXAMPLE, MINIMAL, error_of
 
 
 @pytest.mark.parametrize(

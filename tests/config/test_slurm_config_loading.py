@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from tests.config.slurm_toml import DATA, EXAMPLE, MINIMAL
+from tests.helpers.slurm_toml import DATA, EXAMPLE, MINIMAL
 from vibesys.config import (
     AgentGpuConfig,
     LocalTransportConfig,

@@ -4,15 +4,15 @@ driver must make of it. Used by tests/crash/test_every_failpoint.py."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.faults import Crash, crash_at, recover
-from tests.skyfake import FakeSky
+from tests.helpers.faults import Crash, crash_at, recover
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.skyfake import FakeSky
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine.clusters import release_cluster
 from vibesys.journal_schema import (
@@ -45,10 +45,8 @@ class SkyScenario:
 
 def _until_claimed(engine: Engine, inv: Invocation, fake: FakeSky) -> Invocation:
     inv = drive(engine, inv, DriveOptions(detach=True))
-    deadline = time.monotonic() + 60
-    while not list(fake.remote.glob(f"{inv.id}/*/claim")):
-        assert time.monotonic() < deadline, "the job never claimed its attempt"
-        time.sleep(0.05)
+    claims = f"{inv.id}/*/claim"
+    wait_until(lambda: list(fake.remote.glob(claims)), 60, "the job to claim its attempt")
     return engine.journal.get(inv.id)
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.crash.sky_scenarios import SKY_SCENARIOS, crash_and_recover
-from tests.faults import Crash, crash_at, recover
-from tests.skyfake import make_fake_sky
+from tests.helpers.failpoints import CLIENT_FAILPOINTS, GROUPS, LEASE_FAILPOINTS
+from tests.helpers.faults import Crash, crash_at, recover
+from tests.helpers.skyfake import make_fake_sky
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
 from vibesys.engine import FAILPOINTS, DriveOptions, Engine, RetryPolicy, drive, reconcile
@@ -87,24 +88,17 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-#: Failpoints around a cluster lease's launch and release: only an adapter that holds its own
-#: allocation (SkyPilot) reaches them, so the fake backend's scenarios cannot.
-LEASE_POINTS = (
-    "after_launch_intent",
-    "after_launch_effect",
-    "after_release_intent",
-    "after_release_effect",
-)
-
-
-#: Failpoints only `vibesys.Client` reaches (between an idempotency key's row and its
-#: invocation): tests/client/test_client_keys_crash.py crashes there.
-CLIENT_POINTS = ("after_key_commit",)
-
-
 def test_every_failpoint_has_a_scenario() -> None:
-    assert sorted([*SCENARIOS, *LEASE_POINTS, *CLIENT_POINTS]) == sorted(FAILPOINTS)
-    assert sorted([*SKY_SCENARIOS, *CLIENT_POINTS]) == sorted(FAILPOINTS)
+    # The lease points only an adapter holding its own allocation (SkyPilot) reaches, so the
+    # fake backend's scenarios cannot; the client's point tests/client/test_client_keys_crash.py
+    # crashes at.
+    assert sorted([*SCENARIOS, *LEASE_FAILPOINTS, *CLIENT_FAILPOINTS]) == sorted(FAILPOINTS)
+    assert sorted([*SKY_SCENARIOS, *CLIENT_FAILPOINTS]) == sorted(FAILPOINTS)
+
+
+def test_the_failpoint_groups_hold_every_failpoint_once() -> None:
+    grouped = [point for group in GROUPS for point in group]
+    assert sorted(grouped) == sorted(FAILPOINTS)
 
 
 @pytest.mark.parametrize("point", sorted(SKY_SCENARIOS))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import Crash, crash_at, recover
+from tests.helpers.faults import Crash, crash_at, recover
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
@@ -15,7 +15,6 @@ from vibesys.journal_schema import open_journal, verify_journal
 from vibesys.states import JobState, Outcome
 
 S = RemoteState
-FAKE_FAILPOINTS = ["after_infra_failed_commit", "after_unknown_commit"]
 
 
 def new_engine(path: Path, fake: FakeBackend, owner: str) -> Engine:

@@ -16,22 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli as cli
+from tests.helpers.cli import vibesys_cli as cli
+from tests.helpers.failpoints import CANCEL_FAILPOINTS, RUN_FAILPOINTS
 
 pytestmark = pytest.mark.crash
-
-#: The failpoints a plain run through the local adapter passes.
-RUN_FAILPOINTS = [
-    "after_prepare_commit",
-    "after_submit_intent",
-    "after_submit_effect",
-    "after_submitted_commit",
-    "after_terminal_observed",
-    "after_finished_commit",
-    "after_collect_effect",
-    "after_done_commit",
-]
-
 
 #: What to read when `journal list` printed nothing (a journal killed before its schema).
 NONE_LISTED = '{"invocations": []}'
@@ -78,9 +66,6 @@ def test_crash_at_failpoint_then_reconcile(tmp_path: Path, point: str) -> None:
     assert counter.read_text() == "ran\n", "the command must run exactly once"
     attempts = inv["attempts"]
     assert isinstance(attempts, list) and len(attempts) == 1
-
-
-CANCEL_FAILPOINTS = ["after_cancel_intent", "after_cancel_effect"]
 
 
 @pytest.mark.parametrize("point", CANCEL_FAILPOINTS)

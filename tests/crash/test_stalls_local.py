@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.conftest import vibesys_cli as cli
+from tests.helpers.cli import vibesys_cli as cli
+from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.crash
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.skyfake import FakeSky, make_fake_sky
+from tests.helpers.skyfake import FakeSky, make_fake_sky
 from vibesys.engine import Engine, reconcile
 from vibesys.engine.clusters import settle_leases
 from vibesys.journal_schema import Journal, LeaseState, open_journal

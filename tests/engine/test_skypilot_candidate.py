@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.engine.skypilot.conftest import engine_on
-from tests.skyfake import FakeSky, make_fake_sky
+from tests.helpers.skyfake import FakeSky, make_fake_sky
 from vibesys.adapters.candidate import candidate_spec
 from vibesys.adapters.skypilot.backend import SkyPilotBackend
 from vibesys.adapters.skypilot.request import SkyPilotRequest

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import Crash, crash_at, recover
+from tests.helpers.faults import Crash, crash_at, recover
 from vibesys.adapters.base import ArtifactInfo, JobRef, RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
 from vibesys.adapters.requests import ArtifactLimits

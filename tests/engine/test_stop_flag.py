@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 
-from tests.hang_guard import hang_guard
+from tests.helpers.hang_guard import hang_guard
 from vibesys.engine.drive import StopFlag
 
 

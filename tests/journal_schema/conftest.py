@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from tests.journal_schema.journal_helpers import commit_all, create
+from tests.helpers.journal import Drive, NewInvocation, commit_all, create
 from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.states import Event
-
-NewInvocation = Callable[..., Invocation]
-Drive = Callable[[Invocation, Sequence[Event]], Invocation]
 
 
 @pytest.fixture

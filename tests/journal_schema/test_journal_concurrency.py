@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.journal_schema.journal_helpers import create, job_name
+from tests.helpers.journal import create, job_name
 from vibesys.errors import StaleState
 from vibesys.journal_schema import Journal, open_journal, verify_journal
 from vibesys.journal_schema.migrations import KNOWN

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.journal_schema.journal_helpers import commit_all, create
+from tests.helpers.journal import commit_all, create
 from vibesys.journal_schema import Journal, decode_event, verify_journal
 from vibesys.states import (
     INITIAL,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from freezegun import freeze_time
 
-from tests.journal_schema.conftest import NewInvocation
+from tests.helpers.journal import NewInvocation
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Journal, lease_free
 from vibesys.osutil import proc

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden_files import assert_matches_golden
-from tests.journal_schema.conftest import NewInvocation
+from tests.helpers.golden_files import assert_matches_golden
+from tests.helpers.journal import NewInvocation
 from vibesys.journal_schema import Journal, open_journal
 from vibesys.journal_schema.migrations import KNOWN, MIGRATION_SET, migrations
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import structs
 
-from tests.journal_schema.journal_helpers import commit_all, create, job_name
+from tests.helpers.journal import commit_all, create, job_name
 from tests.states.state_strategies import BY_NAME, EXPECTED
 from vibesys.journal_schema import decode_event, encode_event, iso, open_journal, verify_journal
 from vibesys.states import (

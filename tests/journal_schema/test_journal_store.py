@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.journal_schema.conftest import Drive, NewInvocation
-from tests.journal_schema.journal_helpers import T0, job_name
+from tests.helpers.journal import T0, Drive, NewInvocation, job_name
 from vibesys.errors import InvalidTransition, StaleState, UsageError
 from vibesys.journal_schema import Journal, iso, journal_path
 from vibesys.states import (

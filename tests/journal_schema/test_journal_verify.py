@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.journal_schema.conftest import Drive, NewInvocation
+from tests.helpers.journal import Drive, NewInvocation
 from vibesys.journal_schema import Journal, verify_journal
 from vibesys.states import (
     Collected,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.journal_schema.conftest import NewInvocation
+from tests.helpers.journal import NewInvocation
 from vibesys.errors import JournalCorrupt
 from vibesys.journal_schema import Journal, Settings
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 
 
 def bad(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:

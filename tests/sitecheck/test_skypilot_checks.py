@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import vibesys_cli
-from tests.skyfake import FakeSky, make_fake_sky
+from tests.helpers.cli import vibesys_cli
+from tests.helpers.skyfake import FakeSky, make_fake_sky
 from vibesys.sitecheck import CheckOptions, load_skypilot_site, run_site_checks
 
 #: 2026-01-21 00:00 UTC: the certificates below are dated around it.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import (
+from tests.helpers.slurm import (
     LOCAL_SLURM,
     UNFINISHED,
     slurm,

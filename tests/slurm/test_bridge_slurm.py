@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge.session_helpers import BUDGET, result_line, start_session, wait_for
-from tests.slurm.helpers import UNFINISHED, slurm
+from tests.bridge.session_helpers import BUDGET, result_line, start_session
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.slurm import UNFINISHED, slurm
 from vibesys.bridge.capabilities import SessionCapabilities
 from vibesys.broker import client as gpu_client
 
@@ -105,7 +106,7 @@ def test_teardown_cancels_an_evaluation_in_slurm(tmp_path: Path, slurm_toml: Pat
     started = tmp_path / "started"
     session = start_session(tmp_path, *SITE, str(slurm_toml))
     helper = session.helper("--", "sh", "-c", f"touch {started}; sleep 120")
-    wait_for(started.exists, "the job to start")
+    wait_until(started.exists, BUDGET, "the job to start")
     status, err = session.stop(signal.SIGTERM)
     out, helper_err = helper.communicate(timeout=BUDGET)
     assert status == 0, err
@@ -223,7 +224,7 @@ def test_a_restarted_session_times_out_a_dead_helpers_job_in_slurm(
     started = tmp_path / "started"
     session = start_session(tmp_path, *SITE, str(slurm_toml))
     helper = session.helper("--timeout", "15", "--", "sh", "-c", f"touch {started}; sleep 120")
-    wait_for(started.exists, "the job to start")
+    wait_until(started.exists, BUDGET, "the job to start")
     began = time.monotonic()
     helper.kill()
     session.process.kill()

@@ -17,8 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import UNFINISHED
-from tests.slurm.test_broker_slurm import Broker, finish, start_broker, stop_broker, wait_until
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.slurm import UNFINISHED
+from tests.slurm.test_broker_slurm import (
+    BUDGET,
+    Broker,
+    finish,
+    start_broker,
+    stop_broker,
+)
 from tests.slurm.test_broker_slurm import write_config as write_site
 
 pytestmark = pytest.mark.slurm
@@ -107,7 +114,12 @@ def test_a_profiled_command_ends_at_its_timeout_and_an_unknown_profiler_is_refus
         began = time.monotonic()
         argv = ["--gpus", "0", "--profile", "early", "--timeout-seconds", "4", "--"]
         proc = broker.client(*argv, "python3", "busy.py", "60")
-        wait_until(lambda: left_in_job_dirs(broker), "the capture in the job's directory")
+        wait_until(
+            lambda: left_in_job_dirs(broker),
+            BUDGET,
+            "the capture in the job's directory",
+            interval=0.1,
+        )
         code, _, err = finish(proc)
         took = time.monotonic() - began
         assert code == 124, err

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import UNFINISHED, sacct_states
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.slurm import UNFINISHED, sacct_states
 from tests.slurm.test_broker_slurm import (
     BUDGET,
     finish,
     journal_rows,
     start_broker,
     stop_broker,
-    wait_until,
 )
 
 pytestmark = pytest.mark.slurm
@@ -62,9 +62,9 @@ def test_two_brokers_of_one_run_share_one_cap(tmp_path: Path) -> None:
     watcher.start()
     try:
         clients = [command(0)]
-        wait_until(lambda: started(0), "command 0 to run (broker a)")
+        wait_until(lambda: started(0), BUDGET, "command 0 to run (broker a)", interval=0.1)
         clients.append(command(1))
-        wait_until(lambda: started(1), "command 1 to run (broker b)")
+        wait_until(lambda: started(1), BUDGET, "command 1 to run (broker b)", interval=0.1)
         waiting = []
         for i in (2, 3):
             clients.append(command(i))
@@ -77,13 +77,20 @@ def test_two_brokers_of_one_run_share_one_cap(tmp_path: Path) -> None:
         ]
         # Broker b's own job ends: the slot goes to the first in line, broker a's command 2.
         (brokers[1].workspace / "release-1").touch()
-        wait_until(lambda: started(2), "command 2 (first in line, broker a) to run")
+        wait_until(
+            lambda: started(2), BUDGET, "command 2 (first in line, broker a) to run", interval=0.1
+        )
         assert not started(3) and finish(clients[1])[0] == 0
         # Broker a dies with commands 0 and 2 running: b's command 3 runs once they are gone.
         running = [n for n, state in in_slurm().items() if state == "RUNNING"]
         brokers[0].process.kill()
         brokers[0].process.wait(BUDGET)
-        wait_until(lambda: started(3), "command 3 to run once broker a's jobs are gone")
+        wait_until(
+            lambda: started(3),
+            BUDGET,
+            "command 3 to run once broker a's jobs are gone",
+            interval=0.1,
+        )
         assert all(sacct_states(n) == ["CANCELLED"] for n in running), running
         (brokers[1].workspace / "release-3").touch()
         results = [finish(proc)[0] for proc in clients]

@@ -11,14 +11,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import sacct_states, slurm
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.slurm import sacct_states, slurm
 from vibesys.broker import client
 
 pytestmark = pytest.mark.slurm
@@ -145,13 +145,6 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-def wait_until(condition: object, what: str) -> None:
-    deadline = time.monotonic() + BUDGET
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def journal_rows(broker: Broker) -> list[dict[str, object]]:
     done = subprocess.run(
         [
@@ -252,19 +245,26 @@ def test_interrupting_the_client_cancels_the_job(
         request.getfixturevalue("all_gpus_taken")
     proc = broker.client("--gpus", "1", "--", "sleep", "60")
     wanted = "PENDING" if queued else "RUNNING"
-    wait_until(lambda: wanted in broker.jobs().values(), f"the job to be {wanted}")
+    wait_until(
+        lambda: wanted in broker.jobs().values(), BUDGET, f"the job to be {wanted}", interval=0.1
+    )
     (name,) = broker.jobs()
     proc.send_signal(signal.SIGINT)
     code, _, err = finish(proc)
     assert code == 130 and "interrupted: the job is cancelled" in err
     assert sacct_states(name) == ["CANCELLED"]
-    wait_until(lambda: journal_rows(broker)[0]["state"] == "DONE", "the broker to settle")
+    wait_until(
+        lambda: journal_rows(broker)[0]["state"] == "DONE",
+        BUDGET,
+        "the broker to settle",
+        interval=0.1,
+    )
     assert journal_rows(broker)[0]["outcome"] == "CANCELLED"
 
 
 def test_a_broker_crash_is_reconciled_by_name(broker: Broker) -> None:
     proc = broker.client("--gpus", "0", "--", "sleep", "60")
-    wait_until(lambda: "RUNNING" in broker.jobs().values(), "the job to run")
+    wait_until(lambda: "RUNNING" in broker.jobs().values(), BUDGET, "the job to run", interval=0.1)
     broker.process.kill()
     broker.process.wait(BUDGET)
     finish(proc)
@@ -277,7 +277,9 @@ def test_a_broker_crash_is_reconciled_by_name(broker: Broker) -> None:
     done = subprocess.run([sys.executable, "-m", "vibesys", "reconcile", *journal], **run)  # type: ignore[call-overload]
     assert done.returncode in (0, 4), done.stderr
     assert name.endswith(f"-{row['id']}-1") and str(row["id"]) in done.stdout
-    wait_until(lambda: sacct_states(name) == ["CANCELLED"], "the job to be cancelled")
+    wait_until(
+        lambda: sacct_states(name) == ["CANCELLED"], BUDGET, "the job to be cancelled", interval=0.1
+    )
     done = subprocess.run(
         [sys.executable, "-m", "vibesys", "wait", str(row["id"]), *journal], **run
     )  # type: ignore[call-overload]
@@ -352,7 +354,7 @@ def test_another_candidates_worktree_is_refused(tmp_path: Path) -> None:
 
 def test_stopping_the_broker_cancels_its_jobs(broker: Broker) -> None:
     proc = broker.client("--gpus", "0", "--", "sleep", "60")
-    wait_until(lambda: "RUNNING" in broker.jobs().values(), "the job to run")
+    wait_until(lambda: "RUNNING" in broker.jobs().values(), BUDGET, "the job to run", interval=0.1)
     (name,) = broker.jobs()
     log = stop_broker(broker)
     code, _, _ = finish(proc)

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.slurm.helpers import (
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.paths import ROOT
+from tests.helpers.slurm import (
     cli,
     daemon_pid,
     fast_toml,
@@ -111,14 +112,13 @@ def start_waiter(cwd: Path, invocation: str) -> subprocess.Popen[str]:
 
 def wait_until_driven(cwd: Path, invocation: str, timeout: float = 30) -> None:
     """Until a process (a waiter that is up) holds the invocation's lease."""
-    deadline = time.monotonic() + timeout
     query = "SELECT lease_owner FROM invocations WHERE id=?"
-    while True:
+
+    def driven() -> bool:
         with contextlib.closing(sqlite3.connect(cwd / ".vibesys" / "journal.db")) as db:
-            if db.execute(query, (invocation,)).fetchone()[0]:
-                return
-        assert time.monotonic() < deadline, f"nobody drives {invocation} after {timeout} s"
-        time.sleep(0.2)
+            return bool(db.execute(query, (invocation,)).fetchone()[0])
+
+    wait_until(driven, timeout, f"a process to drive {invocation}", interval=0.2)
 
 
 def stop(waiter: subprocess.Popen[str], signum: signal.Signals) -> str:

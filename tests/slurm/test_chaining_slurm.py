@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import (
+from tests.helpers.slurm import (
     cli,
     leaves_the_queue,
     run_args,

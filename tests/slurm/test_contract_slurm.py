@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.contract.suite import (
-    RUN_FAILPOINTS,
-    SPOOL_FAILPOINTS,
     System,
     check_cancel,
     check_crash_then_reconcile,
@@ -25,6 +23,7 @@ from tests.adapters.contract.suite import (
     check_late_submission_is_fenced,
     check_success,
 )
+from tests.helpers.failpoints import RUN_FAILPOINTS, SPOOL_FAILPOINTS
 from vibesys.adapters.slurm.request import SbatchRequest
 from vibesys.adapters.slurm.sbatch import SbatchBackend
 from vibesys.config import load_slurm_config

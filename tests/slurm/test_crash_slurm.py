@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.contract.suite import RUN_FAILPOINTS, SPOOL_FAILPOINTS
-from tests.slurm.helpers import (
+from tests.helpers.failpoints import RUN_FAILPOINTS, SPOOL_FAILPOINTS
+from tests.helpers.slurm import (
     cli,
     history_text,
     job_output,

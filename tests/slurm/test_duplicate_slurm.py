@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import (
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.slurm import (
     cli,
     finished_evidence,
     run_args,
@@ -85,10 +86,7 @@ def test_the_job_that_claimed_the_attempt_is_its_outcome(
 
 
 def wait_for_file(path: Path) -> None:
-    deadline = time.monotonic() + 30
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path.name} never appeared"
-        time.sleep(0.05)
+    wait_until(path.exists, 30, f"{path.name} to appear", interval=0.05)
 
 
 def copy_pids(job_id: str) -> list[int]:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.example_checks import check_agent_loop, run_agent_loop
-from tests.slurm.helpers import ROOT, sacct_states, slurm
+from tests.helpers.example_checks import check_agent_loop, run_agent_loop
+from tests.helpers.slurm import ROOT, sacct_states, slurm
 
 pytestmark = pytest.mark.slurm
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import (
+from tests.helpers.slurm import (
     finished_evidence,
     run_args,
     sacct_states,

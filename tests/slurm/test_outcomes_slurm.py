@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import (
+from tests.helpers.slurm import (
     cli,
     finished_evidence,
     history_text,

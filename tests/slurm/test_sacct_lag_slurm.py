@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.scripted_slurm import ScriptedSlurm
+from tests.helpers.scripted_slurm import ScriptedSlurm
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
 from vibesys.adapters.slurm.scheduler import SlurmScheduler
 from vibesys.config import parse_slurm_config

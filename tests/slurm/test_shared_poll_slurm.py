@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import run_args, show
+from tests.helpers.slurm import run_args, show
 
 pytestmark = pytest.mark.slurm
 

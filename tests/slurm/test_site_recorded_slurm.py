@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import (
+from tests.helpers.slurm import (
     cli,
     job_output,
     run_args,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.skyfake import make_fake_sky
-from tests.slurm.helpers import cli, write_slurm_toml
+from tests.helpers.skyfake import make_fake_sky
+from tests.helpers.slurm import cli, write_slurm_toml
 from tests.slurm.test_ssh_remote_slurm import our_sshd
 from tests.slurm.test_stalls_slurm import daemon_pid, frozen
 from vibesys.sitecheck import (

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from tests.bridge.session_helpers import Session, result_line, start_session
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
 from vibesys.adapters.skypilot import SkyEnvironment
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.ops import SkyOps

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.slurm.helpers import cli, run_args, settled_sacct, show
+from tests.helpers.slurm import cli, run_args, settled_sacct, show
 from vibesys import snapshot as snapshot_module
 from vibesys.adapters import staging as staging_module
 from vibesys.adapters.slurm.request import CandidateSpec, SbatchRequest

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.helpers import cli, run_args, show, squeue_jobs, wait_for_job_id
+from tests.helpers.slurm import cli, run_args, show, squeue_jobs, wait_for_job_id
 from vibesys.states.exits import EXIT_MISCONFIGURED, EXIT_UNRESOLVED, EXIT_WAITING
 
 pytestmark = pytest.mark.slurm

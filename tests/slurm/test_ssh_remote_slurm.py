@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.slurm.helpers import LOCAL_SLURM, cli, run_args, show
+from tests.helpers.slurm import LOCAL_SLURM, cli, run_args, show
 from vibesys.adapters.slurm.request import SbatchRequest
 from vibesys.adapters.slurm.scheduler import SlurmRunDirs
 from vibesys.engine import DriveOptions, Engine, drive

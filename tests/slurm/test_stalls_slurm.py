@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.slurm.helpers import (
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.paths import ROOT
+from tests.helpers.slurm import (
     cli,
     daemon_pid,
     fast_toml,
@@ -53,14 +54,17 @@ def start_run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subpr
 
 
 def wait_for_event(cwd: Path, event: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def recorded() -> dict[str, Any] | None:
         for found in listed(cwd):
             inv = show(cwd, str(found["id"]))
             if any(row["event"] == event for row in inv["history"]):
                 return inv
-        time.sleep(0.3)
-    raise AssertionError(f"no {event} recorded in {cwd} within {timeout} s")
+        return None
+
+    inv = wait_until(recorded, timeout, f"{event} recorded in {cwd}", interval=0.3)
+    assert inv is not None
+    return inv
 
 
 def shim(directory: Path, name: str, body: str) -> Path:

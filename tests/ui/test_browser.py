@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.ui.conftest import Server, run_job, start_stepped, text_of, wait_for
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.ui import Server, on_page, run_job, start_stepped, text_of
 
 
 def is_live(driver: Any) -> bool:
@@ -64,16 +65,19 @@ def test_the_ui_in_a_browser(
         driver.get(server.url)
         assert rows() == {finished: "DONE", running_id: "RUNNING"}
         assert "finished" in text_of(driver, "rows")
-        wait_for(
-            driver,
+        wait_until(
+            on_page(lambda: "on" in driver.find_element(By.ID, "live").get_attribute("class")),
+            20,
             "the list is live",
-            lambda: "on" in driver.find_element(By.ID, "live").get_attribute("class"),
+            interval=0.1,
         )
 
         # A job started now appears in the open list without a reload.
         driver.execute_script("window.notReloaded = true")
         late = run_job(project, "late", "true")
-        wait_for(driver, "the new job appears", lambda: rows().get(late) == "DONE")
+        wait_until(
+            on_page(lambda: rows().get(late) == "DONE"), 20, "the new job appears", interval=0.1
+        )
         assert driver.execute_script("return window.notReloaded") is True
         screenshot(driver, "list.png", shots, capsys)
 
@@ -82,7 +86,12 @@ def test_the_ui_in_a_browser(
 
         Select(driver.find_element(By.NAME, "state")).select_by_value("RUNNING")
         driver.find_element(By.CSS_SELECTOR, "form.filters button").click()
-        wait_for(driver, "the state filter applies", lambda: rows() == {running_id: "RUNNING"})
+        wait_until(
+            on_page(lambda: rows() == {running_id: "RUNNING"}),
+            20,
+            "the state filter applies",
+            interval=0.1,
+        )
         assert "state=RUNNING" in driver.current_url
         driver.get(f"{server.base}/?token={server.token}&label=fini")
         assert rows() == {finished: "DONE"}
@@ -92,28 +101,39 @@ def test_the_ui_in_a_browser(
         stdout = driver.find_element(By.ID, "log-stdout")
         assert "first line" in stdout.text
         assert text_of(driver, "state") == "RUNNING"
-        wait_for(
-            driver,
+        wait_until(
+            on_page(lambda: "on" in driver.find_element(By.ID, "live").get_attribute("class")),
+            20,
             "the page is live",
-            lambda: "on" in driver.find_element(By.ID, "live").get_attribute("class"),
+            interval=0.1,
         )
         driver.execute_script("window.notReloaded = true")
         running.step(1)
-        wait_for(driver, "the new line appears", lambda: "line after go1" in stdout.text)
+        wait_until(
+            on_page(lambda: "line after go1" in stdout.text),
+            20,
+            "the new line appears",
+            interval=0.1,
+        )
         assert text_of(driver, "state") == "RUNNING"
         running.step(2)
-        wait_for(
-            driver,
+        wait_until(
+            on_page(lambda: text_of(driver, "state") == "DONE"),
+            20,
             "the state turns DONE",
-            lambda: text_of(driver, "state") == "DONE",
+            interval=0.1,
         )
-        wait_for(
-            driver,
+        wait_until(
+            on_page(lambda: "to stderr: done" in driver.find_element(By.ID, "log-stderr").text),
+            20,
             "stderr arrives",
-            lambda: "to stderr: done" in driver.find_element(By.ID, "log-stderr").text,
+            interval=0.1,
         )
-        wait_for(
-            driver, "the stream ends", lambda: driver.find_element(By.ID, "live").text == "finished"
+        wait_until(
+            on_page(lambda: driver.find_element(By.ID, "live").text == "finished"),
+            20,
+            "the stream ends",
+            interval=0.1,
         )
         assert driver.execute_script("return window.notReloaded") is True
         assert stdout.text.splitlines() == ["first line", "line after go1", "line after go2"]

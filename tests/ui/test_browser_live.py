@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.ui.conftest import Server, run_job, text_of, vibesys, wait_for
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.ui import Server, on_page, run_job, text_of, vibesys
 from vibesys.ui.logs import TAIL_BYTES
 
 #: About 1 MB/s of numbered lines for 6 s, then a last line.
@@ -90,7 +91,9 @@ def test_a_killed_driver_is_not_live_and_times_move(
         inv, job = running_row(project / ".vibesys" / "journal.db", "held")
         server = serve_ui(project / ".vibesys" / "journal.db")
         driver.get(f"{server.base}/inv/{inv}?token={server.token}")
-        wait_for(driver, "the page is live", lambda: text_of(driver, "live") == "live")
+        wait_until(
+            on_page(lambda: text_of(driver, "live") == "live"), 20, "the page is live", interval=0.1
+        )
         assert (
             driver.execute_script("return document.getElementById('driver').dataset.driven")
             == "yes"
@@ -111,11 +114,11 @@ def test_a_killed_driver_is_not_live_and_times_move(
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=10)
         killed = time.monotonic()
-        wait_for(
-            driver,
+        wait_until(
+            on_page(lambda: "no process drives it" in text_of(driver, "driver")),
+            10,
             "the page says no process drives it",
-            lambda: "no process drives it" in text_of(driver, "driver"),
-            timeout=10,
+            interval=0.1,
         )
         assert time.monotonic() - killed < 30  # within the lease it held (30 s)
         assert text_of(driver, "live") == "not driven"
@@ -148,8 +151,12 @@ def test_a_fast_writer_keeps_the_page_bounded(
         inv, job = running_row(journal, "fast")
         server = serve_ui(journal)
         driver.get(f"{server.base}/inv/{inv}?token={server.token}")
-        wait_for(driver, "the page is live", lambda: "on" in driver.find_element(
-            "id", "live").get_attribute("class"))  # fmt: skip
+        wait_until(
+            on_page(lambda: "on" in driver.find_element("id", "live").get_attribute("class")),
+            20,
+            "the page is live",
+            interval=0.1,
+        )
         length = "return document.getElementById('log-stdout').textContent.length"
         lengths, done_at = [], None
         deadline = time.monotonic() + 40

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from tests.ui.conftest import Server
+from tests.helpers.ui import Server
 from tests.ui.journal_data import T0, build
 from vibesys.journal_schema import open_journal
 from vibesys.ui.app import Ui

@@ -49,7 +49,9 @@ from vibesys.journal_schema import (
     Invocation,
     Journal,
     iso,
+    open_journal,
 )
+from vibesys.journal_schema import journal_path as default_journal_path
 from vibesys.osutil.layout import attempt_dir, log_paths
 from vibesys.states import FailureClass, JobState, Outcome
 from vibesys.states.events import TIMEOUT_CANCEL
@@ -244,10 +246,7 @@ def result(journal_path: str | Path | None, invocation_id: str) -> JobResult:
     """`vibesys result` as a function: the JobResult of `invocation_id` in the journal at
     `journal_path` (None: `$VIBESYS_JOURNAL`, else `.vibesys/journal.db`), read only.
     Raises NotEnded when it has not ended, UsageError for an unknown invocation."""
-    from vibesys.journal_schema import journal_path as default_path
-    from vibesys.journal_schema import open_journal
-
-    journal = open_journal(default_path(journal_path), readonly=True)
+    journal = open_journal(default_journal_path(journal_path), readonly=True)
     try:
         return result_from_journal(journal, invocation_id)
     finally:

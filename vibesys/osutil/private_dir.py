@@ -1,6 +1,6 @@
 """This user's private directory on this host, for what vibesys processes share with each
 other and nobody else: the shared SSH connections' sockets and the start-up
-slots of `vibesys run`. Stdlib only (the entry point imports it before anything heavy)."""
+slots of `vibesys run`. Standard library only."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import contextlib
 import os
 import socket
 import stat
+import tempfile
 from pathlib import Path
 
 
@@ -16,8 +17,6 @@ def private_dir() -> Path | None:
     when it cannot be made or is not ours and closed to others (then nothing is shared)."""
     base = os.environ.get("XDG_RUNTIME_DIR")
     if not base:
-        import tempfile  # 6 ms of imports that a runtime directory spares
-
         base = tempfile.gettempdir()
     path = Path(base) / f"vibesys-{os.getuid()}"
     try:

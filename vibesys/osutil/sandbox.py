@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
+
+import msgspec
 
 __all__ = [
     "BWRAP_PRELUDE",
@@ -136,20 +137,19 @@ def _check_path(what: str, path: str) -> None:
         raise ValueError(f"{what} {path!r}: not a usable path")
 
 
-@dataclass(frozen=True, slots=True)
-class Sandbox:
+class Sandbox(msgspec.Struct, frozen=True):
     """What one confined command may see. Paths are absolute and already resolved (the
     broker resolves symlinks once, checks, and passes only the resolved paths here)."""
 
     workspace: str
     cwd: str
     read_only_paths: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    env: Mapping[str, str] = msgspec.field(default_factory=lambda: MappingProxyType({}))
     #: where the command sees the job's own working directory, writable (None: not at all)
     capture_dir: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        msgspec.structs.force_setattr(self, "env", MappingProxyType(dict(self.env)))
         _check_path("workspace", self.workspace)
         _check_path("cwd", self.cwd)
         if self.capture_dir is not None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 __all__ = [
     "FOREVER",
@@ -49,8 +50,7 @@ class CertificateError(ValueError):
     """The file is not an OpenSSH certificate this parser can read."""
 
 
-@dataclass(frozen=True, slots=True)
-class Certificate:
+class Certificate(msgspec.Struct, frozen=True):
     key_type: str
     key_id: str
     principals: tuple[str, ...]

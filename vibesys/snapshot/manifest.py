@@ -6,9 +6,10 @@ from __future__ import annotations
 import functools
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
+
+import msgspec
 
 from vibesys.snapshot import _remote
 from vibesys.snapshot.policy import ExclusionReason, SnapshotPolicy
@@ -41,8 +42,7 @@ _TYPE_BITS: Final = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ManifestEntry:
+class ManifestEntry(msgspec.Struct, frozen=True):
     """One entry of the snapshot."""
 
     #: relative POSIX path, "/" between components, no leading "./"
@@ -68,8 +68,7 @@ class ManifestEntry:
         return format(_TYPE_BITS[self.kind] | self.mode, "06o")
 
 
-@dataclass(frozen=True, slots=True)
-class Excluded:
+class Excluded(msgspec.Struct, frozen=True):
     """An entry left out of the snapshot, and why (for `vibesys snapshot --dry-run`)."""
 
     #: relative POSIX path (a name that is not UTF-8 holds surrogate escapes)
@@ -81,21 +80,28 @@ class Excluded:
     detail: str
 
 
-@dataclass(frozen=True)
-class Manifest:
+# dict=True: room for the digest, computed once when first asked for.
+class Manifest(msgspec.Struct, frozen=True, dict=True):
     """A candidate's entries in digest order, and what was left out. Pure data: it does not
     remember where the candidate is."""
 
     entries: tuple[ManifestEntry, ...]
-    excluded: tuple[Excluded, ...] = field(default=(), compare=False)
+    excluded: tuple[Excluded, ...] = ()
     #: the policy it was read under: a stage reads the candidate again under the same one
-    policy: SnapshotPolicy | None = field(default=None, compare=False)
+    policy: SnapshotPolicy | None = None
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.entries, key=lambda entry: entry.path.encode("utf-8")))
         if len({entry.path for entry in ordered}) != len(ordered):
             raise ValueError("a manifest lists each path once")
-        object.__setattr__(self, "entries", ordered)
+        msgspec.structs.force_setattr(self, "entries", ordered)
+
+    # The entries are the snapshot: what was left out, and why, does not make it another one.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Manifest) and self.entries == other.entries
+
+    def __hash__(self) -> int:
+        return hash(self.entries)
 
     @functools.cached_property
     def digest(self) -> str:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Final
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
@@ -133,8 +133,7 @@ def _check_pattern(pattern: str) -> None:
         raise ValueError(f"{pattern!r}: use plain relative components (no '.', '..', '//')")
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     pattern: str
     reason: ExclusionReason
 

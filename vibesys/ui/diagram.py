@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict, deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+import msgspec
 from markupsafe import Markup, escape
 
 from vibesys.states.job_state import INITIAL, TERMINAL, JobState
@@ -31,8 +31,7 @@ _LABEL_AT = (15, 11, 19, 7, 23)
 _CHAR, _LABEL_H = 5.6, 12.0
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(msgspec.Struct, frozen=True):
     source: JobState
     dest: JobState
     triggers: tuple[str, ...]

@@ -11,9 +11,10 @@ exactly that. Nothing here writes: liveness is read from /proc.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from vibesys.journal_schema.clock import iso
 from vibesys.journal_schema.records import Invocation
@@ -23,8 +24,7 @@ from vibesys.states import JobState
 CARRY_ON = "`vibesys reconcile` or `vibesys wait` carries it on"
 
 
-@dataclass(frozen=True, slots=True)
-class Driver:
+class Driver(msgspec.Struct, frozen=True):
     #: whether a process drives it now; None for a DONE invocation (nothing to drive)
     driven: bool | None
     owner: str | None

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import anyio
+import msgspec
 
 from vibesys.states import JobState
 from vibesys.ui import logs
@@ -47,8 +47,7 @@ class Live(Protocol):
     ) -> tuple[Progress, dict[str, str]]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Progress:
+class Progress(msgspec.Struct, frozen=True):
     """The facts a stream follows an invocation by."""
 
     version: int

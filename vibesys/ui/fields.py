@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 #: Shown by the summary, the attempts or the history.
 SHOWN = frozenset(
@@ -52,8 +53,7 @@ RECORDED = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(msgspec.Struct, frozen=True):
     column: str
     title: str
     #: the value as stored, or parsed when it is JSON text

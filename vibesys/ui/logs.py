@@ -8,8 +8,9 @@ offsets handed to the browser always fall on character boundaries, unless the st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from vibesys.osutil.layout import STDERR, STDOUT, attempt_dir, log_paths
 
@@ -19,8 +20,7 @@ TAIL_BYTES = 64 * 1024
 CHUNK_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(msgspec.Struct, frozen=True):
     stream: str
     #: the bytes [start, end) of the file, decoded
     start: int

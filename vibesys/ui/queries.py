@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import msgspec
 
 from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, as_dict
@@ -96,8 +97,7 @@ def _text(name: str, value: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class ListFilter:
+class ListFilter(msgspec.Struct, frozen=True):
     """What the list shows, as the URL says it (every field is one query parameter)."""
 
     states: tuple[JobState, ...] = ()
@@ -153,7 +153,7 @@ class ListFilter:
 
     def params(self, **changes: Any) -> dict[str, str]:
         """The URL parameters of this filter with `changes` (a new page, another state)."""
-        shown = replace(self, **changes)
+        shown = msgspec.structs.replace(self, **changes)
         found = {
             "state": ",".join(shown.states),
             "adapter": shown.adapter,
@@ -193,19 +193,17 @@ class ListFilter:
         return clauses, params
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(msgspec.Struct, frozen=True):
     inv: Invocation
     #: the SkyPilot run id (`--run-id`) where there is one
     campaign: str | None
     #: what the last status round saw of it, while it is not DONE (sight, the scheduler's reason)
-    seen: dict[str, Any] = field(default_factory=dict)
+    seen: dict[str, Any] = msgspec.field(default_factory=dict)
     #: its place in its campaign's queue, while it waits there (recorded, nothing sent)
     waiting: QueuePlace | None = None
 
 
-@dataclass(frozen=True)
-class Page:
+class Page(msgspec.Struct, frozen=True):
     rows: list[Row]
     counts: dict[str, int]
     total: int

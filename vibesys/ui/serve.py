@@ -9,6 +9,8 @@ import sys
 import webbrowser
 from pathlib import Path
 
+import uvicorn
+
 from vibesys.errors import CommandFailed, boundary
 from vibesys.journal_schema.opening import journal_path
 from vibesys.ui.app import create_app
@@ -36,8 +38,6 @@ def listen(port: int) -> socket.socket:
 
 
 def serve(journal: Path | None, port: int, open_browser: bool) -> None:
-    import uvicorn
-
     reader = JournalReader(journal_path(journal))
     with boundary(journal):
         reader.check()

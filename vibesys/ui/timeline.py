@@ -11,10 +11,10 @@ recorded it (a moment after the fact).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
 from markupsafe import Markup, escape
 
 from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
@@ -77,8 +77,7 @@ def _when(text: object) -> datetime | None:
     return moment.astimezone() if moment.tzinfo is None else moment
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(msgspec.Struct, frozen=True):
     kind: str  # submitting, queued, running, collecting
     start: datetime
     end: datetime
@@ -88,23 +87,21 @@ class Span:
 
     def __post_init__(self) -> None:
         if self.end < self.start:  # a clock behind the record (another host's): no negative span
-            object.__setattr__(self, "end", self.start)
+            msgspec.structs.force_setattr(self, "end", self.start)
 
 
-@dataclass(frozen=True, slots=True)
-class Mark:
+class Mark(msgspec.Struct, frozen=True):
     kind: str  # fence, fenced, unknown, cancel, retry
     at: datetime
     text: str
 
 
-@dataclass
-class Lane:
+class Lane(msgspec.Struct):
     attempt: int
     job: str
     ended: str
-    spans: list[Span] = field(default_factory=list)
-    marks: list[Mark] = field(default_factory=list)
+    spans: list[Span] = msgspec.field(default_factory=list)
+    marks: list[Mark] = msgspec.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -5,10 +5,10 @@ timelines, log chunks)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import msgspec
 from markupsafe import Markup
 
 from vibesys.journal_schema import ArtifactRow, Attempt, ClusterLease, HistoryRow, Invocation
@@ -22,8 +22,7 @@ from vibesys.ui.fields import Field, recorded, recorded_json
 from vibesys.ui.queries import ListFilter, Page, Row
 
 
-@dataclass(frozen=True)
-class InvocationView:
+class InvocationView(msgspec.Struct, frozen=True):
     inv: Invocation
     attempts: list[Attempt]
     history: list[HistoryRow]
@@ -130,13 +129,12 @@ def list_json(journal: Journal, page: Page) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class ClustersView:
+class ClustersView(msgspec.Struct, frozen=True):
     leases: list[tuple[ClusterLease, list[tuple[str, int]]]]
     broker_active: list[Row]
     broker_done: list[Row]
     #: the evaluations waiting in their campaign's queue (one at a time per campaign), in order
-    waiting: list[tuple[Invocation, QueuePlace]] = field(default_factory=list)
+    waiting: list[tuple[Invocation, QueuePlace]] = msgspec.field(default_factory=list)
 
 
 def clusters_view(journal: Journal) -> ClustersView:

@@ -16,27 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import Crash, crash_at, recover
+from tests.helpers.faults import Crash, crash_at, recover
 from vibesys.adapters.base import Backend
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.journal_schema import Invocation, open_journal, verify_journal
 from vibesys.states import JobState, Outcome
-
-#: The failpoints every run passes (as tests/crash/test_failpoints_local.py's).
-RUN_FAILPOINTS = [
-    "after_prepare_commit",
-    "after_submit_intent",
-    "after_submit_effect",
-    "after_submitted_commit",
-    "after_terminal_observed",
-    "after_finished_commit",
-    "after_collect_effect",
-    "after_done_commit",
-]
-
-#: Passed too by a run whose logs come home over the spool (a backend with remote files).
-SPOOL_FAILPOINTS = ["after_spool_append"]
 
 #: How long reconcile may keep answering UNRESOLVED because a lookup came too early (a batch
 #: system's accounting lags a job's end).

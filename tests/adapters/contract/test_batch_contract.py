@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.contract.suite import (
-    RUN_FAILPOINTS,
     System,
     check_cancel,
     check_crash_then_reconcile,
@@ -21,6 +20,7 @@ from tests.adapters.contract.suite import (
     check_success,
 )
 from tests.fakebatch.adapter import QSYS_ENTRY, QsysBackend, QsysRequest
+from tests.helpers.failpoints import RUN_FAILPOINTS
 from vibesys.adapters.registry import ADAPTERS, register
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.skyfake import FakeSky, make_fake_sky
+from tests.helpers.skyfake import FakeSky, make_fake_sky
 
 
 @pytest.fixture

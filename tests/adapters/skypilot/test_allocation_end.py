@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.skyfake import FakeSky, ref
-from tests.skyfake import submit_request as request
+from tests.helpers.skyfake import FakeSky, ref
+from tests.helpers.skyfake import submit_request as request
 from vibesys.adapters.base import JobRef, RemoteState
 from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot import SkyPilotBackend

@@ -13,8 +13,8 @@ import pytest
 from msgspec import structs
 from pydantic import ValidationError
 
-from tests.skyfake import FakeSky, ref, wait_terminal
-from tests.skyfake import submit_request as request
+from tests.helpers.skyfake import FakeSky, ref, wait_terminal
+from tests.helpers.skyfake import submit_request as request
 from vibesys.adapters.base import JobContext, RemoteState
 from vibesys.adapters.leases import LeaseAction
 from vibesys.adapters.rundir.claim import fence_text

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.skyfake import FakeSky
+from tests.helpers.skyfake import FakeSky
 from vibesys.adapters.leases import LeaseAction
 from vibesys.adapters.skypilot.errors import LaunchRefused, SkyProfileError
 from vibesys.adapters.skypilot.limits import allocation_refusal, infra_partition

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.skyfake import profile_toml
+from tests.helpers.skyfake import profile_toml
 from vibesys.adapters.skypilot import SkyEnvironment, SkyPilotBackend, build_backend
 from vibesys.adapters.skypilot.request import SkyPilotRequest, make_request
 from vibesys.adapters.transports import LocalTransport

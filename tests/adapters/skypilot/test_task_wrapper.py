@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from tests.golden_files import assert_matches_golden
+from tests.helpers.golden_files import assert_matches_golden
 from vibesys.adapters import staging
 from vibesys.adapters.skypilot.naming import cluster_name, fingerprint, name_on_cloud
 from vibesys.adapters.skypilot.parse import exit_code_line

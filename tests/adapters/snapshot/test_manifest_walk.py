@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.adapters.snapshot.helpers import paths, reasons, write
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 from vibesys.snapshot import (
     MARKER,
     CandidateError,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.ssh.helpers import make
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
+from tests.helpers.ssh import make
 from vibesys.adapters.transports.ssh import SshTransport
 
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm"

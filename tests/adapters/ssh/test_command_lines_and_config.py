@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.ssh.helpers import PASSPHRASE
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
+from tests.helpers.ssh import PASSPHRASE
 from vibesys.adapters.transports import runner_from_config
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.config import SshTransportConfig

@@ -8,7 +8,7 @@ import shlex
 import paramiko
 import pytest
 
-from tests.adapters.ssh.helpers import PASSPHRASE, everything_said
+from tests.helpers.ssh import PASSPHRASE, everything_said
 from vibesys.adapters.transports.ssh import (
     REDACTED,
     host_key_fingerprint,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.ssh.share_helpers import wait_for
+from tests.helpers.hang_guard import wait_until
 from vibesys.adapters.transports import ssh_share
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.config.slurm import SshTransportConfig
@@ -114,7 +114,7 @@ def test_a_burst_of_processes_leaves_one_spare_helper_not_one_each() -> None:
     for _ in range(10):  # ten processes took a helper while one refill was under way
         spare.refill()
     transport.gate.set()
-    wait_for(lambda: transport.idle == 1, "no spare helper was started")
+    wait_until(lambda: transport.idle == 1, 20.0, "no spare helper was started")
     time.sleep(0.2)
     for _ in range(5):  # the spare is there: nothing more is started
         spare.refill()

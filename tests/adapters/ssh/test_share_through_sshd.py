@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.ssh.share_helpers import (
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.ssh_share import (
     process,
     python_with_transport,
     refused,
     server_pid,
     site,
-    wait_for,
 )
 from vibesys.adapters.transports import ssh_share
 from vibesys.adapters.transports.ssh import SshTransport
@@ -39,7 +39,9 @@ def shared(tmp_path: Path, ssh_dir: Path) -> Iterator[tuple[SshTransportConfig, 
     path = first.share[0]
     assert first.run(["true"]).returncode == 0
     assert first.connections == 1  # the first one finds no server: it logs in itself
-    pid = wait_for(lambda: path.exists() and server_pid(path), "the shared server never came up")
+    pid = wait_until(
+        lambda: path.exists() and server_pid(path), 20.0, "the shared server never came up"
+    )
     first.close()
     yield config, path, pid
     for running in (pid, server_pid(path)):
@@ -131,12 +133,14 @@ def test_the_server_leaves_once_idle_for_persist_seconds(tmp_path: Path, ssh_dir
         assert first.share is not None
         path = first.share[0]
         first.run(["true"])
-    pid = wait_for(lambda: path.exists() and server_pid(path), "the shared server never came up")
+    pid = wait_until(
+        lambda: path.exists() and server_pid(path), 20.0, "the shared server never came up"
+    )
     with process(config) as later:
         later.run(["true"])
         time.sleep(2.0)  # longer than persist_seconds, but a process is still being served
         assert server_pid(path) == pid
-    wait_for(lambda: server_pid(path) is None and not path.exists(), "the server stayed", 10)
+    wait_until(lambda: server_pid(path) is None and not path.exists(), 10, "the server stayed")
 
 
 @pytest.mark.slurm
@@ -145,13 +149,13 @@ def test_a_dead_servers_socket_is_replaced_by_the_next_process(
 ) -> None:
     config, path, pid = shared
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: refused(path), "the server's socket still answers")
+    wait_until(lambda: refused(path), 20.0, "the server's socket still answers")
     assert path.exists()  # its socket file stays behind
     with process(config) as second:
         assert second.run(["true"]).returncode == 0
         assert second.connections == 1  # nobody listens: it logs in itself ...
     # ... and starts a new server for the next process.
-    wait_for(lambda: not refused(path), "no new server listens")
+    wait_until(lambda: not refused(path), 20.0, "no new server listens")
     new_pid = server_pid(path)
     assert new_pid is not None and new_pid != pid
     with process(config) as third:

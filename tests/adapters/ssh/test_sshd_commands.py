@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.adapters.ssh.helpers import make
+from tests.helpers.ssh import make
 from vibesys.adapters.transports import CommandResult
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.errors import BackendMisconfigured

@@ -9,7 +9,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from tests.adapters.ssh.helpers import (
+from tests.helpers.ssh import (
     PASSPHRASE,
     SSHD_PORT,
     everything_said,

@@ -15,15 +15,14 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.ssh.helpers import (
+from tests.helpers.hang_guard import hang_guard, wait_until
+from tests.helpers.paths import ROOT
+from tests.helpers.ssh import (
     Proxy,
     make,
     proxied_known_hosts,
     sshd_pids_serving,
-    wait_until,
 )
-from tests.conftest import ROOT
-from tests.hang_guard import hang_guard
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.errors import BackendUnavailable, TransportLost
 
@@ -138,7 +137,7 @@ def test_connection_lost_mid_stream_then_the_next_command_reconnects(
     kept = (tmp_path / "spool").read_bytes()
     assert len(kept) == sink.written >= first
     assert kept[:first] == b"\0" * first
-    wait_until(lambda: not transport.is_active())
+    wait_until(lambda: not transport.is_active(), 10, "the cut connection to close")
 
     assert ssh.run(["echo", "back"], timeout=30).stdout == "back\n"
     assert ssh.connections == 2
@@ -179,7 +178,7 @@ def test_reconnect_backs_off_then_reports_transport_lost(ssh_dir: Path, tmp_path
         assert transport.run(["echo", "up"]).stdout == "up\n"
         first = transport.paramiko_transport
         proxy.stop()  # the network goes away
-        wait_until(lambda: not first.is_active())
+        wait_until(lambda: not first.is_active(), 10, "the connection to notice the network gone")
         with pytest.raises(TransportLost) as caught:
             transport.run(["sbatch", "--parsable", "x.sh"], maybe_effect=True)
         # Never sent: the command did not run, whatever maybe_effect says.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.skyfake import FakeSky, make_fake_sky
+from tests.helpers.skyfake import FakeSky, make_fake_sky
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive
 from vibesys.journal_schema import Invocation, open_journal

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.skypilot.conftest import engine_on, job_claims, run
-from tests.skyfake import FakeSky
+from tests.helpers.skyfake import FakeSky
 from vibesys.cli.render import show
 from vibesys.engine import DriveOptions, drive
 from vibesys.engine.clusters import release_cluster

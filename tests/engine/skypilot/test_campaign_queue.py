@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.engine.skypilot.conftest import engine_on, run
-from tests.skyfake import FakeSky
+from tests.helpers.skyfake import FakeSky
 from vibesys.engine import DriveOptions, Engine, drive
 from vibesys.journal_schema import Invocation, verify_journal
 from vibesys.states import JobState, Outcome

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.skypilot.conftest import engine_on, run
-from tests.skyfake import FakeSky
+from tests.helpers.skyfake import FakeSky
 from vibesys.engine import DriveOptions, drive, reconcile
 from vibesys.engine.seen import Sight
 from vibesys.journal_schema import LeaseState
@@ -51,7 +51,7 @@ def test_cancel_stops_the_job_and_keeps_the_cluster(fake: FakeSky, tmp_path: Pat
 def test_a_crash_after_the_exec_is_reattached_without_a_second_exec(
     fake: FakeSky, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.faults import Crash, crash_at, recover
+    from tests.helpers.faults import Crash, crash_at, recover
 
     engine = engine_on(fake, tmp_path)
     crash_at(monkeypatch, "after_submit_effect")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.skypilot.conftest import engine_on, job_claims
-from tests.skyfake import FakeSky
+from tests.helpers.skyfake import FakeSky
 from vibesys.cli.render import show
 from vibesys.engine import DriveOptions, Engine, drive
 from vibesys.job_result import JobStatus, result_from_journal

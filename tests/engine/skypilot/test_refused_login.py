@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from tests.engine.skypilot.conftest import engine_on, run
-from tests.skyfake import FakeSky
+from tests.helpers.skyfake import FakeSky
 from vibesys.engine import DriveOptions, drive
 from vibesys.engine.seen import Sight
 from vibesys.states import JobState, Outcome

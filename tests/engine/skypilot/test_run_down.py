@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.engine.skypilot.conftest import engine_on, run
-from tests.skyfake import FakeSky
+from tests.helpers.skyfake import FakeSky
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.journal_schema import LeaseState, open_journal

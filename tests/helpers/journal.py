@@ -1,12 +1,17 @@
-"""Helpers shared by the journal tests (fixtures live in conftest.py)."""
+"""Helpers shared by the journal tests (their fixtures are in tests/journal_schema/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.states import Event
+
+#: The fixtures `new_invocation` (keyword overrides go to create_invocation) and `drive`
+#: (commits events to an invocation, returns it after the last).
+NewInvocation = Callable[..., Invocation]
+Drive = Callable[[Invocation, Sequence[Event]], Invocation]
 
 #: A fixed moment, so recorded times are predictable.
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

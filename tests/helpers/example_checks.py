@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
+
 HOST = ROOT / "examples" / "agent_loop" / "host.py"
 
 #: Lines the run must print, whatever the site.

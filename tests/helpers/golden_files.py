@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 UPDATE_VARIABLE = "VIBESYS_UPDATE_GOLDEN"
-CHECKOUT = Path(__file__).resolve().parents[1]
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def assert_matches_golden(path: Path, actual: str) -> None:

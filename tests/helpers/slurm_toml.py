@@ -10,7 +10,7 @@ import pytest
 from vibesys.config import parse_slurm_config
 from vibesys.errors import ConfigError
 
-DATA = Path(__file__).with_name("data")
+DATA = Path(__file__).resolve().parents[1] / "config" / "data"
 EXAMPLE = (DATA / "slurm.example.toml").read_text(encoding="utf-8")
 
 MINIMAL = """

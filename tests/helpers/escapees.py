@@ -10,14 +10,14 @@ import os
 import secrets
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from tests.hang_guard import wait_until
+import msgspec
+
+from tests.helpers.hang_guard import wait_until
 
 
-@dataclass(frozen=True)
-class Escapees:
+class Escapees(msgspec.Struct, frozen=True):
     nonce: str
 
     @property

@@ -12,8 +12,9 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from vibesys.adapters.base import TERMINAL_REMOTE, JobContext, JobRef, RemoteStatus, SubmitRequest
 from vibesys.adapters.rundir.remote import RunDirs
@@ -24,7 +25,7 @@ from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.adapters.transports import LocalTransport
 from vibesys.config.resources import PortableResources, SkyPilotProfile, resolve_resources
 
-FAKE_SKY = Path(__file__).with_name("fake_sky.py")
+FAKE_SKY = Path(__file__).resolve().parents[1] / "fake_sky.py"
 #: Status rounds of the fake take milliseconds: poll as fast as the engine allows.
 FAST_POLL = (0.05, 0.05)
 
@@ -49,8 +50,7 @@ def profile_toml(root: Path, name: str = "test", **changes: object) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass
-class FakeSky:
+class FakeSky(msgspec.Struct):
     """A fake SkyPilot installation (venv with bin/sky) and its state."""
 
     venv: Path

@@ -18,9 +18,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import vibesys_cli
+from tests.helpers.cli import vibesys_cli
+from tests.helpers.hang_guard import wait_until
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm"
 
 #: What `remote_workspace_root` may hold (it is written into #SBATCH lines).
@@ -109,7 +110,7 @@ def frozen(pid: int) -> Iterator[None]:
 def cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """The real `vibesys` command (see tests/conftest.py)."""
+    """The real `vibesys` command (see tests/helpers/cli.py)."""
     return vibesys_cli(*args, cwd=cwd, env=env, timeout=timeout)
 
 
@@ -146,15 +147,18 @@ def only_invocation(cwd: Path) -> dict[str, Any]:
 
 def wait_for_job_id(cwd: Path, timeout: float = 60) -> tuple[str, str, str]:
     """(invocation id, job name, job id) once the running `vibesys run` in `cwd` recorded it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def recorded() -> tuple[str, str, str] | None:
         for inv in listed(cwd):
             attempts = inv.get("attempts") or []
             if attempts and attempts[-1].get("job_id"):
                 last = attempts[-1]
                 return str(inv["id"]), str(last["job_name"]), str(last["job_id"])
-        time.sleep(0.2)
-    raise AssertionError(f"no job id recorded in {cwd} within {timeout} s")
+        return None
+
+    found = wait_until(recorded, timeout, f"a job id recorded in {cwd}", interval=0.2)
+    assert found is not None
+    return found
 
 
 def history_text(inv: dict[str, Any]) -> str:

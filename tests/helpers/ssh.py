@@ -9,7 +9,6 @@ import os
 import socket
 import subprocess
 import threading
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -131,10 +130,3 @@ def proxied_known_hosts(ssh_dir: Path, path: Path, port: int) -> Path:
     key_type, key = host_key_line(ssh_dir)
     path.write_text(f"[127.0.0.1]:{port} {key_type} {key}\n")
     return path
-
-
-def wait_until(condition: Any, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)

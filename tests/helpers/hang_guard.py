@@ -11,7 +11,9 @@ import select
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, TypeVar
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -23,12 +25,16 @@ def hang_guard(seconds: float, what: str) -> Iterator[None]:
     assert elapsed < seconds, f"hang guard: {what} took {elapsed:.1f} s (guard {seconds:.0f} s)"
 
 
-def wait_until(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    """Poll `condition` until it holds; fail naming `what` after `seconds`."""
+def wait_until(
+    condition: Callable[[], T], seconds: float, what: str, *, interval: float = 0.02
+) -> T:
+    """Poll `condition` every `interval` until it gives something true, and return that; fail
+    naming `what` (what was waited for) after `seconds`."""
     deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"hang guard: {what} not within {seconds:.0f} s"
-        time.sleep(0.02)
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"hang guard: {what}: not within {seconds:g} s"
+        time.sleep(interval)
+    return found
 
 
 def readline_within(stream: IO[str], seconds: float, what: str) -> str:

@@ -7,12 +7,11 @@ import contextlib
 import shutil
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.adapters.ssh.helpers import SSHD_PORT
+from tests.helpers.ssh import SSHD_PORT
 from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.config.slurm import SshTransportConfig
 
@@ -60,14 +59,6 @@ def refused(path: Path) -> bool:
     finally:
         probe.close()
     return False
-
-
-def wait_for(predicate: Any, what: str, seconds: float = 20.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while not (found := predicate()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-    return found
 
 
 def python_with_transport(config: SshTransportConfig, *lines: str) -> list[str]:
