@@ -112,6 +112,16 @@ FORBIDDEN = {
     # Below the CLI: they serve it (and each other), never the other way round.
     "vibesys.broker": ("vibesys.cli",),
     "vibesys.bridge": ("vibesys.cli",),
+    # The socket-service layer sits under both services: nothing of theirs, nor of the engine.
+    "vibesys.service": (
+        "vibesys.bridge",
+        "vibesys.broker",
+        "vibesys.cli",
+        "vibesys.engine",
+        "vibesys.journal_schema",
+        "vibesys.adapters",
+        "vibesys.config",
+    ),
     "vibesys.job_result": ("vibesys.cli", "vibesys.engine", "vibesys.adapters"),
     # The Python API sits beside the CLI, over the engine: the CLI may be built on it, never
     # the other way round; the bridge and the broker are other hosts of the engine.
@@ -146,14 +156,18 @@ _BROKER_CORE = (
     "vibesys.osutil.sandbox",
     "vibesys.config",
     "vibesys.errors",
-    "vibesys.osutil.connections",
-    "vibesys.osutil.tokens",
+    "vibesys.service",
 )
 BROKER_ALLOWED = {
-    "vibesys.broker.protocol": (),
+    "vibesys.broker.protocol": (
+        "vibesys.broker.replies",
+        "vibesys.service.framing",
+        "vibesys.service.tokens",
+    ),
+    "vibesys.broker.replies": ("vibesys.service.framing",),
     "vibesys.broker.jobs": ("vibesys.osutil.sandbox",),
     "vibesys.broker.environment": (),
-    "vibesys.broker.slots": ("vibesys.broker.jobs", "vibesys.broker.protocol"),
+    "vibesys.broker.slots": ("vibesys.broker.jobs", "vibesys.broker.replies"),
     # The run-wide cap's line lives in the journal; it never drives an invocation itself.
     "vibesys.broker.run_slots": ("vibesys.broker", "vibesys.journal_schema"),
     "vibesys.broker.admission": _BROKER_CORE,
@@ -161,7 +175,12 @@ BROKER_ALLOWED = {
     "vibesys.broker.client": (),
 }
 #: I/O the pure broker modules must not use.
-BROKER_PURE = ("vibesys.broker.protocol", "vibesys.broker.jobs", "vibesys.broker.environment")
+BROKER_PURE = (
+    "vibesys.broker.protocol",
+    "vibesys.broker.replies",
+    "vibesys.broker.jobs",
+    "vibesys.broker.environment",
+)
 IO_MODULES = ("socket", "subprocess", "os", "io", "pathlib", "threading", "time", "sqlite3")
 
 
@@ -264,9 +283,9 @@ def test_only_the_engine_runner_and_the_cli_reach_the_engine() -> None:
         )
     )
     assert reaching == [
-        "vibesys.broker.cli",
         "vibesys.broker.engine_runner",
         "vibesys.broker.run_slots",  # the journal's run_slots only (test_broker_imports)
+        "vibesys.broker.startup",
     ]
 
 
@@ -278,10 +297,12 @@ def test_the_client_is_stdlib_only() -> None:
     assert outside == []
 
 
-#: The bridge's wire format is pure: nothing of vibesys but the broker's line framing.
+#: The bridge's wire format is pure: nothing of vibesys but the service layer's line framing
+#: (itself pure).
 BRIDGE_PURE = {
-    "vibesys.bridge.protocol": ("vibesys.broker.protocol",),
-    "vibesys.bridge.replies": ("vibesys.bridge.protocol",),
+    "vibesys.service.framing": (),
+    "vibesys.bridge.protocol": ("vibesys.service.framing",),
+    "vibesys.bridge.replies": ("vibesys.bridge.protocol", "vibesys.service.framing"),
 }
 
 
@@ -303,7 +324,12 @@ def test_only_the_runner_and_the_session_reach_the_engine() -> None:
         for path in (PACKAGE / "bridge").glob("*.py")
         if any(imported.startswith("vibesys.engine") for imported in imports_of(path))
     )
-    assert reaching == ["vibesys.bridge.runner", "vibesys.bridge.session"]
+    assert reaching == [
+        "vibesys.bridge.driving",
+        "vibesys.bridge.recorded",
+        "vibesys.bridge.runner",
+        "vibesys.bridge.session",
+    ]
 
 
 def test_the_eval_client_is_stdlib_only() -> None:

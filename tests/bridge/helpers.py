@@ -21,8 +21,8 @@ from vibesys.bridge.site import Site
 from vibesys.config import PortableResources
 from vibesys.engine.drive import StopFlag
 from vibesys.journal_schema import Journal, open_journal
-from vibesys.osutil.connections import Limits
-from vibesys.osutil.tokens import BRIDGE_PREFIX, new_token
+from vibesys.service.connections import Limits
+from vibesys.service.tokens import BRIDGE_PREFIX, new_token
 
 
 @dataclass

@@ -14,7 +14,7 @@ from vibesys.broker.admission import Admission
 from vibesys.broker.admission import Refusal as BrokerRefusal
 from vibesys.broker.protocol import Request as GpuRequest
 from vibesys.config import AgentGpuConfig
-from vibesys.osutil.tokens import BRIDGE_PREFIX, BROKER_PREFIX, new_token, service_of
+from vibesys.service.tokens import BRIDGE_PREFIX, BROKER_PREFIX, new_token, service_of
 
 BRIDGE_TOKEN = new_token(BRIDGE_PREFIX)
 BROKER_TOKEN = new_token(BROKER_PREFIX)

@@ -14,7 +14,7 @@ import pytest
 
 from tests.bridge.session_helpers import start_session
 from vibesys.adapters.requests import recorded_limits
-from vibesys.bridge.runner import ARTIFACT_LIMITS
+from vibesys.bridge.driving import ARTIFACT_LIMITS
 from vibesys.journal_schema import open_journal
 from vibesys.osutil.artifact_walk import Limits
 

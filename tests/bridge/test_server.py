@@ -17,7 +17,7 @@ import pytest
 
 from tests.bridge.helpers import Bridge, as_other, final, make_bridge, output, talk, throwaway_uid
 from vibesys.bridge.protocol import MAX_REQUEST_BYTES
-from vibesys.osutil.tokens import BROKER_PREFIX, new_token
+from vibesys.service.tokens import BROKER_PREFIX, new_token
 
 
 def refused(replies: list[dict[str, Any]]) -> tuple[str | None, str]:
@@ -205,7 +205,7 @@ def test_another_uid_reusing_a_request_id_is_refused(workspace: Path) -> None:
     root.chmod(0o755)
     served, stop = make_bridge(root, workspace)
     try:
-        served.server.allowed_uids = frozenset({os.getuid(), other})
+        served.server.socket.allowed_uids = frozenset({os.getuid(), other})
         served.socket_path.parent.chmod(0o755)
         served.socket_path.chmod(0o666)
         body = served.body(argv=["true"])
@@ -214,7 +214,7 @@ def test_another_uid_reusing_a_request_id_is_refused(workspace: Path) -> None:
         (reply,) = as_other(other, served.socket_path, body_line)
         assert reply["type"] == "refused" and reply["field"] == "request_id"
         assert reply["message"] == "request id r-1 belongs to another user; use a new request id"
-        served.server.allowed_uids = frozenset({os.getuid()})
+        served.server.socket.allowed_uids = frozenset({os.getuid()})
         (reply,) = as_other(other, served.socket_path, body_line)
         assert reply["message"] == f"uid {other} may not use this bridge"
         assert served.counts() == (1, 1)

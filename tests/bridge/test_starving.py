@@ -34,7 +34,7 @@ from tests.bridge.helpers import (
 )
 from tests.helpers.hang_guard import wait_until
 from vibesys.bridge import client
-from vibesys.osutil.connections import Limits
+from vibesys.service.connections import Limits
 
 CLIENT = Path(client.__file__)
 REPO = Path(__file__).resolve().parents[2]
@@ -177,7 +177,7 @@ def test_the_connections_of_one_uid_are_capped(workspace: Path) -> None:
             assert f"uid {uid} has 2 connections open, its limit" in answer["message"]
             if os.geteuid() == 0:  # another uid still gets in
                 other = throwaway_uid()
-                bridge.server.allowed_uids = frozenset({uid, other})
+                bridge.server.socket.allowed_uids = frozenset({uid, other})
                 bridge.socket_path.parent.chmod(0o755)
                 bridge.socket_path.chmod(0o666)
                 line = json.dumps({"version": 1, "op": "capabilities", "token": bridge.token})

@@ -18,16 +18,8 @@ from vibesys.broker import client
 from vibesys.broker.admission import Admission, Refusal
 from vibesys.broker.engine_runner import EngineGpuJobRunner
 from vibesys.broker.exposure import check_profilers
-from vibesys.broker.protocol import (
-    Capture,
-    Captured,
-    ProtocolError,
-    Request,
-    decode_reply,
-    decode_request,
-    encode_reply,
-    encode_request,
-)
+from vibesys.broker.protocol import ProtocolError, Request, decode_request, encode_request
+from vibesys.broker.replies import Capture, Captured, decode_reply, encode_reply
 from vibesys.config import AgentGpuConfig, parse_slurm_config
 from vibesys.config.profiler import CAPTURE_DIR, ProfilerConfig
 from vibesys.errors import ConfigError

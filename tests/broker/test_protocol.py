@@ -13,19 +13,21 @@ from hypothesis import strategies as st
 from vibesys.broker.protocol import (
     MAX_REQUEST_BYTES,
     PROTOCOL_VERSION,
-    Exit,
     LineDecoder,
     LineTooLong,
-    Output,
     ProtocolError,
-    Refused,
     Request,
-    Waiting,
-    decode_reply,
     decode_request,
-    encode_reply,
     encode_request,
     token_matches,
+)
+from vibesys.broker.replies import (
+    Exit,
+    Output,
+    Refused,
+    Waiting,
+    decode_reply,
+    encode_reply,
     waiting_line,
 )
 

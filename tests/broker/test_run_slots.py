@@ -15,7 +15,7 @@ from tests.broker.test_slots import BUDGET
 from tests.helpers.hang_guard import wait_until
 from tests.helpers.journal import commit_all, create
 from vibesys.broker.jobs import StopSignal
-from vibesys.broker.protocol import Waiting
+from vibesys.broker.replies import Waiting
 from vibesys.broker.run_slots import RunSlots
 from vibesys.journal_schema import open_journal
 from vibesys.osutil.proc import hostname, self_identity

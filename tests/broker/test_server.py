@@ -27,7 +27,7 @@ from vibesys.broker.protocol import MAX_REQUEST_BYTES
 from vibesys.broker.server import BrokerServer
 from vibesys.broker.slots import JobSlots
 from vibesys.config import AgentGpuConfig
-from vibesys.osutil.connections import Limits
+from vibesys.service.connections import Limits
 
 CLIENT = Path(client.__file__)
 BUDGET = 20.0

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from tests.helpers.hang_guard import wait_until
-from vibesys.broker.protocol import Waiting
+from vibesys.broker.replies import Waiting
 from vibesys.broker.slots import JobSlots
 
 BUDGET = 10.0

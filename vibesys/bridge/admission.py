@@ -8,30 +8,21 @@ host, an account, a partition, ...) was refused by the protocol already.
 
 from __future__ import annotations
 
-import hmac
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
+
 from vibesys.bridge.protocol import Request, Resume
-from vibesys.osutil.tokens import service_of
+from vibesys.service.framing import Refusal
+from vibesys.service.tokens import service_of, tokens_match
 
 __all__ = ["Evaluation", "Refusal", "SessionPolicy"]
 
 
-class Refusal(Exception):
-    """A request the bridge will not serve; the message is for the helper, `field` says which
-    field of the request is at fault (None: the connection itself)."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-@dataclass(frozen=True, slots=True)
-class Evaluation:
+class Evaluation(msgspec.Struct, frozen=True):
     """An accepted evaluate (or cancel) request: checked against the session."""
 
     request_id: str
@@ -43,10 +34,10 @@ class Evaluation:
     timeout_requested: int | None
     #: what applies: the request's, else the session's default
     timeout_seconds: int
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    env: Mapping[str, str] = msgspec.field(default_factory=lambda: MappingProxyType({}))
     artifacts: tuple[str, ...] = ()
     uid: int = -1
-    resume: Resume = field(default_factory=Resume)
+    resume: Resume = msgspec.field(default_factory=Resume)
 
     def __repr__(self) -> str:  # never print the variables' values
         return f"Evaluation({self.request_id!r}, argv={self.argv!r}, env=<{sorted(self.env)}>)"
@@ -66,8 +57,7 @@ class Evaluation:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class SessionPolicy:
+class SessionPolicy(msgspec.Struct, frozen=True):
     """Everything a check needs: fixed when the session starts."""
 
     token: str
@@ -80,7 +70,7 @@ class SessionPolicy:
     max_timeout: int = 86400
 
     def check_token(self, token: str) -> None:
-        if hmac.compare_digest(token.encode("utf-8"), self.token.encode("utf-8")):
+        if tokens_match(token, self.token):
             return
         service = service_of(token)
         if service is not None and service != "the evaluation bridge":

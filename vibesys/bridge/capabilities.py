@@ -11,17 +11,16 @@ are rendered from it (`vibesys.bridge.notes`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from vibesys.adapters.slurm.limits import sbatch_sizing
 from vibesys.adapters.slurm.site_parse import parse_slurm_minutes
+from vibesys.bridge.protocol import KINDS, PROTOCOL_VERSION
+from vibesys.bridge.site import Site
+from vibesys.config import AgentGpuConfig
 from vibesys.config.strict import StrTuple
-
-if TYPE_CHECKING:
-    from vibesys.bridge.site import Site
-    from vibesys.config import AgentGpuConfig
 
 __all__ = ["GpuCommands", "Partition", "SessionCapabilities", "session_capabilities"]
 
@@ -128,8 +127,6 @@ def session_capabilities(
     results_dir: Path | None,
 ) -> SessionCapabilities:
     """The capabilities of a session on `site` with these options."""
-    from vibesys.bridge.protocol import KINDS, PROTOCOL_VERSION
-
     agent = site.slurm_file.config.agent_gpu if site.slurm_file is not None else None
     return SessionCapabilities(
         protocol_version=PROTOCOL_VERSION,

@@ -1,6 +1,6 @@
 """`vibesys session ...`: one candidate session's host side (the evaluation bridge, and the GPU
-broker when the site offers GPU commands). Only typer is imported at module level: `vibesys
---help` must stay light."""
+broker when the site offers GPU commands). The declaration only: the session is imported when
+the command runs, so that `vibesys --help` stays light."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from vibesys.bridge import client
+from vibesys.errors import boundary
 
 session_app = typer.Typer(
     help="A candidate session's host side: the evaluation bridge (vibesys-eval) and, when the "
@@ -112,49 +115,35 @@ def serve(
     """Serve one candidate session until SIGTERM, SIGINT or the parent's death. Prints one JSON
     document: the sockets, token files and clients, and the environment to give the
     container. Exit 0 after a clean teardown, 4 when an evaluation was left UNRESOLVED."""
-    from vibesys.errors import boundary
-
     with boundary(journal):
-        from vibesys.bridge.session import SessionOptions, artifact_limits, serve_session
-        from vibesys.bridge.site import resolve_site
-        from vibesys.config import PortableResources, parse_resources
-        from vibesys.config.profiles import load_resources_table
-        from vibesys.journal_schema import journal_path
-
         if max_timeout < default_timeout:
             raise typer.BadParameter(f"--max-timeout {max_timeout} is below --default-timeout")
-        portable = (
-            parse_resources(load_resources_table(resources), source=f"{resources} [resources]")
-            if resources is not None
-            else PortableResources()
-        )
-        site = resolve_site(
-            run_id=run_id,
-            workspace=str(workspace.expanduser().absolute()),
-            resources=portable,
-            slurm_config=slurm_config,
-            clusters_config=clusters_config,
-            profile=profile,
-            local=local,
-            unconfined=unconfined,
-        )
-        options = SessionOptions(
+        # The session loads the engine: not before the command runs (`vibesys --help`).
+        from vibesys.bridge.session import serve_session, session_options
+
+        options = session_options(
             run_id=run_id,
             workspace=workspace,
-            site=site,
-            journal=journal_path(journal),
+            slurm_config=slurm_config,
+            profile=profile,
+            clusters_config=clusters_config,
+            local=local,
+            unconfined=unconfined,
+            resources=resources,
+            journal=journal,
             state_dir=state_dir,
             results_dir=results_dir,
-            allow_env=tuple(allow_env or ()),
-            allow_uids=tuple(allow_uid or ()),
+            allow_env=allow_env,
+            allow_uid=allow_uid,
             default_timeout=default_timeout,
             max_timeout=max_timeout,
             max_retries=max_retries,
             teardown_seconds=teardown_seconds,
-            artifact_limits=artifact_limits(artifact_max, artifact_sum_max),
+            artifact_max=artifact_max,
+            artifact_sum_max=artifact_sum_max,
             parent_pid=parent_pid,
             down=down,
-            check_site=check,
+            check=check,
         )
         status = serve_session(options, typer.echo)
     raise typer.Exit(status)
@@ -163,6 +152,4 @@ def serve(
 @session_app.command("client-path")
 def client_path() -> None:
     """Print the path of the stdlib-only `vibesys-eval` file, to mount into a container."""
-    from vibesys.bridge import client
-
     typer.echo(Path(client.__file__).resolve())

@@ -20,12 +20,15 @@ from typing import Final
 
 from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.adapters.rundir.names import WORK_DIR
+from vibesys.adapters.staging import copy_command, snapshot_path, stage
+from vibesys.adapters.transports import CommandResult, LocalTransport
 from vibesys.errors import UsageError
 from vibesys.job_result import JobResult
 from vibesys.journal_schema import ArtifactState, Invocation, Journal
 from vibesys.osutil import artifact_walk, place
 from vibesys.osutil.artifact_walk import Limits
 from vibesys.osutil.layout import attempt_dir
+from vibesys.snapshot import SnapshotPolicy, _remote, build_manifest
 from vibesys.states import JobState, Outcome
 
 __all__ = [
@@ -42,10 +45,6 @@ RESULT_FILE: Final = "result.json"
 def stage_local_candidate(workspace: str, stage_root: Path, invocation_dir: Path) -> Path:
     """`invocation_dir/work`: a fresh, verified copy of the workspace's snapshot (its digest's
     directory under `stage_root` is made once and reused)."""
-    from vibesys.adapters.staging import copy_command, snapshot_path, stage
-    from vibesys.adapters.transports import CommandResult, LocalTransport
-    from vibesys.snapshot import SnapshotPolicy, _remote, build_manifest
-
     manifest = build_manifest(workspace, SnapshotPolicy())
     # The "remote" side is this host: the staged snapshot is probed and the copy verified by
     # the stager's own code in this process, not by a new `python3` each (a version manager's
@@ -77,8 +76,6 @@ def stage_local_candidate(workspace: str, stage_root: Path, invocation_dir: Path
 
 def _mismatch(directory: object, digest: str) -> str | None:
     """Why `directory` is not exactly the snapshot `digest` (the stager's own check), or None."""
-    from vibesys.snapshot import _remote
-
     try:
         _remote.verify(os.fsencode(str(directory)), digest)
     except _remote.Mismatch as exc:

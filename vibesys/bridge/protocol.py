@@ -44,20 +44,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
-# The line framing and JSON helpers are the GPU broker's: one reading of a line for both.
-from vibesys.broker.protocol import (
+import msgspec
+
+from vibesys.service.framing import (
     LineDecoder,
     LineTooLong,
     ProtocolError,
+    encode_line,
     field_label,
+    json_object,
     shown_field,
 )
-from vibesys.broker.protocol import _line as _line
-from vibesys.broker.protocol import _object as _object
 
 __all__ = [
     "FORBIDDEN_FIELDS",
@@ -134,8 +134,7 @@ MAX_OFFSET: Final = 1 << 53
 _MAX_TIMEOUT = 10 * 86400
 
 
-@dataclass(frozen=True, slots=True)
-class Resume:
+class Resume(msgspec.Struct, frozen=True):
     """Where the helper's copy of the output stands: bytes of `attempt`'s logs it has."""
 
     attempt: int = 0
@@ -143,8 +142,7 @@ class Resume:
     stderr: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """One request, as the helper sent it (not yet checked against the session)."""
 
     op: Op
@@ -155,13 +153,13 @@ class Request:
     kind: str = "accuracy"
     argv: tuple[str, ...] = ()
     timeout_seconds: int | None = None
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    env: Mapping[str, str] = msgspec.field(default_factory=dict)
     artifacts: tuple[str, ...] = ()
-    resume: Resume = Resume()
+    resume: Resume = msgspec.field(default_factory=Resume)
     version: int = PROTOCOL_VERSION
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        msgspec.structs.force_setattr(self, "env", MappingProxyType(dict(self.env)))
 
     def __repr__(self) -> str:  # never print the token or the variables' values
         return (
@@ -212,13 +210,13 @@ def encode_request(request: Request) -> bytes:
                 "stderr": request.resume.stderr,
             },
         }
-    return _line(body)
+    return encode_line(body)
 
 
 def decode_request(line: bytes) -> Request:
     """The request on one line (without its newline); ProtocolError says what is wrong,
     naming the field (`refusal_field` tells which)."""
-    data = _object(line)
+    data = json_object(line)
     version = data.get("version")
     if type(version) is not int:
         raise FieldError("version", "request: 'version' must be an integer")
@@ -280,12 +278,11 @@ class FieldError(ProtocolError):
     """A bad request, and the field it is about."""
 
     def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.field = name
+        super().__init__(message, name)
 
 
 def refusal_field(error: ProtocolError) -> str | None:
-    return error.field if isinstance(error, FieldError) else None
+    return error.field
 
 
 def _matching(data: Mapping[str, Any], name: str, pattern: re.Pattern[str], rule: str) -> str:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from vibesys.bridge.protocol import PROTOCOL_VERSION, ProtocolError, _line, _object
+import msgspec
+
+from vibesys.bridge.protocol import PROTOCOL_VERSION
+from vibesys.service.framing import ProtocolError, encode_line, json_object
 
 __all__ = [
     "Accepted",
@@ -34,8 +36,7 @@ __all__ = [
 Stream = Literal["stdout", "stderr"]
 
 
-@dataclass(frozen=True, slots=True)
-class Accepted:
+class Accepted(msgspec.Struct, frozen=True):
     invocation: str
     request_id: str
     reattached: bool
@@ -43,13 +44,11 @@ class Accepted:
     heartbeat_seconds: float = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
+class Heartbeat(msgspec.Struct, frozen=True):
     """Nothing new, but the bridge is there and follows the evaluation."""
 
 
-@dataclass(frozen=True, slots=True)
-class Busy:
+class Busy(msgspec.Struct, frozen=True):
     """Every connection the bridge serves at once (or this uid's share) is taken: try again
     after `retry_after` seconds. Not a refusal: nothing of the request was read."""
 
@@ -57,56 +56,48 @@ class Busy:
     retry_after: float
 
 
-@dataclass(frozen=True, slots=True)
-class Queued:
+class Queued(msgspec.Struct, frozen=True):
     """Not started yet; `position` evaluations of the campaign are ahead (0: none)."""
 
     position: int
     message: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Started:
+class Started(msgspec.Struct, frozen=True):
     attempt: int
     cluster: str | None
     job_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Output:
+class Output(msgspec.Struct, frozen=True):
     attempt: int
     stream: Stream
     offset: int
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+class Result(msgspec.Struct, frozen=True):
     """The JobResult (its JSON object), and the exit status the helper gives for it."""
 
     result: Mapping[str, Any]
     exit_status: int
 
 
-@dataclass(frozen=True, slots=True)
-class Stopping:
+class Stopping(msgspec.Struct, frozen=True):
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Cancelling:
+class Cancelling(msgspec.Struct, frozen=True):
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Capabilities:
+class Capabilities(msgspec.Struct, frozen=True):
     capabilities: Mapping[str, Any]
     #: the agent's runtime notes (Markdown), sent when the session rendered them
     notes: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(msgspec.Struct, frozen=True):
     message: str
     field: str | None = None
 
@@ -155,11 +146,11 @@ def encode_reply(reply: Reply) -> bytes:
             body = {"type": "heartbeat"}
         case Busy(message, retry_after):
             body = {"type": "busy", "retry_after": retry_after, "message": message}
-    return _line({"version": PROTOCOL_VERSION, **body})
+    return encode_line({"version": PROTOCOL_VERSION, **body})
 
 
 def decode_reply(line: bytes) -> Reply:
-    data = _object(line)
+    data = json_object(line)
     if data.get("version") != PROTOCOL_VERSION:
         raise ProtocolError(f"reply: unsupported protocol version {data.get('version')!r}")
     kind = data.get("type")

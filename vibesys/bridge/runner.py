@@ -14,36 +14,34 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from vibesys.adapters.requests import ArtifactLimits, recorded_limits
+from vibesys.adapters.requests import ArtifactLimits
 from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.admission import Evaluation, Refusal
-from vibesys.bridge.files import (
-    RESULT_FILE,
-    copy_result,
-    ran,
-    record_local_artifacts,
-    stage_local_candidate,
+from vibesys.bridge.driving import ARTIFACT_LIMITS, EvaluationDriver
+from vibesys.bridge.files import RESULT_FILE, stage_local_candidate
+from vibesys.bridge.recorded import (
+    Handle,
+    evaluation_of,
+    invocation_exists,
+    same_request,
+    same_values,
 )
-from vibesys.bridge.protocol import first_difference
 from vibesys.bridge.site import Site
-from vibesys.engine import DriveOptions, Engine, RetryPolicy, StopFlag, wait_for
+from vibesys.engine import Engine, RetryPolicy
 from vibesys.engine.context import ENV_FILE, load_context
 from vibesys.engine.core import new_invocation_id
-from vibesys.engine.deadline import cancel_at_deadline, deadline_of
 from vibesys.errors import VibesysError
-from vibesys.job_result import JobResult, JobStatus, job_result
+from vibesys.job_result import JobResult
 from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.journal_schema.bridge_requests import BridgeRequest
 from vibesys.osutil.artifact_walk import Limits
-from vibesys.osutil.logtail import SpoolOnly
 from vibesys.states import JobState
 
-__all__ = ["EvaluationRunner", "Handle"]
+__all__ = ["ARTIFACT_LIMITS", "EvaluationRunner", "Handle"]
 
 #: The variables an evaluation gets from the bridge's own environment (besides those passed):
 #: what finding programs and the scheduler needs, nothing that may hold a credential.
@@ -51,29 +49,12 @@ HOST_VARIABLES: Final = frozenset(
     {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SLURM_CONF"}
     | {"LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME"}
 )
-_ENDED: Final = (JobState.DONE, JobState.UNRESOLVED, JobState.COLLECTING)
-#: the request body's key for the artifact limits the session applies to it
-ARTIFACT_LIMITS: Final = "artifact_limits"
-
-
-@dataclass
-class Handle:
-    """One evaluation as this bridge serves it: the request's row and its driver."""
-
-    row: BridgeRequest
-    evaluation: Evaluation
-    stop: StopFlag = field(default_factory=StopFlag)
-    done: threading.Event = field(default_factory=threading.Event)
-    result: JobResult | None = None
-    #: why this session stopped serving it (teardown), for the helpers still connected
-    stopping: str | None = None
-
-    @property
-    def invocation_id(self) -> str:
-        return self.row.invocation_id
 
 
 class EvaluationRunner:
+    """The bridge's evaluations on one journal: started (or found again) by request id,
+    cancelled, carried on after a restart, and torn down."""
+
     def __init__(
         self,
         journal_path: Path,
@@ -95,6 +76,7 @@ class EvaluationRunner:
         self._lock = threading.Lock()
         self._handles: dict[str, Handle] = {}
         self._closing: str | None = None
+        self.driver = EvaluationDriver(journal_path, site, results_root, self.engine)
 
     def engine(self, journal: Journal) -> Engine:
         return Engine(
@@ -131,24 +113,24 @@ class EvaluationRunner:
                 known = not created
             else:
                 request = None
-            _same_request(row, evaluation)
+            same_request(row, evaluation)
             with self._lock:
                 self._refuse_if_closing()
                 handle = self._handles.get(row.invocation_id)
                 if handle is not None:
-                    _same_values(handle.evaluation.env, evaluation)
+                    same_values(handle.evaluation.env, evaluation)
                     return handle, True
                 try:
-                    if not _invocation_exists(journal, row.invocation_id):
+                    if not invocation_exists(journal, row.invocation_id):
                         self._prepare(journal, row, evaluation, request)
                     else:
                         recorded = load_context(journal.get(row.invocation_id)).env
-                        _same_values(recorded, evaluation)
+                        same_values(recorded, evaluation)
                 except VibesysError as exc:  # the row stays: the same id tries again
                     raise Refusal(f"the evaluation could not be recorded: {exc}") from None
                 handle = Handle(row, evaluation)
                 self._handles[row.invocation_id] = handle
-            threading.Thread(target=self._drive, args=(handle,), daemon=True).start()
+            threading.Thread(target=self.driver.drive, args=(handle,), daemon=True).start()
             return handle, known
         finally:
             journal.close()
@@ -167,7 +149,7 @@ class EvaluationRunner:
             for row in journal.campaign_requests(run_id):
                 if row.results_dir != str(self.results_root) or self._settled(journal, row):
                     continue
-                evaluation = _evaluation_of(row, journal.get(row.invocation_id))
+                evaluation = evaluation_of(row, journal.get(row.invocation_id))
                 with self._lock:
                     if row.invocation_id not in self._handles:
                         handles.append(Handle(row, evaluation))
@@ -175,12 +157,12 @@ class EvaluationRunner:
         finally:
             journal.close()
         for handle in handles:
-            threading.Thread(target=self._drive, args=(handle,), daemon=True).start()
+            threading.Thread(target=self.driver.drive, args=(handle,), daemon=True).start()
         return handles
 
     def _settled(self, journal: Journal, row: BridgeRequest) -> bool:
         """Nothing for a restart to carry on: never recorded, or ended with its result copied."""
-        if not _invocation_exists(journal, row.invocation_id):
+        if not invocation_exists(journal, row.invocation_id):
             return True
         ended = journal.get(row.invocation_id).state is JobState.DONE
         return ended and (self.results_root / row.invocation_id / RESULT_FILE).is_file()
@@ -194,7 +176,7 @@ class EvaluationRunner:
         journal = open_journal(self.journal_path)
         try:
             row = journal.bridge_request(run_id, request_id)
-            if row is None or not _invocation_exists(journal, row.invocation_id):
+            if row is None or not invocation_exists(journal, row.invocation_id):
                 raise Refusal(f"no evaluation has request id {request_id}", "request_id")
             if row.uid != uid:
                 raise Refusal(f"request id {request_id} belongs to another user", "request_id")
@@ -242,59 +224,6 @@ class EvaluationRunner:
             campaign=evaluation.run_id,  # one evaluation at a time, across its sessions
         )
 
-    # -- driving --------------------------------------------------------------------------------
-
-    def _drive(self, handle: Handle) -> None:
-        journal = open_journal(self.journal_path)
-        try:
-            self._deadline(handle)
-            engine = self.engine(journal)
-            options = DriveOptions(tail=SpoolOnly(), interrupt=handle.stop)
-            inv = journal.get(handle.invocation_id)
-            while inv.state not in _ENDED and not handle.stop.is_set():
-                inv = wait_for(engine, handle.invocation_id, options)
-            handle.result = self._finish(journal, journal.get(handle.invocation_id))
-        except Exception as exc:  # a thread must never die silently: the helper is told
-            handle.stopping = handle.stopping or f"the bridge failed: {type(exc).__name__}: {exc}"
-        finally:
-            handle.done.set()
-            journal.close()
-
-    def _deadline(self, handle: Handle) -> None:
-        """Cancel the evaluation once its timeout, counted from its first acceptance, is
-        over (at once when that was while nothing ran; the cancel's `by` marks it: TIMEOUT)."""
-        deadline = deadline_of(handle.row)
-        if deadline is None:
-            return
-        left = deadline.left(datetime.now(deadline.at.tzinfo))
-        cancel_at_deadline(self.journal_path, handle.invocation_id, left, handle.done, deadline.by)
-
-    def _cancel_handle(self, handle: Handle, by: str) -> None:
-        journal = open_journal(self.journal_path)
-        try:
-            if _invocation_exists(journal, handle.invocation_id):
-                self.engine(journal).request_cancel(journal.get(handle.invocation_id), by)
-        finally:
-            journal.close()
-
-    def _finish(self, journal: Journal, inv: Invocation) -> JobResult:
-        bridge = journal.bridge_request_of(inv.id)
-        patterns = list(bridge.body.get("artifacts", [])) if bridge else []
-        if self.site.backend == "local" and ran(inv) and patterns:
-            recorded = bridge.body.get(ARTIFACT_LIMITS) if bridge else None
-            limits = recorded_limits(recorded) or DEFAULT_LIMITS
-            record_local_artifacts(journal, inv, patterns, limits)
-        found = job_result(
-            inv,
-            journal.attempts(inv.id),
-            journal.history(inv.id),
-            journal.artifacts(inv.id),
-            journal.leases_used_by(inv.id),
-            unfinished=JobStatus.UNRESOLVED,
-        )
-        final = copy_result(found, self.results_root)
-        return found.model_copy(update={"results_dir": str(final)})
-
     # -- teardown -------------------------------------------------------------------------------
 
     def close(self, reason: str, budget_seconds: float) -> list[Handle]:
@@ -309,7 +238,7 @@ class EvaluationRunner:
                 handle.stopping = handle.stopping or (
                     f"the session is shutting down ({reason}); the evaluation is cancelled"
                 )
-                self._cancel_handle(handle, f"session teardown: {reason}")
+                self.driver.cancel(handle, f"session teardown: {reason}")
         deadline = time.monotonic() + budget_seconds
         for handle in handles:
             handle.done.wait(max(deadline - time.monotonic(), 0.0))
@@ -320,66 +249,4 @@ class EvaluationRunner:
 
     def unsettled_result(self, handle: Handle) -> JobResult:
         """The result of an evaluation teardown could not settle: UNRESOLVED from its row."""
-        journal = open_journal(self.journal_path, readonly=True)
-        try:
-            inv = journal.get(handle.invocation_id)
-            return job_result(
-                inv,
-                journal.attempts(inv.id),
-                journal.history(inv.id),
-                unfinished=JobStatus.UNRESOLVED,
-            )
-        finally:
-            journal.close()
-
-
-def _same_request(row: BridgeRequest, evaluation: Evaluation) -> None:
-    if row.uid != evaluation.uid:
-        raise Refusal(
-            f"request id {evaluation.request_id} belongs to another user; use a new request id",
-            "request_id",
-        )
-    differs = first_difference(row.body, evaluation.body())
-    if differs is not None:
-        raise Refusal(
-            f"request id {evaluation.request_id} was sent before with another {differs}; "
-            "use a new request id for another request",
-            differs,
-        )
-
-
-def _same_values(recorded: Mapping[str, str], evaluation: Evaluation) -> None:
-    for name, value in evaluation.env.items():
-        if recorded.get(name) != value:
-            raise Refusal(
-                f"request id {evaluation.request_id} was sent before with another value of "
-                f"{name}; use a new request id for another request",
-                "env",
-            )
-
-
-def _evaluation_of(row: BridgeRequest, inv: Invocation) -> Evaluation:
-    """The evaluation a row records, with the values of its variables as recorded with its
-    invocation (a reattaching helper must send the same)."""
-    try:
-        recorded = load_context(inv).env
-    except VibesysError:  # its driver reports that; a helper sending values is refused
-        recorded = {}
-    body = row.body
-    return Evaluation(
-        request_id=row.request_id,
-        run_id=row.run_id,
-        workspace=row.workspace,
-        kind=row.kind,
-        argv=tuple(body.get("argv", ())),
-        timeout_requested=body.get("timeout_seconds"),
-        timeout_seconds=int(body.get("effective_timeout_seconds") or 0),
-        env={name: recorded[name] for name in body.get("env", []) if name in recorded},
-        artifacts=tuple(body.get("artifacts", [])),
-        uid=row.uid,
-    )
-
-
-def _invocation_exists(journal: Journal, invocation_id: str) -> bool:
-    found = journal.conn.execute("SELECT 1 FROM invocations WHERE id=?", (invocation_id,))
-    return found.fetchone() is not None
+        return self.driver.unsettled_result(handle)

@@ -15,14 +15,22 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
+import msgspec
+
+from vibesys.adapters.skypilot.request import SkyPilotRequest
+from vibesys.bridge import client
 from vibesys.bridge.admission import SessionPolicy
+from vibesys.bridge.capabilities import SessionCapabilities, session_capabilities
+from vibesys.bridge.notes import render_notes
+from vibesys.bridge.options import SessionOptions, artifact_limits, session_options
+from vibesys.bridge.runner import EvaluationRunner
+from vibesys.bridge.server import BridgeServer
 from vibesys.bridge.setup import (
     check_confinement,
     check_options,
@@ -32,52 +40,28 @@ from vibesys.bridge.setup import (
     session_token,
     start_broker,
     subdir,
-    write_private,
 )
 from vibesys.bridge.site import Site
+from vibesys.broker.server import BrokerServer
+from vibesys.engine import Engine
+from vibesys.engine.clusters import release_cluster
 from vibesys.engine.drive import StopFlag
 from vibesys.errors import UsageError
-from vibesys.osutil.artifact_walk import Limits
-from vibesys.osutil.tokens import BRIDGE_PREFIX
+from vibesys.journal_schema import open_journal
+from vibesys.osutil.proc import is_alive, start_time
+from vibesys.service.tokens import BRIDGE_PREFIX, write_private
+from vibesys.sitecheck import SlurmSite, load_skypilot_site
+from vibesys.sitecheck import run_site_checks as check_site
 
-if TYPE_CHECKING:
-    from vibesys.bridge.capabilities import SessionCapabilities
-
-__all__ = ["SessionOptions", "run_site_checks", "serve_session"]
+__all__ = [
+    "SessionOptions",
+    "artifact_limits",
+    "run_site_checks",
+    "serve_session",
+    "session_options",
+]
 
 EVAL_SOCKET: Final = "eval.sock"
-
-
-@dataclass(frozen=True)
-class SessionOptions:
-    run_id: str
-    workspace: Path
-    site: Site
-    journal: Path
-    state_dir: Path | None = None
-    results_dir: Path | None = None
-    allow_env: tuple[str, ...] = ()
-    allow_uids: tuple[int, ...] = ()
-    default_timeout: int = 3600
-    max_timeout: int = 86400
-    max_retries: int = 2
-    teardown_seconds: float = 120.0
-    parent_pid: int | None = None
-    down: bool = False
-    #: run `vibesys check` first and refuse to start on a failure
-    check_site: bool = True
-    #: what each evaluation's artifacts may be (recorded with its request)
-    artifact_limits: Limits = DEFAULT_LIMITS
-
-
-def artifact_limits(max_bytes: int | None, max_total_bytes: int | None) -> Limits:
-    """The defaults with what the operator gave (the walk's own bounds are not options)."""
-    limits = DEFAULT_LIMITS
-    if max_bytes is not None:
-        limits = limits._replace(max_file_bytes=max_bytes)
-    if max_total_bytes is not None:
-        limits = limits._replace(max_total_bytes=max_total_bytes)
-    return limits
 
 
 def run_site_checks(site: Site) -> list[str]:
@@ -85,37 +69,31 @@ def run_site_checks(site: Site) -> list[str]:
     naming the first and its fix. A local site has nothing to reach."""
     if site.backend == "local":
         return []
-    from vibesys.sitecheck import SlurmSite, load_skypilot_site
-    from vibesys.sitecheck import run_site_checks as check_site
-
     if site.backend == "slurm":
         assert site.slurm_file is not None  # the file as the session read it
         report = check_site(SlurmSite(site.slurm_file.config, str(site.slurm_file.path)))
     else:
-        from vibesys.adapters.skypilot.request import SkyPilotRequest
-
         request = site.sky_request
         assert isinstance(request, SkyPilotRequest)
         report = check_site(load_skypilot_site(request.profile, request.clusters_config))
     return [report.failure_summary()] if report.failed else []
 
 
-@dataclass
-class _Session:
+class _Session(msgspec.Struct):
     """What a session started, so that teardown stops exactly that, once."""
 
     options: SessionOptions
     state: Path
     log: Callable[[str], None]
     #: set from signal handlers too: a lock-free flag (see StopFlag)
-    stop: StopFlag = field(default_factory=StopFlag)
+    stop: StopFlag = msgspec.field(default_factory=StopFlag)
     reason: str = "stopped"
-    bridge: Any = None
-    runner: Any = None
-    broker: Any = None
-    broker_stop: threading.Event = field(default_factory=threading.Event)
-    threads: list[threading.Thread] = field(default_factory=list)
-    secrets: list[Path] = field(default_factory=list)
+    bridge: BridgeServer | None = None
+    runner: EvaluationRunner | None = None
+    broker: BrokerServer | None = None
+    broker_stop: threading.Event = msgspec.field(default_factory=threading.Event)
+    threads: list[threading.Thread] = msgspec.field(default_factory=list)
+    secrets: list[Path] = msgspec.field(default_factory=list)
     closed: bool = False
     unsettled: int = 0
 
@@ -149,10 +127,6 @@ class _Session:
         site = self.options.site
         if site.backend != "skypilot" or site.cluster is None:
             return
-        from vibesys.engine import Engine
-        from vibesys.engine.clusters import release_cluster
-        from vibesys.journal_schema import open_journal
-
         journal = open_journal(self.options.journal)
         try:
             lease = journal.live_lease(site.cluster)
@@ -206,12 +180,6 @@ def _stopper(session: _Session, signum: int) -> Callable[[int, object], None]:
 
 
 def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
-    from vibesys.bridge import client
-    from vibesys.bridge.notes import render_notes
-    from vibesys.bridge.runner import EvaluationRunner
-    from vibesys.bridge.server import BridgeServer
-    from vibesys.journal_schema import open_journal
-
     options, state = session.options, session.state
     given, real = workspace
     journal = options.journal.absolute()
@@ -314,8 +282,6 @@ def _thread(session: _Session, target: Callable[[Any], None], stop: Any, name: s
 def _capabilities(
     options: SessionOptions, policy: SessionPolicy, results: Path
 ) -> SessionCapabilities:
-    from vibesys.bridge.capabilities import session_capabilities
-
     return session_capabilities(
         options.site,
         run=options.run_id,
@@ -330,8 +296,6 @@ def _capabilities(
 def _parent(parent: int | None) -> tuple[int, str | None]:
     """The process whose end stops the session (--parent-pid, else the parent now) and its
     start time, so that a recycled pid is not taken for it."""
-    from vibesys.osutil.proc import start_time
-
     watched = parent if parent is not None else os.getppid()
     return watched, start_time(watched)
 
@@ -340,8 +304,6 @@ def _watch_parent(session: _Session, watched: int, started: str | None, own: int
     """The parent's death stops the session: a watcher polls the pid (with its start time) twice
     a second. Not PR_SET_PDEATHSIG: it fires when the parent *thread* that started us ends,
     and a framework that starts sessions from a worker thread would lose them all."""
-    from vibesys.osutil.proc import is_alive
-
     gone = os.getppid() != own  # it died while the session started
 
     def watch() -> None:
@@ -354,6 +316,4 @@ def _watch_parent(session: _Session, watched: int, started: str | None, own: int
 
 
 def _log(line: str) -> None:
-    import sys
-
     print(f"vibesys session: {line}", file=sys.stderr, flush=True)

@@ -7,16 +7,25 @@ import os
 import re
 import socket
 import tempfile
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
+from vibesys.adapters.skypilot.request import client_variable
+from vibesys.bridge.options import SessionOptions
+from vibesys.broker.server import BrokerServer
+from vibesys.broker.startup import (
+    OPERATOR_FILE,
+    broker_server,
+    check_bwrap,
+    checked_gpu_workspace,
+    client_path,
+)
+from vibesys.config import SshTransportConfig
+from vibesys.config.site import slurm_site
+from vibesys.config.slurm_file import SlurmSiteFile
 from vibesys.errors import UsageError
-from vibesys.osutil.tokens import new_token, write_token_file
-
-if TYPE_CHECKING:
-    from vibesys.bridge.session import SessionOptions
-    from vibesys.config.slurm_file import SlurmSiteFile
+from vibesys.osutil.sandbox import Sandbox
+from vibesys.service.tokens import BROKER_PREFIX, new_token, write_private, write_token_file
 
 __all__ = [
     "check_confinement",
@@ -27,7 +36,6 @@ __all__ = [
     "session_token",
     "start_broker",
     "subdir",
-    "write_private",
 ]
 
 GPU_SOCKET: Final = "gpu.sock"
@@ -59,15 +67,11 @@ def check_options(options: SessionOptions) -> None:
                 f"--allow-env {name}: a {name.split('_')[0]}_ variable steers the submission"
             )
     if options.site.backend == "skypilot":
-        from vibesys.adapters.skypilot.request import client_variable
-
         for name in options.allow_env:
             reason = client_variable(name)
             if reason is not None:
                 raise UsageError(f"--allow-env {reason}")
     if options.allow_env and options.site.slurm_file is not None:
-        from vibesys.config import SshTransportConfig
-
         transport = options.site.slurm_file.config.slurm.transport
         if isinstance(transport, SshTransportConfig):
             for name in options.allow_env:
@@ -84,10 +88,7 @@ def check_confinement(options: SessionOptions) -> None:
     confinement = options.site.confinement
     if options.site.backend != "local" or confinement is None:
         return
-    from vibesys.broker.cli import _check_bwrap
-    from vibesys.osutil.sandbox import Sandbox
-
-    _check_bwrap(
+    check_bwrap(
         fix="install bubblewrap, or serve with --unconfined to give local evaluations this "
         "host's full view"
     )
@@ -126,13 +127,6 @@ def own(directory: Path) -> None:
     os.chmod(directory, 0o700)
 
 
-def write_private(path: Path, text: str) -> None:
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
 def start_broker(
     state: Path,
     loaded: SlurmSiteFile,
@@ -141,49 +135,31 @@ def start_broker(
     uids: frozenset[int],
     secrets: list[Path],
     run_id: str,
-) -> tuple[Any, dict[str, str]]:
+) -> tuple[BrokerServer, dict[str, str]]:
     """The session's GPU broker, listening (its own socket and token): the server, and what
     the session's document says of it (with the token, for the container's environment).
     Like `vibesys broker serve`, it keeps its own rendering of the site file (as the session
     read it when it started), and shares the run's `max_concurrent_jobs` with every broker of
     the run."""
-    from vibesys.broker import client
-    from vibesys.broker.admission import Admission
-    from vibesys.broker.cli import OPERATOR_FILE, _check_bwrap, _checked_workspace
-    from vibesys.broker.engine_runner import EngineGpuJobRunner
-    from vibesys.broker.run_slots import RunSlots
-    from vibesys.broker.server import BrokerServer
-    from vibesys.config.site import slurm_site
-    from vibesys.osutil.proc import self_identity
-    from vibesys.osutil.tokens import BROKER_PREFIX
-
     agent = loaded.config.agent_gpu
     assert agent is not None
-    _checked_workspace(Path(workspace), agent)
-    _check_bwrap()
+    checked_gpu_workspace(Path(workspace), agent)
+    check_bwrap()
     site = slurm_site(loaded.config)
-    socket_dir = subdir(state, "gpu")
+    socket_path = subdir(state, "gpu") / GPU_SOCKET
     operator_file = state / OPERATOR_FILE
     write_private(operator_file, site.text)
-    runner = EngineGpuJobRunner(journal, site, operator_file)
-    server = BrokerServer(
-        admission=Admission("", workspace, agent, dict(os.environ), agent.read_only_paths),
-        runner=runner,
-        slots=RunSlots(
-            journal, run_id, agent.max_concurrent_jobs, self_identity(), settle=runner.settle
-        ),
-        socket_path=socket_dir / GPU_SOCKET,
-        allowed_uids=uids,
-    )
-    claim_socket(server.socket_path)
+    claim_socket(socket_path)
     token_file = state / "gpu-token"
     token = session_token(token_file, BROKER_PREFIX, secrets)
-    server.admission = replace(server.admission, token=token)
+    server = broker_server(
+        site, agent, workspace, journal, operator_file, token, socket_path, uids, run_id
+    )
     server.listen()
     info = {
-        "socket": str(server.socket_path),
+        "socket": str(socket_path),
         "token_file": str(token_file),
-        "client": str(Path(client.__file__).resolve()),
+        "client": str(client_path()),
         "token": token,
     }
     return server, info

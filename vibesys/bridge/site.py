@@ -19,26 +19,34 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from vibesys.adapters.local_request import Confinement
+import msgspec
+
+from vibesys.adapters.candidate import candidate_spec
+from vibesys.adapters.local_request import Confinement, LocalRequest
 from vibesys.adapters.requests import AdapterRequest, ArtifactLimits
-from vibesys.config import EffectiveResources, PortableResources
-from vibesys.config.site import RecordedSite
+from vibesys.adapters.skypilot.naming import cluster_name
+from vibesys.adapters.skypilot.request import make_request
+from vibesys.adapters.slurm import request as slurm_request
+from vibesys.config import (
+    EffectiveResources,
+    PortableResources,
+    load_clusters_config,
+    resolve_resources,
+    select_profile,
+)
+from vibesys.config.site import RecordedSite, slurm_site
+from vibesys.config.slurm_file import SlurmSiteFile, load_site_file, warn_once
 from vibesys.errors import UsageError
-
-if TYPE_CHECKING:
-    from vibesys.config.slurm_file import SlurmSiteFile
 
 __all__ = ["Site", "resolve_site"]
 
 Backend = Literal["local", "slurm", "skypilot"]
 
 
-@dataclass(frozen=True)
-class Site:
+class Site(msgspec.Struct, frozen=True):
     backend: Backend
     #: the registry's adapter name
     adapter: str
@@ -71,13 +79,9 @@ class Site:
         records the artifacts' `limits` (a local one's are the bridge request's).
         UsageError/ConfigError say why the site cannot take it."""
         if self.backend == "local":
-            from vibesys.adapters.local_request import LocalRequest
-
             return LocalRequest(confine=self.confinement)
         if self.backend == "skypilot":
             assert self.sky_request is not None
-            from vibesys.adapters.candidate import candidate_spec
-
             update: dict[str, Any] = {
                 "artifacts": artifacts,
                 "pass_env": tuple(sorted(env_names)),
@@ -87,7 +91,6 @@ class Site:
             if recorded is not None:  # the snapshot as it is now, not as the session began
                 update["candidate"] = candidate_spec(recorded.path, recorded.exclude)
             return self.sky_request.model_copy(update=update)
-        from vibesys.adapters.slurm import request as slurm_request
 
         assert self.slurm_file is not None
         values = {
@@ -165,8 +168,6 @@ def resolve_site(
 
 
 def _slurm_site(path: Path, resources: PortableResources) -> Site:
-    from vibesys.config.site import slurm_site
-    from vibesys.config.slurm_file import load_site_file, warn_once
 
     config_path = path.expanduser().resolve()
     loaded = load_site_file(config_path)
@@ -196,9 +197,6 @@ def _sky_site(
     profile: str,
     clusters_config: Path | None,
 ) -> Site:
-    from vibesys.adapters.skypilot.naming import cluster_name
-    from vibesys.adapters.skypilot.request import make_request
-    from vibesys.config import load_clusters_config, resolve_resources, select_profile
 
     values = {
         "profile": profile,

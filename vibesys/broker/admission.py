@@ -10,28 +10,25 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from vibesys.broker.environment import job_environment
 from vibesys.broker.jobs import GpuJob
-from vibesys.broker.protocol import Request, token_matches
+from vibesys.broker.protocol import Request
 from vibesys.config import AgentGpuConfig, SlurmRequest, check_request
 from vibesys.config.profiler import CAPTURE_DIR
 from vibesys.errors import UsageError
 from vibesys.osutil.sandbox import Sandbox, is_within
-from vibesys.osutil.tokens import service_of
+from vibesys.service.framing import Refusal
+from vibesys.service.tokens import service_of, tokens_match
 
 __all__ = ["OUTSIDE_WORKSPACE", "Admission", "Refusal"]
 
 OUTSIDE_WORKSPACE = "commands must run from inside the run's workspace"
 
 
-class Refusal(Exception):
-    """A request the broker will not run; the message is for the client."""
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
+class Admission(msgspec.Struct, frozen=True):
     """Everything a check needs: fixed when the broker starts."""
 
     token: str
@@ -44,7 +41,7 @@ class Admission:
     read_only_paths: tuple[str, ...] = ()
 
     def admit(self, request: Request) -> GpuJob:
-        if not token_matches(request, self.token):
+        if not tokens_match(request.token, self.token):
             if service_of(request.token) not in (None, "the GPU broker"):
                 raise Refusal(
                     f"bad token: that is {service_of(request.token)}'s token, not this "

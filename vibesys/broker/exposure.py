@@ -17,8 +17,9 @@ import os
 import posixpath
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 from vibesys.errors import ConfigError
 from vibesys.osutil.sandbox import SYSTEM_DIRS, is_within
@@ -39,8 +40,7 @@ _KEY: Final = "vibesys.agent_gpu.read_only_paths"
 _ENTRY_DIRS: Final = ("bin", "sbin")
 
 
-@dataclass(frozen=True, slots=True)
-class _Walk:
+class _Walk(msgspec.Struct, frozen=True):
     roots: tuple[str, ...]
 
     def kind(self, path: str) -> str:

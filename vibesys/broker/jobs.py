@@ -8,8 +8,9 @@ one module implementing it with the engine. A runner is given a job that was alr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal, Protocol
+
+import msgspec
 
 from vibesys.osutil.sandbox import Sandbox
 
@@ -24,8 +25,7 @@ class SlotBinding(Protocol):
     def bind(self, invocation_id: str) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class GpuJob:
+class GpuJob(msgspec.Struct, frozen=True):
     """An accepted GPU command: run `argv` confined by `sandbox` as one Slurm job."""
 
     argv: tuple[str, ...]

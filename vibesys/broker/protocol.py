@@ -24,49 +24,45 @@ number of lines:
 
 and closes after `exit` or `refused`. Output bytes travel as base64: a command's output is bytes,
 not text. Every bad line is refused with a message that says what is wrong; nothing in a
-refusal repeats the token.
+refusal repeats the token. The replies are in `vibesys.broker.replies`; the framing is
+`vibesys.service.framing`, the bridge's too.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
-import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import Any, Final
+
+import msgspec
+
+from vibesys.broker.replies import MAX_REPLY_BYTES, PROTOCOL_VERSION
+from vibesys.service.framing import (
+    LineDecoder,
+    LineTooLong,
+    ProtocolError,
+    encode_line,
+    field_label,
+    json_object,
+)
+from vibesys.service.tokens import tokens_match
 
 __all__ = [
     "MAX_REPLY_BYTES",
     "MAX_REQUEST_BYTES",
     "PROTOCOL_VERSION",
-    "Capture",
-    "Captured",
-    "Exit",
     "LineDecoder",
     "LineTooLong",
-    "Output",
     "ProtocolError",
-    "Refused",
-    "Reply",
     "Request",
-    "Waiting",
-    "decode_reply",
     "decode_request",
-    "encode_reply",
     "encode_request",
     "token_matches",
-    "waiting_line",
 ]
 
-PROTOCOL_VERSION: Final = 1
 #: A request holds an argv and an environment; a megabyte is far beyond any honest one.
 MAX_REQUEST_BYTES: Final = 1 << 20
-#: Output is sent in chunks well below this (base64 grows them by a third).
-MAX_REPLY_BYTES: Final = 1 << 20
 
 #: Bounds of a request's numbers: more GPUs than any node has, longer than ten days, is a mistake.
 MAX_GPUS: Final = 1024
@@ -76,21 +72,9 @@ _REQUEST_FIELDS: Final = ("version", "token", "cwd", "argv", "gpus", "time_minut
 #: Fields a request may leave out (a client older than them sends none).
 _OPTIONAL_FIELDS: Final = ("timeout_seconds", "profile")
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_CAPTURE_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,254}")
-
-Stream = Literal["stdout", "stderr"]
 
 
-class ProtocolError(ValueError):
-    """A line that is not a valid message; the text says why, for the peer to read."""
-
-
-class LineTooLong(ProtocolError):
-    """A line grew past the limit before its newline arrived."""
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """One GPU command, as the client asked for it (not yet checked against anything)."""
 
     token: str
@@ -98,7 +82,7 @@ class Request:
     argv: tuple[str, ...]
     gpus: int
     time_minutes: int | None
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    env: Mapping[str, str] = msgspec.field(default_factory=dict)
     version: int = PROTOCOL_VERSION
     #: cancel the command this many seconds after its submission (None: its time limit only)
     timeout_seconds: int | None = None
@@ -107,7 +91,7 @@ class Request:
 
     def __post_init__(self) -> None:
         # A read-only view, so a frozen request cannot be changed through its mapping.
-        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        msgspec.structs.force_setattr(self, "env", MappingProxyType(dict(self.env)))
 
     def __repr__(self) -> str:  # never print the token
         return (
@@ -117,101 +101,9 @@ class Request:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Output:
-    stream: Stream
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Waiting:
-    """The command waits for a free slot under `max_concurrent_jobs`."""
-
-    active: int
-    cap: int
-    ahead: int
-
-
-@dataclass(frozen=True, slots=True)
-class Exit:
-    status: int
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Capture:  # the next bytes of a capture file
-    name: str
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Captured:  # a capture file is complete: the client checks what it wrote against these
-    name: str
-    size: int
-    sha256: str
-
-
-Reply = Output | Waiting | Exit | Refused | Capture | Captured
-
-
-def waiting_line(waiting: Waiting) -> str:
-    jobs = "job is" if waiting.active == 1 else "jobs are"
-    return (
-        f"[vibesys-gpu] waiting: {waiting.active} of this run's GPU {jobs} active "
-        f"(cap {waiting.cap}), {waiting.ahead} queued ahead"
-    )
-
-
 def token_matches(request: Request, expected: str) -> bool:
     """Constant-time comparison, so the time taken tells nothing about the token."""
-    return hmac.compare_digest(request.token.encode("utf-8"), expected.encode("utf-8"))
-
-
-# -- lines -----------------------------------------------------------------------------------
-
-
-class LineDecoder:
-    """Splits a byte stream into lines of at most `limit` bytes (newline excluded).
-
-    `feed` returns the complete lines received so far. A line longer than the limit raises
-    LineTooLong as soon as the limit is passed (the peer is not allowed to make us buffer an
-    unbounded amount), and the decoder stays broken afterwards.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._buffer = bytearray()
-        self._broken = False
-
-    def feed(self, data: bytes) -> list[bytes]:
-        if self._broken:
-            raise LineTooLong(f"line exceeds {self._limit} bytes")
-        self._buffer += data
-        lines: list[bytes] = []
-        while (end := self._buffer.find(b"\n")) >= 0:
-            line = bytes(self._buffer[:end])
-            del self._buffer[: end + 1]
-            self._check(len(line))
-            lines.append(line)
-        self._check(len(self._buffer))
-        return lines
-
-    def pending(self) -> bytes:
-        """Bytes received after the last newline (a truncated line at EOF)."""
-        return bytes(self._buffer)
-
-    def _check(self, size: int) -> None:
-        if size > self._limit:
-            self._broken = True
-            self._buffer.clear()
-            raise LineTooLong(f"line exceeds {self._limit} bytes")
-
-
-# -- requests --------------------------------------------------------------------------------
+    return tokens_match(request.token, expected)
 
 
 def encode_request(request: Request) -> bytes:
@@ -228,12 +120,12 @@ def encode_request(request: Request) -> bytes:
         body["timeout_seconds"] = request.timeout_seconds
     if request.profile is not None:
         body["profile"] = request.profile
-    return _line(body)
+    return encode_line(body)
 
 
 def decode_request(line: bytes) -> Request:
     """The request on one line (without its newline). ProtocolError says what is wrong."""
-    data = _object(line)
+    data = json_object(line)
     version = data.get("version")
     if type(version) is not int:
         raise ProtocolError("request: 'version' must be an integer")
@@ -297,104 +189,3 @@ def _environment(value: Any) -> dict[str, str]:
         if not isinstance(text, str) or "\0" in text:
             raise ProtocolError(f"request: env: {name} must be a string without NUL")
     return dict(value)
-
-
-# -- replies ---------------------------------------------------------------------------------
-
-
-def encode_reply(reply: Reply) -> bytes:
-    body: dict[str, Any]
-    match reply:
-        case Output(stream, data):
-            body = {"type": "output", "stream": stream, "data": base64.b64encode(data).decode()}
-        case Waiting(active, cap, ahead):
-            message = waiting_line(reply)
-            body = {"type": "waiting", "active": active, "cap": cap, "ahead": ahead}
-            body["message"] = message
-        case Exit(status):
-            body = {"type": "exit", "status": status}
-        case Refused(message):
-            body = {"type": "refused", "message": message}
-        case Capture(name, data):
-            body = {"type": "capture", "name": name, "data": base64.b64encode(data).decode()}
-        case Captured(name, size, sha256):
-            body = {"type": "captured", "name": name, "size": size, "sha256": sha256}
-    return _line({"version": PROTOCOL_VERSION, **body})
-
-
-def decode_reply(line: bytes) -> Reply:
-    data = _object(line)
-    if data.get("version") != PROTOCOL_VERSION:
-        raise ProtocolError(f"reply: unsupported protocol version {data.get('version')!r}")
-    kind = data.get("type")
-    try:
-        if kind == "output" and data["stream"] in ("stdout", "stderr"):
-            return Output(data["stream"], base64.b64decode(data["data"], validate=True))
-        if kind == "waiting":
-            return Waiting(_int(data["active"]), _int(data["cap"]), _int(data["ahead"]))
-        if kind == "exit":
-            return Exit(_int(data["status"]))
-        if kind == "refused" and isinstance(data["message"], str):
-            return Refused(data["message"])
-        if kind == "capture" and _CAPTURE_NAME.fullmatch(data["name"]):
-            return Capture(data["name"], base64.b64decode(data["data"], validate=True))
-        if kind == "captured" and _CAPTURE_NAME.fullmatch(data["name"]):
-            return Captured(data["name"], _int(data["size"]), str(data["sha256"]))
-    except (KeyError, TypeError, binascii.Error) as exc:
-        raise ProtocolError(f"reply: malformed {kind} message") from exc
-    raise ProtocolError(f"reply: unknown message type {kind!r}")
-
-
-def _int(value: Any) -> int:
-    if type(value) is not int:
-        raise TypeError(value)
-    return value
-
-
-#: The longest integer a message may carry (every bound is far below; a longer one costs
-#: quadratic time to convert).
-MAX_INTEGER_DIGITS: Final = 30
-
-
-def _integer(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
-        raise ProtocolError(
-            f"malformed message: an integer of more than {MAX_INTEGER_DIGITS} digits"
-        )
-    return int(text)
-
-
-_FIELD_NAME = re.compile(r"[a-z_]{1,40}")
-
-
-def shown_field(name: str) -> str | None:
-    """A field name as a refusal may repeat it, or None: a peer's odd key (which could be a
-    secret pasted in the wrong place) is never echoed back."""
-    return name if _FIELD_NAME.fullmatch(name) else None
-
-
-def field_label(name: str) -> str:
-    shown = shown_field(name)
-    return "(a field that is not a lowercase name)" if shown is None else repr(shown)
-
-
-def _no_constant(text: str) -> None:
-    raise ProtocolError(f"malformed message: {text} is not JSON")
-
-
-def _object(line: bytes) -> dict[str, Any]:
-    try:
-        data = json.loads(line.decode("utf-8"), parse_int=_integer, parse_constant=_no_constant)
-    except UnicodeDecodeError:
-        raise ProtocolError("malformed message: not UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(f"malformed message: not JSON ({exc.msg})") from None
-    except RecursionError:
-        raise ProtocolError("malformed message: nested too deeply") from None
-    if not isinstance(data, dict):
-        raise ProtocolError("malformed message: not a JSON object")
-    return data
-
-
-def _line(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"

@@ -15,14 +15,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from vibesys.broker.jobs import StopSignal
-from vibesys.broker.protocol import Waiting
+from vibesys.broker.replies import Waiting
 from vibesys.broker.slots import Held
-
-if TYPE_CHECKING:
-    from vibesys.journal_schema import Journal
+from vibesys.journal_schema import Journal, open_journal
 
 __all__ = ["RunSlots"]
 
@@ -62,8 +60,6 @@ class RunSlots:
         return self._counts()[1]
 
     def _counts(self) -> tuple[int, int]:
-        from vibesys.journal_schema import open_journal
-
         journal = open_journal(self.journal_path)
         try:
             return journal.slot_counts(self.run_id)
@@ -76,8 +72,6 @@ class RunSlots:
         if self.cap is None:
             yield Held(True)
             return
-        from vibesys.journal_schema import open_journal
-
         # One connection per command: SQLite connections stay in the thread that opened them.
         journal = open_journal(self.journal_path)
         ticket = journal.slot_enqueue(self.run_id, self.owner)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from vibesys.broker.jobs import StopSignal
-from vibesys.broker.protocol import Waiting
+from vibesys.broker.replies import Waiting
 
 __all__ = ["Held", "JobSlots"]
 

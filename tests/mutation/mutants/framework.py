@@ -34,16 +34,16 @@ JOB_RESULT = "vibesys/job_result/__init__.py"
 JOB_RESULT_MODEL = "vibesys/job_result/model.py"
 BRIDGE_PROTOCOL = "vibesys/bridge/protocol.py"
 BRIDGE_ADMISSION = "vibesys/bridge/admission.py"
-BRIDGE_RUNNER = "vibesys/bridge/runner.py"
+BRIDGE_RECORDED = "vibesys/bridge/recorded.py"
 BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
 BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
 BRIDGE_SESSION = "vibesys/bridge/session.py"
 DEADLINE = "vibesys/engine/deadline.py"
-BRIDGE_SERVER = "vibesys/bridge/server.py"
+SERVICE_SERVER = "vibesys/service/server.py"
 CLIENT_KEYS = "vibesys/client/keys.py"
-CONNECTIONS = "vibesys/osutil/connections.py"
-TOKENS = "vibesys/osutil/tokens.py"
+CONNECTIONS = "vibesys/service/connections.py"
+TOKENS = "vibesys/service/tokens.py"
 CHECK_MODEL = "vibesys/sitecheck/model.py"
 CHECK_RUNNER = "vibesys/sitecheck/runner.py"
 CHECK_CERT = "vibesys/sitecheck/certificate.py"
@@ -140,7 +140,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     JOB_RESULT_MODEL: ("tests/test_job_result.py",),
     BRIDGE_PROTOCOL: ("tests/bridge/test_protocol.py",),
     BRIDGE_ADMISSION: ("tests/bridge/test_admission.py",),
-    BRIDGE_RUNNER: ("tests/bridge/test_server.py",),
+    BRIDGE_RECORDED: ("tests/bridge/test_server.py",),
     BRIDGE_FOLLOW: ("tests/bridge/test_server.py",),
     BRIDGE_ROWS: ("tests/bridge/test_request_rows.py",),
     BRIDGE_SESSION: ("tests/bridge/test_session_restart.py",),
@@ -151,7 +151,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     ),
     TOKENS: ("tests/bridge/test_admission.py",),
     CONNECTIONS: ("tests/bridge/test_starving.py",),
-    BRIDGE_SERVER: (
+    SERVICE_SERVER: (
         "tests/bridge/test_starving.py::test_a_stopped_bridge_is_noticed_by_its_missing_heartbeats",
     ),
     CHECK_MODEL: ("tests/sitecheck/test_model.py",),

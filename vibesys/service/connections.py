@@ -12,10 +12,11 @@ starve a service or stretch one of its waits.
   frees its slot at once and is drained by one thread for all of them, so that the peer reads
   the answer rather than a reset: at most `drain_bytes`, within `drain_seconds` of the answer,
   whatever the peer keeps sending.
-- `Gate.close` ends every connection within its grace: their sockets are shut down, which wakes
-  each thread blocked on one, and the workers are daemon threads that never hold up the exit.
+- `Gate.close` ends every connection within its grace: each one's `stop` is set at once, then
+  their sockets are shut down, which wakes each thread blocked on one, and the workers are
+  daemon threads that never hold up the exit.
 
-Stdlib only; nothing of vibesys.
+Nothing of vibesys: each service brings its own lines.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ class Connection:
         self._gone = False  # closed, or handed to the drainer: no longer ours to touch
         self.reading = True
         self.finished = False
+        #: set when the service tears down: the connection's work stops and answers last
+        self.stop = threading.Event()
 
     def read_line(self, decoder: Decoder) -> bytes:
         """The request line (without its newline), by the deadline; IncompleteLine when it
@@ -267,6 +270,8 @@ class Gate:
         with self._lock:
             self._closing = True
             live = list(self._live.values())
+            for conn, _ in live:
+                conn.stop.set()
         for conn, _ in live:
             if conn.reading:
                 conn.shutdown()

@@ -8,12 +8,21 @@ by name instead of with a bare "bad token". Stdlib only.
 
 from __future__ import annotations
 
+import hmac
 import os
 import secrets
 from pathlib import Path
 from typing import Final
 
-__all__ = ["BRIDGE_PREFIX", "BROKER_PREFIX", "new_token", "service_of", "write_token_file"]
+__all__ = [
+    "BRIDGE_PREFIX",
+    "BROKER_PREFIX",
+    "new_token",
+    "service_of",
+    "tokens_match",
+    "write_private",
+    "write_token_file",
+]
 
 #: `vibesys-eval` tokens (the evaluation bridge).
 BRIDGE_PREFIX: Final = "vbeval1."
@@ -38,9 +47,20 @@ def service_of(token: str) -> str | None:
     return None
 
 
+def tokens_match(sent: str, expected: str) -> bool:
+    """Constant-time comparison, so the time taken tells nothing about the token."""
+    return hmac.compare_digest(sent.encode("utf-8"), expected.encode("utf-8"))
+
+
 def write_token_file(path: Path, token: str) -> None:
     """`token` in a new file readable by its owner only (0600), replacing a stale one."""
+    write_private(path, token + "\n")
+
+
+def write_private(path: Path, text: str) -> None:
+    """`text` in a new file readable by its owner only (0600): whatever was at `path` is
+    replaced, never followed."""
     path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token + "\n")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)

@@ -1,0 +1,111 @@
+"""Driving one evaluation of the bridge to its end: the engine's driver loop, the cancel at
+its deadline (counted from the request's first acceptance), and its result (a local
+evaluation's artifacts recorded, the JobResult copied to the session's results)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Final
+
+from vibesys.adapters.requests import recorded_limits
+from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
+from vibesys.bridge.files import copy_result, ran, record_local_artifacts
+from vibesys.bridge.recorded import Handle, invocation_exists
+from vibesys.bridge.site import Site
+from vibesys.engine import DriveOptions, Engine, wait_for
+from vibesys.engine.deadline import cancel_at_deadline, deadline_of
+from vibesys.job_result import JobResult, JobStatus, job_result
+from vibesys.journal_schema import Invocation, Journal, open_journal
+from vibesys.osutil.logtail import SpoolOnly
+from vibesys.states import JobState
+
+__all__ = ["ARTIFACT_LIMITS", "EvaluationDriver"]
+
+_ENDED: Final = (JobState.DONE, JobState.UNRESOLVED, JobState.COLLECTING)
+#: the request body's key for the artifact limits the session applies to it
+ARTIFACT_LIMITS: Final = "artifact_limits"
+
+
+class EvaluationDriver:
+    """Drives the bridge's evaluations on one journal, each from a thread of its own."""
+
+    def __init__(
+        self,
+        journal_path: Path,
+        site: Site,
+        results_root: Path,
+        engine: Callable[[Journal], Engine],
+    ) -> None:
+        self.journal_path = journal_path
+        self.site = site
+        self.results_root = results_root
+        self._engine = engine
+
+    def drive(self, handle: Handle) -> None:
+        """Drive the evaluation to its end (from a thread of its own); its result, or why it
+        stopped, on the handle."""
+        journal = open_journal(self.journal_path)
+        try:
+            self._deadline(handle)
+            engine = self._engine(journal)
+            options = DriveOptions(tail=SpoolOnly(), interrupt=handle.stop)
+            inv = journal.get(handle.invocation_id)
+            while inv.state not in _ENDED and not handle.stop.is_set():
+                inv = wait_for(engine, handle.invocation_id, options)
+            handle.result = self._finish(journal, journal.get(handle.invocation_id))
+        except Exception as exc:  # a thread must never die silently: the helper is told
+            handle.stopping = handle.stopping or f"the bridge failed: {type(exc).__name__}: {exc}"
+        finally:
+            handle.done.set()
+            journal.close()
+
+    def _deadline(self, handle: Handle) -> None:
+        """Cancel the evaluation once its timeout, counted from its first acceptance, is
+        over (at once when that was while nothing ran; the cancel's `by` marks it: TIMEOUT)."""
+        deadline = deadline_of(handle.row)
+        if deadline is None:
+            return
+        left = deadline.left(datetime.now(deadline.at.tzinfo))
+        cancel_at_deadline(self.journal_path, handle.invocation_id, left, handle.done, deadline.by)
+
+    def cancel(self, handle: Handle, by: str) -> None:
+        journal = open_journal(self.journal_path)
+        try:
+            if invocation_exists(journal, handle.invocation_id):
+                self._engine(journal).request_cancel(journal.get(handle.invocation_id), by)
+        finally:
+            journal.close()
+
+    def _finish(self, journal: Journal, inv: Invocation) -> JobResult:
+        bridge = journal.bridge_request_of(inv.id)
+        patterns = list(bridge.body.get("artifacts", [])) if bridge else []
+        if self.site.backend == "local" and ran(inv) and patterns:
+            recorded = bridge.body.get(ARTIFACT_LIMITS) if bridge else None
+            limits = recorded_limits(recorded) or DEFAULT_LIMITS
+            record_local_artifacts(journal, inv, patterns, limits)
+        found = job_result(
+            inv,
+            journal.attempts(inv.id),
+            journal.history(inv.id),
+            journal.artifacts(inv.id),
+            journal.leases_used_by(inv.id),
+            unfinished=JobStatus.UNRESOLVED,
+        )
+        final = copy_result(found, self.results_root)
+        return found.model_copy(update={"results_dir": str(final)})
+
+    def unsettled_result(self, handle: Handle) -> JobResult:
+        """The result of an evaluation teardown could not settle: UNRESOLVED from its row."""
+        journal = open_journal(self.journal_path, readonly=True)
+        try:
+            inv = journal.get(handle.invocation_id)
+            return job_result(
+                inv,
+                journal.attempts(inv.id),
+                journal.history(inv.id),
+                unfinished=JobStatus.UNRESOLVED,
+            )
+        finally:
+            journal.close()
