@@ -22,6 +22,7 @@ from vibesys.errors import (
     NotAJournal,
     UsageError,
 )
+
 # Below the journal, for the error boundary; callers of the journal find them here too.
 from vibesys.errors import journal_error as journal_error
 from vibesys.errors import journal_path as journal_path
