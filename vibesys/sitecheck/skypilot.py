@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.environment import SkyEnvironment
+from vibesys.adapters.skypilot.errors import INSTALL_FIX
 from vibesys.adapters.skypilot.limits import allocation_fix, allocation_refusal, infra_partition
 from vibesys.adapters.skypilot.login import login_transport_config, slurm_alias
 from vibesys.adapters.slurm.limits import limits_argv, parse_partition_limits
@@ -195,6 +196,4 @@ class SkyPilotChecks:
 
 
 def _install_fix() -> str:
-    from vibesys.adapters.skypilot.errors import INSTALL_FIX
-
     return INSTALL_FIX
