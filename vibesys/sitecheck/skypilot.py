@@ -12,7 +12,8 @@ artifact-root  remote_artifact_root ($USER/$HOME expanded there) is writable
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from vibesys.adapters.rundir.remote import RunDirs
 from vibesys.adapters.skypilot.boundary import SkyCli
@@ -35,8 +36,7 @@ from vibesys.sitecheck.runner import Check, Found, fail, ok
 __all__ = ["SkyPilotChecks", "SkyPilotSite"]
 
 
-@dataclass(frozen=True, slots=True)
-class SkyPilotSite:
+class SkyPilotSite(Struct, frozen=True):
     name: str
     profile: SkyPilotProfile
     #: the clusters.toml it came from (named in fixes)

@@ -14,7 +14,6 @@ from tests.mutation.mutants.framework import (
     CHECK_JOB,
     CHECK_MODEL,
     CHECK_RUNNER,
-    CLI,
     CLUSTERS,
     CORE,
     DRIVE,
