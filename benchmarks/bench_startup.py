@@ -1,19 +1,18 @@
 """What the commands import, and how fast they start.
 
 1. Imports (the checks): each command runs in a fresh interpreter through the real entry point
-   (`vibesys.cli.main.main`), then dumps `sys.modules`. `--help` may import no paramiko,
-   SkyPilot (`sky`) or `vibesys.adapters` module but the registry's plain data (issue 2). The
-   read-only commands agents call in loops (`journal show`, `journal list`, `logs`, `states`)
-   may moreover import no typer (nor its click), no pydantic, no transitions machine and no
-   sqlite-utils (issue 11). `vibesys run -- true` may import no typer, click or rich: its
-   plain forms are parsed by the entry point (issue 11, the concurrent-poll wall time).
+   (`vibesys.cli.main.main`), then dumps `sys.modules`. `--help` and the read-only commands
+   agents call in loops (`journal show`, `journal list`, `logs`, `states`) may import no
+   paramiko, SkyPilot (`sky`) or `vibesys.adapters` module but the registry's plain data
+   (issues 2 and 36); the read-only commands moreover no pydantic, no transitions machine and
+   no sqlite-utils (issue 11). Every command line is parsed by the typer app (issue 36).
 2. `journal show` against `python -c "import sqlite3, json"`, the same interpreter, run
    alternately. Target (issue 11, hard): ratio of the medians <= 3.5.
 3. `vibesys run -- true` (the whole local evaluation: journal, wrapper, command) against the
-   same `python -c "import sqlite3, json"`, alternately (issue 21, target <= 3.5), and the
-   check that it imports only what the local adapter uses (no pydantic, no site configuration,
-   no Slurm, SkyPilot, staging or snapshot code). When `python3` on PATH is another program
-   than this interpreter (a version manager's shim), the ratio to it is shown too.
+   same `python -c "import sqlite3, json"`, alternately (issue 36, target <= 6), and the
+   check that it imports no site configuration and no Slurm, SkyPilot, staging or snapshot
+   code. When `python3` on PATH is another program than this interpreter (a version
+   manager's shim), the ratio to it is shown too.
 4. Startup (informational, target <= 1.5x): `python -m vibesys --help` against a bare typer app
    with one command and the same app settings, written to a temporary file, run alternately.
    `python -c pass` is timed too, to show the interpreter's own share.
@@ -46,11 +45,9 @@ from _common import (
 
 TARGET = 1.5
 SHOW_TARGET = 3.5
-RUN_TARGET = 3.5
+RUN_TARGET = 6.0
 #: What `vibesys run -- true` (the local adapter) has no use for.
 NOT_FOR_A_LOCAL_RUN = (
-    "pydantic",
-    "pydantic_core",
     "paramiko",
     "sky",
     "vibesys.config",
@@ -62,7 +59,7 @@ NOT_FOR_A_LOCAL_RUN = (
 )
 FORBIDDEN = ("paramiko", "sky", "vibesys.adapters")
 #: What a read-only command must not load besides FORBIDDEN.
-HEAVY = ("typer", "click", "pydantic", "pydantic_core", "transitions", "sqlite_utils")
+HEAVY = ("pydantic", "pydantic_core", "transitions", "sqlite_utils")
 #: The adapter registry is plain data (names, options, module paths): `--help` lists it.
 ALLOWED = frozenset({"vibesys.adapters", "vibesys.adapters.registry"})
 
@@ -77,7 +74,7 @@ DUMP_MODULES = textwrap.dedent(
         with open(out, "w") as handle:
             json.dump({"modules": sorted(sys.modules)}, handle)
 
-    atexit.register(dump)  # the entry point ends the process itself
+    atexit.register(dump)  # typer's app ends the process with SystemExit
     from vibesys.cli.main import main
     main()
     """
@@ -165,8 +162,7 @@ def run(scratch: Path, reps: int) -> int:
             f"{label} imported: {', '.join(sorted(heavy)[:8]) or 'none of the heavy modules'}",
         )
 
-    # `vibesys run` in its plain form: the evaluation runs, and neither typer nor click is
-    # loaded (dozens of runs start at once on a login node).
+    # `vibesys run -- true`: the evaluation runs, loading only what its adapter uses.
     out = scratch / "modules.json"
     done = subprocess.run(
         [sys.executable, "-c", DUMP_MODULES, str(out), "run", *at, "--", "true"],
@@ -178,16 +174,12 @@ def run(scratch: Path, reps: int) -> int:
     )
     result = json.loads(out.read_text()) if out.exists() else {"modules": []}
     result["code"] = done.returncode if out.exists() else "crashed"
-    cli_modules = forbidden_in(result["modules"], ("typer", "click", "rich"))
     print(f"vibesys run -- true: {len(result['modules'])} modules")
     verdicts.check(
-        "run_imports_no_typer",
-        result["code"] in (0, None) and not cli_modules,
-        f"vibesys run exited {result['code']}, imported "
-        f"{', '.join(sorted(cli_modules)[:4]) or 'no typer, click or rich'}",
+        "run_true_runs", result["code"] in (0, None), f"vibesys run exited {result['code']}"
     )
-    # ... and only what its adapter uses: the local adapter needs no pydantic, no site
-    # configuration, no Slurm, SkyPilot, staging or snapshot code (issue 21).
+    # The local adapter needs no site configuration, no Slurm, SkyPilot, staging or snapshot
+    # code (issue 21).
     others = forbidden_in(result["modules"], NOT_FOR_A_LOCAL_RUN)
     verdicts.check(
         "run_imports_only_its_adapter",
@@ -225,7 +217,7 @@ def run(scratch: Path, reps: int) -> int:
     show_ratio = median(shows) / median(reads)
 
     # `vibesys run -- true` (a whole journaled evaluation on the local adapter) against the
-    # same bare interpreter (issue 21).
+    # same bare interpreter (issue 36: within 6x).
     run = [*vibesys_help[:-1], "run", "--journal", str(scratch / "run.db"), "--", "true"]
     for _ in range(2):
         run_cmd(run), run_cmd(bare_read)
