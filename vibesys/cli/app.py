@@ -5,6 +5,8 @@ command runs: `--help` and the read-only commands load no engine and no adapter.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,7 +26,7 @@ from vibesys.cli.run import (
     with_run_signature,
 )
 from vibesys.cli.usage import usage_line
-from vibesys.errors import CommandFailed, boundary
+from vibesys.errors import EXIT_BAD_INPUT, CommandFailed, boundary
 
 app = typer.Typer(
     name="vibesys",
@@ -304,9 +306,38 @@ def refresh_run_options() -> None:
             info.epilog = adapters_epilog()
 
 
+def closed_streams() -> int | None:
+    """A closed stdout or stderr (`>&-`) is refused before anything runs: one line on the
+    other stream (none when both are closed), status 2. Otherwise the next file vibesys opens
+    (the journal) would take the closed stream's number, and output would go into it. A closed
+    stdin is given /dev/null for the same reason."""
+    if not _is_open(0):
+        os.open(os.devnull, os.O_RDONLY)  # the lowest free number: 0
+    closed = [name for fd, name in ((1, "stdout"), (2, "stderr")) if not _is_open(fd)]
+    if not closed:
+        return None
+    if len(closed) == 1:
+        other = 2 if closed == ["stdout"] else 1
+        failed = CommandFailed(f"{closed[0]} is closed; vibesys needs it for its output")
+        with contextlib.suppress(OSError):
+            os.write(other, (failed.line + "\n").encode())
+    return EXIT_BAD_INPUT
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 def main() -> None:
     """Run the app; a failed command or a usage error is one line (never a box or a
     traceback) and its status."""
+    status = closed_streams()
+    if status is not None:
+        sys.exit(status)
     refresh_run_options()
     try:
         status = app(prog_name="vibesys", standalone_mode=False)
