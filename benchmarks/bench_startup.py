@@ -1,20 +1,19 @@
 """What the commands import, and how fast they start.
 
 1. Imports (the checks): each command runs in a fresh interpreter through the real entry point
-   (`vibesys.cli.main.main`), then dumps `sys.modules`. `--help` may import no paramiko,
-   SkyPilot (`sky`) or `vibesys.adapters` module but the registry's plain data (issue 2). The
-   read-only commands agents call in loops (`journal show`, `journal list`, `logs`, `states`)
-   may moreover import no typer (nor its click), no pydantic, no transitions machine and no
-   sqlite-utils (issue 11). `vibesys run -- true` may import no typer, click or rich: its
-   plain forms are parsed by the entry point (issue 11, the concurrent-poll wall time).
+   (`vibesys.cli.main.main`), then dumps `sys.modules`. `--help` and the read-only commands
+   agents call in loops (`journal show`, `journal list`, `logs`, `states`) may import no
+   paramiko, SkyPilot (`sky`) or `vibesys.adapters` module but the registry's plain data
+   (issues 2 and 36); the read-only commands moreover no transitions machine and no
+   sqlite-utils (issue 11). Every command line is parsed by the typer app (issue 36), whose
+   parsing loads pydantic.
 2. `journal show` against `python -c "import sqlite3, json"`, the same interpreter, run
    alternately. Target (issue 11, hard): ratio of the medians <= 3.5.
 3. `vibesys run -- true` (the whole local evaluation: journal, wrapper, command) against the
-   same `python -c "import sqlite3, json"`, alternately (issue 21, target <= 3.5), and the
-   check that it imports only what the local adapter uses (its typed request, a pydantic model
-   as every adapter's; no site configuration, no Slurm, SkyPilot, staging or snapshot code).
-   When `python3` on PATH is another program than this interpreter (a version manager's shim),
-   the ratio to it is shown too.
+   same `python -c "import sqlite3, json"`, alternately (issue 36, target <= 6), and the
+   check that it imports no site configuration and no Slurm, SkyPilot, staging or snapshot
+   code. When `python3` on PATH is another program than this interpreter (a version
+   manager's shim), the ratio to it is shown too.
 4. Startup (informational, target <= 1.5x): `python -m vibesys --help` against a bare typer app
    with one command and the same app settings, written to a temporary file, run alternately.
    `python -c pass` is timed too, to show the interpreter's own share.
@@ -47,7 +46,7 @@ from _common import (
 
 TARGET = 1.5
 SHOW_TARGET = 3.5
-RUN_TARGET = 3.5
+RUN_TARGET = 6.0
 #: What `vibesys run -- true` (the local adapter) has no use for.
 NOT_FOR_A_LOCAL_RUN = (
     "paramiko",
@@ -68,10 +67,12 @@ NOT_FOR_A_LOCAL_RUN = (
     "vibesys.broker",
 )
 FORBIDDEN = ("paramiko", "sky", "vibesys.adapters")
-#: What a read-only command must not load besides FORBIDDEN.
-HEAVY = ("typer", "click", "pydantic", "pydantic_core", "transitions", "sqlite_utils")
+#: What a read-only command must not load besides FORBIDDEN (typer's parsing loads pydantic).
+HEAVY = ("transitions", "sqlite_utils")
 #: The adapter registry is plain data (names, options, module paths): `--help` lists it.
 ALLOWED = frozenset({"vibesys.adapters", "vibesys.adapters.registry"})
+#: The broker's command group is declared in the typer app; its machinery is loaded when it runs.
+ALLOWED_IN_A_RUN = ALLOWED | {"vibesys.broker", "vibesys.broker.cli"}
 
 #: Runs the real entry point with the given argv, then writes the loaded module names as JSON.
 DUMP_MODULES = textwrap.dedent(
@@ -84,7 +85,7 @@ DUMP_MODULES = textwrap.dedent(
         with open(out, "w") as handle:
             json.dump({"modules": sorted(sys.modules)}, handle)
 
-    atexit.register(dump)  # the entry point ends the process itself
+    atexit.register(dump)  # typer's app ends the process with SystemExit
     from vibesys.cli.main import main
     main()
     """
@@ -117,11 +118,13 @@ def main() -> int:
         return run(Path(scratch), reps)
 
 
-def forbidden_in(modules: list[str], forbidden: tuple[str, ...] = FORBIDDEN) -> list[str]:
+def forbidden_in(
+    modules: list[str], forbidden: tuple[str, ...] = FORBIDDEN, allowed: frozenset[str] = ALLOWED
+) -> list[str]:
     return [
         m
         for m in modules
-        if m not in ALLOWED and any(m == f or m.startswith(f + ".") for f in forbidden)
+        if m not in allowed and any(m == f or m.startswith(f + ".") for f in forbidden)
     ]
 
 
@@ -172,8 +175,7 @@ def run(scratch: Path, reps: int) -> int:
             f"{label} imported: {', '.join(sorted(heavy)[:8]) or 'none of the heavy modules'}",
         )
 
-    # `vibesys run` in its plain form: the evaluation runs, and neither typer nor click is
-    # loaded (dozens of runs start at once on a login node).
+    # `vibesys run -- true`: the evaluation runs, loading only what its adapter uses.
     out = scratch / "modules.json"
     done = subprocess.run(
         [sys.executable, "-c", DUMP_MODULES, str(out), "run", *at, "--", "true"],
@@ -185,17 +187,13 @@ def run(scratch: Path, reps: int) -> int:
     )
     result = json.loads(out.read_text()) if out.exists() else {"modules": []}
     result["code"] = done.returncode if out.exists() else "crashed"
-    cli_modules = forbidden_in(result["modules"], ("typer", "click", "rich"))
     print(f"vibesys run -- true: {len(result['modules'])} modules")
     verdicts.check(
-        "run_imports_no_typer",
-        result["code"] in (0, None) and not cli_modules,
-        f"vibesys run exited {result['code']}, imported "
-        f"{', '.join(sorted(cli_modules)[:4]) or 'no typer, click or rich'}",
+        "run_true_runs", result["code"] in (0, None), f"vibesys run exited {result['code']}"
     )
-    # ... and only what its adapter uses: the local adapter needs no site configuration, no
-    # Slurm, SkyPilot, staging or snapshot code (issue 21).
-    others = forbidden_in(result["modules"], NOT_FOR_A_LOCAL_RUN)
+    # The local adapter needs no site configuration, no Slurm, SkyPilot, staging or snapshot
+    # code (issue 21).
+    others = forbidden_in(result["modules"], NOT_FOR_A_LOCAL_RUN, ALLOWED_IN_A_RUN)
     verdicts.check(
         "run_imports_only_its_adapter",
         result["code"] in (0, None) and not others,
@@ -232,7 +230,7 @@ def run(scratch: Path, reps: int) -> int:
     show_ratio = median(shows) / median(reads)
 
     # `vibesys run -- true` (a whole journaled evaluation on the local adapter) against the
-    # same bare interpreter (issue 21).
+    # same bare interpreter (issue 36: within 6x).
     run = [*vibesys_help[:-1], "run", "--journal", str(scratch / "run.db"), "--", "true"]
     for _ in range(2):
         run_cmd(run), run_cmd(bare_read)

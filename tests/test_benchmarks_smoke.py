@@ -57,7 +57,7 @@ EXPECTED_CHECKS = {
         "logs_imports_only_what_it_reads",
         "states_runs",
         "states_imports_only_what_it_reads",
-        "run_imports_no_typer",
+        "run_true_runs",
         "run_imports_only_its_adapter",
         "baseline_app_runs",
     },

@@ -42,7 +42,7 @@ def test_run_json_is_journal_show_json(tmp_path: Path) -> None:
     shown = json.loads(result.stdout)
     assert "hi\n" in result.stderr  # the command's output does not pollute the JSON
     again = json.loads(cli("journal", "show", shown["id"][:6], "--json", cwd=tmp_path).stdout)
-    # run --json adds the JobResult (journal show stays free of pydantic: the fast path)
+    # run --json adds the JobResult (journal show stays free of pydantic)
     assert shown.pop("result")["status"] == "APPLICATION_FAILED"
     assert shown == again
     for key in ("id", "state", "outcome", "exit_code", "adapter", "command", "attempts", "history"):

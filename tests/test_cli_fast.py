@@ -1,5 +1,5 @@
-"""The entry point's fast path (vibesys/cli/main.py): the read-only commands run without the
-typer app and say exactly what the typer app says, for good input and bad."""
+"""The entry point (vibesys/cli/main.py) hands the read-only commands to the typer app: they say
+exactly what the app says, for good input and bad."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import vibesys_cli
-from vibesys.cli.main import parse
 
-#: The typer app itself, bypassing the fast path.
+#: The typer app itself, without the entry point.
 TYPER = "import sys; from vibesys.cli.app import main; sys.argv[0] = 'vibesys'; main()"
 
 
@@ -53,10 +52,9 @@ def argvs(invocation: str) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("index", range(15))
-def test_the_fast_path_answers_as_the_typer_app(project: tuple[Path, str], index: int) -> None:
+def test_the_entry_point_answers_as_the_typer_app(project: tuple[Path, str], index: int) -> None:
     cwd, invocation = project
     argv = argvs(invocation)[index]
-    assert parse(argv) is not None, "this form must take the fast path"
     fast = vibesys_cli(*argv, cwd=cwd)
     slow = through_typer(*argv, cwd=cwd)
     assert (fast.returncode, fast.stdout, fast.stderr) == (
@@ -64,27 +62,6 @@ def test_the_fast_path_answers_as_the_typer_app(project: tuple[Path, str], index
         slow.stdout,
         slow.stderr,
     )
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["journal", "show"],  # missing argument: typer's message
-        ["journal", "show", "a", "b"],
-        ["journal", "show", "--help"],
-        ["journal", "show", "x", "--jsn"],
-        ["journal", "show", "x", "--journal"],
-        ["journal", "list", "--state", "a", "--state", "b"],
-        ["logs", "x", "--follow"],
-        ["logs", "x", "-f"],
-        ["states", "--", "x"],
-        ["run", "--", "true"],
-        ["journal", "verify"],
-        [],
-    ],
-)
-def test_everything_else_goes_to_the_typer_app(argv: list[str]) -> None:
-    assert parse(argv) is None
 
 
 def test_logs_prints_the_spool_of_every_attempt(project: tuple[Path, str]) -> None:

@@ -178,14 +178,13 @@ def test_an_interrupt_at_any_moment_of_start_up_is_130_without_a_traceback(
 
 _SPY = """
 import sys
-sys.argv = ["-m"]  # as `python -m vibesys` while the module is found
 import signal
-import vibesys
+import vibesys.cli.interrupts as interrupts
 import vibesys.cli.main as entry
 import vibesys.cli.run_command as run_command
 
 def spy(values):
-    print(signal.getsignal(signal.SIGINT) is vibesys._interrupted_while_starting, flush=True)
+    print(signal.getsignal(signal.SIGINT) is interrupts.interrupted_while_starting, flush=True)
     return 0
 
 run_command.execute_run = spy

@@ -1,5 +1,8 @@
 """Every module imports, and the dependency direction holds: states does no I/O, adapters never
-reach into the journal or the engine, and the journal never reaches into adapters or engine."""
+reach into the journal or the engine, and the journal never reaches into adapters or engine.
+The imports read here are every import the code makes, at module level and inside functions
+alike: no import cycle among modules, nothing importing a layer above its own, and few imports
+inside functions."""
 
 from __future__ import annotations
 
@@ -139,9 +142,8 @@ FORBIDDEN = {
         "vibesys.states",
         "vibesys.ui",
     ),
-    # The error tree and its boundary sit under everything; their lazy imports read the
-    # journal's error and the exit statuses only.
-    "vibesys.errors": ("vibesys.cli", "vibesys.engine", "vibesys.adapters", "vibesys.broker"),
+    # The error tree and its boundary sit under everything: they import nothing of vibesys.
+    "vibesys.errors": ("vibesys",),
 }
 
 #: The most modules that may lie loose at the top of `vibesys/` (packages hold the rest).
@@ -384,3 +386,145 @@ def test_public_api() -> None:
     assert vibesys.__version__ == project["project"]["version"]
     with pytest.raises(AttributeError):
         _ = vibesys.NoSuchThing  # type: ignore[attr-defined]
+
+
+#: The layers, lowest first: a module may import its own layer and those below, never above.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("vibesys.errors",),
+    ("vibesys.osutil",),
+    ("vibesys.states", "vibesys.config", "vibesys.snapshot"),
+    ("vibesys.journal_schema", "vibesys.adapters"),
+    ("vibesys.engine", "vibesys.job_result", "vibesys.ui", "vibesys.sitecheck"),
+    # the services: hosts of the engine, and the Python API beside the CLI
+    ("vibesys.client", "vibesys.broker", "vibesys.bridge"),
+    ("vibesys.session", "vibesys.cli"),
+    ("vibesys", "vibesys.__main__"),
+)
+#: The most imports inside functions per 1,000 lines of the package. The measured figure
+#: (`FUNCTION_IMPORTS_NOW`) is a ratchet while the package is brought down to the target.
+FUNCTION_IMPORTS_PER_KLOC = 2.0
+FUNCTION_IMPORTS_NOW = 3.4
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+SOURCES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def runtime_imports(module: str) -> tuple[set[str], int]:
+    """The vibesys modules `module` imports when it runs (module level and in functions; not
+    under TYPE_CHECKING), and how many of its import statements are inside functions.
+    `from P import N` counts as importing P.N when that is a module."""
+    path = SOURCES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    in_functions = 0
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        nonlocal in_functions
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child):
+                for other in child.orelse:
+                    visit(other, in_function)
+                continue
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                in_functions += in_function
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    up = package.split(".")[: len(package.split(".")) - (child.level - 1)]
+                    base = ".".join([*up, base] if base else up)
+                for alias in child.names:
+                    named = f"{base}.{alias.name}"
+                    found.add(named if named in SOURCES else base)
+            is_function = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            visit(child, in_function or is_function)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return {m for m in found if m in SOURCES and m != module}, in_functions
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def strong(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                strong(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            strong(node)
+    return cycles
+
+
+def test_no_import_cycle() -> None:
+    graph = {module: runtime_imports(module)[0] for module in SOURCES}
+    assert import_cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the longest prefix that names `module`'s layer."""
+    best = (-1, -1)
+    for number, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if module == prefix or module.startswith(prefix + "."):
+                best = max(best, (len(prefix), number))
+    assert best[1] >= 0, f"{module} is in no layer"
+    return best[1]
+
+
+def test_nothing_imports_a_layer_above_its_own() -> None:
+    upward = sorted(
+        f"{module} imports {imported}"
+        for module in SOURCES
+        for imported in runtime_imports(module)[0]
+        if layer_of(imported) > layer_of(module)
+    )
+    assert upward == []
+
+
+def test_few_imports_inside_functions() -> None:
+    inside = sum(runtime_imports(module)[1] for module in SOURCES)
+    lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in SOURCES.values())
+    per_kloc = inside * 1000 / lines
+    # Ratchet: the bound is FUNCTION_IMPORTS_NOW until the package reaches the target.
+    assert per_kloc <= max(FUNCTION_IMPORTS_PER_KLOC, FUNCTION_IMPORTS_NOW), (inside, lines)

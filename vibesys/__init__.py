@@ -1,31 +1,18 @@
 """vibesys: durable, explicit state machines for remote evaluation jobs.
 
-The public names are loaded on first use, so `vibesys --help` stays as quick as a bare CLI.
+The public names are loaded on first use. Every `vibesys` command imports this package first;
+importing them all here would load the engine, the adapters' base, pydantic and asyncio
+(about a quarter of a second) into `--help` and the read-only commands, which must load no
+adapter.
 """
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # C, loaded already; `signal` builds enums
-import os
-import sys
+import importlib
 
-
-def _interrupted_while_starting(signum: int, frame: object) -> None:
-    os._exit(130)  # nothing is done yet: nothing to undo, nothing to say
-
-
-# Started as the `vibesys` command (its console script, or `python -m vibesys` while the module
-# is being found): a Ctrl-C before a command takes over its interrupts (`vibesys.cli.main`)
-# leaves quietly, 130. Not a KeyboardInterrupt: raised in the middle of an import it may land
-# in a weakref callback, whose exceptions CPython prints and drops, and the run goes on. A
-# caller that ignores SIGINT keeps it ignored; importing vibesys as a library changes nothing.
-if (sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") == "vibesys") and (
-    _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
-):
-    _signal.signal(_signal.SIGINT, _interrupted_while_starting)
-
-import importlib  # noqa: E402
-from typing import TYPE_CHECKING, Any  # noqa: E402
+#: `typing.TYPE_CHECKING`, without importing typing: until `vibesys.cli.main` sets SIGINT's
+#: handler, every import widens the moment a Ctrl-C would end `vibesys` with a traceback.
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
 
@@ -59,6 +46,8 @@ _PUBLIC = {
 }
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from vibesys.adapters.fake import FakeAttempt, FakeBackend
     from vibesys.adapters.registry import AdapterEntry, register
     from vibesys.client import AsyncClient, Client, Handle, KeyConflict

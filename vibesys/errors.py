@@ -38,15 +38,32 @@ ours, or SQLite's, becomes `CommandFailed`, one line and an exit status, never a
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final
+from pathlib import Path
+from typing import Final
 
-if TYPE_CHECKING:
-    from os import PathLike
+#: --journal as given (None: the default, or $VIBESYS_JOURNAL)
+JournalArg = str | os.PathLike[str] | None
 
-    #: --journal as given (None: the default, or $VIBESYS_JOURNAL)
-    JournalArg = str | PathLike[str] | None
+#: The journal's path when neither --journal nor VIBESYS_JOURNAL names one. Here, at the
+#: bottom, because the boundary names the journal in SQLite's line.
+DEFAULT_JOURNAL: Final = Path(".vibesys") / "journal.db"
+
+#: The statuses the boundary ends a command with (`states.exits` lists them with the rest).
+EXIT_BAD_INPUT: Final = 2
+EXIT_JOURNAL_FAULT: Final = 73  # EX_CANTCREAT: the journal could not be written mid-run (disk
+# full, I/O error, made immutable, deleted or replaced); the job may still be running
+
+
+def journal_path(explicit: JournalArg = None) -> Path:
+    """--journal, else $VIBESYS_JOURNAL, else .vibesys/journal.db in the current directory."""
+    if explicit:
+        return Path(explicit)
+    from_env = os.environ.get("VIBESYS_JOURNAL")
+    return Path(from_env) if from_env else DEFAULT_JOURNAL
 
 
 class VibesysError(Exception):
@@ -173,6 +190,24 @@ class TransportLost(BackendUnavailable):
     """The connection to the remote side dropped during an operation."""
 
 
+def journal_error(exc: sqlite3.Error, path: Path, *, writing: bool = False) -> JournalError:
+    """SQLite's failure on the journal at `path` as one of our errors, by its error code."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_CORRUPT:
+        return JournalCorrupt(
+            f"{path} is a damaged journal ({exc}); restore it from a backup, or move it aside "
+            "and run `vibesys reconcile` on a fresh one"
+        )
+    if code == sqlite3.SQLITE_NOTADB:
+        return NotAJournal(f"{path} is not a vibesys journal ({exc})")
+    if code in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM):
+        how = "for writing" if writing else "for reading"
+        return JournalError(f"cannot open the journal {path} {how} ({exc})")
+    if code == sqlite3.SQLITE_FULL:
+        return JournalError(f"the disk holding the journal {path} is full ({exc})")
+    return JournalError(f"the journal {path} cannot be used ({exc})")
+
+
 #: What begins the one line a failed command prints (a parent, `vibesys.Session`, reads it).
 ERROR_LINE: Final = "vibesys: error: "
 
@@ -181,7 +216,7 @@ class CommandFailed(Exception):
     """A command ends with `status` after printing `line` (one `vibesys: error:` line). Not a
     VibesysError: it is what one becomes at the boundary, and is never translated again."""
 
-    def __init__(self, message: str, status: int = 2) -> None:
+    def __init__(self, message: str, status: int = EXIT_BAD_INPUT) -> None:
         super().__init__(message)
         self.status = status
 
@@ -194,20 +229,14 @@ def failure(exc: BaseException, journal: JournalArg = None) -> CommandFailed | N
     """The line and status `exc` ends a command with; None when it is not ours (nor SQLite's,
     which a journal damaged half-way through a read raises). A journal that failed under a
     write is status 73 and says the way out; any other error of ours is status 2."""
-    import sqlite3
-
     if isinstance(exc, CommandFailed):
         return exc
     if isinstance(exc, JournalFault):
-        from vibesys.states.exits import EXIT_JOURNAL_FAULT
-
         way = "put the journal back" if exc.replaced else "fix the disk"
         return CommandFailed(f"{exc}; {way}, then run `vibesys reconcile`", EXIT_JOURNAL_FAULT)
     if isinstance(exc, VibesysError):
         return CommandFailed(str(exc))
     if isinstance(exc, sqlite3.Error):
-        from vibesys.journal_schema.opening import journal_error, journal_path
-
         return CommandFailed(str(journal_error(exc, journal_path(journal))))
     return None
 

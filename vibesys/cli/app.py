@@ -1,10 +1,12 @@
-"""The `vibesys` command: parse, call the engine, render. Heavy modules are imported inside the
-commands, so `vibesys --help` loads no adapter. The read-only commands live in `read.py`:
-the entry point (`main.py`) runs them without this app, so they load not even typer."""
+"""The `vibesys` command, declared once: every command's arguments and options, in typer's
+terms. A command's body lives in the module it names (`read.py` for the read-only commands,
+`commands.py` for those that drive invocations, `run_command.py` for `run`), loaded when the
+command runs: `--help` and the read-only commands load no engine and no adapter."""
 
 from __future__ import annotations
 
-import json
+import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,10 +15,9 @@ import typer
 
 from vibesys.bridge.cli import session_app
 from vibesys.broker.cli import broker_app
-from vibesys.cli import read as cli_read
 from vibesys.cli.check import check_command
 from vibesys.cli.clusters import clusters_app
-from vibesys.cli.common import fail, journal_faults, make_engine, open_store
+from vibesys.cli.interrupts import interrupts_raise
 from vibesys.cli.run import (
     JournalOption,
     JsonOption,
@@ -24,7 +25,8 @@ from vibesys.cli.run import (
     adapters_epilog,
     with_run_signature,
 )
-from vibesys.errors import CommandFailed, boundary
+from vibesys.cli.usage import usage_line
+from vibesys.errors import EXIT_BAD_INPUT, CommandFailed, boundary
 
 app = typer.Typer(
     name="vibesys",
@@ -35,6 +37,16 @@ app = typer.Typer(
 )
 journal_app = typer.Typer(help="Read and check the journal.", no_args_is_help=True)
 debug_app = typer.Typer(help="Developer tools.", no_args_is_help=True)
+
+
+@app.callback()
+def starting(ctx: typer.Context) -> None:
+    # `run` keeps the quiet exit until its own handler (`interruptible`) takes over, before
+    # anything is recorded; every other command answers a KeyboardInterrupt.
+    if ctx.invoked_subcommand != "run":
+        interrupts_raise()
+
+
 app.add_typer(journal_app, name="journal")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(debug_app, name="debug")
@@ -44,9 +56,9 @@ app.add_typer(session_app, name="session")
 
 def run(ctx: typer.Context, **values: Any) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
-    from vibesys.cli.run_command import execute_run
+    from vibesys.cli import run_command
 
-    raise typer.Exit(execute_run(values))
+    raise typer.Exit(run_command.execute_run(values))
 
 
 app.command(
@@ -72,7 +84,7 @@ def snapshot(
         from vibesys.snapshot import SnapshotPolicy, build_manifest, render_manifest_text
 
         if not directory.is_dir():
-            fail(f"candidate {directory} is not a directory")
+            raise CommandFailed(f"candidate {directory} is not a directory")
         manifest = build_manifest(directory, SnapshotPolicy(exclude=tuple(exclude or ())))
         if dry_run:
             typer.echo(render_manifest_text(manifest), nl=False)
@@ -89,32 +101,9 @@ def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False
     row says until when): run it again later. --json: {"reconciled": \\[rows],
     "unresolved": \\[ids], "failed", "waiting" (how many rows), "exit_status"}."""
     with boundary():
-        from vibesys.cli.render import reconcile_status, table
-        from vibesys.engine import reconcile
+        from vibesys.cli import commands
 
-        store = open_store(journal)
-        rows = reconcile(make_engine(store))
-        unresolved = [inv.id for inv in store.active() if inv.state == "UNRESOLVED"]
-        failed = sum(r.failed for r in rows)
-        waiting = sum(r.waiting for r in rows)
-        status = reconcile_status(bool(unresolved or failed), bool(waiting))
-        if as_json:
-            shown = {
-                "reconciled": [r.to_json() for r in rows],
-                "unresolved": unresolved,
-                "failed": failed,
-                "waiting": waiting,
-                "exit_status": status,
-            }
-            typer.echo(json.dumps(shown, indent=2))
-        elif rows:
-            headers = ("INVOCATION", "BEFORE", "AFTER", "EVIDENCE")
-            typer.echo(
-                table(headers, [(r.invocation_id, r.before, r.after, r.evidence) for r in rows])
-            )
-        else:
-            typer.echo("nothing to reconcile")
-        raise typer.Exit(status)
+        raise typer.Exit(commands.reconcile_all(journal, as_json))
 
 
 @journal_app.command("show")
@@ -124,6 +113,8 @@ def journal_show(
     as_json: JsonOption = False,
 ) -> None:
     """The whole history of one invocation."""
+    from vibesys.cli import read as cli_read
+
     with boundary():
         cli_read.journal_show(journal, invocation, as_json)
 
@@ -138,6 +129,8 @@ def journal_list(
 
     --json: {"invocations": \\[...], "count", "counts" (per state)}, each invocation as
     `journal show --json` prints it, its `history` null."""
+    from vibesys.cli import read as cli_read
+
     with boundary():
         cli_read.journal_list(journal, state, as_json)
 
@@ -171,7 +164,7 @@ def journal_config(
 
     if replace is None:
         if profile is not None:
-            fail("--profile needs --replace")
+            raise CommandFailed("--profile needs --replace")
         with boundary():
             cli_site.show_site(journal, invocation, as_json)
         return
@@ -183,17 +176,9 @@ def journal_config(
 def journal_verify(journal: JournalOption = None) -> None:
     """Replay every history through the transition table and check integrity."""
     with boundary(journal):
-        from vibesys.journal_schema import verify_journal
+        from vibesys.cli import commands
 
-        store = open_store(journal, readonly=True)
-        problems = verify_journal(store)
-        if problems:
-            fail(
-                f"journal verify: {problems[0]}"
-                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-                1,
-            )
-        typer.echo(f"journal ok: {len(store.all_ids())} invocations verified")
+        commands.verify(journal)
 
 
 @app.command()
@@ -204,16 +189,11 @@ def cancel(
     """Cancel an invocation; waits until nothing of it runs any more (UNRESOLVED, exit 4, when
     that cannot be proven within the unreachable timeout recorded with it)."""
     with boundary():
-        from vibesys.cli.render import summary
-        from vibesys.engine.cancel import cancel_invocation
-        from vibesys.states.exits import exit_status
+        from vibesys.cli import commands
 
-        store = open_store(journal)
-        inv = cancel_invocation(make_engine(store), store.resolve(invocation).id)
-        history = store.history(inv.id)
-        typer.echo(summary(inv, history[-1] if history else None), err=True)
-        if inv.state == "UNRESOLVED":
-            raise typer.Exit(exit_status(inv))
+        status = commands.cancel(journal, invocation)
+    if status:
+        raise typer.Exit(status)
 
 
 @app.command()
@@ -227,24 +207,17 @@ def logs(
     Following never owns the job: an interrupt (SIGINT, SIGTERM, SIGHUP) only stops following,
     and nothing is cancelled."""
     if not follow:
+        from vibesys.cli import read as cli_read
+
         with boundary():
             cli_read.logs(journal, invocation)
         return
     with boundary():
-        from vibesys.cli.run_command import FOLLOWER_SIGNALS, interruptible, quiet_streams
-        from vibesys.engine import DriveOptions, LogTail, wait_for
-        from vibesys.states.exits import EXIT_OUTPUT_FAILED
+        from vibesys.cli import commands
 
-        store = open_store(journal)
-        inv = store.resolve(invocation)
-        engine = make_engine(store)
-        tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
-        with interruptible(FOLLOWER_SIGNALS) as interrupt:
-            options = DriveOptions(tail=tail, interrupt=interrupt, owner=False)
-            wait_for(engine, inv.id, options)
-        if options.output_error is not None:
-            quiet_streams()
-            raise typer.Exit(EXIT_OUTPUT_FAILED)
+        status = commands.follow_logs(journal, invocation)
+    if status:
+        raise typer.Exit(status)
 
 
 @app.command()
@@ -264,24 +237,9 @@ def wait(
     started it, cancels; and a deadline recorded with it (a bridge evaluation's timeout) is
     enforced by whoever drives it, `wait` too."""
     with boundary():
-        from vibesys.cli.run_command import (
-            FOLLOWER_SIGNALS,
-            finish,
-            interruptible,
-            job_output,
-            live_status,
-        )
-        from vibesys.engine import DriveOptions, wait_for
+        from vibesys.cli import commands
 
-        store = open_store(journal)
-        live = live_status(as_json)
-        engine = make_engine(store, progress=live)
-        target = store.resolve(invocation).id
-        with interruptible(FOLLOWER_SIGNALS) as interrupt, journal_faults(store, target):
-            tail = job_output(as_json, live)
-            options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)
-            inv = wait_for(engine, target, options)
-        raise typer.Exit(finish(store, inv, options, as_json, stopped_by=interrupt.signum))
+        raise typer.Exit(commands.wait(journal, invocation, as_json))
 
 
 @app.command("result")
@@ -293,14 +251,9 @@ def result_command(
     """How an invocation ended, as one typed record (JobResult): status, exit code, logs,
     artifacts, where it ran, times. Exits 1 while it has not ended."""
     with boundary(journal):
-        from vibesys.job_result import NotEnded, render_result, result_from_journal
+        from vibesys.cli import commands
 
-        store = open_store(journal, readonly=True)
-        try:
-            found = result_from_journal(store, invocation)
-        except NotEnded as exc:
-            fail(str(exc), 1)
-        typer.echo(found.model_dump_json(indent=2) if as_json else render_result(found))
+        commands.result(journal, invocation, as_json)
 
 
 @app.command()
@@ -311,6 +264,8 @@ def states(
 ) -> None:
     """Print the state diagram, generated from the transition table (or the reconcile
     decisions, generated from the planner)."""
+    from vibesys.cli import read as cli_read
+
     with boundary():
         typer.echo(cli_read.states(fmt), nl=False)
 
@@ -351,17 +306,44 @@ def refresh_run_options() -> None:
             info.epilog = adapters_epilog()
 
 
+def closed_streams() -> int | None:
+    """A closed stdout or stderr (`>&-`) is refused before anything runs: one line on the
+    other stream (none when both are closed), status 2. Otherwise the next file vibesys opens
+    (the journal) would take the closed stream's number, and output would go into it. A closed
+    stdin is given /dev/null for the same reason."""
+    if not _is_open(0):
+        os.open(os.devnull, os.O_RDONLY)  # the lowest free number: 0
+    closed = [name for fd, name in ((1, "stdout"), (2, "stderr")) if not _is_open(fd)]
+    if not closed:
+        return None
+    if len(closed) == 1:
+        other = 2 if closed == ["stdout"] else 1
+        failed = CommandFailed(f"{closed[0]} is closed; vibesys needs it for its output")
+        with contextlib.suppress(OSError):
+            os.write(other, (failed.line + "\n").encode())
+    return EXIT_BAD_INPUT
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 def main() -> None:
     """Run the app; a failed command or a usage error is one line (never a box or a
     traceback) and its status."""
+    status = closed_streams()
+    if status is not None:
+        sys.exit(status)
     refresh_run_options()
     try:
         status = app(prog_name="vibesys", standalone_mode=False)
     except (typer.Abort, KeyboardInterrupt):
         status = 130
     except typer.TyperException as exc:  # a usage error (click's), in our words
-        from vibesys.cli.usage import usage_line
-
         failed = CommandFailed(usage_line(exc), int(getattr(exc, "exit_code", 2)))
         typer.echo(failed.line, err=True)
         status = failed.status

@@ -1,5 +1,6 @@
 """`vibesys check`: is a site ready (as `sky check` is for clouds)? Thin: parse, run the checks
-of `vibesys.sitecheck`, render. Nothing is imported before the command runs."""
+of `vibesys.sitecheck`, render. The checks load when the command runs (they reach the
+adapters' transports)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from vibesys.errors import UsageError, boundary
 
 SlurmConfigOption = Annotated[
     Path | None,
@@ -52,11 +55,7 @@ def check_command(
     SkyPilot profile: the pinned SkyPilot, the login node, the SSH certificate's days left,
     remote_artifact_root writable. Exit 0 when no check failed, 1 when one did, 2 for bad
     input."""
-    from vibesys.cli.common import fail
-    from vibesys.errors import boundary
-
     with boundary():
-        from vibesys.errors import UsageError
         from vibesys.sitecheck import (
             CheckOptions,
             Site,
@@ -72,9 +71,9 @@ def check_command(
             raise UsageError("--profiles needs --profile")
         for name, value in (("--timeout", timeout), ("--job-wait", job_wait)):
             if not value > 0:
-                fail(f"{name} {value:g}: must be more than 0")
+                raise UsageError(f"{name} {value:g}: must be more than 0")
         if not cert_warn_days >= 0:
-            fail(f"--cert-warn-days {cert_warn_days:g}: must not be negative")
+            raise UsageError(f"--cert-warn-days {cert_warn_days:g}: must not be negative")
         site: Site
         if profile is not None:
             site = load_skypilot_site(profile, profiles)

@@ -1,25 +1,29 @@
-"""What every command module shares: ending with one failure line, a journal that fails
-while an invocation is driven, opening the journal and building an engine. Its own module so
-that command groups (`clusters.py`) need not import the app that registers them. The error
-boundary itself is `vibesys.errors.boundary`, below the CLI, so the broker's and the bridge's
-commands use the same one."""
+"""What the commands that drive invocations share: ending with one failure line, a journal
+that fails while an invocation is driven, opening the journal and building an engine. Its own
+module so that command groups (`clusters.py`) need not import the app that registers them.
+The error boundary itself is `vibesys.errors.boundary`, below the CLI, so the broker's and the
+bridge's commands use the same one."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
-from vibesys.errors import CommandFailed, JournalError, JournalFault, StaleState
-
-#: The journal's path when neither --journal nor VIBESYS_JOURNAL names one.
-DEFAULT_JOURNAL = Path(".vibesys") / "journal.db"
-
-if TYPE_CHECKING:
-    from vibesys.engine import Engine
-    from vibesys.journal_schema import Journal
+from vibesys.engine import Engine
+from vibesys.errors import (
+    DEFAULT_JOURNAL,
+    EXIT_JOURNAL_FAULT,
+    CommandFailed,
+    JournalError,
+    JournalFault,
+    StaleState,
+    journal_path,
+)
+from vibesys.journal_schema import Journal, open_journal
 
 
 def fail(message: str, status: int = 2) -> NoReturn:
@@ -52,21 +56,20 @@ def journal_faults(store: Journal, invocation: str) -> Iterator[None]:
     except (JournalError, sqlite3.Error) as exc:
         if isinstance(exc, StaleState):
             raise
-        from vibesys.cli.run_command import journal_failed
-        from vibesys.states.exits import EXIT_JOURNAL_FAULT
-
         raise CommandFailed(journal_failed(exc, invocation, store), EXIT_JOURNAL_FAULT) from None
 
 
-def open_store(journal: Path | None, *, readonly: bool = False) -> Journal:
-    from vibesys.journal_schema import journal_path, open_journal
+def journal_failed(exc: Exception, invocation: str | None, store: Journal) -> str:
+    """The line for a journal that failed while `invocation` was driven (None: while it was
+    being recorded)."""
+    if not isinstance(exc, JournalFault):
+        exc = JournalFault(f"the journal {store.path} failed while in use ({exc})")
+    return journal_fault(exc, invocation, store)
 
+
+def open_store(journal: Path | None, *, readonly: bool = False) -> Journal:
     return open_journal(journal_path(journal), readonly=readonly)
 
 
 def make_engine(journal: Journal, unreachable_timeout: float = 0.0, **settings: Any) -> Engine:
-    from datetime import timedelta
-
-    from vibesys.engine import Engine
-
     return Engine(journal, unreachable_timeout=timedelta(seconds=unreachable_timeout), **settings)

@@ -1,9 +1,9 @@
 """The read-only commands (`journal show`, `journal list`, `logs` without `--follow`,
-`states`), shared by the typer app and the fast entry point (`vibesys/cli/main.py`).
+`states`) and `echo`, which the other commands' bodies print with.
 
 They import only what reading needs: sqlite3, json, the journal's read models and the pure
-renderings; no typer, no pydantic, no transitions machine, no adapter. Output goes through
-`echo`, which writes what typer's echo would (the text and a newline, flushed).
+renderings; no pydantic, no engine, no adapter. Output goes through `echo`, which writes
+what typer's echo would (the text and a newline, flushed).
 """
 
 from __future__ import annotations
@@ -12,14 +12,18 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from vibesys.errors import CommandFailed, UsageError, boundary
-
-if TYPE_CHECKING:
-    from vibesys.journal_schema.queue import QueuePlace
-    from vibesys.journal_schema.records import Invocation
-    from vibesys.journal_schema.store import Journal
+from vibesys.cli.render import show, table
+from vibesys.errors import CommandFailed, UsageError, boundary, journal_path
+from vibesys.journal_schema.queue import QueuePlace
+from vibesys.journal_schema.records import Invocation
+from vibesys.journal_schema.store import Journal, open_journal
+from vibesys.journal_schema.views import listed, show_json
+from vibesys.osutil.layout import attempt_dir, log_paths
+from vibesys.osutil.logtail import LogTail
+from vibesys.states import diagram
+from vibesys.states.job_state import JobState
 
 #: What a command prints with: one line (or block) of text, to stdout or stderr.
 Echo = Callable[..., None]
@@ -32,21 +36,14 @@ def echo(text: str, err: bool = False) -> None:
 
 
 def open_readonly(journal: Path | None) -> Journal:
-    from vibesys.journal_schema.opening import journal_path
-    from vibesys.journal_schema.store import open_journal
-
     return open_journal(journal_path(journal), readonly=True)
 
 
 def journal_show(journal: Path | None, invocation: str, as_json: bool, out: Echo = echo) -> None:
-    from vibesys.cli.render import show
-
     with boundary(journal):
         store = open_readonly(journal)
         inv = store.resolve(invocation)
         if as_json:
-            from vibesys.journal_schema.views import show_json
-
             out(json.dumps(show_json(store, inv), indent=2))
         else:
             attempts, history = store.attempts(inv.id), store.history(inv.id)
@@ -68,9 +65,6 @@ def list_json(
     """`journal list --json`: one object (as every `--json`), the invocations under a key (each
     with its place in its campaign's queue while it waits), with how many there are in all
     and in each state."""
-    from vibesys.journal_schema.views import listed
-    from vibesys.states.job_state import JobState
-
     counts = dict.fromkeys(map(str, JobState), 0)
     for inv in invs:
         counts[str(inv.state)] += 1
@@ -82,9 +76,6 @@ def list_json(
 
 
 def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Echo = echo) -> None:
-    from vibesys.cli.render import table
-    from vibesys.states.job_state import JobState
-
     with boundary(journal):
         if state is not None and state.upper() not in JobState.__members__:
             raise UsageError(f"unknown state {state!r} (choose from {', '.join(JobState)})")
@@ -115,9 +106,6 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
 
 def logs(journal: Path | None, invocation: str) -> None:
     """Every attempt's output, oldest first: stdout, then stderr, from the local spool."""
-    from vibesys.osutil.layout import attempt_dir, log_paths
-    from vibesys.osutil.logtail import LogTail
-
     with boundary(journal):
         store = open_readonly(journal)
         inv = store.resolve(invocation)
@@ -133,8 +121,6 @@ TABLE_FORMATS = ("mermaid", "dot")
 
 def states(fmt: str) -> str:
     """The state diagram (`mermaid`, `dot`), or the planner's reconcile table."""
-    from vibesys.states import diagram
-
     if fmt == "mermaid":
         return diagram.mermaid()
     if fmt == "dot":

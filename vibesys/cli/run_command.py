@@ -1,7 +1,6 @@
-"""What `vibesys run` does once its arguments are parsed: check them, record the invocation,
-drive it, report. It imports no typer, so the entry point can run it from its own parser
-(`run_options.py`) as well as from the typer command; both hand it the same values and
-return the status it gives."""
+"""What `vibesys run` does once typer has parsed its arguments: check them, record the
+invocation, drive it, report; and what the followers (`wait`, `logs --follow`) share with it:
+interrupts, the job's output, the final report."""
 
 from __future__ import annotations
 
@@ -15,7 +14,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from vibesys.adapters.registry import entry
+from vibesys.cli.common import journal_failed, make_engine, open_store
+from vibesys.cli.live import LiveStatus
 from vibesys.cli.read import echo
+from vibesys.cli.render import stopped_line, summary
+from vibesys.cli.run_checks import CheckedRun, check_failpoints, check_run
+from vibesys.engine import DriveOptions, Engine, RetryPolicy, StopFlag, drive
 from vibesys.errors import (
     CommandFailed,
     JournalError,
@@ -24,23 +29,22 @@ from vibesys.errors import (
     VibesysError,
     failure,
 )
+from vibesys.job_result import with_result
+from vibesys.journal_schema import Invocation, Journal
 from vibesys.journal_schema.views import show_json
+from vibesys.osutil.logtail import LogTail
 from vibesys.osutil.proc import note_caller_disposition
-from vibesys.osutil.start_slots import release_slot
+from vibesys.osutil.start_slots import release_slot, take_slot
 from vibesys.states.exits import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_JOURNAL_FAULT,
     EXIT_OUTPUT_FAILED,
+    exit_status,
 )
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
-    from vibesys.cli.live import LiveStatus
-    from vibesys.cli.run_options import CheckedRun
-    from vibesys.engine import DriveOptions, Engine, StopFlag
-    from vibesys.journal_schema import Invocation, Journal
-    from vibesys.osutil.logtail import LogTail
 
 __all__ = ["execute_run"]
 
@@ -50,6 +54,7 @@ def execute_run(values: Mapping[str, Any]) -> int:
     Bad input is one `vibesys: error:` line and status 2, with nothing recorded. A journal
     that fails once the invocation is being recorded is one line and status 73: the job may
     be running, and the line says which and the way out."""
+    take_slot()  # a burst of runs on one host starts a few at a time
     inv: Invocation | None = None
     store: Journal | None = None
     replaced = False
@@ -103,23 +108,10 @@ def _failed(
     return CommandFailed(journal_failed(exc, inv.id if inv else None, store), EXIT_JOURNAL_FAULT)
 
 
-def journal_failed(exc: Exception, invocation: str | None, store: Journal) -> str:
-    """The line for a journal that failed while `invocation` was driven (None: while it was
-    being recorded)."""
-    from vibesys.cli.common import journal_fault
-
-    if not isinstance(exc, JournalFault):
-        exc = JournalFault(f"the journal {store.path} failed while in use ({exc})")
-    return journal_fault(exc, invocation, store)
-
-
 def _prepare(
     values: Mapping[str, Any], live: LiveStatus | None
 ) -> tuple[Journal, Engine, CheckedRun, AdapterRequest]:
     """Check everything, then open the journal and build the engine: nothing is recorded."""
-    from vibesys.cli.common import make_engine, open_store
-    from vibesys.cli.run_options import check_failpoints, check_run
-
     checked = check_run(values)
     if checked.after is not None:
         # Resolved read-only: a bad --after writes nothing, not even a new journal.
@@ -131,8 +123,6 @@ def _prepare(
     # is recorded (nothing is recorded before the last check below).
     _prewarm(checked.adapter, request)
     check_failpoints()
-    from vibesys.engine import RetryPolicy
-
     store = open_store(values["journal"])
     engine = make_engine(
         store,
@@ -162,11 +152,6 @@ def _drive(
     interrupt: StopFlag,
 ) -> int:
     """Drive the recorded invocation to its end (or, detached, until it runs) and report."""
-    from vibesys.cli.main import collect_again
-    from vibesys.engine import DriveOptions, drive
-
-    collect_again()  # the job may run for hours: its driver collects its cycles
-
     if values["detach"] and not values["as_json"]:
         echo(inv.id)
     tail = None if values["detach"] else job_output(values["as_json"], live)
@@ -188,8 +173,6 @@ def interruptible(
     signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
 ) -> Iterator[StopFlag]:
     """The first of `signals` asks for a clean stop; a second one leaves at once."""
-    from vibesys.engine import StopFlag
-
     event = StopFlag()
 
     def handler(signum: int, _frame: object) -> None:
@@ -214,8 +197,6 @@ def interruptible(
 def _prewarm(adapter: str, request: Any) -> None:
     """Let the adapter start reaching its cluster now, if it can (an SSH connection), so that
     the round trips overlap recording the invocation."""
-    from vibesys.adapters.registry import entry
-
     warm = getattr(entry(adapter).load(), "prewarm", None)
     if callable(warm):
         warm(request)
@@ -224,8 +205,6 @@ def _prewarm(adapter: str, request: Any) -> None:
 def job_output(as_json: bool, live: LiveStatus | None) -> LogTail:
     """Where the job's bytes go, unchanged: its stdout to ours (to stderr under `--json`,
     whose object is stdout's only content), its stderr to ours."""
-    from vibesys.osutil.logtail import LogTail
-
     tail = LogTail(sys.stderr.buffer if as_json else sys.stdout.buffer, sys.stderr.buffer)
     if live is not None:
         tail.before_write = live.clear
@@ -241,8 +220,6 @@ def live_status(quiet: bool) -> LiveStatus | None:
         both = False
     if quiet or not both:
         return None
-    from vibesys.cli.live import LiveStatus
-
     return LiveStatus()
 
 
@@ -255,9 +232,6 @@ def finish(
 ) -> int:
     """Report the ended invocation (`--json`: its record) and give `run`'s exit status. A
     follower stopped by signal `stopped_by` before the end says so and exits 128+N."""
-    from vibesys.cli.render import stopped_line, summary
-    from vibesys.states.exits import exit_status
-
     history = journal.history(inv.id)
     if inv.outcome == "DEPENDENCY_FAILED":  # the row that says why, not the collection's
         history = [h for h in history if h.event in ("Finished", "ParentFailed")] or history
@@ -273,8 +247,6 @@ def finish(
             lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
     try:
         if as_json and options.output_error is None:
-            from vibesys.job_result import with_result
-
             echo(json.dumps(with_result(journal, inv, show_json(journal, inv)), indent=2))
         for line in lines:
             echo(line, err=True)

@@ -9,13 +9,13 @@ import getpass
 import json
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from vibesys.cli.read import echo
-from vibesys.errors import UsageError
-
-if TYPE_CHECKING:
-    from vibesys.journal_schema import Invocation, Journal
+from vibesys.cli.common import make_engine, open_store
+from vibesys.cli.read import echo, open_readonly
+from vibesys.config.site import changed_keys
+from vibesys.errors import UsageError, boundary
+from vibesys.journal_schema import Invocation, Journal
+from vibesys.states import JobState, SiteReplaced
 
 
 def _recorded(journal: Journal, inv: Invocation) -> tuple[str, str, str]:
@@ -32,9 +32,6 @@ def _recorded(journal: Journal, inv: Invocation) -> tuple[str, str, str]:
 
 def show_site(journal_path: Path | None, invocation: str, as_json: bool) -> None:
     """Print the recorded rendering exactly (or, with --json, with its digest and kind)."""
-    from vibesys.cli.read import open_readonly
-    from vibesys.errors import boundary
-
     with boundary(journal_path):
         journal = open_readonly(journal_path)
         inv = journal.resolve(invocation)
@@ -50,10 +47,6 @@ def replace_site(
     journal_path: Path | None, invocation: str, file: Path, profile: str | None
 ) -> None:
     """Record the site configuration in `file` for the invocation, from its next step on."""
-    from vibesys.cli.common import make_engine, open_store
-    from vibesys.config.site import changed_keys
-    from vibesys.states import JobState, SiteReplaced
-
     journal = open_store(journal_path)
     engine = make_engine(journal)
     inv = journal.resolve(invocation)

@@ -4,7 +4,12 @@ real ones (the parser's own answer is one suggestion, often unrelated: `--bogus`
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+from vibesys.adapters.registry import ADAPTERS
+from vibesys.cli.run import chosen_adapter
+from vibesys.cli.run_options import COMMON
 
 __all__ = ["usage_line"]
 
@@ -33,12 +38,6 @@ def _options_of(ctx: Any) -> str:
         long = [o for o in param.opts if o.startswith("--")] or list(param.opts)
         flags.append("/".join([long[0], *param.secondary_opts]))
     if ctx.info_name == "run" and ctx.parent is not None:
-        import sys
-
-        from vibesys.adapters.registry import ADAPTERS
-        from vibesys.cli.run import chosen_adapter
-        from vibesys.cli.run_options import COMMON
-
         common = {o.flag for o in COMMON} | {"--help"}
         chosen = ADAPTERS.get(chosen_adapter(sys.argv[2:]) or "local")
         if chosen is not None:

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TYPE_CHECKING, Final, Literal
+import tomllib
+from typing import Final, Literal
 
+import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from vibesys.config.load import parse_slurm_config
+from vibesys.config.profiles import parse_clusters_config
+from vibesys.config.resources import SkyPilotProfile
+from vibesys.config.slurm import SlurmSiteConfig
 from vibesys.errors import ConfigError
-
-if TYPE_CHECKING:
-    # Loaded where used: every typed request holds a RecordedSite, and a Slurm run need not
-    # import the SkyPilot profiles (nor a SkyPilot run the Slurm models).
-    from vibesys.config.resources import SkyPilotProfile
-    from vibesys.config.slurm import SlurmSiteConfig
 
 __all__ = [
     "CLUSTERS_KIND",
@@ -50,8 +50,6 @@ def text_digest(text: str) -> str:
 
 def render_slurm(config: SlurmSiteConfig) -> str:
     """The canonical rendering of a whole slurm.toml."""
-    import tomli_w
-
     data = config.model_dump(mode="json", exclude_none=True)
     transport = data["slurm"]["transport"]
     if "jump_host" not in transport:
@@ -62,8 +60,6 @@ def render_slurm(config: SlurmSiteConfig) -> str:
 
 def render_profile(name: str, profile: SkyPilotProfile) -> str:
     """The canonical rendering of one profile, as a clusters.toml that holds only it."""
-    import tomli_w
-
     table = profile.model_dump(mode="json", exclude_none=True)
     return tomli_w.dumps({"profiles": {name: table}})
 
@@ -92,16 +88,12 @@ class RecordedSite(BaseModel):
         """The recorded slurm.toml, parsed (a rendering this code cannot read names itself)."""
         if self.kind != SLURM_KIND:
             raise ConfigError(f"{self.label}: not a slurm.toml rendering")
-        from vibesys.config.load import parse_slurm_config
-
         return parse_slurm_config(self.text, source=self.label)
 
     def profile(self) -> tuple[str, SkyPilotProfile]:
         """The recorded profile's name and content."""
         if self.kind != CLUSTERS_KIND:
             raise ConfigError(f"{self.label}: not a clusters.toml rendering")
-        from vibesys.config.profiles import parse_clusters_config
-
         profiles = parse_clusters_config(self.text, source=self.label).profiles
         if len(profiles) != 1:
             raise ConfigError(f"{self.label}: holds {len(profiles)} profiles, not one")
@@ -122,7 +114,6 @@ def profile_site(name: str, profile: SkyPilotProfile) -> RecordedSite:
 def changed_keys(old: RecordedSite, new: RecordedSite) -> list[str]:
     """The dotted keys whose values differ between two renderings of one kind (for the
     evidence of a replacement): added, removed or changed."""
-    import tomllib
 
     def flat(table: dict[str, object], prefix: str = "") -> dict[str, object]:
         found: dict[str, object] = {}

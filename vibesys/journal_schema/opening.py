@@ -11,8 +11,10 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Final
 
 from vibesys.errors import (
+    DEFAULT_JOURNAL,
     JournalCorrupt,
     JournalError,
     JournalOnNetworkFS,
@@ -20,10 +22,14 @@ from vibesys.errors import (
     NotAJournal,
     UsageError,
 )
+
+# Below the journal, for the error boundary; callers of the journal find them here too.
+from vibesys.errors import journal_error as journal_error
+from vibesys.errors import journal_path as journal_path
 from vibesys.journal_schema.creation import check_journal_path, create_journal
 from vibesys.journal_schema.schema_steps import KNOWN, MIGRATION_SET
 
-DEFAULT_PATH = Path(".vibesys") / "journal.db"
+DEFAULT_PATH: Final = DEFAULT_JOURNAL
 BUSY_TIMEOUT_MS = 30_000
 #: File systems where SQLite's WAL (shared memory between processes on one host) is unsafe.
 NETWORK_FS = frozenset(
@@ -44,14 +50,6 @@ NETWORK_FS = frozenset(
         "9p",
     }
 )
-
-
-def journal_path(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """--journal, else $VIBESYS_JOURNAL, else .vibesys/journal.db in the current directory."""
-    if explicit:
-        return Path(explicit)
-    from_env = os.environ.get("VIBESYS_JOURNAL")
-    return Path(from_env) if from_env else DEFAULT_PATH
 
 
 def filesystem_type(directory: Path) -> str | None:
@@ -186,24 +184,6 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
                 break
     assert last is not None
     raise journal_error(last, path, writing=not readonly) from None
-
-
-def journal_error(exc: sqlite3.Error, path: Path, *, writing: bool = False) -> JournalError:
-    """SQLite's failure on the journal at `path` as one of our errors, by its error code."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code == sqlite3.SQLITE_CORRUPT:
-        return JournalCorrupt(
-            f"{path} is a damaged journal ({exc}); restore it from a backup, or move it aside "
-            "and run `vibesys reconcile` on a fresh one"
-        )
-    if code == sqlite3.SQLITE_NOTADB:
-        return NotAJournal(f"{path} is not a vibesys journal ({exc})")
-    if code in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM):
-        how = "for writing" if writing else "for reading"
-        return JournalError(f"cannot open the journal {path} {how} ({exc})")
-    if code == sqlite3.SQLITE_FULL:
-        return JournalError(f"the disk holding the journal {path} is full ({exc})")
-    return JournalError(f"the journal {path} cannot be used ({exc})")
 
 
 def _enter_wal(conn: sqlite3.Connection) -> None:

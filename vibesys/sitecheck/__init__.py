@@ -24,6 +24,14 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from vibesys.adapters.skypilot.environment import SkyEnvironment
+from vibesys.config.load import default_slurm_config_path, load_slurm_config
+from vibesys.config.profiles import (
+    default_clusters_config_path,
+    load_clusters_config,
+    select_profile,
+)
+from vibesys.errors import BackendMisconfigured, ConfigError
 from vibesys.sitecheck.model import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -34,8 +42,9 @@ from vibesys.sitecheck.model import (
     render_text,
 )
 from vibesys.sitecheck.options import CheckOptions
-from vibesys.sitecheck.skypilot import SkyPilotSite
-from vibesys.sitecheck.slurm import SlurmSite
+from vibesys.sitecheck.runner import run_checks
+from vibesys.sitecheck.skypilot import SkyPilotChecks, SkyPilotSite
+from vibesys.sitecheck.slurm import SlurmChecks, SlurmSite
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -59,8 +68,6 @@ Site = SlurmSite | SkyPilotSite
 
 def load_slurm_site(path: str | os.PathLike[str] | None = None) -> SlurmSite:
     """The Slurm site of a slurm.toml (default ~/.config/vibesys/slurm.toml)."""
-    from vibesys.config.load import default_slurm_config_path, load_slurm_config
-
     file = Path(path).expanduser() if path is not None else default_slurm_config_path()
     return SlurmSite(load_slurm_config(file), str(file))
 
@@ -73,14 +80,6 @@ def load_skypilot_site(
     """The SkyPilot site of `[profiles.PROFILE]` in clusters.toml (default
     ~/.config/vibesys/clusters.toml), with SkyPilot found through `environ` (default: this
     process's environment: VIBESYS_SKY_VENV, VIBESYS_SKY_HOME, VIBESYS_SKY_LOGIN)."""
-    from vibesys.adapters.skypilot.environment import SkyEnvironment
-    from vibesys.config.profiles import (
-        default_clusters_config_path,
-        load_clusters_config,
-        select_profile,
-    )
-    from vibesys.errors import BackendMisconfigured, ConfigError
-
     file = Path(clusters_path).expanduser() if clusters_path else default_clusters_config_path()
     source = str(file)
     chosen = select_profile(load_clusters_config(file), profile, source=source)
@@ -93,10 +92,6 @@ def load_skypilot_site(
 
 def run_site_checks(site: Site, options: CheckOptions | None = None) -> CheckReport:
     """Every check of `site`, in order; see the module docstring."""
-    from vibesys.sitecheck.runner import run_checks
-    from vibesys.sitecheck.skypilot import SkyPilotChecks
-    from vibesys.sitecheck.slurm import SlurmChecks
-
     chosen = options or CheckOptions()
     checks: SlurmChecks | SkyPilotChecks
     if isinstance(site, SlurmSite):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from vibesys.adapters.transports import LocalTransport, Runner
 from vibesys.adapters.transports.base import CommandResult
+from vibesys.adapters.transports.ssh import SshTransport
 from vibesys.adapters.transports.ssh_errors import host_key_fingerprint
 from vibesys.config.slurm import LocalTransportConfig, SshTransportConfig
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, ConfigError
@@ -74,8 +75,6 @@ class SiteAccess:
         return ok(f"local: `{shell}` runs commands on this host")
 
     def _ssh_login(self, config: SshTransportConfig) -> Found:
-        from vibesys.adapters.transports.ssh import SshTransport
-
         transport = self.runner
         assert isinstance(transport, SshTransport)
         label = transport.label
@@ -126,8 +125,6 @@ class SiteAccess:
         config = self.config
         if isinstance(config, LocalTransportConfig):
             return LocalTransport(config.shell_command)
-        from vibesys.adapters.transports.ssh import SshTransport
-
         bounded = config.model_copy(
             update={
                 "connect_timeout_seconds": min(config.connect_timeout_seconds, self.timeout),

@@ -9,9 +9,10 @@ commands configured, no certificate) needs none.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
+
+from msgspec import Struct, field
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -37,8 +38,7 @@ class Status(StrEnum):
     SKIPPED = "skipped"
 
 
-@dataclass(frozen=True, slots=True)
-class CheckRow:
+class CheckRow(Struct, frozen=True):
     name: str
     status: Status
     detail: str
@@ -63,8 +63,7 @@ class CheckRow:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class CheckReport:
+class CheckReport(Struct, frozen=True):
     """Every row of one site's check, in the order they ran."""
 
     #: "slurm" (a slurm.toml) or "skypilot" (a profile of clusters.toml)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+from msgspec import Struct
 
 __all__ = ["CheckOptions"]
 
 
-@dataclass(frozen=True, slots=True)
-class CheckOptions:
+class CheckOptions(Struct, frozen=True):
     #: the longest any one command (or the login) may take
     timeout_seconds: float = 15.0
     #: how long the compute-node job may take, from its submission to its reply (queue + run)
@@ -21,7 +21,7 @@ class CheckOptions:
     #: warn when the SSH certificate expires within this many days
     cert_warn_days: float = 7.0
     #: the wall clock, epoch seconds (certificates)
-    now: Callable[[], float] = field(default=time.time)
+    now: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
         for name in ("timeout_seconds", "job_wait_seconds"):

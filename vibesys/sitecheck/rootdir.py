@@ -8,8 +8,9 @@ compute-node job reads it back). Removal only ever touches such a directory.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final
+
+from msgspec import Struct
 
 from vibesys.sitecheck.access import SiteAccess
 
@@ -33,8 +34,7 @@ class RootNotWritable(Exception):
     """The check could not make its directory in the root; the message says why."""
 
 
-@dataclass(frozen=True, slots=True)
-class CheckDir:
+class CheckDir(Struct, frozen=True):
     path: str
     #: the root did not exist and the check created it
     created_root: bool

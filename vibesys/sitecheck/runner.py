@@ -12,7 +12,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from vibesys.errors import BackendError, VibesysError
 from vibesys.sitecheck.model import CheckRow, Status
@@ -20,8 +21,7 @@ from vibesys.sitecheck.model import CheckRow, Status
 __all__ = ["Check", "Found", "fail", "ok", "run_checks", "skipped", "warn"]
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(Struct, frozen=True):
     """What one check found."""
 
     status: Status
@@ -45,8 +45,7 @@ def skipped(detail: str, fix: str = "") -> Found:
     return Found(Status.SKIPPED, detail, fix)
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
+class Check(Struct, frozen=True):
     name: str
     run: Callable[[], Found]
     #: the checks that must not have failed for this one to mean anything

@@ -12,10 +12,12 @@ artifact-root  remote_artifact_root ($USER/$HOME expanded there) is writable
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from vibesys.adapters.skypilot.boundary import SkyCli
 from vibesys.adapters.skypilot.environment import SkyEnvironment
+from vibesys.adapters.skypilot.errors import INSTALL_FIX
 from vibesys.adapters.skypilot.limits import allocation_fix, allocation_refusal, infra_partition
 from vibesys.adapters.skypilot.login import login_transport_config, slurm_alias
 from vibesys.adapters.skypilot.run_dirs import RunDirs
@@ -34,8 +36,7 @@ from vibesys.sitecheck.runner import Check, Found, fail, ok
 __all__ = ["SkyPilotChecks", "SkyPilotSite"]
 
 
-@dataclass(frozen=True, slots=True)
-class SkyPilotSite:
+class SkyPilotSite(Struct, frozen=True):
     name: str
     profile: SkyPilotProfile
     #: the clusters.toml it came from (named in fixes)
@@ -195,6 +196,4 @@ class SkyPilotChecks:
 
 
 def _install_fix() -> str:
-    from vibesys.adapters.skypilot.errors import INSTALL_FIX
-
     return INSTALL_FIX

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.limits import sbatch_sizing
@@ -43,8 +44,7 @@ __all__ = ["SlurmChecks", "SlurmSite"]
 _TEST_ONLY = re.compile(r"to start at (\S+) using .*? on nodes (\S+) in partition (\S+)")
 
 
-@dataclass(frozen=True, slots=True)
-class SlurmSite:
+class SlurmSite(Struct, frozen=True):
     config: SlurmSiteConfig
     #: the file it was read from (named in fixes)
     source: str

@@ -17,8 +17,9 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Final
+
+from msgspec import Struct, field
 
 from vibesys.adapters.slurm.parse import parse_sbatch_parsable, parse_squeue, squeue_argv
 from vibesys.adapters.slurm.status_rules import is_terminal
@@ -38,8 +39,7 @@ _SQUEUE_EVERY: Final = 1.0
 _READ_REPLY: Final = 'cat -- "$1" 2>/dev/null; exit 0'
 
 
-@dataclass(frozen=True, slots=True)
-class JobSettings:
+class JobSettings(Struct, frozen=True):
     name: str
     check_dir: str
     nonce: str
@@ -51,8 +51,7 @@ class JobSettings:
     grace_seconds: float = 10.0
 
 
-@dataclass(frozen=True, slots=True)
-class JobReply:
+class JobReply(Struct, frozen=True):
     """What the job wrote back (every `key=value` line; `missing` may repeat)."""
 
     values: dict[str, str] = field(default_factory=dict)
@@ -132,8 +131,7 @@ def sbatch_argv(settings: JobSettings) -> list[str]:
     ]
 
 
-@dataclass
-class JobProbe:
+class JobProbe(Struct):
     """One run of the job; `reply` is set when it answered."""
 
     access: SiteAccess

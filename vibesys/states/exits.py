@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from vibesys.errors import EXIT_BAD_INPUT as EXIT_BAD_INPUT  # the boundary's, defined below
+from vibesys.errors import EXIT_JOURNAL_FAULT as EXIT_JOURNAL_FAULT
 from vibesys.states.job_state import JobState, Outcome
 
 
@@ -24,13 +26,10 @@ class Ended(Protocol):
 EXIT_INFRA_FAILED = 75  # EX_TEMPFAIL: infrastructure failures spent the retry budget
 EXIT_MISCONFIGURED = 78  # EX_CONFIG: a configuration or security failure; a person must act
 EXIT_OUTPUT_FAILED = 74  # EX_IOERR: our own output broke (EPIPE, ENOSPC); the job was cancelled
-EXIT_JOURNAL_FAULT = 73  # EX_CANTCREAT: the journal could not be written mid-run (disk
-# full, I/O error, made immutable, deleted or replaced); the job may still be running
 EXIT_UNRESOLVED = 4
 EXIT_INTERRUPTED = 130
 #: as `timeout(1)`'s: the evaluation's own timeout ended it (the bridge, the GPU broker)
 EXIT_TIMEOUT = 124
-EXIT_BAD_INPUT = 2
 #: EX_NOINPUT: the invocation it runs after (`--after`) did not succeed; its command never ran
 EXIT_DEPENDENCY_FAILED = 66
 #: `reconcile` only (EX_UNAVAILABLE): an invocation is left as it is because its scheduler is
