@@ -87,13 +87,13 @@ def test_the_journal_refuses_a_write_the_table_has_no_row_for(tmp_path: Path) ->
             "adapter": "skypilot",
             "request": {},
         }
-        lease = journal.intend_launch(**facts, reason="first", owner="me")
+        lease = journal.clusters.intend_launch(**facts, reason="first", owner="me")
         assert lease.state is L.LAUNCHING
         with pytest.raises(StaleState, match="is launching, not releasing"):
-            journal.record_released(lease.id, "no")
-        failed = journal.record_launch_failed(lease.id, "nothing launched")
+            journal.clusters.record_released(lease.id, "no")
+        failed = journal.clusters.record_launch_failed(lease.id, "nothing launched")
         assert failed.state is L.FAILED
         with pytest.raises(StaleState, match="is failed, not launching or up"):
-            journal.record_launched(failed.id, ["7"], "late")
+            journal.clusters.record_launched(failed.id, ["7"], "late")
     finally:
         journal.close()

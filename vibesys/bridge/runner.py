@@ -111,13 +111,13 @@ class EvaluationRunner:
         self._refuse_if_closing()
         journal = open_journal(self.journal_path)
         try:
-            row = journal.bridge_request(evaluation.run_id, evaluation.request_id)
+            row = journal.bridge.bridge_request(evaluation.run_id, evaluation.request_id)
             known = row is not None
             if row is None:
                 # Everything that can refuse the evaluation is checked before anything is
                 # written: the site's request (limits, the candidate's digest).
                 request = self._site_request(evaluation)
-                row, created = journal.claim_bridge_request(
+                row, created = journal.bridge.claim_bridge_request(
                     run_id=evaluation.run_id,
                     request_id=evaluation.request_id,
                     invocation_id=new_invocation_id(),
@@ -142,7 +142,7 @@ class EvaluationRunner:
                     if not _invocation_exists(journal, row.invocation_id):
                         self._prepare(journal, row, evaluation, request)
                     else:
-                        recorded = load_context(journal.get(row.invocation_id)).env
+                        recorded = load_context(journal.invocations.get(row.invocation_id)).env
                         _same_values(recorded, evaluation)
                 except VibesysError as exc:  # the row stays: the same id tries again
                     raise Refusal(f"the evaluation could not be recorded: {exc}") from None
@@ -164,10 +164,10 @@ class EvaluationRunner:
         journal = open_journal(self.journal_path)
         handles: list[Handle] = []
         try:
-            for row in journal.campaign_requests(run_id):
+            for row in journal.bridge.campaign_requests(run_id):
                 if row.results_dir != str(self.results_root) or self._settled(journal, row):
                     continue
-                evaluation = _evaluation_of(row, journal.get(row.invocation_id))
+                evaluation = _evaluation_of(row, journal.invocations.get(row.invocation_id))
                 with self._lock:
                     if row.invocation_id not in self._handles:
                         handles.append(Handle(row, evaluation))
@@ -182,7 +182,7 @@ class EvaluationRunner:
         """Nothing for a restart to carry on: never recorded, or ended with its result copied."""
         if not _invocation_exists(journal, row.invocation_id):
             return True
-        ended = journal.get(row.invocation_id).state is JobState.DONE
+        ended = journal.invocations.get(row.invocation_id).state is JobState.DONE
         return ended and (self.results_root / row.invocation_id / RESULT_FILE).is_file()
 
     def _refuse_if_closing(self) -> None:
@@ -193,12 +193,14 @@ class EvaluationRunner:
         """Ask for the request's evaluation to be cancelled; the message for the helper."""
         journal = open_journal(self.journal_path)
         try:
-            row = journal.bridge_request(run_id, request_id)
+            row = journal.bridge.bridge_request(run_id, request_id)
             if row is None or not _invocation_exists(journal, row.invocation_id):
                 raise Refusal(f"no evaluation has request id {request_id}", "request_id")
             if row.uid != uid:
                 raise Refusal(f"request id {request_id} belongs to another user", "request_id")
-            inv = self.engine(journal).request_cancel(journal.get(row.invocation_id), by)
+            inv = self.engine(journal).request_cancel(
+                journal.invocations.get(row.invocation_id), by
+            )
             return f"cancel of {inv.id} requested ({inv.state})"
         finally:
             journal.close()
@@ -250,10 +252,10 @@ class EvaluationRunner:
             self._deadline(handle)
             engine = self.engine(journal)
             options = DriveOptions(tail=SpoolOnly(), interrupt=handle.stop)
-            inv = journal.get(handle.invocation_id)
+            inv = journal.invocations.get(handle.invocation_id)
             while inv.state not in _ENDED and not handle.stop.is_set():
                 inv = wait_for(engine, handle.invocation_id, options)
-            handle.result = self._finish(journal, journal.get(handle.invocation_id))
+            handle.result = self._finish(journal, journal.invocations.get(handle.invocation_id))
         except Exception as exc:  # a thread must never die silently: the helper is told
             handle.stopping = handle.stopping or f"the bridge failed: {type(exc).__name__}: {exc}"
         finally:
@@ -273,12 +275,14 @@ class EvaluationRunner:
         journal = open_journal(self.journal_path)
         try:
             if _invocation_exists(journal, handle.invocation_id):
-                self.engine(journal).request_cancel(journal.get(handle.invocation_id), by)
+                self.engine(journal).request_cancel(
+                    journal.invocations.get(handle.invocation_id), by
+                )
         finally:
             journal.close()
 
     def _finish(self, journal: Journal, inv: Invocation) -> JobResult:
-        bridge = journal.bridge_request_of(inv.id)
+        bridge = journal.bridge.bridge_request_of(inv.id)
         patterns = list(bridge.body.get("artifacts", [])) if bridge else []
         if self.site.backend == "local" and ran(inv) and patterns:
             recorded = bridge.body.get(ARTIFACT_LIMITS) if bridge else None
@@ -286,10 +290,10 @@ class EvaluationRunner:
             record_local_artifacts(journal, inv, patterns, limits)
         found = job_result(
             inv,
-            journal.attempts(inv.id),
-            journal.history(inv.id),
-            journal.artifacts(inv.id),
-            journal.leases_used_by(inv.id),
+            journal.invocations.attempts(inv.id),
+            journal.invocations.history(inv.id),
+            journal.progress.artifacts(inv.id),
+            journal.clusters.leases_used_by(inv.id),
             unfinished=JobStatus.UNRESOLVED,
         )
         final = copy_result(found, self.results_root)
@@ -322,11 +326,11 @@ class EvaluationRunner:
         """The result of an evaluation teardown could not settle: UNRESOLVED from its row."""
         journal = open_journal(self.journal_path, readonly=True)
         try:
-            inv = journal.get(handle.invocation_id)
+            inv = journal.invocations.get(handle.invocation_id)
             return job_result(
                 inv,
-                journal.attempts(inv.id),
-                journal.history(inv.id),
+                journal.invocations.attempts(inv.id),
+                journal.invocations.history(inv.id),
                 unfinished=JobStatus.UNRESOLVED,
             )
         finally:

@@ -94,7 +94,7 @@ def reconcile_command(journal: JournalOption = None, as_json: JsonOption = False
 
         store = open_store(journal)
         rows = reconcile(make_engine(store))
-        unresolved = [inv.id for inv in store.active() if inv.state == "UNRESOLVED"]
+        unresolved = [inv.id for inv in store.invocations.active() if inv.state == "UNRESOLVED"]
         failed = sum(r.failed for r in rows)
         waiting = sum(r.waiting for r in rows)
         status = reconcile_status(bool(unresolved or failed), bool(waiting))
@@ -193,7 +193,7 @@ def journal_verify(journal: JournalOption = None) -> None:
                 + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
                 1,
             )
-        typer.echo(f"journal ok: {len(store.all_ids())} invocations verified")
+        typer.echo(f"journal ok: {len(store.invocations.all_ids())} invocations verified")
 
 
 @app.command()
@@ -209,8 +209,8 @@ def cancel(
         from vibesys.states.exits import exit_status
 
         store = open_store(journal)
-        inv = cancel_invocation(make_engine(store), store.resolve(invocation).id)
-        history = store.history(inv.id)
+        inv = cancel_invocation(make_engine(store), store.invocations.resolve(invocation).id)
+        history = store.invocations.history(inv.id)
         typer.echo(summary(inv, history[-1] if history else None), err=True)
         if inv.state == "UNRESOLVED":
             raise typer.Exit(exit_status(inv))
@@ -236,7 +236,7 @@ def logs(
         from vibesys.states.exits import EXIT_OUTPUT_FAILED
 
         store = open_store(journal)
-        inv = store.resolve(invocation)
+        inv = store.invocations.resolve(invocation)
         engine = make_engine(store)
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
         with interruptible(FOLLOWER_SIGNALS) as interrupt:
@@ -276,7 +276,7 @@ def wait(
         store = open_store(journal)
         live = live_status(as_json)
         engine = make_engine(store, progress=live)
-        target = store.resolve(invocation).id
+        target = store.invocations.resolve(invocation).id
         with interruptible(FOLLOWER_SIGNALS) as interrupt, journal_faults(store, target):
             tail = job_output(as_json, live)
             options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)

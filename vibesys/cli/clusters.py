@@ -39,7 +39,7 @@ def clusters(
         from vibesys.journal_schema import LIVE_LEASE_STATES
 
         store = open_store(journal, readonly=True)
-        leases = store.cluster_leases(LIVE_LEASE_STATES if live else None)
+        leases = store.clusters.cluster_leases(LIVE_LEASE_STATES if live else None)
         if as_json:
             shown = {"clusters": [lease.to_json() for lease in leases], "count": len(leases)}
             typer.echo(json.dumps(shown, indent=2))
@@ -66,9 +66,9 @@ def release(
 
         store = open_store(journal)
         if cluster.isascii() and cluster.isdecimal():
-            lease = store.cluster_lease(int(cluster))
+            lease = store.clusters.cluster_lease(int(cluster))
         else:
-            found = store.live_lease(cluster)
+            found = store.clusters.live_lease(cluster)
             if found is None:
                 fail(f"no live cluster lease named {cluster} (see vibesys clusters)")
             lease = found

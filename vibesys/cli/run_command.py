@@ -258,7 +258,7 @@ def finish(
     from vibesys.cli.render import stopped_line, summary
     from vibesys.states.exits import exit_status
 
-    history = journal.history(inv.id)
+    history = journal.invocations.history(inv.id)
     if inv.outcome == "DEPENDENCY_FAILED":  # the row that says why, not the collection's
         history = [h for h in history if h.event in ("Finished", "ParentFailed")] or history
     lines = [summary(inv, history[-1] if history else None)]
@@ -268,7 +268,7 @@ def finish(
     if options.output_error is not None:
         settled = "was cancelled" if inv.outcome == "CANCELLED" else f"ended {inv.state}"
         lines.insert(0, f"vibesys: {options.output_error}; the job {settled}")
-    for art in journal.artifacts(inv.id):
+    for art in journal.progress.artifacts(inv.id):
         if art.state in ("missing", "mismatch"):
             lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
     try:

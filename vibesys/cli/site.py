@@ -24,7 +24,7 @@ def _recorded(journal: Journal, inv: Invocation) -> tuple[str, str, str]:
             f"invocation {inv.id} has no recorded site configuration (its adapter needs none, "
             "or it was recorded before vibesys kept them)"
         )
-    found = journal.site_rendering(inv.site_digest)
+    found = journal.sites.site_rendering(inv.site_digest)
     if found is None:
         raise UsageError(f"the journal has no site configuration sha256:{inv.site_digest}")
     return found.digest, found.kind, found.text
@@ -37,7 +37,7 @@ def show_site(journal_path: Path | None, invocation: str, as_json: bool) -> None
 
     with boundary(journal_path):
         journal = open_readonly(journal_path)
-        inv = journal.resolve(invocation)
+        inv = journal.invocations.resolve(invocation)
         digest, kind, text = _recorded(journal, inv)
     if as_json:
         shown = {"invocation": inv.id, "digest": digest, "kind": kind, "rendering": text}
@@ -56,7 +56,7 @@ def replace_site(
 
     journal = open_store(journal_path)
     engine = make_engine(journal)
-    inv = journal.resolve(invocation)
+    inv = journal.invocations.resolve(invocation)
     if inv.state is JobState.DONE:
         raise UsageError(f"invocation {inv.id} is DONE: nothing carries it on any more")
     # One recorded before sites were (it reads the file its request names) may be given one.
@@ -70,7 +70,7 @@ def replace_site(
         return
     changed = ", ".join(changed_keys(old, new)) if old is not None else "(none was recorded)"
     before = old.digest if old is not None else None
-    journal.record_site(new)
+    journal.sites.record_site(new)
     event = SiteReplaced(
         old_digest=before or "",
         new_digest=new.digest,
@@ -78,8 +78,8 @@ def replace_site(
         changed=changed,
         by=f"{getpass.getuser()}@{socket.gethostname()}",
     )
-    while journal.get(inv.id).state is not JobState.DONE:
-        current = journal.get(inv.id)
+    while journal.invocations.get(inv.id).state is not JobState.DONE:
+        current = journal.invocations.get(inv.id)
         if current.site_digest != before:
             raise UsageError(f"invocation {inv.id}: its site configuration changed meanwhile")
         if engine.try_commit(current, event) is not None:

@@ -46,7 +46,7 @@ class AdapterAccess:
         """The site configuration recorded under `digest`."""
         if digest is None:
             return None
-        found = self.journal.site_rendering(digest)
+        found = self.journal.sites.site_rendering(digest)
         if found is None:
             raise ConfigError(f"the journal has no site configuration sha256:{digest}")
         from vibesys.adapters.requests import RecordedSite

@@ -33,14 +33,14 @@ def collect_artifacts(
     files = backend.remote_files()
     if files is None:
         return f"artifacts: the {type(backend).__name__} adapter cannot collect artifacts"
-    known = {row.path: row for row in journal.artifacts(job.invocation_id, job.attempt)}
+    known = {row.path: row for row in journal.progress.artifacts(job.invocation_id, job.attempt)}
     found, missing = listing if listing is not None else files.list_artifacts(job, patterns)
     target_root = job.attempt_dir / "artifacts"
     counts = {state: 0 for state in ArtifactState}
     for info in found:
         row = known.get(info.path)
         if info.refused:  # over a limit where it is: not a byte of it comes home
-            journal.record_artifact(
+            journal.progress.record_artifact(
                 job.invocation_id,
                 job.attempt,
                 info.path,
@@ -55,13 +55,13 @@ def collect_artifacts(
         else:
             state = _download(journal, files, job, info, target_root, progress)
         if state is ArtifactState.VERIFIED:
-            journal.record_artifact(
+            journal.progress.record_artifact(
                 job.invocation_id, job.attempt, info.path, ArtifactState.ACKNOWLEDGED
             )
             state = ArtifactState.ACKNOWLEDGED
         counts[state] += 1
     for pattern in missing:
-        journal.record_artifact(
+        journal.progress.record_artifact(
             job.invocation_id,
             job.attempt,
             pattern,
@@ -80,7 +80,7 @@ def _download(
     root: Path,
     progress: Progress | None = None,
 ) -> ArtifactState:
-    journal.record_artifact(
+    journal.progress.record_artifact(
         job.invocation_id,
         job.attempt,
         info.path,
@@ -105,7 +105,7 @@ def _download(
     actual = digest.hexdigest()
     if digest.overrun or actual != info.sha256 or digest.size != info.size:
         got = f"more than {info.size}" if digest.overrun else str(digest.size)
-        journal.record_artifact(
+        journal.progress.record_artifact(
             job.invocation_id,
             job.attempt,
             info.path,
@@ -116,7 +116,7 @@ def _download(
         return ArtifactState.MISMATCH
     os.replace(partial, target)
     failpoint("after_artifact_download")
-    journal.record_artifact(
+    journal.progress.record_artifact(
         job.invocation_id, job.attempt, info.path, ArtifactState.VERIFIED, local_path=str(target)
     )
     return ArtifactState.VERIFIED

@@ -14,6 +14,6 @@ from vibesys.journal_schema import Invocation
 
 
 def cancel_invocation(engine: Engine, invocation_id: str) -> Invocation:
-    inv = engine.journal.get(invocation_id)
+    inv = engine.journal.invocations.get(invocation_id)
     engine.request_cancel(inv, "vibesys cancel")
     return wait_for(engine, invocation_id, DriveOptions())

@@ -62,7 +62,7 @@ def parent_of(engine: ChainEngine, inv: Invocation) -> Invocation | None:
     if found is None:
         return None
     try:
-        return engine.journal.get(found)
+        return engine.journal.invocations.get(found)
     except VibesysError:
         return None
 
@@ -94,7 +94,7 @@ def submit_spec(engine: ChainEngine, inv: Invocation, request: AdapterRequest) -
 
 
 def _last_job(engine: ChainEngine, parent: Invocation) -> str | None:
-    jobs = [a.job_id for a in engine.journal.attempts(parent.id) if a.job_id]
+    jobs = [a.job_id for a in engine.journal.invocations.attempts(parent.id) if a.job_id]
     return jobs[-1] if jobs else None
 
 
@@ -105,14 +105,14 @@ def carry_parent_of(engine: ChainEngine, child: Invocation) -> None:
     parent = parent_of(engine, child)
     if parent is None or parent.state is JobState.DONE or parent.lease_owner == engine.owner:
         return
-    if not engine.journal.acquire_lease(parent.id, engine.owner, engine.lease_ttl):
+    if not engine.journal.leases.acquire_lease(parent.id, engine.owner, engine.lease_ttl):
         return  # its driver carries it on
     try:
         engine.advance(parent)
     except Exception as exc:  # the parent's own row tells; the child goes on waiting
         engine.note(child, f"its parent {parent.id} could not be carried on: {exc}")
     finally:
-        engine.journal.release_lease(parent.id, engine.owner)
+        engine.journal.leases.release_lease(parent.id, engine.owner)
 
 
 def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invocation]) -> None:
@@ -125,11 +125,11 @@ def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invoca
             continue
         if parent_id(engine, child) != parent.id:
             continue
-        if not engine.journal.acquire_lease(child.id, engine.owner, engine.lease_ttl):
+        if not engine.journal.leases.acquire_lease(child.id, engine.owner, engine.lease_ttl):
             continue
         try:
-            engine.advance(engine.journal.get(child.id))
+            engine.advance(engine.journal.invocations.get(child.id))
         except Exception as exc:  # its own row tells; whoever looks next carries it on
             engine.note(child, f"not carried on after {parent.id}'s new attempt: {exc}")
         finally:
-            engine.journal.release_lease(child.id, engine.owner)
+            engine.journal.leases.release_lease(child.id, engine.owner)

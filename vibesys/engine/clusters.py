@@ -89,7 +89,9 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         "site_digest": inv.site_digest,
     }
     if plan.action is LeaseAction.REUSE:
-        lease = journal.record_reuse(**facts, allocation=plan.allocation, evidence=plan.reason)
+        lease = journal.clusters.record_reuse(
+            **facts, allocation=plan.allocation, evidence=plan.reason
+        )
         if lease.state is LeaseState.RELEASING:
             raise BackendUnavailable(
                 f"cluster {plan.cluster} is being released (lease {lease.id}); the next "
@@ -98,13 +100,13 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
             )
     else:
         try:
-            lease = journal.intend_launch(**facts, reason=plan.reason, owner=owner)
+            lease = journal.clusters.intend_launch(**facts, reason=plan.reason, owner=owner)
         except StaleState as exc:  # a live process is launching or releasing it now
             raise BackendUnavailable(str(exc), maybe_submitted=False) from None
         failpoint("after_launch_intent")
         lease = _launch(journal, leasing, plan, lease)
     try:
-        journal.record_lease_use(lease.id, inv.id, inv.attempt)
+        journal.clusters.record_lease_use(lease.id, inv.id, inv.attempt)
     except StaleState as exc:  # a release was intended meanwhile: nothing was submitted
         raise BackendUnavailable(str(exc), maybe_submitted=False) from None
     # Two processes may both have passed the first check: the one that sees the other now
@@ -118,7 +120,7 @@ def _refuse_while_busy(journal: Journal, inv: Invocation, campaign: str) -> None
     (running, retrying, or unresolved: its job may still run there)."""
     others = [
         user
-        for user in journal.unfinished_users(campaign=(inv.adapter, campaign))
+        for user in journal.clusters.unfinished_users(campaign=(inv.adapter, campaign))
         if user != inv.id
     ]
     if others:
@@ -134,12 +136,14 @@ def _launch(
     try:
         receipt = backend.launch(plan)
     except SubmitRejected as exc:
-        journal.record_launch_failed(lease.id, f"refused, nothing launched: {exc.evidence}")
+        journal.clusters.record_launch_failed(
+            lease.id, f"refused, nothing launched: {exc.evidence}"
+        )
         raise
     except BackendError as exc:
         # The lease stays `launching`: an allocation may exist. The next launch continues it,
         # or reconcile settles it. The attempt itself was never submitted.
-        journal.note_lease(lease.id, f"launch failed: {exc.evidence}")
+        journal.clusters.note_lease(lease.id, f"launch failed: {exc.evidence}")
         raise BackendError(
             f"launching cluster {plan.cluster} failed: {exc}",
             evidence=exc.evidence,
@@ -148,19 +152,19 @@ def _launch(
             fix=exc.fix,
         ) from exc
     failpoint("after_launch_effect")
-    return journal.record_launched(lease.id, receipt.allocation, receipt.evidence)
+    return journal.clusters.record_launched(lease.id, receipt.allocation, receipt.evidence)
 
 
 def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterLease:
     """End a live lease's allocation: intent, `release()`, record. Refused (nothing written)
     while an invocation that ran on it is not DONE: its job would die with the allocation."""
     journal = engine.journal
-    lease = journal.cluster_lease(lease_id)
+    lease = journal.clusters.cluster_lease(lease_id)
     if not lease.live:
         raise UsageError(f"cluster {lease.name} (lease {lease.id}) is {lease.state}: not live")
     backend = _backend_of(engine, lease)
     # Refused there, under the write lock, while an invocation that ran on it is not DONE.
-    lease = journal.intend_release(lease.id, engine.owner, reason)
+    lease = journal.clusters.intend_release(lease.id, engine.owner, reason)
     failpoint("after_release_intent")
     return _release(engine, backend, lease, "released")
 
@@ -172,9 +176,11 @@ def release_when_done(engine: LeaseEngine, inv: Invocation) -> list[ClusterLease
     if inv.state is not JobState.DONE or not _asks_down(inv):
         return []
     released = []
-    used = {lease.id: lease for _, lease in engine.journal.leases_used_by(inv.id)}
+    used = {lease.id: lease for _, lease in engine.journal.clusters.leases_used_by(inv.id)}
     for lease in used.values():  # one lease may serve several attempts
-        if lease.state is LeaseState.UP and not engine.journal.unfinished_users(lease_id=lease.id):
+        if lease.state is LeaseState.UP and not engine.journal.clusters.unfinished_users(
+            lease_id=lease.id
+        ):
             why = f"run --down: invocation {inv.id} is done"
             released.append(release_cluster(engine, lease.id, why))
     return released
@@ -184,18 +190,18 @@ def release_finished_campaigns(engine: LeaseEngine) -> list[ClusterLease]:
     """For reconcile: every cluster still up whose evaluations are all DONE, one of which
     asked for `--down` (its driver died before releasing it)."""
     released = []
-    for lease in engine.journal.cluster_leases([LeaseState.UP]):
-        users = {i for i, _ in engine.journal.lease_users(lease.id)}
-        invocations = [engine.journal.get(i) for i in sorted(users)]
+    for lease in engine.journal.clusters.cluster_leases([LeaseState.UP]):
+        users = {i for i, _ in engine.journal.clusters.lease_users(lease.id)}
+        invocations = [engine.journal.invocations.get(i) for i in sorted(users)]
         if not any(map(_asks_down, invocations)):
             continue
-        if engine.journal.unfinished_users(lease_id=lease.id):
+        if engine.journal.clusters.unfinished_users(lease_id=lease.id):
             continue
         why = "run --down, finished by reconcile: every evaluation on it is done"
         try:
             released.append(release_cluster(engine, lease.id, why))
         except Exception as exc:  # this lease stays for the next round; the others go on
-            engine.journal.note_lease(lease.id, f"run --down release failed: {exc}")
+            engine.journal.clusters.note_lease(lease.id, f"run --down release failed: {exc}")
     return released
 
 
@@ -212,14 +218,14 @@ def _release(
 ) -> ClusterLease:
     evidence = backend.release()  # an error leaves the lease `releasing`, for reconcile
     failpoint("after_release_effect")
-    return engine.journal.record_released(lease.id, f"{why}: {evidence}")
+    return engine.journal.clusters.record_released(lease.id, f"{why}: {evidence}")
 
 
 def settle_leases(engine: LeaseEngine) -> list[SettledLease]:
     """Settle every launch and release whose process is gone, from a refreshed inspection.
     A failure with one lease is reported on its row and never stops the others."""
     rows = []
-    for lease in engine.journal.unsettled_leases(engine.owner, engine.clock()):
+    for lease in engine.journal.clusters.unsettled_leases(engine.owner, engine.clock()):
         try:
             after = _settle(engine, lease)
         except Exception as exc:  # one row says what failed; the others go on
@@ -238,17 +244,19 @@ def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
     if lease.state is LeaseState.RELEASING:
         if sight.exists:
             return _release(engine, backend, lease, "the interrupted release, done again")
-        return journal.record_released(lease.id, f"the release had ended it: {sight.evidence}")
+        return journal.clusters.record_released(
+            lease.id, f"the release had ended it: {sight.evidence}"
+        )
     if sight.up:
-        return journal.record_launched(
+        return journal.clusters.record_launched(
             lease.id, sight.allocation, f"the interrupted launch left it up: {sight.evidence}"
         )
     if sight.exists or sight.launching:
         # Provisioning is under way (or stopped half-way): the row stays `launching`, recorded;
         # the next launch resumes it, a release ends it.
         why = "a launch request is still active" if sight.launching else sight.evidence
-        return journal.note_lease(lease.id, f"not up yet: {why}")
-    return journal.record_launch_failed(
+        return journal.clusters.note_lease(lease.id, f"not up yet: {why}")
+    return journal.clusters.record_launch_failed(
         lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
     )
 

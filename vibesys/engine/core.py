@@ -154,7 +154,7 @@ class Engine(AdapterAccess, Preparing):
         """What the planner decides `inv`'s next step by: the time, and the settings recorded
         with it (never this process's own)."""
         settings = inv.settings
-        place = self.journal.queue_place(inv.id) if inv.state is JobState.PREPARED else None
+        place = self.journal.queue.queue_place(inv.id) if inv.state is JobState.PREPARED else None
         parent = parent_of(self, inv)
         return PlanContext(
             self.clock(),
@@ -267,7 +267,7 @@ class Engine(AdapterAccess, Preparing):
         proved, in turn. When the compare-and-swap of the first event loses, nothing is
         committed and the row as someone else left it is returned."""
         done = self.try_commit(inv, event)
-        return done if done is not None else self.journal.get(inv.id)
+        return done if done is not None else self.journal.invocations.get(inv.id)
 
     def try_commit(self, inv: Invocation, event: Event) -> Invocation | None:
         """`commit`, or None when someone else moved `inv` first (nothing was committed)."""
@@ -285,7 +285,7 @@ class Engine(AdapterAccess, Preparing):
             current = after[0]
             after = self._commit_one(current, follow)
             while after is None:
-                fresh = self.journal.get(current.id)
+                fresh = self.journal.invocations.get(current.id)
                 if (fresh.state, fresh.attempt) != (current.state, current.attempt):
                     return fresh
                 current = fresh
@@ -305,7 +305,7 @@ class Engine(AdapterAccess, Preparing):
             failpoint(point)
         if isinstance(event, Submitted) and after.attempt > 1:
             # A retried parent's children are submitted again to wait on this attempt.
-            submit_children(self, after, self.journal.active())
+            submit_children(self, after, self.journal.invocations.active())
         return after, decision.effects
 
     # -- cancellation ---------------------------------------------------------------------------
@@ -320,7 +320,7 @@ class Engine(AdapterAccess, Preparing):
             after = self.try_commit(inv, step.event)
             if after is not None:
                 return after
-            inv = self.journal.get(inv.id)
+            inv = self.journal.invocations.get(inv.id)
 
     def cancel_due(self, inv: Invocation) -> bool:
         """Whether to send the cancel now: once, then again every few seconds until it settles

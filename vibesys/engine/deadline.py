@@ -43,7 +43,7 @@ def deadline_of(row: BridgeRequest) -> Deadline | None:
 
 def recorded_deadline(journal: Journal, invocation_id: str) -> Deadline | None:
     """The deadline recorded for the invocation (its bridge request's); None without one."""
-    row = journal.bridge_request_of(invocation_id)
+    row = journal.bridge.bridge_request_of(invocation_id)
     return None if row is None else deadline_of(row)
 
 
@@ -73,7 +73,7 @@ def cancel_at_deadline(
         journal = open_journal(journal_path)  # its own connection: this is another thread
         try:
             engine = Engine(journal) if owner is None else Engine(journal, owner=owner)
-            engine.request_cancel(journal.get(invocation_id), by)
+            engine.request_cancel(journal.invocations.get(invocation_id), by)
         finally:
             journal.close()
 

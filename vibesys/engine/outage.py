@@ -20,11 +20,11 @@ from vibesys.journal_schema import Invocation, Journal
 def date_outage(journal: Journal, now: datetime, inv: Invocation, seen: Seen) -> Seen:
     """`seen`, an UNREACHABLE one dated from the outage's first recorded observation (recorded
     now when this is the first); any other observation clears the record."""
-    recorded = journal.unreachable_since(inv.id, inv.attempt)
+    recorded = journal.invocations.unreachable_since(inv.id, inv.attempt)
     if seen.sight is not Sight.UNREACHABLE:
         if recorded is not None:
-            journal.clear_unreachable(inv.id, inv.attempt)
+            journal.invocations.clear_unreachable(inv.id, inv.attempt)
         return seen
     if recorded is None:
-        recorded = journal.mark_unreachable(inv.id, inv.attempt, seen.since or now)
+        recorded = journal.invocations.mark_unreachable(inv.id, inv.attempt, seen.since or now)
     return structs.replace(seen, since=min(recorded, seen.since or recorded))

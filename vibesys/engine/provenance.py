@@ -32,7 +32,9 @@ def known_provenance(engine: ProvenanceKeeper, inv: Invocation) -> dict[str, str
     key = (inv.id, inv.attempt)
     known = engine.provenance_seen.get(key)
     if known is None:
-        recorded = [a for a in engine.journal.attempts(inv.id) if a.attempt == inv.attempt]
+        recorded = [
+            a for a in engine.journal.invocations.attempts(inv.id) if a.attempt == inv.attempt
+        ]
         known = {k: str(v) for k, v in recorded[0].provenance.items()} if recorded else {}
         engine.provenance_seen[key] = known
     return known
@@ -47,5 +49,5 @@ def merge_provenance(
     known = known_provenance(engine, inv)
     fresh = dict(provenance)
     if any(known.get(name) != value for name, value in fresh.items()):
-        engine.journal.record_attempt_detail(inv.id, inv.attempt, provenance=fresh)
+        engine.journal.invocations.record_attempt_detail(inv.id, inv.attempt, provenance=fresh)
         engine.provenance_seen[(inv.id, inv.attempt)] = {**known, **fresh}
