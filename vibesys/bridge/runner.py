@@ -32,9 +32,10 @@ from vibesys.bridge.files import (
 from vibesys.bridge.protocol import first_difference
 from vibesys.bridge.site import Site
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, StopFlag, wait_for
+from vibesys.engine.cancel import cancel_at_deadline
 from vibesys.engine.context import ENV_FILE, load_context
 from vibesys.engine.core import new_invocation_id
-from vibesys.engine.deadline import cancel_at_deadline, deadline_of
+from vibesys.engine.deadline import deadline_of
 from vibesys.errors import VibesysError
 from vibesys.job_result import JobResult, JobStatus, job_result
 from vibesys.journal_schema import Invocation, Journal, open_journal

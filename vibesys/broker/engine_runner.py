@@ -33,7 +33,7 @@ from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE, WORK_DIR
 from vibesys.adapters.slurm.request import SrunRequest
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
-from vibesys.engine.deadline import cancel_at_deadline
+from vibesys.engine.cancel import cancel_at_deadline
 from vibesys.engine.drive import StopFlag
 from vibesys.job_result import EXIT_STATUS, TIMEOUT_CANCEL, JobStatus, timed_out
 from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal

@@ -22,7 +22,7 @@ from typing import Final
 from msgspec import Struct
 
 from vibesys.engine import DriveOptions, Engine, StopFlag, wait_for
-from vibesys.engine.deadline import cancel_at_deadline
+from vibesys.engine.cancel import cancel_at_deadline
 from vibesys.errors import VibesysError
 from vibesys.job_result import TIMEOUT_CANCEL, JobResult, result_from_journal
 from vibesys.journal_schema import Journal, open_journal

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vibesys.adapters.base import Backend, JobRef, Progress
 from vibesys.adapters.registry import entry
+from vibesys.adapters.requests import AdapterRequest, RecordedSite
 from vibesys.errors import ConfigError
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.osutil.layout import attempt_dir
-
-if TYPE_CHECKING:
-    from vibesys.adapters.requests import AdapterRequest, RecordedSite
 
 
 class AdapterAccess:
@@ -49,8 +47,6 @@ class AdapterAccess:
         found = self.journal.sites.site_rendering(digest)
         if found is None:
             raise ConfigError(f"the journal has no site configuration sha256:{digest}")
-        from vibesys.adapters.requests import RecordedSite
-
         return RecordedSite.model_validate(
             {"kind": found.kind, "text": found.text, "digest": found.digest}
         )

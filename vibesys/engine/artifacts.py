@@ -6,6 +6,7 @@ A crash part-way resumes on reconcile: verified files are not downloaded again.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -132,8 +133,6 @@ class _HashingFile:
     endless one, never fills the disk."""
 
     def __init__(self, path: Path, progress: Progress | None = None, limit: int = -1) -> None:
-        import hashlib  # only where artifacts come home: most runs have none
-
         self._handle = open(path, "wb")  # noqa: SIM115 - closed in close()
         self._hash = hashlib.sha256()
         self._progress = progress

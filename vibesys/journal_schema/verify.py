@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from vibesys.errors import NotAJournal
 from vibesys.journal_schema.codec import decode_event
@@ -11,8 +12,7 @@ from vibesys.journal_schema.store import Journal
 from vibesys.states import JobState, ReplayMismatch, Step, replay
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(Struct, frozen=True):
     invocation_id: str
     seq: int | None
     message: str
