@@ -136,7 +136,7 @@ def test_a_snapshot_changed_on_the_cluster_after_staging_never_runs(
         return built
 
     engine = engine_on(fake, tmp_path)
-    engine.backends = backend
+    engine.adapters.backends = backend
     inv, _ = run(engine, fake.request(candidate=candidate_spec(candidate, ())), tmp_path)
     attempts = engine.journal.invocations.attempts(inv.id)
     assert [a.failure_class for a in attempts] == [FailureClass.NODE_FAILED, FailureClass.COMPLETED]

@@ -179,11 +179,13 @@ def test_the_limits_a_request_recorded_reach_every_collection(
     limits = Limits(max_file_bytes=10, max_total_bytes=20, max_entries=30, max_seconds=4.0)
     recorded = FakeRequest(artifacts=("*",), artifact_limits=ArtifactLimits.of(limits))
     inv = engine.prepare(adapter="fake", command=["x"], request=recorded, run_root=tmp_path)
-    assert engine.job_ref(journal.invocations.get(inv.id)).artifact_limits == limits
+    assert engine.adapters.job_ref(journal.invocations.get(inv.id)).artifact_limits == limits
     plain = engine.prepare(
         adapter="fake", command=["x"], request=FakeRequest(artifacts=("*",)), run_root=tmp_path
     )
-    assert engine.job_ref(journal.invocations.get(plain.id)).artifact_limits is None  # the defaults
+    assert (
+        engine.adapters.job_ref(journal.invocations.get(plain.id)).artifact_limits is None
+    )  # the defaults
 
 
 def test_a_download_longer_than_its_listing_is_stopped_at_the_listed_size(

@@ -60,8 +60,8 @@ def replace_site(
     if inv.state is JobState.DONE:
         raise UsageError(f"invocation {inv.id} is DONE: nothing carries it on any more")
     # One recorded before sites were (it reads the file its request names) may be given one.
-    old = engine.recorded_site(inv.site_digest)
-    request = engine.request_of(inv)
+    old = engine.adapters.recorded_site(inv.site_digest)
+    request = engine.adapters.request_of(inv)
     new = request.read_site_from(str(file.expanduser().resolve()), profile)
     if old is not None and new.kind != old.kind:
         raise UsageError(f"{file} is a {new.kind}, the invocation runs with a {old.kind}")

@@ -5,24 +5,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import Backend, JobRef, Progress
 from vibesys.adapters.registry import entry
-from vibesys.adapters.requests import AdapterRequest, RecordedSite
 from vibesys.errors import ConfigError
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.osutil.layout import attempt_dir
 
+if TYPE_CHECKING:
+    from vibesys.adapters.requests import AdapterRequest, RecordedSite
 
-class AdapterAccess:
-    """The engine's side of its adapters (the engine's fields are declared in `Engine`)."""
 
-    journal: Journal
-    backends: Callable[[str, AdapterRequest], Backend]
-    progress: Progress | None
-    _backends: dict[tuple[str, str], Backend]
-    _requests: dict[tuple[str, str, str], AdapterRequest]
+class Adapters:
+    """The engine's side of its adapters: built once per adapter and backend key, and each
+    recorded request parsed once."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        backends: Callable[[str, AdapterRequest], Backend],
+        progress: Progress | None = None,
+    ) -> None:
+        self.journal = journal
+        self.backends = backends
+        #: hears of transfers (staging, artifact downloads): a terminal's progress bar
+        self.progress = progress
+        self._backends: dict[tuple[str, str], Backend] = {}
+        self._requests: dict[tuple[str, str, str], AdapterRequest] = {}
 
     def request_of(self, inv: Invocation) -> AdapterRequest:
         """The invocation's typed request, with the site configuration it was recorded with
@@ -47,6 +57,9 @@ class AdapterAccess:
         found = self.journal.sites.site_rendering(digest)
         if found is None:
             raise ConfigError(f"the journal has no site configuration sha256:{digest}")
+        # Here, not at the top: a local run's start never loads the typed requests' models.
+        from vibesys.adapters.requests import RecordedSite
+
         return RecordedSite.model_validate(
             {"kind": found.kind, "text": found.text, "digest": found.digest}
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
+from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.plan_context import NO_JOB, parent_job_of
 from vibesys.engine.provenance import ProvenanceKeeper, known_provenance, merge_provenance
 from vibesys.errors import VibesysError
@@ -40,9 +41,8 @@ _MOVED_ON = (JobState.PREPARED, JobState.RETRYING, JobState.RUNNING, JobState.UN
 
 class ChainEngine(ProvenanceKeeper, Protocol):
     owner: str
+    adapters: Adapters
     lease_ttl: timedelta
-
-    def request_of(self, inv: Invocation) -> AdapterRequest: ...
 
     def advance(self, inv: Invocation) -> Invocation: ...
 
@@ -51,7 +51,7 @@ class ChainEngine(ProvenanceKeeper, Protocol):
 
 def parent_id(engine: ChainEngine, inv: Invocation) -> str | None:
     try:
-        return engine.request_of(inv).runs_after()
+        return engine.adapters.request_of(inv).runs_after()
     except Exception:  # a request that no longer parses fails where it is used, not here
         return None
 

@@ -24,16 +24,15 @@ from msgspec import Struct
 from vibesys.adapters.base import Backend
 from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend, ReleasedWhenDone
 from vibesys.adapters.registry import entry
+from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.failpoints import failpoint
 from vibesys.errors import BackendError, BackendUnavailable, StaleState, SubmitRejected, UsageError
 from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from datetime import datetime
 
-    from vibesys.adapters.requests import AdapterRequest
     from vibesys.journal_schema import Journal
 
 __all__ = [
@@ -51,14 +50,9 @@ class LeaseEngine(Protocol):
 
     journal: Journal
     owner: str
+    adapters: Adapters
 
     def clock(self) -> datetime: ...
-
-    def backend_for(self, adapter: str, request: AdapterRequest) -> Backend: ...
-
-    def parse_request(
-        self, adapter: str, data: Mapping[str, Any], site_digest: str | None
-    ) -> AdapterRequest: ...
 
 
 class SettledLease(Struct, frozen=True):
@@ -262,8 +256,8 @@ def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
 
 
 def _backend_of(engine: LeaseEngine, lease: ClusterLease) -> LeasingBackend:
-    request = engine.parse_request(lease.adapter, lease.request, lease.site_digest)
-    backend = engine.backend_for(lease.adapter, request)
+    request = engine.adapters.parse_request(lease.adapter, lease.request, lease.site_digest)
+    backend = engine.adapters.backend_for(lease.adapter, request)
     leasing = backend.leasing()
     if leasing is None:
         raise UsageError(f"the {lease.adapter} adapter holds no cluster leases")

@@ -8,8 +8,9 @@ every commit and after every effect, so crash tests can stop the process at each
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from vibesys.adapters.base import (
     Waitable,
 )
 from vibesys.adapters.registry import entry
-from vibesys.engine.adapter_access import AdapterAccess
+from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.chains import (
     carry_parent_of,
     parent_of,
@@ -31,7 +32,7 @@ from vibesys.engine.chains import (
     submit_spec,
     waited_on,
 )
-from vibesys.engine.context import load_context
+from vibesys.engine.context import load_context, record_environment
 from vibesys.engine.execute import execute
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import seen_error, seen_status
@@ -46,14 +47,14 @@ from vibesys.engine.plan import (
     plan_cancel,
     proven,
 )
-from vibesys.engine.prepare import Preparing, new_invocation_id
+from vibesys.engine.prepare import new_invocation_id
 from vibesys.engine.provenance import record_provenance
 from vibesys.engine.retry import RetryPolicy, policy_of
 from vibesys.engine.seen import Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState
-from vibesys.journal_schema import Invocation, Journal, utc_now
+from vibesys.journal_schema import Invocation, Journal, Settings, utc_now
 from vibesys.osutil.proc import self_identity
 from vibesys.states import (
     Effect,
@@ -93,7 +94,7 @@ def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
     return entry(adapter).load().build(request)
 
 
-class Engine(AdapterAccess, Preparing):
+class Engine:
     """Drives invocations: observe, plan, commit, execute. A service object, not a record:
     one per process (or per test), its caches and timers its own."""
 
@@ -110,7 +111,7 @@ class Engine(AdapterAccess, Preparing):
         progress: Progress | None = None,
     ) -> None:
         self.journal = journal
-        self.backends = backends
+        self.adapters = Adapters(journal, backends, progress)
         #: the retry policy `prepare` records for a new invocation; every later step of an
         #: invocation uses the one recorded with it (its settings), whichever process takes it
         self.retry = RetryPolicy() if retry is None else retry
@@ -128,16 +129,68 @@ class Engine(AdapterAccess, Preparing):
         self.waiting: dict[str, str] = {}
         #: the provenance recorded for each (invocation, attempt), as far as this process knows
         self.provenance_seen: dict[tuple[str, int], dict[str, str]] = {}
-        self._backends: dict[tuple[str, str], Backend] = {}
-        self._requests: dict[tuple[str, str, str], AdapterRequest] = {}
         self._cancel_sent: dict[tuple[str, int], float] = {}
         #: this process's side of the status rounds shared per site (engine/shared_poll.py)
         self.shared = SharedPoll(self)
 
+    # -- recording -----------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        *,
+        adapter: str,
+        command: Sequence[str],
+        request: AdapterRequest | None = None,
+        label: str | None = None,
+        max_retries: int | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        run_root: Path | None = None,
+        invocation_id: str | None = None,
+        cancel_when_orphaned: bool = False,
+        campaign: str | None = None,
+    ) -> Invocation:
+        """Record a new invocation (PREPARED) with its request, its context and the settings
+        every process carries it on with (this engine's retry policy and unreachable timeout),
+        leased to us; at the end of its campaign's queue (`campaign`, else the request's own)."""
+        request = request or entry(adapter).parse_request({})
+        # The site configuration is read once, here at the latest (`vibesys run` read it while
+        # checking the request): what is recorded is what every later process uses.
+        site = request.site_record or request.read_site()
+        invocation_id = invocation_id or new_invocation_id()
+        root = run_root or self.journal.path.parent / "runs"
+        invocation_dir = (root / invocation_id).resolve()
+        env_file = record_environment(invocation_dir, dict(os.environ) if env is None else env)
+        invocation = self.journal.create_invocation(
+            invocation_id=invocation_id,
+            adapter=adapter,
+            command=list(command),
+            request=request.model_dump(mode="json"),
+            request_version=request.schema_version,
+            label=label,
+            max_retries=self.retry.max_retries if max_retries is None else max_retries,
+            invocation_dir=str(invocation_dir),
+            cwd=cwd or os.getcwd(),
+            env_file=str(env_file),
+            lease_owner=self.owner,
+            lease_ttl=self.lease_ttl,
+            site=site,
+            settings=Settings(
+                retry_delay_seconds=self.retry.initial_delay_seconds,
+                retry_backoff=self.retry.backoff,
+                retry_max_delay_seconds=self.retry.max_delay_seconds,
+                unreachable_timeout_seconds=self.unreachable_timeout.total_seconds(),
+                cancel_when_orphaned=cancel_when_orphaned,
+            ),
+            campaign=campaign or request.campaign(),
+        )
+        failpoint("after_prepare_commit")
+        return invocation
+
     # -- adapters -----------------------------------------------------------------------------
 
     def submit_request(self, inv: Invocation) -> SubmitRequest[Any]:
-        ref = self.job_ref(inv)
+        ref = self.adapters.job_ref(inv)
         return SubmitRequest(
             inv.id,
             inv.attempt,
@@ -145,7 +198,7 @@ class Engine(AdapterAccess, Preparing):
             inv.command,
             ref.attempt_dir,
             load_context(inv),
-            submit_spec(self, inv, self.request_of(inv)),
+            submit_spec(self, inv, self.adapters.request_of(inv)),
         )
 
     # -- one step at a time ---------------------------------------------------------------------
@@ -167,7 +220,7 @@ class Engine(AdapterAccess, Preparing):
 
     def shared_backend(self, inv: Invocation) -> SharedPolling | None:
         """`inv`'s adapter when its status rounds are shared per site (a scheduler's)."""
-        backend = self.backend(inv)
+        backend = self.adapters.backend(inv)
         return backend.shared_polling()
 
     def observe(self, inv: Invocation) -> Seen | None:
@@ -179,25 +232,25 @@ class Engine(AdapterAccess, Preparing):
         shared = self.shared_backend(inv)
         if shared is not None:
             return self.shared.observe(inv, shared)
-        ref = self.job_ref(inv)
+        ref = self.adapters.job_ref(inv)
         try:
-            status = self.backend(inv).status([ref])[ref.job_name]
+            status = self.adapters.backend(inv).status([ref])[ref.job_name]
         except BackendError as exc:
             return seen_error(exc)
         return self.seen(inv, status)
 
     def ended_here(self, inv: Invocation) -> Seen | None:
         """`inv`'s end as this process saw it happen (its srun returned), if it did."""
-        own = self.backend(inv).sees_its_own_end()
+        own = self.adapters.backend(inv).sees_its_own_end()
         if own is None:
             return None
-        status = own.ended_here(self.job_ref(inv))
+        status = own.ended_here(self.adapters.job_ref(inv))
         return None if status is None else self.seen(inv, status)
 
     def end_signal(self, inv: Invocation) -> Waitable | None:
         """Set when the process this one started for `inv`'s attempt ends (see above)."""
-        own = self.backend(inv).sees_its_own_end()
-        return own.end_signal(self.job_ref(inv)) if own is not None else None
+        own = self.adapters.backend(inv).sees_its_own_end()
+        return own.end_signal(self.adapters.job_ref(inv)) if own is not None else None
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
         """The planner's view of one status; where the attempt runs is recorded on the way."""
@@ -344,7 +397,7 @@ class Engine(AdapterAccess, Preparing):
         """Copy new log bytes of the current attempt home (remote adapters only)."""
         if inv.attempt < 1:
             return 0
-        return spool_logs(self.journal, self.backend(inv), self.job_ref(inv))
+        return spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv))
 
     def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
-        return self.backend(inv).log_paths(self.job_ref(inv))
+        return self.adapters.backend(inv).log_paths(self.adapters.job_ref(inv))

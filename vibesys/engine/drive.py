@@ -269,7 +269,7 @@ def _pause(engine: Engine, inv: Invocation) -> float:
         if shared is not None and needs_observation(inv):
             return engine.shared.pause(inv, shared)
         age = (now - inv.updated_at).total_seconds()
-        return engine.backend(inv).poll_interval(age)
+        return engine.adapters.backend(inv).poll_interval(age)
     if inv.state is JobState.PREPARED and inv.id in engine.waiting:
         return QUEUE_PAUSE_SECONDS  # its turn comes when another evaluation ends: no hurry
     return 0.2 if inv.state is JobState.COLLECTING else 0.05

@@ -110,11 +110,11 @@ def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str,
         if not needs_observation(inv):
             continue
         try:
-            key = (inv.adapter, engine.request_of(inv).backend_key())
+            key = (inv.adapter, engine.adapters.request_of(inv).backend_key())
         except Exception as exc:  # a request that no longer parses: its own row says so
             seen[inv.id] = seen_error(_as_backend_error(exc))
             continue
-        groups[key].append((inv, engine.job_ref(inv)))
+        groups[key].append((inv, engine.adapters.job_ref(inv)))
     for pairs in groups.values():
         shared = engine.shared_backend(pairs[0][0])
         if shared is not None:
@@ -123,7 +123,7 @@ def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str,
             seen.update(engine.shared.observe_now([inv for inv, _ in pairs], shared))
             continue
         try:
-            statuses = engine.backend(pairs[0][0]).status([ref for _, ref in pairs])
+            statuses = engine.adapters.backend(pairs[0][0]).status([ref for _, ref in pairs])
         except Exception as exc:
             seen.update({inv.id: seen_error(_as_backend_error(exc)) for inv, _ in pairs})
             continue

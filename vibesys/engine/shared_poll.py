@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 from msgspec import Struct, field
 
 from vibesys.adapters.base import PollSchedule, SharedPolling
+from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
 from vibesys.engine.seen import Seen, Sight
@@ -49,7 +50,7 @@ from vibesys.journal_schema.codec import decode_record, encode_record
 from vibesys.journal_schema.polls import Observation, Observed, PollSite, Settle, poller_free
 
 if TYPE_CHECKING:
-    from vibesys.adapters.base import JobRef, RemoteStatus, Waitable
+    from vibesys.adapters.base import RemoteStatus, Waitable
     from vibesys.journal_schema import Journal
 
 
@@ -58,10 +59,9 @@ class PollingEngine(Protocol):
 
     journal: Journal
     owner: str
+    adapters: Adapters
 
     def clock(self) -> datetime: ...
-
-    def job_ref(self, inv: Invocation) -> JobRef: ...
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen: ...
 
@@ -298,7 +298,7 @@ class SharedPoll(Struct):
                 and not _ended(last.get(inv.id), inv)
                 and not _seen_ending_here(engine, inv)
             ]
-            refs = [engine.job_ref(inv) for inv in open_jobs]
+            refs = [engine.adapters.job_ref(inv) for inv in open_jobs]
             self.probes_run += 1
             ended = backend.probe(refs) if refs else set()
             if ended and len(ended) == len(refs):
@@ -317,7 +317,7 @@ class SharedPoll(Struct):
     def _status(self, need: list[Invocation], backend: SharedPolling) -> dict[str, Seen]:
         if not need:
             return {}
-        refs = [self.engine.job_ref(inv) for inv in need]
+        refs = [self.engine.adapters.job_ref(inv) for inv in need]
         try:
             statuses = backend.status(refs)
         except BackendError as exc:
