@@ -29,6 +29,7 @@ from vibesys.engine.failpoints import failpoint
 from vibesys.errors import BackendError, BackendUnavailable, StaleState, SubmitRejected, UsageError
 from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
+from vibesys.states.lease_table import LeaseChoice, LeaseDecision, decide_lease
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -72,7 +73,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
     if leasing is None:
         return
     plan = leasing.plan_lease()
-    _refuse_while_busy(journal, inv, plan.campaign)
+    decision = _refuse_while_busy(journal, inv, plan)
     facts: dict[str, Any] = {
         "name": plan.cluster,
         "campaign": plan.campaign,
@@ -82,7 +83,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         "request": inv.request,
         "site_digest": inv.site_digest,
     }
-    if plan.action is LeaseAction.REUSE:
+    if decision.choice is LeaseChoice.REUSE:
         lease = journal.clusters.record_reuse(
             **facts, allocation=plan.allocation, evidence=plan.reason
         )
@@ -105,23 +106,17 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         raise BackendUnavailable(str(exc), maybe_submitted=False) from None
     # Two processes may both have passed the first check: the one that sees the other now
     # steps back (at worst both do; never two evaluations at once).
-    _refuse_while_busy(journal, inv, plan.campaign)
+    _refuse_while_busy(journal, inv, plan)
 
 
-def _refuse_while_busy(journal: Journal, inv: Invocation, campaign: str) -> None:
-    """One remote evaluation at a time per campaign: an attempt is refused (REJECTED, nothing
-    submitted) while another invocation that ran on one of the campaign's clusters is not DONE
-    (running, retrying, or unresolved: its job may still run there)."""
-    others = [
-        user
-        for user in journal.clusters.unfinished_users(campaign=(inv.adapter, campaign))
-        if user != inv.id
-    ]
-    if others:
-        raise SubmitRejected(
-            f"campaign {campaign} is busy with invocation(s) {', '.join(others)} (one evaluation "
-            "at a time per campaign): wait for them or cancel them, then run this again"
-        )
+def _refuse_while_busy(journal: Journal, inv: Invocation, plan: LeasePlan) -> LeaseDecision:
+    """The planner's choice for this attempt's cluster (`decide_lease`) from the lease rows as
+    they are now; a refusal raised as REJECTED: nothing was submitted."""
+    users = journal.clusters.unfinished_users(campaign=(inv.adapter, plan.campaign))
+    decision = decide_lease(inv.id, plan.campaign, users, plan.action is LeaseAction.REUSE)
+    if decision.choice is LeaseChoice.REFUSE:
+        raise SubmitRejected(decision.why)
+    return decision
 
 
 def _launch(
