@@ -159,7 +159,7 @@ def test_a_killed_child_waits_until_its_parents_failure_is_recorded(
     parent = detached(engine_of(journal, fake), tmp_path)
     driven_elsewhere(journal, parent)
     child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
-    ref = engine_of(journal, fake).job_ref(parent)
+    ref = engine_of(journal, fake).adapters.job_ref(parent)
     fake.status([ref])
     assert fake.status([ref])[ref.job_name].state is S.NODE_FAIL  # only the scheduler knows
     rows = {row.invocation_id: row for row in reconcile(engine_of(journal, fake))}

@@ -55,7 +55,7 @@ def test_the_end_is_taken_from_the_own_process_before_any_round(
     assert isinstance(own, SeesItsOwnEnd)
     eng = engine(journal, own, clock, "here:1:1")
     inv = running(eng, tmp_path)
-    ref = eng.job_ref(inv)
+    ref = eng.adapters.job_ref(inv)
     own.ended.add(ref.job_name)  # its marker is there already: the probe would find it
     assert eng.observe(journal.invocations.get(inv.id)) is None
     assert own.probes == [] or all(ref.job_name not in p for p in own.probes)
@@ -73,7 +73,7 @@ def test_a_job_that_ended_unobserved_does_not_bring_the_next_first_round_forward
     own = OwnEndFake([FakeAttempt((S.RUNNING,)), FakeAttempt((S.RUNNING,))])
     eng = engine(journal, own, clock, "here:1:1")
     first = running(eng, tmp_path)
-    own.end_signal(eng.job_ref(first)).set()
+    own.end_signal(eng.adapters.job_ref(first)).set()
     assert eng.advance(journal.invocations.get(first.id)).state is JobState.DONE
     clock.advance(60.0)
     second = running(eng, tmp_path)  # a minute later; the first is still a watched row

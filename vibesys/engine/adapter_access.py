@@ -17,6 +17,14 @@ if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest, RecordedSite
 
 
+#: Builds the adapter an invocation names from its adapter name and typed request.
+BackendFactory = Callable[[str, "AdapterRequest"], Backend]
+
+
+def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
+    return entry(adapter).load().build(request)
+
+
 class Adapters:
     """The engine's side of its adapters: built once per adapter and backend key, and each
     recorded request parsed once."""
@@ -24,7 +32,7 @@ class Adapters:
     def __init__(
         self,
         journal: Journal,
-        backends: Callable[[str, AdapterRequest], Backend],
+        backends: BackendFactory,
         progress: Progress | None = None,
     ) -> None:
         self.journal = journal

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import (
-    Backend,
     Progress,
     RemoteStatus,
     SharedPolling,
@@ -24,7 +23,7 @@ from vibesys.adapters.base import (
     Waitable,
 )
 from vibesys.adapters.registry import entry
-from vibesys.engine.adapter_access import Adapters
+from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_backend
 from vibesys.engine.chains import (
     carry_parent_of,
     parent_of,
@@ -34,9 +33,10 @@ from vibesys.engine.chains import (
 )
 from vibesys.engine.context import load_context, record_environment
 from vibesys.engine.execute import execute
-from vibesys.engine.failpoints import failpoint
+from vibesys.engine.facts import ClaimRead
+from vibesys.engine.failpoints import AFTER_COMMIT, failpoint
 from vibesys.engine.observe import seen_error, seen_status
-from vibesys.engine.outage import date_outage
+from vibesys.engine.outage import OutageWrite, dated, outage_write
 from vibesys.engine.plan import (
     Commit,
     Hold,
@@ -48,7 +48,7 @@ from vibesys.engine.plan import (
     proven,
 )
 from vibesys.engine.prepare import new_invocation_id
-from vibesys.engine.provenance import record_provenance
+from vibesys.engine.provenance import provenance_change
 from vibesys.engine.retry import RetryPolicy, policy_of
 from vibesys.engine.seen import Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
@@ -70,28 +70,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BackendFactory", "Engine", "new_invocation_id", "registry_backend"]
 
-#: Builds the adapter an invocation names from its adapter name and typed request.
-BackendFactory = Callable[[str, "AdapterRequest"], Backend]
 #: How often a requested cancel is sent again while the job has not settled.
 CANCEL_RESEND_SECONDS = 5.0
 #: A planner that never holds is a bug; stop it rather than spin.
 MAX_STEPS = 64
-
-#: The failpoint after each committed event (by event class name).
-_AFTER_COMMIT = {
-    "SubmitIntended": "after_submit_intent",
-    "SubmitDispatched": "after_submit_dispatch",
-    "Submitted": "after_submitted_commit",
-    "FenceIntended": "after_fence_intent",
-    "Finished": "after_finished_commit",
-    "InfraFailed": "after_infra_failed_commit",
-    "CancelRequested": "after_cancel_intent",
-    "OutcomeUnknown": "after_unknown_commit",
-}
-
-
-def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
-    return entry(adapter).load().build(request)
 
 
 class Engine:
@@ -254,7 +236,8 @@ class Engine:
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
         """The planner's view of one status; where the attempt runs is recorded on the way."""
-        record_provenance(self, inv, status)
+        if status.provenance:
+            self.record_provenance(inv, status.provenance)
         return seen_status(status)
 
     def advance(self, inv: Invocation, seen: Seen | None = None) -> Invocation:
@@ -287,7 +270,7 @@ class Engine:
         if not needs_observation(inv):
             seen = None
         elif seen is not None:
-            seen = date_outage(self.journal, self.clock(), inv, seen)
+            seen = self.date_outage(inv, seen)
             if seen.sight in (Sight.QUEUED, Sight.UNSATISFIABLE):
                 carry_parent_of(self, inv)  # its parent's failure decides what comes next
         ctx = self.context(inv)
@@ -313,6 +296,9 @@ class Engine:
         fact = execute(self, inv, effect)
         if fact is None:
             return None
+        if isinstance(fact, ClaimRead):
+            # What the fence read is kept with the attempt before the event it proves.
+            self.journal.invocations.record_attempt_detail(inv.id, inv.attempt, claim=fact.claim)
         return proven(inv, fact, self.context(inv))
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:
@@ -351,7 +337,7 @@ class Engine:
             after, decision = self.journal.commit_transition(inv, event, now=self.clock())
         except StaleState:
             return None
-        point = _AFTER_COMMIT.get(type(event).__name__)
+        point = AFTER_COMMIT.get(type(event).__name__)
         if point is None and after.state is JobState.DONE:
             point = "after_done_commit"
         if point is not None:
@@ -360,6 +346,29 @@ class Engine:
             # A retried parent's children are submitted again to wait on this attempt.
             submit_children(self, after, self.journal.invocations.active())
         return after, decision.effects
+
+    # -- what observations leave behind -----------------------------------------------------------
+
+    def record_provenance(self, inv: Invocation, provenance: Mapping[str, str]) -> None:
+        """Merge `provenance` into the current attempt's record when it adds or changes a
+        value (the start, then the end, ...); silent otherwise."""
+        fresh = provenance_change(self, inv, provenance)
+        if fresh is not None:
+            self.journal.invocations.record_attempt_detail(inv.id, inv.attempt, provenance=fresh)
+            key = (inv.id, inv.attempt)
+            self.provenance_seen[key] = {**self.provenance_seen.get(key, {}), **fresh}
+
+    def date_outage(self, inv: Invocation, seen: Seen) -> Seen:
+        """`seen`, an UNREACHABLE one dated from the outage's first recorded observation
+        (recorded now when this is the first); any other observation clears the record."""
+        records = self.journal.invocations
+        recorded = records.unreachable_since(inv.id, inv.attempt)
+        match outage_write(recorded, seen):
+            case OutageWrite.CLEAR:
+                records.clear_unreachable(inv.id, inv.attempt)
+            case OutageWrite.MARK:
+                recorded = records.mark_unreachable(inv.id, inv.attempt, seen.since or self.clock())
+        return dated(seen, recorded) if seen.sight is Sight.UNREACHABLE and recorded else seen
 
     # -- cancellation ---------------------------------------------------------------------------
 

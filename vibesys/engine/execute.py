@@ -123,9 +123,8 @@ def _fence(engine: EffectContext, inv: Invocation) -> Fact | None:
         engine.note(inv, f"fence failed: {error_facts(exc).reason}")
         return None  # nothing proven: the invocation stays where it is, the fence is retried
     failpoint("after_fence_effect")
-    engine.journal.invocations.record_attempt_detail(inv.id, inv.attempt, claim=claim.text)
     job_id = "" if claim.fenced else claim_job_id(claim)
-    return ClaimRead(claim.fenced, job_id, claim.describe())
+    return ClaimRead(claim.fenced, job_id, claim.describe(), claim.text)
 
 
 def _collect(engine: EffectContext, inv: Invocation) -> Fact | None:
