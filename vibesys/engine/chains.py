@@ -19,13 +19,13 @@ step first when nobody drives it (`carry_parent_of`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.plan_context import NO_JOB, parent_job_of
 from vibesys.engine.provenance import ProvenanceKeeper, known_provenance
+from vibesys.engine.records import record_provenance
 from vibesys.errors import VibesysError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
@@ -48,8 +48,6 @@ class ChainEngine(ProvenanceKeeper, Protocol):
     def advance(self, inv: Invocation) -> Invocation: ...
 
     def note(self, inv: Invocation, text: str) -> None: ...
-
-    def record_provenance(self, inv: Invocation, provenance: Mapping[str, str]) -> None: ...
 
 
 def parent_id(engine: ChainEngine, inv: Invocation) -> str | None:
@@ -92,7 +90,7 @@ def submit_spec(engine: ChainEngine, inv: Invocation, request: AdapterRequest) -
     target = parent_job_of(parent) or parent.job_id or _last_job(engine, parent)
     if target is None:
         return request
-    engine.record_provenance(inv, {"after": parent.id, "after_job": target})
+    record_provenance(engine, inv, {"after": parent.id, "after_job": target})
     return request.with_parent_job(None if target == NO_JOB else target)
 
 

@@ -36,7 +36,6 @@ from vibesys.engine.execute import execute
 from vibesys.engine.facts import ClaimRead
 from vibesys.engine.failpoints import AFTER_COMMIT, failpoint
 from vibesys.engine.observe import seen_error, seen_status
-from vibesys.engine.outage import OutageWrite, dated, outage_write
 from vibesys.engine.plan import (
     Commit,
     Hold,
@@ -48,7 +47,7 @@ from vibesys.engine.plan import (
     proven,
 )
 from vibesys.engine.prepare import new_invocation_id
-from vibesys.engine.provenance import provenance_change
+from vibesys.engine.records import date_outage, record_claim, record_provenance
 from vibesys.engine.retry import RetryPolicy, policy_of
 from vibesys.engine.seen import Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
@@ -237,7 +236,7 @@ class Engine:
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
         """The planner's view of one status; where the attempt runs is recorded on the way."""
         if status.provenance:
-            self.record_provenance(inv, status.provenance)
+            record_provenance(self, inv, status.provenance)
         return seen_status(status)
 
     def advance(self, inv: Invocation, seen: Seen | None = None) -> Invocation:
@@ -270,7 +269,7 @@ class Engine:
         if not needs_observation(inv):
             seen = None
         elif seen is not None:
-            seen = self.date_outage(inv, seen)
+            seen = date_outage(self.journal, self.clock(), inv, seen)
             if seen.sight in (Sight.QUEUED, Sight.UNSATISFIABLE):
                 carry_parent_of(self, inv)  # its parent's failure decides what comes next
         ctx = self.context(inv)
@@ -297,8 +296,7 @@ class Engine:
         if fact is None:
             return None
         if isinstance(fact, ClaimRead):
-            # What the fence read is kept with the attempt before the event it proves.
-            self.journal.invocations.record_attempt_detail(inv.id, inv.attempt, claim=fact.claim)
+            record_claim(self.journal, inv, fact)  # before the event it proves
         return proven(inv, fact, self.context(inv))
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:
@@ -346,29 +344,6 @@ class Engine:
             # A retried parent's children are submitted again to wait on this attempt.
             submit_children(self, after, self.journal.invocations.active())
         return after, decision.effects
-
-    # -- what observations leave behind -----------------------------------------------------------
-
-    def record_provenance(self, inv: Invocation, provenance: Mapping[str, str]) -> None:
-        """Merge `provenance` into the current attempt's record when it adds or changes a
-        value (the start, then the end, ...); silent otherwise."""
-        fresh = provenance_change(self, inv, provenance)
-        if fresh is not None:
-            self.journal.invocations.record_attempt_detail(inv.id, inv.attempt, provenance=fresh)
-            key = (inv.id, inv.attempt)
-            self.provenance_seen[key] = {**self.provenance_seen.get(key, {}), **fresh}
-
-    def date_outage(self, inv: Invocation, seen: Seen) -> Seen:
-        """`seen`, an UNREACHABLE one dated from the outage's first recorded observation
-        (recorded now when this is the first); any other observation clears the record."""
-        records = self.journal.invocations
-        recorded = records.unreachable_since(inv.id, inv.attempt)
-        match outage_write(recorded, seen):
-            case OutageWrite.CLEAR:
-                records.clear_unreachable(inv.id, inv.attempt)
-            case OutageWrite.MARK:
-                recorded = records.mark_unreachable(inv.id, inv.attempt, seen.since or self.clock())
-        return dated(seen, recorded) if seen.sight is Sight.UNREACHABLE and recorded else seen
 
     # -- cancellation ---------------------------------------------------------------------------
 
