@@ -29,6 +29,7 @@ from tests.mutation.mutants.framework import (
     PLAN_CONTEXT,
     RECONCILE,
     RECORDED,
+    RECORDS,
     RENDER,
     REQUESTS,
     ROWS,
@@ -73,7 +74,7 @@ MUTANTS: list[Mutant] = [
     M("check-node-nonce-unchecked", CHECK_JOB, '        if reply.get("nonce") != self.settings.nonce:\n', "        if False:\n", "a node that cannot read the check's file still proves the root shared"),
     M("check-bwrap-probe-unread", CHECK_JOB, '    if reply.get("probe_rc") != "0" or reply.get("probe") != probe.settings.nonce:\n', "    if False:\n", "a node whose bwrap cannot confine a command passes the bwrap check"),
     # -- what an invocation was started with, wherever it is carried on (issue 20) ------------
-    M("outage-counts-from-now", OUTAGE, "since=min(recorded, seen.since or recorded))", "since=seen.since or recorded)", "the unreachable timeout counts from whichever process looks now: repeated reconciles never give up"),
+    M("outage-counts-from-now", RECORDS, "dated(seen, recorded)", "dated(seen, seen.since or now)", "the unreachable timeout counts from whichever process looks now: repeated reconciles never give up"),
     M("outage-never-ends", OUTAGE, "        if recorded is not None:\n            return OutageWrite.CLEAR", "        if False:\n            return OutageWrite.CLEAR", "an outage that ended still counts for the next one: a later outage gives up early"),
     M("settings-retry-from-process", CORE, "            policy_of(inv.max_retries, settings),\n", "            self.retry,\n", "a later process retries with its own delay, not the recorded one", tests=RECORDED),
     M("settings-unreachable-timeout-from-process", CORE, "            timedelta(seconds=settings.unreachable_timeout_seconds),\n", "            self.unreachable_timeout,\n", "a later process gives up on an unreachable scheduler by its own default", tests=RECORDED),

@@ -72,6 +72,7 @@ SLOTS = "vibesys/journal_schema/slots.py"
 RUN_SLOTS = "vibesys/broker/run_slots.py"
 ROWS = "vibesys/journal_schema/rows.py"
 OUTAGE = "vibesys/engine/outage.py"
+RECORDS = "vibesys/engine/records.py"
 CHAINS = "vibesys/engine/chains.py"
 DRIVE = "vibesys/engine/drive.py"
 RECONCILE = "vibesys/engine/reconcile.py"
@@ -185,6 +186,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     ROWS: ("tests/test_cli_site.py",),
     REQUESTS: ("tests/test_cli_site.py", "tests/config/test_resources_profiles.py"),
     OUTAGE: RECORDED,
+    RECORDS: RECORDED,
     CHAINS: CHAINED,
     DRIVE: RECORDED,
     RECONCILE: RECORDED,
