@@ -87,8 +87,8 @@ def run(scratch: Path, large: int, cli_reps: int, inproc_reps: int) -> int:
         path, target_id = journals[count]
         start = time.perf_counter()
         store = open_journal(path, readonly=True)
-        inv = store.resolve(target_id)
-        text = show(inv, store.attempts(inv.id), store.history(inv.id))
+        inv = store.invocations.resolve(target_id)
+        text = show(inv, store.invocations.attempts(inv.id), store.invocations.history(inv.id))
         store.close()
         elapsed = time.perf_counter() - start
         if target_id not in text:

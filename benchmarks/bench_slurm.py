@@ -228,7 +228,7 @@ def bench_reconcile(verdicts: Verdicts, base: Path, config: Path, count: int) ->
     submit_seconds = time.perf_counter() - started
     for (inv, _), job_id in zip(names, out.stdout.split(), strict=True):
         journal.commit_transition(inv, Submitted(job_id, "held for the benchmark"))
-        journal.release_lease(inv.id, engine.owner)
+        journal.leases.release_lease(inv.id, engine.owner)
     shim_dir, log = shims(base)
     os.environ["PATH"] = f"{shim_dir}:{os.environ['PATH']}"
     inside = [0.0]

@@ -78,9 +78,9 @@ def run_on_slurm(
         print(f"state {invocation.state}")
         print(f"outcome {invocation.outcome}")
         print(f"exit code {invocation.exit_code}")
-        for attempt in journal.attempts(invocation.id):
+        for attempt in journal.invocations.attempts(invocation.id):
             print(f"attempt {attempt.attempt}: Slurm job {attempt.job_id} ({attempt.job_name})")
-        for row in journal.history(invocation.id):
+        for row in journal.invocations.history(invocation.id):
             print(f"  {row.seq}  {row.from_state} -> {row.to_state}  {row.event}")
         problems = verify_journal(journal)
         print("journal verify: " + ("ok" if not problems else str(problems[0])))

@@ -43,10 +43,10 @@ def main(argv: list[str]) -> int:
         print(f"attempts {invocation.attempt}, retries {invocation.retries}")
         print(f"submitted jobs: {', '.join(fake.submits())}")
         print("attempts:")
-        for attempt in journal.attempts(invocation.id):
+        for attempt in journal.invocations.attempts(invocation.id):
             print(f"  {attempt.attempt}  {attempt.job_name}  {attempt.failure_class}")
         print("history:")
-        for row in journal.history(invocation.id):
+        for row in journal.invocations.history(invocation.id):
             evidence = " ".join(f"{k}={v}" for k, v in row.evidence.items() if v not in ("", None))
             print(f"  {row.seq:>2}  {row.from_state} -> {row.to_state}  {row.event}  {evidence}")
         problems = verify_journal(journal)

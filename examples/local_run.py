@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
         print(f"state {invocation.state}")
         print(f"outcome {invocation.outcome}")
         print(f"exit code {invocation.exit_code}")
-        for row in journal.history(invocation.id):
+        for row in journal.invocations.history(invocation.id):
             print(f"  {row.seq}  {row.from_state} -> {row.to_state}  {row.event}")
         stdout_file = Path(invocation.invocation_dir) / "1" / "stdout"
         print(f"stdout kept in the local attempt directory: {stdout_file.read_text().strip()!r}")

@@ -71,7 +71,7 @@ def test_who_waits_in_a_campaign_queue_and_for_whom(tmp_path: Path) -> None:
     assert as_json["queue"]["position"] == 2
 
     store = open_journal(path)
-    store.commit_transition(store.get("first0000000001"), Cancelled("not wanted"))
+    store.commit_transition(store.invocations.get("first0000000001"), Cancelled("not wanted"))
     store.close()
     rows = {
         row["id"]: row
@@ -109,7 +109,7 @@ def test_reconcile_leaves_a_waiting_invocation_as_it_is(tmp_path: Path) -> None:
         line = next(row for row in done.stdout.splitlines() if "waiting00000001" in row)
         assert f"left as it is: waiting in campaign c-1's queue: 1 ahead ({first} first" in line
         store = open_journal(path, readonly=True)
-        assert store.get("waiting00000001").state == "PREPARED"  # nothing was sent
+        assert store.invocations.get("waiting00000001").state == "PREPARED"  # nothing was sent
         store.close()
     finally:
         gate.touch()
@@ -117,7 +117,10 @@ def test_reconcile_leaves_a_waiting_invocation_as_it_is(tmp_path: Path) -> None:
     after = vibesys_cli("reconcile", cwd=tmp_path)
     assert after.returncode == 0, after.stdout + after.stderr
     store = open_journal(path, readonly=True)
-    assert store.get("waiting00000001").state in ("RUNNING", "DONE")  # its turn came: submitted
+    assert store.invocations.get("waiting00000001").state in (
+        "RUNNING",
+        "DONE",
+    )  # its turn came: submitted
     store.close()
     waited = vibesys_cli("wait", "waiting00000001", cwd=tmp_path)
     assert waited.returncode == 0 and waited.stdout == "waiting00000001\n", waited.stderr

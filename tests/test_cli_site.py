@@ -152,7 +152,7 @@ def test_a_done_invocation_is_not_carried_on_any_more(tmp_path: Path) -> None:
     site = write_site(tmp_path / "slurm.toml")
     inv = record(tmp_path, site)
     journal = open_journal(tmp_path / ".vibesys" / "journal.db")
-    journal.commit_transition(journal.get(inv), Cancelled("nothing ran"))
+    journal.commit_transition(journal.invocations.get(inv), Cancelled("nothing ran"))
     journal.close()
     done = cli(tmp_path, "journal", "config", inv, "--replace", str(site))
     assert done.returncode == 2 and f"invocation {inv} is DONE" in done.stderr

@@ -67,7 +67,7 @@ class Bridge:
         store = self.journal()
         try:
             rows = store.conn.execute("SELECT count(*) FROM bridge_requests").fetchone()[0]
-            return rows, len(store.all_ids())
+            return rows, len(store.invocations.all_ids())
         finally:
             store.close()
 

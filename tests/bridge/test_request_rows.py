@@ -20,7 +20,7 @@ def claim(
         "results_dir": "/results",
     }
     values.update(changes)
-    return journal.claim_bridge_request(**values)  # type: ignore[arg-type]
+    return journal.bridge.claim_bridge_request(**values)  # type: ignore[arg-type]
 
 
 def test_the_first_claim_of_a_request_id_wins(journal: Journal) -> None:
@@ -28,9 +28,10 @@ def test_the_first_claim_of_a_request_id_wins(journal: Journal) -> None:
     assert created is True
     again, created = claim(journal, "r-1", "inv-b", uid=2000, body={"argv": ["false"]})
     assert created is False and again == first
-    assert journal.bridge_request("campaign-1", "r-1") == first
+    assert journal.bridge.bridge_request("campaign-1", "r-1") == first
     assert (
-        journal.bridge_request_of("inv-a") == first and journal.bridge_request_of("inv-b") is None
+        journal.bridge.bridge_request_of("inv-a") == first
+        and journal.bridge.bridge_request_of("inv-b") is None
     )
     assert first.invocation_id == "inv-a" and first.uid == 1000 and first.body == {"argv": ["true"]}  # type: ignore[attr-defined]
 
@@ -39,9 +40,12 @@ def test_request_ids_are_per_campaign_and_listed_in_order(journal: Journal) -> N
     claim(journal, "r-1", "inv-1")
     claim(journal, "r-1", "inv-2", run_id="campaign-2")
     claim(journal, "r-2", "inv-3")
-    assert [r.invocation_id for r in journal.campaign_requests("campaign-1")] == ["inv-1", "inv-3"]
-    assert [r.invocation_id for r in journal.campaign_requests("campaign-2")] == ["inv-2"]
-    assert journal.bridge_request("campaign-3", "r-1") is None
+    assert [r.invocation_id for r in journal.bridge.campaign_requests("campaign-1")] == [
+        "inv-1",
+        "inv-3",
+    ]
+    assert [r.invocation_id for r in journal.bridge.campaign_requests("campaign-2")] == ["inv-2"]
+    assert journal.bridge.bridge_request("campaign-3", "r-1") is None
 
 
 def test_the_queue_position_counts_the_campaigns_open_earlier_ones(journal: Journal) -> None:
@@ -62,6 +66,6 @@ def test_the_queue_position_counts_the_campaigns_open_earlier_ones(journal: Jour
     assert queue_position(journal, "inv-1") == 0
     assert queue_position(journal, "inv-4") == 2  # inv-1 and inv-3, not campaign-2's inv-2
     assert queue_position(journal, "inv-2") == 0
-    journal.commit_transition(journal.get("inv-1"), Cancelled("done with it"))
+    journal.commit_transition(journal.invocations.get("inv-1"), Cancelled("done with it"))
     assert queue_position(journal, "inv-4") == 1
     assert queue_position(journal, "inv-unknown") == 0  # in no queue: nothing ahead

@@ -65,7 +65,7 @@ def request(root: Path, request_id: str) -> tuple[str, datetime]:
     """The invocation id of a request and its deadline-carrying acceptance time."""
     journal = open_journal(root / ".vibesys" / "journal.db", readonly=True)
     try:
-        row = journal.bridge_request("campaign-1", request_id)
+        row = journal.bridge.bridge_request("campaign-1", request_id)
         assert row is not None
         return row.invocation_id, row.created_at
     finally:
@@ -75,7 +75,7 @@ def request(root: Path, request_id: str) -> tuple[str, datetime]:
 def timeout_cancels(root: Path, invocation_id: str) -> list[str]:
     journal = open_journal(root / ".vibesys" / "journal.db", readonly=True)
     try:
-        history = journal.history(invocation_id)
+        history = journal.invocations.history(invocation_id)
     finally:
         journal.close()
     return [str(r.evidence.get("by")) for r in history if r.event == "CancelRequested"]
@@ -182,8 +182,10 @@ def test_whoever_drives_a_bridge_evaluation_enforces_its_recorded_deadline(
     assert not alive(pid)
     store = open_journal(Path(journal), readonly=True)
     try:
-        inv = store.get(invocation_id)
-        found = job_result(inv, store.attempts(inv.id), store.history(inv.id))
+        inv = store.invocations.get(invocation_id)
+        found = job_result(
+            inv, store.invocations.attempts(inv.id), store.invocations.history(inv.id)
+        )
     finally:
         store.close()
     assert found.status == "TIMEOUT"
@@ -202,7 +204,7 @@ def test_a_restart_copies_a_missing_result_and_leaves_an_unrecorded_request_to_i
     body = bridge.body(request_id="r-2", argv=["echo", "two"])
     store = open_journal(bridge.journal_path)
     try:
-        store.claim_bridge_request(
+        store.bridge.claim_bridge_request(
             run_id="campaign-1",
             request_id="r-2",
             invocation_id="000000000000abcd",

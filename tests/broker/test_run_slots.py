@@ -116,11 +116,11 @@ def test_a_stopped_waiter_leaves_the_line_holding_nothing(journal_file: Path) ->
 def test_a_dead_brokers_tickets_are_given_back(journal_file: Path) -> None:
     """Its waiting ticket and a slot it held before recording any job go at once."""
     journal = open_journal(journal_file)
-    journal.slot_enqueue("run-1", DEAD)  # waiting, ahead of the next
-    held = journal.slot_enqueue("run-1", DEAD)
+    journal.slots.slot_enqueue("run-1", DEAD)  # waiting, ahead of the next
+    held = journal.slots.slot_enqueue("run-1", DEAD)
     with journal.write_txn() as conn:
         conn.execute("UPDATE run_slots SET state='active' WHERE ticket=?", (held,))
-    assert journal.slot_counts("run-1") == (1, 1)
+    assert journal.slots.slot_counts("run-1") == (1, 1)
     journal.close()
     seen: list[Waiting] = []
     stop = threading.Event()
@@ -141,16 +141,16 @@ def test_a_dead_brokers_running_job_holds_its_slot_until_it_is_settled(
     inv = commit_all(
         journal, inv, [SubmitIntended(1, name), SubmitDispatched(1, name), Submitted("42")]
     )
-    ticket = journal.slot_enqueue("run-1", DEAD)
-    journal.slot_try(ticket, 2)
-    journal.slot_bind(ticket, inv.id)
+    ticket = journal.slots.slot_enqueue("run-1", DEAD)
+    journal.slots.slot_try(ticket, 2)
+    journal.slots.slot_bind(ticket, inv.id)
     asked: list[str] = []
 
     def settle(invocation: str, stop: StopSignal) -> bool:
         # What the engine runner does: cancel it (its client is gone) until it is gone.
         asked.append(invocation)
         mine = open_journal(journal_file)
-        current = mine.get(invocation)
+        current = mine.invocations.get(invocation)
         for event in (CancelRequested("its broker died"), Cancelled("scancel: gone")):
             current, _ = mine.commit_transition(current, event)
         mine.close()
@@ -165,5 +165,5 @@ def test_a_dead_brokers_running_job_holds_its_slot_until_it_is_settled(
         assert got
     timer.cancel()
     assert asked == [inv.id] and seen == [Waiting(1, 1, 0)]  # it counted until settled
-    assert journal.get(inv.id).outcome == "CANCELLED"
+    assert journal.invocations.get(inv.id).outcome == "CANCELLED"
     journal.close()

@@ -50,10 +50,10 @@ def finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
 def one_invocation_one_job(tmp_path: Path) -> str:
     journal = open_journal(tmp_path / "journal.db", readonly=True)
     try:
-        invocations = journal.list_invocations()
+        invocations = journal.invocations.list_invocations()
         assert len(invocations) == 1
         inv = invocations[0]
-        assert len(journal.attempts(inv.id)) == 1
+        assert len(journal.invocations.attempts(inv.id)) == 1
         rows = journal.conn.execute("SELECT invocation_id FROM bridge_requests").fetchall()
         assert rows == [(inv.id,)]
     finally:
@@ -69,7 +69,7 @@ def test_a_submitter_killed_at_a_failpoint_leaves_the_key_to_the_next(
     status, _, err = finish(submitter(tmp_path, "result", failpoint=point))
     assert status == 137, err
     journal = open_journal(tmp_path / "journal.db", readonly=True)
-    recorded = len(journal.list_invocations())
+    recorded = len(journal.invocations.list_invocations())
     journal.close()
     assert recorded == (0 if point == "after_key_commit" else 1)
     assert not (tmp_path / "count").exists()  # nothing was submitted

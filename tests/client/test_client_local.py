@@ -108,7 +108,7 @@ def test_bad_input_records_nothing(client: Client) -> None:
         client.submit([])
     journal = open_journal(client.journal_path, readonly=True)
     try:
-        assert journal.list_invocations() == []
+        assert journal.invocations.list_invocations() == []
         assert journal.conn.execute("SELECT count(*) FROM bridge_requests").fetchone() == (0,)
     finally:
         journal.close()

@@ -47,7 +47,7 @@ def _until_claimed(engine: Engine, inv: Invocation, fake: FakeSky) -> Invocation
     inv = drive(engine, inv, DriveOptions(detach=True))
     claims = f"{inv.id}/*/claim"
     wait_until(lambda: list(fake.remote.glob(claims)), 60, "the job to claim its attempt")
-    return engine.journal.get(inv.id)
+    return engine.journal.invocations.get(inv.id)
 
 
 def cancel_a_running_job(engine: Engine, inv: Invocation, fake: FakeSky) -> object:
@@ -56,14 +56,14 @@ def cancel_a_running_job(engine: Engine, inv: Invocation, fake: FakeSky) -> obje
 
 def lose_the_allocation(engine: Engine, inv: Invocation, fake: FakeSky) -> object:
     inv = _until_claimed(engine, inv, fake)
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     fake.control("fake-lose", lease.name)
     return drive(engine, inv, DriveOptions())
 
 
 def release_after_the_run(engine: Engine, inv: Invocation, fake: FakeSky) -> object:
     inv = drive(engine, inv, DriveOptions())
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     return release_cluster(engine, lease.id, "campaign over")
 
 
@@ -131,9 +131,9 @@ def crash_and_recover(
     recover(monkeypatch)
     # The crashed process's identity is the survivor's: as if its pid had been checked dead.
     survivor = engine("host:1:1")
-    [inv] = survivor.journal.list_invocations()
+    [inv] = survivor.journal.invocations.list_invocations()
     reconcile(survivor)
-    inv = drive(survivor, survivor.journal.get(inv.id), DriveOptions())
+    inv = drive(survivor, survivor.journal.invocations.get(inv.id), DriveOptions())
     if scenario.released:
         reconcile(survivor)  # the release itself is only the lease's
     assert (inv.state, inv.outcome) == (JobState.DONE, scenario.outcome)
@@ -142,7 +142,7 @@ def crash_and_recover(
     execs = [call[-1] for call in fake.calls("exec")]
     assert len(execs) == len(set(execs)), f"an attempt was executed twice: {execs}"
     assert len(fake.calls("launch")) == scenario.launches
-    leases = survivor.journal.cluster_leases()
+    leases = survivor.journal.clusters.cluster_leases()
     assert all(lease.state not in (LeaseState.LAUNCHING, LeaseState.RELEASING) for lease in leases)
     live = [lease for lease in leases if lease.state in LIVE_LEASE_STATES]
     # Never a cluster nobody records: every cluster of the fake has its live lease.

@@ -138,15 +138,15 @@ def test_crash_at_each_failpoint_then_recover(
     # The crashed process's lease is its own identity: a survivor with the same identity
     # (as if the pid had been checked dead) takes over.
     survivor = engine("host:1:1")
-    [inv] = survivor.journal.list_invocations()
+    [inv] = survivor.journal.invocations.list_invocations()
     for _ in range(5):
         reconcile(survivor)
-        inv = survivor.journal.get(inv.id)
+        inv = survivor.journal.invocations.get(inv.id)
         if inv.state is JobState.DONE:
             break
     assert (inv.state, inv.outcome) == (JobState.DONE, scenario.outcome)
     assert len(fake.ran) == scenario.runs, f"attempts that ran: {fake.ran}"
-    events = [h.event for h in survivor.journal.history(inv.id)]
+    events = [h.event for h in survivor.journal.invocations.history(inv.id)]
     if point == "after_fence_effect":
         # The fence written before the crash is read back as a fence: not written again.
         assert events.count("FenceIntended") == 1, events

@@ -34,9 +34,9 @@ def test_crash_after_infra_failure_is_retried_once(
     recover(monkeypatch)
     # The crashed process's lease is on "host": pretend it expired by taking it over by name.
     survivor = new_engine(tmp_path / "j.db", fake, "host:1:1")
-    assert survivor.journal.get(inv.id).state is JobState.RETRYING
+    assert survivor.journal.invocations.get(inv.id).state is JobState.RETRYING
     reconcile(survivor)
-    final = drive(survivor, survivor.journal.get(inv.id), DriveOptions())
+    final = drive(survivor, survivor.journal.invocations.get(inv.id), DriveOptions())
     assert final.outcome is Outcome.COMPLETED
     assert len(fake.submits()) == 2 and len(set(fake.submits())) == 2
     assert verify_journal(survivor.journal) == []
@@ -53,8 +53,8 @@ def test_crash_after_unknown_then_evidence_arrives(
         drive(engine, inv, DriveOptions())
     recover(monkeypatch)
     survivor = new_engine(tmp_path / "j.db", fake, "host:1:1")
-    assert survivor.journal.get(inv.id).state is JobState.UNRESOLVED
+    assert survivor.journal.invocations.get(inv.id).state is JobState.UNRESOLVED
     rows = reconcile(survivor)
     assert rows[0].before is JobState.UNRESOLVED and rows[0].after is JobState.DONE
-    assert survivor.journal.get(inv.id).outcome is Outcome.COMPLETED
+    assert survivor.journal.invocations.get(inv.id).outcome is Outcome.COMPLETED
     assert len(fake.submits()) == 1

@@ -47,26 +47,26 @@ def detached(engine: Engine, tmp_path: Path, after: str | None = None) -> Invoca
 
 
 def driven_elsewhere(journal: Journal, parent: Invocation) -> None:
-    assert journal.acquire_lease(parent.id, ELSEWHERE, timedelta(minutes=5))
+    assert journal.leases.acquire_lease(parent.id, ELSEWHERE, timedelta(minutes=5))
 
 
 def waits_on(journal: Journal, inv: Invocation) -> str:
-    return str(journal.attempts(inv.id)[-1].provenance.get("after_job"))
+    return str(journal.invocations.attempts(inv.id)[-1].provenance.get("after_job"))
 
 
 def history(journal: Journal, inv: Invocation) -> list[str]:
-    return [h.event for h in journal.history(inv.id)]
+    return [h.event for h in journal.invocations.history(inv.id)]
 
 
 def ran_once(journal: Journal, fake: FakeBackend, child: Invocation) -> None:
     """The child ended COMPLETED on its second attempt, submitted once, without a retry."""
-    child = journal.get(child.id)
+    child = journal.invocations.get(child.id)
     assert (child.outcome, child.attempt, child.retries) == (Outcome.COMPLETED, 2, 0)
     first, second = f"vibesys-{child.id}-1", f"vibesys-{child.id}-2"
     assert fake.ran.count(second) == 1 and first not in fake.ran, fake.ran
     assert fake.submits().count(first) == fake.submits().count(second) == 1
     assert history(journal, child).count("ParentAttemptFailed") == 1
-    assert [a.failure_class for a in journal.attempts(child.id)] == [
+    assert [a.failure_class for a in journal.invocations.attempts(child.id)] == [
         FailureClass.DEPENDENCY_FAILED,
         FailureClass.COMPLETED,
     ]
@@ -95,7 +95,7 @@ def test_the_process_that_retries_the_parent_submits_the_killed_child_again(
     child = detached(no_budget, tmp_path, after=parent.id)
     assert fake.waits_on[f"vibesys-{child.id}-1"] == parent.job_id == waits_on(journal, child)
     driver = engine_of(journal, fake, owner=ELSEWHERE)
-    parent = drive(driver, journal.get(parent.id), DriveOptions())
+    parent = drive(driver, journal.invocations.get(parent.id), DriveOptions())
     assert (parent.outcome, parent.attempt) == (Outcome.COMPLETED, 2)
     assert fake.waits_on[f"vibesys-{child.id}-2"] == parent.job_id == waits_on(journal, child)
     assert ("fence", f"vibesys-{child.id}-1") in fake.calls
@@ -121,7 +121,7 @@ def test_a_waiting_child_carries_a_parent_nobody_drives(journal: Journal, tmp_pa
         record(engine_of(journal, fake), tmp_path, parent.id),
         DriveOptions(),
     )
-    parent = journal.get(parent.id)
+    parent = journal.invocations.get(parent.id)
     assert (parent.outcome, parent.attempt, parent.lease_owner) == (Outcome.COMPLETED, 2, None)
     ran_once(journal, fake, child)
 
@@ -138,13 +138,13 @@ def test_whoever_looks_next_submits_the_killed_child_again(
     with monkeypatch.context() as patch:
         patch.setattr(core_module, "submit_children", lambda *args: None)
         driver = engine_of(journal, fake, owner=ELSEWHERE)
-        parent = drive(driver, journal.get(parent.id), DriveOptions(detach=True))
+        parent = drive(driver, journal.invocations.get(parent.id), DriveOptions(detach=True))
     driven_elsewhere(journal, parent)
-    assert parent.attempt == 2 and journal.get(child.id).attempt == 1
+    assert parent.attempt == 2 and journal.invocations.get(child.id).attempt == 1
     rows = {row.invocation_id: row for row in reconcile(engine_of(journal, fake))}
     assert waits_on(journal, child) == parent.job_id
     assert rows[child.id].after is JobState.RUNNING, rows[child.id]
-    journal.release_lease(parent.id, ELSEWHERE)
+    journal.leases.release_lease(parent.id, ELSEWHERE)
     for _ in range(3):
         reconcile(engine_of(journal, fake))
     ran_once(journal, fake, child)
@@ -159,12 +159,12 @@ def test_a_killed_child_waits_until_its_parents_failure_is_recorded(
     parent = detached(engine_of(journal, fake), tmp_path)
     driven_elsewhere(journal, parent)
     child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
-    ref = engine_of(journal, fake).job_ref(parent)
+    ref = engine_of(journal, fake).adapters.job_ref(parent)
     fake.status([ref])
     assert fake.status([ref])[ref.job_name].state is S.NODE_FAIL  # only the scheduler knows
     rows = {row.invocation_id: row for row in reconcile(engine_of(journal, fake))}
     assert rows[child.id].evidence.startswith("unsatisfiable: "), rows[child.id]
-    assert journal.get(child.id).state is JobState.RUNNING
+    assert journal.invocations.get(child.id).state is JobState.RUNNING
     assert ("fence", f"vibesys-{child.id}-1") not in fake.calls
     assert fake.submits().count(f"vibesys-{child.id}-1") == 1
 
@@ -178,15 +178,15 @@ def test_a_child_recorded_while_its_parent_retries_waits_for_the_new_attempt(
     engine = Engine(journal, lambda adapter, request: fake, retry=RetryPolicy(2, 3600.0))
     parent = detached(engine, tmp_path)
     reconcile(engine)  # the node failure is seen: an hour's backoff
-    assert journal.get(parent.id).state is JobState.RETRYING
+    assert journal.invocations.get(parent.id).state is JobState.RETRYING
     child = engine.advance(record(engine, tmp_path, after=parent.id))
     assert child.state is JobState.PREPARED and fake.submits() == [f"vibesys-{parent.id}-1"]
     assert "waits for a job of" in engine.waiting[child.id]
-    journal.release_lease(child.id, engine.owner)  # its `run` stopped waiting
+    journal.leases.release_lease(child.id, engine.owner)  # its `run` stopped waiting
     journal.conn.execute("UPDATE invocations SET not_before=NULL WHERE id=?", (parent.id,))
-    parent = drive(engine, journal.get(parent.id), DriveOptions(detach=True))
+    parent = drive(engine, journal.invocations.get(parent.id), DriveOptions(detach=True))
     assert fake.waits_on[f"vibesys-{child.id}-1"] == parent.job_id
-    assert journal.get(child.id).state is JobState.RUNNING
+    assert journal.invocations.get(child.id).state is JobState.RUNNING
 
 
 def test_a_child_of_a_completed_parent_waits_on_nothing(journal: Journal, tmp_path: Path) -> None:
@@ -206,17 +206,17 @@ def test_a_waiting_child_of_a_failed_parent_says_so(journal: Journal, tmp_path: 
     engine = engine_of(journal, fake)
     parent = detached(engine, tmp_path)
     child = drive(engine, record(engine, tmp_path, after=parent.id), DriveOptions())
-    assert journal.get(parent.id).exit_code == 1
+    assert journal.invocations.get(parent.id).exit_code == 1
     assert (child.outcome, child.failure_class) == (
         Outcome.DEPENDENCY_FAILED,
         FailureClass.DEPENDENCY_FAILED,
     )
     assert exit_status(child) == 66
     assert ("cancel", f"vibesys-{child.id}-1") in fake.calls, "its pending job is cancelled"
-    history = {h.event: h.evidence for h in journal.history(child.id)}
+    history = {h.event: h.evidence for h in journal.invocations.history(child.id)}
     assert f"{parent.id}, ended APPLICATION_FAILED" in history["CancelRequested"]["by"]
     assert "so its command never ran" in history["Finished"]["observation"]
-    assert journal.history(child.id)[-1].evidence["outcome"] == "DEPENDENCY_FAILED"
+    assert journal.invocations.history(child.id)[-1].evidence["outcome"] == "DEPENDENCY_FAILED"
 
 
 def test_a_child_killed_with_a_parent_that_failed_for_good_ends_dependency_failed(
@@ -230,11 +230,11 @@ def test_a_child_killed_with_a_parent_that_failed_for_good_ends_dependency_faile
     parent = detached(engine, tmp_path)
     driven_elsewhere(journal, parent)
     child = detached(engine, tmp_path, after=parent.id)
-    journal.release_lease(parent.id, ELSEWHERE)
+    journal.leases.release_lease(parent.id, ELSEWHERE)
     for _ in range(3):
         reconcile(engine)
-    child = journal.get(child.id)
-    assert journal.get(parent.id).outcome is Outcome.APPLICATION_FAILED
+    child = journal.invocations.get(child.id)
+    assert journal.invocations.get(parent.id).outcome is Outcome.APPLICATION_FAILED
     assert (child.outcome, exit_status(child), child.retries) == (Outcome.DEPENDENCY_FAILED, 66, 0)
     assert history(journal, child)[3:] == ["FenceIntended", "ParentAttemptFailed", "ParentFailed"]
     assert ("cancel", f"vibesys-{child.id}-1") not in fake.calls
@@ -254,7 +254,7 @@ def test_a_child_recorded_after_its_parent_failed_is_never_submitted(
         Outcome.DEPENDENCY_FAILED,
         66,
     )
-    [event] = [h for h in journal.history(child.id) if h.event == "ParentFailed"]
+    [event] = [h for h in journal.invocations.history(child.id) if h.event == "ParentFailed"]
     assert event.evidence["parent"] == parent.id
     assert "nothing submitted" in event.evidence["observation"]
     assert fake.submits() == [f"vibesys-{parent.id}-1"]
@@ -270,8 +270,14 @@ def test_a_child_whose_intent_came_before_its_parent_failed_is_never_submitted(
     parent = detached(engine, tmp_path)
     child = record(engine, tmp_path, after=parent.id)
     child, _ = journal.commit_transition(child, SubmitIntended(1, f"vibesys-{child.id}-1"))
-    assert drive(engine, journal.get(parent.id), DriveOptions()).outcome is not Outcome.COMPLETED
-    child = engine.advance(journal.get(child.id))
+    assert (
+        drive(engine, journal.invocations.get(parent.id), DriveOptions()).outcome
+        is not Outcome.COMPLETED
+    )
+    child = engine.advance(journal.invocations.get(child.id))
     assert (child.state, child.outcome) == (JobState.DONE, Outcome.DEPENDENCY_FAILED)
-    assert [h.event for h in journal.history(child.id)] == ["SubmitIntended", "ParentFailed"]
+    assert [h.event for h in journal.invocations.history(child.id)] == [
+        "SubmitIntended",
+        "ParentFailed",
+    ]
     assert fake.submits() == [f"vibesys-{parent.id}-1"]

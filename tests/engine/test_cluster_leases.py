@@ -51,7 +51,7 @@ def facts(fake: FakeSky) -> dict[str, Any]:
 
 
 def launching(journal: Journal, fake: FakeSky, owner: str = DEAD) -> int:
-    return journal.intend_launch(**facts(fake), reason="test", owner=owner).id
+    return journal.clusters.intend_launch(**facts(fake), reason="test", owner=owner).id
 
 
 def test_an_interrupted_launch_that_left_no_cluster_failed(engine: Engine, fake: FakeSky) -> None:
@@ -71,7 +71,7 @@ def test_an_interrupted_launch_that_left_the_cluster_up_is_recorded(
     assert [(r.invocation_id, r.before, r.after) for r in rows] == [
         (f"cluster {fake.backend().cluster}", "launching", "up")
     ]
-    up = engine.journal.cluster_lease(lease)
+    up = engine.journal.clusters.cluster_lease(lease)
     assert (up.state, up.allocation_job, up.owner) == (LeaseState.UP, "200", None)
 
 
@@ -82,7 +82,7 @@ def test_a_launch_still_under_way_in_the_control_plane_is_left_launching(
     fake.control("fake-inflight", "1")
     [row] = settle_leases(engine)
     assert row.after == "launching" and "still active" in row.evidence
-    assert engine.journal.cluster_lease(lease).state is LeaseState.LAUNCHING
+    assert engine.journal.clusters.cluster_lease(lease).state is LeaseState.LAUNCHING
 
 
 def test_a_live_owner_is_left_alone(engine: Engine, fake: FakeSky) -> None:
@@ -95,10 +95,10 @@ def test_an_interrupted_release_is_finished(
     engine: Engine, fake: FakeSky, cluster_left: bool
 ) -> None:
     receipt = fake.backend().ensure_lease()
-    lease = engine.journal.record_reuse(
+    lease = engine.journal.clusters.record_reuse(
         **facts(fake), allocation=receipt.allocation, evidence="found"
     )
-    engine.journal.intend_release(lease.id, DEAD, "campaign over")
+    engine.journal.clusters.intend_release(lease.id, DEAD, "campaign over")
     if not cluster_left:
         fake.backend().release()
     downs = len(fake.calls("down"))
@@ -112,24 +112,24 @@ def test_one_live_lease_per_cluster(engine: Engine, fake: FakeSky) -> None:
     journal = engine.journal
     first = launching(journal, fake)
     assert launching(journal, fake) == first  # a launch continues the launch under way
-    journal.record_launched(first, ["200"], "up")
+    journal.clusters.record_launched(first, ["200"], "up")
     # A launch wanted while the row says up: a refresh found the cluster gone.
     second = launching(journal, fake)
     assert second != first
-    assert journal.cluster_lease(first).state is LeaseState.LOST
+    assert journal.clusters.cluster_lease(first).state is LeaseState.LOST
     with pytest.raises(sqlite3.IntegrityError), journal.write_txn() as conn:
         conn.execute("UPDATE cluster_leases SET state='up' WHERE id=?", (first,))
 
 
 def test_a_reuse_adopts_or_follows_a_relaunch(engine: Engine, fake: FakeSky) -> None:
     journal = engine.journal
-    adopted = journal.record_reuse(**facts(fake), allocation=["300"], evidence="found")
+    adopted = journal.clusters.record_reuse(**facts(fake), allocation=["300"], evidence="found")
     assert adopted.state is LeaseState.UP and "adopted" in adopted.evidence[0]["text"]
-    same = journal.record_reuse(**facts(fake), allocation=["300"], evidence="found")
+    same = journal.clusters.record_reuse(**facts(fake), allocation=["300"], evidence="found")
     assert same.id == adopted.id and len(same.evidence) == 1  # nothing new: nothing written
-    moved = journal.record_reuse(**facts(fake), allocation=["301"], evidence="found")
+    moved = journal.clusters.record_reuse(**facts(fake), allocation=["301"], evidence="found")
     assert moved.id != adopted.id and moved.allocation_job == "301"
-    assert journal.cluster_lease(adopted.id).state is LeaseState.LOST
+    assert journal.clusters.cluster_lease(adopted.id).state is LeaseState.LOST
 
 
 def test_a_launch_or_release_a_live_process_carries_out_is_not_taken_over(
@@ -141,7 +141,7 @@ def test_a_launch_or_release_a_live_process_carries_out_is_not_taken_over(
     lease = launching(journal, fake, owner=self_identity())  # this live process launches it
     with pytest.raises(StaleState, match="by live"):
         launching(journal, fake, owner="host:2:2")
-    assert journal.cluster_lease(lease).owner == self_identity()
+    assert journal.clusters.cluster_lease(lease).owner == self_identity()
     # Its own retry continues it.
     assert launching(journal, fake, owner=self_identity()) == lease
 
@@ -152,21 +152,21 @@ def test_no_attempt_joins_a_lease_on_its_way_down_and_no_release_cuts_one_short(
     from vibesys.errors import StaleState, UsageError
 
     journal = engine.journal
-    lease = journal.record_launched(launching(journal, fake), ("200",), "up")
+    lease = journal.clusters.record_launched(launching(journal, fake), ("200",), "up")
     inv = engine.prepare(
         adapter="skypilot", command=["true"], request=fake.request(), run_root=tmp_path
     )
-    journal.record_lease_use(lease.id, inv.id, 1)
+    journal.clusters.record_lease_use(lease.id, inv.id, 1)
     # The check is the journal's, in the release's own transaction: an unfinished user refuses.
     with pytest.raises(UsageError, match=f"still serves invocation.*{inv.id}"):
-        journal.intend_release(lease.id, DEAD, "too early")
-    assert journal.cluster_lease(lease.id).state is LeaseState.UP
+        journal.clusters.intend_release(lease.id, DEAD, "too early")
+    assert journal.clusters.cluster_lease(lease.id).state is LeaseState.UP
     with journal.write_txn() as conn:  # the evaluation ended
         conn.execute("UPDATE invocations SET state='DONE' WHERE id=?", (inv.id,))
-    journal.intend_release(lease.id, DEAD, "campaign over")
+    journal.clusters.intend_release(lease.id, DEAD, "campaign over")
     other = engine.prepare(
         adapter="skypilot", command=["true"], request=fake.request(), run_root=tmp_path
     )
     with pytest.raises(StaleState, match="releasing"):
-        journal.record_lease_use(lease.id, other.id, 1)
-    assert journal.lease_users(lease.id) == [(inv.id, 1)]
+        journal.clusters.record_lease_use(lease.id, other.id, 1)
+    assert journal.clusters.lease_users(lease.id) == [(inv.id, 1)]

@@ -30,14 +30,14 @@ def run_to_end(engine: Engine, tmp_path: Path) -> object:
 
 
 def events(journal: Journal, inv_id: str) -> list[str]:
-    return [h.event for h in journal.history(inv_id)]
+    return [h.event for h in journal.invocations.history(inv_id)]
 
 
 def test_completed_goes_through_every_state(journal: Journal, tmp_path: Path) -> None:
     fake = FakeBackend([FakeAttempt((S.PENDING, S.RUNNING, S.COMPLETED), exit_code=0)])
     inv = run_to_end(make_engine(journal, fake), tmp_path)
     assert inv.state is JobState.DONE and inv.outcome is Outcome.COMPLETED  # type: ignore[attr-defined]
-    assert [(h.from_state, h.to_state) for h in journal.history(inv.id)] == [  # type: ignore[attr-defined]
+    assert [(h.from_state, h.to_state) for h in journal.invocations.history(inv.id)] == [  # type: ignore[attr-defined]
         (JobState.PREPARED, JobState.SUBMITTING),
         (JobState.SUBMITTING, JobState.SUBMITTING),
         (JobState.SUBMITTING, JobState.RUNNING),
@@ -80,7 +80,7 @@ def test_infra_failure_is_retried_then_completes(
     fake = FakeBackend([FakeAttempt((S.RUNNING, remote)), FakeAttempt((S.COMPLETED,))])
     inv = run_to_end(make_engine(journal, fake), tmp_path)
     assert inv.outcome is Outcome.COMPLETED  # type: ignore[attr-defined]
-    attempts = journal.attempts(inv.id)  # type: ignore[attr-defined]
+    attempts = journal.invocations.attempts(inv.id)  # type: ignore[attr-defined]
     assert [a.failure_class for a in attempts] == [failure, FailureClass.COMPLETED]
     assert fake.submits() == [a.job_name for a in attempts]
     assert len(set(fake.submits())) == 2
@@ -107,7 +107,7 @@ def test_rejected_request(journal: Journal, tmp_path: Path) -> None:
     fake = FakeBackend([FakeAttempt(submit_error=SubmitRejected("invalid partition nosuch"))])
     inv = run_to_end(make_engine(journal, fake), tmp_path)
     assert inv.outcome is Outcome.REJECTED  # type: ignore[attr-defined]
-    assert "nosuch" in journal.history(inv.id)[-1].evidence["reason"]  # type: ignore[attr-defined]
+    assert "nosuch" in journal.invocations.history(inv.id)[-1].evidence["reason"]  # type: ignore[attr-defined]
 
 
 def test_submit_failure_that_provably_submitted_nothing_is_retried(
@@ -117,7 +117,7 @@ def test_submit_failure_that_provably_submitted_nothing_is_retried(
     fake = FakeBackend([FakeAttempt(submit_error=error), FakeAttempt((S.COMPLETED,))])
     inv = run_to_end(make_engine(journal, fake), tmp_path)
     assert inv.outcome is Outcome.COMPLETED  # type: ignore[attr-defined]
-    assert journal.attempts(inv.id)[0].failure_class is FailureClass.TRANSPORT_LOST  # type: ignore[attr-defined]
+    assert journal.invocations.attempts(inv.id)[0].failure_class is FailureClass.TRANSPORT_LOST  # type: ignore[attr-defined]
 
 
 def test_ambiguous_submit_that_went_through_is_adopted_not_resubmitted(
@@ -130,7 +130,7 @@ def test_ambiguous_submit_that_went_through_is_adopted_not_resubmitted(
     inv = run_to_end(make_engine(journal, fake), tmp_path)
     assert inv.outcome is Outcome.COMPLETED  # type: ignore[attr-defined]
     assert len(fake.submits()) == 1
-    history = journal.history(inv.id)  # type: ignore[attr-defined]
+    history = journal.invocations.history(inv.id)  # type: ignore[attr-defined]
     assert [h.event for h in history][:4] == [
         "SubmitIntended",
         "SubmitDispatched",
@@ -138,7 +138,7 @@ def test_ambiguous_submit_that_went_through_is_adopted_not_resubmitted(
         "Submitted",
     ]
     assert "found by name" in history[3].evidence["observation"]
-    assert journal.attempts(inv.id)[0].job_id == "1000"  # type: ignore[attr-defined]
+    assert journal.invocations.attempts(inv.id)[0].job_id == "1000"  # type: ignore[attr-defined]
 
 
 def test_ambiguous_submit_with_no_answer_is_unresolved(journal: Journal, tmp_path: Path) -> None:
@@ -149,13 +149,13 @@ def test_ambiguous_submit_with_no_answer_is_unresolved(journal: Journal, tmp_pat
     fake.status_error = BackendUnavailable("slurmctld not responding")
     inv = run_to_end(make_engine(journal, fake), tmp_path)
     assert inv.state is JobState.UNRESOLVED  # type: ignore[attr-defined]
-    assert "sbatch timed out" in journal.history(inv.id)[-1].evidence["observation"]  # type: ignore[attr-defined]
+    assert "sbatch timed out" in journal.invocations.history(inv.id)[-1].evidence["observation"]  # type: ignore[attr-defined]
     assert "fence" not in [kind for kind, _ in fake.calls], "nothing is fenced on silence"
     # Later the scheduler answers: reconcile finds the job and finishes, still one submit.
     fake.status_error = None
     rows = reconcile(make_engine(journal, fake))
     assert rows[0].after is JobState.DONE
-    assert journal.get(inv.id).outcome is Outcome.COMPLETED  # type: ignore[attr-defined]
+    assert journal.invocations.get(inv.id).outcome is Outcome.COMPLETED  # type: ignore[attr-defined]
     assert len(fake.submits()) == 1
 
 
@@ -168,11 +168,11 @@ def test_unknown_is_never_success(journal: Journal, tmp_path: Path) -> None:
 def test_reconcile_is_idempotent_on_unresolved(journal: Journal, tmp_path: Path) -> None:
     fake = FakeBackend([FakeAttempt((S.RUNNING, S.UNKNOWN))])
     inv = run_to_end(make_engine(journal, fake), tmp_path)
-    before = journal.history(inv.id)  # type: ignore[attr-defined]
+    before = journal.invocations.history(inv.id)  # type: ignore[attr-defined]
     for _ in range(3):
         rows = reconcile(make_engine(journal, fake))
         assert [(r.before, r.after) for r in rows] == [(JobState.UNRESOLVED,) * 2]
-    assert journal.history(inv.id) == before  # type: ignore[attr-defined]
+    assert journal.invocations.history(inv.id) == before  # type: ignore[attr-defined]
     assert len(fake.submits()) == 1
 
 
@@ -184,7 +184,7 @@ def test_cancel_while_running(journal: Journal, tmp_path: Path) -> None:
     assert inv.state is JobState.RUNNING
     inv = engine.request_cancel(inv, "test")
     assert inv.cancel_requested and inv.state is JobState.RUNNING
-    assert journal.acquire_lease(inv.id, engine.owner, timedelta(seconds=30))
+    assert journal.leases.acquire_lease(inv.id, engine.owner, timedelta(seconds=30))
     inv = drive(engine, inv, DriveOptions())
     assert inv.outcome is Outcome.CANCELLED
     names = [k for k, _ in fake.calls]
@@ -215,7 +215,7 @@ def test_retry_waits_for_backoff(journal: Journal, tmp_path: Path) -> None:
         assert engine.advance(inv).state is JobState.RETRYING
         assert len(fake.submits()) == 1
         clock.tick(2)
-        inv = engine.advance(engine.journal.get(inv.id))
+        inv = engine.advance(engine.journal.invocations.get(inv.id))
         assert len(fake.submits()) == 2
         assert inv.state in (JobState.RUNNING, JobState.DONE)
 
@@ -241,7 +241,7 @@ def test_reconcile_leaves_live_leases_alone(journal: Journal, tmp_path: Path) ->
     rows = reconcile(make_engine(journal, fake))
     assert rows[0].after is JobState.PREPARED and "leased" in rows[0].evidence
     assert fake.submits() == []
-    with freeze_time(journal.get(inv.id).lease_expires_at) as clock:
+    with freeze_time(journal.invocations.get(inv.id).lease_expires_at) as clock:
         clock.tick(1)
         rows = reconcile(make_engine(journal, fake))
     assert rows[0].after is JobState.RUNNING
@@ -255,15 +255,15 @@ def test_unreachable_past_the_deadline_is_unresolved_then_reconciled(
     inv = engine.prepare(adapter="fake", command=["x"], run_root=tmp_path)
     inv = drive(engine, inv, DriveOptions(detach=True))
     fake.status_error = BackendUnavailable("ssh: connection refused")
-    assert journal.acquire_lease(inv.id, engine.owner, timedelta(seconds=30))
+    assert journal.leases.acquire_lease(inv.id, engine.owner, timedelta(seconds=30))
     engine.unreachable_timeout = timedelta(seconds=0.2)
     inv = drive(engine, inv, DriveOptions())
     assert inv.state is JobState.UNRESOLVED
-    assert "connection refused" in journal.history(inv.id)[-1].evidence["observation"]
+    assert "connection refused" in journal.invocations.history(inv.id)[-1].evidence["observation"]
     fake.status_error = None  # the cluster is back: a later reconcile finishes the job
     rows = reconcile(make_engine(journal, fake))
     assert rows[0].after is JobState.DONE
-    assert journal.get(inv.id).outcome is Outcome.COMPLETED
+    assert journal.invocations.get(inv.id).outcome is Outcome.COMPLETED
     assert len(fake.submits()) == 1, "an unreachable cluster never causes a resubmit"
 
 

@@ -74,13 +74,13 @@ def test_no_two_attempts_ever_run(
     inv = driver.prepare(adapter="fake", command=["x"], run_root=base / "runs")
     try:
         for number, action in enumerate(plan):
-            inv = journal.get(inv.id)
+            inv = journal.invocations.get(inv.id)
             if inv.state is JobState.DONE:
                 break
             if action == "step":
                 driver.step(inv, driver.observe(inv) if _needs(inv) else None)
             elif action == "crash":  # the driver dies; another process takes over later
-                journal.release_lease(inv.id, driver.owner)
+                journal.leases.release_lease(inv.id, driver.owner)
                 generation[0] += 1
                 driver = engine()
             elif action == "wake":  # a stalled job (or a late one) tries to claim now
@@ -92,7 +92,7 @@ def test_no_two_attempts_ever_run(
             elif action == "outage":
                 fake.status_error = None if fake.status_error else BackendUnavailable("down")
             elif action == "reconcile":
-                journal.release_lease(inv.id, driver.owner)
+                journal.leases.release_lease(inv.id, driver.owner)
                 reconcile(engine())
             check(journal, inv.id, fake)
         # Let everything settle: the scheduler answers, every job wakes, every late request
@@ -103,14 +103,14 @@ def test_no_two_attempts_ever_run(
         for _ in range(60):
             for name in list(fake.jobs):
                 fake.wake(name)
-            inv = journal.get(inv.id)
+            inv = journal.invocations.get(inv.id)
             if inv.state in (JobState.DONE,):
                 break
-            journal.release_lease(inv.id, driver.owner)
+            journal.leases.release_lease(inv.id, driver.owner)
             reconcile(engine())
         check(journal, inv.id, fake)
         if inv.outcome is Outcome.COMPLETED:
-            assert fake.ran and fake.ran[-1] == journal.attempts(inv.id)[-1].job_name
+            assert fake.ran and fake.ran[-1] == journal.invocations.attempts(inv.id)[-1].job_name
     finally:
         journal.close()
 
@@ -120,7 +120,7 @@ PROVEN_ENDED = {FailureClass.NODE_FAILED, FailureClass.PREEMPTED, FailureClass.A
 
 
 def check(journal: Journal, invocation_id: str, fake: FakeBackend) -> None:
-    by_name = {a.job_name: a for a in journal.attempts(invocation_id)}
+    by_name = {a.job_name: a for a in journal.invocations.attempts(invocation_id)}
     ran = sorted({name for name in fake.ran}, key=lambda n: by_name[n].attempt)
     for name in ran[:-1]:
         assert by_name[name].failure_class in PROVEN_ENDED, f"two attempts ran: {ran}"

@@ -31,7 +31,7 @@ def run(engine: Engine, tmp_path: Path, **kw: object) -> object:
 
 
 def events(journal: Journal, inv_id: str) -> list[str]:
-    return [h.event for h in journal.history(inv_id)]
+    return [h.event for h in journal.invocations.history(inv_id)]
 
 
 def test_an_ambiguous_submit_nobody_can_see_is_fenced_before_the_next_attempt(
@@ -56,7 +56,7 @@ def test_an_ambiguous_submit_nobody_can_see_is_fenced_before_the_next_attempt(
     fake.jobs[first] = fake.jobs[second].__class__(first, "999", FakeAttempt())
     assert fake.wake(first) is False
     assert fake.ran == [second], "the command ran exactly once"
-    attempts = journal.attempts(inv.id)  # type: ignore[attr-defined]
+    attempts = journal.invocations.attempts(inv.id)  # type: ignore[attr-defined]
     assert attempts[0].claim is not None and "kind=fence" in attempts[0].claim
 
 
@@ -106,12 +106,12 @@ def test_after_a_crash_a_job_only_its_claim_remembers_is_adopted(
     inv, _ = journal.commit_transition(inv, SubmitIntended(1, name))
     inv, _ = journal.commit_transition(inv, SubmitDispatched(1, name))
     fake.submit(engine.submit_request(inv))  # the effect happened; its result was never recorded
-    journal.release_lease(inv.id, "otherhost:1:1")
+    journal.leases.release_lease(inv.id, "otherhost:1:1")
     fake.hidden.add(name)
     fake.calls.clear()
     rows = reconcile(engine_for(journal, fake))
     assert rows[0].after in (JobState.RUNNING, JobState.UNRESOLVED)
-    assert journal.attempts(inv.id)[0].job_id == "1000", "adopted by its claim"
+    assert journal.invocations.attempts(inv.id)[0].job_id == "1000", "adopted by its claim"
     assert fake.submits() == [] and fake.ran == [name], "never submitted again"
 
 
@@ -124,13 +124,13 @@ def test_a_crash_between_intent_and_dispatch_resubmits_the_same_attempt(
     crashed = engine_for(journal, fake, owner="otherhost:1:1")
     inv = crashed.prepare(adapter="fake", command=["x"], run_root=tmp_path)
     inv, _ = journal.commit_transition(inv, SubmitIntended(1, f"vibesys-{inv.id}-1"))
-    journal.release_lease(inv.id, "otherhost:1:1")
+    journal.leases.release_lease(inv.id, "otherhost:1:1")
     reconcile(engine_for(journal, fake))
-    done = journal.get(inv.id)
+    done = journal.invocations.get(inv.id)
     assert (done.state, done.outcome) == (JobState.DONE, Outcome.COMPLETED)
     assert fake.submits() == [f"vibesys-{inv.id}-1"]
     assert [k for k, _ in fake.calls].count("fence") == 0
-    submitted = next(h for h in journal.history(inv.id) if h.event == "Submitted")
+    submitted = next(h for h in journal.invocations.history(inv.id) if h.event == "Submitted")
     assert "fake job" in submitted.evidence["observation"], "its own receipt, not a lookup"
 
 
@@ -141,15 +141,15 @@ def test_a_crash_after_the_dispatch_is_settled_by_a_fence(journal: Journal, tmp_
     name = f"vibesys-{inv.id}-1"
     inv, _ = journal.commit_transition(inv, SubmitIntended(1, name))
     inv, _ = journal.commit_transition(inv, SubmitDispatched(1, name))
-    journal.release_lease(inv.id, "otherhost:1:1")
+    journal.leases.release_lease(inv.id, "otherhost:1:1")
     reconcile(engine_for(journal, fake))  # nothing visible: fence, then the next attempt
-    done = journal.get(inv.id)
+    done = journal.invocations.get(inv.id)
     assert (done.state, done.outcome) == (JobState.DONE, Outcome.COMPLETED)
     assert fake.submits() == [f"vibesys-{inv.id}-2"], "attempt 1 was fenced, never submitted"
     assert ("fence", name) in fake.calls
     assert (
         done.retries == 1
-        and journal.attempts(inv.id)[0].failure_class is FailureClass.TRANSPORT_LOST
+        and journal.invocations.attempts(inv.id)[0].failure_class is FailureClass.TRANSPORT_LOST
     )
 
 
@@ -170,7 +170,7 @@ def test_configuration_and_security_failures_end_at_once_without_a_retry(
     fake = FakeBackend([FakeAttempt(submit_error=error)] * 3)  # type: ignore[arg-type]
     inv = run(engine_for(journal, fake), tmp_path)
     assert (inv.state, inv.outcome) == (JobState.DONE, outcome)  # type: ignore[attr-defined]
-    last = journal.history(inv.id)[-1]  # type: ignore[attr-defined]
+    last = journal.invocations.history(inv.id)[-1]  # type: ignore[attr-defined]
     assert last.event == event and last.evidence["fix"]
     assert len(fake.submits()) == 1, "never retried"
 
@@ -203,12 +203,12 @@ def test_reconcile_goes_on_when_one_invocation_fails(journal: Journal, tmp_path:
     engine = engine_for(journal, fake)
     broken = engine.prepare(adapter="fake", command=["x"], run_root=tmp_path)
     fine = engine.prepare(adapter="fake", command=["y"], run_root=tmp_path)
-    journal.release_leases([broken.id, fine.id], engine.owner)
+    journal.leases.release_leases([broken.id, fine.id], engine.owner)
     journal.conn.execute("UPDATE invocations SET request='{\"bogus\": 1}' WHERE id=?", (broken.id,))
     rows = {r.invocation_id: r for r in reconcile(engine_for(journal, fake))}
     # A request that no longer fits its adapter is a misconfiguration of that one invocation.
     assert rows[broken.id].after is JobState.DONE and "does not fit" in rows[broken.id].evidence
-    assert journal.get(broken.id).outcome is Outcome.MISCONFIGURED
+    assert journal.invocations.get(broken.id).outcome is Outcome.MISCONFIGURED
     assert rows[fine.id].after is JobState.RUNNING and not rows[fine.id].failed
 
 
@@ -219,7 +219,7 @@ def test_reconcile_reports_a_failure_it_did_not_expect_and_goes_on(
     engine = engine_for(journal, fake)
     first = engine.prepare(adapter="fake", command=["x"], run_root=tmp_path)
     second = engine.prepare(adapter="fake", command=["y"], run_root=tmp_path)
-    journal.release_leases([first.id, second.id], engine.owner)
+    journal.leases.release_leases([first.id, second.id], engine.owner)
     survivor = engine_for(journal, fake)
     real = survivor.advance
 
@@ -246,4 +246,4 @@ def test_a_cancel_during_collection_keeps_the_proven_outcome(
     inv = engine.request_cancel(inv, "test")
     inv = engine.advance(inv)
     assert (inv.state, inv.outcome, inv.exit_code) == (JobState.DONE, Outcome.COMPLETED, 0)
-    assert "collection abandoned" in journal.history(inv.id)[-1].evidence["observation"]
+    assert "collection abandoned" in journal.invocations.history(inv.id)[-1].evidence["observation"]

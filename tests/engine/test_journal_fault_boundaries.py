@@ -43,6 +43,6 @@ def test_a_journal_fault_in_an_effect_stops_the_driver(
     monkeypatch.setattr(execute, where, fault)
     with pytest.raises(JournalFault, match="its disk is full"):
         drive(engine, inv, DriveOptions())
-    after = journal.get(inv.id)
+    after = journal.invocations.get(inv.id)
     assert after.state is stops_in  # nothing recorded past the effect the fault stopped
     assert inv.id not in engine.notes  # not read as the effect's own failure

@@ -54,14 +54,14 @@ def test_the_end_is_taken_from_the_own_process_before_any_round(
     assert isinstance(own, SeesItsOwnEnd)
     eng = engine(journal, own, clock, "here:1:1")
     inv = running(eng, tmp_path)
-    ref = eng.job_ref(inv)
+    ref = eng.adapters.job_ref(inv)
     own.ended.add(ref.job_name)  # its marker is there already: the probe would find it
-    assert eng.observe(journal.get(inv.id)) is None
+    assert eng.observe(journal.invocations.get(inv.id)) is None
     assert own.probes == [] or all(ref.job_name not in p for p in own.probes)
     own.end_signal(ref).set()
-    seen = eng.observe(journal.get(inv.id))
+    seen = eng.observe(journal.invocations.get(inv.id))
     assert seen is not None and "own process ended" in seen.evidence
-    done = eng.advance(journal.get(inv.id), seen)
+    done = eng.advance(journal.invocations.get(inv.id), seen)
     assert done.state is JobState.DONE
     assert own.status_calls() == [], "no scheduler query for a job whose end was seen here"
 
@@ -72,9 +72,9 @@ def test_a_job_that_ended_unobserved_does_not_bring_the_next_first_round_forward
     own = OwnEndFake([FakeAttempt((S.RUNNING,)), FakeAttempt((S.RUNNING,))])
     eng = engine(journal, own, clock, "here:1:1")
     first = running(eng, tmp_path)
-    own.end_signal(eng.job_ref(first)).set()
-    assert eng.advance(journal.get(first.id)).state is JobState.DONE
+    own.end_signal(eng.adapters.job_ref(first)).set()
+    assert eng.advance(journal.invocations.get(first.id)).state is JobState.DONE
     clock.advance(60.0)
     second = running(eng, tmp_path)  # a minute later; the first is still a watched row
-    assert eng.observe(journal.get(second.id)) is None
+    assert eng.observe(journal.invocations.get(second.id)) is None
     assert own.status_calls() == [], "the new job's first round waits its initial delay"

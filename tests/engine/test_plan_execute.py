@@ -129,9 +129,9 @@ def test_one_step_executes_exactly_the_decided_effects(
 
     monkeypatch.setattr(core_module, "execute", record)
     decided = plan(replace(inv), seen, engine.context(inv))
-    before = journal.history(inv.id)
+    before = journal.invocations.history(inv.id)
     after = engine.step(inv, seen)
-    written = journal.history(inv.id)[len(before) :]
+    written = journal.invocations.history(inv.id)[len(before) :]
     match decided:
         case Hold():
             assert (written, executed, after) == ([], [], inv)
@@ -142,4 +142,4 @@ def test_one_step_executes_exactly_the_decided_effects(
             assert executed == list(decide(inv.state, event).effects)
             assert after.state is decide(inv.state, event).state
     if inv.state is not JobState.DONE:
-        assert journal.get(inv.id).state is after.state
+        assert journal.invocations.get(inv.id).state is after.state

@@ -54,15 +54,15 @@ def test_the_settings_are_recorded_at_prepared(journal: Journal, tmp_path: Path)
     inv = engine.prepare(
         adapter="fake", command=["x"], run_root=tmp_path, cancel_when_orphaned=True
     )
-    assert journal.get(inv.id).settings == Settings(
+    assert journal.invocations.get(inv.id).settings == Settings(
         retry_delay_seconds=25.0,
         retry_backoff=3.0,
         retry_max_delay_seconds=90.0,
         unreachable_timeout_seconds=600.0,
         cancel_when_orphaned=True,
     )
-    assert journal.get(inv.id).max_retries == 4
-    shown = journal.get(inv.id).to_json([], [])
+    assert journal.invocations.get(inv.id).max_retries == 4
+    shown = journal.invocations.get(inv.id).to_json([], [])
     assert shown["settings"]["retry_delay_seconds"] == 25.0
     assert "cancel_when_orphaned" not in shown["request"], "settings are not the request"
 
@@ -82,14 +82,14 @@ def test_a_later_process_retries_with_the_recorded_delay(journal: Journal, tmp_p
     with freeze_time(T0) as clock:
         [row] = reconcile(later(journal, fake))
         assert row.after is JobState.RETRYING
-        assert journal.get(inv.id).not_before == T0 + timedelta(seconds=25)
+        assert journal.invocations.get(inv.id).not_before == T0 + timedelta(seconds=25)
         clock.tick(24)
         [row] = reconcile(later(journal, fake))
         assert row.after is JobState.RETRYING and fake.submits()[1:] == [], "not before 25 s"
         clock.tick(1)
         reconcile(later(journal, fake))  # attempt 2 is submitted and seen running
         reconcile(later(journal, fake))  # ... and seen failing: the second delay is 25 * 3
-        assert journal.get(inv.id).not_before == T0 + timedelta(seconds=25 + 75)
+        assert journal.invocations.get(inv.id).not_before == T0 + timedelta(seconds=25 + 75)
     assert len(fake.submits()) == 2
 
 
@@ -115,14 +115,16 @@ def test_reconcile_counts_the_outage_from_its_first_recorded_observation(
             assert f"unreachable since {iso(T0)}" in row.evidence
             assert "Socket timed out" in row.evidence
             assert reconcile_status(failed=False, waiting=row.waiting) == 69
-            assert journal.unreachable_since(inv.id, 1) == T0
-        assert [h.event for h in journal.history(inv.id)][-1] == "Submitted", "nothing written"
+            assert journal.invocations.unreachable_since(inv.id, 1) == T0
+        assert [h.event for h in journal.invocations.history(inv.id)][-1] == "Submitted", (
+            "nothing written"
+        )
         clock.tick(1)  # 600 s: the timeout is spent
         [row] = reconcile(later(journal, fake))
         assert (row.after, row.waiting) == (JobState.UNRESOLVED, False)
     fake.status_error = None  # the controller is back: the job is followed to its end
     [row] = reconcile(later(journal, fake))
-    assert journal.get(inv.id).outcome is Outcome.COMPLETED and len(fake.submits()) == 1
+    assert journal.invocations.get(inv.id).outcome is Outcome.COMPLETED and len(fake.submits()) == 1
 
 
 def test_an_outage_that_ended_does_not_count_for_the_next(journal: Journal, tmp_path: Path) -> None:
@@ -131,11 +133,14 @@ def test_an_outage_that_ended_does_not_count_for_the_next(journal: Journal, tmp_
     with freeze_time(T0) as clock:
         fake.status_error = BackendUnavailable("connection refused")
         reconcile(later(journal, fake))
-        assert journal.unreachable_since(inv.id, 1) == T0
+        assert journal.invocations.unreachable_since(inv.id, 1) == T0
         clock.tick(50)
         fake.status_error = None
         [row] = reconcile(later(journal, fake))
-        assert row.after is JobState.RUNNING and journal.unreachable_since(inv.id, 1) is None
+        assert (
+            row.after is JobState.RUNNING
+            and journal.invocations.unreachable_since(inv.id, 1) is None
+        )
         clock.tick(50)  # 100 s after the first outage began, 0 s into the second
         fake.status_error = BackendUnavailable("connection refused")
         [row] = reconcile(later(journal, fake))
@@ -158,7 +163,7 @@ def test_wait_keeps_waiting_within_the_recorded_timeout(journal: Journal, tmp_pa
     fake.status = flaky  # type: ignore[method-assign]
     done = wait_for(later(journal, fake), inv.id, DriveOptions(owner=False))
     assert (done.state, done.outcome) == (JobState.DONE, Outcome.COMPLETED)
-    assert "OutcomeUnknown" not in [h.event for h in journal.history(inv.id)]
+    assert "OutcomeUnknown" not in [h.event for h in journal.invocations.history(inv.id)]
     assert failures == [], "the outage happened"
 
 
@@ -173,8 +178,8 @@ def test_reconcile_cancels_an_orphan_by_its_recorded_setting(
     drive(starter, orphan, DriveOptions(detach=True))
     kept = started(journal, fake, tmp_path)
     reconcile(later(journal, fake))
-    assert journal.get(orphan.id).cancel_requested
-    assert not journal.get(kept.id).cancel_requested
+    assert journal.invocations.get(orphan.id).cancel_requested
+    assert not journal.invocations.get(kept.id).cancel_requested
 
 
 def test_a_follower_interrupted_stops_and_cancels_nothing(journal: Journal, tmp_path: Path) -> None:
@@ -186,7 +191,10 @@ def test_a_follower_interrupted_stops_and_cancels_nothing(journal: Journal, tmp_
     stop.set(signal.SIGHUP)
     stopped = wait_for(later(journal, fake), inv.id, DriveOptions(interrupt=stop, owner=False))
     assert stopped.state is JobState.RUNNING and stop.signum == signal.SIGHUP
-    assert not journal.get(inv.id).cancel_requested and journal.get(inv.id).lease_owner is None
+    assert (
+        not journal.invocations.get(inv.id).cancel_requested
+        and journal.invocations.get(inv.id).lease_owner is None
+    )
     assert ("cancel", f"vibesys-{inv.id}-1") not in fake.calls
     done = wait_for(later(journal, fake), inv.id, DriveOptions(owner=False))
     assert (done.state, done.outcome) == (JobState.DONE, Outcome.COMPLETED)
@@ -197,7 +205,7 @@ def test_an_owner_interrupted_cancels(journal: Journal, tmp_path: Path) -> None:
     inv = started(journal, fake, tmp_path)
     stop = StopFlag()
     stop.set(signal.SIGINT)
-    assert journal.acquire_lease(inv.id, "me:1:1", timedelta(seconds=30))
+    assert journal.leases.acquire_lease(inv.id, "me:1:1", timedelta(seconds=30))
     owner = Engine(journal, factory(fake), owner="me:1:1")
-    done = drive(owner, journal.get(inv.id), DriveOptions(interrupt=stop))
+    done = drive(owner, journal.invocations.get(inv.id), DriveOptions(interrupt=stop))
     assert (done.state, done.outcome) == (JobState.DONE, Outcome.CANCELLED)

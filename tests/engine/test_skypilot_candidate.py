@@ -68,8 +68,8 @@ def run(engine: Engine, request: SkyPilotRequest, tmp_path: Path) -> tuple[Invoc
     )
     Path(request.clusters_config).unlink()
     inv = drive(engine, inv, DriveOptions())
-    assert inv.outcome is Outcome.COMPLETED, engine.journal.history(inv.id)[-1]
-    rows = [r for r in engine.journal.history(inv.id) if r.event == "Submitted"]
+    assert inv.outcome is Outcome.COMPLETED, engine.journal.invocations.history(inv.id)[-1]
+    rows = [r for r in engine.journal.invocations.history(inv.id) if r.event == "Submitted"]
     return inv, str(rows[-1].evidence["observation"])
 
 
@@ -104,7 +104,7 @@ def test_only_the_snapshot_reaches_the_cluster_verified_and_sent_once(
 
     # The campaign's cluster is released with the profile it was launched with: the file is
     # long gone.
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     assert lease.site_digest == first.site_digest
     assert release_cluster(engine, lease.id, "campaign over").state is LeaseState.RELEASED
 
@@ -136,9 +136,9 @@ def test_a_snapshot_changed_on_the_cluster_after_staging_never_runs(
         return built
 
     engine = engine_on(fake, tmp_path)
-    engine.backends = backend
+    engine.adapters.backends = backend
     inv, _ = run(engine, fake.request(candidate=candidate_spec(candidate, ())), tmp_path)
-    attempts = engine.journal.attempts(inv.id)
+    attempts = engine.journal.invocations.attempts(inv.id)
     assert [a.failure_class for a in attempts] == [FailureClass.NODE_FAILED, FailureClass.COMPLETED]
     first = fake.remote / inv.id / "1"
     assert (first / "setup_failed").exists() and not (first / "exit_code").exists()

@@ -43,9 +43,9 @@ def test_spool_appends_by_offset_and_ends_identical(journal: Journal, tmp_path: 
     chunks = [os.urandom(1000), b"\xff\xfe not utf-8 \xc3", b"", os.urandom(70_000)]
     for chunk in chunks:
         remote += chunk
-        engine.spool(journal.get(inv_id))
-        assert journal.spool_offset(inv_id, 1, "stdout") == len(remote)
-    local = Path(journal.get(inv_id).invocation_dir) / "1" / "stdout"
+        engine.spool(journal.invocations.get(inv_id))
+        assert journal.progress.spool_offset(inv_id, 1, "stdout") == len(remote)
+    local = Path(journal.invocations.get(inv_id).invocation_dir) / "1" / "stdout"
     assert local.read_bytes() == bytes(remote)
     reads = [c for c in fake.calls if c[0] == "read_log" and ":stdout@" in c[1]]
     offsets = [sum(len(c) for c in chunks[:i]) for i in range(len(chunks))]
@@ -60,17 +60,19 @@ def test_crash_between_append_and_commit_duplicates_nothing(
     inv_id = running(engine, tmp_path)
     remote = bytearray(b"first part\n")
     fake.logs[(f"vibesys-{inv_id}-1", "stdout")] = remote
-    engine.spool(journal.get(inv_id))
+    engine.spool(journal.invocations.get(inv_id))
     remote += b"second part\n"
     crash_at(monkeypatch, "after_spool_append")
     with pytest.raises(Crash):
-        engine.spool(journal.get(inv_id))
+        engine.spool(journal.invocations.get(inv_id))
     recover(monkeypatch)
-    local = Path(journal.get(inv_id).invocation_dir) / "1" / "stdout"
+    local = Path(journal.invocations.get(inv_id).invocation_dir) / "1" / "stdout"
     assert local.read_bytes() == bytes(remote)  # appended ...
-    assert journal.spool_offset(inv_id, 1, "stdout") == len(b"first part\n")  # ... not committed
+    assert journal.progress.spool_offset(inv_id, 1, "stdout") == len(
+        b"first part\n"
+    )  # ... not committed
     remote += b"third\n"
-    engine.spool(journal.get(inv_id))
+    engine.spool(journal.invocations.get(inv_id))
     assert local.read_bytes() == bytes(remote)
 
 
@@ -90,7 +92,7 @@ def test_artifacts_verified_missing_and_mismatched(journal: Journal, tmp_path: P
     fake.tampered["model.bin"] = b"x" * 10
     inv = drive(engine, inv, DriveOptions())
     assert inv.outcome is Outcome.COMPLETED
-    rows = {row.path: row for row in journal.artifacts(inv.id)}
+    rows = {row.path: row for row in journal.progress.artifacts(inv.id)}
     assert rows["results/a.json"].state is ArtifactState.ACKNOWLEDGED
     assert rows["results/a.json"].sha256 == hashlib.sha256(good).hexdigest()
     assert Path(str(rows["results/a.json"].local_path)).read_bytes() == good
@@ -99,7 +101,7 @@ def test_artifacts_verified_missing_and_mismatched(journal: Journal, tmp_path: P
     assert not (Path(inv.invocation_dir) / "1" / "artifacts" / "model.bin").exists()
     assert rows["nothing-*.txt"].state is ArtifactState.MISSING
     assert "artifacts: 2 acknowledged, 1 missing, 1 mismatch" in str(
-        journal.history(inv.id)[-1].evidence["observation"]
+        journal.invocations.history(inv.id)[-1].evidence["observation"]
     )
 
 
@@ -120,16 +122,16 @@ def test_collection_resumes_without_downloading_verified_files_again(
     recover(monkeypatch)
     before = [p for kind, p in fake.calls if kind == "fetch"]
     survivor = engine_for(open_journal(path), fake)
-    assert survivor.journal.get(inv.id).state is JobState.COLLECTING
+    assert survivor.journal.invocations.get(inv.id).state is JobState.COLLECTING
     reconcile(survivor)
-    final = survivor.journal.get(inv.id)
+    final = survivor.journal.invocations.get(inv.id)
     assert final.state is JobState.DONE and final.outcome is Outcome.COMPLETED
     again = [p for kind, p in fake.calls if kind == "fetch"][len(before) :]
     if point == "after_collect_effect":
         assert again == []  # everything was verified and recorded before the crash
     else:
         assert again == ["a.txt", "b.txt", "c.txt"][len(before) - 1 :]
-    states = {r.path: r.state for r in survivor.journal.artifacts(inv.id)}
+    states = {r.path: r.state for r in survivor.journal.progress.artifacts(inv.id)}
     assert states == dict.fromkeys(("a.txt", "b.txt", "c.txt"), ArtifactState.ACKNOWLEDGED)
 
 
@@ -154,13 +156,18 @@ def test_a_refused_artifact_is_recorded_with_its_reason_and_never_downloaded(
     inv = drive(engine, inv, DriveOptions())
     assert inv.outcome is Outcome.COMPLETED
     assert [p for kind, p in fake.calls if kind == "fetch"] == ["a.txt"]
-    rows = {row.path: row for row in journal.artifacts(inv.id)}
+    rows = {row.path: row for row in journal.progress.artifacts(inv.id)}
     assert (rows["huge.bin"].state, rows["huge.bin"].size) == (ArtifactState.REFUSED, 3 << 30)
     assert "over the limit" in str(rows["huge.bin"].detail)
-    result = job_result(inv, journal.attempts(inv.id), journal.history(inv.id), list(rows.values()))
+    result = job_result(
+        inv,
+        journal.invocations.attempts(inv.id),
+        journal.invocations.history(inv.id),
+        list(rows.values()),
+    )
     assert [(p.path, p.state) for p in result.artifact_problems] == [("huge.bin", "refused")]
     assert "artifacts: 1 acknowledged, 1 refused" in str(
-        journal.history(inv.id)[-1].evidence["observation"]
+        journal.invocations.history(inv.id)[-1].evidence["observation"]
     )
 
 
@@ -172,11 +179,13 @@ def test_the_limits_a_request_recorded_reach_every_collection(
     limits = Limits(max_file_bytes=10, max_total_bytes=20, max_entries=30, max_seconds=4.0)
     recorded = FakeRequest(artifacts=("*",), artifact_limits=ArtifactLimits.of(limits))
     inv = engine.prepare(adapter="fake", command=["x"], request=recorded, run_root=tmp_path)
-    assert engine.job_ref(journal.get(inv.id)).artifact_limits == limits
+    assert engine.adapters.job_ref(journal.invocations.get(inv.id)).artifact_limits == limits
     plain = engine.prepare(
         adapter="fake", command=["x"], request=FakeRequest(artifacts=("*",)), run_root=tmp_path
     )
-    assert engine.job_ref(journal.get(plain.id)).artifact_limits is None  # the defaults
+    assert (
+        engine.adapters.job_ref(journal.invocations.get(plain.id)).artifact_limits is None
+    )  # the defaults
 
 
 def test_a_download_longer_than_its_listing_is_stopped_at_the_listed_size(
@@ -190,7 +199,7 @@ def test_a_download_longer_than_its_listing_is_stopped_at_the_listed_size(
     fake.files[f"vibesys-{inv.id}-1"] = {"m.bin": b"m" * 10}
     fake.tampered["m.bin"] = b"m" * 10 + b"\0" * (1 << 20)  # swapped for something endless
     inv = drive(engine, inv, DriveOptions())
-    (row,) = journal.artifacts(inv.id)
+    (row,) = journal.progress.artifacts(inv.id)
     assert row.state is ArtifactState.MISMATCH and "downloaded more than 10 bytes" in str(
         row.detail
     )

@@ -17,7 +17,7 @@ GONE = DOWN + timedelta(microseconds=1)
 
 
 def _launch(journal: Journal) -> int:
-    lease = journal.intend_launch(
+    lease = journal.clusters.intend_launch(
         name="vibesys-c-1",
         campaign="c",
         fingerprint="1",
@@ -42,7 +42,7 @@ def _stored(journal: Journal, lease_id: int) -> tuple[str | None, ...]:
 
 def test_a_lease_read_back_holds_the_datetimes_written(journal: Journal) -> None:
     lease_id = _launch(journal)
-    launching = journal.cluster_lease(lease_id)
+    launching = journal.clusters.cluster_lease(lease_id)
     assert launching.intended_at == launching.updated_at == LAUNCH
     assert launching.owner_expires_at == LAUNCH + EFFECT_TTL
     assert launching.launched_at is None and launching.released_at is None
@@ -55,10 +55,10 @@ def test_a_lease_read_back_holds_the_datetimes_written(journal: Journal) -> None
         "2030-01-02T03:04:05.123456+00:00",
     )
 
-    journal.record_launched(lease_id, ["981"], "sky launch: up", now=UP)
-    journal.intend_release(lease_id, "host:1:1", "done", now=DOWN)
-    journal.record_released(lease_id, "sky down: gone", now=GONE)
-    lease = journal.cluster_lease(lease_id)
+    journal.clusters.record_launched(lease_id, ["981"], "sky launch: up", now=UP)
+    journal.clusters.intend_release(lease_id, "host:1:1", "done", now=DOWN)
+    journal.clusters.record_released(lease_id, "sky down: gone", now=GONE)
+    lease = journal.clusters.cluster_lease(lease_id)
     assert lease.state is LeaseState.RELEASED
     assert (lease.intended_at, lease.launched_at, lease.release_intended_at) == (LAUNCH, UP, DOWN)
     assert lease.released_at == lease.updated_at == GONE and lease.owner_expires_at is None
@@ -97,9 +97,9 @@ def test_a_time_stored_without_a_zone_reads_as_utc(journal: Journal) -> None:
     journal.conn.execute(
         "UPDATE cluster_leases SET launched_at='2030-01-02T03:04:05' WHERE id=?", (lease_id,)
     )
-    launched = journal.cluster_lease(lease_id).launched_at
+    launched = journal.clusters.cluster_lease(lease_id).launched_at
     assert launched == datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
-    assert journal.cluster_lease(lease_id).to_json()["launched_at"] == (
+    assert journal.clusters.cluster_lease(lease_id).to_json()["launched_at"] == (
         "2030-01-02T03:04:05.000000+00:00"
     )
 
@@ -117,10 +117,10 @@ def test_a_launched_and_an_adopted_lease_keep_who_they_are_field_by_field(
         "request": {"run_id": "camp"},
         "site_digest": "digest",
     }
-    launched = journal.intend_launch(
+    launched = journal.clusters.intend_launch(
         name="vibesys-a", reason="first use", owner="host:1:1", now=LAUNCH, **who
     )
-    adopted = journal.record_reuse(
+    adopted = journal.clusters.record_reuse(
         name="vibesys-b", allocation=["7"], evidence="sky status", now=UP, **who
     )
     for lease, name in ((launched, "vibesys-a"), (adopted, "vibesys-b")):

@@ -85,12 +85,12 @@ def test_two_writers_on_different_invocations_lose_nothing(journal_file: Path) -
     assert in_threads(2, writer, start) == []
     journal = open_journal(journal_file)
     try:
-        ids = journal.all_ids()
+        ids = journal.invocations.all_ids()
         assert len(ids) == 2 * per_writer
         rows = journal.conn.execute("SELECT count(*) FROM history").fetchone()[0]
         assert rows == 2 * per_writer * len(events_for("x"))
-        assert {i.state for i in journal.list_invocations()} == {S.DONE}
-        assert all(len(journal.attempts(i)) == 2 for i in ids)
+        assert {i.state for i in journal.invocations.list_invocations()} == {S.DONE}
+        assert all(len(journal.invocations.attempts(i)) == 2 for i in ids)
         assert verify_journal(journal) == []
     finally:
         journal.close()
@@ -112,7 +112,7 @@ def test_writers_opening_a_fresh_file_at_once_all_succeed(tmp_path: Path) -> Non
         assert in_threads(4, opener, start) == []
         journal = open_journal(path)
         try:
-            assert journal.all_ids() == ["inv-0", "inv-1", "inv-2", "inv-3"]
+            assert journal.invocations.all_ids() == ["inv-0", "inv-1", "inv-2", "inv-3"]
             applied = journal.conn.execute("SELECT name FROM _sqlite_migrations").fetchall()
             assert sorted(name for (name,) in applied) == sorted(KNOWN)
         finally:
@@ -136,7 +136,7 @@ def test_on_one_invocation_exactly_one_writer_wins_each_swap(journal_file: Path)
         journal: Journal = open_journal(journal_file)
         try:
             for r in range(rounds):
-                seen = journal.get("inv-race")
+                seen = journal.invocations.get("inv-race")
                 read.wait()  # both have read the same version before either writes
                 try:
                     journal.commit_transition(seen, CancelRequested(by=f"writer{n}"))
@@ -152,12 +152,12 @@ def test_on_one_invocation_exactly_one_writer_wins_each_swap(journal_file: Path)
     assert [len(s) for s in stale] == [1] * rounds
     journal = open_journal(journal_file)
     try:
-        history = journal.history("inv-race")
+        history = journal.invocations.history("inv-race")
         assert len(history) == 2 + rounds
         assert [h.seq for h in history] == list(range(1, rounds + 3))
         winners = [h.evidence["by"] for h in history[2:]]
         assert winners == [f"writer{w[0]}" for w in wins]
-        assert journal.get("inv-race").version == 2 + rounds
+        assert journal.invocations.get("inv-race").version == 2 + rounds
         assert verify_journal(journal) == []
     finally:
         journal.close()

@@ -101,11 +101,13 @@ def test_golden_history_committed_to_a_journal_comes_out_the_same(
 
     recorded = [
         {key: value for key, value in h.to_json().items() if key != "at"}
-        for h in journal.history(ident)
+        for h in journal.invocations.history(ident)
     ]
     assert recorded == golden["history"]
-    assert [h.at for h in journal.history(ident)] == sorted(h.at for h in journal.history(ident))
-    assert all(h.at > inv.created_at for h in journal.history(ident))
+    assert [h.at for h in journal.invocations.history(ident)] == sorted(
+        h.at for h in journal.invocations.history(ident)
+    )
+    assert all(h.at > inv.created_at for h in journal.invocations.history(ident))
 
     expected = golden["expected"]
     assert inv.state == expected["state"]
@@ -116,7 +118,7 @@ def test_golden_history_committed_to_a_journal_comes_out_the_same(
     assert inv.cancel_requested is expected["cancel_requested"]
     assert inv.version == len(golden["history"])
     keys = ("attempt", "job_name", "job_id", "failure_class")
-    attempts = [{key: getattr(a, key) for key in keys} for a in journal.attempts(ident)]
+    attempts = [{key: getattr(a, key) for key in keys} for a in journal.invocations.attempts(ident)]
     assert attempts == expected["attempts"]
     assert inv.attempt == len(expected["attempts"])
     assert verify_journal(journal) == []
@@ -128,6 +130,6 @@ def test_all_goldens_share_one_journal(journal: Journal) -> None:
         golden = load(path)
         inv = create(journal, golden["invocation"]["id"])
         commit_all(journal, inv, [step.event for step in steps_of(golden)])
-    assert len(journal.all_ids()) == len(FILES)
-    assert journal.active() == []
+    assert len(journal.invocations.all_ids()) == len(FILES)
+    assert journal.invocations.active() == []
     assert verify_journal(journal) == []

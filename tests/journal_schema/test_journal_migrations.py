@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Database
 
 from tests.helpers.golden_files import assert_matches_golden
 from tests.helpers.journal import NewInvocation
@@ -19,7 +20,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "schema.sql"
 
 def test_a_fresh_journal_has_exactly_the_golden_schema(journal: Journal) -> None:
     # Released migration steps must never change: regenerate only for a new step.
-    assert_matches_golden(GOLDEN, journal.db.schema.strip() + "\n")
+    assert_matches_golden(GOLDEN, Database(journal.conn).schema.strip() + "\n")
 
 
 def test_the_golden_schema_pins_the_contract() -> None:
@@ -81,23 +82,23 @@ def test_every_known_step_is_recorded_once(journal: Journal) -> None:
     ).fetchall()
     assert rows == [(MIGRATION_SET, m.name) for m in migrations._migrations]
     assert {name for _, name in rows} == KNOWN
-    assert migrations.pending(journal.db) == []
+    assert migrations.pending(Database(journal.conn)) == []
 
 
 def test_reopening_changes_nothing(
     journal: Journal, journal_file: Path, new_invocation: NewInvocation
 ) -> None:
     new_invocation("inv-keep")
-    schema = journal.db.schema
+    schema = Database(journal.conn).schema
     journal.close()
     for _ in range(2):
         again = open_journal(journal_file)
         try:
-            assert again.db.schema == schema
+            assert Database(again.conn).schema == schema
             assert again.conn.execute("SELECT count(*) FROM _sqlite_migrations").fetchone() == (
                 len(KNOWN),
             )
-            assert again.all_ids() == ["inv-keep"]
+            assert again.invocations.all_ids() == ["inv-keep"]
         finally:
             again.close()
 
@@ -106,7 +107,7 @@ def test_history_refuses_update_and_delete(journal: Journal, new_invocation: New
     from vibesys.states import SubmitIntended
 
     journal.commit_transition(new_invocation("inv-ao"), SubmitIntended(1, "vibesys-inv-ao-1"))
-    before = journal.raw_history("inv-ao")
+    before = journal.invocations.raw_history("inv-ao")
     assert len(before) == 1
     with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
         journal.conn.execute("UPDATE history SET to_state='DONE' WHERE invocation_id='inv-ao'")
@@ -114,7 +115,7 @@ def test_history_refuses_update_and_delete(journal: Journal, new_invocation: New
         journal.conn.execute("DELETE FROM history WHERE invocation_id='inv-ao'")
     with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
         journal.conn.execute("DELETE FROM history")
-    assert journal.raw_history("inv-ao") == before
+    assert journal.invocations.raw_history("inv-ao") == before
 
 
 def test_foreign_keys_are_enforced(journal: Journal) -> None:
@@ -181,7 +182,7 @@ def test_m003_turns_options_into_typed_requests(tmp_path: Path) -> None:
     conn.close()
     journal = open_journal(path)
     try:
-        inv = journal.get("old1")
+        inv = journal.invocations.get("old1")
         assert inv.request == {
             "site_config": "/etc/slurm.toml",
             "gpus": 2,
@@ -194,7 +195,7 @@ def test_m003_turns_options_into_typed_requests(tmp_path: Path) -> None:
         assert inv.snapshot_digest == "d1g35t"
         assert inv.dispatched is True, "an old intent may have been submitted"
         assert (inv.cwd, inv.env_file) == (None, None)
-        columns = {c.name for c in journal.db["invocations"].columns}
+        columns = {c.name for c in Database(journal.conn)["invocations"].columns}
         assert not {"options", "snapshot_digest"} & columns
     finally:
         journal.close()
@@ -245,7 +246,7 @@ def test_m006_records_settings_and_moves_cancel_when_orphaned_out_of_the_request
     conn.close()
     journal = open_journal(path)
     try:
-        broker, plain = journal.get("broker1"), journal.get("plain1")
+        broker, plain = journal.invocations.get("broker1"), journal.invocations.get("plain1")
         assert broker.settings.cancel_when_orphaned and not plain.settings.cancel_when_orphaned
         assert "cancel_when_orphaned" not in broker.request
         assert broker.request == {"site_config": "/etc/slurm.toml", "gpus": 1, "time_minutes": 5}
@@ -276,14 +277,16 @@ def test_m012_keeps_each_invocations_directory_under_its_new_name(tmp_path: Path
     conn.close()
     journal = open_journal(path)
     try:
-        assert [journal.get(i).invocation_dir for i in ("old1", "old2")] == [
+        assert [journal.invocations.get(i).invocation_dir for i in ("old1", "old2")] == [
             "/runs/old1",
             "/runs/old2",
         ]
-        assert attempt_dir(journal.get("old1").invocation_dir, 1) == Path("/runs/old1/1")
-        columns = {c.name for c in journal.db["invocations"].columns}
+        assert attempt_dir(journal.invocations.get("old1").invocation_dir, 1) == Path(
+            "/runs/old1/1"
+        )
+        columns = {c.name for c in Database(journal.conn)["invocations"].columns}
         assert "invocation_dir" in columns and "run_dir" not in columns
-        assert journal.db.schema == _fresh_schema(tmp_path / "fresh.db")
+        assert Database(journal.conn).schema == _fresh_schema(tmp_path / "fresh.db")
     finally:
         journal.close()
 
@@ -291,7 +294,7 @@ def test_m012_keeps_each_invocations_directory_under_its_new_name(tmp_path: Path
 def _fresh_schema(path: Path) -> str:
     fresh = open_journal(path)
     try:
-        return str(fresh.db.schema)
+        return str(Database(fresh.conn).schema)
     finally:
         fresh.close()
 

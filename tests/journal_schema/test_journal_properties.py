@@ -66,17 +66,17 @@ def test_any_allowed_history_commits_reads_back_and_verifies(data: st.DataObject
                 for event, _ in path:
                     inv = commit_all(journal, inv, [event])
                     # What commit_transition returns is what it stored.
-                    assert inv == journal.get(ident)
+                    assert inv == journal.invocations.get(ident)
                 end = path[-1][1] if path else INITIAL
                 assert inv.state == end
                 assert inv.version == len(path)
                 assert (inv.outcome is not None) == (end in TERMINAL)
                 submits = [e for e, _ in path if isinstance(e, SubmitIntended)]
-                assert [a.job_name for a in journal.attempts(ident)] == [
+                assert [a.job_name for a in journal.invocations.attempts(ident)] == [
                     e.job_name for e in submits
                 ]
                 assert inv.retries == sum(isinstance(e, InfraFailed) for e, _ in path)
-                history = journal.history(ident)
+                history = journal.invocations.history(ident)
                 assert [h.to_state for h in history] == [s for _, s in path]
                 for row, (event, _) in zip(history, path, strict=True):
                     kind, evidence = encode_event(event)

@@ -51,8 +51,8 @@ def test_a_new_invocation_is_prepared(journal: Journal, new_invocation: NewInvoc
     assert inv.label == "nightly"
     assert inv.created_at == inv.updated_at == T0
     assert (inv.lease_owner, inv.lease_expires_at) == (None, None)
-    assert journal.history("inv-new") == []
-    assert journal.attempts("inv-new") == []
+    assert journal.invocations.history("inv-new") == []
+    assert journal.invocations.attempts("inv-new") == []
 
 
 def test_a_transition_is_recorded_with_its_evidence(
@@ -72,9 +72,9 @@ def test_a_transition_is_recorded_with_its_evidence(
     )
     assert decision.effects == (Submit(1, job_name("inv-tx", 1)),)
     assert (dispatched.state, dispatched.version, dispatched.dispatched) == (S.SUBMITTING, 2, True)
-    assert journal.get("inv-tx") == dispatched
-    assert journal.attempts("inv-tx")[0].dispatched_at == moment
-    row = journal.history("inv-tx")[0]
+    assert journal.invocations.get("inv-tx") == dispatched
+    assert journal.invocations.attempts("inv-tx")[0].dispatched_at == moment
+    row = journal.invocations.history("inv-tx")[0]
     assert (row.seq, row.from_state, row.to_state, row.event) == (
         1,
         S.PREPARED,
@@ -90,13 +90,21 @@ def test_a_stale_invocation_loses_and_writes_nothing(
 ) -> None:
     stale = new_invocation("inv-cas")
     fresh, _ = journal.commit_transition(stale, SubmitIntended(1, job_name("inv-cas", 1)))
-    before = (_counts(journal), journal.raw_history("inv-cas"), journal.get("inv-cas"))
+    before = (
+        _counts(journal),
+        journal.invocations.raw_history("inv-cas"),
+        journal.invocations.get("inv-cas"),
+    )
     # PREPARED still accepts Cancelled, so only the compare-and-swap can refuse it.
     with pytest.raises(StaleState, match="inv-cas"):
         journal.commit_transition(stale, Cancelled("user gave up"))
-    assert (_counts(journal), journal.raw_history("inv-cas"), journal.get("inv-cas")) == before
-    assert len(journal.history("inv-cas")) == 1
-    assert journal.get("inv-cas") == fresh
+    assert (
+        _counts(journal),
+        journal.invocations.raw_history("inv-cas"),
+        journal.invocations.get("inv-cas"),
+    ) == before
+    assert len(journal.invocations.history("inv-cas")) == 1
+    assert journal.invocations.get("inv-cas") == fresh
 
 
 def test_the_version_guards_transitions_that_keep_the_state(
@@ -107,8 +115,8 @@ def test_the_version_guards_transitions_that_keep_the_state(
     assert moved.state == inv.state == S.RUNNING and moved.version == inv.version + 1
     with pytest.raises(StaleState):
         journal.commit_transition(inv, CancelRequested(by="bob"))
-    assert [h.evidence for h in journal.history("inv-ver")][-1] == {"by": "alice"}
-    assert len(journal.history("inv-ver")) == moved.version == 3
+    assert [h.evidence for h in journal.invocations.history("inv-ver")][-1] == {"by": "alice"}
+    assert len(journal.invocations.history("inv-ver")) == moved.version == 3
 
 
 def test_a_refused_event_writes_nothing(journal: Journal, new_invocation: NewInvocation) -> None:
@@ -117,7 +125,7 @@ def test_a_refused_event_writes_nothing(journal: Journal, new_invocation: NewInv
     with pytest.raises(InvalidTransition):
         journal.commit_transition(inv, Collected(Outcome.COMPLETED, 0))
     assert _counts(journal) == before
-    assert journal.get("inv-bad") == inv
+    assert journal.invocations.get("inv-bad") == inv
 
 
 def test_a_failing_transaction_rolls_back_every_table(
@@ -136,7 +144,7 @@ def test_a_failing_transaction_rolls_back_every_table(
     with pytest.raises(sqlite3.IntegrityError):
         journal.commit_transition(other, SubmitIntended(1, "vibesys-inv-b-1"))
     assert _counts(journal) == before
-    assert journal.get("inv-b") == other
+    assert journal.invocations.get("inv-b") == other
     assert not journal.conn.in_transaction
     # ... and the connection is usable afterwards.
     with journal.write_txn() as conn:
@@ -164,7 +172,7 @@ def test_attempts_record_name_job_id_and_failure_class(
         inv,
         [Finished(FailureClass.APPLICATION_FAILED, 3), Collected(Outcome.APPLICATION_FAILED, 3)],
     )
-    attempts = journal.attempts("inv-att")
+    attempts = journal.invocations.attempts("inv-att")
     assert [(a.attempt, a.job_name, a.job_id, a.failure_class) for a in attempts] == [
         (1, "vibesys-inv-att-1", "1001", FailureClass.NODE_FAILED),
         (2, "vibesys-inv-att-2", "1002", FailureClass.APPLICATION_FAILED),
@@ -182,7 +190,7 @@ def test_an_attempt_found_after_an_unknown_outcome_gets_its_job_id(
         new_invocation("inv-found"),
         [SubmitIntended(1, "found-1"), OutcomeUnknown("killed mid-submit"), Submitted("55")],
     )
-    [attempt] = journal.attempts("inv-found")
+    [attempt] = journal.invocations.attempts("inv-found")
     assert (attempt.job_name, attempt.job_id) == ("found-1", "55")
 
 
@@ -263,44 +271,48 @@ def three(journal: Journal, new_invocation: NewInvocation) -> Journal:
     [("b", "bbb333"), ("aaa1", "aaa111"), ("aaa2", "aaa222"), ("aaa111", "aaa111")],
 )
 def test_resolve_by_unique_prefix(three: Journal, prefix: str, found: str) -> None:
-    assert three.resolve(prefix).id == found
+    assert three.invocations.resolve(prefix).id == found
 
 
 def test_resolve_refuses_an_ambiguous_prefix(three: Journal) -> None:
     with pytest.raises(UsageError, match="ambiguous"):
-        three.resolve("aaa")
+        three.invocations.resolve("aaa")
 
 
 @pytest.mark.parametrize("prefix", ["c", "aab", "aaa3", "aaa1111", "a%", "a_a", "AAA"])
 def test_resolve_refuses_an_unknown_id(three: Journal, prefix: str) -> None:
     with pytest.raises(UsageError, match=f"unknown invocation {prefix}"):
-        three.resolve(prefix)
+        three.invocations.resolve(prefix)
 
 
 def test_resolve_needs_a_prefix(three: Journal) -> None:
     with pytest.raises(UsageError, match="required"):
-        three.resolve("")
+        three.invocations.resolve("")
 
 
 def test_get_of_an_unknown_id(journal: Journal) -> None:
     with pytest.raises(UsageError, match="unknown invocation nope"):
-        journal.get("nope")
+        journal.invocations.get("nope")
 
 
 def test_listing_and_active(three: Journal, drive: Drive) -> None:
-    drive(three.get("aaa222"), [Cancelled("never mind")])
-    assert [i.id for i in three.list_invocations()] == ["aaa111", "aaa222", "bbb333"]
-    assert [i.id for i in three.list_invocations(S.DONE)] == ["aaa222"]
-    assert [i.id for i in three.list_invocations(S.PREPARED)] == ["aaa111", "bbb333"]
-    assert [i.id for i in three.active()] == ["aaa111", "bbb333"]
-    assert three.all_ids() == ["aaa111", "aaa222", "bbb333"]
+    drive(three.invocations.get("aaa222"), [Cancelled("never mind")])
+    assert [i.id for i in three.invocations.list_invocations()] == ["aaa111", "aaa222", "bbb333"]
+    assert [i.id for i in three.invocations.list_invocations(S.DONE)] == ["aaa222"]
+    assert [i.id for i in three.invocations.list_invocations(S.PREPARED)] == ["aaa111", "bbb333"]
+    assert [i.id for i in three.invocations.active()] == ["aaa111", "bbb333"]
+    assert three.invocations.all_ids() == ["aaa111", "aaa222", "bbb333"]
 
 
 def test_show_json_has_the_contracted_keys(
     journal: Journal, new_invocation: NewInvocation, drive: Drive
 ) -> None:
     inv = drive(new_invocation("inv-js"), DONE_ROUTES[0][0])
-    shown = json.loads(json.dumps(inv.to_json(journal.attempts(inv.id), journal.history(inv.id))))
+    shown = json.loads(
+        json.dumps(
+            inv.to_json(journal.invocations.attempts(inv.id), journal.invocations.history(inv.id))
+        )
+    )
     assert {
         "id",
         "state",

@@ -63,7 +63,7 @@ def test_the_row_holds_them_and_a_damaged_one_is_named(
     journal: Journal, new_invocation: NewInvocation
 ) -> None:
     inv = new_invocation("inv-set", settings=Settings(retry_delay_seconds=9.0))
-    assert journal.get(inv.id).settings.retry_delay_seconds == 9.0
+    assert journal.invocations.get(inv.id).settings.retry_delay_seconds == 9.0
     journal.conn.execute("UPDATE invocations SET settings=? WHERE id=?", ('{"x": 1}', inv.id))
     with pytest.raises(JournalCorrupt, match="unknown key 'x'"):
-        journal.get(inv.id)
+        journal.invocations.get(inv.id)

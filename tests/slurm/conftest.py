@@ -80,9 +80,9 @@ def cancel_leftover_jobs(tmp_path: Path) -> Iterator[None]:
     try:
         names = [
             attempt.job_name
-            for inv in journal.list_invocations()
+            for inv in journal.invocations.list_invocations()
             if inv.state is not JobState.DONE
-            for attempt in journal.attempts(inv.id)
+            for attempt in journal.invocations.attempts(inv.id)
         ]
     finally:
         journal.close()

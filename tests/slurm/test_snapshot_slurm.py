@@ -72,7 +72,7 @@ def test_candidate_changed_after_prepare_is_refused(
     final = drive(engine, inv, DriveOptions())
     # Running other code than recorded is never done; a person must run it again.
     assert final.outcome is Outcome.MISCONFIGURED
-    last = journal.history(inv.id)[-1].evidence
+    last = journal.invocations.history(inv.id)[-1].evidence
     assert "changed since it was recorded" in last["reason"] and "run again" in last["fix"]
 
 
@@ -99,9 +99,9 @@ def test_tampered_snapshot_never_runs_and_is_replaced(
     final = drive(engine, inv, DriveOptions())
     assert final.outcome is Outcome.COMPLETED
     assert not marker.exists(), "the tampered code must never run"
-    attempts = journal.attempts(inv.id)
+    attempts = journal.invocations.attempts(inv.id)
     assert [a.failure_class for a in attempts] == [FailureClass.NODE_FAILED, FailureClass.COMPLETED]
-    evidence = " ".join(str(h.evidence) for h in journal.history(inv.id))
+    evidence = " ".join(str(h.evidence) for h in journal.invocations.history(inv.id))
     assert "setup failed" in evidence and "digest" in evidence
     assert calls == ["uploaded", "replaced"]
     assert (Path(final.invocation_dir) / "2" / "stdout").read_text() == "candidate v1\n"

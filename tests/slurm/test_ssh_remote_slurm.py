@@ -236,7 +236,7 @@ def test_tampered_artifact_download_is_detected(
     )
     final = drive(engine, inv, DriveOptions())
     assert final.outcome is Outcome.COMPLETED
-    [row] = journal.artifacts(inv.id)
+    [row] = journal.progress.artifacts(inv.id)
     assert row.state is ArtifactState.MISMATCH and "sha256" in str(row.detail)
 
 

@@ -17,7 +17,9 @@ from vibesys.states.lease_table import (
     LEASE_TERMINAL,
     LEASE_TRANSITIONS,
     LIVE_LEASE_STATES,
+    LeaseChoice,
     LeaseState,
+    decide_lease,
     lease_next,
     lease_sources,
 )
@@ -87,13 +89,20 @@ def test_the_journal_refuses_a_write_the_table_has_no_row_for(tmp_path: Path) ->
             "adapter": "skypilot",
             "request": {},
         }
-        lease = journal.intend_launch(**facts, reason="first", owner="me")
+        lease = journal.clusters.intend_launch(**facts, reason="first", owner="me")
         assert lease.state is L.LAUNCHING
         with pytest.raises(StaleState, match="is launching, not releasing"):
-            journal.record_released(lease.id, "no")
-        failed = journal.record_launch_failed(lease.id, "nothing launched")
+            journal.clusters.record_released(lease.id, "no")
+        failed = journal.clusters.record_launch_failed(lease.id, "nothing launched")
         assert failed.state is L.FAILED
         with pytest.raises(StaleState, match="is failed, not launching or up"):
-            journal.record_launched(failed.id, ["7"], "late")
+            journal.clusters.record_launched(failed.id, ["7"], "late")
     finally:
         journal.close()
+
+
+def test_the_lease_choice_refuses_while_another_evaluation_is_not_done() -> None:
+    busy = decide_lease("inv-b", "camp", ["inv-a", "inv-b"], reusable=True)
+    assert busy.choice is LeaseChoice.REFUSE and "inv-a" in busy.why and "inv-b" not in busy.why
+    assert decide_lease("inv-b", "camp", ["inv-b"], reusable=True).choice is LeaseChoice.REUSE
+    assert decide_lease("inv-b", "camp", [], reusable=False).choice is LeaseChoice.LAUNCH

@@ -91,7 +91,7 @@ def build(path: Path) -> Ids:
         logs.mkdir(parents=True)
         (logs / "stdout").write_bytes(STDOUT)
         (logs / "stderr").write_bytes(STDERR)
-        journal.record_artifact(
+        journal.progress.record_artifact(
             ids.done, 1, "result.json", ArtifactState.VERIFIED, size=1234, sha256="ab" * 32
         )
 
@@ -115,7 +115,7 @@ def build(path: Path) -> Ids:
             ],
             10,
         )
-        journal.record_attempt_detail(
+        journal.invocations.record_attempt_detail(
             ids.retried,
             1,
             claim="kind=fence by=test",
@@ -143,7 +143,7 @@ def build(path: Path) -> Ids:
             request={"run_id": "campaign-7", "profile": "site-gpu"},
         )
         _commit(journal, sky, _run(1, ids.sky, "3"), 50)
-        lease = journal.intend_launch(
+        lease = journal.clusters.intend_launch(
             name="vibesys-campaign-7-1a2b3c4d",
             campaign="campaign-7",
             fingerprint="1a2b3c4d",
@@ -154,8 +154,8 @@ def build(path: Path) -> Ids:
             owner="host:1:1",
             now=T0,
         )
-        journal.record_launched(lease.id, ["981"], "sky launch: up", now=T0)
-        journal.record_lease_use(lease.id, ids.sky, 1, now=T0)
+        journal.clusters.record_launched(lease.id, ["981"], "sky launch: up", now=T0)
+        journal.clusters.record_lease_use(lease.id, ids.sky, 1, now=T0)
 
         _new(journal, root, ids.prepared, label="waiting")
         broker = _new(journal, root, ids.broker, adapter="srun", label="vibesys-gpu")

@@ -41,7 +41,7 @@ def running(path: Path, owner: str | None, ttl: float = 30) -> Journal:
     for event in (SubmitIntended(1, "n-1"), SubmitDispatched(1, "n-1"), Submitted("1", "ok")):
         inv, _ = journal.commit_transition(inv, event, now=T0)
     if owner is not None:
-        assert journal.acquire_lease(ID, owner, timedelta(seconds=ttl), now=T0)
+        assert journal.leases.acquire_lease(ID, owner, timedelta(seconds=ttl), now=T0)
     return journal
 
 

@@ -142,10 +142,10 @@ def test_a_list_stream_reads_the_list_only_when_what_it_shows_may_change(tmp_pat
             tasks.start_soon(consume)
             await until_sent(1)
             for _ in range(4):  # a driver renewing its lease: the journal changes, the list not
-                journal.acquire_lease(ids.prepared, "elsewhere:1:2", timedelta(seconds=30))
+                journal.leases.acquire_lease(ids.prepared, "elsewhere:1:2", timedelta(seconds=30))
                 await anyio.sleep(0.4)
             quiet = live.reads, len(got)
-            inv = journal.get(ids.prepared)
+            inv = journal.invocations.get(ids.prepared)
             journal.commit_transition(inv, SubmitIntended(1, "n-1"))
             await until_sent(2)
             tasks.cancel_scope.cancel()

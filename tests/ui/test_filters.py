@@ -53,7 +53,9 @@ def test_every_page_and_count_of_a_filter(
     build(path)
     journal = open_journal(path)
     try:
-        everything = sorted(journal.list_invocations(), key=lambda i: i.id, reverse=True)
+        everything = sorted(
+            journal.invocations.list_invocations(), key=lambda i: i.id, reverse=True
+        )
         pairs = [tuple(p.split("=", 1)) for p in query.split("&") if p]
         flt = ListFilter.parse([(k, v) for k, v in pairs], NOW)
         expected = [i.id for i in everything if matches(i, flt)]

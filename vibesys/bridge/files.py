@@ -176,17 +176,17 @@ def record_local_artifacts(
 ) -> None:
     """A local evaluation's declared artifacts, from its copy of the candidate to the local
     attempt directory, recorded as verified artifacts (once: a redo finds them recorded)."""
-    if journal.artifacts(inv.id, inv.attempt) or inv.cwd is None:
+    if journal.progress.artifacts(inv.id, inv.attempt) or inv.cwd is None:
         return
     target = attempt_dir(inv.invocation_dir, inv.attempt) / "artifacts"
     found, missing, refused = collect_local_artifacts(Path(inv.cwd), patterns, target, limits)
     for path, size, digest, copy in found:
         state = ArtifactState.ACKNOWLEDGED
-        journal.record_artifact(
+        journal.progress.record_artifact(
             inv.id, inv.attempt, path, state, size=size, sha256=digest, local_path=copy
         )
     for pattern in missing:
-        journal.record_artifact(
+        journal.progress.record_artifact(
             inv.id,
             inv.attempt,
             pattern,
@@ -195,4 +195,4 @@ def record_local_artifacts(
         )
     for what, size, why in refused:
         state = ArtifactState.REFUSED
-        journal.record_artifact(inv.id, inv.attempt, what, state, size=size, detail=why)
+        journal.progress.record_artifact(inv.id, inv.attempt, what, state, size=size, detail=why)

@@ -52,7 +52,7 @@ class Follower:
 
     def step(self) -> Invocation:
         """Send whatever is new; return the invocation as read."""
-        inv = self._journal.get(self._id)
+        inv = self._journal.invocations.get(self._id)
         waiting = inv.attempt < 1 or (inv.state not in _STARTED and inv.job_id is None)
         if waiting or self._position is None:  # told at least once, before it starts
             position = queue_position(self._journal, self._id)

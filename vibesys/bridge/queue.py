@@ -14,5 +14,5 @@ __all__ = ["queue_position"]
 
 
 def queue_position(journal: Journal, invocation_id: str) -> int:
-    place = journal.queue_place(invocation_id)
+    place = journal.queue.queue_place(invocation_id)
     return 0 if place is None else place.position

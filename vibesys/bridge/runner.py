@@ -93,13 +93,13 @@ class EvaluationRunner:
         self._refuse_if_closing()
         journal = open_journal(self.journal_path)
         try:
-            row = journal.bridge_request(evaluation.run_id, evaluation.request_id)
+            row = journal.bridge.bridge_request(evaluation.run_id, evaluation.request_id)
             known = row is not None
             if row is None:
                 # Everything that can refuse the evaluation is checked before anything is
                 # written: the site's request (limits, the candidate's digest).
                 request = self._site_request(evaluation)
-                row, created = journal.claim_bridge_request(
+                row, created = journal.bridge.claim_bridge_request(
                     run_id=evaluation.run_id,
                     request_id=evaluation.request_id,
                     invocation_id=new_invocation_id(),
@@ -146,7 +146,7 @@ class EvaluationRunner:
         journal = open_journal(self.journal_path)
         handles: list[Handle] = []
         try:
-            for row in journal.campaign_requests(run_id):
+            for row in journal.bridge.campaign_requests(run_id):
                 if row.results_dir != str(self.results_root) or self._settled(journal, row):
                     continue
                 evaluation = evaluation_of(row, journal.get(row.invocation_id))
@@ -164,7 +164,7 @@ class EvaluationRunner:
         """Nothing for a restart to carry on: never recorded, or ended with its result copied."""
         if not invocation_exists(journal, row.invocation_id):
             return True
-        ended = journal.get(row.invocation_id).state is JobState.DONE
+        ended = journal.invocations.get(row.invocation_id).state is JobState.DONE
         return ended and (self.results_root / row.invocation_id / RESULT_FILE).is_file()
 
     def _refuse_if_closing(self) -> None:
@@ -180,7 +180,9 @@ class EvaluationRunner:
                 raise Refusal(f"no evaluation has request id {request_id}", "request_id")
             if row.uid != uid:
                 raise Refusal(f"request id {request_id} belongs to another user", "request_id")
-            inv = self.engine(journal).request_cancel(journal.get(row.invocation_id), by)
+            inv = self.engine(journal).request_cancel(
+                journal.invocations.get(row.invocation_id), by
+            )
             return f"cancel of {inv.id} requested ({inv.state})"
         finally:
             journal.close()

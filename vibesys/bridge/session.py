@@ -129,7 +129,7 @@ class _Session(msgspec.Struct):
             return
         journal = open_journal(self.options.journal)
         try:
-            lease = journal.live_lease(site.cluster)
+            lease = journal.clusters.live_lease(site.cluster)
             if lease is not None:
                 release_cluster(Engine(journal), lease.id, "session serve --down")
                 self.log(f"released cluster {site.cluster}")

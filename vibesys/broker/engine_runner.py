@@ -33,7 +33,7 @@ from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE, WORK_DIR
 from vibesys.adapters.slurm.request import SrunRequest
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
-from vibesys.engine.deadline import cancel_at_deadline
+from vibesys.engine.cancel import cancel_at_deadline
 from vibesys.engine.drive import StopFlag
 from vibesys.job_result import EXIT_STATUS, TIMEOUT_CANCEL, JobStatus, timed_out
 from vibesys.journal_schema import ArtifactState, Invocation, Journal, open_journal
@@ -114,9 +114,9 @@ class EngineGpuJobRunner:
         journal = open_journal(self.journal_path)
         try:
             engine = Engine(journal, retry=RetryPolicy(max_retries=0))
-            if not journal.acquire_lease(invocation_id, engine.owner, engine.lease_ttl):
+            if not journal.leases.acquire_lease(invocation_id, engine.owner, engine.lease_ttl):
                 return False
-            inv = journal.get(invocation_id)
+            inv = journal.invocations.get(invocation_id)
             if inv.state is not JobState.DONE:
                 inv = engine.request_cancel(inv, "broker: the broker that ran it died")
                 inv = drive(engine, inv, DriveOptions(interrupt=_Bridge(stop)))
@@ -152,7 +152,7 @@ def _write_agent_env(directory: Path, job: GpuJob) -> Path:
 def _send_captures(journal: Journal, inv: Invocation, output: OutputSink) -> None:
     """Each capture the engine brought home verified, as recorded (read back, never listed
     again); what did not come home is said on stderr."""
-    for row in journal.artifacts(inv.id):
+    for row in journal.progress.artifacts(inv.id):
         name = Path(row.path).name
         if row.state not in (ArtifactState.VERIFIED, ArtifactState.ACKNOWLEDGED):
             detail = f": {row.detail}" if row.detail else ""
@@ -176,7 +176,7 @@ def _report(journal: Journal, inv: Invocation, output: OutputSink) -> int:
         Outcome.APPLICATION_FAILED,
     )
     if not ran:
-        history = journal.history(inv.id)
+        history = journal.invocations.history(inv.id)
         last = history[-1]
         why = "; ".join(str(v) for v in last.evidence.values() if v not in ("", None))
         what = str(inv.outcome or inv.state)

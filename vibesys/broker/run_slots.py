@@ -62,7 +62,7 @@ class RunSlots:
     def _counts(self) -> tuple[int, int]:
         journal = open_journal(self.journal_path)
         try:
-            return journal.slot_counts(self.run_id)
+            return journal.slots.slot_counts(self.run_id)
         finally:
             journal.close()
 
@@ -74,13 +74,13 @@ class RunSlots:
             return
         # One connection per command: SQLite connections stay in the thread that opened them.
         journal = open_journal(self.journal_path)
-        ticket = journal.slot_enqueue(self.run_id, self.owner)
-        held = Held(False, bind=lambda invocation: journal.slot_bind(ticket, invocation))
+        ticket = journal.slots.slot_enqueue(self.run_id, self.owner)
+        held = Held(False, bind=lambda invocation: journal.slots.slot_bind(ticket, invocation))
         try:
             held.acquired = self._wait(journal, ticket, stop, on_wait)
             yield held
         finally:
-            journal.slot_release(ticket)
+            journal.slots.slot_release(ticket)
             journal.close()
             with self._wake:
                 self._wake.notify_all()
@@ -91,7 +91,7 @@ class RunSlots:
         assert self.cap is not None
         told = False
         while True:
-            view = journal.slot_try(ticket, self.cap)
+            view = journal.slots.slot_try(ticket, self.cap)
             if view.granted:
                 return True
             if stop.is_set():

@@ -39,7 +39,7 @@ def journal_fault(exc: JournalFault, invocation: str | None, store: Journal | No
     if path is not None and path != DEFAULT_JOURNAL:
         reconcile = f"`vibesys reconcile --journal {path}`"
     if exc.replaced:
-        saved = store.rescue() if store is not None else None
+        saved = store.file.rescue() if store is not None else None
         way = f"move {saved} to {path}" if saved else "put the journal back"
     else:
         way = "fix the disk"

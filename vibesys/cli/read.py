@@ -42,14 +42,17 @@ def open_readonly(journal: Path | None) -> Journal:
 def journal_show(journal: Path | None, invocation: str, as_json: bool, out: Echo = echo) -> None:
     with boundary(journal):
         store = open_readonly(journal)
-        inv = store.resolve(invocation)
+        inv = store.invocations.resolve(invocation)
         if as_json:
             out(json.dumps(show_json(store, inv), indent=2))
         else:
-            attempts, history = store.attempts(inv.id), store.history(inv.id)
-            leases = store.leases_used_by(inv.id)
-            out(show(inv, attempts, history, store.artifacts(inv.id), leases))
-            place = store.queue_place(inv.id) if inv.state == "PREPARED" else None
+            attempts, history = (
+                store.invocations.attempts(inv.id),
+                store.invocations.history(inv.id),
+            )
+            leases = store.clusters.leases_used_by(inv.id)
+            out(show(inv, attempts, history, store.progress.artifacts(inv.id), leases))
+            place = store.queue.queue_place(inv.id) if inv.state == "PREPARED" else None
             if place is not None and place.ahead:
                 out(f"waiting  {place.describe()}")
 
@@ -80,8 +83,8 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
         if state is not None and state.upper() not in JobState.__members__:
             raise UsageError(f"unknown state {state!r} (choose from {', '.join(JobState)})")
         store = open_readonly(journal)
-        invs = store.list_invocations(JobState(state.upper()) if state else None)
-        waiting = store.waiting()
+        invs = store.invocations.list_invocations(JobState(state.upper()) if state else None)
+        waiting = store.queue.waiting()
         if as_json:
             out(json.dumps(list_json(store, invs, waiting)))
             return
@@ -108,9 +111,9 @@ def logs(journal: Path | None, invocation: str) -> None:
     """Every attempt's output, oldest first: stdout, then stderr, from the local spool."""
     with boundary(journal):
         store = open_readonly(journal)
-        inv = store.resolve(invocation)
+        inv = store.invocations.resolve(invocation)
         tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
-        for attempt in store.attempts(inv.id):
+        for attempt in store.invocations.attempts(inv.id):
             tail.pump(log_paths(attempt_dir(inv.invocation_dir, attempt.attempt)))
         tail.close()
 

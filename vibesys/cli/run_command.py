@@ -232,7 +232,7 @@ def finish(
 ) -> int:
     """Report the ended invocation (`--json`: its record) and give `run`'s exit status. A
     follower stopped by signal `stopped_by` before the end says so and exits 128+N."""
-    history = journal.history(inv.id)
+    history = journal.invocations.history(inv.id)
     if inv.outcome == "DEPENDENCY_FAILED":  # the row that says why, not the collection's
         history = [h for h in history if h.event in ("Finished", "ParentFailed")] or history
     lines = [summary(inv, history[-1] if history else None)]
@@ -242,7 +242,7 @@ def finish(
     if options.output_error is not None:
         settled = "was cancelled" if inv.outcome == "CANCELLED" else f"ended {inv.state}"
         lines.insert(0, f"vibesys: {options.output_error}; the job {settled}")
-    for art in journal.artifacts(inv.id):
+    for art in journal.progress.artifacts(inv.id):
         if art.state in ("missing", "mismatch"):
             lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
     try:

@@ -24,7 +24,7 @@ def _recorded(journal: Journal, inv: Invocation) -> tuple[str, str, str]:
             f"invocation {inv.id} has no recorded site configuration (its adapter needs none, "
             "or it was recorded before vibesys kept them)"
         )
-    found = journal.site_rendering(inv.site_digest)
+    found = journal.sites.site_rendering(inv.site_digest)
     if found is None:
         raise UsageError(f"the journal has no site configuration sha256:{inv.site_digest}")
     return found.digest, found.kind, found.text
@@ -34,7 +34,7 @@ def show_site(journal_path: Path | None, invocation: str, as_json: bool) -> None
     """Print the recorded rendering exactly (or, with --json, with its digest and kind)."""
     with boundary(journal_path):
         journal = open_readonly(journal_path)
-        inv = journal.resolve(invocation)
+        inv = journal.invocations.resolve(invocation)
         digest, kind, text = _recorded(journal, inv)
     if as_json:
         shown = {"invocation": inv.id, "digest": digest, "kind": kind, "rendering": text}
@@ -49,12 +49,12 @@ def replace_site(
     """Record the site configuration in `file` for the invocation, from its next step on."""
     journal = open_store(journal_path)
     engine = make_engine(journal)
-    inv = journal.resolve(invocation)
+    inv = journal.invocations.resolve(invocation)
     if inv.state is JobState.DONE:
         raise UsageError(f"invocation {inv.id} is DONE: nothing carries it on any more")
     # One recorded before sites were (it reads the file its request names) may be given one.
-    old = engine.recorded_site(inv.site_digest)
-    request = engine.request_of(inv)
+    old = engine.adapters.recorded_site(inv.site_digest)
+    request = engine.adapters.request_of(inv)
     new = request.read_site_from(str(file.expanduser().resolve()), profile)
     if old is not None and new.kind != old.kind:
         raise UsageError(f"{file} is a {new.kind}, the invocation runs with a {old.kind}")
@@ -63,7 +63,7 @@ def replace_site(
         return
     changed = ", ".join(changed_keys(old, new)) if old is not None else "(none was recorded)"
     before = old.digest if old is not None else None
-    journal.record_site(new)
+    journal.sites.record_site(new)
     event = SiteReplaced(
         old_digest=before or "",
         new_digest=new.digest,
@@ -71,8 +71,8 @@ def replace_site(
         changed=changed,
         by=f"{getpass.getuser()}@{socket.gethostname()}",
     )
-    while journal.get(inv.id).state is not JobState.DONE:
-        current = journal.get(inv.id)
+    while journal.invocations.get(inv.id).state is not JobState.DONE:
+        current = journal.invocations.get(inv.id)
         if current.site_digest != before:
             raise UsageError(f"invocation {inv.id}: its site configuration changed meanwhile")
         if engine.try_commit(current, event) is not None:

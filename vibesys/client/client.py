@@ -154,8 +154,8 @@ class Client:
                 sub = submission_of(row)
                 invocation_id = record_found(journal, row, lambda: _request(journal, sub)).id
                 return self._follow(invocation_id, sub.timeout)
-            inv = journal.resolve(key_or_id)
-            row = journal.bridge_request_of(inv.id)
+            inv = journal.invocations.resolve(key_or_id)
+            row = journal.bridge.bridge_request_of(inv.id)
             client_row = row is not None and row.run_id == CLIENT_RUN
             timeout = submission_of(row).timeout if row is not None and client_row else None
         return self._follow(inv.id, timeout)
@@ -214,7 +214,7 @@ def _request(journal: Journal, sub: Submission) -> Any:
     """The adapter's typed request, built as `vibesys run` builds it (`make_request`)."""
     values = typed_options(sub.adapter, sub.options)
     if "after" in values:  # as `vibesys run --after`: the invocation's current job
-        parent = journal.resolve(str(values["after"]))
+        parent = journal.invocations.resolve(str(values["after"]))
         if parent.adapter != sub.adapter or parent.job_id is None:
             raise UsageError(f"after={values['after']}: not an {sub.adapter} invocation with a job")
         values["after"] = {"invocation": parent.id, "job_id": parent.job_id}

@@ -22,7 +22,7 @@ from typing import Final
 from msgspec import Struct
 
 from vibesys.engine import DriveOptions, Engine, StopFlag, wait_for
-from vibesys.engine.deadline import cancel_at_deadline
+from vibesys.engine.cancel import cancel_at_deadline
 from vibesys.errors import VibesysError
 from vibesys.job_result import TIMEOUT_CANCEL, JobResult, result_from_journal
 from vibesys.journal_schema import Journal, open_journal
@@ -74,8 +74,8 @@ class Handle:
 
     def status(self) -> Status:
         with self._journal() as journal:
-            inv = journal.get(self.id)
-            attempts = journal.attempts(self.id)
+            inv = journal.invocations.get(self.id)
+            attempts = journal.invocations.attempts(self.id)
         return Status(
             invocation_id=inv.id,
             state=str(inv.state),
@@ -104,7 +104,9 @@ class Handle:
         """Ask for the invocation's cancel (committed now, as `vibesys cancel` does); its
         driver sends it and settles it. `result()` waits for the settlement."""
         with self._journal() as journal:
-            Engine(journal).request_cancel(journal.get(self.id), "vibesys.Client cancel")
+            Engine(journal).request_cancel(
+                journal.invocations.get(self.id), "vibesys.Client cancel"
+            )
 
     def logs(
         self, follow: bool = False, stream: str = "stdout", offset: int = 0
@@ -129,8 +131,8 @@ class Handle:
         while True:
             ended = not follow or self._done.is_set()
             with self._journal() as journal:
-                inv = journal.get(self.id)
-                numbers = [a.attempt for a in journal.attempts(self.id)]
+                inv = journal.invocations.get(self.id)
+                numbers = [a.attempt for a in journal.invocations.attempts(self.id)]
             for number in numbers:
                 path = log_paths(attempt_dir(inv.invocation_dir, number))[which]
                 yield from _read_from(path, offsets)
@@ -171,7 +173,7 @@ class Handle:
         timeout's: its result is TIMEOUT)."""
         if not self._timeout:
             return
-        inv = journal.get(self.id)
+        inv = journal.invocations.get(self.id)
         if inv.state is JobState.DONE:
             return
         created = inv.created_at if inv.created_at.tzinfo else inv.created_at.replace(tzinfo=UTC)

@@ -120,7 +120,7 @@ def typed_options(adapter: str, options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def find_row(journal: Journal, key: str) -> BridgeRequest | None:
-    return journal.bridge_request(CLIENT_RUN, request_id(key, ""))
+    return journal.bridge.bridge_request(CLIENT_RUN, request_id(key, ""))
 
 
 def record(
@@ -134,7 +134,7 @@ def record(
     the key already names. KeyConflict when the key was used for another submission."""
     runs = journal.path.parent / "runs"
     with _recording(runs):
-        row, _created = journal.claim_bridge_request(
+        row, _created = journal.bridge.claim_bridge_request(
             run_id=CLIENT_RUN,
             request_id=request_id(key, new_id := new_invocation_id()),
             invocation_id=new_id,
@@ -148,7 +148,7 @@ def record(
         _same(key, row.body, sub.body())
         if not _exists(journal, row.invocation_id):
             return _prepare(journal, row, sub, env, request)
-    inv = journal.get(row.invocation_id)
+    inv = journal.invocations.get(row.invocation_id)
     _same_env(key, inv, env or {})
     return inv
 
@@ -157,7 +157,7 @@ def record_found(journal: Journal, row: BridgeRequest, build: Callable[[], Any])
     """The invocation `row` names, recorded now if its recorder died first (`attach`)."""
     with _recording(journal.path.parent / "runs"):
         if _exists(journal, row.invocation_id):
-            return journal.get(row.invocation_id)
+            return journal.invocations.get(row.invocation_id)
         sub = submission_of(row)
         if sub.env_names:
             raise UsageError(

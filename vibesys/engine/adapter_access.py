@@ -17,14 +17,30 @@ if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest, RecordedSite
 
 
-class AdapterAccess:
-    """The engine's side of its adapters (the engine's fields are declared in `Engine`)."""
+#: Builds the adapter an invocation names from its adapter name and typed request.
+BackendFactory = Callable[[str, "AdapterRequest"], Backend]
 
-    journal: Journal
-    backends: Callable[[str, AdapterRequest], Backend]
-    progress: Progress | None
-    _backends: dict[tuple[str, str], Backend]
-    _requests: dict[tuple[str, str, str], AdapterRequest]
+
+def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
+    return entry(adapter).load().build(request)
+
+
+class Adapters:
+    """The engine's side of its adapters: built once per adapter and backend key, and each
+    recorded request parsed once."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        backends: BackendFactory,
+        progress: Progress | None = None,
+    ) -> None:
+        self.journal = journal
+        self.backends = backends
+        #: hears of transfers (staging, artifact downloads): a terminal's progress bar
+        self.progress = progress
+        self._backends: dict[tuple[str, str], Backend] = {}
+        self._requests: dict[tuple[str, str, str], AdapterRequest] = {}
 
     def request_of(self, inv: Invocation) -> AdapterRequest:
         """The invocation's typed request, with the site configuration it was recorded with
@@ -46,9 +62,10 @@ class AdapterAccess:
         """The site configuration recorded under `digest`."""
         if digest is None:
             return None
-        found = self.journal.site_rendering(digest)
+        found = self.journal.sites.site_rendering(digest)
         if found is None:
             raise ConfigError(f"the journal has no site configuration sha256:{digest}")
+        # Here, not at the top: a local run's start never loads the typed requests' models.
         from vibesys.adapters.requests import RecordedSite
 
         return RecordedSite.model_validate(

@@ -6,6 +6,7 @@ A crash part-way resumes on reconcile: verified files are not downloaded again.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -33,14 +34,14 @@ def collect_artifacts(
     files = backend.remote_files()
     if files is None:
         return f"artifacts: the {type(backend).__name__} adapter cannot collect artifacts"
-    known = {row.path: row for row in journal.artifacts(job.invocation_id, job.attempt)}
+    known = {row.path: row for row in journal.progress.artifacts(job.invocation_id, job.attempt)}
     found, missing = listing if listing is not None else files.list_artifacts(job, patterns)
     target_root = job.attempt_dir / "artifacts"
     counts = {state: 0 for state in ArtifactState}
     for info in found:
         row = known.get(info.path)
         if info.refused:  # over a limit where it is: not a byte of it comes home
-            journal.record_artifact(
+            journal.progress.record_artifact(
                 job.invocation_id,
                 job.attempt,
                 info.path,
@@ -55,13 +56,13 @@ def collect_artifacts(
         else:
             state = _download(journal, files, job, info, target_root, progress)
         if state is ArtifactState.VERIFIED:
-            journal.record_artifact(
+            journal.progress.record_artifact(
                 job.invocation_id, job.attempt, info.path, ArtifactState.ACKNOWLEDGED
             )
             state = ArtifactState.ACKNOWLEDGED
         counts[state] += 1
     for pattern in missing:
-        journal.record_artifact(
+        journal.progress.record_artifact(
             job.invocation_id,
             job.attempt,
             pattern,
@@ -80,7 +81,7 @@ def _download(
     root: Path,
     progress: Progress | None = None,
 ) -> ArtifactState:
-    journal.record_artifact(
+    journal.progress.record_artifact(
         job.invocation_id,
         job.attempt,
         info.path,
@@ -105,7 +106,7 @@ def _download(
     actual = digest.hexdigest()
     if digest.overrun or actual != info.sha256 or digest.size != info.size:
         got = f"more than {info.size}" if digest.overrun else str(digest.size)
-        journal.record_artifact(
+        journal.progress.record_artifact(
             job.invocation_id,
             job.attempt,
             info.path,
@@ -116,7 +117,7 @@ def _download(
         return ArtifactState.MISMATCH
     os.replace(partial, target)
     failpoint("after_artifact_download")
-    journal.record_artifact(
+    journal.progress.record_artifact(
         job.invocation_id, job.attempt, info.path, ArtifactState.VERIFIED, local_path=str(target)
     )
     return ArtifactState.VERIFIED
@@ -132,8 +133,6 @@ class _HashingFile:
     endless one, never fills the disk."""
 
     def __init__(self, path: Path, progress: Progress | None = None, limit: int = -1) -> None:
-        import hashlib  # only where artifacts come home: most runs have none
-
         self._handle = open(path, "wb")  # noqa: SIM115 - closed in close()
         self._hash = hashlib.sha256()
         self._progress = progress

@@ -22,8 +22,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
+from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.plan_context import NO_JOB, parent_job_of
-from vibesys.engine.provenance import ProvenanceKeeper, known_provenance, merge_provenance
+from vibesys.engine.provenance import ProvenanceKeeper, known_provenance
+from vibesys.engine.records import record_provenance
 from vibesys.errors import VibesysError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
@@ -40,9 +42,8 @@ _MOVED_ON = (JobState.PREPARED, JobState.RETRYING, JobState.RUNNING, JobState.UN
 
 class ChainEngine(ProvenanceKeeper, Protocol):
     owner: str
+    adapters: Adapters
     lease_ttl: timedelta
-
-    def request_of(self, inv: Invocation) -> AdapterRequest: ...
 
     def advance(self, inv: Invocation) -> Invocation: ...
 
@@ -51,7 +52,7 @@ class ChainEngine(ProvenanceKeeper, Protocol):
 
 def parent_id(engine: ChainEngine, inv: Invocation) -> str | None:
     try:
-        return engine.request_of(inv).runs_after()
+        return engine.adapters.request_of(inv).runs_after()
     except Exception:  # a request that no longer parses fails where it is used, not here
         return None
 
@@ -62,7 +63,7 @@ def parent_of(engine: ChainEngine, inv: Invocation) -> Invocation | None:
     if found is None:
         return None
     try:
-        return engine.journal.get(found)
+        return engine.journal.invocations.get(found)
     except VibesysError:
         return None
 
@@ -89,12 +90,12 @@ def submit_after(engine: ChainEngine, inv: Invocation, request: AdapterRequest) 
     target = parent_job_of(parent) or parent.job_id or _last_job(engine, parent)
     if target is None:
         return request.recorded_parent_job()
-    merge_provenance(engine, inv, {"after": parent.id, "after_job": target})
+    record_provenance(engine, inv, {"after": parent.id, "after_job": target})
     return None if target == NO_JOB else target
 
 
 def _last_job(engine: ChainEngine, parent: Invocation) -> str | None:
-    jobs = [a.job_id for a in engine.journal.attempts(parent.id) if a.job_id]
+    jobs = [a.job_id for a in engine.journal.invocations.attempts(parent.id) if a.job_id]
     return jobs[-1] if jobs else None
 
 
@@ -105,14 +106,14 @@ def carry_parent_of(engine: ChainEngine, child: Invocation) -> None:
     parent = parent_of(engine, child)
     if parent is None or parent.state is JobState.DONE or parent.lease_owner == engine.owner:
         return
-    if not engine.journal.acquire_lease(parent.id, engine.owner, engine.lease_ttl):
+    if not engine.journal.leases.acquire_lease(parent.id, engine.owner, engine.lease_ttl):
         return  # its driver carries it on
     try:
         engine.advance(parent)
     except Exception as exc:  # the parent's own row tells; the child goes on waiting
         engine.note(child, f"its parent {parent.id} could not be carried on: {exc}")
     finally:
-        engine.journal.release_lease(parent.id, engine.owner)
+        engine.journal.leases.release_lease(parent.id, engine.owner)
 
 
 def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invocation]) -> None:
@@ -125,11 +126,11 @@ def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invoca
             continue
         if parent_id(engine, child) != parent.id:
             continue
-        if not engine.journal.acquire_lease(child.id, engine.owner, engine.lease_ttl):
+        if not engine.journal.leases.acquire_lease(child.id, engine.owner, engine.lease_ttl):
             continue
         try:
-            engine.advance(engine.journal.get(child.id))
+            engine.advance(engine.journal.invocations.get(child.id))
         except Exception as exc:  # its own row tells; whoever looks next carries it on
             engine.note(child, f"not carried on after {parent.id}'s new attempt: {exc}")
         finally:
-            engine.journal.release_lease(child.id, engine.owner)
+            engine.journal.leases.release_lease(child.id, engine.owner)

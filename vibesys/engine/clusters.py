@@ -24,16 +24,16 @@ from msgspec import Struct
 from vibesys.adapters.base import Backend
 from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend, ReleasedWhenDone
 from vibesys.adapters.registry import entry
+from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.failpoints import failpoint
 from vibesys.errors import BackendError, BackendUnavailable, StaleState, SubmitRejected, UsageError
 from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
+from vibesys.states.lease_table import LeaseChoice, LeaseDecision, decide_lease
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from datetime import datetime
 
-    from vibesys.adapters.requests import AdapterRequest
     from vibesys.journal_schema import Journal
 
 __all__ = [
@@ -51,14 +51,9 @@ class LeaseEngine(Protocol):
 
     journal: Journal
     owner: str
+    adapters: Adapters
 
     def clock(self) -> datetime: ...
-
-    def backend_for(self, adapter: str, request: AdapterRequest) -> Backend: ...
-
-    def parse_request(
-        self, adapter: str, data: Mapping[str, Any], site_digest: str | None
-    ) -> AdapterRequest: ...
 
 
 class SettledLease(Struct, frozen=True):
@@ -78,7 +73,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
     if leasing is None:
         return
     plan = leasing.plan_lease()
-    _refuse_while_busy(journal, inv, plan.campaign)
+    decision = _refuse_while_busy(journal, inv, plan)
     facts: dict[str, Any] = {
         "name": plan.cluster,
         "campaign": plan.campaign,
@@ -88,8 +83,10 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         "request": inv.request,
         "site_digest": inv.site_digest,
     }
-    if plan.action is LeaseAction.REUSE:
-        lease = journal.record_reuse(**facts, allocation=plan.allocation, evidence=plan.reason)
+    if decision.choice is LeaseChoice.REUSE:
+        lease = journal.clusters.record_reuse(
+            **facts, allocation=plan.allocation, evidence=plan.reason
+        )
         if lease.state is LeaseState.RELEASING:
             raise BackendUnavailable(
                 f"cluster {plan.cluster} is being released (lease {lease.id}); the next "
@@ -98,34 +95,28 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
             )
     else:
         try:
-            lease = journal.intend_launch(**facts, reason=plan.reason, owner=owner)
+            lease = journal.clusters.intend_launch(**facts, reason=plan.reason, owner=owner)
         except StaleState as exc:  # a live process is launching or releasing it now
             raise BackendUnavailable(str(exc), maybe_submitted=False) from None
         failpoint("after_launch_intent")
         lease = _launch(journal, leasing, plan, lease)
     try:
-        journal.record_lease_use(lease.id, inv.id, inv.attempt)
+        journal.clusters.record_lease_use(lease.id, inv.id, inv.attempt)
     except StaleState as exc:  # a release was intended meanwhile: nothing was submitted
         raise BackendUnavailable(str(exc), maybe_submitted=False) from None
     # Two processes may both have passed the first check: the one that sees the other now
     # steps back (at worst both do; never two evaluations at once).
-    _refuse_while_busy(journal, inv, plan.campaign)
+    _refuse_while_busy(journal, inv, plan)
 
 
-def _refuse_while_busy(journal: Journal, inv: Invocation, campaign: str) -> None:
-    """One remote evaluation at a time per campaign: an attempt is refused (REJECTED, nothing
-    submitted) while another invocation that ran on one of the campaign's clusters is not DONE
-    (running, retrying, or unresolved: its job may still run there)."""
-    others = [
-        user
-        for user in journal.unfinished_users(campaign=(inv.adapter, campaign))
-        if user != inv.id
-    ]
-    if others:
-        raise SubmitRejected(
-            f"campaign {campaign} is busy with invocation(s) {', '.join(others)} (one evaluation "
-            "at a time per campaign): wait for them or cancel them, then run this again"
-        )
+def _refuse_while_busy(journal: Journal, inv: Invocation, plan: LeasePlan) -> LeaseDecision:
+    """The planner's choice for this attempt's cluster (`decide_lease`) from the lease rows as
+    they are now; a refusal raised as REJECTED: nothing was submitted."""
+    users = journal.clusters.unfinished_users(campaign=(inv.adapter, plan.campaign))
+    decision = decide_lease(inv.id, plan.campaign, users, plan.action is LeaseAction.REUSE)
+    if decision.choice is LeaseChoice.REFUSE:
+        raise SubmitRejected(decision.why)
+    return decision
 
 
 def _launch(
@@ -134,12 +125,14 @@ def _launch(
     try:
         receipt = backend.launch(plan)
     except SubmitRejected as exc:
-        journal.record_launch_failed(lease.id, f"refused, nothing launched: {exc.evidence}")
+        journal.clusters.record_launch_failed(
+            lease.id, f"refused, nothing launched: {exc.evidence}"
+        )
         raise
     except BackendError as exc:
         # The lease stays `launching`: an allocation may exist. The next launch continues it,
         # or reconcile settles it. The attempt itself was never submitted.
-        journal.note_lease(lease.id, f"launch failed: {exc.evidence}")
+        journal.clusters.note_lease(lease.id, f"launch failed: {exc.evidence}")
         raise BackendError(
             f"launching cluster {plan.cluster} failed: {exc}",
             evidence=exc.evidence,
@@ -148,19 +141,19 @@ def _launch(
             fix=exc.fix,
         ) from exc
     failpoint("after_launch_effect")
-    return journal.record_launched(lease.id, receipt.allocation, receipt.evidence)
+    return journal.clusters.record_launched(lease.id, receipt.allocation, receipt.evidence)
 
 
 def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterLease:
     """End a live lease's allocation: intent, `release()`, record. Refused (nothing written)
     while an invocation that ran on it is not DONE: its job would die with the allocation."""
     journal = engine.journal
-    lease = journal.cluster_lease(lease_id)
+    lease = journal.clusters.cluster_lease(lease_id)
     if not lease.live:
         raise UsageError(f"cluster {lease.name} (lease {lease.id}) is {lease.state}: not live")
     backend = _backend_of(engine, lease)
     # Refused there, under the write lock, while an invocation that ran on it is not DONE.
-    lease = journal.intend_release(lease.id, engine.owner, reason)
+    lease = journal.clusters.intend_release(lease.id, engine.owner, reason)
     failpoint("after_release_intent")
     return _release(engine, backend, lease, "released")
 
@@ -172,9 +165,11 @@ def release_when_done(engine: LeaseEngine, inv: Invocation) -> list[ClusterLease
     if inv.state is not JobState.DONE or not _asks_down(inv):
         return []
     released = []
-    used = {lease.id: lease for _, lease in engine.journal.leases_used_by(inv.id)}
+    used = {lease.id: lease for _, lease in engine.journal.clusters.leases_used_by(inv.id)}
     for lease in used.values():  # one lease may serve several attempts
-        if lease.state is LeaseState.UP and not engine.journal.unfinished_users(lease_id=lease.id):
+        if lease.state is LeaseState.UP and not engine.journal.clusters.unfinished_users(
+            lease_id=lease.id
+        ):
             why = f"run --down: invocation {inv.id} is done"
             released.append(release_cluster(engine, lease.id, why))
     return released
@@ -184,18 +179,18 @@ def release_finished_campaigns(engine: LeaseEngine) -> list[ClusterLease]:
     """For reconcile: every cluster still up whose evaluations are all DONE, one of which
     asked for `--down` (its driver died before releasing it)."""
     released = []
-    for lease in engine.journal.cluster_leases([LeaseState.UP]):
-        users = {i for i, _ in engine.journal.lease_users(lease.id)}
-        invocations = [engine.journal.get(i) for i in sorted(users)]
+    for lease in engine.journal.clusters.cluster_leases([LeaseState.UP]):
+        users = {i for i, _ in engine.journal.clusters.lease_users(lease.id)}
+        invocations = [engine.journal.invocations.get(i) for i in sorted(users)]
         if not any(map(_asks_down, invocations)):
             continue
-        if engine.journal.unfinished_users(lease_id=lease.id):
+        if engine.journal.clusters.unfinished_users(lease_id=lease.id):
             continue
         why = "run --down, finished by reconcile: every evaluation on it is done"
         try:
             released.append(release_cluster(engine, lease.id, why))
         except Exception as exc:  # this lease stays for the next round; the others go on
-            engine.journal.note_lease(lease.id, f"run --down release failed: {exc}")
+            engine.journal.clusters.note_lease(lease.id, f"run --down release failed: {exc}")
     return released
 
 
@@ -212,14 +207,14 @@ def _release(
 ) -> ClusterLease:
     evidence = backend.release()  # an error leaves the lease `releasing`, for reconcile
     failpoint("after_release_effect")
-    return engine.journal.record_released(lease.id, f"{why}: {evidence}")
+    return engine.journal.clusters.record_released(lease.id, f"{why}: {evidence}")
 
 
 def settle_leases(engine: LeaseEngine) -> list[SettledLease]:
     """Settle every launch and release whose process is gone, from a refreshed inspection.
     A failure with one lease is reported on its row and never stops the others."""
     rows = []
-    for lease in engine.journal.unsettled_leases(engine.owner, engine.clock()):
+    for lease in engine.journal.clusters.unsettled_leases(engine.owner, engine.clock()):
         try:
             after = _settle(engine, lease)
         except Exception as exc:  # one row says what failed; the others go on
@@ -238,24 +233,26 @@ def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
     if lease.state is LeaseState.RELEASING:
         if sight.exists:
             return _release(engine, backend, lease, "the interrupted release, done again")
-        return journal.record_released(lease.id, f"the release had ended it: {sight.evidence}")
+        return journal.clusters.record_released(
+            lease.id, f"the release had ended it: {sight.evidence}"
+        )
     if sight.up:
-        return journal.record_launched(
+        return journal.clusters.record_launched(
             lease.id, sight.allocation, f"the interrupted launch left it up: {sight.evidence}"
         )
     if sight.exists or sight.launching:
         # Provisioning is under way (or stopped half-way): the row stays `launching`, recorded;
         # the next launch resumes it, a release ends it.
         why = "a launch request is still active" if sight.launching else sight.evidence
-        return journal.note_lease(lease.id, f"not up yet: {why}")
-    return journal.record_launch_failed(
+        return journal.clusters.note_lease(lease.id, f"not up yet: {why}")
+    return journal.clusters.record_launch_failed(
         lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
     )
 
 
 def _backend_of(engine: LeaseEngine, lease: ClusterLease) -> LeasingBackend:
-    request = engine.parse_request(lease.adapter, lease.request, lease.site_digest)
-    backend = engine.backend_for(lease.adapter, request)
+    request = engine.adapters.parse_request(lease.adapter, lease.request, lease.site_digest)
+    backend = engine.adapters.backend_for(lease.adapter, request)
     leasing = backend.leasing()
     if leasing is None:
         raise UsageError(f"the {lease.adapter} adapter holds no cluster leases")

@@ -8,14 +8,14 @@ every commit and after every effect, so crash tests can stop the process at each
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import (
-    Backend,
     Progress,
     RemoteStatus,
     SharedPolling,
@@ -23,7 +23,7 @@ from vibesys.adapters.base import (
     Waitable,
 )
 from vibesys.adapters.registry import entry
-from vibesys.engine.adapter_access import AdapterAccess
+from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_backend
 from vibesys.engine.chains import (
     carry_parent_of,
     parent_of,
@@ -31,11 +31,11 @@ from vibesys.engine.chains import (
     submit_children,
     waited_on,
 )
-from vibesys.engine.context import load_context
+from vibesys.engine.context import load_context, record_environment
 from vibesys.engine.execute import execute
-from vibesys.engine.failpoints import failpoint
+from vibesys.engine.facts import ClaimRead
+from vibesys.engine.failpoints import AFTER_COMMIT, failpoint
 from vibesys.engine.observe import seen_error, seen_status
-from vibesys.engine.outage import date_outage
 from vibesys.engine.plan import (
     Commit,
     Hold,
@@ -46,14 +46,14 @@ from vibesys.engine.plan import (
     plan_cancel,
     proven,
 )
-from vibesys.engine.prepare import Preparing, new_invocation_id
-from vibesys.engine.provenance import record_provenance
+from vibesys.engine.prepare import new_invocation_id
+from vibesys.engine.records import date_outage, record_claim, record_provenance
 from vibesys.engine.retry import RetryPolicy, policy_of
 from vibesys.engine.seen import Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState
-from vibesys.journal_schema import Invocation, Journal, utc_now
+from vibesys.journal_schema import Invocation, Journal, Settings, utc_now
 from vibesys.osutil.proc import self_identity
 from vibesys.states import (
     Effect,
@@ -69,31 +69,13 @@ if TYPE_CHECKING:
 
 __all__ = ["BackendFactory", "Engine", "new_invocation_id", "registry_backend"]
 
-#: Builds the adapter an invocation names from its adapter name and typed request.
-BackendFactory = Callable[[str, "AdapterRequest"], Backend]
 #: How often a requested cancel is sent again while the job has not settled.
 CANCEL_RESEND_SECONDS = 5.0
 #: A planner that never holds is a bug; stop it rather than spin.
 MAX_STEPS = 64
 
-#: The failpoint after each committed event (by event class name).
-_AFTER_COMMIT = {
-    "SubmitIntended": "after_submit_intent",
-    "SubmitDispatched": "after_submit_dispatch",
-    "Submitted": "after_submitted_commit",
-    "FenceIntended": "after_fence_intent",
-    "Finished": "after_finished_commit",
-    "InfraFailed": "after_infra_failed_commit",
-    "CancelRequested": "after_cancel_intent",
-    "OutcomeUnknown": "after_unknown_commit",
-}
 
-
-def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
-    return entry(adapter).load().build(request)
-
-
-class Engine(AdapterAccess, Preparing):
+class Engine:
     """Drives invocations: observe, plan, commit, execute. A service object, not a record:
     one per process (or per test), its caches and timers its own."""
 
@@ -110,7 +92,7 @@ class Engine(AdapterAccess, Preparing):
         progress: Progress | None = None,
     ) -> None:
         self.journal = journal
-        self.backends = backends
+        self.adapters = Adapters(journal, backends, progress)
         #: the retry policy `prepare` records for a new invocation; every later step of an
         #: invocation uses the one recorded with it (its settings), whichever process takes it
         self.retry = RetryPolicy() if retry is None else retry
@@ -128,17 +110,69 @@ class Engine(AdapterAccess, Preparing):
         self.waiting: dict[str, str] = {}
         #: the provenance recorded for each (invocation, attempt), as far as this process knows
         self.provenance_seen: dict[tuple[str, int], dict[str, str]] = {}
-        self._backends: dict[tuple[str, str], Backend] = {}
-        self._requests: dict[tuple[str, str, str], AdapterRequest] = {}
         self._cancel_sent: dict[tuple[str, int], float] = {}
         #: this process's side of the status rounds shared per site (engine/shared_poll.py)
         self.shared = SharedPoll(self)
 
+    # -- recording -----------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        *,
+        adapter: str,
+        command: Sequence[str],
+        request: AdapterRequest | None = None,
+        label: str | None = None,
+        max_retries: int | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        run_root: Path | None = None,
+        invocation_id: str | None = None,
+        cancel_when_orphaned: bool = False,
+        campaign: str | None = None,
+    ) -> Invocation:
+        """Record a new invocation (PREPARED) with its request, its context and the settings
+        every process carries it on with (this engine's retry policy and unreachable timeout),
+        leased to us; at the end of its campaign's queue (`campaign`, else the request's own)."""
+        request = request or entry(adapter).parse_request({})
+        # The site configuration is read once, here at the latest (`vibesys run` read it while
+        # checking the request): what is recorded is what every later process uses.
+        site = request.site_record or request.read_site()
+        invocation_id = invocation_id or new_invocation_id()
+        root = run_root or self.journal.path.parent / "runs"
+        invocation_dir = (root / invocation_id).resolve()
+        env_file = record_environment(invocation_dir, dict(os.environ) if env is None else env)
+        invocation = self.journal.create_invocation(
+            invocation_id=invocation_id,
+            adapter=adapter,
+            command=list(command),
+            request=request.model_dump(mode="json"),
+            request_version=request.schema_version,
+            label=label,
+            max_retries=self.retry.max_retries if max_retries is None else max_retries,
+            invocation_dir=str(invocation_dir),
+            cwd=cwd or os.getcwd(),
+            env_file=str(env_file),
+            lease_owner=self.owner,
+            lease_ttl=self.lease_ttl,
+            site=site,
+            settings=Settings(
+                retry_delay_seconds=self.retry.initial_delay_seconds,
+                retry_backoff=self.retry.backoff,
+                retry_max_delay_seconds=self.retry.max_delay_seconds,
+                unreachable_timeout_seconds=self.unreachable_timeout.total_seconds(),
+                cancel_when_orphaned=cancel_when_orphaned,
+            ),
+            campaign=campaign or request.campaign(),
+        )
+        failpoint("after_prepare_commit")
+        return invocation
+
     # -- adapters -----------------------------------------------------------------------------
 
     def submit_request(self, inv: Invocation) -> Submission[Any]:
-        ref = self.job_ref(inv)
-        request = self.request_of(inv)
+        ref = self.adapters.job_ref(inv)
+        request = self.adapters.request_of(inv)
         return Submission(
             inv.id,
             inv.attempt,
@@ -156,7 +190,7 @@ class Engine(AdapterAccess, Preparing):
         """What the planner decides `inv`'s next step by: the time, and the settings recorded
         with it (never this process's own)."""
         settings = inv.settings
-        place = self.journal.queue_place(inv.id) if inv.state is JobState.PREPARED else None
+        place = self.journal.queue.queue_place(inv.id) if inv.state is JobState.PREPARED else None
         parent = parent_of(self, inv)
         return PlanContext(
             self.clock(),
@@ -169,7 +203,7 @@ class Engine(AdapterAccess, Preparing):
 
     def shared_backend(self, inv: Invocation) -> SharedPolling | None:
         """`inv`'s adapter when its status rounds are shared per site (a scheduler's)."""
-        backend = self.backend(inv)
+        backend = self.adapters.backend(inv)
         return backend.shared_polling()
 
     def observe(self, inv: Invocation) -> Seen | None:
@@ -181,29 +215,30 @@ class Engine(AdapterAccess, Preparing):
         shared = self.shared_backend(inv)
         if shared is not None:
             return self.shared.observe(inv, shared)
-        ref = self.job_ref(inv)
+        ref = self.adapters.job_ref(inv)
         try:
-            status = self.backend(inv).status([ref])[ref.job_name]
+            status = self.adapters.backend(inv).status([ref])[ref.job_name]
         except BackendError as exc:
             return seen_error(exc)
         return self.seen(inv, status)
 
     def ended_here(self, inv: Invocation) -> Seen | None:
         """`inv`'s end as this process saw it happen (its srun returned), if it did."""
-        own = self.backend(inv).sees_its_own_end()
+        own = self.adapters.backend(inv).sees_its_own_end()
         if own is None:
             return None
-        status = own.ended_here(self.job_ref(inv))
+        status = own.ended_here(self.adapters.job_ref(inv))
         return None if status is None else self.seen(inv, status)
 
     def end_signal(self, inv: Invocation) -> Waitable | None:
         """Set when the process this one started for `inv`'s attempt ends (see above)."""
-        own = self.backend(inv).sees_its_own_end()
-        return own.end_signal(self.job_ref(inv)) if own is not None else None
+        own = self.adapters.backend(inv).sees_its_own_end()
+        return own.end_signal(self.adapters.job_ref(inv)) if own is not None else None
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
         """The planner's view of one status; where the attempt runs is recorded on the way."""
-        record_provenance(self, inv, status)
+        if status.provenance:
+            record_provenance(self, inv, status.provenance)
         return seen_status(status)
 
     def advance(self, inv: Invocation, seen: Seen | None = None) -> Invocation:
@@ -262,6 +297,8 @@ class Engine(AdapterAccess, Preparing):
         fact = execute(self, inv, effect)
         if fact is None:
             return None
+        if isinstance(fact, ClaimRead):
+            record_claim(self.journal, inv, fact)  # before the event it proves
         return proven(inv, fact, self.context(inv))
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:
@@ -269,7 +306,7 @@ class Engine(AdapterAccess, Preparing):
         proved, in turn. When the compare-and-swap of the first event loses, nothing is
         committed and the row as someone else left it is returned."""
         done = self.try_commit(inv, event)
-        return done if done is not None else self.journal.get(inv.id)
+        return done if done is not None else self.journal.invocations.get(inv.id)
 
     def try_commit(self, inv: Invocation, event: Event) -> Invocation | None:
         """`commit`, or None when someone else moved `inv` first (nothing was committed)."""
@@ -287,7 +324,7 @@ class Engine(AdapterAccess, Preparing):
             current = after[0]
             after = self._commit_one(current, follow)
             while after is None:
-                fresh = self.journal.get(current.id)
+                fresh = self.journal.invocations.get(current.id)
                 if (fresh.state, fresh.attempt) != (current.state, current.attempt):
                     return fresh
                 current = fresh
@@ -300,14 +337,14 @@ class Engine(AdapterAccess, Preparing):
             after, decision = self.journal.commit_transition(inv, event, now=self.clock())
         except StaleState:
             return None
-        point = _AFTER_COMMIT.get(type(event).__name__)
+        point = AFTER_COMMIT.get(type(event).__name__)
         if point is None and after.state is JobState.DONE:
             point = "after_done_commit"
         if point is not None:
             failpoint(point)
         if isinstance(event, Submitted) and after.attempt > 1:
             # A retried parent's children are submitted again to wait on this attempt.
-            submit_children(self, after, self.journal.active())
+            submit_children(self, after, self.journal.invocations.active())
         return after, decision.effects
 
     # -- cancellation ---------------------------------------------------------------------------
@@ -322,7 +359,7 @@ class Engine(AdapterAccess, Preparing):
             after = self.try_commit(inv, step.event)
             if after is not None:
                 return after
-            inv = self.journal.get(inv.id)
+            inv = self.journal.invocations.get(inv.id)
 
     def cancel_due(self, inv: Invocation) -> bool:
         """Whether to send the cancel now: once, then again every few seconds until it settles
@@ -346,7 +383,7 @@ class Engine(AdapterAccess, Preparing):
         """Copy new log bytes of the current attempt home (remote adapters only)."""
         if inv.attempt < 1:
             return 0
-        return spool_logs(self.journal, self.backend(inv), self.job_ref(inv))
+        return spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv))
 
     def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
-        return self.backend(inv).log_paths(self.job_ref(inv))
+        return self.adapters.backend(inv).log_paths(self.adapters.job_ref(inv))

@@ -10,16 +10,14 @@ on its next round past the deadline, so a dead bridge never leaves it running pa
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
-from pathlib import Path
 
-from vibesys.journal_schema import Invocation, Journal, open_journal
+from vibesys.journal_schema import Invocation, Journal
 from vibesys.journal_schema.bridge_requests import BridgeRequest
 from vibesys.states import JobState
 from vibesys.states.events import TIMEOUT_CANCEL
 
-__all__ = ["Deadline", "cancel_at_deadline", "deadline_of", "overdue", "recorded_deadline"]
+__all__ = ["Deadline", "deadline_of", "overdue", "recorded_deadline"]
 
 
 class Deadline:
@@ -43,7 +41,7 @@ def deadline_of(row: BridgeRequest) -> Deadline | None:
 
 def recorded_deadline(journal: Journal, invocation_id: str) -> Deadline | None:
     """The deadline recorded for the invocation (its bridge request's); None without one."""
-    row = journal.bridge_request_of(invocation_id)
+    row = journal.bridge.bridge_request_of(invocation_id)
     return None if row is None else deadline_of(row)
 
 
@@ -52,31 +50,3 @@ def overdue(inv: Invocation, deadline: Deadline | None, now: datetime) -> str | 
     if deadline is None or inv.cancel_requested or inv.state is JobState.DONE:
         return None
     return deadline.by if deadline.left(now) <= 0 else None
-
-
-def cancel_at_deadline(
-    journal_path: Path,
-    invocation_id: str,
-    left_seconds: float,
-    done: threading.Event,
-    by: str,
-    owner: str | None = None,
-) -> threading.Thread:
-    """Start a thread that requests the invocation's cancel (`by`) once `left_seconds` have
-    passed, unless `done` is set first. The driver picks the cancel up on its next round."""
-
-    def wait_then_cancel() -> None:
-        if done.wait(max(left_seconds, 0.0)):
-            return
-        from vibesys.engine.core import Engine
-
-        journal = open_journal(journal_path)  # its own connection: this is another thread
-        try:
-            engine = Engine(journal) if owner is None else Engine(journal, owner=owner)
-            engine.request_cancel(journal.get(invocation_id), by)
-        finally:
-            journal.close()
-
-    thread = threading.Thread(target=wait_then_cancel, name="vibesys-deadline", daemon=True)
-    thread.start()
-    return thread

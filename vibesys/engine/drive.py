@@ -110,8 +110,8 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
         while True:
             if not watch.renew(inv):
                 options.taken_over = True
-                return engine.journal.get(inv.id)
-            inv = engine.journal.get(inv.id)  # picks up cancels from other processes
+                return engine.journal.invocations.get(inv.id)
+            inv = engine.journal.invocations.get(inv.id)  # picks up cancels from other processes
             if (timed_out := overdue(inv, deadline, engine.clock())) is not None:
                 inv = engine.request_cancel(inv, timed_out)
             if stop.is_set() and inv.state is not JobState.DONE:
@@ -151,7 +151,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     finally:
         if options.status is not None:
             options.status.clear()
-        engine.journal.release_lease(inv.id, engine.owner)
+        engine.journal.leases.release_lease(inv.id, engine.owner)
 
 
 def _release_if_asked(engine: Engine, inv: Invocation) -> None:
@@ -172,13 +172,13 @@ def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     reconcile takes, and the deadline recorded with it); one whose client must go with its
     driver is left to reconcile. The seconds until the next step is due: sooner when the
     head's deadline comes first, or its timeout's cancel was just sent."""
-    place = engine.journal.queue_place(inv.id)
+    place = engine.journal.queue.queue_place(inv.id)
     if place is None or not place.ahead:
         return CARRY_AHEAD_SECONDS
-    head = engine.journal.get(place.ahead[0])
+    head = engine.journal.invocations.get(place.ahead[0])
     if head.lease_owner == engine.owner or head.settings.cancel_when_orphaned:
         return CARRY_AHEAD_SECONDS  # this process drives it already, or it is not ours to carry
-    if not engine.journal.acquire_lease(head.id, engine.owner, engine.lease_ttl):
+    if not engine.journal.leases.acquire_lease(head.id, engine.owner, engine.lease_ttl):
         return CARRY_AHEAD_SECONDS
     deadline = recorded_deadline(engine.journal, head.id)
     try:
@@ -190,7 +190,7 @@ def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     except BackendError as exc:
         engine.note(head, f"carrying it on failed: {error_facts(exc).reason}")
     finally:
-        engine.journal.release_lease(head.id, engine.owner)
+        engine.journal.leases.release_lease(head.id, engine.owner)
     if deadline is None or head.cancel_requested:
         return CARRY_AHEAD_SECONDS
     return min(CARRY_AHEAD_SECONDS, max(deadline.left(engine.clock()), 0.0))
@@ -210,7 +210,7 @@ class _Watch:
         if time.monotonic() - self.renewed < engine.lease_ttl.total_seconds() / 3:
             return True
         self.renewed = time.monotonic()
-        return engine.journal.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
+        return engine.journal.leases.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
 
     def observe(self, inv: Invocation) -> Seen | None:
         shared = self.engine.shared_backend(inv)
@@ -269,7 +269,7 @@ def _pause(engine: Engine, inv: Invocation) -> float:
         if shared is not None and needs_observation(inv):
             return engine.shared.pause(inv, shared)
         age = (now - inv.updated_at).total_seconds()
-        return engine.backend(inv).poll_interval(age)
+        return engine.adapters.backend(inv).poll_interval(age)
     if inv.state is JobState.PREPARED and inv.id in engine.waiting:
         return QUEUE_PAUSE_SECONDS  # its turn comes when another evaluation ends: no hurry
     return 0.2 if inv.state is JobState.COLLECTING else 0.05
@@ -280,8 +280,8 @@ def wait_for(engine: Engine, invocation_id: str, options: DriveOptions) -> Invoc
     while one does. A follower (`owner=False`) stops at its interrupt, cancelling nothing."""
     stop = options.interrupt
     while True:
-        inv = engine.journal.get(invocation_id)
-        if inv.state is not JobState.DONE and engine.journal.acquire_lease(
+        inv = engine.journal.invocations.get(invocation_id)
+        if inv.state is not JobState.DONE and engine.journal.leases.acquire_lease(
             inv.id, engine.owner, engine.lease_ttl
         ):
             options.taken_over = False

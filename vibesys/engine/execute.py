@@ -16,6 +16,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any, Protocol
 
 from vibesys.adapters.rundir.claim import fence_text
+from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.artifacts import collect_artifacts
 from vibesys.engine.clusters import hold_lease
 from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
@@ -29,7 +30,7 @@ from vibesys.states import Cancel, Collect, Effect, Fence, JobState, Submit
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from vibesys.adapters.base import Backend, JobRef, Progress, Submission
+    from vibesys.adapters.base import Progress, Submission
     from vibesys.journal_schema import Journal
 
 
@@ -42,13 +43,10 @@ class EffectContext(Protocol):
 
     journal: Journal
     owner: str
+    adapters: Adapters
     progress: Progress | None
 
     def clock(self) -> datetime: ...
-
-    def backend(self, inv: Invocation) -> Backend: ...
-
-    def job_ref(self, inv: Invocation) -> JobRef: ...
 
     def submit_request(self, inv: Invocation) -> Submission[Any]: ...
 
@@ -96,7 +94,7 @@ def execute(engine: EffectContext, inv: Invocation, effect: Effect) -> Fact | No
 def _submit(engine: EffectContext, inv: Invocation) -> Fact:
     try:
         request = engine.submit_request(inv)
-        backend = engine.backend(inv)
+        backend = engine.adapters.backend(inv)
         hold_lease(
             engine.journal, engine.owner, inv, backend
         )  # a cluster the adapter leases: up, launch recorded
@@ -113,25 +111,24 @@ _AMBIGUOUS = "the attempt's submission is ambiguous"
 
 
 def _fence(engine: EffectContext, inv: Invocation) -> Fact | None:
-    ref = engine.job_ref(inv)
+    ref = engine.adapters.job_ref(inv)
     # A running attempt is fenced only when the scheduler ended its job before its start.
     why = "its job ended before it started" if inv.state is JobState.RUNNING else _AMBIGUOUS
     text = fence_text(engine.owner, iso(engine.clock()), why)
     try:
-        claim = engine.backend(inv).fence(ref, text)
+        claim = engine.adapters.backend(inv).fence(ref, text)
     except JOURNAL_FAILURES:
         raise
     except Exception as exc:
         engine.note(inv, f"fence failed: {error_facts(exc).reason}")
         return None  # nothing proven: the invocation stays where it is, the fence is retried
     failpoint("after_fence_effect")
-    engine.journal.record_attempt_detail(inv.id, inv.attempt, claim=claim.text)
     job_id = "" if claim.fenced else claim_job_id(claim)
-    return ClaimRead(claim.fenced, job_id, claim.describe())
+    return ClaimRead(claim.fenced, job_id, claim.describe(), claim.text)
 
 
 def _collect(engine: EffectContext, inv: Invocation) -> Fact | None:
-    ref, backend = engine.job_ref(inv), engine.backend(inv)
+    ref, backend = engine.adapters.job_ref(inv), engine.adapters.backend(inv)
     try:
         # Logs and artifacts come home before anything may clean the remote directory: in
         # one command where the adapter can, else log by log, then the marker, the listing.
@@ -159,7 +156,7 @@ def _cancel(engine: EffectContext, inv: Invocation) -> None:
     if not engine.cancel_due(inv):
         return
     try:
-        engine.backend(inv).cancel(engine.job_ref(inv))
+        engine.adapters.backend(inv).cancel(engine.adapters.job_ref(inv))
     except JOURNAL_FAILURES:
         raise
     except Exception as exc:

@@ -39,6 +39,8 @@ class ClaimRead(Struct, frozen=True):
     #: the job the claim names (when the job claimed first)
     job_id: str
     description: str
+    #: the claim file's text as read, recorded with the attempt before the event is committed
+    claim: str = ""
 
 
 class Gathered(Struct, frozen=True):

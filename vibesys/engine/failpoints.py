@@ -52,3 +52,16 @@ def failpoint(name: str) -> None:
 def validate(names: str) -> list[str]:
     """Unknown names in a VIBESYS_FAILPOINTS value (empty when all are known)."""
     return [n for n in names.split(",") if n and n not in FAILPOINTS]
+
+
+#: The failpoint after each committed event (by event class name).
+AFTER_COMMIT = {
+    "SubmitIntended": "after_submit_intent",
+    "SubmitDispatched": "after_submit_dispatch",
+    "Submitted": "after_submitted_commit",
+    "FenceIntended": "after_fence_intent",
+    "Finished": "after_finished_commit",
+    "InfraFailed": "after_infra_failed_commit",
+    "CancelRequested": "after_cancel_intent",
+    "OutcomeUnknown": "after_unknown_commit",
+}

@@ -10,21 +10,31 @@ that reaches the scheduler ends the outage; the next one counts afresh.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from msgspec import structs
 
 from vibesys.engine.seen import Seen, Sight
-from vibesys.journal_schema import Invocation, Journal
+
+__all__ = ["OutageWrite", "dated", "outage_write"]
 
 
-def date_outage(journal: Journal, now: datetime, inv: Invocation, seen: Seen) -> Seen:
-    """`seen`, an UNREACHABLE one dated from the outage's first recorded observation (recorded
-    now when this is the first); any other observation clears the record."""
-    recorded = journal.unreachable_since(inv.id, inv.attempt)
+class OutageWrite(StrEnum):
+    """What an observation changes in the attempt's outage record."""
+
+    MARK = "mark"  # the first unreachable observation: the outage begins now
+    CLEAR = "clear"  # the scheduler answered: the outage is over
+
+
+def outage_write(recorded: datetime | None, seen: Seen) -> OutageWrite | None:
+    """What to record of `seen`, given the outage recorded so far (None: nothing)."""
     if seen.sight is not Sight.UNREACHABLE:
         if recorded is not None:
-            journal.clear_unreachable(inv.id, inv.attempt)
-        return seen
-    if recorded is None:
-        recorded = journal.mark_unreachable(inv.id, inv.attempt, seen.since or now)
+            return OutageWrite.CLEAR
+        return None
+    return OutageWrite.MARK if recorded is None else None
+
+
+def dated(seen: Seen, recorded: datetime) -> Seen:
+    """An UNREACHABLE `seen`, dated from the outage's first recorded observation."""
     return structs.replace(seen, since=min(recorded, seen.since or recorded))

@@ -6,9 +6,9 @@ in every state (`plan_cancel`). docs/architecture.md shows it and a test checks 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from msgspec import Struct
 from msgspec.structs import replace
 
 from vibesys.engine.plan import (
@@ -69,8 +69,7 @@ SIGHTS: tuple[tuple[str, Seen], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(Struct, frozen=True):
     situation: str
     observation: str
     decision: str

@@ -1,14 +1,13 @@
 """Where and on what each attempt ran, for every adapter: the adapters put it in every status
 (`RemoteStatus.provenance`: a Slurm site, partition, nodes and TRES with the start and end the
 scheduler reports; a SkyPilot cluster, its allocation and profile), and this is the one place
-that records it with the attempt, when an observation shows something new."""
+that decides what of it is new; the engine records that with the attempt."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Protocol
 
-from vibesys.adapters.base import RemoteStatus
 from vibesys.journal_schema import Invocation, Journal
 
 
@@ -20,32 +19,28 @@ class ProvenanceKeeper(Protocol):
     provenance_seen: dict[tuple[str, int], dict[str, str]]
 
 
-def record_provenance(engine: ProvenanceKeeper, inv: Invocation, status: RemoteStatus) -> None:
-    """Merge the status's provenance into the current attempt's record when it adds or
-    changes a value (the start, then the end, ...); silent otherwise."""
-    if status.provenance:
-        merge_provenance(engine, inv, status.provenance)
-
-
 def known_provenance(engine: ProvenanceKeeper, inv: Invocation) -> dict[str, str]:
     """The current attempt's provenance as recorded (read once per process and attempt)."""
     key = (inv.id, inv.attempt)
     known = engine.provenance_seen.get(key)
     if known is None:
-        recorded = [a for a in engine.journal.attempts(inv.id) if a.attempt == inv.attempt]
+        recorded = [
+            a for a in engine.journal.invocations.attempts(inv.id) if a.attempt == inv.attempt
+        ]
         known = {k: str(v) for k, v in recorded[0].provenance.items()} if recorded else {}
         engine.provenance_seen[key] = known
     return known
 
 
-def merge_provenance(
+def provenance_change(
     engine: ProvenanceKeeper, inv: Invocation, provenance: Mapping[str, str]
-) -> None:
-    """Record `provenance` with the current attempt when it adds or changes a value."""
+) -> dict[str, str] | None:
+    """`provenance`, when it adds or changes a value of the current attempt's record (the
+    engine records it); None when there is nothing to record."""
     if inv.attempt < 1:
-        return
+        return None
     known = known_provenance(engine, inv)
     fresh = dict(provenance)
     if any(known.get(name) != value for name, value in fresh.items()):
-        engine.journal.record_attempt_detail(inv.id, inv.attempt, provenance=fresh)
-        engine.provenance_seen[(inv.id, inv.attempt)] = {**known, **fresh}
+        return fresh
+    return None

@@ -64,9 +64,11 @@ def reconcile(engine: Engine) -> list[ReconcileRow]:
         ReconcileRow(f"cluster {s.name}", s.before, s.after, s.evidence, s.failed)
         for s in settle_leases(engine)
     ]
-    active = journal.active()
+    active = journal.invocations.active()
     # One transaction for every lease: a round over a thousand invocations costs one fsync.
-    taken = journal.acquire_leases([inv.id for inv in active], engine.owner, engine.lease_ttl)
+    taken = journal.leases.acquire_leases(
+        [inv.id for inv in active], engine.owner, engine.lease_ttl
+    )
     mine: list[Invocation] = []
     for inv in active:
         if inv.id in taken:
@@ -82,7 +84,7 @@ def reconcile(engine: Engine) -> list[ReconcileRow]:
         for inv in mine:
             rows.append(_reconcile_one(engine, inv, observations.get(inv.id)))
     finally:
-        journal.release_leases([inv.id for inv in mine], engine.owner)
+        journal.leases.release_leases([inv.id for inv in mine], engine.owner)
     rows.extend(_finish_campaigns(engine))
     return rows
 
@@ -108,11 +110,11 @@ def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str,
         if not needs_observation(inv):
             continue
         try:
-            key = (inv.adapter, engine.request_of(inv).backend_key())
+            key = (inv.adapter, engine.adapters.request_of(inv).backend_key())
         except Exception as exc:  # a request that no longer parses: its own row says so
             seen[inv.id] = seen_error(_as_backend_error(exc))
             continue
-        groups[key].append((inv, engine.job_ref(inv)))
+        groups[key].append((inv, engine.adapters.job_ref(inv)))
     for pairs in groups.values():
         shared = engine.shared_backend(pairs[0][0])
         if shared is not None:
@@ -121,7 +123,7 @@ def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str,
             seen.update(engine.shared.observe_now([inv for inv, _ in pairs], shared))
             continue
         try:
-            statuses = engine.backend(pairs[0][0]).status([ref for _, ref in pairs])
+            statuses = engine.adapters.backend(pairs[0][0]).status([ref for _, ref in pairs])
         except Exception as exc:
             seen.update({inv.id: seen_error(_as_backend_error(exc)) for inv, _ in pairs})
             continue
@@ -146,12 +148,12 @@ def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> Reconc
     except Exception as exc:
         facts = error_facts(exc)
         fix = f"; fix: {facts.fix}" if facts.fix else ""
-        current = engine.journal.get(inv.id)
+        current = engine.journal.invocations.get(inv.id)
         return ReconcileRow(
             inv.id, before.state, current.state, f"error: {facts.reason}{fix}", True
         )
     if after.version != before.version:
-        last = engine.journal.history(inv.id)[-1]
+        last = engine.journal.invocations.history(inv.id)[-1]
         evidence = f"{last.event}: " + ", ".join(
             f"{key}={value}" for key, value in last.evidence.items() if value not in ("", None)
         )
@@ -182,4 +184,4 @@ def _held_for_outage(engine: Engine, inv: Invocation, seen: Seen | None) -> date
     holds it while its recorded unreachable timeout lasts)."""
     if seen is None or seen.sight is not Sight.UNREACHABLE or inv.state is not JobState.RUNNING:
         return None
-    return engine.journal.unreachable_since(inv.id, inv.attempt)
+    return engine.journal.invocations.unreachable_since(inv.id, inv.attempt)

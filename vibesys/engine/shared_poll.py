@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 from msgspec import Struct, field
 
 from vibesys.adapters.base import PollSchedule, SharedPolling
+from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
 from vibesys.engine.seen import Seen, Sight
@@ -49,7 +50,7 @@ from vibesys.journal_schema.codec import decode_record, encode_record
 from vibesys.journal_schema.polls import Observation, Observed, PollSite, Settle, poller_free
 
 if TYPE_CHECKING:
-    from vibesys.adapters.base import JobRef, RemoteStatus, Waitable
+    from vibesys.adapters.base import RemoteStatus, Waitable
     from vibesys.journal_schema import Journal
 
 
@@ -58,10 +59,9 @@ class PollingEngine(Protocol):
 
     journal: Journal
     owner: str
+    adapters: Adapters
 
     def clock(self) -> datetime: ...
-
-    def job_ref(self, inv: Invocation) -> JobRef: ...
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen: ...
 
@@ -108,7 +108,7 @@ class SharedPoll(Struct):
         this process's turn; None when there is none yet (look again after `pause`)."""
         site = backend.poll_site()
         self._watch(site, [inv], backend)
-        self._work(site, backend, self.engine.journal.poll_site(site))
+        self._work(site, backend, self.engine.journal.polls.poll_site(site))
         return self._fresh(site, inv)
 
     def observe_now(
@@ -118,7 +118,7 @@ class SharedPoll(Struct):
         as soon as the floor allows, or awaited when another process runs one."""
         journal = self.engine.journal
         site = backend.poll_site()
-        journal.watch(site, [inv.id for inv in invocations])  # a round at once: no hold
+        journal.polls.watch(site, [inv.id for inv in invocations])  # a round at once: no hold
         found: dict[str, Seen] = {}
         asked = self.engine.clock()
         deadline = time.monotonic() + FORCED_ROUND_WAIT_SECONDS
@@ -132,7 +132,7 @@ class SharedPoll(Struct):
                 missing = [inv for inv in invocations if inv.id not in found]
                 found.update(self._direct(missing, backend))
                 return found
-            row = journal.poll_site(site)
+            row = journal.polls.poll_site(site)
             assert row is not None
             schedule = self._schedule(backend, row)
             earliest = _after(row.started_at, schedule.floor)
@@ -146,7 +146,7 @@ class SharedPoll(Struct):
     def pause(self, inv: Invocation, backend: SharedPolling) -> float:
         """Seconds until this process may have something new for `inv`: the next round, the
         next probe, or (a round under way elsewhere) a short look."""
-        row = self.engine.journal.poll_site(backend.poll_site())
+        row = self.engine.journal.polls.poll_site(backend.poll_site())
         if row is None:
             return ROUND_CHECK_SECONDS
         now = self.engine.clock()
@@ -164,14 +164,14 @@ class SharedPoll(Struct):
         """Make the site's next round due as soon as the floor allows (a cancel was sent:
         its effect is worth seeing soon, and a cancelled job may leave no marker to probe)."""
         site = backend.poll_site()
-        row = self.engine.journal.poll_site(site)
+        row = self.engine.journal.polls.poll_site(site)
         if row is None:
             return
         schedule = self._schedule(backend, row)
         soon = _after(row.started_at, schedule.floor) or self.engine.clock()
         due = row.next_due()
         if due is None or due > soon:
-            self.engine.journal.advance_due(site, soon)
+            self.engine.journal.polls.advance_due(site, soon)
 
     # -- the turn of this process -----------------------------------------------------------
 
@@ -182,7 +182,7 @@ class SharedPoll(Struct):
             return
         now = self.engine.clock()
         initial = backend.poll_schedule({}).initial
-        self.engine.journal.watch(
+        self.engine.journal.polls.watch(
             site,
             [inv.id for inv in invocations],
             now=now,
@@ -196,14 +196,14 @@ class SharedPoll(Struct):
         the latest one the schedule allows (once the next round is due, it is stale), and, for
         `asked`, made since then."""
         journal = self.engine.journal
-        seen = journal.observation(site, inv.id)
+        seen = journal.polls.observation(site, inv.id)
         if seen is None or (seen.attempt, seen.version) != (inv.attempt, inv.version):
             return None
         if seen.round <= self.consumed.get(inv.id, 0):
             return None  # already handed out: a new round is needed
         if asked is not None and seen.observed_at < asked:
             return None
-        row = journal.poll_site(site)
+        row = journal.polls.poll_site(site)
         if row is None or row.round != seen.round:
             return None
         due = row.next_due()
@@ -241,7 +241,7 @@ class SharedPoll(Struct):
     ) -> bool:
         """Run the site's next round if this process gets the lease; whether it did."""
         journal, engine = self.engine.journal, self.engine
-        taken = journal.take_poller(
+        taken = journal.polls.take_poller(
             site, engine.owner, POLLER_TTL, engine.clock(), after_round=row.round, force=force
         )
         if taken is None:
@@ -252,14 +252,14 @@ class SharedPoll(Struct):
                 facts = self._read_facts(site, backend)
             schedule = backend.poll_schedule(facts or {})
             started = engine.clock()
-            watched = journal.watched(site)
+            watched = journal.polls.watched(site)
             need = [inv for inv in watched if needs_observation(inv)]
             observed = self._status(need, backend)
             now = engine.clock()
             ages = [(now - inv.updated_at).total_seconds() for inv in need]
             interval = schedule.interval(min(ages, default=schedule.maximum))
             due = max(now + timedelta(seconds=interval), started + _seconds(schedule.floor))
-            done = journal.finish_round(
+            done = journal.polls.finish_round(
                 site,
                 engine.owner,
                 now,
@@ -271,7 +271,7 @@ class SharedPoll(Struct):
                 forget=[inv.id for inv in watched if not needs_observation(inv)],
             )
         except BaseException:
-            journal.release_poller(site, engine.owner)
+            journal.polls.release_poller(site, engine.owner)
             raise
         if done is not None:
             self.rounds_run += 1
@@ -282,7 +282,7 @@ class SharedPoll(Struct):
     ) -> None:
         journal, engine = self.engine.journal, self.engine
         now = engine.clock()
-        taken = journal.take_poller(
+        taken = journal.polls.take_poller(
             site, engine.owner, POLLER_TTL, now, after_round=row.round, probe=True
         )
         if taken is None:
@@ -290,15 +290,15 @@ class SharedPoll(Struct):
         due: datetime | None = None
         settle: Settle | None = None
         try:
-            last = journal.observations(site)
+            last = journal.polls.observations(site)
             open_jobs = [
                 inv
-                for inv in journal.watched(site)
+                for inv in journal.polls.watched(site)
                 if needs_observation(inv)
                 and not _ended(last.get(inv.id), inv)
                 and not _seen_ending_here(engine, inv)
             ]
-            refs = [engine.job_ref(inv) for inv in open_jobs]
+            refs = [engine.adapters.job_ref(inv) for inv in open_jobs]
             self.probes_run += 1
             ended = backend.probe(refs) if refs else set()
             if ended and len(ended) == len(refs):
@@ -310,12 +310,14 @@ class SharedPoll(Struct):
         except BackendError:
             pass  # the next round will tell; a probe proves nothing by failing
         finally:
-            journal.release_poller(site, engine.owner, probed_at=now, due_at=due, settle=settle)
+            journal.polls.release_poller(
+                site, engine.owner, probed_at=now, due_at=due, settle=settle
+            )
 
     def _status(self, need: list[Invocation], backend: SharedPolling) -> dict[str, Seen]:
         if not need:
             return {}
-        refs = [self.engine.job_ref(inv) for inv in need]
+        refs = [self.engine.adapters.job_ref(inv) for inv in need]
         try:
             statuses = backend.status(refs)
         except BackendError as exc:
@@ -335,7 +337,7 @@ class SharedPoll(Struct):
             facts = backend.site_facts()
         except BackendError:
             return None  # asked again by the next round's poller
-        self.engine.journal.record_site_facts(site, facts)
+        self.engine.journal.polls.record_site_facts(site, facts)
         return facts
 
     def _schedule(self, backend: SharedPolling, row: PollSite) -> PollSchedule:

@@ -41,7 +41,7 @@ def spool_logs(journal: Journal, backend: Backend, job: JobRef) -> int:
 def _spool_one(
     journal: Journal, backend: RemoteFiles, job: JobRef, stream: str, local: Path
 ) -> int:
-    committed = journal.spool_offset(job.invocation_id, job.attempt, stream)
+    committed = journal.progress.spool_offset(job.invocation_id, job.attempt, stream)
     with open(local, "ab") as handle:
         cut = _cut_back(handle, committed)
         arrived = backend.read_log(job, stream, committed, handle)
@@ -52,7 +52,9 @@ def _spool_one(
             os.fsync(handle.fileno())
     if arrived:
         failpoint("after_spool_append")
-        journal.commit_spool_offset(job.invocation_id, job.attempt, stream, committed + arrived)
+        journal.progress.commit_spool_offset(
+            job.invocation_id, job.attempt, stream, committed + arrived
+        )
     return arrived
 
 
@@ -77,7 +79,7 @@ def spool_gathered(
     if gathers is None or job.attempt < 1:
         return None
     job.attempt_dir.mkdir(parents=True, exist_ok=True)
-    offsets = {s: journal.spool_offset(job.invocation_id, job.attempt, s) for s in STREAMS}
+    offsets = {s: journal.progress.spool_offset(job.invocation_id, job.attempt, s) for s in STREAMS}
     with (
         open(job.attempt_dir / STDOUT_FILE, "ab") as out,
         open(job.attempt_dir / STDERR_FILE, "ab") as err,
@@ -95,7 +97,7 @@ def spool_gathered(
         arrived = gathered.log_bytes.get(stream, 0)
         if arrived:
             failpoint("after_spool_append")
-            journal.commit_spool_offset(
+            journal.progress.commit_spool_offset(
                 job.invocation_id, job.attempt, stream, offsets[stream] + arrived
             )
     return gathered

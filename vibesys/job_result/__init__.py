@@ -228,14 +228,14 @@ def _utc(text: str | None) -> str | None:
 
 def result_from_journal(journal: Journal, invocation_id: str) -> JobResult:
     """The result of one invocation (an id or a unique prefix), from an open Journal."""
-    inv = journal.resolve(invocation_id)
-    bridge = journal.bridge_request_of(inv.id)
+    inv = journal.invocations.resolve(invocation_id)
+    bridge = journal.bridge.bridge_request_of(inv.id)
     return job_result(
         inv,
-        journal.attempts(inv.id),
-        journal.history(inv.id),
-        journal.artifacts(inv.id),
-        journal.leases_used_by(inv.id),
+        journal.invocations.attempts(inv.id),
+        journal.invocations.history(inv.id),
+        journal.progress.artifacts(inv.id),
+        journal.clusters.leases_used_by(inv.id),
         results_dir=None
         if bridge is None or bridge.results_dir is None
         else str(Path(bridge.results_dir) / inv.id),

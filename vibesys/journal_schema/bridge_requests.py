@@ -10,16 +10,15 @@ never gets a second invocation.
 from __future__ import annotations
 
 import json
-import sqlite3
-from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 from msgspec import Struct
 
 from vibesys.journal_schema.clock import moment, now_iso
+from vibesys.journal_schema.journal_file import JournalFile
 
-__all__ = ["BridgeRecords", "BridgeRequest"]
+__all__ = ["BridgeRequest", "BridgeStore"]
 
 _COLUMNS = "run_id, request_id, invocation_id, uid, workspace, kind, body, results_dir, created_at"
 
@@ -46,13 +45,12 @@ def _row(values: tuple[Any, ...]) -> BridgeRequest:
     )
 
 
-class BridgeRecords:
-    """Request-id methods of the Journal."""
+class BridgeStore:
+    """Request-id of the journal."""
 
-    conn: sqlite3.Connection
-
-    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
+    def __init__(self, file: JournalFile) -> None:
+        self.conn = file.conn
+        self.write_txn = file.write_txn
 
     def claim_bridge_request(
         self,

@@ -1,5 +1,5 @@
 """The rows of the cluster lease table (see `clusters.py` for how a lease moves): the read
-model, and the helpers every write of ClusterRecords goes through (one evidence note per step,
+model, and the helpers every write of ClusterStore goes through (one evidence note per step,
 the lease table's check of every step, `vibesys/states/lease_table.py`)."""
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -35,18 +34,18 @@ from vibesys.journal_schema.cluster_rows import (
     step,
     unfinished_users,
 )
+from vibesys.journal_schema.journal_file import JournalFile
 from vibesys.journal_schema.leases import lease_free
 
-__all__ = ["LIVE_LEASE_STATES", "ClusterLease", "ClusterRecords", "LeaseState"]
+__all__ = ["LIVE_LEASE_STATES", "ClusterLease", "ClusterStore", "LeaseState"]
 
 
-class ClusterRecords:
-    """Cluster lease methods of the Journal. Each method is one write transaction."""
+class ClusterStore:
+    """Cluster lease of the journal. Each method is one write transaction."""
 
-    conn: sqlite3.Connection
-
-    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
+    def __init__(self, file: JournalFile) -> None:
+        self.conn = file.conn
+        self.write_txn = file.write_txn
 
     # -- reads ----------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ is still the file at its path.
   or a complete one, never a half-made file that read commands refuse. A leftover temporary
   file of a dead creator is removed by the next creation.
 - A journal in use remembers the (device, inode) of the file it opened; a commit checks it
-  against the path (`Journal.check_identity`), so a journal deleted or replaced mid-run is
+  against the path (`JournalFile.check_identity`), so a journal deleted or replaced mid-run is
   noticed at once. Its record is then copied next to the path when the directory allows.
 """
 

@@ -3,13 +3,12 @@ invocation it drives; others leave it alone until it expires or its holder is pr
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 
 from vibesys.errors import UsageError
 from vibesys.journal_schema.clock import iso, utc_now
 from vibesys.journal_schema.clock import moment_or_none as _at
+from vibesys.journal_schema.journal_file import JournalFile
 from vibesys.osutil.proc import identity_alive
 
 
@@ -27,13 +26,12 @@ def lease_free(holder: str | None, expires: datetime | None, owner: str, now: da
     return expires is None or expires <= now
 
 
-class LeaseRecords:
-    """Lease methods of the Journal."""
+class LeaseStore:
+    """Lease of the journal."""
 
-    conn: sqlite3.Connection
-
-    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
+    def __init__(self, file: JournalFile) -> None:
+        self.conn = file.conn
+        self.write_txn = file.write_txn
 
     def acquire_lease(
         self, invocation_id: str, owner: str, ttl: timedelta, *, now: datetime | None = None

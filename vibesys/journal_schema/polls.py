@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 from msgspec import Struct
 
 from vibesys.journal_schema.clock import iso, moment, moment_or_none
+from vibesys.journal_schema.journal_file import JournalFile
 from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, as_dict
 from vibesys.journal_schema.records import Invocation
 from vibesys.osutil.proc import identity_alive
@@ -120,13 +121,12 @@ def poller_free(holder: str | None, expires: datetime | None, owner: str, now: d
     return expires is None or expires <= now
 
 
-class PollRecords:
-    """Shared poll budget methods of the Journal."""
+class PollStore:
+    """Shared poll budget of the journal."""
 
-    conn: sqlite3.Connection
-
-    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
+    def __init__(self, file: JournalFile) -> None:
+        self.conn = file.conn
+        self.write_txn = file.write_txn
 
     @contextmanager
     def _relaxed(self) -> Iterator[sqlite3.Connection]:

@@ -4,13 +4,12 @@ survive a crash so that work resumes where it stopped instead of starting over."
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import AbstractContextManager
 from enum import StrEnum
 
 from msgspec import Struct
 
 from vibesys.journal_schema.clock import iso, utc_now
+from vibesys.journal_schema.journal_file import JournalFile
 
 
 class ArtifactState(StrEnum):
@@ -43,13 +42,12 @@ class ArtifactRow(Struct, frozen=True):
         }
 
 
-class ProgressRecords:
+class ProgressStore:
     """Log spool offsets and artifact records of the Journal."""
 
-    conn: sqlite3.Connection
-
-    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
+    def __init__(self, file: JournalFile) -> None:
+        self.conn = file.conn
+        self.write_txn = file.write_txn
 
     def spool_offset(self, invocation_id: str, attempt: int, stream: str) -> int:
         row = self.conn.execute(

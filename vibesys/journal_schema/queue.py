@@ -14,9 +14,10 @@ import sqlite3
 
 from msgspec import Struct
 
+from vibesys.journal_schema.journal_file import JournalFile
 from vibesys.states import JobState
 
-__all__ = ["QueuePlace", "QueueRecords", "join_queue"]
+__all__ = ["QueuePlace", "QueueStore", "join_queue"]
 
 _AHEAD = (
     "SELECT q.invocation_id FROM campaign_queue q JOIN invocations i ON i.id = q.invocation_id"
@@ -52,10 +53,11 @@ def join_queue(conn: sqlite3.Connection, campaign: str, invocation_id: str, at: 
     )
 
 
-class QueueRecords:
-    """Campaign-queue methods of the Journal."""
+class QueueStore:
+    """Campaign-queue of the journal."""
 
-    conn: sqlite3.Connection
+    def __init__(self, file: JournalFile) -> None:
+        self.conn = file.conn
 
     def queue_place(self, invocation_id: str) -> QueuePlace | None:
         """`invocation_id`'s place in its campaign's queue; None when it is in none."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 from vibesys.errors import UsageError
 from vibesys.journal_schema.clock import iso, moment, moment_or_none
+from vibesys.journal_schema.journal_file import JournalFile
 from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
 from vibesys.states import FailureClass, JobState
 
@@ -35,13 +35,12 @@ ROW_FROM = (
 )
 
 
-class InvocationReads:
-    """Query methods of the Journal."""
+class InvocationStore:
+    """Query of the journal."""
 
-    conn: sqlite3.Connection
-
-    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
+    def __init__(self, file: JournalFile) -> None:
+        self.conn = file.conn
+        self.write_txn = file.write_txn
 
     def get(self, invocation_id: str) -> Invocation:
         cursor = self.conn.execute(

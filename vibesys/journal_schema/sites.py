@@ -4,14 +4,14 @@ by its digest. The journal stores and returns text; what it means is the config 
 from __future__ import annotations
 
 import sqlite3
-from contextlib import AbstractContextManager
 from typing import Protocol
 
 from msgspec import Struct
 
 from vibesys.journal_schema.clock import now_iso
+from vibesys.journal_schema.journal_file import JournalFile
 
-__all__ = ["Rendering", "SiteRecords", "SiteRendering", "insert_site"]
+__all__ = ["Rendering", "SiteRendering", "SiteStore", "insert_site"]
 
 
 class Rendering(Protocol):
@@ -42,13 +42,12 @@ def insert_site(conn: sqlite3.Connection, site: Rendering, at: str) -> None:
     )
 
 
-class SiteRecords:
-    """Site configuration methods of the Journal."""
+class SiteStore:
+    """Site configuration of the journal."""
 
-    conn: sqlite3.Connection
-
-    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
+    def __init__(self, file: JournalFile) -> None:
+        self.conn = file.conn
+        self.write_txn = file.write_txn
 
     def site_rendering(self, digest: str) -> SiteRendering | None:
         row = self.conn.execute(

@@ -11,15 +11,15 @@ counts, and its invocation is named so that the caller can settle it (its client
 from __future__ import annotations
 
 import sqlite3
-from contextlib import AbstractContextManager
 
 from msgspec import Struct
 
 from vibesys.journal_schema.clock import now_iso
+from vibesys.journal_schema.journal_file import JournalFile
 from vibesys.osutil.proc import identity_alive
 from vibesys.states import JobState
 
-__all__ = ["SlotRecords", "SlotView"]
+__all__ = ["SlotStore", "SlotView"]
 
 WAITING = "waiting"
 ACTIVE = "active"
@@ -37,13 +37,12 @@ class SlotView(Struct, frozen=True):
     orphans: tuple[str, ...] = ()
 
 
-class SlotRecords:
-    """Slot methods of the Journal."""
+class SlotStore:
+    """Slot of the journal."""
 
-    conn: sqlite3.Connection
-
-    def write_txn(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
+    def __init__(self, file: JournalFile) -> None:
+        self.conn = file.conn
+        self.write_txn = file.write_txn
 
     def slot_enqueue(self, run_id: str, owner: str) -> int:
         """A new ticket at the end of the run's line."""

@@ -11,19 +11,18 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from vibesys.errors import JournalFault, StaleState
-from vibesys.journal_schema.bridge_requests import BridgeRecords
+from vibesys.errors import StaleState
+from vibesys.journal_schema.bridge_requests import BridgeStore
 from vibesys.journal_schema.clock import iso, moment, now_iso, utc_now
-from vibesys.journal_schema.clusters import ClusterRecords
+from vibesys.journal_schema.clusters import ClusterStore
 from vibesys.journal_schema.codec import encode_event
-from vibesys.journal_schema.creation import file_identity, rescue, rollback
-from vibesys.journal_schema.leases import LeaseRecords
+from vibesys.journal_schema.creation import rollback
+from vibesys.journal_schema.journal_file import JournalFile
+from vibesys.journal_schema.leases import LeaseStore
 from vibesys.journal_schema.opening import (
     BUSY_TIMEOUT_MS,
     DEFAULT_PATH,
@@ -33,19 +32,16 @@ from vibesys.journal_schema.opening import (
     journal_path,
     open_database,
 )
-from vibesys.journal_schema.polls import PollRecords
-from vibesys.journal_schema.progress import ProgressRecords
-from vibesys.journal_schema.queue import QueueRecords, join_queue
-from vibesys.journal_schema.reads import InvocationReads
+from vibesys.journal_schema.polls import PollStore
+from vibesys.journal_schema.progress import ProgressStore
+from vibesys.journal_schema.queue import QueueStore, join_queue
+from vibesys.journal_schema.reads import InvocationStore
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
 from vibesys.journal_schema.settings import Settings
-from vibesys.journal_schema.sites import Rendering, SiteRecords, insert_site
-from vibesys.journal_schema.slots import SlotRecords
+from vibesys.journal_schema.sites import Rendering, SiteStore, insert_site
+from vibesys.journal_schema.slots import SlotStore
 from vibesys.states import Decision, Event, FailureClass, JobState, Outcome, decide
-
-if TYPE_CHECKING:
-    from sqlite_utils import Database
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -58,29 +54,6 @@ __all__ = [
     "open_journal",
 ]
 
-
-#: SQLite's primary result codes for a write the file itself failed (or damage found).
-WRITE_FAILURES = frozenset(
-    {
-        sqlite3.SQLITE_FULL,
-        sqlite3.SQLITE_IOERR,
-        sqlite3.SQLITE_READONLY,
-        sqlite3.SQLITE_CANTOPEN,
-        sqlite3.SQLITE_PERM,
-        sqlite3.SQLITE_BUSY,
-        sqlite3.SQLITE_LOCKED,
-        sqlite3.SQLITE_NOMEM,
-        sqlite3.SQLITE_CORRUPT,
-        sqlite3.SQLITE_NOTADB,
-    }
-)
-_WHY = {
-    sqlite3.SQLITE_FULL: "its disk is full",
-    sqlite3.SQLITE_IOERR: "an I/O error",
-    sqlite3.SQLITE_READONLY: "it is read-only now",
-    sqlite3.SQLITE_BUSY: "another process kept it locked",
-    sqlite3.SQLITE_LOCKED: "another process kept it locked",
-}
 
 # Every commit binds states, failure classes and outcomes. sqlite3 binds a str subclass
 # without an adapter only after looking for one the slow way (two failed attribute lookups,
@@ -105,79 +78,29 @@ _APPEND_SQL = (
 )
 
 
-class Journal(
-    InvocationReads,
-    LeaseRecords,
-    ProgressRecords,
-    ClusterRecords,
-    PollRecords,
-    SiteRecords,
-    SlotRecords,
-    BridgeRecords,
-    QueueRecords,
-):
+class Journal:
+    """The facade: the file, the two writes every invocation goes through (its creation and
+    each transition), and one small store per kind of record."""
+
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.file = JournalFile(conn, path)
         self.conn = conn
         self.path = path
+        self.write_txn = self.file.write_txn
         # One cursor for every commit: a connection's execute() makes a new one each time.
         self._commits = conn.cursor()
-        #: the file this connection opened (device, inode): checked before every commit
-        self._identity = file_identity(path)
-
-    def check_identity(self) -> None:
-        """Refuse to commit into a file that is no longer the journal at `path` (deleted, or
-        replaced by another file): nobody would ever read what was committed there."""
-        if self._identity is not None and file_identity(self.path) != self._identity:
-            raise JournalFault(
-                f"the journal {self.path} was deleted or replaced while in use (the file this "
-                "process opened is no longer at that path)",
-                replaced=True,
-            )
-
-    def rescue(self) -> Path | None:
-        """After the file was deleted or replaced: its record (this connection still holds
-        it) copied next to the path; the copy, or None when none could be made."""
-        return rescue(self.conn, self.path)
-
-    def fault(self, exc: sqlite3.Error) -> Exception:
-        """A write's SQLite failure as our error: the file failing under it (full, I/O error,
-        read-only, locked for good) a fault, damage as damage; anything else (a constraint,
-        a bug) unchanged."""
-        code = getattr(exc, "sqlite_errorcode", None)
-        if code is None or code & 0xFF not in WRITE_FAILURES:
-            return exc
-        if code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-            return journal_error(exc, self.path, writing=True)
-        why = _WHY.get(code & 0xFF, "it cannot be written")
-        return JournalFault(f"the journal {self.path} cannot be written: {why} ({exc})")
-
-    @property
-    def db(self) -> Database:
-        """The connection as a sqlite-utils Database (imported on first use)."""
-        from sqlite_utils import Database
-
-        return Database(self.conn)
+        self.invocations = InvocationStore(self.file)
+        self.leases = LeaseStore(self.file)
+        self.progress = ProgressStore(self.file)
+        self.clusters = ClusterStore(self.file)
+        self.polls = PollStore(self.file)
+        self.sites = SiteStore(self.file)
+        self.slots = SlotStore(self.file)
+        self.bridge = BridgeStore(self.file)
+        self.queue = QueueStore(self.file)
 
     def close(self) -> None:
-        self.conn.close()
-
-    @contextmanager
-    def write_txn(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, taking the write lock up front (BEGIN IMMEDIATE). A write
-        that fails (a full disk, an I/O error) or a journal no longer at its path raises
-        JournalFault, and nothing of the transaction is committed."""
-        conn = self.conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                self.check_identity()
-            except BaseException:
-                rollback(conn)
-                raise
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise self.fault(exc) from None
+        self.file.close()
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -235,7 +158,7 @@ class Journal(
             )
             if campaign is not None:
                 join_queue(conn, campaign, invocation_id, at)
-        return self.get(invocation_id)
+        return self.invocations.get(invocation_id)
 
     def commit_transition(
         self, current: Invocation, event: Event, *, now: datetime | None = None
@@ -271,13 +194,13 @@ class Journal(
                 )
                 if attempt_sql is not None:
                     execute(attempt_sql, attempt_params)
-                self.check_identity()
+                self.file.check_identity()
             except BaseException:
                 rollback(self.conn)
                 raise
             execute("COMMIT")
         except sqlite3.Error as exc:
-            raise self.fault(exc) from None
+            raise self.file.fault(exc) from None
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
         changed = {"state": decision.state, "version": current.version + 1, "updated_at": when}

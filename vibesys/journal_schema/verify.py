@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from vibesys.errors import NotAJournal
 from vibesys.journal_schema.codec import decode_event
@@ -11,8 +12,7 @@ from vibesys.journal_schema.store import Journal
 from vibesys.states import JobState, ReplayMismatch, Step, replay
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(Struct, frozen=True):
     invocation_id: str
     seq: int | None
     message: str
@@ -31,7 +31,7 @@ def verify_journal(journal: Journal) -> list[Problem]:
         return [Problem("journal", None, f"SQLite integrity check failed: {exc}")]
     if integrity != "ok":
         problems.append(Problem("journal", None, f"SQLite integrity check: {integrity}"))
-    for invocation_id in journal.all_ids():
+    for invocation_id in journal.invocations.all_ids():
         problem = _verify_one(journal, invocation_id)
         if problem is not None:
             problems.append(problem)
@@ -39,9 +39,9 @@ def verify_journal(journal: Journal) -> list[Problem]:
 
 
 def _verify_one(journal: Journal, invocation_id: str) -> Problem | None:
-    invocation = journal.get(invocation_id)
+    invocation = journal.invocations.get(invocation_id)
     steps: list[Step] = []
-    for seq, src, dst, kind, evidence in journal.raw_history(invocation_id):
+    for seq, src, dst, kind, evidence in journal.invocations.raw_history(invocation_id):
         try:
             steps.append(Step(seq, JobState(src), JobState(dst), decode_event(kind, evidence)))
         except (NotAJournal, ValueError) as exc:
@@ -54,7 +54,7 @@ def _verify_one(journal: Journal, invocation_id: str) -> Problem | None:
         return Problem(invocation_id, None, f"state is {invocation.state}, history ends in {final}")
     if invocation.version != len(steps):
         return Problem(invocation_id, None, f"version {invocation.version} != {len(steps)} rows")
-    attempts = journal.attempts(invocation_id)
+    attempts = journal.invocations.attempts(invocation_id)
     if [a.attempt for a in attempts] != list(range(1, len(attempts) + 1)):
         return Problem(invocation_id, None, "attempt numbers are not 1..n")
     if attempts and invocation.attempt != attempts[-1].attempt:

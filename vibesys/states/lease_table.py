@@ -12,9 +12,11 @@ internal: the lease stays where it is. A note (evidence alone) is no transition.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Final
+
+from msgspec import Struct
 
 from vibesys.states.validate import validate_table
 
@@ -89,3 +91,34 @@ def lease_next(state: LeaseState, trigger: str) -> LeaseState | None:
     if state not in lease_sources_of(row):
         return None
     return lease_dest_of(row) or state
+
+
+class LeaseChoice(StrEnum):
+    """What an attempt does about its campaign's cluster before it is submitted."""
+
+    REFUSE = "refuse"  # another evaluation of the campaign may still run there
+    REUSE = "reuse"  # the cluster is up and fits: submit onto it
+    LAUNCH = "launch"  # no usable cluster: intend a launch, then launch it
+
+
+class LeaseDecision(Struct, frozen=True):
+    choice: LeaseChoice
+    #: why an attempt is refused (empty otherwise)
+    why: str = ""
+
+
+def decide_lease(
+    invocation_id: str, campaign: str, unfinished_users: Sequence[str], reusable: bool
+) -> LeaseDecision:
+    """One remote evaluation at a time per campaign: an attempt is refused while another
+    invocation that ran on one of the campaign's clusters is not DONE (running, retrying, or
+    unresolved: its job may still run there); otherwise it reuses the cluster when the adapter
+    found one up and fitting, else launches one. Pure: the lease rows are read by the caller."""
+    others = [user for user in unfinished_users if user != invocation_id]
+    if others:
+        return LeaseDecision(
+            LeaseChoice.REFUSE,
+            f"campaign {campaign} is busy with invocation(s) {', '.join(others)} (one evaluation "
+            "at a time per campaign): wait for them or cancel them, then run this again",
+        )
+    return LeaseDecision(LeaseChoice.REUSE if reusable else LeaseChoice.LAUNCH)

@@ -69,7 +69,7 @@ def find(journal: Journal, prefix: str) -> Invocation:
         raise NotFound(f"no invocation {prefix}")
     if len(rows) > 1 and rows[0][0] != prefix:
         raise BadRequest(f"invocation prefix {prefix} is ambiguous; give more characters")
-    return journal.get(rows[0][0])
+    return journal.invocations.get(rows[0][0])
 
 
 def parse_time(name: str, text: str, now: datetime) -> str:
@@ -306,7 +306,7 @@ def list_fingerprint(journal: Journal) -> tuple[object, ...]:
 def _waiting(journal: Journal, inv: Invocation) -> QueuePlace | None:
     if inv.state is not JobState.PREPARED:
         return None
-    place = journal.queue_place(inv.id)
+    place = journal.queue.queue_place(inv.id)
     return place if place is not None and place.ahead else None
 
 

@@ -64,8 +64,8 @@ def invocation_view(
     journal: Journal, prefix: str, attempt: int | None, now: datetime
 ) -> InvocationView:
     inv = queries.find(journal, prefix)
-    attempts = journal.attempts(inv.id)
-    history = journal.history(inv.id)
+    attempts = journal.invocations.attempts(inv.id)
+    history = journal.invocations.history(inv.id)
     numbers = [a.attempt for a in attempts]
     if attempt is not None and attempt not in numbers:
         raise queries.NotFound(f"invocation {inv.id} has no attempt {attempt}")
@@ -82,8 +82,8 @@ def invocation_view(
         inv=inv,
         attempts=attempts,
         history=history,
-        artifacts=journal.artifacts(inv.id),
-        leases=journal.leases_used_by(inv.id),
+        artifacts=journal.progress.artifacts(inv.id),
+        leases=journal.clusters.leases_used_by(inv.id),
         recorded=recorded(journal.conn, inv.id),
         seen=seen,
         lanes=timeline.lanes(inv, attempts, history, seen, now),
@@ -138,9 +138,14 @@ class ClustersView(msgspec.Struct, frozen=True):
 
 
 def clusters_view(journal: Journal) -> ClustersView:
-    leases = [(lease, journal.lease_users(lease.id)) for lease in journal.cluster_leases()]
+    leases = [
+        (lease, journal.clusters.lease_users(lease.id))
+        for lease in journal.clusters.cluster_leases()
+    ]
     active, done = queries.broker_jobs(journal)
-    waiting = [(journal.get(key), place) for key, place in journal.waiting().items()]
+    waiting = [
+        (journal.invocations.get(key), place) for key, place in journal.queue.waiting().items()
+    ]
     return ClustersView(leases, active, done, waiting)
 
 
@@ -171,7 +176,8 @@ def clusters_json(view: ClustersView) -> dict[str, Any]:
 def broker_json(journal: Journal, view: ClustersView) -> dict[str, Any]:
     def objects(rows: list[Row]) -> list[dict[str, Any]]:
         return [
-            {**r.inv.to_json(journal.attempts(r.inv.id), []), "observation": r.seen} for r in rows
+            {**r.inv.to_json(journal.invocations.attempts(r.inv.id), []), "observation": r.seen}
+            for r in rows
         ]
 
     return {"active": objects(view.broker_active), "finished": objects(view.broker_done)}

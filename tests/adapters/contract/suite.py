@@ -75,7 +75,7 @@ def check_success(system: System) -> None:
     attempt = Path(inv.invocation_dir) / "1"
     assert (attempt / "stdout").read_text() == "out\n"
     assert (attempt / "stderr").read_text() == "err\n"
-    assert system.submitted(engine.journal.attempts(inv.id)[0].job_name) == 1
+    assert system.submitted(engine.journal.invocations.attempts(inv.id)[0].job_name) == 1
 
 
 def check_failure(system: System) -> None:
@@ -101,7 +101,11 @@ def reconcile_until_resolved(engine: Engine) -> None:
     deadline = time.monotonic() + RECONCILE_SECONDS
     while True:
         rows = reconcile(engine)
-        unresolved = [inv.id for inv in engine.journal.active() if inv.state is JobState.UNRESOLVED]
+        unresolved = [
+            inv.id
+            for inv in engine.journal.invocations.active()
+            if inv.state is JobState.UNRESOLVED
+        ]
         if not unresolved and not any(row.failed for row in rows):
             return
         assert time.monotonic() < deadline, f"still UNRESOLVED after reconciling: {rows}"
@@ -121,15 +125,15 @@ def check_crash_then_reconcile(system: System, monkeypatch: pytest.MonkeyPatch, 
     recover(monkeypatch)
     survivor = system.engine()
     reconcile_until_resolved(survivor)
-    (listed,) = survivor.journal.list_invocations()
-    inv = drive(survivor, survivor.journal.get(listed.id), DriveOptions())
+    (listed,) = survivor.journal.invocations.list_invocations()
+    inv = drive(survivor, survivor.journal.invocations.get(listed.id), DriveOptions())
     assert (inv.state, inv.outcome, inv.exit_code) == (
         JobState.DONE,
         Outcome.APPLICATION_FAILED,
         3,
     )
     assert counter.read_text() == "ran\n", "the command must run exactly once"
-    attempts = survivor.journal.attempts(inv.id)
+    attempts = survivor.journal.invocations.attempts(inv.id)
     assert len(attempts) == 1
     stdout = Path(inv.invocation_dir) / "1" / "stdout"
     assert stdout.read_text() == "out\n", "the log came home whole, nothing twice"
@@ -148,7 +152,7 @@ def check_late_submission_is_fenced(system: System) -> None:
     with system.late_submission():
         inv = drive(engine, system.prepare(engine, f"echo ran >> {counter}"), DriveOptions())
     assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.COMPLETED)
-    first, second = engine.journal.attempts(inv.id)
+    first, second = engine.journal.invocations.attempts(inv.id)
     assert "kind=fence" in str(first.claim), first
     refused = system.remote_root / inv.id / "1" / "refused"
     deadline = time.monotonic() + LATE_SECONDS

@@ -33,15 +33,15 @@ def test_observations_older_than_a_round_are_never_read_as_fresh(
     inv = running(a, tmp_path)
     clock.advance(5)
     make_due(journal, clock)
-    assert a.observe(journal.get(inv.id)) is not None
+    assert a.observe(journal.invocations.get(inv.id)) is not None
     # The same round is never handed out twice.
-    assert a.observe(journal.get(inv.id)) is None
+    assert a.observe(journal.invocations.get(inv.id)) is None
     # A commit after the round: its observation was taken for the version before, so it is
     # not fresh for the new one, even for a process that never read it.
-    moved = a.commit(journal.get(inv.id), CancelRequested(by="test"))
+    moved = a.commit(journal.invocations.get(inv.id), CancelRequested(by="test"))
     fresh_process = engine(journal, fake, clock, "elsewhere:3:1")
     assert fresh_process.observe(moved) is None
-    observation = journal.observation(SITE, inv.id)
+    observation = journal.polls.observation(SITE, inv.id)
     assert observation is not None and observation.version == moved.version - 1
 
 
@@ -52,23 +52,25 @@ def test_a_round_that_overlaps_a_commit_stays_stale(
     b = engine(second_journal, fake, clock, "elsewhere:2:1")
     inv = running(a, tmp_path)
     make_due(journal, clock)
-    assert b.observe(second_journal.get(inv.id)) is not None  # b ran and read a first round
+    assert (
+        b.observe(second_journal.invocations.get(inv.id)) is not None
+    )  # b ran and read a first round
     clock.advance(5)
     make_due(journal, clock)
     real_status = fake.status
 
     def status_while_a_commits(jobs: Sequence[JobRef]) -> dict[str, RemoteStatus]:
         # The driver commits while the poller waits for the scheduler's answer.
-        a.commit(journal.get(inv.id), CancelRequested(by="test"))
+        a.commit(journal.invocations.get(inv.id), CancelRequested(by="test"))
         return real_status(jobs)
 
     fake.status = status_while_a_commits  # type: ignore[method-assign]
-    assert b.shared.observe_now([second_journal.get(inv.id)], fake) is not None
+    assert b.shared.observe_now([second_journal.invocations.get(inv.id)], fake) is not None
     fake.status = real_status  # type: ignore[method-assign]
-    site = journal.poll_site(SITE)
+    site = journal.polls.poll_site(SITE)
     assert site is not None and site.round == 2
     # b's round read version v before the commit made v+1: a's driver must not take it.
-    assert a.observe(journal.get(inv.id)) is None
+    assert a.observe(journal.invocations.get(inv.id)) is None
 
 
 @pytest.mark.parametrize(
@@ -128,12 +130,12 @@ def test_an_observation_is_stale_once_the_next_round_is_due(
     a = engine(journal, fake, clock, "elsewhere:1:1")
     inv = running(a, tmp_path)
     make_due(journal, clock)
-    assert a.observe(journal.get(inv.id)) is not None  # round 1
+    assert a.observe(journal.invocations.get(inv.id)) is not None  # round 1
     # Much later, another process arrives while someone else runs the overdue round: round
     # 1 is older than a round by now, and it must wait for the new one.
     clock.advance(600)
     take_lease(journal, "another-host:77:1", clock)
     late = engine(second_journal, fake, clock, "elsewhere:2:1")
-    assert late.observe(second_journal.get(inv.id)) is None
-    observation = journal.observation(SITE, inv.id)
+    assert late.observe(second_journal.invocations.get(inv.id)) is None
+    observation = journal.polls.observation(SITE, inv.id)
     assert observation is not None and observation.round == 1

@@ -46,7 +46,7 @@ def test_a_second_thread_runs_no_round_while_the_first_runs_one(
     def first() -> None:
         own = open_journal(journal.path)  # a connection stays on its thread
         try:
-            engine(own, fake, clock, OWNER).observe(own.get(inv_a.id))
+            engine(own, fake, clock, OWNER).observe(own.invocations.get(inv_a.id))
         finally:
             own.close()
 
@@ -54,7 +54,9 @@ def test_a_second_thread_runs_no_round_while_the_first_runs_one(
     thread.start()
     try:
         assert entered.wait(10)
-        assert other.observe(second_journal.get(inv_b.id)) is None  # the round is not read yet
+        assert (
+            other.observe(second_journal.invocations.get(inv_b.id)) is None
+        )  # the round is not read yet
         assert len(asked) == 1
     finally:
         release.set()

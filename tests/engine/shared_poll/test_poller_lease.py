@@ -38,16 +38,16 @@ def test_a_dead_pollers_lease_passes_to_another(
         make_due(journal, clock)
         calls = len(fake.status_calls())
         # A live poller on this host keeps its lease: nobody else asks the scheduler.
-        assert a.observe(journal.get(inv.id)) is None
+        assert a.observe(journal.invocations.get(inv.id)) is None
         assert len(fake.status_calls()) == calls
-        assert a.shared.pause(journal.get(inv.id), fake) == pytest.approx(0.05)
+        assert a.shared.pause(journal.invocations.get(inv.id), fake) == pytest.approx(0.05)
     finally:
         live.kill()
         live.wait()
     # It died in the middle of its round: the lease passes at once, expiry or not.
-    assert a.observe(journal.get(inv.id)) is not None
+    assert a.observe(journal.invocations.get(inv.id)) is not None
     assert len(fake.status_calls()) == calls + 1
-    site = journal.poll_site(SITE)
+    site = journal.polls.poll_site(SITE)
     assert site is not None and site.poller is None
 
 
@@ -68,17 +68,17 @@ def test_a_frozen_pollers_lease_passes_on_at_expiry_and_its_late_round_is_refuse
         make_due(journal, clock)
         calls = len(fake.status_calls())
         # Within its lease the frozen poller is waited for: nobody else asks the scheduler.
-        assert a.observe(journal.get(inv.id)) is None
+        assert a.observe(journal.invocations.get(inv.id)) is None
         assert len(fake.status_calls()) == calls
         # Past it, the round passes to another although the holder still lives.
         clock.advance(121)
-        assert a.observe(journal.get(inv.id)) is not None
+        assert a.observe(journal.invocations.get(inv.id)) is not None
         assert len(fake.status_calls()) == calls + 1
         # The frozen poller wakes up and finishes its (stale) round: nothing is stored.
-        rounds = journal.poll_site(SITE)
+        rounds = journal.polls.poll_site(SITE)
         assert rounds is not None
-        assert journal.finish_round(SITE, holder, clock(), clock(), []) is None
-        after = journal.poll_site(SITE)
+        assert journal.polls.finish_round(SITE, holder, clock(), clock(), []) is None
+        after = journal.polls.poll_site(SITE)
         assert after is not None and after.round == rounds.round
     finally:
         os.kill(frozen.pid, signal.SIGCONT)
@@ -94,10 +94,12 @@ def test_an_expired_lease_of_another_host_passes_on(
     take_lease(journal, "another-host:77:1", clock)
     clock.advance(5)
     make_due(journal, clock)
-    assert a.observe(journal.get(inv.id)) is None  # its liveness is unknown: wait for expiry
+    assert (
+        a.observe(journal.invocations.get(inv.id)) is None
+    )  # its liveness is unknown: wait for expiry
     clock.advance(3600)
     make_due(journal, clock)
-    assert a.observe(journal.get(inv.id)) is not None
+    assert a.observe(journal.invocations.get(inv.id)) is not None
 
 
 def test_taking_the_poller_lease_is_refused_while_a_live_process_holds_it(
@@ -108,13 +110,17 @@ def test_taking_the_poller_lease_is_refused_while_a_live_process_holds_it(
     a = engine(journal, fake, clock, "elsewhere:1:1")
     running(a, tmp_path)
     make_due(journal, clock)
-    taken = journal.take_poller(SITE, "elsewhere:1:1", timedelta(minutes=2), clock(), after_round=0)
+    taken = journal.polls.take_poller(
+        SITE, "elsewhere:1:1", timedelta(minutes=2), clock(), after_round=0
+    )
     assert taken is not None
     assert (
-        journal.take_poller(SITE, "elsewhere:2:1", timedelta(minutes=2), clock(), after_round=0)
+        journal.polls.take_poller(
+            SITE, "elsewhere:2:1", timedelta(minutes=2), clock(), after_round=0
+        )
         is None
     )
-    site = journal.poll_site(SITE)
+    site = journal.polls.poll_site(SITE)
     assert site is not None and site.poller == "elsewhere:1:1"
 
 
@@ -129,14 +135,17 @@ def test_taking_the_poller_lease_is_refused_before_the_round_is_due(
         conn.execute(
             "UPDATE poll_sites SET due_at=? WHERE site=?", (iso(clock() + timedelta(1)), SITE)
         )
-    site = journal.poll_site(SITE)
+    site = journal.polls.poll_site(SITE)
     assert site is not None
     ttl = timedelta(minutes=2)
-    assert journal.take_poller(SITE, "elsewhere:2:1", ttl, clock(), after_round=site.round) is None
-    assert journal.poll_site(SITE) == site  # nothing written
-    forced = journal.take_poller(
+    assert (
+        journal.polls.take_poller(SITE, "elsewhere:2:1", ttl, clock(), after_round=site.round)
+        is None
+    )
+    assert journal.polls.poll_site(SITE) == site  # nothing written
+    forced = journal.polls.take_poller(
         SITE, "elsewhere:2:1", ttl, clock(), after_round=site.round, force=True
     )
     assert forced is not None
-    after = journal.poll_site(SITE)
+    after = journal.polls.poll_site(SITE)
     assert after is not None and after.poller == "elsewhere:2:1"

@@ -35,8 +35,8 @@ def test_two_drivers_share_one_query_per_round(
     for _ in range(3):
         clock.advance(5)
         make_due(journal, clock)
-        seen_a = a.observe(journal.get(inv_a.id))
-        seen_b = b.observe(second_journal.get(inv_b.id))
+        seen_a = a.observe(journal.invocations.get(inv_a.id))
+        seen_b = b.observe(second_journal.invocations.get(inv_b.id))
         assert seen_a is not None and seen_a.sight is Sight.RUNNING
         assert seen_b is not None and seen_b.sight is Sight.RUNNING
     rounds = fake.status_calls()[before:]
@@ -45,7 +45,7 @@ def test_two_drivers_share_one_query_per_round(
     names = {f"vibesys-{inv_a.id}-1", f"vibesys-{inv_b.id}-1"}
     assert all(set(r) == names for r in rounds)
     assert a.shared.rounds_run + b.shared.rounds_run == before + 3
-    site = journal.poll_site(SITE)
+    site = journal.polls.poll_site(SITE)
     assert site is not None and site.round == before + 3
 
 
@@ -58,10 +58,10 @@ def test_the_site_facts_are_read_once_for_every_process(
     for _ in range(3):
         clock.advance(5)
         make_due(journal, clock)
-        b.observe(second_journal.get(inv_b.id))
-        a.observe(journal.get(inv_a.id))
+        b.observe(second_journal.invocations.get(inv_b.id))
+        a.observe(journal.invocations.get(inv_a.id))
     assert fake.facts_asked == 1
-    site = journal.poll_site(SITE)
+    site = journal.polls.poll_site(SITE)
     assert site is not None and site.facts == {"SlurmctldParameters": "(null)"}
 
 
@@ -71,7 +71,7 @@ def test_reconcile_uses_the_sites_round(
     a = engine(journal, fake, clock, "elsewhere:1:1")
     invs = [running(a, tmp_path) for _ in range(2)]
     for inv in invs:
-        journal.release_lease(inv.id, a.owner)
+        journal.leases.release_lease(inv.id, a.owner)
     calls = len(fake.status_calls())
     clock.advance(5)
     rows = reconcile(engine(journal, fake, clock, "elsewhere:4:1"))
@@ -95,8 +95,8 @@ def test_reconcile_asks_anew_even_after_a_recent_round(
     a = engine(journal, fake, clock, "elsewhere:1:1")
     inv = running(a, tmp_path)
     make_due(journal, clock)
-    assert a.observe(journal.get(inv.id)) is not None
-    journal.release_lease(inv.id, a.owner)
+    assert a.observe(journal.invocations.get(inv.id)) is not None
+    journal.leases.release_lease(inv.id, a.owner)
     calls = len(fake.status_calls())
     clock.advance(1)  # the floor (0 here) allows a round; the schedule's next one is later
     reconcile(engine(journal, fake, clock, "elsewhere:4:1"))
@@ -112,22 +112,22 @@ def test_a_retried_invocation_is_watched_again_after_a_round_forgot_it(
     other = engine(second_journal, fake, clock, "elsewhere:2:1")
     inv = running(a, tmp_path)
     make_due(journal, clock)
-    inv = a.advance(journal.get(inv.id))  # the round sees PREEMPTED: RETRYING
+    inv = a.advance(journal.invocations.get(inv.id))  # the round sees PREEMPTED: RETRYING
     assert inv.state is JobState.RETRYING
     # Another process's round meanwhile forgets it: it needs no observation while RETRYING.
     clock.advance(5)
     make_due(journal, clock)
     other_inv = running(other, tmp_path)
     make_due(journal, clock)
-    assert other.observe(second_journal.get(other_inv.id)) is not None
-    assert journal.observation(SITE, inv.id) is None
+    assert other.observe(second_journal.invocations.get(other_inv.id)) is not None
+    assert journal.polls.observation(SITE, inv.id) is None
     # Attempt 2 runs: its driver must register it again, or no round would ever look at it.
     clock.advance(5)
-    inv = a.advance(journal.get(inv.id))
+    inv = a.advance(journal.invocations.get(inv.id))
     assert (inv.state, inv.attempt) == (JobState.RUNNING, 2)
     for _ in range(6):
         clock.advance(5)
         make_due(journal, clock)
-        inv = a.advance(journal.get(inv.id))
+        inv = a.advance(journal.invocations.get(inv.id))
     assert inv.state is JobState.DONE and inv.outcome is not None
     assert inv.outcome.value == "COMPLETED"

@@ -27,12 +27,12 @@ def test_launch_once_execute_twice_release_once(fake: FakeSky, tmp_path: Path) -
     bad = run(engine, request, ["sh", "-c", "echo broken >&2; exit 3"], tmp_path)
     assert (ok.outcome, ok.exit_code) == (Outcome.COMPLETED, 0)
     assert (bad.outcome, bad.exit_code) == (Outcome.APPLICATION_FAILED, 3)
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     assert (lease.state, lease.allocation_job, lease.profile) == (LeaseState.UP, "200", "test")
     assert [e["state"] for e in lease.evidence] == ["launching", "up"]
-    assert engine.journal.lease_users(lease.id) == [(ok.id, 1), (bad.id, 1)]
+    assert engine.journal.clusters.lease_users(lease.id) == [(ok.id, 1), (bad.id, 1)]
     for inv, sky_id in ((ok, "1"), (bad, "2")):
-        [attempt] = engine.journal.attempts(inv.id)
+        [attempt] = engine.journal.invocations.attempts(inv.id)
         assert attempt.job_id == f"{sky_id}@200"
         assert attempt.provenance["allocation_job_id"] == "200"
         assert attempt.provenance["sky_job_id"] == sky_id
@@ -55,7 +55,7 @@ def test_reuses_a_compatible_cluster_it_did_not_launch(fake: FakeSky, tmp_path: 
     engine = engine_on(fake, tmp_path)
     inv = run(engine, fake.request(), ["true"], tmp_path)
     assert inv.outcome is Outcome.COMPLETED
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     assert lease.state is LeaseState.UP and lease.allocation_job == outside.allocation[0]
     assert "adopted" in lease.evidence[0]["text"]
     assert len(fake.calls("launch")) == 1  # the outside one
@@ -68,9 +68,9 @@ def test_rejects_an_incompatible_cluster_and_leaves_it_alone(fake: FakeSky, tmp_
     engine = engine_on(fake, tmp_path)
     inv = run(engine, fake.request(), ["true"], tmp_path)
     assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.REJECTED)
-    reason = engine.journal.history(inv.id)[-1].evidence["reason"]
+    reason = engine.journal.invocations.history(inv.id)[-1].evidence["reason"]
     assert "4 CPUs per node (wanted 1)" in reason
-    assert engine.journal.cluster_leases() == []
+    assert engine.journal.clusters.cluster_leases() == []
     assert len(fake.calls("launch")) == 1 and fake.calls("down") == [] and job_claims(fake) == []
     assert fake.cluster_state(other.cluster) is not None
 
@@ -92,18 +92,18 @@ def test_an_expired_allocation_is_replaced_and_the_attempt_retried(
     inv = drive(engine, inv, DriveOptions(detach=True))
     while not job_claims(fake):
         engine.advance(inv)
-    first = engine.journal.cluster_leases()[0]
+    first = engine.journal.clusters.cluster_leases()[0]
     # scancel of the allocation holding the cluster
     fake.control("fake-lose", first.name, *(["--signal-command"] if "signalled" in how else []))
-    inv = drive(engine, engine.journal.get(inv.id), DriveOptions())
+    inv = drive(engine, engine.journal.invocations.get(inv.id), DriveOptions())
     assert (inv.outcome, inv.attempt) == (Outcome.COMPLETED, 2)
-    attempts = engine.journal.attempts(inv.id)
+    attempts = engine.journal.invocations.attempts(inv.id)
     assert attempts[0].failure_class is FailureClass.ALLOCATION_EXPIRED
-    old, new = engine.journal.cluster_leases()
+    old, new = engine.journal.clusters.cluster_leases()
     assert (old.id, old.state, old.allocation_job) == (first.id, LeaseState.LOST, "200")
     assert (new.state, new.allocation_job) == (LeaseState.UP, "201")
     assert [a.provenance["allocation_job_id"] for a in attempts] == ["200", "201"]
-    assert engine.journal.leases_used_by(inv.id) == [(1, old), (2, new)]
+    assert engine.journal.clusters.leases_used_by(inv.id) == [(1, old), (2, new)]
     assert len(fake.calls("launch")) == 2
 
 
@@ -113,10 +113,10 @@ def test_a_release_waits_for_the_invocations_on_the_cluster(fake: FakeSky, tmp_p
         adapter="skypilot", command=["sleep", "60"], request=fake.request(), run_root=tmp_path
     )
     inv = drive(engine, inv, DriveOptions(detach=True))
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     with pytest.raises(UsageError, match=f"still serves invocation.* {inv.id}"):
         release_cluster(engine, lease.id, "too early")
-    assert engine.journal.cluster_lease(lease.id).state is LeaseState.UP
+    assert engine.journal.clusters.cluster_lease(lease.id).state is LeaseState.UP
     assert fake.calls("down") == []
 
 
@@ -124,9 +124,11 @@ def test_journal_show_names_the_cluster_an_attempt_ran_on(fake: FakeSky, tmp_pat
     engine = engine_on(fake, tmp_path)
     inv = run(engine, fake.request(), ["true"], tmp_path)
     journal = engine.journal
-    leases = journal.leases_used_by(inv.id)
-    text = show(inv, journal.attempts(inv.id), journal.history(inv.id), (), leases)
-    [lease] = journal.cluster_leases()
+    leases = journal.clusters.leases_used_by(inv.id)
+    text = show(
+        inv, journal.invocations.attempts(inv.id), journal.invocations.history(inv.id), (), leases
+    )
+    [lease] = journal.clusters.cluster_leases()
     assert f"     cluster {lease.name}  lease {lease.id}  up  allocation 200  profile test" in text
     assert "ran on  " in text and "allocation_job_id=200" in text
     assert json.loads(json.dumps([lease.to_json()]))[0]["state"] == "up"

@@ -47,21 +47,21 @@ def test_one_evaluation_at_a_time_per_campaign_the_others_wait_in_order(
         for name in ("second", "third")
     )
     for waiting in (second, third):
-        engine.journal.release_lease(waiting.id, engine.owner)
+        engine.journal.leases.release_lease(waiting.id, engine.owner)
     assert engine.advance(second).state is JobState.PREPARED  # waits: nothing is sent
     assert f"1 ahead ({first.id} first" in engine.waiting[second.id]
     assert len(fake.calls("exec")) == 2  # the first and the other campaign's: nothing more
     # The order is the journal's: a process that starts now sees the same queue.
     restarted = engine_on(fake, tmp_path, owner="host:2:2")
-    assert restarted.journal.queue_place(third.id).ahead == (first.id, second.id)  # type: ignore[union-attr]
-    assert set(restarted.journal.waiting()) == {second.id, third.id}
+    assert restarted.journal.queue.queue_place(third.id).ahead == (first.id, second.id)  # type: ignore[union-attr]
+    assert set(restarted.journal.queue.waiting()) == {second.id, third.id}
 
     told: list[str] = []
     results: dict[str, Invocation] = {}
 
     def carry_on(owner: str, inv: Invocation) -> None:
         engine = engine_on(fake, tmp_path, owner)
-        assert engine.journal.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
+        assert engine.journal.leases.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
         results[inv.id] = drive(engine, inv, DriveOptions(on_wait=told.append))
 
     waiters = [
@@ -80,10 +80,11 @@ def test_one_evaluation_at_a_time_per_campaign_the_others_wait_in_order(
     assert results[third.id].outcome is Outcome.COMPLETED
     # In order: the second's attempt was submitted before the third's, after the first ended.
     started = {
-        inv.id: engine.journal.attempts(inv.id)[0].submitted_at for inv in (first, second, third)
+        inv.id: engine.journal.invocations.attempts(inv.id)[0].submitted_at
+        for inv in (first, second, third)
     }
     assert started[first.id] < started[second.id] < started[third.id]
-    assert engine.journal.history(first.id)[-1].at <= started[second.id]
+    assert engine.journal.invocations.history(first.id)[-1].at <= started[second.id]
     assert verify_journal(engine.journal) == []
 
 
@@ -101,8 +102,8 @@ def test_an_invocation_in_no_queue_is_still_refused_on_a_busy_campaign(
     engine.journal.conn.execute("DELETE FROM campaign_queue WHERE invocation_id=?", (legacy.id,))
     refused = drive(engine, legacy, DriveOptions())
     assert (refused.state, refused.outcome) == (JobState.DONE, Outcome.REJECTED)
-    history = json.dumps([row.evidence for row in engine.journal.history(refused.id)])
+    history = json.dumps([row.evidence for row in engine.journal.invocations.history(refused.id)])
     assert f"campaign campaign-1 is busy with invocation(s) {first.id}" in history
-    assert engine.journal.leases_used_by(refused.id) == []
+    assert engine.journal.clusters.leases_used_by(refused.id) == []
     gate.touch()
     assert drive(engine, first, DriveOptions()).outcome is Outcome.COMPLETED

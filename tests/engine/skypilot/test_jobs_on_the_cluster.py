@@ -27,7 +27,7 @@ def test_logs_and_artifacts_come_home(fake: FakeSky, tmp_path: Path) -> None:
     assert inv.outcome is Outcome.COMPLETED
     stdout, _ = engine.log_paths(inv)
     assert stdout.read_bytes() == b"result line\n"
-    [artifact] = engine.journal.artifacts(inv.id)
+    [artifact] = engine.journal.progress.artifacts(inv.id)
     assert (artifact.path, artifact.state) == ("out/score", "acknowledged")
     assert Path(str(artifact.local_path)).read_bytes() == b"42\n"
     assert "vibesys: exit_code=0" in (stdout.parent / "sky.log").read_text()
@@ -40,10 +40,10 @@ def test_cancel_stops_the_job_and_keeps_the_cluster(fake: FakeSky, tmp_path: Pat
     )
     inv = drive(engine, inv, DriveOptions(detach=True))
     engine.request_cancel(inv, "test")
-    inv = drive(engine, engine.journal.get(inv.id), DriveOptions())
+    inv = drive(engine, engine.journal.invocations.get(inv.id), DriveOptions())
     assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.CANCELLED)
     assert len(fake.calls("cancel")) >= 1 and fake.calls("down") == []
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     assert lease.state is LeaseState.UP
     assert fake.cluster_state(lease.name) is not None
 
@@ -63,10 +63,10 @@ def test_a_crash_after_the_exec_is_reattached_without_a_second_exec(
         run(engine, fake.request(), ["sh", "-c", wait_then_fail], tmp_path)
     recover(monkeypatch)
     survivor = engine_on(fake, tmp_path)
-    [inv] = survivor.journal.list_invocations()
+    [inv] = survivor.journal.invocations.list_invocations()
     assert inv.state is JobState.SUBMITTING and inv.job_id is None
     reconcile(survivor)
-    inv = survivor.journal.get(inv.id)
+    inv = survivor.journal.invocations.get(inv.id)
     assert inv.state is JobState.RUNNING and inv.job_id == "1@200"  # found by its name
     gate.touch()
     inv = drive(survivor, inv, DriveOptions())

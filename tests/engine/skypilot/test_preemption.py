@@ -38,9 +38,9 @@ def lose_first_attempt(
     inv = drive(engine, inv, DriveOptions(detach=True))
     while not job_claims(fake):
         engine.advance(inv)
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     fake.control("fake-lose", lease.name, "--signal-command", "--as", slurm_says)
-    return drive(engine, engine.journal.get(inv.id), DriveOptions())
+    return drive(engine, engine.journal.invocations.get(inv.id), DriveOptions())
 
 
 @pytest.mark.parametrize(("slurm_says", "failure"), ENDS)
@@ -51,18 +51,22 @@ def test_a_lost_allocation_is_named_and_retried_on_a_relaunched_cluster(
     inv = lose_first_attempt(engine, fake, tmp_path, slurm_says, max_retries=2)
     assert (inv.outcome, inv.attempt, inv.retries) == (Outcome.COMPLETED, 2, 1)
     journal = engine.journal
-    first, second = journal.attempts(inv.id)
+    first, second = journal.invocations.attempts(inv.id)
     assert (first.failure_class, second.failure_class) == (failure, FailureClass.COMPLETED)
-    old, new = journal.cluster_leases()
+    old, new = journal.clusters.cluster_leases()
     assert (old.state, old.allocation_job) == (LeaseState.LOST, "200")
     assert (new.state, new.allocation_job) == (LeaseState.UP, "201")
     assert [a.provenance["allocation_job_id"] for a in (first, second)] == ["200", "201"]
-    assert journal.leases_used_by(inv.id) == [(1, old), (2, new)]
+    assert journal.clusters.leases_used_by(inv.id) == [(1, old), (2, new)]
     assert len(fake.calls("launch")) == 2
-    [ended] = [h for h in journal.history(inv.id) if h.event == "InfraFailed"]
+    [ended] = [h for h in journal.invocations.history(inv.id) if h.event == "InfraFailed"]
     assert f"Slurm's record of allocation 200: {slurm_says}" in str(ended.evidence)
     text = show(
-        inv, journal.attempts(inv.id), journal.history(inv.id), (), journal.leases_used_by(inv.id)
+        inv,
+        journal.invocations.attempts(inv.id),
+        journal.invocations.history(inv.id),
+        (),
+        journal.clusters.leases_used_by(inv.id),
     )
     assert f"  1  {first.job_name}  job 1@200  {failure}" in text
     assert f"  2  {second.job_name}  job 1@201  COMPLETED" in text
@@ -80,10 +84,10 @@ def test_with_the_retries_spent_the_result_says_which(
     assert (result.status, result.failure_class) == (JobStatus(failure), failure)
     assert result.remote_job_id == "1@200" and result.provenance["allocation_job_id"] == "200"
     journal = engine.journal
-    [ended] = [h for h in journal.history(inv.id) if h.event == "InfraFailed"]
+    [ended] = [h for h in journal.invocations.history(inv.id) if h.event == "InfraFailed"]
     assert f"Slurm's record of allocation 200: {slurm_says}" in str(ended.evidence)
-    [attempt] = journal.attempts(inv.id)
-    text = show(inv, [attempt], journal.history(inv.id))
+    [attempt] = journal.invocations.attempts(inv.id)
+    text = show(inv, [attempt], journal.invocations.history(inv.id))
     assert f"  1  {attempt.job_name}  job 1@200  {failure}" in text
     assert f"RetryBudgetSpent  failure_class={failure} retries=0" in text
     assert len(fake.calls("launch")) == 1  # nothing retried, nothing relaunched

@@ -21,7 +21,7 @@ def test_a_submission_whose_ssh_is_refused_is_misconfigured_and_runs_nothing(
     fake.control("fake-ssh-refused", "1")
     inv = run(engine, fake.request(), ["true"], tmp_path)
     assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.MISCONFIGURED)
-    [row] = [h for h in engine.journal.history(inv.id) if h.event == "Misconfigured"]
+    [row] = [h for h in engine.journal.invocations.history(inv.id) if h.event == "Misconfigured"]
     assert "login refused: the login's key was not accepted" in row.evidence["reason"]
     assert "Permission denied (publickey)" in row.evidence["reason"]
     assert fake.calls("launch") == [] and fake.calls("exec") == []

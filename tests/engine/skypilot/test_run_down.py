@@ -20,11 +20,11 @@ def test_run_down_releases_the_cluster_with_the_campaigns_last_evaluation(
 ) -> None:
     engine = engine_on(fake, tmp_path)
     first = run(engine, fake.request(), ["true"], tmp_path)
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     assert lease.state is LeaseState.UP and fake.calls("down") == []
     last = run(engine, fake.request(down=True), ["sh", "-c", "exit 3"], tmp_path)
     assert (first.outcome, last.outcome) == (Outcome.COMPLETED, Outcome.APPLICATION_FAILED)
-    lease = engine.journal.cluster_lease(lease.id)
+    lease = engine.journal.clusters.cluster_lease(lease.id)
     assert lease.state is LeaseState.RELEASED, lease.evidence
     assert f"run --down: invocation {last.id} is done" in json.dumps(lease.evidence)
     assert len(fake.calls("down")) == 1
@@ -45,9 +45,9 @@ def test_run_down_leaves_a_cluster_that_another_evaluation_still_needs(
     running = drive(engine, inv, DriveOptions(detach=True))
     assert running.state is JobState.RUNNING
     # The evaluation that asked for --down still runs there: the cluster stays.
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     assert release_finished_campaigns_of(engine) == []
-    assert engine.journal.cluster_lease(lease.id).state is LeaseState.UP
+    assert engine.journal.clusters.cluster_lease(lease.id).state is LeaseState.UP
     assert fake.calls("down") == []
 
 
@@ -69,8 +69,8 @@ def test_a_down_is_carried_out_by_whoever_ends_the_evaluation(
     )
     done = drive(engine, inv, DriveOptions(owner=False))
     assert done.state is JobState.DONE
-    [lease] = engine.journal.cluster_leases()
-    assert engine.journal.cluster_lease(lease.id).state is LeaseState.RELEASED
+    [lease] = engine.journal.clusters.cluster_leases()
+    assert engine.journal.clusters.cluster_lease(lease.id).state is LeaseState.RELEASED
     assert reconcile(engine_on(fake, tmp_path, owner="host:2:2")) == []
     assert len(fake.calls("down")) == 1
 
@@ -93,7 +93,7 @@ def test_run_down_against_a_frozen_control_plane_keeps_the_outcome_and_reconcile
     inv = run(engine, fake.request(down=True), ["true"], tmp_path)
     assert (inv.state, inv.outcome) == (JobState.DONE, Outcome.COMPLETED)  # the outcome stands
     assert "not released" in engine.notes[inv.id]
-    [lease] = engine.journal.cluster_leases()
+    [lease] = engine.journal.clusters.cluster_leases()
     assert lease.state is LeaseState.RELEASING  # the intent is recorded; the effect is unproven
     assert fake.cluster_state(lease.name) is not None  # and the cluster is still there
     rows = reconcile(engine)
@@ -111,8 +111,8 @@ def test_run_down_after_a_retry_on_the_same_cluster_releases_it_once(
     fake.control("fake-fail-exec", "1")  # attempt 1 fails before anything runs: retried there
     inv = run(engine, fake.request(down=True), ["true"], tmp_path)
     assert (inv.outcome, inv.attempt) == (Outcome.COMPLETED, 2)
-    [lease] = engine.journal.cluster_leases()
-    assert [a for a, _ in engine.journal.leases_used_by(inv.id)] == [1, 2]
-    assert engine.journal.cluster_lease(lease.id).state is LeaseState.RELEASED
+    [lease] = engine.journal.clusters.cluster_leases()
+    assert [a for a, _ in engine.journal.clusters.leases_used_by(inv.id)] == [1, 2]
+    assert engine.journal.clusters.cluster_lease(lease.id).state is LeaseState.RELEASED
     assert engine.notes[inv.id] == f"released cluster {lease.name} (run --down)"
     assert len(fake.calls("down")) == 1

@@ -54,7 +54,7 @@ MUTANTS: list[Mutant] = [
     M("lease-table-release-ends-a-launch", LEASE_TABLE, '{"trigger": "Released", "source": [L.RELEASING], "dest": L.RELEASED}', '{"trigger": "Released", "source": [L.LAUNCHING, L.RELEASING], "dest": L.RELEASED}', "a launch under way is recorded released without a release intended (a cluster nobody records)"),
     M("lease-release-while-busy", CLUSTER_RECORDS, "            if busy:  # checked with the write lock held", "            if False:  # mutant", "a release ends the allocation under a running evaluation"),
     M("down-never-released", CLUSTERS, "    return isinstance(request, ReleasedWhenDone) and request.down\n", "    return False\n", "run --down leaves the campaign's cluster up after its last evaluation"),
-    M("campaign-two-at-once", CLUSTERS, "    if others:\n", "    if False:\n", "two evaluations of one campaign run at once on its cluster"),
+    M("campaign-two-at-once", LEASE_TABLE, "    if others:\n", "    if False:\n", "two evaluations of one campaign run at once on its cluster", tests=("tests/engine/test_cluster_leases.py", "tests/engine/skypilot", "tests/states/test_lease_table.py")),
     M("lease-live-owner-settled", CLUSTER_RECORDS, "if lease_free(lease.owner, lease.owner_expires_at, owner, moment)", "if True", "reconcile settles a launch its live owner is still carrying out"),
     M("lease-up-row-not-lost", CLUSTER_RECORDS, 'ended = step(live, "Lost" if live.state is LeaseState.UP else "Released")', "ended = LeaseState.RELEASED", "an allocation that ended under the campaign reads as released by us"),
     M("provenance-never-recorded", PROVENANCE, "    if any(known.get(name) != value for name, value in fresh.items()):\n", "    if False:\n", "where an attempt ran is never recorded"),

@@ -8,6 +8,7 @@ from tests.mutation.mutants.framework import (
     DRIVE,
     EXECUTE,
     FAULTS,
+    JOURNAL_FILE,
     MARKERS,
     MARKERS_TESTS,
     PLAN,
@@ -27,7 +28,7 @@ from tests.mutation.mutants.framework import (
 # fmt: off
 MUTANTS: list[Mutant] = [
     # -- the caller's context, bytes, journal faults, edges (issue 21) ----------------------
-    M("journal-identity-unchecked", STORE, "if self._identity is not None and file_identity(self.path) != self._identity:", "if False:", "a journal deleted or replaced mid-run goes unnoticed (the record only in the unlinked file)", tests=(FAULTS,)),
+    M("journal-identity-unchecked", JOURNAL_FILE, "if self._identity is not None and file_identity(self.path) != self._identity:", "if False:", "a journal deleted or replaced mid-run goes unnoticed (the record only in the unlinked file)", tests=(FAULTS,)),
     M("journal-fault-is-bad-input", RUN_COMMAND, "inv.id if inv else None, store), EXIT_JOURNAL_FAULT)", "inv.id if inv else None, store), EXIT_BAD_INPUT)", "a journal that failed mid-run reads as bad input with nothing written (an invitation to run it again)", tests=(FAULTS,)),
     M("journal-fault-swallowed-by-a-boundary", EXECUTE, "    except JOURNAL_FAILURES:\n        raise\n    except Exception as exc:\n        engine.note(inv, f\"collection failed", "    except Exception as exc:\n        engine.note(inv, f\"collection failed", "a full disk while collecting is retried as a collection failure for ten minutes", tests=("tests/engine/test_journal_fault_boundaries.py",)),
     M("journal-fault-read-as-maybe-submitted", EXECUTE, "        receipt = backend.submit(request)\n    except JOURNAL_FAILURES:\n        raise\n", "        receipt = backend.submit(request)\n", "a journal that failed before the submit is read as a submit that may have gone through", tests=("tests/engine/test_journal_fault_boundaries.py",)),

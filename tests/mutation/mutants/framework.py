@@ -10,6 +10,7 @@ PARSE = "vibesys/adapters/slurm/parse.py"
 RENDER = "vibesys/cli/render.py"
 EXITS = "vibesys/states/exits.py"
 STORE = "vibesys/journal_schema/store.py"
+JOURNAL_FILE = "vibesys/journal_schema/journal_file.py"
 LEASES = "vibesys/journal_schema/leases.py"
 TABLE = "vibesys/states/table.py"
 JOB_STATE = "vibesys/states/job_state.py"
@@ -71,6 +72,7 @@ SLOTS = "vibesys/journal_schema/slots.py"
 RUN_SLOTS = "vibesys/broker/run_slots.py"
 ROWS = "vibesys/journal_schema/rows.py"
 OUTAGE = "vibesys/engine/outage.py"
+RECORDS = "vibesys/engine/records.py"
 CHAINS = "vibesys/engine/chains.py"
 DRIVE = "vibesys/engine/drive.py"
 RECONCILE = "vibesys/engine/reconcile.py"
@@ -184,6 +186,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     ROWS: ("tests/test_cli_site.py",),
     REQUESTS: ("tests/test_cli_site.py", "tests/config/test_resources_profiles.py"),
     OUTAGE: RECORDED,
+    RECORDS: RECORDED,
     CHAINS: CHAINED,
     DRIVE: RECORDED,
     RECONCILE: RECORDED,
