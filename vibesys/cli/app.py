@@ -9,7 +9,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -23,7 +23,6 @@ from vibesys.cli.run import (
     JsonOption,
     RunCommand,
     adapters_epilog,
-    with_run_signature,
 )
 from vibesys.cli.usage import usage_line
 from vibesys.errors import EXIT_BAD_INPUT, CommandFailed, boundary
@@ -54,10 +53,12 @@ app.add_typer(broker_app, name="broker")
 app.add_typer(session_app, name="session")
 
 
-def run(ctx: typer.Context, **values: Any) -> None:
+def run(ctx: typer.Context) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
     from vibesys.cli import run_command
 
+    # A repeatable option or the command given no value is None, as the checks expect.
+    values = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in ctx.params.items()}
     raise typer.Exit(run_command.execute_run(values))
 
 
@@ -66,7 +67,7 @@ app.command(
     cls=RunCommand,
     context_settings={"allow_interspersed_args": False},
     epilog=adapters_epilog(),
-)(with_run_signature(run))
+)(run)
 
 
 @app.command()
@@ -299,8 +300,8 @@ def debug_failpoints() -> None:
 
 
 def refresh_run_options() -> None:
-    """Rebuild `run`'s options and adapter list from the registry (after one is registered)."""
-    with_run_signature(run)
+    """Show a newly registered adapter in `run`'s help (its options are read from the
+    registry whenever the command is built)."""
     for info in app.registered_commands:
         if info.name == "run":
             info.epilog = adapters_epilog()

@@ -1,23 +1,18 @@
 """`vibesys run`'s typer command, built from plain data: the common options of
-`run_options.COMMON` and each adapter's own from its registry entry (the entry point's own
-parser reads the same tables). `vibesys run --adapter X --help` shows X's;
+`run_options.COMMON` and each adapter's own from its registry entry, declared as the command's
+parameters when typer builds it. `vibesys run --adapter X --help` shows X's;
 an option the chosen adapter does not take is refused, naming the adapter. Nothing here
 imports an adapter: the registry entries are plain data."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from vibesys.adapters.registry import ADAPTERS, Option
 from vibesys.cli.run_options import COMMON, JOURNAL, JSON, adapter_options, takers
-
-#: `vibesys run`'s command, after `--`.
-_COMMAND = ("command", Annotated[list[str] | None, typer.Argument(help="The command, after --.")])
 
 
 def _common_annotation(option: Option) -> Any:
@@ -37,44 +32,37 @@ JournalOption = _common_annotation(JOURNAL)
 JsonOption = _common_annotation(JSON)
 
 
-def _annotation(option: Option) -> Any:
-    kind = list[option.kind] if option.multiple else option.kind  # type: ignore[name-defined]
-    panel = "Options of " + ", ".join(takers(option.dest))
-    return Annotated[
-        kind | None,
-        typer.Option(option.flag, help=option.help, rich_help_panel=panel, show_default=False),
-    ]
-
-
-def with_run_signature(function: Callable[..., None]) -> Callable[..., None]:
-    """Give `function(ctx, **values)` the signature typer reads: the common options, then
-    every registered adapter's options."""
-    parameters = [
-        inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
-    ]
-    parameters.append(
-        inspect.Parameter(
-            _COMMAND[0], inspect.Parameter.KEYWORD_ONLY, annotation=_COMMAND[1], default=None
-        )
+def _click_option(option: Option, *, common: bool) -> TyperOption:
+    """One of `run`'s options as the command declares it: from the plain table, so that a
+    newly registered adapter's options appear without code here."""
+    decl = f"{option.flag}/--no-{option.flag[2:]}" if option.negatable else option.flag
+    flag = option.kind is bool
+    return TyperOption(
+        param_decls=[decl, option.dest],
+        type=None if flag else option.kind,
+        is_flag=flag,
+        multiple=option.multiple,
+        default=option.default if common else None,
+        metavar=option.metavar,
+        envvar=option.envvar,
+        help=option.help,
+        show_default=common
+        and not option.envvar
+        and option.default is not None
+        and (option.negatable or not flag),
+        rich_help_panel=None if common else "Options of " + ", ".join(takers(option.dest)),
     )
-    for common in COMMON:
-        parameters.append(
-            inspect.Parameter(
-                common.dest,
-                inspect.Parameter.KEYWORD_ONLY,
-                annotation=_common_annotation(common),
-                default=common.default,
-            )
-        )
-    for dest, option in adapter_options().items():
-        parameters.append(
-            inspect.Parameter(
-                dest, inspect.Parameter.KEYWORD_ONLY, annotation=_annotation(option), default=None
-            )
-        )
-    function.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    function.__annotations__ = {p.name: p.annotation for p in parameters}
-    return function
+
+
+def run_params() -> list[TyperArgument | TyperOption]:
+    """`vibesys run`'s parameters: the command, the common options, then every registered
+    adapter's options."""
+    command = TyperArgument(
+        param_decls=["command"], nargs=-1, required=False, help="The command, after --."
+    )
+    common = [_click_option(option, common=True) for option in COMMON]
+    own = [_click_option(option, common=False) for option in adapter_options().values()]
+    return [command, *common, *own]
 
 
 def chosen_adapter(args: list[str]) -> str | None:
@@ -94,7 +82,16 @@ def _asks_for_help(args: list[str]) -> bool:
 
 
 class RunCommand(TyperCommand):
-    """Shows, for `--adapter X --help`, only the options X takes."""
+    """`vibesys run`: its parameters come from the option tables (`run_params`), its body
+    reads them from the context; for `--adapter X --help` it shows only the options X takes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["params"] = [*kwargs.get("params", []), *run_params()]
+        super().__init__(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        # The body takes the context alone and reads the values from it.
+        return ctx.invoke(self.callback)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if _asks_for_help(args):
