@@ -45,6 +45,7 @@ def _click_option(option: Option, *, common: bool) -> TyperOption:
         default=option.default if common else None,
         metavar=option.metavar,
         envvar=option.envvar,
+        show_envvar=option.envvar is not None,
         help=option.help,
         show_default=common
         and not option.envvar
