@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.slurm import cli, run_args, settled_sacct, show
-from vibesys import snapshot as snapshot_module
+from vibesys.adapters import candidate as candidate_module
 from vibesys.adapters import staging as staging_module
 from vibesys.adapters.slurm.request import CandidateSpec, SbatchRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive
@@ -59,7 +59,7 @@ def test_candidate_changed_after_prepare_is_refused(
     tmp_path: Path, slurm_toml: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cand = candidate(tmp_path / "cand")
-    original = snapshot_module.build_manifest
+    original = build_manifest
 
     def edit_then_build(root: Any, policy: Any = None) -> Any:
         (Path(root) / "src" / "main.py").write_text('print("edited after PREPARED")\n')
@@ -67,8 +67,8 @@ def test_candidate_changed_after_prepare_is_refused(
 
     engine, inv = prepare_candidate_run(tmp_path, slurm_toml, cand)
     journal = engine.journal
-    # The sbatch adapter imports the snapshot's names when it meets a candidate.
-    monkeypatch.setattr(snapshot_module, "build_manifest", edit_then_build)
+    # The sbatch adapter builds the candidate's manifest through `adapters/candidate.py`.
+    monkeypatch.setattr(candidate_module, "build_manifest", edit_then_build)
     final = drive(engine, inv, DriveOptions())
     # Running other code than recorded is never done; a person must run it again.
     assert final.outcome is Outcome.MISCONFIGURED
