@@ -197,10 +197,10 @@ BLOCKS = {
 
 
 def request_fields_block() -> str:
-    from vibesys.bridge.protocol import REQUEST_FIELDS
+    from vibesys.bridge.protocol import CALL_FIELDS
 
     rows = []
-    for op, fields in REQUEST_FIELDS.items():
+    for op, fields in CALL_FIELDS.items():
         names = ", ".join(f"`{name}`" for name in ("version", "op", "token", *fields))
         rows.append(f"| `{op}` | {names} |")
     return "\n".join(["| op | fields |", "|---|---|", *rows])

@@ -26,8 +26,8 @@ import sys
 
 from _slurm_common import run_on_slurm, site_config
 
-from vibesys.config import SlurmRequest
-from vibesys.config.request import check_trusted
+from vibesys.config import AskedSizing
+from vibesys.config.sizing import check_trusted
 
 #: The "evaluation": reports where it ran. Any argv works here.
 COMMAND = ["sh", "-c", 'echo "accuracy 0.93 (job $SLURM_JOB_ID in $SLURM_JOB_PARTITION)"']
@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     # The same sizing `vibesys run --adapter sbatch` gives: a trusted evaluation asks for what
     # it needs ([vibesys.agent_gpu] limits only the agents' own jobs); Slurm refuses what the
     # site cannot give. The engine records the site's rendering with the invocation.
-    request = check_trusted(SlurmRequest(gpus=0, time_minutes=5), None)
+    request = check_trusted(AskedSizing(gpus=0, time_minutes=5), None)
     return run_on_slurm(
         adapter="sbatch",
         command=COMMAND,

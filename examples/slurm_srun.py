@@ -29,7 +29,7 @@ import sys
 
 from _slurm_common import run_on_slurm, site_config
 
-from vibesys.config import SlurmRequest, check_request, load_slurm_config
+from vibesys.config import AskedSizing, check_sizing, load_slurm_config
 
 #: The agent's GPU command: reports the GPU it was given and where it ran.
 COMMAND = [
@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
     config_path = site_config(argv)
     config = load_slurm_config(config_path)
     # One GPU, the configured default time, the configured partition preference list.
-    request = check_request(SlurmRequest(gpus=1), config.agent_gpu)
+    request = check_sizing(AskedSizing(gpus=1), config.agent_gpu)
     return run_on_slurm(
         adapter="srun",
         command=COMMAND,

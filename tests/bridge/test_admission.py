@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from vibesys.bridge.admission import Refusal, SessionPolicy
-from vibesys.bridge.protocol import Request
+from vibesys.bridge.protocol import BridgeCall
 from vibesys.broker.admission import Admission
 from vibesys.broker.admission import Refusal as BrokerRefusal
-from vibesys.broker.protocol import Request as GpuRequest
+from vibesys.broker.protocol import BrokerCall
 from vibesys.config import AgentGpuConfig
 from vibesys.service.tokens import BRIDGE_PREFIX, BROKER_PREFIX, new_token, service_of
 
@@ -26,7 +26,7 @@ def policy(workspace: str = "/ws/a", real: str = "/real/ws/a") -> SessionPolicy:
     )
 
 
-def request(**changes: Any) -> Request:
+def request(**changes: Any) -> BridgeCall:
     values: dict[str, Any] = {
         "op": "evaluate",
         "token": BRIDGE_TOKEN,
@@ -38,10 +38,10 @@ def request(**changes: Any) -> Request:
         "artifacts": ("out/*.json",),
     }
     values.update(changes)
-    return Request(**values)
+    return BridgeCall(**values)
 
 
-def refused(req: Request) -> Refusal:
+def refused(req: BridgeCall) -> Refusal:
     with pytest.raises(Refusal) as caught:
         policy().admit(req, uid=1000)
     return caught.value
@@ -96,7 +96,7 @@ def test_the_bridges_token_never_opens_the_broker(tmp_path: Path) -> None:
         partitions=("main",), max_gpus=1, max_time_minutes=10, default_time_minutes=5
     )
     broker = Admission(BROKER_TOKEN, str(tmp_path), limits, {})
-    gpu_request = GpuRequest(
+    gpu_request = BrokerCall(
         token=BRIDGE_TOKEN, cwd=str(tmp_path), argv=("true",), gpus=0, time_minutes=None
     )
     with pytest.raises(BrokerRefusal) as caught:
@@ -105,7 +105,7 @@ def test_the_bridges_token_never_opens_the_broker(tmp_path: Path) -> None:
         "bad token: that is the evaluation bridge's token, not this broker's (VIBESYS_GPU_TOKEN)"
     )
     ok = broker.admit(
-        GpuRequest(token=BROKER_TOKEN, cwd=str(tmp_path), argv=("true",), gpus=0, time_minutes=None)
+        BrokerCall(token=BROKER_TOKEN, cwd=str(tmp_path), argv=("true",), gpus=0, time_minutes=None)
     )
     assert ok.cwd == str(tmp_path)
 

@@ -10,7 +10,7 @@ import pytest
 
 from vibesys.broker.admission import OUTSIDE_WORKSPACE, Admission, Refusal
 from vibesys.broker.environment import job_environment
-from vibesys.broker.protocol import Request
+from vibesys.broker.protocol import BrokerCall
 from vibesys.config import AgentGpuConfig
 
 LIMITS = AgentGpuConfig(
@@ -40,7 +40,7 @@ def admission(workspace: Path) -> Admission:
     return Admission("tok", os.path.realpath(workspace), LIMITS, HOST)
 
 
-def request(cwd: Path | str, **changes: object) -> Request:
+def request(cwd: Path | str, **changes: object) -> BrokerCall:
     fields: dict[str, object] = {
         "token": "tok",
         "cwd": str(cwd),
@@ -50,7 +50,7 @@ def request(cwd: Path | str, **changes: object) -> Request:
         "env": {},
     }
     fields.update(changes)
-    return Request(**fields)  # type: ignore[arg-type]
+    return BrokerCall(**fields)  # type: ignore[arg-type]
 
 
 def test_an_accepted_request(tree: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from vibesys.bridge.protocol import Request, Resume
+from vibesys.bridge.protocol import BridgeCall, Resume
 from vibesys.service.framing import Refusal
 from vibesys.service.tokens import service_of, tokens_match
 
@@ -83,7 +83,7 @@ class SessionPolicy(msgspec.Struct, frozen=True):
             "bad token: this bridge serves another session (check VIBESYS_EVAL_TOKEN)", "token"
         )
 
-    def admit(self, request: Request, uid: int) -> Evaluation:
+    def admit(self, request: BridgeCall, uid: int) -> Evaluation:
         self.check_token(request.token)
         if request.run != self.run_id:
             raise Refusal(f"run {request.run!r} is not this session's campaign", "run")

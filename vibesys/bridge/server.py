@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from vibesys.bridge.admission import Refusal, SessionPolicy
 from vibesys.bridge.follow import Follower
-from vibesys.bridge.protocol import MAX_REQUEST_BYTES, Request, decode_request
+from vibesys.bridge.protocol import MAX_CALL_BYTES, BridgeCall, decode_call
 from vibesys.bridge.replies import (
     Accepted,
     Busy,
@@ -119,8 +119,8 @@ class BridgeServer:
 
     def _serve(self, conn: Connection) -> None:
         peer = conn.peer
-        answered = self.socket.read_request(
-            conn, MAX_REQUEST_BYTES, lambda line: self._answer(decode_request(line), peer)
+        answered = self.socket.read_call(
+            conn, MAX_CALL_BYTES, lambda line: self._answer(decode_call(line), peer)
         )
         if answered is None:
             return
@@ -131,8 +131,8 @@ class BridgeServer:
             conn.finish(encode_reply(reply))
 
     def _answer(
-        self, request: Request, peer: PeerCredentials
-    ) -> tuple[Request, Reply | tuple[Handle, bool]]:
+        self, request: BridgeCall, peer: PeerCredentials
+    ) -> tuple[BridgeCall, Reply | tuple[Handle, bool]]:
         if request.op == "capabilities":
             self.policy.check_token(request.token)
             return request, Capabilities(self.capabilities, self.notes)
@@ -152,7 +152,7 @@ class BridgeServer:
         )
         return request, (handle, known)
 
-    def _follow(self, conn: Connection, handle: Handle, known: bool, request: Request) -> None:
+    def _follow(self, conn: Connection, handle: Handle, known: bool, request: BridgeCall) -> None:
         """The evaluation's replies as they happen, until its result; a helper that leaves
         stops only its own following (the evaluation goes on). A teardown (`conn.stop`)
         makes the follower send what it has and the result as it stands."""

@@ -15,8 +15,8 @@ import msgspec
 
 from vibesys.broker.environment import job_environment
 from vibesys.broker.jobs import GpuJob
-from vibesys.broker.protocol import Request
-from vibesys.config import AgentGpuConfig, SlurmRequest, check_request
+from vibesys.broker.protocol import BrokerCall
+from vibesys.config import AgentGpuConfig, AskedSizing, check_sizing
 from vibesys.config.profiler import CAPTURE_DIR
 from vibesys.errors import UsageError
 from vibesys.osutil.sandbox import Sandbox, is_within
@@ -40,7 +40,7 @@ class Admission(msgspec.Struct, frozen=True):
     #: read_only_paths as validated at start
     read_only_paths: tuple[str, ...] = ()
 
-    def admit(self, request: Request) -> GpuJob:
+    def admit(self, request: BrokerCall) -> GpuJob:
         if not tokens_match(request.token, self.token):
             if service_of(request.token) not in (None, "the GPU broker"):
                 raise Refusal(
@@ -60,8 +60,8 @@ class Admission(msgspec.Struct, frozen=True):
                     "give a longer --time, or leave it out"
                 )
         try:
-            checked = check_request(
-                SlurmRequest(gpus=request.gpus, time_minutes=minutes), self.limits
+            checked = check_sizing(
+                AskedSizing(gpus=request.gpus, time_minutes=minutes), self.limits
             )
         except UsageError as exc:
             raise Refusal(str(exc)) from None

@@ -16,10 +16,10 @@ from vibesys.errors import UsageError
 if TYPE_CHECKING:
     from vibesys.config.slurm_gpu_alias import GateSizing
 
-__all__ = ["CheckedRequest", "SlurmRequest", "TrustedRequest", "check_request", "check_trusted"]
+__all__ = ["AskedSizing", "CheckedSizing", "TrustedSizing", "check_sizing", "check_trusted"]
 
 
-class SlurmRequest(BaseModel):
+class AskedSizing(BaseModel):
     """What was asked for (`--gpus N --time MINUTES --partition P`), not yet checked."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
@@ -33,7 +33,7 @@ class SlurmRequest(BaseModel):
     )
 
 
-class CheckedRequest(BaseModel):
+class CheckedSizing(BaseModel):
     """A request within the limits, with the defaults filled in."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
@@ -45,7 +45,7 @@ class CheckedRequest(BaseModel):
     )
 
 
-class TrustedRequest(BaseModel):
+class TrustedSizing(BaseModel):
     """A trusted evaluation's sizing: what was asked, with a `[slurm_gpu]` gate's defaults."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
@@ -55,7 +55,7 @@ class TrustedRequest(BaseModel):
     partitions: tuple[str, ...]
 
 
-def _well_formed(request: SlurmRequest) -> None:
+def _well_formed(request: AskedSizing) -> None:
     if request.gpus < 0:
         raise UsageError(f"--gpus {request.gpus}: must be 0 or more")
     if request.time_minutes is not None and request.time_minutes <= 0:
@@ -64,7 +64,7 @@ def _well_formed(request: SlurmRequest) -> None:
         raise UsageError("--partition: must not be empty")
 
 
-def check_trusted(request: SlurmRequest, gate: GateSizing | None) -> TrustedRequest:
+def check_trusted(request: AskedSizing, gate: GateSizing | None) -> TrustedSizing:
     """Size a trusted sbatch evaluation. The agent's limits ([vibesys.agent_gpu]) never apply:
     the task asks for what it needs, and the scheduler refuses what the site cannot give (the
     invocation then ends REJECTED). A deprecated `[slurm_gpu]` table (`gate`) fills in its
@@ -82,10 +82,10 @@ def check_trusted(request: SlurmRequest, gate: GateSizing | None) -> TrustedRequ
             )
         time_minutes = time_minutes or gate.time_minutes
         partitions = partitions or gate.partitions
-    return TrustedRequest(gpus=gpus, time_minutes=time_minutes, partitions=partitions)
+    return TrustedSizing(gpus=gpus, time_minutes=time_minutes, partitions=partitions)
 
 
-def check_request(request: SlurmRequest, limits: AgentGpuConfig | None) -> CheckedRequest:
+def check_sizing(request: AskedSizing, limits: AgentGpuConfig | None) -> CheckedSizing:
     """Fill in defaults and check `request` against `limits` ([vibesys.agent_gpu], or None
     when the file has no such table). Raises UsageError naming the offending value."""
     _well_formed(request)
@@ -94,7 +94,7 @@ def check_request(request: SlurmRequest, limits: AgentGpuConfig | None) -> Check
         if time_minutes is None:
             raise UsageError("--time is required: slurm.toml has no [vibesys.agent_gpu] table")
         chosen: tuple[str, ...] = (request.partition,) if request.partition else ()
-        return CheckedRequest(gpus=request.gpus, time_minutes=time_minutes, partitions=chosen)
+        return CheckedSizing(gpus=request.gpus, time_minutes=time_minutes, partitions=chosen)
     if request.gpus > limits.max_gpus:
         raise UsageError(
             f"--gpus {request.gpus} exceeds vibesys.agent_gpu.max_gpus ({limits.max_gpus})"
@@ -116,4 +116,4 @@ def check_request(request: SlurmRequest, limits: AgentGpuConfig | None) -> Check
             f"--partition {request.partition} is not one of vibesys.agent_gpu.partitions "
             f"({', '.join(limits.partitions)})"
         )
-    return CheckedRequest(gpus=request.gpus, time_minutes=time_minutes, partitions=partitions)
+    return CheckedSizing(gpus=request.gpus, time_minutes=time_minutes, partitions=partitions)
