@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vibesys.adapters.candidate import CandidateSpec, candidate_spec
+from vibesys.adapters.candidate import RecordedCandidate, digest_candidate
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.rundir.listing import check_pattern
 from vibesys.config import AskedSizing, SlurmSiteConfig, check_sizing, load_slurm_config
@@ -26,8 +26,8 @@ from vibesys.config.slurm_file import SlurmSiteFile, load_site_file, site_file_p
 from vibesys.errors import UsageError
 
 __all__ = [
-    "CandidateSpec",
     "Dependency",
+    "RecordedCandidate",
     "SbatchRequest",
     "SlurmRequestBase",
     "SrunRequest",
@@ -61,7 +61,7 @@ class SlurmRequestBase(AdapterRequest):
     partitions: StrTuple = Field(
         default=(), description="Candidate partitions in preference order; empty: Slurm's."
     )
-    candidate: CandidateSpec | None = Field(
+    candidate: RecordedCandidate | None = Field(
         default=None, description="Run in a verified snapshot of this candidate."
     )
     artifacts: StrTuple = Field(default=(), description="Files brought home after the job.")
@@ -139,7 +139,7 @@ def request_from_site(
     common: dict[str, Any] = {
         "site_config": str(path),
         "artifacts": tuple(check_pattern(p) for p in values.get("artifact") or ()),
-        "candidate": candidate_spec(values.get("candidate"), values.get("exclude") or ()),
+        "candidate": digest_candidate(values.get("candidate"), values.get("exclude") or ()),
         "site_record": rendering or slurm_site(loaded.config),
     }
     if adapter == "sbatch":
