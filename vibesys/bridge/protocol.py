@@ -192,22 +192,22 @@ def first_difference(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> st
 # -- requests --------------------------------------------------------------------------------
 
 
-def encode_call(request: BridgeCall) -> bytes:
-    body: dict[str, Any] = {"version": request.version, "op": request.op, "token": request.token}
-    if request.op != "capabilities":
-        body |= {"request_id": request.request_id, "run": request.run}
-        body["workspace"] = request.workspace
-    if request.op == "evaluate":
+def encode_call(call: BridgeCall) -> bytes:
+    body: dict[str, Any] = {"version": call.version, "op": call.op, "token": call.token}
+    if call.op != "capabilities":
+        body |= {"request_id": call.request_id, "run": call.run}
+        body["workspace"] = call.workspace
+    if call.op == "evaluate":
         body |= {
-            "kind": request.kind,
-            "argv": list(request.argv),
-            "timeout_seconds": request.timeout_seconds,
-            "env": dict(request.env),
-            "artifacts": list(request.artifacts),
+            "kind": call.kind,
+            "argv": list(call.argv),
+            "timeout_seconds": call.timeout_seconds,
+            "env": dict(call.env),
+            "artifacts": list(call.artifacts),
             "resume": {
-                "attempt": request.resume.attempt,
-                "stdout": request.resume.stdout,
-                "stderr": request.resume.stderr,
+                "attempt": call.resume.attempt,
+                "stdout": call.resume.stdout,
+                "stderr": call.resume.stderr,
             },
         }
     return encode_line(body)

@@ -101,25 +101,25 @@ class BrokerCall(msgspec.Struct, frozen=True):
         )
 
 
-def token_matches(request: BrokerCall, expected: str) -> bool:
+def token_matches(call: BrokerCall, expected: str) -> bool:
     """Constant-time comparison, so the time taken tells nothing about the token."""
-    return tokens_match(request.token, expected)
+    return tokens_match(call.token, expected)
 
 
-def encode_call(request: BrokerCall) -> bytes:
+def encode_call(call: BrokerCall) -> bytes:
     body = {
-        "version": request.version,
-        "token": request.token,
-        "cwd": request.cwd,
-        "argv": list(request.argv),
-        "gpus": request.gpus,
-        "time_minutes": request.time_minutes,
-        "env": dict(request.env),
+        "version": call.version,
+        "token": call.token,
+        "cwd": call.cwd,
+        "argv": list(call.argv),
+        "gpus": call.gpus,
+        "time_minutes": call.time_minutes,
+        "env": dict(call.env),
     }
-    if request.timeout_seconds is not None:
-        body["timeout_seconds"] = request.timeout_seconds
-    if request.profile is not None:
-        body["profile"] = request.profile
+    if call.timeout_seconds is not None:
+        body["timeout_seconds"] = call.timeout_seconds
+    if call.profile is not None:
+        body["profile"] = call.profile
     return encode_line(body)
 
 

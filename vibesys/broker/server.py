@@ -138,10 +138,10 @@ class BrokerServer:
         sink.send(Exit(status))
 
     def _admit(self, line: bytes, conn: Connection) -> GpuJob:
-        request = decode_call(line)
+        call = decode_call(line)
         if conn.stop.is_set():
             raise Refusal("the broker is shutting down; try again")
-        return self.admission.admit(request)
+        return self.admission.admit(call)
 
 
 class _Sink(ReplySink[Reply]):
