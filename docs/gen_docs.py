@@ -196,7 +196,7 @@ BLOCKS = {
 }
 
 
-def request_fields_block() -> str:
+def call_fields_block() -> str:
     from vibesys.bridge.protocol import CALL_FIELDS
 
     rows = []
@@ -229,7 +229,7 @@ def statuses_block() -> str:
 
 #: Blocks of docs/bridge.md, likewise.
 BRIDGE_BLOCKS = {
-    "request fields": request_fields_block,
+    "request fields": call_fields_block,
     "forbidden fields": forbidden_fields_block,
     "result statuses": statuses_block,
 }

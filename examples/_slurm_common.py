@@ -54,16 +54,16 @@ def run_on_slurm(
     command: list[str],
     label: str,
     config_path: Path,
-    request: CheckedSizing | TrustedSizing,
+    sizing: CheckedSizing | TrustedSizing,
 ) -> int:
-    """Prepare and drive `command` through `adapter` with the checked `request`, print the
+    """Prepare and drive `command` through `adapter` with the checked `sizing`, print the
     outcome, the Slurm jobs and the journal's history, and return the exit status to use."""
     model = SbatchRequest if adapter == "sbatch" else SrunRequest
     typed = model(
         site_config=str(config_path),
-        gpus=request.gpus,
-        time_minutes=request.time_minutes,
-        partitions=request.partitions,
+        gpus=sizing.gpus,
+        time_minutes=sizing.time_minutes,
+        partitions=sizing.partitions,
     )
 
     journal = open_journal(journal_path())

@@ -3,7 +3,7 @@
 This is what `vibesys run --adapter sbatch --slurm-config PATH -- CMD...` does, with the public
 API:
 
-1. read the site configuration (slurm.toml) and check the resource request against it;
+1. read the site configuration (slurm.toml) and check the resource ask against it;
 2. open (or create) the journal and build an Engine that finds adapters by name
    (`vibesys.adapters.get_backend`), which builds the sbatch adapter from the recorded options;
 3. `prepare` records the invocation with those options (PREPARED);
@@ -38,13 +38,13 @@ def main(argv: list[str]) -> int:
     # The same sizing `vibesys run --adapter sbatch` gives: a trusted evaluation asks for what
     # it needs ([vibesys.agent_gpu] limits only the agents' own jobs); Slurm refuses what the
     # site cannot give. The engine records the site's rendering with the invocation.
-    request = check_trusted(AskedSizing(gpus=0, time_minutes=5), None)
+    sizing = check_trusted(AskedSizing(gpus=0, time_minutes=5), None)
     return run_on_slurm(
         adapter="sbatch",
         command=COMMAND,
         label="slurm-sbatch-example",
         config_path=config_path,
-        request=request,
+        sizing=sizing,
     )
 
 

@@ -26,7 +26,7 @@ def policy(workspace: str = "/ws/a", real: str = "/real/ws/a") -> SessionPolicy:
     )
 
 
-def request(**changes: Any) -> BridgeCall:
+def call(**changes: Any) -> BridgeCall:
     values: dict[str, Any] = {
         "op": "evaluate",
         "token": BRIDGE_TOKEN,
@@ -58,7 +58,7 @@ def test_tokens_name_their_service_and_never_repeat() -> None:
 
 
 def test_an_accepted_request() -> None:
-    evaluation = policy().admit(request(timeout_seconds=None), uid=1000)
+    evaluation = policy().admit(call(timeout_seconds=None), uid=1000)
     assert (evaluation.workspace, evaluation.uid, evaluation.timeout_seconds) == (
         "/ws/a",
         1000,
@@ -70,12 +70,12 @@ def test_an_accepted_request() -> None:
 
 
 def test_the_real_path_of_the_workspace_is_the_same_workspace() -> None:
-    assert policy().admit(request(workspace="/real/ws/a/"), uid=1).workspace == "/ws/a"
-    assert policy().admit(request(workspace="/ws/b/../a"), uid=1).workspace == "/ws/a"
+    assert policy().admit(call(workspace="/real/ws/a/"), uid=1).workspace == "/ws/a"
+    assert policy().admit(call(workspace="/ws/b/../a"), uid=1).workspace == "/ws/a"
 
 
 def test_a_wrong_token_is_refused() -> None:
-    refusal = refused(request(token="vbeval1.other"))
+    refusal = refused(call(token="vbeval1.other"))
     assert refusal.field == "token"
     assert (
         str(refusal) == "bad token: this bridge serves another session (check VIBESYS_EVAL_TOKEN)"
@@ -84,7 +84,7 @@ def test_a_wrong_token_is_refused() -> None:
 
 
 def test_the_brokers_token_never_opens_the_bridge() -> None:
-    refusal = refused(request(token=BROKER_TOKEN))
+    refusal = refused(call(token=BROKER_TOKEN))
     assert str(refusal) == (
         "bad token: that is the GPU broker's token (VIBESYS_GPU_TOKEN), not this bridge's "
         "(VIBESYS_EVAL_TOKEN)"
@@ -134,5 +134,5 @@ def test_the_bridges_token_never_opens_the_broker(tmp_path: Path) -> None:
     ],
 )
 def test_refusals_name_the_field(changes: dict[str, Any], field: str, message: str) -> None:
-    refusal = refused(request(**changes))
+    refusal = refused(call(**changes))
     assert (refusal.field, str(refusal)) == (field, message)

@@ -18,7 +18,7 @@ from vibesys.job_result import JobResult
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 
-__all__ = ["Handle", "evaluation_of", "invocation_exists", "same_request", "same_values"]
+__all__ = ["Handle", "evaluation_of", "invocation_exists", "same_evaluation", "same_values"]
 
 
 class Handle(msgspec.Struct):
@@ -37,7 +37,7 @@ class Handle(msgspec.Struct):
         return self.row.invocation_id
 
 
-def same_request(row: RecordedEvaluation, evaluation: Evaluation) -> None:
+def same_evaluation(row: RecordedEvaluation, evaluation: Evaluation) -> None:
     if row.uid != evaluation.uid:
         raise Refusal(
             f"request id {evaluation.request_id} belongs to another user; use a new request id",

@@ -27,7 +27,7 @@ from vibesys.bridge.recorded import (
     Handle,
     evaluation_of,
     invocation_exists,
-    same_request,
+    same_evaluation,
     same_values,
 )
 from vibesys.bridge.site import Site
@@ -113,7 +113,7 @@ class EvaluationRunner:
                 known = not created
             else:
                 request = None
-            same_request(row, evaluation)
+            same_evaluation(row, evaluation)
             with self._lock:
                 self._refuse_if_closing()
                 handle = self._handles.get(row.invocation_id)

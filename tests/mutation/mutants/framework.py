@@ -144,7 +144,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     BRIDGE_ADMISSION: ("tests/bridge/test_admission.py",),
     BRIDGE_RECORDED: ("tests/bridge/test_server.py",),
     BRIDGE_FOLLOW: ("tests/bridge/test_server.py",),
-    BRIDGE_ROWS: ("tests/bridge/test_request_rows.py",),
+    BRIDGE_ROWS: ("tests/bridge/test_recorded_evaluations.py",),
     BRIDGE_SESSION: ("tests/bridge/test_session_restart.py",),
     DEADLINE: ("tests/bridge/test_session_restart.py", "tests/bridge/test_server.py"),
     CLIENT_KEYS: ("tests/client",),
