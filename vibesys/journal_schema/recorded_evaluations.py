@@ -46,7 +46,7 @@ def _row(values: tuple[Any, ...]) -> RecordedEvaluation:
 
 
 class BridgeStore:
-    """Request-id of the journal."""
+    """The journal's recorded evaluations, by run id and request id."""
 
     def __init__(self, file: JournalFile) -> None:
         self.conn = file.conn
