@@ -55,7 +55,7 @@ NOT_FOR_A_LOCAL_RUN = (
     # with every typed request, the local one's too.
     "vibesys.config.load",
     "vibesys.config.profiles",
-    "vibesys.config.request",
+    "vibesys.config.sizing",
     "vibesys.config.resources",
     "vibesys.config.slurm",
     "vibesys.config.slurm_file",

@@ -196,11 +196,11 @@ BLOCKS = {
 }
 
 
-def request_fields_block() -> str:
-    from vibesys.bridge.protocol import REQUEST_FIELDS
+def call_fields_block() -> str:
+    from vibesys.bridge.protocol import CALL_FIELDS
 
     rows = []
-    for op, fields in REQUEST_FIELDS.items():
+    for op, fields in CALL_FIELDS.items():
         names = ", ".join(f"`{name}`" for name in ("version", "op", "token", *fields))
         rows.append(f"| `{op}` | {names} |")
     return "\n".join(["| op | fields |", "|---|---|", *rows])
@@ -229,7 +229,7 @@ def statuses_block() -> str:
 
 #: Blocks of docs/bridge.md, likewise.
 BRIDGE_BLOCKS = {
-    "request fields": request_fields_block,
+    "request fields": call_fields_block,
     "forbidden fields": forbidden_fields_block,
     "result statuses": statuses_block,
 }

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from vibesys.adapters.slurm.request import SbatchRequest, SrunRequest
-from vibesys.config import CheckedRequest
-from vibesys.config.request import TrustedRequest
+from vibesys.config import CheckedSizing
+from vibesys.config.sizing import TrustedSizing
 from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, drive
 from vibesys.journal_schema import journal_path, open_journal, verify_journal
 from vibesys.states.exits import exit_status
@@ -54,16 +54,16 @@ def run_on_slurm(
     command: list[str],
     label: str,
     config_path: Path,
-    request: CheckedRequest | TrustedRequest,
+    sizing: CheckedSizing | TrustedSizing,
 ) -> int:
-    """Prepare and drive `command` through `adapter` with the checked `request`, print the
+    """Prepare and drive `command` through `adapter` with the checked `sizing`, print the
     outcome, the Slurm jobs and the journal's history, and return the exit status to use."""
     model = SbatchRequest if adapter == "sbatch" else SrunRequest
     typed = model(
         site_config=str(config_path),
-        gpus=request.gpus,
-        time_minutes=request.time_minutes,
-        partitions=request.partitions,
+        gpus=sizing.gpus,
+        time_minutes=sizing.time_minutes,
+        partitions=sizing.partitions,
     )
 
     journal = open_journal(journal_path())

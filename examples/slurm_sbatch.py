@@ -3,7 +3,7 @@
 This is what `vibesys run --adapter sbatch --slurm-config PATH -- CMD...` does, with the public
 API:
 
-1. read the site configuration (slurm.toml) and check the resource request against it;
+1. read the site configuration (slurm.toml) and check the resource ask against it;
 2. open (or create) the journal and build an Engine that finds adapters by name
    (`vibesys.adapters.get_backend`), which builds the sbatch adapter from the recorded options;
 3. `prepare` records the invocation with those options (PREPARED);
@@ -26,8 +26,8 @@ import sys
 
 from _slurm_common import run_on_slurm, site_config
 
-from vibesys.config import SlurmRequest
-from vibesys.config.request import check_trusted
+from vibesys.config import AskedSizing
+from vibesys.config.sizing import check_trusted
 
 #: The "evaluation": reports where it ran. Any argv works here.
 COMMAND = ["sh", "-c", 'echo "accuracy 0.93 (job $SLURM_JOB_ID in $SLURM_JOB_PARTITION)"']
@@ -38,13 +38,13 @@ def main(argv: list[str]) -> int:
     # The same sizing `vibesys run --adapter sbatch` gives: a trusted evaluation asks for what
     # it needs ([vibesys.agent_gpu] limits only the agents' own jobs); Slurm refuses what the
     # site cannot give. The engine records the site's rendering with the invocation.
-    request = check_trusted(SlurmRequest(gpus=0, time_minutes=5), None)
+    sizing = check_trusted(AskedSizing(gpus=0, time_minutes=5), None)
     return run_on_slurm(
         adapter="sbatch",
         command=COMMAND,
         label="slurm-sbatch-example",
         config_path=config_path,
-        request=request,
+        sizing=sizing,
     )
 
 

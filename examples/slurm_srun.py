@@ -4,7 +4,7 @@ adapter: an agent's own GPU commands on a Slurm submit node).
 This is what `vibesys run --adapter srun --slurm-config PATH --gpus 1 -- CMD...` does, with the
 public API:
 
-1. read the site configuration (slurm.toml) and check the request against its
+1. read the site configuration (slurm.toml) and check the resource ask against its
    `[vibesys.agent_gpu]` limits (GPUs, time; the partition preference list);
 2. open (or create) the journal and build an Engine that finds adapters by name
    (`vibesys.adapters.get_backend`);
@@ -29,7 +29,7 @@ import sys
 
 from _slurm_common import run_on_slurm, site_config
 
-from vibesys.config import SlurmRequest, check_request, load_slurm_config
+from vibesys.config import AskedSizing, check_sizing, load_slurm_config
 
 #: The agent's GPU command: reports the GPU it was given and where it ran.
 COMMAND = [
@@ -43,13 +43,13 @@ def main(argv: list[str]) -> int:
     config_path = site_config(argv)
     config = load_slurm_config(config_path)
     # One GPU, the configured default time, the configured partition preference list.
-    request = check_request(SlurmRequest(gpus=1), config.agent_gpu)
+    sizing = check_sizing(AskedSizing(gpus=1), config.agent_gpu)
     return run_on_slurm(
         adapter="srun",
         command=COMMAND,
         label="slurm-srun-example",
         config_path=config_path,
-        request=request,
+        sizing=sizing,
     )
 
 

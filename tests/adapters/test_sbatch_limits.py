@@ -90,11 +90,11 @@ def request(
         f"sbatch_arguments = [{sbatch_arguments}]\n"
         '[slurm.transport]\nkind = "local"\n'
     )
-    spec = make_request("sbatch", {"slurm_config": str(config), **values})
-    assert isinstance(spec, SbatchRequest)
+    request = make_request("sbatch", {"slurm_config": str(config), **values})
+    assert isinstance(request, SbatchRequest)
     attempt_dir = tmp_path / "local" / "inv" / "1"
     context = JobContext(str(tmp_path))
-    return Submission("inv", 1, "vibesys-inv-1", ("true",), attempt_dir, context, spec)
+    return Submission("inv", 1, "vibesys-inv-1", ("true",), attempt_dir, context, request)
 
 
 def backend(req: Submission[SbatchRequest], cluster: Cluster) -> SbatchBackend:

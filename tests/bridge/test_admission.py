@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from vibesys.bridge.admission import Refusal, SessionPolicy
-from vibesys.bridge.protocol import Request
+from vibesys.bridge.protocol import BridgeCall
 from vibesys.broker.admission import Admission
 from vibesys.broker.admission import Refusal as BrokerRefusal
-from vibesys.broker.protocol import Request as GpuRequest
+from vibesys.broker.protocol import BrokerCall
 from vibesys.config import AgentGpuConfig
 from vibesys.service.tokens import BRIDGE_PREFIX, BROKER_PREFIX, new_token, service_of
 
@@ -26,7 +26,7 @@ def policy(workspace: str = "/ws/a", real: str = "/real/ws/a") -> SessionPolicy:
     )
 
 
-def request(**changes: Any) -> Request:
+def call(**changes: Any) -> BridgeCall:
     values: dict[str, Any] = {
         "op": "evaluate",
         "token": BRIDGE_TOKEN,
@@ -38,10 +38,10 @@ def request(**changes: Any) -> Request:
         "artifacts": ("out/*.json",),
     }
     values.update(changes)
-    return Request(**values)
+    return BridgeCall(**values)
 
 
-def refused(req: Request) -> Refusal:
+def refused(req: BridgeCall) -> Refusal:
     with pytest.raises(Refusal) as caught:
         policy().admit(req, uid=1000)
     return caught.value
@@ -58,7 +58,7 @@ def test_tokens_name_their_service_and_never_repeat() -> None:
 
 
 def test_an_accepted_request() -> None:
-    evaluation = policy().admit(request(timeout_seconds=None), uid=1000)
+    evaluation = policy().admit(call(timeout_seconds=None), uid=1000)
     assert (evaluation.workspace, evaluation.uid, evaluation.timeout_seconds) == (
         "/ws/a",
         1000,
@@ -70,12 +70,12 @@ def test_an_accepted_request() -> None:
 
 
 def test_the_real_path_of_the_workspace_is_the_same_workspace() -> None:
-    assert policy().admit(request(workspace="/real/ws/a/"), uid=1).workspace == "/ws/a"
-    assert policy().admit(request(workspace="/ws/b/../a"), uid=1).workspace == "/ws/a"
+    assert policy().admit(call(workspace="/real/ws/a/"), uid=1).workspace == "/ws/a"
+    assert policy().admit(call(workspace="/ws/b/../a"), uid=1).workspace == "/ws/a"
 
 
 def test_a_wrong_token_is_refused() -> None:
-    refusal = refused(request(token="vbeval1.other"))
+    refusal = refused(call(token="vbeval1.other"))
     assert refusal.field == "token"
     assert (
         str(refusal) == "bad token: this bridge serves another session (check VIBESYS_EVAL_TOKEN)"
@@ -84,7 +84,7 @@ def test_a_wrong_token_is_refused() -> None:
 
 
 def test_the_brokers_token_never_opens_the_bridge() -> None:
-    refusal = refused(request(token=BROKER_TOKEN))
+    refusal = refused(call(token=BROKER_TOKEN))
     assert str(refusal) == (
         "bad token: that is the GPU broker's token (VIBESYS_GPU_TOKEN), not this bridge's "
         "(VIBESYS_EVAL_TOKEN)"
@@ -96,7 +96,7 @@ def test_the_bridges_token_never_opens_the_broker(tmp_path: Path) -> None:
         partitions=("main",), max_gpus=1, max_time_minutes=10, default_time_minutes=5
     )
     broker = Admission(BROKER_TOKEN, str(tmp_path), limits, {})
-    gpu_request = GpuRequest(
+    gpu_request = BrokerCall(
         token=BRIDGE_TOKEN, cwd=str(tmp_path), argv=("true",), gpus=0, time_minutes=None
     )
     with pytest.raises(BrokerRefusal) as caught:
@@ -105,7 +105,7 @@ def test_the_bridges_token_never_opens_the_broker(tmp_path: Path) -> None:
         "bad token: that is the evaluation bridge's token, not this broker's (VIBESYS_GPU_TOKEN)"
     )
     ok = broker.admit(
-        GpuRequest(token=BROKER_TOKEN, cwd=str(tmp_path), argv=("true",), gpus=0, time_minutes=None)
+        BrokerCall(token=BROKER_TOKEN, cwd=str(tmp_path), argv=("true",), gpus=0, time_minutes=None)
     )
     assert ok.cwd == str(tmp_path)
 
@@ -134,5 +134,5 @@ def test_the_bridges_token_never_opens_the_broker(tmp_path: Path) -> None:
     ],
 )
 def test_refusals_name_the_field(changes: dict[str, Any], field: str, message: str) -> None:
-    refusal = refused(request(**changes))
+    refusal = refused(call(**changes))
     assert (refusal.field, str(refusal)) == (field, message)

@@ -65,7 +65,7 @@ def test_links_loops_and_an_oversized_artifact_still_give_the_result(tmp_path: P
     # The limits are recorded with the request: a restarted session enforces the same.
     journal = open_journal(tmp_path / ".vibesys" / "journal.db", readonly=True)
     try:
-        row = journal.bridge.bridge_request_of(result["invocation_id"])
+        row = journal.bridge.recorded_evaluation_of(result["invocation_id"])
     finally:
         journal.close()
     assert row is not None

@@ -13,14 +13,14 @@ from hypothesis import strategies as st
 
 from vibesys.bridge.protocol import (
     FORBIDDEN_FIELDS,
-    MAX_REQUEST_BYTES,
+    MAX_CALL_BYTES,
+    BridgeCall,
     LineDecoder,
     LineTooLong,
     ProtocolError,
-    Request,
     Resume,
-    decode_request,
-    encode_request,
+    decode_call,
+    encode_call,
     first_difference,
     refusal_field,
 )
@@ -63,8 +63,8 @@ def body(**changes: Any) -> dict[str, Any]:
 DROP = object()
 
 
-def decode(data: dict[str, Any]) -> Request:
-    return decode_request(json.dumps(data).encode())
+def decode(data: dict[str, Any]) -> BridgeCall:
+    return decode_call(json.dumps(data).encode())
 
 
 def refusal(data: dict[str, Any]) -> tuple[str | None, str]:
@@ -190,7 +190,7 @@ def test_an_integer_of_thousands_of_digits_is_refused_in_one_line() -> None:
     line = json.dumps(body()).replace('"timeout_seconds": 60', '"timeout_seconds": ' + "9" * 5000)
     assert "9" * 5000 in line
     with pytest.raises(ProtocolError) as caught:
-        decode_request(line.encode())
+        decode_call(line.encode())
     assert str(caught.value) == "malformed message: an integer of more than 30 digits"
 
 
@@ -204,7 +204,7 @@ def test_cancel_and_capabilities_take_only_their_fields() -> None:
 
 def test_requests_round_trip() -> None:
     request = decode(body())
-    assert decode_request(encode_request(request).rstrip(b"\n")) == request
+    assert decode_call(encode_call(request).rstrip(b"\n")) == request
 
 
 def test_identity_ignores_the_token_values_and_resume() -> None:
@@ -217,9 +217,9 @@ def test_identity_ignores_the_token_values_and_resume() -> None:
 
 
 def test_an_oversized_line_is_refused_as_soon_as_it_is() -> None:
-    decoder = LineDecoder(MAX_REQUEST_BYTES)
-    with pytest.raises(LineTooLong, match=f"exceeds {MAX_REQUEST_BYTES} bytes"):
-        decoder.feed(b"x" * (MAX_REQUEST_BYTES + 1))
+    decoder = LineDecoder(MAX_CALL_BYTES)
+    with pytest.raises(LineTooLong, match=f"exceeds {MAX_CALL_BYTES} bytes"):
+        decoder.feed(b"x" * (MAX_CALL_BYTES + 1))
 
 
 REPLIES = [
@@ -252,7 +252,7 @@ def test_replies_round_trip(reply: object) -> None:
 @given(st.binary(max_size=512))
 def test_arbitrary_bytes_only_ever_raise_protocol_errors(data: bytes) -> None:
     with contextlib.suppress(ProtocolError):
-        decode_request(data)
+        decode_call(data)
     with contextlib.suppress(ProtocolError):
         decode_reply(data)
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.bridge.helpers import Bridge, as_other, final, make_bridge, output, talk, throwaway_uid
-from vibesys.bridge.protocol import MAX_REQUEST_BYTES
+from vibesys.bridge.protocol import MAX_CALL_BYTES
 from vibesys.service.tokens import BROKER_PREFIX, new_token
 
 
@@ -99,9 +99,9 @@ def test_hostile_requests_are_refused_and_write_nothing(
 
 
 def test_an_oversized_line_is_refused(bridge: Bridge) -> None:
-    line = json.dumps(bridge.body(argv=["x" * (MAX_REQUEST_BYTES + 10)])).encode() + b"\n"
+    line = json.dumps(bridge.body(argv=["x" * (MAX_CALL_BYTES + 10)])).encode() + b"\n"
     field, message = refused(bridge.talk(line))
-    assert field is None and f"line exceeds {MAX_REQUEST_BYTES} bytes" in message
+    assert field is None and f"line exceeds {MAX_CALL_BYTES} bytes" in message
     assert bridge.counts() == (0, 0)
 
 

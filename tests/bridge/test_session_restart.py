@@ -65,7 +65,7 @@ def request(root: Path, request_id: str) -> tuple[str, datetime]:
     """The invocation id of a request and its deadline-carrying acceptance time."""
     journal = open_journal(root / ".vibesys" / "journal.db", readonly=True)
     try:
-        row = journal.bridge.bridge_request("campaign-1", request_id)
+        row = journal.bridge.recorded_evaluation("campaign-1", request_id)
         assert row is not None
         return row.invocation_id, row.created_at
     finally:
@@ -204,7 +204,7 @@ def test_a_restart_copies_a_missing_result_and_leaves_an_unrecorded_request_to_i
     body = bridge.body(request_id="r-2", argv=["echo", "two"])
     store = open_journal(bridge.journal_path)
     try:
-        store.bridge.claim_bridge_request(
+        store.bridge.claim_evaluation(
             run_id="campaign-1",
             request_id="r-2",
             invocation_id="000000000000abcd",

@@ -10,7 +10,7 @@ import pytest
 
 from vibesys.broker.admission import OUTSIDE_WORKSPACE, Admission, Refusal
 from vibesys.broker.environment import job_environment
-from vibesys.broker.protocol import Request
+from vibesys.broker.protocol import BrokerCall
 from vibesys.config import AgentGpuConfig
 
 LIMITS = AgentGpuConfig(
@@ -40,7 +40,7 @@ def admission(workspace: Path) -> Admission:
     return Admission("tok", os.path.realpath(workspace), LIMITS, HOST)
 
 
-def request(cwd: Path | str, **changes: object) -> Request:
+def call(cwd: Path | str, **changes: object) -> BrokerCall:
     fields: dict[str, object] = {
         "token": "tok",
         "cwd": str(cwd),
@@ -50,11 +50,11 @@ def request(cwd: Path | str, **changes: object) -> Request:
         "env": {},
     }
     fields.update(changes)
-    return Request(**fields)  # type: ignore[arg-type]
+    return BrokerCall(**fields)  # type: ignore[arg-type]
 
 
 def test_an_accepted_request(tree: Path) -> None:
-    job = admission(tree / "a").admit(request(tree / "a" / "sub", time_minutes=30))
+    job = admission(tree / "a").admit(call(tree / "a" / "sub", time_minutes=30))
     assert job.cwd == str(tree / "a" / "sub")
     assert job.sandbox.workspace == str(tree / "a")
     assert (job.gpus, job.time_minutes, job.partitions) == (1, 30, ("main", "priority"))
@@ -63,18 +63,18 @@ def test_an_accepted_request(tree: Path) -> None:
 
 
 def test_the_default_time_applies_when_none_is_asked(tree: Path) -> None:
-    assert admission(tree / "a").admit(request(tree / "a")).time_minutes == 5
+    assert admission(tree / "a").admit(call(tree / "a")).time_minutes == 5
 
 
 def test_a_timeout_sizes_the_job_in_whole_minutes_and_is_kept_exact(tree: Path) -> None:
-    job = admission(tree / "a").admit(request(tree / "a", timeout_seconds=75))
+    job = admission(tree / "a").admit(call(tree / "a", timeout_seconds=75))
     assert (job.time_minutes, job.timeout_seconds) == (2, 75)  # Slurm's limit: the backstop
-    job = admission(tree / "a").admit(request(tree / "a", timeout_seconds=60, time_minutes=3))
+    job = admission(tree / "a").admit(call(tree / "a", timeout_seconds=60, time_minutes=3))
     assert (job.time_minutes, job.timeout_seconds) == (3, 60)
     with pytest.raises(Refusal, match="--timeout-seconds 181 is past the job's --time 3"):
-        admission(tree / "a").admit(request(tree / "a", timeout_seconds=181, time_minutes=3))
+        admission(tree / "a").admit(call(tree / "a", timeout_seconds=181, time_minutes=3))
     with pytest.raises(Refusal, match="--time 61 exceeds"):  # the agent's limit still holds
-        admission(tree / "a").admit(request(tree / "a", timeout_seconds=3601))
+        admission(tree / "a").admit(call(tree / "a", timeout_seconds=3601))
 
 
 @pytest.mark.parametrize(
@@ -91,31 +91,31 @@ def test_a_timeout_sizes_the_job_in_whole_minutes_and_is_kept_exact(tree: Path) 
 )
 def test_directories_outside_the_workspace_are_refused(tree: Path, cwd: str) -> None:
     with pytest.raises(Refusal, match=f"^{OUTSIDE_WORKSPACE}$"):
-        admission(tree / "a").admit(request(f"{tree}/{cwd}"))
+        admission(tree / "a").admit(call(f"{tree}/{cwd}"))
 
 
 @pytest.mark.parametrize("cwd", ["a/inner", "link-to-a/sub", "a/sub/.."])
 def test_symlinks_and_dots_that_stay_inside_are_resolved(tree: Path, cwd: str) -> None:
-    job = admission(tree / "a").admit(request(f"{tree}/{cwd}"))
+    job = admission(tree / "a").admit(call(f"{tree}/{cwd}"))
     assert job.cwd == os.path.realpath(f"{tree}/{cwd}")
     assert not Path(job.cwd).is_symlink()
 
 
 def test_a_workspace_given_through_a_symlink_is_the_same_workspace(tree: Path) -> None:
-    job = admission(tree / "link-to-a").admit(request(tree / "link-to-a" / "sub"))
+    job = admission(tree / "link-to-a").admit(call(tree / "link-to-a" / "sub"))
     assert job.cwd == str(tree / "a" / "sub")
 
 
 def test_missing_or_non_directories_inside_are_named(tree: Path) -> None:
     with pytest.raises(Refusal, match="does not exist"):
-        admission(tree / "a").admit(request(tree / "a" / "missing"))
+        admission(tree / "a").admit(call(tree / "a" / "missing"))
     with pytest.raises(Refusal, match="is not a directory"):
-        admission(tree / "a").admit(request(tree / "a" / "file"))
+        admission(tree / "a").admit(call(tree / "a" / "file"))
 
 
 def test_a_bad_token_is_refused_before_anything_else(tree: Path) -> None:
     with pytest.raises(Refusal, match="bad token") as caught:
-        admission(tree / "a").admit(request(tree / "host", token="toc", gpus=99))
+        admission(tree / "a").admit(call(tree / "host", token="toc", gpus=99))
     assert "tok" not in str(caught.value).replace("token", "")
 
 
@@ -130,7 +130,7 @@ def test_limits_are_rejected_never_clamped(
     tree: Path, changes: dict[str, object], message: str
 ) -> None:
     with pytest.raises(Refusal, match=message):
-        admission(tree / "a").admit(request(tree / "a", **changes))
+        admission(tree / "a").admit(call(tree / "a", **changes))
 
 
 def test_the_job_environment_is_filtered(tree: Path) -> None:
@@ -149,7 +149,7 @@ def test_the_job_environment_is_filtered(tree: Path) -> None:
         "VIBESYS_GPU_TOKEN": "tok",
         "VIBESYS_GPU_SOCKET": "/run/gpu.sock",
     }
-    env = admission(tree / "a").admit(request(tree / "a", env=agent)).env
+    env = admission(tree / "a").admit(call(tree / "a", env=agent)).env
     assert dict(env) == {
         "PATH": "/usr/bin:/bin",
         "HOME": "/home/op",

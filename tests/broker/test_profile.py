@@ -18,7 +18,7 @@ from vibesys.broker import client
 from vibesys.broker.admission import Admission, Refusal
 from vibesys.broker.engine_runner import EngineGpuJobRunner
 from vibesys.broker.exposure import check_profilers
-from vibesys.broker.protocol import ProtocolError, Request, decode_request, encode_request
+from vibesys.broker.protocol import BrokerCall, ProtocolError, decode_call, encode_call
 from vibesys.broker.replies import Capture, Captured, decode_reply, encode_reply
 from vibesys.config import AgentGpuConfig, parse_slurm_config
 from vibesys.config.profiler import CAPTURE_DIR, ProfilerConfig
@@ -74,14 +74,14 @@ GOOD = {"version": 1, "token": "t", "cwd": "/w", "argv": ["x"], "gpus": 0, "time
 
 
 def test_the_profile_is_optional_on_the_wire() -> None:
-    plain = decode_request(json.dumps(GOOD | {"env": {}}).encode())
-    assert plain.profile is None and b"profile" not in encode_request(plain)
-    asked = decode_request(json.dumps(GOOD | {"env": {}, "profile": "py-spy"}).encode())
+    plain = decode_call(json.dumps(GOOD | {"env": {}}).encode())
+    assert plain.profile is None and b"profile" not in encode_call(plain)
+    asked = decode_call(json.dumps(GOOD | {"env": {}, "profile": "py-spy"}).encode())
     assert asked.profile == "py-spy"
-    assert decode_request(encode_request(asked).rstrip(b"\n")) == asked
+    assert decode_call(encode_call(asked).rstrip(b"\n")) == asked
     for bad in ("", "a b", "../x", 3, "x" * 65):
         with pytest.raises(ProtocolError, match="'profile' must be null or a profiler's name"):
-            decode_request(json.dumps(GOOD | {"env": {}, "profile": bad}).encode())
+            decode_call(json.dumps(GOOD | {"env": {}, "profile": bad}).encode())
 
 
 def test_captures_travel_as_bytes_then_their_digest() -> None:
@@ -109,8 +109,8 @@ SPY = ProfilerConfig(
 )
 
 
-def ask(tmp_path: Path, profile: str | None) -> Request:
-    return Request(
+def ask(tmp_path: Path, profile: str | None) -> BrokerCall:
+    return BrokerCall(
         "tok", str(tmp_path), ("python3", "t.py"), 0, None, {"A": "agent"}, 1, None, profile
     )
 
@@ -172,7 +172,7 @@ def test_the_client_keeps_a_capture_only_when_it_matches(
 
 def test_the_client_sends_the_profile() -> None:
     args = client.parse_args(["--profile", "py-spy", "--", "python3", "t.py"])
-    sent = decode_request(client.request_line(args, "tok", "/w").rstrip(b"\n"))
+    sent = decode_call(client.call_line(args, "tok", "/w").rstrip(b"\n"))
     assert (sent.profile, sent.argv) == ("py-spy", ("python3", "t.py"))
 
 

@@ -11,14 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vibesys.broker.protocol import (
-    MAX_REQUEST_BYTES,
+    MAX_CALL_BYTES,
     PROTOCOL_VERSION,
+    BrokerCall,
     LineDecoder,
     LineTooLong,
     ProtocolError,
-    Request,
-    decode_request,
-    encode_request,
+    decode_call,
+    encode_call,
     token_matches,
 )
 from vibesys.broker.replies import (
@@ -51,15 +51,15 @@ _DROP = object()
 
 
 def test_a_request_round_trips() -> None:
-    request = decode_request(line())
-    assert request == Request(
+    request = decode_call(line())
+    assert request == BrokerCall(
         "s3cret", "/work/ws", ("python3", "-c", "print(1)"), 1, 10, {"FOO": "bar"}
     )
-    assert decode_request(encode_request(request).rstrip(b"\n")) == request
+    assert decode_call(encode_call(request).rstrip(b"\n")) == request
 
 
 def test_a_request_is_frozen_and_never_shows_its_token() -> None:
-    request = decode_request(line())
+    request = decode_call(line())
     with pytest.raises(AttributeError):
         request.gpus = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -113,25 +113,25 @@ def test_a_request_is_frozen_and_never_shows_its_token() -> None:
 )
 def test_bad_requests_are_refused_with_the_reason(raw: bytes, message: str) -> None:
     with pytest.raises(ProtocolError) as caught:
-        decode_request(raw)
+        decode_call(raw)
     assert message in str(caught.value)
     assert "s3cret" not in str(caught.value)
 
 
 def test_null_time_means_the_default() -> None:
-    assert decode_request(line(time_minutes=None)).time_minutes is None
+    assert decode_call(line(time_minutes=None)).time_minutes is None
 
 
 def test_a_timeout_is_optional_and_round_trips() -> None:
-    assert decode_request(line()).timeout_seconds is None  # an older client sends none
-    request = decode_request(line(timeout_seconds=75))
+    assert decode_call(line()).timeout_seconds is None  # an older client sends none
+    request = decode_call(line(timeout_seconds=75))
     assert request.timeout_seconds == 75
-    assert decode_request(encode_request(request).rstrip(b"\n")) == request
-    assert b"timeout_seconds" not in encode_request(decode_request(line()))
+    assert decode_call(encode_call(request).rstrip(b"\n")) == request
+    assert b"timeout_seconds" not in encode_call(decode_call(line()))
 
 
 def test_token_comparison() -> None:
-    request = decode_request(line())
+    request = decode_call(line())
     assert token_matches(request, "s3cret")
     assert not token_matches(request, "s3cret2")
     assert not token_matches(request, "S3CRET")
@@ -146,9 +146,9 @@ def test_the_line_decoder_splits_at_newlines_across_feeds() -> None:
 
 
 def test_an_oversized_line_is_refused_before_its_newline_arrives() -> None:
-    decoder = LineDecoder(MAX_REQUEST_BYTES)
-    decoder.feed(b"x" * MAX_REQUEST_BYTES)
-    with pytest.raises(LineTooLong, match=f"line exceeds {MAX_REQUEST_BYTES} bytes"):
+    decoder = LineDecoder(MAX_CALL_BYTES)
+    decoder.feed(b"x" * MAX_CALL_BYTES)
+    with pytest.raises(LineTooLong, match=f"line exceeds {MAX_CALL_BYTES} bytes"):
         decoder.feed(b"x")
     # Broken for good: nothing more is buffered or returned.
     with pytest.raises(LineTooLong):
@@ -215,14 +215,14 @@ def test_bad_replies_are_refused(raw: bytes) -> None:
 def test_any_valid_request_round_trips(
     argv: list[str], env: dict[str, str], gpus: int, minutes: int | None
 ) -> None:
-    request = Request("t", "/w", tuple(argv), gpus, minutes, env)
-    assert decode_request(encode_request(request).rstrip(b"\n")) == request
+    request = BrokerCall("t", "/w", tuple(argv), gpus, minutes, env)
+    assert decode_call(encode_call(request).rstrip(b"\n")) == request
 
 
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_never_crash_the_decoder(raw: bytes) -> None:
     try:
-        assert isinstance(decode_request(raw), Request)
+        assert isinstance(decode_call(raw), BrokerCall)
     except ProtocolError as exc:
         assert str(exc)
 
@@ -233,13 +233,10 @@ def test_the_client_sends_its_timeout_and_refuses_a_bad_one(
     from vibesys.broker import client
 
     args = client.parse_args(["--timeout-seconds", "75", "--", "sleep", "120"])
-    sent = decode_request(client.request_line(args, "tok", "/work/ws").rstrip(b"\n"))
+    sent = decode_call(client.call_line(args, "tok", "/work/ws").rstrip(b"\n"))
     assert (sent.timeout_seconds, sent.time_minutes, sent.argv) == (75, None, ("sleep", "120"))
     plain = client.parse_args(["--", "true"])
-    assert (
-        decode_request(client.request_line(plain, "tok", "/w").rstrip(b"\n")).timeout_seconds
-        is None
-    )
+    assert decode_call(client.call_line(plain, "tok", "/w").rstrip(b"\n")).timeout_seconds is None
     with pytest.raises(SystemExit) as caught:
         client.parse_args(["--timeout-seconds", "0", "--", "true"])
     assert caught.value.code == 2

@@ -23,7 +23,7 @@ from tests.helpers.hang_guard import wait_until
 from vibesys.broker import client
 from vibesys.broker.admission import Admission
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
-from vibesys.broker.protocol import MAX_REQUEST_BYTES
+from vibesys.broker.protocol import MAX_CALL_BYTES
 from vibesys.broker.server import BrokerServer
 from vibesys.broker.slots import JobSlots
 from vibesys.config import AgentGpuConfig
@@ -206,9 +206,9 @@ def test_malformed_requests_are_refused(broker: Broker, payload: bytes, message:
 
 
 def test_an_oversized_request_is_refused_without_waiting_for_its_end(broker: Broker) -> None:
-    replies = raw_exchange(broker.socket_path, b"x" * (MAX_REQUEST_BYTES + 10))
+    replies = raw_exchange(broker.socket_path, b"x" * (MAX_CALL_BYTES + 10))
     assert replies == [
-        {"version": 1, "type": "refused", "message": f"line exceeds {MAX_REQUEST_BYTES} bytes"}
+        {"version": 1, "type": "refused", "message": f"line exceeds {MAX_CALL_BYTES} bytes"}
     ]
 
 

@@ -47,7 +47,7 @@ WRITES = frozenset(
         "slot_try",
         "slot_bind",
         "slot_release",
-        "claim_bridge_request",
+        "claim_evaluation",
     }
 )
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.engine.skypilot.conftest import engine_on
 from tests.helpers.skyfake import FakeSky, make_fake_sky
-from vibesys.adapters.candidate import candidate_spec
+from vibesys.adapters.candidate import digest_candidate
 from vibesys.adapters.skypilot.backend import SkyPilotBackend
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.engine import DriveOptions, Engine, drive
@@ -79,8 +79,8 @@ def test_only_the_snapshot_reaches_the_cluster_verified_and_sent_once(
     candidate = make_candidate(tmp_path)
     digest = build_manifest(candidate).digest
     engine = engine_on(fake, tmp_path)
-    spec = candidate_spec(candidate, ())
-    first, submitted = run(engine, fake.request(candidate=spec), tmp_path)
+    recorded = digest_candidate(candidate, ())
+    first, submitted = run(engine, fake.request(candidate=recorded), tmp_path)
     # The command ran in the verified copy: the snapshot's marker and the code, nothing else.
     assert engine.log_paths(first)[0].read_text().splitlines() == [
         "./.vibesys-snapshot", "./src/main.py", "candidate",
@@ -137,7 +137,7 @@ def test_a_snapshot_changed_on_the_cluster_after_staging_never_runs(
 
     engine = engine_on(fake, tmp_path)
     engine.adapters.backends = backend
-    inv, _ = run(engine, fake.request(candidate=candidate_spec(candidate, ())), tmp_path)
+    inv, _ = run(engine, fake.request(candidate=digest_candidate(candidate, ())), tmp_path)
     attempts = engine.journal.invocations.attempts(inv.id)
     assert [a.failure_class for a in attempts] == [FailureClass.NODE_FAILED, FailureClass.COMPLETED]
     first = fake.remote / inv.id / "1"

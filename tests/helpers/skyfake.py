@@ -158,9 +158,9 @@ def submit_request(
 ) -> Submission[SkyPilotRequest]:
     name = f"vibesys-{invocation}-{attempt}"
     attempt_dir = fake.local / invocation / str(attempt)
-    spec = fake.request(**fields)
+    request = fake.request(**fields)
     context = JobContext(str(fake.local))
-    return Submission(invocation, attempt, name, tuple(command), attempt_dir, context, spec)
+    return Submission(invocation, attempt, name, tuple(command), attempt_dir, context, request)
 
 
 def ref(req: Submission[SkyPilotRequest], job_id: str | None) -> JobRef:

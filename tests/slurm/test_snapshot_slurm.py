@@ -11,7 +11,7 @@ import pytest
 from tests.helpers.slurm import cli, run_args, settled_sacct, show
 from vibesys.adapters import candidate as candidate_module
 from vibesys.adapters import staging as staging_module
-from vibesys.adapters.slurm.request import CandidateSpec, SbatchRequest
+from vibesys.adapters.slurm.request import RecordedCandidate, SbatchRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive
 from vibesys.journal_schema import open_journal
 from vibesys.snapshot import build_manifest
@@ -49,7 +49,7 @@ def prepare_candidate_run(tmp_path: Path, slurm_toml: Path, cand: Path) -> tuple
         site_config=str(slurm_toml),
         time_minutes=5,
         partitions=("main",),
-        candidate=CandidateSpec(path=str(cand), digest=build_manifest(cand).digest),
+        candidate=RecordedCandidate(path=str(cand), digest=build_manifest(cand).digest),
     )
     inv = engine.prepare(adapter="sbatch", command=["python3", "src/main.py"], request=request)
     return engine, inv

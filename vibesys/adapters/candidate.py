@@ -14,12 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from vibesys.errors import BackendMisconfigured, UsageError
 from vibesys.snapshot import CandidateError, Manifest, SnapshotPolicy, build_manifest
 
-__all__ = ["CandidateSpec", "candidate_spec", "checked_manifest"]
+__all__ = ["RecordedCandidate", "checked_manifest", "digest_candidate"]
 
 StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
 
 
-class CandidateSpec(BaseModel):
+class RecordedCandidate(BaseModel):
     """The candidate directory to snapshot, and the digest recorded at PREPARED."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
@@ -29,9 +29,9 @@ class CandidateSpec(BaseModel):
     digest: str = Field(description="sha256 of the snapshot's content, recorded at PREPARED.")
 
 
-def candidate_spec(
+def digest_candidate(
     directory: Path | str | None, exclude: Sequence[str], *, flag: str = "--candidate"
-) -> CandidateSpec | None:
+) -> RecordedCandidate | None:
     """The candidate `directory` with its digest now (None: no candidate)."""
     if directory is None:
         if exclude:
@@ -41,12 +41,12 @@ def candidate_spec(
     if not candidate.is_dir():
         raise UsageError(f"{flag} {candidate}: not a directory")
     manifest = build_manifest(candidate, SnapshotPolicy(exclude=tuple(exclude)))
-    return CandidateSpec(
+    return RecordedCandidate(
         path=str(candidate.resolve()), exclude=tuple(exclude), digest=manifest.digest
     )
 
 
-def checked_manifest(candidate: CandidateSpec) -> Manifest:
+def checked_manifest(candidate: RecordedCandidate) -> Manifest:
     """The candidate's manifest now, which must still have the digest recorded at PREPARED:
     vibesys never runs code other than what it recorded."""
     try:

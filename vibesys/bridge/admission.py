@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from vibesys.bridge.protocol import Request, Resume
+from vibesys.bridge.protocol import BridgeCall, Resume
 from vibesys.service.framing import Refusal
 from vibesys.service.tokens import service_of, tokens_match
 
@@ -83,17 +83,17 @@ class SessionPolicy(msgspec.Struct, frozen=True):
             "bad token: this bridge serves another session (check VIBESYS_EVAL_TOKEN)", "token"
         )
 
-    def admit(self, request: Request, uid: int) -> Evaluation:
-        self.check_token(request.token)
-        if request.run != self.run_id:
-            raise Refusal(f"run {request.run!r} is not this session's campaign", "run")
-        if os.path.normpath(request.workspace) not in (self.workspace, self.workspace_real):
+    def admit(self, call: BridgeCall, uid: int) -> Evaluation:
+        self.check_token(call.token)
+        if call.run != self.run_id:
+            raise Refusal(f"run {call.run!r} is not this session's campaign", "run")
+        if os.path.normpath(call.workspace) not in (self.workspace, self.workspace_real):
             raise Refusal(
-                f"workspace {request.workspace} is not this session's workspace: a session "
+                f"workspace {call.workspace} is not this session's workspace: a session "
                 "evaluates only its own candidate",
                 "workspace",
             )
-        unlisted = sorted(set(request.env) - self.allowed_env)
+        unlisted = sorted(set(call.env) - self.allowed_env)
         if unlisted:
             allowed = ", ".join(sorted(self.allowed_env)) or "none"
             raise Refusal(
@@ -101,22 +101,22 @@ class SessionPolicy(msgspec.Struct, frozen=True):
                 f"(allowed: {allowed})",
                 "env",
             )
-        timeout = request.timeout_seconds
+        timeout = call.timeout_seconds
         if timeout is not None and timeout > self.max_timeout:
             raise Refusal(
                 f"timeout_seconds {timeout} exceeds this session's limit ({self.max_timeout})",
                 "timeout_seconds",
             )
         return Evaluation(
-            request_id=request.request_id,
-            run_id=request.run,
+            request_id=call.request_id,
+            run_id=call.run,
             workspace=self.workspace,
-            kind=request.kind,
-            argv=request.argv,
+            kind=call.kind,
+            argv=call.argv,
             timeout_requested=timeout,
             timeout_seconds=self.default_timeout if timeout is None else timeout,
-            env=dict(request.env),
-            artifacts=request.artifacts,
+            env=dict(call.env),
+            artifacts=call.artifacts,
             uid=uid,
-            resume=request.resume,
+            resume=call.resume,
         )

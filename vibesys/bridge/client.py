@@ -198,7 +198,7 @@ class Evaluation:
         self.heard = False
         self.heartbeat = HEARTBEAT_SECONDS
 
-    def request(self) -> bytes:
+    def evaluate_line(self) -> bytes:
         resume = {"attempt": self.attempt, **self.offsets}
         return line_of({**self.body, "resume": resume})
 
@@ -266,7 +266,7 @@ def converse(evaluation: Evaluation, path: str) -> dict[str, Any]:
     except OSError as exc:
         raise Lost(f"cannot reach the bridge at {path}: {exc.strerror or exc}") from None
     try:
-        for reply in replies(conn, evaluation.request()):
+        for reply in replies(conn, evaluation.evaluate_line()):
             final = evaluation.handle(reply)
             if final is not None:
                 return final

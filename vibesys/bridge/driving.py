@@ -82,7 +82,7 @@ class EvaluationDriver:
             journal.close()
 
     def _finish(self, journal: Journal, inv: Invocation) -> JobResult:
-        bridge = journal.bridge.bridge_request_of(inv.id)
+        bridge = journal.bridge.recorded_evaluation_of(inv.id)
         patterns = list(bridge.body.get("artifacts", [])) if bridge else []
         if self.site.backend == "local" and ran(inv) and patterns:
             recorded = bridge.body.get(ARTIFACT_LIMITS) if bridge else None

@@ -60,33 +60,33 @@ from vibesys.service.framing import (
 )
 
 __all__ = [
+    "CALL_FIELDS",
     "FORBIDDEN_FIELDS",
     "KINDS",
-    "MAX_REQUEST_BYTES",
+    "MAX_CALL_BYTES",
     "PROTOCOL_VERSION",
-    "REQUEST_FIELDS",
+    "BridgeCall",
     "FieldError",
     "LineDecoder",
     "LineTooLong",
     "ProtocolError",
-    "Request",
     "Resume",
-    "decode_request",
-    "encode_request",
+    "decode_call",
+    "encode_call",
     "first_difference",
     "refusal_field",
 ]
 
 PROTOCOL_VERSION: Final = 1
 #: An argv and a few variables; a megabyte is far beyond any honest request.
-MAX_REQUEST_BYTES: Final = 1 << 20
+MAX_CALL_BYTES: Final = 1 << 20
 KINDS: Final = ("accuracy", "benchmark")
 MAX_ARTIFACTS: Final = 64
 
 Op = Literal["evaluate", "cancel", "capabilities"]
 
 #: Every field a request may carry, by op (`version`, `op` and `token` always).
-REQUEST_FIELDS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+CALL_FIELDS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
     {
         "evaluate": (
             "request_id",
@@ -142,7 +142,7 @@ class Resume(msgspec.Struct, frozen=True):
     stderr: int = 0
 
 
-class Request(msgspec.Struct, frozen=True):
+class BridgeCall(msgspec.Struct, frozen=True):
     """One request, as the helper sent it (not yet checked against the session)."""
 
     op: Op
@@ -163,7 +163,7 @@ class Request(msgspec.Struct, frozen=True):
 
     def __repr__(self) -> str:  # never print the token or the variables' values
         return (
-            f"Request(op={self.op!r}, request_id={self.request_id!r}, run={self.run!r}, "
+            f"BridgeCall(op={self.op!r}, request_id={self.request_id!r}, run={self.run!r}, "
             f"kind={self.kind!r}, argv={self.argv!r}, env=<{sorted(self.env)}>)"
         )
 
@@ -192,28 +192,28 @@ def first_difference(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> st
 # -- requests --------------------------------------------------------------------------------
 
 
-def encode_request(request: Request) -> bytes:
-    body: dict[str, Any] = {"version": request.version, "op": request.op, "token": request.token}
-    if request.op != "capabilities":
-        body |= {"request_id": request.request_id, "run": request.run}
-        body["workspace"] = request.workspace
-    if request.op == "evaluate":
+def encode_call(call: BridgeCall) -> bytes:
+    body: dict[str, Any] = {"version": call.version, "op": call.op, "token": call.token}
+    if call.op != "capabilities":
+        body |= {"request_id": call.request_id, "run": call.run}
+        body["workspace"] = call.workspace
+    if call.op == "evaluate":
         body |= {
-            "kind": request.kind,
-            "argv": list(request.argv),
-            "timeout_seconds": request.timeout_seconds,
-            "env": dict(request.env),
-            "artifacts": list(request.artifacts),
+            "kind": call.kind,
+            "argv": list(call.argv),
+            "timeout_seconds": call.timeout_seconds,
+            "env": dict(call.env),
+            "artifacts": list(call.artifacts),
             "resume": {
-                "attempt": request.resume.attempt,
-                "stdout": request.resume.stdout,
-                "stderr": request.resume.stderr,
+                "attempt": call.resume.attempt,
+                "stdout": call.resume.stdout,
+                "stderr": call.resume.stderr,
             },
         }
     return encode_line(body)
 
 
-def decode_request(line: bytes) -> Request:
+def decode_call(line: bytes) -> BridgeCall:
     """The request on one line (without its newline); ProtocolError says what is wrong,
     naming the field (`refusal_field` tells which)."""
     data = json_object(line)
@@ -235,9 +235,9 @@ def decode_request(line: bytes) -> Request:
                 f"configuration decides the {what}; remove it",
             )
     op = data.get("op")
-    if not isinstance(op, str) or op not in REQUEST_FIELDS:
-        raise FieldError("op", f"request: 'op' must be one of {', '.join(REQUEST_FIELDS)}")
-    allowed = (*_COMMON, *REQUEST_FIELDS[op])
+    if not isinstance(op, str) or op not in CALL_FIELDS:
+        raise FieldError("op", f"request: 'op' must be one of {', '.join(CALL_FIELDS)}")
+    allowed = (*_COMMON, *CALL_FIELDS[op])
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         shown = field_label(unknown[0])
@@ -250,15 +250,15 @@ def decode_request(line: bytes) -> Request:
     if not isinstance(token, str) or not token or not token.isascii():
         raise FieldError("token", "request: 'token' must be a non-empty ASCII string")
     if op == "capabilities":
-        return Request(op="capabilities", token=token, version=version)
+        return BridgeCall(op="capabilities", token=token, version=version)
     request_id = _matching(data, "request_id", _ID, "1-128 letters, digits, . _ : -")
     run = _matching(data, "run", _RUN, "letters, digits, . _ -")
     workspace = data["workspace"]
     if not isinstance(workspace, str) or not workspace.startswith("/") or "\0" in workspace:
         raise FieldError("workspace", "request: 'workspace' must be an absolute path")
     if op == "cancel":
-        return Request("cancel", token, request_id, run, workspace, version=version)
-    return Request(
+        return BridgeCall("cancel", token, request_id, run, workspace, version=version)
+    return BridgeCall(
         op="evaluate",
         token=token,
         request_id=request_id,

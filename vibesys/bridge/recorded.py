@@ -16,15 +16,15 @@ from vibesys.engine.context import load_context
 from vibesys.errors import VibesysError
 from vibesys.job_result import JobResult
 from vibesys.journal_schema import Invocation, Journal
-from vibesys.journal_schema.bridge_requests import BridgeRequest
+from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 
-__all__ = ["Handle", "evaluation_of", "invocation_exists", "same_request", "same_values"]
+__all__ = ["Handle", "evaluation_of", "invocation_exists", "same_evaluation", "same_values"]
 
 
 class Handle(msgspec.Struct):
     """One evaluation as this bridge serves it: the request's row and its driver."""
 
-    row: BridgeRequest
+    row: RecordedEvaluation
     evaluation: Evaluation
     stop: StopFlag = msgspec.field(default_factory=StopFlag)
     done: threading.Event = msgspec.field(default_factory=threading.Event)
@@ -37,7 +37,7 @@ class Handle(msgspec.Struct):
         return self.row.invocation_id
 
 
-def same_request(row: BridgeRequest, evaluation: Evaluation) -> None:
+def same_evaluation(row: RecordedEvaluation, evaluation: Evaluation) -> None:
     if row.uid != evaluation.uid:
         raise Refusal(
             f"request id {evaluation.request_id} belongs to another user; use a new request id",
@@ -62,7 +62,7 @@ def same_values(recorded: Mapping[str, str], evaluation: Evaluation) -> None:
             )
 
 
-def evaluation_of(row: BridgeRequest, inv: Invocation) -> Evaluation:
+def evaluation_of(row: RecordedEvaluation, inv: Invocation) -> Evaluation:
     """The evaluation a row records, with the values of its variables as recorded with its
     invocation (a reattaching helper must send the same)."""
     try:

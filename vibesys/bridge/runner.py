@@ -27,7 +27,7 @@ from vibesys.bridge.recorded import (
     Handle,
     evaluation_of,
     invocation_exists,
-    same_request,
+    same_evaluation,
     same_values,
 )
 from vibesys.bridge.site import Site
@@ -37,7 +37,7 @@ from vibesys.engine.core import new_invocation_id
 from vibesys.errors import VibesysError
 from vibesys.job_result import JobResult
 from vibesys.journal_schema import Invocation, Journal, open_journal
-from vibesys.journal_schema.bridge_requests import BridgeRequest
+from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 from vibesys.osutil.artifact_walk import Limits
 from vibesys.states import JobState
 
@@ -93,13 +93,13 @@ class EvaluationRunner:
         self._refuse_if_closing()
         journal = open_journal(self.journal_path)
         try:
-            row = journal.bridge.bridge_request(evaluation.run_id, evaluation.request_id)
+            row = journal.bridge.recorded_evaluation(evaluation.run_id, evaluation.request_id)
             known = row is not None
             if row is None:
                 # Everything that can refuse the evaluation is checked before anything is
                 # written: the site's request (limits, the candidate's digest).
                 request = self._site_request(evaluation)
-                row, created = journal.bridge.claim_bridge_request(
+                row, created = journal.bridge.claim_evaluation(
                     run_id=evaluation.run_id,
                     request_id=evaluation.request_id,
                     invocation_id=new_invocation_id(),
@@ -113,7 +113,7 @@ class EvaluationRunner:
                 known = not created
             else:
                 request = None
-            same_request(row, evaluation)
+            same_evaluation(row, evaluation)
             with self._lock:
                 self._refuse_if_closing()
                 handle = self._handles.get(row.invocation_id)
@@ -146,7 +146,7 @@ class EvaluationRunner:
         journal = open_journal(self.journal_path)
         handles: list[Handle] = []
         try:
-            for row in journal.bridge.campaign_requests(run_id):
+            for row in journal.bridge.campaign_evaluations(run_id):
                 if row.results_dir != str(self.results_root) or self._settled(journal, row):
                     continue
                 evaluation = evaluation_of(row, journal.invocations.get(row.invocation_id))
@@ -160,7 +160,7 @@ class EvaluationRunner:
             threading.Thread(target=self.driver.drive, args=(handle,), daemon=True).start()
         return handles
 
-    def _settled(self, journal: Journal, row: BridgeRequest) -> bool:
+    def _settled(self, journal: Journal, row: RecordedEvaluation) -> bool:
         """Nothing for a restart to carry on: never recorded, or ended with its result copied."""
         if not invocation_exists(journal, row.invocation_id):
             return True
@@ -175,7 +175,7 @@ class EvaluationRunner:
         """Ask for the request's evaluation to be cancelled; the message for the helper."""
         journal = open_journal(self.journal_path)
         try:
-            row = journal.bridge.bridge_request(run_id, request_id)
+            row = journal.bridge.recorded_evaluation(run_id, request_id)
             if row is None or not invocation_exists(journal, row.invocation_id):
                 raise Refusal(f"no evaluation has request id {request_id}", "request_id")
             if row.uid != uid:
@@ -200,7 +200,7 @@ class EvaluationRunner:
             raise Refusal(f"the site cannot take this evaluation: {exc}") from None
 
     def _prepare(
-        self, journal: Journal, row: BridgeRequest, evaluation: Evaluation, request: Any
+        self, journal: Journal, row: RecordedEvaluation, evaluation: Evaluation, request: Any
     ) -> Invocation:
         """Record the invocation the row names (nothing was sent for it yet)."""
         if request is None:  # the row survived a crash before its invocation was recorded

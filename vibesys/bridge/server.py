@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from vibesys.bridge.admission import Refusal, SessionPolicy
 from vibesys.bridge.follow import Follower
-from vibesys.bridge.protocol import MAX_REQUEST_BYTES, Request, decode_request
+from vibesys.bridge.protocol import MAX_CALL_BYTES, BridgeCall, decode_call
 from vibesys.bridge.replies import (
     Accepted,
     Busy,
@@ -119,29 +119,29 @@ class BridgeServer:
 
     def _serve(self, conn: Connection) -> None:
         peer = conn.peer
-        answered = self.socket.read_request(
-            conn, MAX_REQUEST_BYTES, lambda line: self._answer(decode_request(line), peer)
+        answered = self.socket.read_call(
+            conn, MAX_CALL_BYTES, lambda line: self._answer(decode_call(line), peer)
         )
         if answered is None:
             return
-        request, reply = answered
+        call, reply = answered
         if isinstance(reply, tuple):
-            self._follow(conn, *reply, request)
+            self._follow(conn, *reply, call)
         else:
             conn.finish(encode_reply(reply))
 
     def _answer(
-        self, request: Request, peer: PeerCredentials
-    ) -> tuple[Request, Reply | tuple[Handle, bool]]:
-        if request.op == "capabilities":
-            self.policy.check_token(request.token)
-            return request, Capabilities(self.capabilities, self.notes)
-        evaluation = self.policy.admit(request, peer.uid)
-        if request.op == "cancel":
+        self, call: BridgeCall, peer: PeerCredentials
+    ) -> tuple[BridgeCall, Reply | tuple[Handle, bool]]:
+        if call.op == "capabilities":
+            self.policy.check_token(call.token)
+            return call, Capabilities(self.capabilities, self.notes)
+        evaluation = self.policy.admit(call, peer.uid)
+        if call.op == "cancel":
             by = f"vibesys-eval cancel (pid {peer.pid})"
             message = self.runner.cancel(evaluation.run_id, evaluation.request_id, peer.uid, by)
             self.log(f"pid={peer.pid}: {message}")
-            return request, Cancelling(message)
+            return call, Cancelling(message)
         if self.socket.closing:
             raise Refusal("the session is shutting down; no new evaluations")
         handle, known = self.runner.start(evaluation)
@@ -150,24 +150,24 @@ class BridgeServer:
             f"request={evaluation.request_id} invocation={handle.invocation_id} "
             f"argv={list(evaluation.argv)!r}"
         )
-        return request, (handle, known)
+        return call, (handle, known)
 
-    def _follow(self, conn: Connection, handle: Handle, known: bool, request: Request) -> None:
+    def _follow(self, conn: Connection, handle: Handle, known: bool, call: BridgeCall) -> None:
         """The evaluation's replies as they happen, until its result; a helper that leaves
         stops only its own following (the evaluation goes on). A teardown (`conn.stop`)
         makes the follower send what it has and the result as it stands."""
         peer = conn.peer
         sink: ReplySink[Reply] = ReplySink(conn.sock, encode_reply, threading.Event())
         sink.watch()
-        sink.send(Accepted(handle.invocation_id, request.request_id, known, self.heartbeat_seconds))
+        sink.send(Accepted(handle.invocation_id, call.request_id, known, self.heartbeat_seconds))
         journal = open_journal(self.runner.journal_path, readonly=True)
         try:
             follower = Follower(
                 journal,
                 handle.invocation_id,
-                request.run,
+                call.run,
                 self.runner.site.cluster,
-                request.resume,
+                call.resume,
                 sink.send,
             )
             told = False

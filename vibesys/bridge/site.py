@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from vibesys.adapters.candidate import candidate_spec
+from vibesys.adapters.candidate import digest_candidate
 from vibesys.adapters.local_request import Confinement, LocalRequest
 from vibesys.adapters.requests import AdapterRequest, ArtifactLimits
 from vibesys.adapters.skypilot.naming import cluster_name
@@ -89,7 +89,7 @@ class Site(msgspec.Struct, frozen=True):
             }
             recorded = getattr(self.sky_request, "candidate", None)
             if recorded is not None:  # the snapshot as it is now, not as the session began
-                update["candidate"] = candidate_spec(recorded.path, recorded.exclude)
+                update["candidate"] = digest_candidate(recorded.path, recorded.exclude)
             return self.sky_request.model_copy(update=update)
 
         assert self.slurm_file is not None

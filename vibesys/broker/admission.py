@@ -15,8 +15,8 @@ import msgspec
 
 from vibesys.broker.environment import job_environment
 from vibesys.broker.jobs import GpuJob
-from vibesys.broker.protocol import Request
-from vibesys.config import AgentGpuConfig, SlurmRequest, check_request
+from vibesys.broker.protocol import BrokerCall
+from vibesys.config import AgentGpuConfig, AskedSizing, check_sizing
 from vibesys.config.profiler import CAPTURE_DIR
 from vibesys.errors import UsageError
 from vibesys.osutil.sandbox import Sandbox, is_within
@@ -40,17 +40,17 @@ class Admission(msgspec.Struct, frozen=True):
     #: read_only_paths as validated at start
     read_only_paths: tuple[str, ...] = ()
 
-    def admit(self, request: Request) -> GpuJob:
-        if not tokens_match(request.token, self.token):
-            if service_of(request.token) not in (None, "the GPU broker"):
+    def admit(self, call: BrokerCall) -> GpuJob:
+        if not tokens_match(call.token, self.token):
+            if service_of(call.token) not in (None, "the GPU broker"):
                 raise Refusal(
-                    f"bad token: that is {service_of(request.token)}'s token, not this "
+                    f"bad token: that is {service_of(call.token)}'s token, not this "
                     "broker's (VIBESYS_GPU_TOKEN)"
                 )
             raise Refusal("bad token: this broker serves another run (check VIBESYS_GPU_TOKEN)")
-        cwd = self.resolve_cwd(request.cwd)
-        minutes = request.time_minutes
-        timeout = request.timeout_seconds
+        cwd = self.resolve_cwd(call.cwd)
+        minutes = call.time_minutes
+        timeout = call.timeout_seconds
         if timeout is not None:
             if minutes is None:  # the job's limit is whole minutes; the broker cancels at S
                 minutes = math.ceil(timeout / 60)
@@ -60,23 +60,21 @@ class Admission(msgspec.Struct, frozen=True):
                     "give a longer --time, or leave it out"
                 )
         try:
-            checked = check_request(
-                SlurmRequest(gpus=request.gpus, time_minutes=minutes), self.limits
-            )
+            checked = check_sizing(AskedSizing(gpus=call.gpus, time_minutes=minutes), self.limits)
         except UsageError as exc:
             raise Refusal(str(exc)) from None
-        argv, env = request.argv, job_environment(self.host_env, request.env)
+        argv, env = call.argv, job_environment(self.host_env, call.env)
         captures: tuple[str, ...] = ()
-        if request.profile is not None:
-            profiler = self.limits.profilers.get(request.profile)
+        if call.profile is not None:
+            profiler = self.limits.profilers.get(call.profile)
             if profiler is None:
                 offered = ", ".join(sorted(self.limits.profilers)) or "none"
                 raise Refusal(
-                    f"--profile {request.profile}: this site offers no such profiler "
+                    f"--profile {call.profile}: this site offers no such profiler "
                     f"(offered: {offered})"
                 )
             # The operator's variables win: the profiler needs them as configured.
-            argv, env = profiler.argv(request.argv), env | profiler.variables()
+            argv, env = profiler.argv(call.argv), env | profiler.variables()
             captures = profiler.capture_names()
         sandbox = Sandbox(
             workspace=self.workspace,
@@ -93,7 +91,7 @@ class Admission(msgspec.Struct, frozen=True):
             partitions=checked.partitions,
             job_name_prefix=self.limits.job_name_prefix,
             timeout_seconds=timeout,
-            profiler=request.profile,
+            profiler=call.profile,
             captures=captures,
         )
 

@@ -96,7 +96,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def request_line(args: argparse.Namespace, token: str, cwd: str) -> bytes:
+def call_line(args: argparse.Namespace, token: str, cwd: str) -> bytes:
     env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
     body = {
         "version": PROTOCOL_VERSION,
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         except OSError as exc:
             say(f"cannot reach the broker at {path}: {exc.strerror or exc}")
             sys.exit(EXIT_REFUSED)
-        status = converse(conn, request_line(args, token, os.getcwd()))
+        status = converse(conn, call_line(args, token, os.getcwd()))
     except Interrupted:
         say("interrupted: the job is cancelled")
         status = EXIT_INTERRUPTED

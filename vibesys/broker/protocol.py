@@ -49,32 +49,32 @@ from vibesys.service.framing import (
 from vibesys.service.tokens import tokens_match
 
 __all__ = [
+    "MAX_CALL_BYTES",
     "MAX_REPLY_BYTES",
-    "MAX_REQUEST_BYTES",
     "PROTOCOL_VERSION",
+    "BrokerCall",
     "LineDecoder",
     "LineTooLong",
     "ProtocolError",
-    "Request",
-    "decode_request",
-    "encode_request",
+    "decode_call",
+    "encode_call",
     "token_matches",
 ]
 
 #: A request holds an argv and an environment; a megabyte is far beyond any honest one.
-MAX_REQUEST_BYTES: Final = 1 << 20
+MAX_CALL_BYTES: Final = 1 << 20
 
 #: Bounds of a request's numbers: more GPUs than any node has, longer than ten days, is a mistake.
 MAX_GPUS: Final = 1024
 MAX_MINUTES: Final = 10 * 24 * 60
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_REQUEST_FIELDS: Final = ("version", "token", "cwd", "argv", "gpus", "time_minutes", "env")
+_CALL_FIELDS: Final = ("version", "token", "cwd", "argv", "gpus", "time_minutes", "env")
 #: Fields a request may leave out (a client older than them sends none).
 _OPTIONAL_FIELDS: Final = ("timeout_seconds", "profile")
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-class Request(msgspec.Struct, frozen=True):
+class BrokerCall(msgspec.Struct, frozen=True):
     """One GPU command, as the client asked for it (not yet checked against anything)."""
 
     token: str
@@ -95,35 +95,35 @@ class Request(msgspec.Struct, frozen=True):
 
     def __repr__(self) -> str:  # never print the token
         return (
-            f"Request(cwd={self.cwd!r}, argv={self.argv!r}, gpus={self.gpus}, "
+            f"BrokerCall(cwd={self.cwd!r}, argv={self.argv!r}, gpus={self.gpus}, "
             f"time_minutes={self.time_minutes}, timeout_seconds={self.timeout_seconds}, "
             f"profile={self.profile!r}, env=<{len(self.env)} variables>)"
         )
 
 
-def token_matches(request: Request, expected: str) -> bool:
+def token_matches(call: BrokerCall, expected: str) -> bool:
     """Constant-time comparison, so the time taken tells nothing about the token."""
-    return tokens_match(request.token, expected)
+    return tokens_match(call.token, expected)
 
 
-def encode_request(request: Request) -> bytes:
+def encode_call(call: BrokerCall) -> bytes:
     body = {
-        "version": request.version,
-        "token": request.token,
-        "cwd": request.cwd,
-        "argv": list(request.argv),
-        "gpus": request.gpus,
-        "time_minutes": request.time_minutes,
-        "env": dict(request.env),
+        "version": call.version,
+        "token": call.token,
+        "cwd": call.cwd,
+        "argv": list(call.argv),
+        "gpus": call.gpus,
+        "time_minutes": call.time_minutes,
+        "env": dict(call.env),
     }
-    if request.timeout_seconds is not None:
-        body["timeout_seconds"] = request.timeout_seconds
-    if request.profile is not None:
-        body["profile"] = request.profile
+    if call.timeout_seconds is not None:
+        body["timeout_seconds"] = call.timeout_seconds
+    if call.profile is not None:
+        body["profile"] = call.profile
     return encode_line(body)
 
 
-def decode_request(line: bytes) -> Request:
+def decode_call(line: bytes) -> BrokerCall:
     """The request on one line (without its newline). ProtocolError says what is wrong."""
     data = json_object(line)
     version = data.get("version")
@@ -134,10 +134,10 @@ def decode_request(line: bytes) -> Request:
             f"unsupported protocol version {version} (this broker speaks {PROTOCOL_VERSION}); "
             "use the vibesys-gpu that came with this broker"
         )
-    unknown = sorted(set(data) - set(_REQUEST_FIELDS) - set(_OPTIONAL_FIELDS))
+    unknown = sorted(set(data) - set(_CALL_FIELDS) - set(_OPTIONAL_FIELDS))
     if unknown:
         raise ProtocolError(f"request: unknown field {field_label(unknown[0])}")
-    missing = [name for name in _REQUEST_FIELDS if name not in data]
+    missing = [name for name in _CALL_FIELDS if name not in data]
     if missing:
         raise ProtocolError(f"request: missing field {missing[0]!r}")
     token, cwd, argv = data["token"], data["cwd"], data["argv"]
@@ -167,7 +167,7 @@ def decode_request(line: bytes) -> Request:
         raise ProtocolError(
             "request: 'profile' must be null or a profiler's name (letters, digits, . _ -)"
         )
-    return Request(
+    return BrokerCall(
         token=token,
         cwd=cwd,
         argv=tuple(argv),

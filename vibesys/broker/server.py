@@ -24,7 +24,7 @@ import msgspec
 
 from vibesys.broker.admission import Admission, Refusal
 from vibesys.broker.jobs import GpuJob, GpuJobRunner, StopSignal, Stream
-from vibesys.broker.protocol import MAX_REQUEST_BYTES, decode_request
+from vibesys.broker.protocol import MAX_CALL_BYTES, decode_call
 from vibesys.broker.replies import (
     Capture,
     Captured,
@@ -118,9 +118,7 @@ class BrokerServer:
     # -- one connection ---------------------------------------------------------------------
 
     def _serve(self, conn: Connection) -> None:
-        job = self.socket.read_request(
-            conn, MAX_REQUEST_BYTES, lambda line: self._admit(line, conn)
-        )
+        job = self.socket.read_call(conn, MAX_CALL_BYTES, lambda line: self._admit(line, conn))
         if job is None:
             return
         peer = conn.peer
@@ -140,10 +138,10 @@ class BrokerServer:
         sink.send(Exit(status))
 
     def _admit(self, line: bytes, conn: Connection) -> GpuJob:
-        request = decode_request(line)
+        call = decode_call(line)
         if conn.stop.is_set():
             raise Refusal("the broker is shutting down; try again")
-        return self.admission.admit(request)
+        return self.admission.admit(call)
 
 
 class _Sink(ReplySink[Reply]):

@@ -155,7 +155,7 @@ class Client:
                 invocation_id = record_found(journal, row, lambda: _request(journal, sub)).id
                 return self._follow(invocation_id, sub.timeout)
             inv = journal.invocations.resolve(key_or_id)
-            row = journal.bridge.bridge_request_of(inv.id)
+            row = journal.bridge.recorded_evaluation_of(inv.id)
             client_row = row is not None and row.run_id == CLIENT_RUN
             timeout = submission_of(row).timeout if row is not None and client_row else None
         return self._follow(inv.id, timeout)

@@ -1,7 +1,7 @@
 """`vibesys.Client`'s submissions and their idempotency keys.
 
 A key is recorded before anything is submitted, as the evaluation bridge records its request
-ids (`journal_schema/bridge_requests.py`, in the same table: run id `:client`, which no bridge
+ids (`journal_schema/recorded_evaluations.py`, in the same table: run id `:client`, which no bridge
 run id can be): a row naming the invocation id it will get is committed first, then the
 invocation is recorded (PREPARED), then driven. Whoever finds the row later (this process,
 another one, one started after a crash) follows that invocation, or records it when a crash
@@ -32,7 +32,7 @@ from vibesys.engine.core import new_invocation_id
 from vibesys.engine.failpoints import failpoint
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Invocation, Journal
-from vibesys.journal_schema.bridge_requests import BridgeRequest
+from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 
 __all__ = [
     "CLIENT_RUN",
@@ -119,8 +119,8 @@ def typed_options(adapter: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return typed
 
 
-def find_row(journal: Journal, key: str) -> BridgeRequest | None:
-    return journal.bridge.bridge_request(CLIENT_RUN, request_id(key, ""))
+def find_row(journal: Journal, key: str) -> RecordedEvaluation | None:
+    return journal.bridge.recorded_evaluation(CLIENT_RUN, request_id(key, ""))
 
 
 def record(
@@ -134,7 +134,7 @@ def record(
     the key already names. KeyConflict when the key was used for another submission."""
     runs = journal.path.parent / "runs"
     with _recording(runs):
-        row, _created = journal.bridge.claim_bridge_request(
+        row, _created = journal.bridge.claim_evaluation(
             run_id=CLIENT_RUN,
             request_id=request_id(key, new_id := new_invocation_id()),
             invocation_id=new_id,
@@ -153,7 +153,7 @@ def record(
     return inv
 
 
-def record_found(journal: Journal, row: BridgeRequest, build: Callable[[], Any]) -> Invocation:
+def record_found(journal: Journal, row: RecordedEvaluation, build: Callable[[], Any]) -> Invocation:
     """The invocation `row` names, recorded now if its recorder died first (`attach`)."""
     with _recording(journal.path.parent / "runs"):
         if _exists(journal, row.invocation_id):
@@ -167,13 +167,13 @@ def record_found(journal: Journal, row: BridgeRequest, build: Callable[[], Any])
         return _prepare(journal, row, sub, None, build())
 
 
-def submission_of(row: BridgeRequest) -> Submission:
+def submission_of(row: RecordedEvaluation) -> Submission:
     return Submission(**{name: row.body[name] for name in Submission.__struct_fields__})
 
 
 def _prepare(
     journal: Journal,
-    row: BridgeRequest,
+    row: RecordedEvaluation,
     sub: Submission,
     env: Mapping[str, str] | None,
     request: Any,

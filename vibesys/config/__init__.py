@@ -19,7 +19,6 @@ from vibesys.config.profiles import (
     parse_resources,
     select_profile,
 )
-from vibesys.config.request import CheckedRequest, SlurmRequest, check_request
 from vibesys.config.resources import (
     ClustersFile,
     EffectiveResources,
@@ -28,6 +27,7 @@ from vibesys.config.resources import (
     SkyPilotProfile,
     resolve_resources,
 )
+from vibesys.config.sizing import AskedSizing, CheckedSizing, check_sizing
 from vibesys.config.slurm import AgentGpuConfig, SlurmConfig, SlurmSiteConfig, VibesysTable
 from vibesys.config.transport import LocalTransportConfig, SshTransportConfig, TransportConfig
 
@@ -35,7 +35,8 @@ __all__ = [
     "DEFAULT_CLUSTERS_CONFIG",
     "DEFAULT_SLURM_CONFIG",
     "AgentGpuConfig",
-    "CheckedRequest",
+    "AskedSizing",
+    "CheckedSizing",
     "ClustersFile",
     "EffectiveResources",
     "IncompatibleProfile",
@@ -43,12 +44,11 @@ __all__ = [
     "PortableResources",
     "SkyPilotProfile",
     "SlurmConfig",
-    "SlurmRequest",
     "SlurmSiteConfig",
     "SshTransportConfig",
     "TransportConfig",
     "VibesysTable",
-    "check_request",
+    "check_sizing",
     "default_slurm_config_path",
     "load_clusters_config",
     "load_slurm_config",

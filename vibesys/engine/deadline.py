@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from vibesys.journal_schema import Invocation, Journal
-from vibesys.journal_schema.bridge_requests import BridgeRequest
+from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 from vibesys.states import JobState
 from vibesys.states.events import TIMEOUT_CANCEL
 
@@ -31,7 +31,7 @@ class Deadline:
         return (self.at - now).total_seconds()
 
 
-def deadline_of(row: BridgeRequest) -> Deadline | None:
+def deadline_of(row: RecordedEvaluation) -> Deadline | None:
     """The deadline a bridge request's row records; None when it has no timeout."""
     timeout = int(row.body.get("effective_timeout_seconds") or 0)
     if timeout <= 0:
@@ -41,7 +41,7 @@ def deadline_of(row: BridgeRequest) -> Deadline | None:
 
 def recorded_deadline(journal: Journal, invocation_id: str) -> Deadline | None:
     """The deadline recorded for the invocation (its bridge request's); None without one."""
-    row = journal.bridge.bridge_request_of(invocation_id)
+    row = journal.bridge.recorded_evaluation_of(invocation_id)
     return None if row is None else deadline_of(row)
 
 

@@ -229,7 +229,7 @@ def _utc(text: str | None) -> str | None:
 def result_from_journal(journal: Journal, invocation_id: str) -> JobResult:
     """The result of one invocation (an id or a unique prefix), from an open Journal."""
     inv = journal.invocations.resolve(invocation_id)
-    bridge = journal.bridge.bridge_request_of(inv.id)
+    bridge = journal.bridge.recorded_evaluation_of(inv.id)
     return job_result(
         inv,
         journal.invocations.attempts(inv.id),

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from vibesys.errors import StaleState
-from vibesys.journal_schema.bridge_requests import BridgeStore
 from vibesys.journal_schema.clock import iso, moment, now_iso, utc_now
 from vibesys.journal_schema.clusters import ClusterStore
 from vibesys.journal_schema.codec import encode_event
@@ -36,6 +35,7 @@ from vibesys.journal_schema.polls import PollStore
 from vibesys.journal_schema.progress import ProgressStore
 from vibesys.journal_schema.queue import QueueStore, join_queue
 from vibesys.journal_schema.reads import InvocationStore
+from vibesys.journal_schema.recorded_evaluations import BridgeStore
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
 from vibesys.journal_schema.settings import Settings

@@ -36,7 +36,7 @@ class StopFlag(Protocol):
 
 
 class SocketService:
-    """One service's socket: `listen`, `accept_until` a stop flag, `read_request` on each
+    """One service's socket: `listen`, `accept_until` a stop flag, `read_call` on each
     connection, then `stop_listening` (no new connections) and `close` (teardown)."""
 
     def __init__(
@@ -98,7 +98,7 @@ class SocketService:
         self.stop_listening()
         self.gate.close(grace_seconds)
 
-    def read_request(self, conn: Connection, limit: int, admit: Callable[[bytes], T]) -> T | None:
+    def read_call(self, conn: Connection, limit: int, admit: Callable[[bytes], T]) -> T | None:
         """The connection's request line, up to `limit` bytes by its deadline, as `admit`
         makes of it; None when it was refused (the refusal sent, and logged) or the peer left.
         `admit` raises ProtocolError or Refusal to refuse."""

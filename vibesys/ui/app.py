@@ -30,7 +30,7 @@ from vibesys.journal_schema.views import show_json
 from vibesys.states import JobState
 from vibesys.ui import diagram, events, logs, queries, views
 from vibesys.ui.pages import Pages
-from vibesys.ui.queries import BadRequest, ListFilter, NotFound, now_utc
+from vibesys.ui.queries import BadQuery, ListFilter, NotFound, now_utc
 from vibesys.ui.reader import JournalReader
 
 MAX_PATH, MAX_QUERY, MAX_HEADERS = 1024, 4096, 16 * 1024
@@ -116,9 +116,9 @@ def _params(request: Request, allowed: Iterable[str]) -> dict[str, str]:
     names = {"token", *allowed}
     for name, value in request.query_params.multi_items():
         if name not in names:
-            raise BadRequest(f"unknown parameter {name[:40]!r}")
+            raise BadQuery(f"unknown parameter {name[:40]!r}")
         if name in found:
-            raise BadRequest(f"{name} given twice")
+            raise BadQuery(f"{name} given twice")
         found[name] = value
     return found
 
@@ -128,7 +128,7 @@ def _number(params: dict[str, str], name: str, top: int = 1 << 62) -> int | None
     if not value:
         return None
     if not value.isdecimal() or len(value) > 19 or int(value) > top:
-        raise BadRequest(f"{name}={value[:40]!r}: a whole number from 0 to {top}")
+        raise BadQuery(f"{name}={value[:40]!r}: a whole number from 0 to {top}")
     return int(value)
 
 
@@ -144,7 +144,7 @@ def build(ui: Ui) -> Starlette:
             path = request.url.path
             try:
                 return fn(request)
-            except BadRequest as exc:
+            except BadQuery as exc:
                 return ui.error(path, 400, str(exc))
             except NotFound as exc:
                 return ui.error(path, 404, str(exc))

@@ -44,7 +44,7 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 _RUN_ID_KEY = '"run_id"'
 
 
-class BadRequest(Exception):
+class BadQuery(Exception):
     """Input the UI refuses (400): the message names the parameter and its value."""
 
 
@@ -53,9 +53,9 @@ class NotFound(Exception):
 
 
 def invocation_id(text: str) -> str:
-    """A (prefix of an) invocation id as the URL gives it, or BadRequest."""
+    """A (prefix of an) invocation id as the URL gives it, or BadQuery."""
     if not _ID.fullmatch(text):
-        raise BadRequest(f"{text[:40]!r} is not an invocation id (hex digits)")
+        raise BadQuery(f"{text[:40]!r} is not an invocation id (hex digits)")
     return text
 
 
@@ -68,7 +68,7 @@ def find(journal: Journal, prefix: str) -> Invocation:
     if not rows:
         raise NotFound(f"no invocation {prefix}")
     if len(rows) > 1 and rows[0][0] != prefix:
-        raise BadRequest(f"invocation prefix {prefix} is ambiguous; give more characters")
+        raise BadQuery(f"invocation prefix {prefix} is ambiguous; give more characters")
     return journal.invocations.get(rows[0][0])
 
 
@@ -84,16 +84,16 @@ def parse_time(name: str, text: str, now: datetime) -> str:
                 moment = moment.replace(tzinfo=UTC)
         return moment.astimezone(UTC).isoformat()
     except ValueError:
-        raise BadRequest(
+        raise BadQuery(
             f"{name}={text[:40]!r}: give a time (2026-11-30T10:00) or an age (15m, 2h, 3d)"
         ) from None
     except OverflowError:  # an age before year 1, or a time that UTC cannot hold
-        raise BadRequest(f"{name}={text[:40]!r}: out of range") from None
+        raise BadQuery(f"{name}={text[:40]!r}: out of range") from None
 
 
 def _text(name: str, value: str) -> str:
     if len(value) > MAX_VALUE or not value.isprintable():
-        raise BadRequest(f"{name}: at most {MAX_VALUE} printable characters")
+        raise BadQuery(f"{name}: at most {MAX_VALUE} printable characters")
     return value
 
 
@@ -124,23 +124,23 @@ class ListFilter(msgspec.Struct, frozen=True):
             if name == "token":
                 continue
             if name not in cls.PARAMS:
-                raise BadRequest(f"unknown parameter {name[:40]!r}")
+                raise BadQuery(f"unknown parameter {name[:40]!r}")
             if name == "state":
                 for word in filter(None, value.upper().split(",")):
                     if word not in JobState.__members__:
-                        raise BadRequest(f"state={word[:40]!r}: one of {', '.join(JobState)}")
+                        raise BadQuery(f"state={word[:40]!r}: one of {', '.join(JobState)}")
                     if JobState(word) not in states:
                         states.append(JobState(word))
                 continue
             if name in values:
-                raise BadRequest(f"{name} given twice")
+                raise BadQuery(f"{name} given twice")
             if not value:
                 continue
             if name in ("before", "after"):
                 values[name] = invocation_id(value)
             elif name == "limit":
                 if not value.isdecimal() or not 1 <= int(value) <= MAX_PAGE_SIZE:
-                    raise BadRequest(f"limit={value[:40]!r}: a number from 1 to {MAX_PAGE_SIZE}")
+                    raise BadQuery(f"limit={value[:40]!r}: a number from 1 to {MAX_PAGE_SIZE}")
                 values[name] = int(value)
             elif name in ("since", "until"):
                 values[name] = _text(name, value)
@@ -148,7 +148,7 @@ class ListFilter(msgspec.Struct, frozen=True):
             else:
                 values[name] = _text(name, value)
         if values.get("before") and values.get("after"):
-            raise BadRequest("give before or after, not both")
+            raise BadQuery("give before or after, not both")
         return cls(states=tuple(states), **values)
 
     def params(self, **changes: Any) -> dict[str, str]:

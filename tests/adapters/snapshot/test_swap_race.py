@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from tests.adapters.snapshot.helpers import runner, stage_into
-from vibesys.adapters.candidate import candidate_spec
+from vibesys.adapters.candidate import digest_candidate
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.skypilot.staged import stage_candidate
@@ -216,7 +216,7 @@ def stage_for_skypilot(scene: Scene, tmp_path: Path) -> None:
         '[profiles.p]\nrunner = "skypilot"\ninfra = "slurm/site-a"\n'
         'allocation_time = "01:00:00"\nremote_artifact_root = "/scratch/v"\n'
     )
-    candidate = candidate_spec(scene.workspace, ())
+    candidate = digest_candidate(scene.workspace, ())
     request = SkyPilotRequest(
         clusters_config=str(clusters), profile="p", run_id="r", candidate=candidate
     )

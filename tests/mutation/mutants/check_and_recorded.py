@@ -121,7 +121,7 @@ MUTANTS: list[Mutant] = [
     M("site-replaced-silently", ROWS, '            columns = {"site_digest": digest}', "            columns = {}", "a replacement is a history row that changes nothing (the old site goes on being used)"),
     M("slurm-site-key-ignores-rendering", SLURM_REQUEST, '        return f"{self.site_config}#{recorded}"', "        return self.site_config", "invocations recorded with different renderings of one path share an adapter built from one of them"),
     M("sky-site-key-ignores-rendering", SKY_REQUEST, '        recorded = self.site_record.digest if self.site_record is not None else ""', '        recorded = ""', "campaigns recorded with different profiles share an adapter built from one of them"),
-    M("trusted-sized-by-agent-limits", SLURM_REQUEST, "        trusted = check_trusted(person, loaded.gate)", "        trusted = check_request(person, loaded.config.agent_gpu)", "a site that gives agents 1 GPU cannot run a 2-GPU trusted evaluation"),
+    M("trusted-sized-by-agent-limits", SLURM_REQUEST, "        trusted = check_trusted(person, loaded.gate)", "        trusted = check_sizing(person, loaded.config.agent_gpu)", "a site that gives agents 1 GPU cannot run a 2-GPU trusted evaluation"),
     M("alias-not-wired", SITE_FILE, '    if "slurm_gpu" not in raw:', "    if True:", "a [slurm_gpu] file is refused as an unknown table: the documented alias does not work"),
     M("alias-warns-every-read", SITE_FILE, "    if text is None or text in _WARNED:", "    if text is None:", "the deprecation warning is printed once per reader, not once per run"),
     M("alias-gate-sizing-dropped", TRUSTED, "    if gate is not None:", "    if False:", "a trusted evaluation from a [slurm_gpu] file loses its gates' GPUs, time and partitions"),

@@ -37,7 +37,7 @@ BRIDGE_PROTOCOL = "vibesys/bridge/protocol.py"
 BRIDGE_ADMISSION = "vibesys/bridge/admission.py"
 BRIDGE_RECORDED = "vibesys/bridge/recorded.py"
 BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
-BRIDGE_ROWS = "vibesys/journal_schema/bridge_requests.py"
+BRIDGE_ROWS = "vibesys/journal_schema/recorded_evaluations.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
 BRIDGE_SESSION = "vibesys/bridge/session.py"
 DEADLINE = "vibesys/engine/deadline.py"
@@ -67,7 +67,7 @@ BRIDGE_SITE = "vibesys/bridge/site.py"
 BRIDGE_FILES = "vibesys/bridge/files.py"
 ARTIFACT_WALK = "vibesys/osutil/artifact_walk.py"
 SITE_FILE = "vibesys/config/slurm_file.py"
-TRUSTED = "vibesys/config/request.py"
+TRUSTED = "vibesys/config/sizing.py"
 SLOTS = "vibesys/journal_schema/slots.py"
 RUN_SLOTS = "vibesys/broker/run_slots.py"
 ROWS = "vibesys/journal_schema/rows.py"
@@ -144,7 +144,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     BRIDGE_ADMISSION: ("tests/bridge/test_admission.py",),
     BRIDGE_RECORDED: ("tests/bridge/test_server.py",),
     BRIDGE_FOLLOW: ("tests/bridge/test_server.py",),
-    BRIDGE_ROWS: ("tests/bridge/test_request_rows.py",),
+    BRIDGE_ROWS: ("tests/bridge/test_recorded_evaluations.py",),
     BRIDGE_SESSION: ("tests/bridge/test_session_restart.py",),
     DEADLINE: ("tests/bridge/test_session_restart.py", "tests/bridge/test_server.py"),
     CLIENT_KEYS: ("tests/client",),

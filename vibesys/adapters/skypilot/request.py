@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from vibesys.adapters.candidate import CandidateSpec, candidate_spec
+from vibesys.adapters.candidate import RecordedCandidate, digest_candidate
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.rundir.listing import check_pattern
 from vibesys.adapters.skypilot.boundary import SkyCli
@@ -70,7 +70,7 @@ class SkyPilotRequest(AdapterRequest):
     resources: PortableResources = Field(
         default_factory=PortableResources, description="The experiment's [resources]."
     )
-    candidate: CandidateSpec | None = Field(
+    candidate: RecordedCandidate | None = Field(
         default=None,
         description="The candidate to run in: staged as a snapshot (the same policy and digest "
         "as the Slurm adapters'), verified on the cluster; the command runs in a private copy.",
@@ -197,7 +197,7 @@ def make_request(adapter: str, values: Mapping[str, Any]) -> SkyPilotRequest:
         raise UsageError("--workdir is the old name of --candidate: give one of them")
     flag = "--workdir" if values.get("workdir") is not None else "--candidate"
     directory = values.get("candidate") or values.get("workdir")
-    candidate = candidate_spec(directory, values.get("exclude") or (), flag=flag)
+    candidate = digest_candidate(directory, values.get("exclude") or (), flag=flag)
     if os.environ.get(RETIRED_PROFILE_ENV):
         raise UsageError(
             f"{RETIRED_PROFILE_ENV} is no longer read: a run keeps the profile it was recorded "

@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 from vibesys.adapters import staging
 from vibesys.adapters.base import Progress
-from vibesys.adapters.candidate import CandidateSpec, candidate_spec, checked_manifest
+from vibesys.adapters.candidate import RecordedCandidate, checked_manifest, digest_candidate
 from vibesys.adapters.skypilot.request import SkyPilotRequest
 from vibesys.adapters.skypilot.run_dirs import RunDirs
 
@@ -21,12 +21,12 @@ __all__ = ["stage_candidate"]
 
 
 def stage_candidate(
-    spec: SkyPilotRequest, dirs: RunDirs, work: PurePosixPath, progress: Progress | None = None
+    request: SkyPilotRequest, dirs: RunDirs, work: PurePosixPath, progress: Progress | None = None
 ) -> tuple[str, str]:
     """Stage the request's candidate (when it has one) and return the job's setup line (copy
     the snapshot into `work`, verify its digest) and the staging's evidence; ("", "") without
     a candidate. The candidate must still have its recorded digest."""
-    candidate = _candidate(spec)
+    candidate = _candidate(request)
     if candidate is None:
         return "", ""
     manifest = checked_manifest(candidate)
@@ -40,8 +40,8 @@ def stage_candidate(
     return " && ".join(shlex.join(step) for step in steps), result.evidence
 
 
-def _candidate(spec: SkyPilotRequest) -> CandidateSpec | None:
-    if spec.candidate is not None:
-        return spec.candidate
+def _candidate(request: SkyPilotRequest) -> RecordedCandidate | None:
+    if request.candidate is not None:
+        return request.candidate
     # Recorded before candidates were snapshots: the same policy, its digest taken now.
-    return candidate_spec(spec.workdir, (), flag="--workdir") if spec.workdir else None
+    return digest_candidate(request.workdir, (), flag="--workdir") if request.workdir else None

@@ -16,18 +16,18 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vibesys.adapters.candidate import CandidateSpec, candidate_spec
+from vibesys.adapters.candidate import RecordedCandidate, digest_candidate
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.rundir.listing import check_pattern
-from vibesys.config import SlurmRequest, SlurmSiteConfig, check_request, load_slurm_config
-from vibesys.config.request import check_trusted
+from vibesys.config import AskedSizing, SlurmSiteConfig, check_sizing, load_slurm_config
 from vibesys.config.site import RecordedSite, slurm_site
+from vibesys.config.sizing import check_trusted
 from vibesys.config.slurm_file import SlurmSiteFile, load_site_file, site_file_path, warn_once
 from vibesys.errors import UsageError
 
 __all__ = [
-    "CandidateSpec",
     "Dependency",
+    "RecordedCandidate",
     "SbatchRequest",
     "SlurmRequestBase",
     "SrunRequest",
@@ -61,7 +61,7 @@ class SlurmRequestBase(AdapterRequest):
     partitions: StrTuple = Field(
         default=(), description="Candidate partitions in preference order; empty: Slurm's."
     )
-    candidate: CandidateSpec | None = Field(
+    candidate: RecordedCandidate | None = Field(
         default=None, description="Run in a verified snapshot of this candidate."
     )
     artifacts: StrTuple = Field(default=(), description="Files brought home after the job.")
@@ -131,7 +131,7 @@ def request_from_site(
     session reads and renders its site once, when it starts: every evaluation's request gets
     that rendering, whatever the file says later)."""
     path = loaded.path
-    person = SlurmRequest(
+    person = AskedSizing(
         gpus=values.get("gpus") or 0,
         time_minutes=values.get("time_minutes"),
         partition=values.get("partition"),
@@ -139,7 +139,7 @@ def request_from_site(
     common: dict[str, Any] = {
         "site_config": str(path),
         "artifacts": tuple(check_pattern(p) for p in values.get("artifact") or ()),
-        "candidate": candidate_spec(values.get("candidate"), values.get("exclude") or ()),
+        "candidate": digest_candidate(values.get("candidate"), values.get("exclude") or ()),
         "site_record": rendering or slurm_site(loaded.config),
     }
     if adapter == "sbatch":
@@ -152,7 +152,7 @@ def request_from_site(
             partitions=trusted.partitions,
             after=Dependency(**after) if after else None,
         )
-    checked = check_request(person, loaded.config.agent_gpu)
+    checked = check_sizing(person, loaded.config.agent_gpu)
     return SrunRequest(
         **common,
         gpus=checked.gpus,

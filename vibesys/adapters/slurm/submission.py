@@ -40,16 +40,16 @@ def job_spec(
     partitions: tuple[str, ...] | None = None,
 ) -> SlurmJobSpec:
     """The job as Slurm will see it, from the typed request recorded with the invocation."""
-    spec = submission.request
+    request = submission.request
     after = submission.after_job
     try:
         return SlurmJobSpec(
             job_name=submission.job_name,
             command=tuple(submission.command),
             remote_attempt_dir=remote,
-            time_minutes=spec.time_minutes,
-            gpus=spec.gpus,
-            partitions=spec.partitions if partitions is None else partitions,
+            time_minutes=request.time_minutes,
+            gpus=request.gpus,
+            partitions=request.partitions if partitions is None else partitions,
             extra_arguments=tuple(extra),
             dependency=after.split(";")[0] if after else None,
             workdir=remote / WORK_DIR,

@@ -18,12 +18,12 @@ from msgspec import Struct
 from vibesys.journal_schema.clock import moment, now_iso
 from vibesys.journal_schema.journal_file import JournalFile
 
-__all__ = ["BridgeRequest", "BridgeStore"]
+__all__ = ["BridgeStore", "RecordedEvaluation"]
 
 _COLUMNS = "run_id, request_id, invocation_id, uid, workspace, kind, body, results_dir, created_at"
 
 
-class BridgeRequest(Struct, frozen=True):
+class RecordedEvaluation(Struct, frozen=True):
     run_id: str
     request_id: str
     invocation_id: str
@@ -36,23 +36,23 @@ class BridgeRequest(Struct, frozen=True):
     created_at: datetime
 
 
-def _row(values: tuple[Any, ...]) -> BridgeRequest:
+def _row(values: tuple[Any, ...]) -> RecordedEvaluation:
     run_id, request_id, invocation_id, uid, workspace, kind, body, results, created = values
     body_json = json.loads(body)
     when = moment(created)
-    return BridgeRequest(
+    return RecordedEvaluation(
         run_id, request_id, invocation_id, int(uid), workspace, kind, body_json, results, when
     )
 
 
 class BridgeStore:
-    """Request-id of the journal."""
+    """The journal's recorded evaluations, by run id and request id."""
 
     def __init__(self, file: JournalFile) -> None:
         self.conn = file.conn
         self.write_txn = file.write_txn
 
-    def claim_bridge_request(
+    def claim_evaluation(
         self,
         *,
         run_id: str,
@@ -63,7 +63,7 @@ class BridgeStore:
         kind: str,
         body: dict[str, Any],
         results_dir: str | None,
-    ) -> tuple[BridgeRequest, bool]:
+    ) -> tuple[RecordedEvaluation, bool]:
         """The row of (`run_id`, `request_id`): this one, committed now (True), or the one
         recorded first (False), whatever it says; the caller compares it."""
         with self.write_txn() as conn:
@@ -87,20 +87,20 @@ class BridgeStore:
             ).fetchone()
         return _row(found), inserted == 1
 
-    def bridge_request(self, run_id: str, request_id: str) -> BridgeRequest | None:
+    def recorded_evaluation(self, run_id: str, request_id: str) -> RecordedEvaluation | None:
         found = self.conn.execute(
             f"SELECT {_COLUMNS} FROM bridge_requests WHERE run_id=? AND request_id=?",
             (run_id, request_id),
         ).fetchone()
         return None if found is None else _row(found)
 
-    def bridge_request_of(self, invocation_id: str) -> BridgeRequest | None:
+    def recorded_evaluation_of(self, invocation_id: str) -> RecordedEvaluation | None:
         found = self.conn.execute(
             f"SELECT {_COLUMNS} FROM bridge_requests WHERE invocation_id=?", (invocation_id,)
         ).fetchone()
         return None if found is None else _row(found)
 
-    def campaign_requests(self, run_id: str) -> list[BridgeRequest]:
+    def campaign_evaluations(self, run_id: str) -> list[RecordedEvaluation]:
         """Every request of one campaign, oldest first."""
         rows = self.conn.execute(
             f"SELECT {_COLUMNS} FROM bridge_requests WHERE run_id=? ORDER BY created_at, "

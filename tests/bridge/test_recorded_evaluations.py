@@ -20,7 +20,7 @@ def claim(
         "results_dir": "/results",
     }
     values.update(changes)
-    return journal.bridge.claim_bridge_request(**values)  # type: ignore[arg-type]
+    return journal.bridge.claim_evaluation(**values)  # type: ignore[arg-type]
 
 
 def test_the_first_claim_of_a_request_id_wins(journal: Journal) -> None:
@@ -28,10 +28,10 @@ def test_the_first_claim_of_a_request_id_wins(journal: Journal) -> None:
     assert created is True
     again, created = claim(journal, "r-1", "inv-b", uid=2000, body={"argv": ["false"]})
     assert created is False and again == first
-    assert journal.bridge.bridge_request("campaign-1", "r-1") == first
+    assert journal.bridge.recorded_evaluation("campaign-1", "r-1") == first
     assert (
-        journal.bridge.bridge_request_of("inv-a") == first
-        and journal.bridge.bridge_request_of("inv-b") is None
+        journal.bridge.recorded_evaluation_of("inv-a") == first
+        and journal.bridge.recorded_evaluation_of("inv-b") is None
     )
     assert first.invocation_id == "inv-a" and first.uid == 1000 and first.body == {"argv": ["true"]}  # type: ignore[attr-defined]
 
@@ -40,12 +40,12 @@ def test_request_ids_are_per_campaign_and_listed_in_order(journal: Journal) -> N
     claim(journal, "r-1", "inv-1")
     claim(journal, "r-1", "inv-2", run_id="campaign-2")
     claim(journal, "r-2", "inv-3")
-    assert [r.invocation_id for r in journal.bridge.campaign_requests("campaign-1")] == [
+    assert [r.invocation_id for r in journal.bridge.campaign_evaluations("campaign-1")] == [
         "inv-1",
         "inv-3",
     ]
-    assert [r.invocation_id for r in journal.bridge.campaign_requests("campaign-2")] == ["inv-2"]
-    assert journal.bridge.bridge_request("campaign-3", "r-1") is None
+    assert [r.invocation_id for r in journal.bridge.campaign_evaluations("campaign-2")] == ["inv-2"]
+    assert journal.bridge.recorded_evaluation("campaign-3", "r-1") is None
 
 
 def test_the_queue_position_counts_the_campaigns_open_earlier_ones(journal: Journal) -> None:

@@ -16,10 +16,10 @@ from vibesys.errors import UsageError
 if TYPE_CHECKING:
     from vibesys.config.slurm_gpu_alias import GateSizing
 
-__all__ = ["CheckedRequest", "SlurmRequest", "TrustedRequest", "check_request", "check_trusted"]
+__all__ = ["AskedSizing", "CheckedSizing", "TrustedSizing", "check_sizing", "check_trusted"]
 
 
-class SlurmRequest(BaseModel):
+class AskedSizing(BaseModel):
     """What was asked for (`--gpus N --time MINUTES --partition P`), not yet checked."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
@@ -33,7 +33,7 @@ class SlurmRequest(BaseModel):
     )
 
 
-class CheckedRequest(BaseModel):
+class CheckedSizing(BaseModel):
     """A request within the limits, with the defaults filled in."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
@@ -45,7 +45,7 @@ class CheckedRequest(BaseModel):
     )
 
 
-class TrustedRequest(BaseModel):
+class TrustedSizing(BaseModel):
     """A trusted evaluation's sizing: what was asked, with a `[slurm_gpu]` gate's defaults."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
@@ -55,23 +55,23 @@ class TrustedRequest(BaseModel):
     partitions: tuple[str, ...]
 
 
-def _well_formed(request: SlurmRequest) -> None:
-    if request.gpus < 0:
-        raise UsageError(f"--gpus {request.gpus}: must be 0 or more")
-    if request.time_minutes is not None and request.time_minutes <= 0:
-        raise UsageError(f"--time {request.time_minutes}: must be at least 1 minute")
-    if request.partition is not None and not request.partition:
+def _well_formed(asked: AskedSizing) -> None:
+    if asked.gpus < 0:
+        raise UsageError(f"--gpus {asked.gpus}: must be 0 or more")
+    if asked.time_minutes is not None and asked.time_minutes <= 0:
+        raise UsageError(f"--time {asked.time_minutes}: must be at least 1 minute")
+    if asked.partition is not None and not asked.partition:
         raise UsageError("--partition: must not be empty")
 
 
-def check_trusted(request: SlurmRequest, gate: GateSizing | None) -> TrustedRequest:
+def check_trusted(asked: AskedSizing, gate: GateSizing | None) -> TrustedSizing:
     """Size a trusted sbatch evaluation. The agent's limits ([vibesys.agent_gpu]) never apply:
     the task asks for what it needs, and the scheduler refuses what the site cannot give (the
     invocation then ends REJECTED). A deprecated `[slurm_gpu]` table (`gate`) fills in its
     gate's GPUs, time and partitions, and refuses more GPUs than its max_gpus."""
-    _well_formed(request)
-    gpus, time_minutes = request.gpus, request.time_minutes
-    partitions: tuple[str, ...] = (request.partition,) if request.partition else ()
+    _well_formed(asked)
+    gpus, time_minutes = asked.gpus, asked.time_minutes
+    partitions: tuple[str, ...] = (asked.partition,) if asked.partition else ()
     if gate is not None:
         if not gpus and gate.gpus:
             gpus = gate.gpus
@@ -82,22 +82,22 @@ def check_trusted(request: SlurmRequest, gate: GateSizing | None) -> TrustedRequ
             )
         time_minutes = time_minutes or gate.time_minutes
         partitions = partitions or gate.partitions
-    return TrustedRequest(gpus=gpus, time_minutes=time_minutes, partitions=partitions)
+    return TrustedSizing(gpus=gpus, time_minutes=time_minutes, partitions=partitions)
 
 
-def check_request(request: SlurmRequest, limits: AgentGpuConfig | None) -> CheckedRequest:
+def check_sizing(asked: AskedSizing, limits: AgentGpuConfig | None) -> CheckedSizing:
     """Fill in defaults and check `request` against `limits` ([vibesys.agent_gpu], or None
     when the file has no such table). Raises UsageError naming the offending value."""
-    _well_formed(request)
-    time_minutes = request.time_minutes
+    _well_formed(asked)
+    time_minutes = asked.time_minutes
     if limits is None:
         if time_minutes is None:
             raise UsageError("--time is required: slurm.toml has no [vibesys.agent_gpu] table")
-        chosen: tuple[str, ...] = (request.partition,) if request.partition else ()
-        return CheckedRequest(gpus=request.gpus, time_minutes=time_minutes, partitions=chosen)
-    if request.gpus > limits.max_gpus:
+        chosen: tuple[str, ...] = (asked.partition,) if asked.partition else ()
+        return CheckedSizing(gpus=asked.gpus, time_minutes=time_minutes, partitions=chosen)
+    if asked.gpus > limits.max_gpus:
         raise UsageError(
-            f"--gpus {request.gpus} exceeds vibesys.agent_gpu.max_gpus ({limits.max_gpus})"
+            f"--gpus {asked.gpus} exceeds vibesys.agent_gpu.max_gpus ({limits.max_gpus})"
         )
     if time_minutes is None:
         time_minutes = limits.default_time_minutes
@@ -107,13 +107,13 @@ def check_request(request: SlurmRequest, limits: AgentGpuConfig | None) -> Check
             f"({limits.max_time_minutes})"
         )
     partitions: tuple[str, ...]
-    if request.partition is None:
+    if asked.partition is None:
         partitions = limits.partitions
-    elif request.partition in limits.partitions:
-        partitions = (request.partition,)
+    elif asked.partition in limits.partitions:
+        partitions = (asked.partition,)
     else:
         raise UsageError(
-            f"--partition {request.partition} is not one of vibesys.agent_gpu.partitions "
+            f"--partition {asked.partition} is not one of vibesys.agent_gpu.partitions "
             f"({', '.join(limits.partitions)})"
         )
-    return CheckedRequest(gpus=request.gpus, time_minutes=time_minutes, partitions=partitions)
+    return CheckedSizing(gpus=asked.gpus, time_minutes=time_minutes, partitions=partitions)
