@@ -95,7 +95,7 @@ def bench_ssh_round_trips(verdicts: Verdicts, base: Path, ssh_config: Path) -> N
     from vibesys.adapters.base import JobContext, JobRef, Submission
     from vibesys.adapters.slurm.request import SbatchRequest
     from vibesys.adapters.slurm.sbatch import SbatchBackend
-    from vibesys.config import load_slurm_config
+    from vibesys.config.load import load_slurm_config
 
     backend = SbatchBackend(load_slurm_config(ssh_config))
     runner = backend.runner

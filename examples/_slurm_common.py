@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 from vibesys.adapters.slurm.request import SbatchRequest, SrunRequest
-from vibesys.config import CheckedSizing
-from vibesys.config.sizing import TrustedSizing
+from vibesys.config.sizing import CheckedSizing, TrustedSizing
 from vibesys.engine import DriveOptions, Engine, LogTail, RetryPolicy, drive
 from vibesys.journal_schema import journal_path, open_journal, verify_journal
 from vibesys.states.exits import exit_status

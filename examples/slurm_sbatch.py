@@ -26,8 +26,7 @@ import sys
 
 from _slurm_common import run_on_slurm, site_config
 
-from vibesys.config import AskedSizing
-from vibesys.config.sizing import check_trusted
+from vibesys.config.sizing import AskedSizing, check_trusted
 
 #: The "evaluation": reports where it ran. Any argv works here.
 COMMAND = ["sh", "-c", 'echo "accuracy 0.93 (job $SLURM_JOB_ID in $SLURM_JOB_PARTITION)"']

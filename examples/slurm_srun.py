@@ -29,7 +29,8 @@ import sys
 
 from _slurm_common import run_on_slurm, site_config
 
-from vibesys.config import AskedSizing, check_sizing, load_slurm_config
+from vibesys.config.load import load_slurm_config
+from vibesys.config.sizing import AskedSizing, check_sizing
 
 #: The agent's GPU command: reports the GPU it was given and where it ran.
 COMMAND = [

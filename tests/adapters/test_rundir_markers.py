@@ -288,7 +288,7 @@ class Answering:
 @pytest.mark.parametrize("cut", ["", "1 exit_code\n1 exit_code|0\n", "1\n2 claim|kind=job\n"])
 def test_an_answer_cut_short_is_refused(cut: str) -> None:
     from vibesys.adapters.slurm.backend import SlurmBackend
-    from vibesys.config import parse_slurm_config
+    from vibesys.config.load import parse_slurm_config
 
     jobs = [job("inv", 1), job("inv", 2)]
     with pytest.raises(BackendUnavailable, match="cut short"):

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.helpers.scripted_slurm import ScriptedSlurm
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
 from vibesys.adapters.slurm.backend import SlurmBackend
-from vibesys.config import parse_slurm_config
+from vibesys.config.load import parse_slurm_config
 
 NAME = "vibesys-0123456789abcdef-1"
 ROOT = "/nonexistent/vibesys-remote"

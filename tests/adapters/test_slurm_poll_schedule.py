@@ -8,7 +8,7 @@ import pytest
 from vibesys.adapters.slurm.backend import SlurmBackend
 from vibesys.adapters.slurm.site_parse import RateLimit, parse_config, parse_rate_limit
 from vibesys.adapters.transports import LocalTransport
-from vibesys.config import parse_slurm_config
+from vibesys.config.load import parse_slurm_config
 
 CONFIG = """
 [slurm]

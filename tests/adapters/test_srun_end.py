@@ -13,7 +13,7 @@ import pytest
 
 from vibesys.adapters.base import JobRef, RemoteState, SeesItsOwnEnd
 from vibesys.adapters.slurm import srun
-from vibesys.config import parse_slurm_config
+from vibesys.config.load import parse_slurm_config
 
 
 def backend(root: Path) -> srun.SrunBackend:

@@ -20,7 +20,7 @@ from vibesys.adapters.transports import (
     shell_join,
 )
 from vibesys.adapters.transports.configured import runner_from_config
-from vibesys.config import LocalTransportConfig
+from vibesys.config.transport import LocalTransportConfig
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, UsageError
 
 #: Arguments as a person might type them: any text except NUL (no command line carries it)

@@ -18,7 +18,7 @@ from vibesys.bridge.admission import SessionPolicy
 from vibesys.bridge.runner import EvaluationRunner
 from vibesys.bridge.server import HEARTBEAT_SECONDS, BridgeServer
 from vibesys.bridge.site import Site
-from vibesys.config import PortableResources
+from vibesys.config.resources import PortableResources
 from vibesys.engine.drive import StopFlag
 from vibesys.journal_schema import Journal, open_journal
 from vibesys.service.connections import Limits

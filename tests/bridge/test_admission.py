@@ -13,7 +13,7 @@ from vibesys.bridge.protocol import BridgeCall
 from vibesys.broker.admission import Admission
 from vibesys.broker.admission import Refusal as BrokerRefusal
 from vibesys.broker.protocol import BrokerCall
-from vibesys.config import AgentGpuConfig
+from vibesys.config.slurm import AgentGpuConfig
 from vibesys.service.tokens import BRIDGE_PREFIX, BROKER_PREFIX, new_token, service_of
 
 BRIDGE_TOKEN = new_token(BRIDGE_PREFIX)

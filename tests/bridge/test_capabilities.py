@@ -19,7 +19,7 @@ from vibesys.bridge import client
 from vibesys.bridge.capabilities import SessionCapabilities, session_capabilities
 from vibesys.bridge.notes import render_notes
 from vibesys.bridge.site import Site, resolve_site
-from vibesys.config import PortableResources
+from vibesys.config.resources import PortableResources
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "notes"
 SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "capabilities.schema.json"

@@ -17,8 +17,7 @@ import pytest
 from tests.bridge.session_helpers import BUDGET, result_line, serve_argv, start_session
 from tests.helpers.skyfake import FakeSky, make_fake_sky
 from vibesys.adapters.skypilot.naming import cluster_name
-from vibesys.config import PortableResources, resolve_resources
-from vibesys.config.resources import SkyPilotProfile
+from vibesys.config.resources import PortableResources, SkyPilotProfile, resolve_resources
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -10,7 +10,7 @@ import pytest
 from vibesys.adapters.requests import ArtifactLimits, recorded_limits
 from vibesys.adapters.slurm.request import SbatchRequest
 from vibesys.bridge.site import resolve_site
-from vibesys.config import PortableResources
+from vibesys.config.resources import PortableResources
 from vibesys.osutil.artifact_walk import Limits
 
 

@@ -11,7 +11,7 @@ import pytest
 from vibesys.broker.admission import OUTSIDE_WORKSPACE, Admission, Refusal
 from vibesys.broker.environment import job_environment
 from vibesys.broker.protocol import BrokerCall
-from vibesys.config import AgentGpuConfig
+from vibesys.config.slurm import AgentGpuConfig
 
 LIMITS = AgentGpuConfig(
     partitions=("main", "priority"),

@@ -20,8 +20,9 @@ from vibesys.broker.engine_runner import EngineGpuJobRunner
 from vibesys.broker.exposure import check_profilers
 from vibesys.broker.protocol import BrokerCall, ProtocolError, decode_call, encode_call
 from vibesys.broker.replies import Capture, Captured, decode_reply, encode_reply
-from vibesys.config import AgentGpuConfig, parse_slurm_config
+from vibesys.config.load import parse_slurm_config
 from vibesys.config.profiler import CAPTURE_DIR, ProfilerConfig
+from vibesys.config.slurm import AgentGpuConfig
 from vibesys.errors import ConfigError
 from vibesys.states import JobState
 

@@ -26,7 +26,7 @@ from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
 from vibesys.broker.protocol import MAX_CALL_BYTES
 from vibesys.broker.server import BrokerServer
 from vibesys.broker.slots import JobSlots
-from vibesys.config import AgentGpuConfig
+from vibesys.config.slurm import AgentGpuConfig
 from vibesys.service.connections import Limits
 
 CLIENT = Path(client.__file__)

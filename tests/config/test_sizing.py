@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vibesys.config import AgentGpuConfig, AskedSizing, CheckedSizing, check_sizing
+from vibesys.config.sizing import AskedSizing, CheckedSizing, check_sizing
+from vibesys.config.slurm import AgentGpuConfig
 from vibesys.errors import UsageError
 
 LIMITS = AgentGpuConfig(

@@ -11,17 +11,9 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from tests.helpers.slurm_toml import DATA, EXAMPLE, MINIMAL
-from vibesys.config import (
-    AgentGpuConfig,
-    LocalTransportConfig,
-    SlurmConfig,
-    SlurmSiteConfig,
-    SshTransportConfig,
-    VibesysTable,
-    default_slurm_config_path,
-    load_slurm_config,
-    parse_slurm_config,
-)
+from vibesys.config.load import default_slurm_config_path, load_slurm_config, parse_slurm_config
+from vibesys.config.slurm import AgentGpuConfig, SlurmConfig, SlurmSiteConfig, VibesysTable
+from vibesys.config.transport import LocalTransportConfig, SshTransportConfig
 from vibesys.errors import ConfigError
 
 

@@ -138,11 +138,12 @@ SITES = {
 @pytest.mark.parametrize("text", SITES.values(), ids=SITES)
 def test_a_rendering_reads_back_as_the_same_settings(tmp_path: Path, text: str) -> None:
     """What a process reads back from the journal is exactly what was recorded."""
+    from vibesys.config.load import recorded_slurm
     from vibesys.config.site import slurm_site
 
     path = tmp_path / "site.toml"
     path.write_text(text)
     config = load_site_file(path).config
     recorded = slurm_site(config)
-    assert recorded.slurm() == config
-    assert slurm_site(recorded.slurm()) == recorded  # canonical: a fixed point
+    assert recorded_slurm(recorded) == config
+    assert slurm_site(recorded_slurm(recorded)) == recorded  # canonical: a fixed point

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vibesys.config import SshTransportConfig, parse_slurm_config
+from vibesys.config.load import parse_slurm_config
+from vibesys.config.transport import SshTransportConfig
 from vibesys.errors import ConfigError
 
 HEAD = """

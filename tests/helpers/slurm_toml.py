@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vibesys.config import parse_slurm_config
+from vibesys.config.load import parse_slurm_config
 from vibesys.errors import ConfigError
 
 DATA = Path(__file__).resolve().parents[1] / "config" / "data"

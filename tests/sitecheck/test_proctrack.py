@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.sitecheck.test_slurm_pieces import ScriptedSite, site
-from vibesys.config import parse_slurm_config
+from vibesys.config.load import parse_slurm_config
 from vibesys.sitecheck import CheckOptions, SlurmSite
 from vibesys.sitecheck.runner import run_checks
 from vibesys.sitecheck.slurm import SlurmChecks

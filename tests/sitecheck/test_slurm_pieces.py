@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vibesys.adapters.transports import CommandResult, LocalTransport
-from vibesys.config import parse_slurm_config
+from vibesys.config.load import parse_slurm_config
 from vibesys.config.slurm import LocalTransportConfig
 from vibesys.sitecheck import CheckOptions, SlurmSite
 from vibesys.sitecheck.access import SiteAccess

@@ -26,7 +26,7 @@ from tests.adapters.contract.suite import (
 from tests.helpers.failpoints import RUN_FAILPOINTS, SPOOL_FAILPOINTS
 from vibesys.adapters.slurm.request import SbatchRequest
 from vibesys.adapters.slurm.sbatch import SbatchBackend
-from vibesys.config import load_slurm_config
+from vibesys.config.load import load_slurm_config
 
 pytestmark = pytest.mark.slurm
 

@@ -16,7 +16,7 @@ import pytest
 from tests.helpers.scripted_slurm import ScriptedSlurm
 from vibesys.adapters.base import JobRef, RemoteState, RemoteStatus
 from vibesys.adapters.slurm.backend import SlurmBackend
-from vibesys.config import parse_slurm_config
+from vibesys.config.load import parse_slurm_config
 
 pytestmark = pytest.mark.slurm
 

@@ -276,7 +276,7 @@ def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_to
     on the same cluster."""
     from vibesys.adapters.base import JobContext, JobRef, RemoteState, Submission
     from vibesys.adapters.slurm.sbatch import SbatchBackend
-    from vibesys.config import load_slurm_config
+    from vibesys.config.load import load_slurm_config
 
     config = load_slurm_config(ssh_toml)
     backend = SbatchBackend(config)

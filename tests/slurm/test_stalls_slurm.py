@@ -246,7 +246,7 @@ def test_a_shared_ssh_server_stopped_mid_submit_runs_the_command_once(
     behind it: the answer never comes back, the run passes the silent server over for a
     connection of its own, finds the job by name and completes it. It never runs twice."""
     from vibesys.adapters.transports.ssh import SshTransport
-    from vibesys.config import load_slurm_config
+    from vibesys.config.load import load_slurm_config
 
     flag = tmp_path / "stop-the-server"
     server = tmp_path / "server.pid"

@@ -19,7 +19,7 @@ from vibesys.adapters.slurm.limits import sbatch_sizing
 from vibesys.adapters.slurm.site_parse import parse_slurm_minutes
 from vibesys.bridge.protocol import KINDS, PROTOCOL_VERSION
 from vibesys.bridge.site import Site
-from vibesys.config import AgentGpuConfig
+from vibesys.config.slurm import AgentGpuConfig
 from vibesys.config.strict import StrTuple
 
 __all__ = ["GpuCommands", "Partition", "SessionCapabilities", "session_capabilities"]

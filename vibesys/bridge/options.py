@@ -9,8 +9,8 @@ import msgspec
 
 from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.site import Site, resolve_site
-from vibesys.config import PortableResources, parse_resources
-from vibesys.config.profiles import load_resources_table
+from vibesys.config.profiles import load_resources_table, parse_resources
+from vibesys.config.resources import PortableResources
 from vibesys.journal_schema import journal_path
 from vibesys.osutil.artifact_walk import Limits
 

@@ -20,9 +20,9 @@ from vibesys.broker.startup import (
     checked_gpu_workspace,
     client_path,
 )
-from vibesys.config import SshTransportConfig
 from vibesys.config.site import slurm_site
 from vibesys.config.slurm_file import SlurmSiteFile
+from vibesys.config.transport import SshTransportConfig
 from vibesys.errors import UsageError
 from vibesys.osutil.sandbox import Sandbox
 from vibesys.service.tokens import BROKER_PREFIX, new_token, write_private, write_token_file

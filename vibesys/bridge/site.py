@@ -30,13 +30,8 @@ from vibesys.adapters.requests import AdapterRequest, ArtifactLimits
 from vibesys.adapters.skypilot.naming import cluster_name
 from vibesys.adapters.skypilot.request import make_request
 from vibesys.adapters.slurm import request as slurm_request
-from vibesys.config import (
-    EffectiveResources,
-    PortableResources,
-    load_clusters_config,
-    resolve_resources,
-    select_profile,
-)
+from vibesys.config.profiles import load_clusters_config, select_profile
+from vibesys.config.resources import EffectiveResources, PortableResources, resolve_resources
 from vibesys.config.site import RecordedSite, slurm_site
 from vibesys.config.slurm_file import SlurmSiteFile, load_site_file, warn_once
 from vibesys.errors import UsageError

@@ -16,8 +16,9 @@ import msgspec
 from vibesys.broker.environment import job_environment
 from vibesys.broker.jobs import GpuJob
 from vibesys.broker.protocol import BrokerCall
-from vibesys.config import AgentGpuConfig, AskedSizing, check_sizing
 from vibesys.config.profiler import CAPTURE_DIR
+from vibesys.config.sizing import AskedSizing, check_sizing
+from vibesys.config.slurm import AgentGpuConfig
 from vibesys.errors import UsageError
 from vibesys.osutil.sandbox import Sandbox, is_within
 from vibesys.service.framing import Refusal

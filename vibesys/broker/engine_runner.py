@@ -32,6 +32,7 @@ from vibesys.adapters.requests import RecordedSite
 from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE, WORK_DIR
 from vibesys.adapters.slurm.request import SrunRequest
 from vibesys.broker.jobs import GpuJob, OutputSink, StopSignal
+from vibesys.config.load import recorded_slurm
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, new_invocation_id
 from vibesys.engine.cancel import cancel_at_deadline
 from vibesys.engine.drive import StopFlag
@@ -58,7 +59,7 @@ class EngineGpuJobRunner:
         self.journal_path = journal_path
         self.site = site
         self.site_file = site_file
-        self.remote_root = Path(site.slurm().slurm.remote_workspace_root)
+        self.remote_root = Path(recorded_slurm(site).slurm.remote_workspace_root)
 
     def run(self, job: GpuJob, output: OutputSink, stop: StopSignal) -> int:
         # One connection per job: SQLite connections stay in the thread that opened them.

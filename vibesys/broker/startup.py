@@ -22,8 +22,8 @@ from vibesys.broker.engine_runner import EngineGpuJobRunner
 from vibesys.broker.exposure import check_profilers, check_read_only_paths
 from vibesys.broker.run_slots import RunSlots
 from vibesys.broker.server import BrokerServer
-from vibesys.config import AgentGpuConfig
 from vibesys.config.site import RecordedSite, slurm_site
+from vibesys.config.slurm import AgentGpuConfig
 from vibesys.config.slurm_file import load_site_file, site_file_path, warn_once
 from vibesys.errors import UsageError
 from vibesys.journal_schema import journal_path, open_journal

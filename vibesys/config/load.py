@@ -14,6 +14,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from vibesys.config.site import SLURM_KIND, RecordedSite
 from vibesys.config.slurm import SlurmSiteConfig
 from vibesys.errors import ConfigError
 
@@ -152,3 +153,10 @@ def _model_variants(annotation: Any) -> dict[str, type[BaseModel]]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def recorded_slurm(site: RecordedSite) -> SlurmSiteConfig:
+    """A recorded slurm.toml, parsed (a rendering this code cannot read names itself)."""
+    if site.kind != SLURM_KIND:
+        raise ConfigError(f"{site.label}: not a slurm.toml rendering")
+    return parse_slurm_config(site.text, source=site.label)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from vibesys.config.load import format_error
 from vibesys.config.resources import ClustersFile, PortableResources, SkyPilotProfile
+from vibesys.config.site import CLUSTERS_KIND, RecordedSite
 from vibesys.errors import ConfigError
 
 __all__ = [
@@ -102,3 +103,14 @@ def _validate(model: type[_Model], raw: Any, source: str) -> _Model:
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more)"
         raise ConfigError(message) from None
+
+
+def recorded_profile(site: RecordedSite) -> tuple[str, SkyPilotProfile]:
+    """A recorded profile's name and content."""
+    if site.kind != CLUSTERS_KIND:
+        raise ConfigError(f"{site.label}: not a clusters.toml rendering")
+    profiles = parse_clusters_config(site.text, source=site.label).profiles
+    if len(profiles) != 1:
+        raise ConfigError(f"{site.label}: holds {len(profiles)} profiles, not one")
+    [(name, profile)] = profiles.items()
+    return name, profile

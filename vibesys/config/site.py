@@ -3,7 +3,7 @@
 The rendering is the validated model written back as TOML (every default filled in, comments
 and key order of the file gone), so two files that mean the same give the same text and the
 same digest (sha256 of the text). It is what every process that carries the invocation on
-reads back (`RecordedSite.slurm()`, `.profile()`), never the file again.
+reads back (`load.recorded_slurm`, `profiles.recorded_profile`), never the file again.
 
     kind "slurm.toml"      the whole of slurm.toml (sbatch and srun; a `[slurm_gpu]` file as
                            translated by the deprecated alias)
@@ -15,16 +15,16 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from vibesys.config.load import parse_slurm_config
-from vibesys.config.profiles import parse_clusters_config
-from vibesys.config.resources import SkyPilotProfile
-from vibesys.config.slurm import SlurmSiteConfig
-from vibesys.errors import ConfigError
+if TYPE_CHECKING:
+    # Only the types: reading a recorded site back is its parser's (`load.recorded_slurm`,
+    # `profiles.recorded_profile`), so a local run, whose request carries no site, loads none.
+    from vibesys.config.resources import SkyPilotProfile
+    from vibesys.config.slurm import SlurmSiteConfig
 
 __all__ = [
     "CLUSTERS_KIND",
@@ -83,22 +83,6 @@ class RecordedSite(BaseModel):
     @property
     def label(self) -> str:
         return f"recorded {self.kind} sha256:{self.digest[:12]}"
-
-    def slurm(self) -> SlurmSiteConfig:
-        """The recorded slurm.toml, parsed (a rendering this code cannot read names itself)."""
-        if self.kind != SLURM_KIND:
-            raise ConfigError(f"{self.label}: not a slurm.toml rendering")
-        return parse_slurm_config(self.text, source=self.label)
-
-    def profile(self) -> tuple[str, SkyPilotProfile]:
-        """The recorded profile's name and content."""
-        if self.kind != CLUSTERS_KIND:
-            raise ConfigError(f"{self.label}: not a clusters.toml rendering")
-        profiles = parse_clusters_config(self.text, source=self.label).profiles
-        if len(profiles) != 1:
-            raise ConfigError(f"{self.label}: holds {len(profiles)} profiles, not one")
-        [(name, profile)] = profiles.items()
-        return name, profile
 
 
 def slurm_site(config: SlurmSiteConfig) -> RecordedSite:

@@ -15,7 +15,7 @@ from tests.helpers.paths import ROOT
 from tests.helpers.ssh import PASSPHRASE
 from vibesys.adapters.transports.configured import runner_from_config
 from vibesys.adapters.transports.ssh import SshTransport
-from vibesys.config import SshTransportConfig
+from vibesys.config.transport import SshTransportConfig
 from vibesys.errors import BackendUnavailable, ConfigError
 
 

@@ -20,7 +20,7 @@ from tests.helpers.ssh import (
 )
 from vibesys.adapters.transports.configured import runner_from_config
 from vibesys.adapters.transports.ssh import REDACTED, SshTransport, host_key_fingerprint
-from vibesys.config import SshTransportConfig
+from vibesys.config.transport import SshTransportConfig
 from vibesys.errors import BackendMisconfigured, BackendUnavailable
 
 

@@ -22,7 +22,7 @@ from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.skypilot.request import SkyPilotRequest, make_request
 from vibesys.adapters.skypilot.run_dirs import RunDirs
 from vibesys.adapters.transports import LocalTransport, Runner
-from vibesys.config.profiles import load_clusters_config, select_profile
+from vibesys.config.profiles import load_clusters_config, recorded_profile, select_profile
 from vibesys.config.resources import SkyPilotProfile, resolve_resources
 from vibesys.errors import BackendMisconfigured, ConfigError, UsageError
 
@@ -87,7 +87,7 @@ def build_backend(
 
 def _profile(request: SkyPilotRequest) -> tuple[str, SkyPilotProfile]:
     if request.site_record is not None:
-        return request.site_record.profile()
+        return recorded_profile(request.site_record)
     config = load_clusters_config(request.clusters_config)
     return request.profile, select_profile(config, request.profile, source=request.clusters_config)
 

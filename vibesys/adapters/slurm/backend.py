@@ -55,7 +55,7 @@ from vibesys.adapters.slurm.status_rules import (
 )
 from vibesys.adapters.times import reported_time
 from vibesys.adapters.transports import LocalTransport, Runner
-from vibesys.config import SlurmSiteConfig
+from vibesys.config.slurm import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable
 
 #: The share of the site's RPC rate limit our status rounds may use: the rest is left for

@@ -19,9 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from vibesys.adapters.candidate import RecordedCandidate, digest_candidate
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.rundir.listing import check_pattern
-from vibesys.config import AskedSizing, SlurmSiteConfig, check_sizing, load_slurm_config
+from vibesys.config.load import load_slurm_config, recorded_slurm
 from vibesys.config.site import RecordedSite, slurm_site
-from vibesys.config.sizing import check_trusted
+from vibesys.config.sizing import AskedSizing, check_sizing, check_trusted
+from vibesys.config.slurm import SlurmSiteConfig
 from vibesys.config.slurm_file import SlurmSiteFile, load_site_file, site_file_path, warn_once
 from vibesys.errors import UsageError
 
@@ -74,7 +75,7 @@ class SlurmRequestBase(AdapterRequest):
         """The site configuration the invocation runs with: the recorded rendering. Only an
         invocation recorded before renderings were (no digest) reads its file."""
         if self.site_record is not None:
-            return self.site_record.slurm()
+            return recorded_slurm(self.site_record)
         return load_slurm_config(self.site_config)
 
     def read_site(self) -> RecordedSite:

@@ -39,7 +39,7 @@ from vibesys.adapters.slurm.submission import (
 from vibesys.adapters.transports import CommandResult, Runner
 from vibesys.adapters.transports.configured import prewarm as prewarm_transport
 from vibesys.adapters.transports.configured import runner_from_config
-from vibesys.config import SlurmSiteConfig
+from vibesys.config.slurm import SlurmSiteConfig
 from vibesys.errors import BackendError, BackendMisconfigured, BackendUnavailable, SubmitRejected
 
 #: `sh -c _SUBMIT vibesys-submit WORK SCRIPT PYTHON VERIFY SNAPSHOT DIGEST MINUTES PARTITIONS

@@ -35,7 +35,7 @@ from vibesys.adapters.slurm.script import srun_argv
 from vibesys.adapters.slurm.site_parse import parse_sinfo_partitions, sinfo_argv
 from vibesys.adapters.slurm.submission import REJECTIONS, job_spec, stage_candidate
 from vibesys.adapters.transports import LocalTransport
-from vibesys.config import SlurmSiteConfig
+from vibesys.config.slurm import SlurmSiteConfig
 from vibesys.errors import BackendUnavailable, ConfigError, SubmitRejected
 from vibesys.osutil.proc import processes
 
