@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.plan_context import NO_JOB, parent_job_of
 from vibesys.engine.provenance import ProvenanceKeeper, known_provenance
-from vibesys.engine.records import record_provenance
+from vibesys.engine.records import give_back_owner_lease, record_provenance, take_owner_lease
 from vibesys.errors import VibesysError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
@@ -106,14 +106,14 @@ def carry_parent_of(engine: ChainEngine, child: Invocation) -> None:
     parent = parent_of(engine, child)
     if parent is None or parent.state is JobState.DONE or parent.lease_owner == engine.owner:
         return
-    if not engine.journal.leases.acquire_lease(parent.id, engine.owner, engine.lease_ttl):
+    if not take_owner_lease(engine.journal, parent.id, engine.owner, engine.lease_ttl):
         return  # its driver carries it on
     try:
         engine.advance(parent)
     except Exception as exc:  # the parent's own row tells; the child goes on waiting
         engine.note(child, f"its parent {parent.id} could not be carried on: {exc}")
     finally:
-        engine.journal.leases.release_lease(parent.id, engine.owner)
+        give_back_owner_lease(engine.journal, parent.id, engine.owner)
 
 
 def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invocation]) -> None:
@@ -126,11 +126,11 @@ def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invoca
             continue
         if parent_id(engine, child) != parent.id:
             continue
-        if not engine.journal.leases.acquire_lease(child.id, engine.owner, engine.lease_ttl):
+        if not take_owner_lease(engine.journal, child.id, engine.owner, engine.lease_ttl):
             continue
         try:
             engine.advance(engine.journal.invocations.get(child.id))
         except Exception as exc:  # its own row tells; whoever looks next carries it on
             engine.note(child, f"not carried on after {parent.id}'s new attempt: {exc}")
         finally:
-            engine.journal.leases.release_lease(child.id, engine.owner)
+            give_back_owner_lease(engine.journal, child.id, engine.owner)

@@ -26,6 +26,16 @@ from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend, Rele
 from vibesys.adapters.registry import entry
 from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.failpoints import failpoint
+from vibesys.engine.records import (
+    note_cluster,
+    record_cluster_released,
+    record_cluster_reuse,
+    record_cluster_use,
+    record_launch_failed,
+    record_launch_intent,
+    record_launched,
+    record_release_intent,
+)
 from vibesys.errors import BackendError, BackendUnavailable, StaleState, SubmitRejected, UsageError
 from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
@@ -84,9 +94,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         "site_digest": inv.site_digest,
     }
     if decision.choice is LeaseChoice.REUSE:
-        lease = journal.clusters.record_reuse(
-            **facts, allocation=plan.allocation, evidence=plan.reason
-        )
+        lease = record_cluster_reuse(journal, facts, plan.allocation, plan.reason)
         if lease.state is LeaseState.RELEASING:
             raise BackendUnavailable(
                 f"cluster {plan.cluster} is being released (lease {lease.id}); the next "
@@ -95,13 +103,13 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
             )
     else:
         try:
-            lease = journal.clusters.intend_launch(**facts, reason=plan.reason, owner=owner)
+            lease = record_launch_intent(journal, facts, plan.reason, owner)
         except StaleState as exc:  # a live process is launching or releasing it now
             raise BackendUnavailable(str(exc), maybe_submitted=False) from None
         failpoint("after_launch_intent")
         lease = _launch(journal, leasing, plan, lease)
     try:
-        journal.clusters.record_lease_use(lease.id, inv.id, inv.attempt)
+        record_cluster_use(journal, lease.id, inv)
     except StaleState as exc:  # a release was intended meanwhile: nothing was submitted
         raise BackendUnavailable(str(exc), maybe_submitted=False) from None
     # Two processes may both have passed the first check: the one that sees the other now
@@ -125,14 +133,12 @@ def _launch(
     try:
         receipt = backend.launch(plan)
     except SubmitRejected as exc:
-        journal.clusters.record_launch_failed(
-            lease.id, f"refused, nothing launched: {exc.evidence}"
-        )
+        record_launch_failed(journal, lease.id, f"refused, nothing launched: {exc.evidence}")
         raise
     except BackendError as exc:
         # The lease stays `launching`: an allocation may exist. The next launch continues it,
         # or reconcile settles it. The attempt itself was never submitted.
-        journal.clusters.note_lease(lease.id, f"launch failed: {exc.evidence}")
+        note_cluster(journal, lease.id, f"launch failed: {exc.evidence}")
         raise BackendError(
             f"launching cluster {plan.cluster} failed: {exc}",
             evidence=exc.evidence,
@@ -141,7 +147,7 @@ def _launch(
             fix=exc.fix,
         ) from exc
     failpoint("after_launch_effect")
-    return journal.clusters.record_launched(lease.id, receipt.allocation, receipt.evidence)
+    return record_launched(journal, lease.id, receipt.allocation, receipt.evidence)
 
 
 def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterLease:
@@ -153,7 +159,7 @@ def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterL
         raise UsageError(f"cluster {lease.name} (lease {lease.id}) is {lease.state}: not live")
     backend = _backend_of(engine, lease)
     # Refused there, under the write lock, while an invocation that ran on it is not DONE.
-    lease = journal.clusters.intend_release(lease.id, engine.owner, reason)
+    lease = record_release_intent(journal, lease.id, engine.owner, reason)
     failpoint("after_release_intent")
     return _release(engine, backend, lease, "released")
 
@@ -190,7 +196,7 @@ def release_finished_campaigns(engine: LeaseEngine) -> list[ClusterLease]:
         try:
             released.append(release_cluster(engine, lease.id, why))
         except Exception as exc:  # this lease stays for the next round; the others go on
-            engine.journal.clusters.note_lease(lease.id, f"run --down release failed: {exc}")
+            note_cluster(engine.journal, lease.id, f"run --down release failed: {exc}")
     return released
 
 
@@ -207,7 +213,7 @@ def _release(
 ) -> ClusterLease:
     evidence = backend.release()  # an error leaves the lease `releasing`, for reconcile
     failpoint("after_release_effect")
-    return engine.journal.clusters.record_released(lease.id, f"{why}: {evidence}")
+    return record_cluster_released(engine.journal, lease.id, f"{why}: {evidence}")
 
 
 def settle_leases(engine: LeaseEngine) -> list[SettledLease]:
@@ -233,20 +239,23 @@ def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
     if lease.state is LeaseState.RELEASING:
         if sight.exists:
             return _release(engine, backend, lease, "the interrupted release, done again")
-        return journal.clusters.record_released(
-            lease.id, f"the release had ended it: {sight.evidence}"
+        return record_cluster_released(
+            journal, lease.id, f"the release had ended it: {sight.evidence}"
         )
     if sight.up:
-        return journal.clusters.record_launched(
-            lease.id, sight.allocation, f"the interrupted launch left it up: {sight.evidence}"
+        return record_launched(
+            journal,
+            lease.id,
+            sight.allocation,
+            f"the interrupted launch left it up: {sight.evidence}",
         )
     if sight.exists or sight.launching:
         # Provisioning is under way (or stopped half-way): the row stays `launching`, recorded;
         # the next launch resumes it, a release ends it.
         why = "a launch request is still active" if sight.launching else sight.evidence
-        return journal.clusters.note_lease(lease.id, f"not up yet: {why}")
-    return journal.clusters.record_launch_failed(
-        lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
+        return note_cluster(journal, lease.id, f"not up yet: {why}")
+    return record_launch_failed(
+        journal, lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
     )
 
 
