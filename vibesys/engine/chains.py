@@ -19,12 +19,10 @@ step first when nobody drives it (`carry_parent_of`).
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.plan_context import NO_JOB, parent_job_of
-from vibesys.engine.provenance import ProvenanceKeeper, known_provenance
+from vibesys.engine.provenance import known_provenance
 from vibesys.engine.records import give_back_owner_lease, record_provenance, take_owner_lease
 from vibesys.errors import VibesysError
 from vibesys.journal_schema import Invocation
@@ -32,6 +30,7 @@ from vibesys.states import JobState
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
+    from vibesys.engine.core import Engine
 
 __all__ = ["carry_parent_of", "parent_of", "submit_after", "submit_children", "waited_on"]
 
@@ -40,24 +39,14 @@ __all__ = ["carry_parent_of", "parent_of", "submit_after", "submit_children", "w
 _MOVED_ON = (JobState.PREPARED, JobState.RETRYING, JobState.RUNNING, JobState.UNRESOLVED)
 
 
-class ChainEngine(ProvenanceKeeper, Protocol):
-    owner: str
-    adapters: Adapters
-    lease_ttl: timedelta
-
-    def advance(self, inv: Invocation) -> Invocation: ...
-
-    def note(self, inv: Invocation, text: str) -> None: ...
-
-
-def parent_id(engine: ChainEngine, inv: Invocation) -> str | None:
+def parent_id(engine: Engine, inv: Invocation) -> str | None:
     try:
         return engine.adapters.request_of(inv).runs_after()
     except Exception:  # a request that no longer parses fails where it is used, not here
         return None
 
 
-def parent_of(engine: ChainEngine, inv: Invocation) -> Invocation | None:
+def parent_of(engine: Engine, inv: Invocation) -> Invocation | None:
     """The invocation `inv` runs after, as the journal has it now."""
     found = parent_id(engine, inv)
     if found is None:
@@ -68,7 +57,7 @@ def parent_of(engine: ChainEngine, inv: Invocation) -> Invocation | None:
         return None
 
 
-def waited_on(engine: ChainEngine, inv: Invocation) -> str | None:
+def waited_on(engine: Engine, inv: Invocation) -> str | None:
     """The parent's job the current attempt of `inv` was submitted to wait on."""
     if inv.attempt < 1:
         return None
@@ -79,7 +68,7 @@ def waited_on(engine: ChainEngine, inv: Invocation) -> str | None:
     return job
 
 
-def submit_after(engine: ChainEngine, inv: Invocation, request: AdapterRequest) -> str | None:
+def submit_after(engine: Engine, inv: Invocation, request: AdapterRequest) -> str | None:
     """The parent's job one submission of `inv` waits on, as it is now (recorded with the
     attempt); None: it waits on nothing."""
     parent = parent_of(engine, inv)
@@ -94,12 +83,12 @@ def submit_after(engine: ChainEngine, inv: Invocation, request: AdapterRequest) 
     return None if target == NO_JOB else target
 
 
-def _last_job(engine: ChainEngine, parent: Invocation) -> str | None:
+def _last_job(engine: Engine, parent: Invocation) -> str | None:
     jobs = [a.job_id for a in engine.journal.invocations.attempts(parent.id) if a.job_id]
     return jobs[-1] if jobs else None
 
 
-def carry_parent_of(engine: ChainEngine, child: Invocation) -> None:
+def carry_parent_of(engine: Engine, child: Invocation) -> None:
     """One step of `child`'s parent when no live process drives it (its lease is free): a
     child waiting in the foreground would otherwise wait for good on a parent that failed,
     or that needs its next attempt submitted. Not when this process drives it already."""
@@ -116,7 +105,7 @@ def carry_parent_of(engine: ChainEngine, child: Invocation) -> None:
         give_back_owner_lease(engine.journal, parent.id, engine.owner)
 
 
-def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invocation]) -> None:
+def submit_children(engine: Engine, parent: Invocation, active: list[Invocation]) -> None:
     """The parent's new attempt has a job: every child nobody drives is carried on now (one
     held for it is submitted to wait on it; one killed on the failed job is fenced first),
     by the process that submitted the attempt. A child this process drives already, or

@@ -17,14 +17,13 @@ a lease moves through are the lease's own transition table (`vibesys/states/leas
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
 from vibesys.adapters.base import Backend
 from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend, ReleasedWhenDone
 from vibesys.adapters.registry import entry
-from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.records import (
     note_cluster,
@@ -42,8 +41,7 @@ from vibesys.states import JobState
 from vibesys.states.lease_table import LeaseChoice, LeaseDecision, decide_lease
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
+    from vibesys.engine.core import Engine
     from vibesys.journal_schema import Journal
 
 __all__ = [
@@ -54,16 +52,6 @@ __all__ = [
     "release_when_done",
     "settle_leases",
 ]
-
-
-class LeaseEngine(Protocol):
-    """What releasing and settling leases needs of the engine (the engine is one)."""
-
-    journal: Journal
-    owner: str
-    adapters: Adapters
-
-    def clock(self) -> datetime: ...
 
 
 class SettledLease(Struct, frozen=True):
@@ -150,7 +138,7 @@ def _launch(
     return record_launched(journal, lease.id, receipt.allocation, receipt.evidence)
 
 
-def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterLease:
+def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
     """End a live lease's allocation: intent, `release()`, record. Refused (nothing written)
     while an invocation that ran on it is not DONE: its job would die with the allocation."""
     journal = engine.journal
@@ -164,7 +152,7 @@ def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterL
     return _release(engine, backend, lease, "released")
 
 
-def release_when_done(engine: LeaseEngine, inv: Invocation) -> list[ClusterLease]:
+def release_when_done(engine: Engine, inv: Invocation) -> list[ClusterLease]:
     """`run --down`: release the clusters a DONE invocation ran on, unless another evaluation
     still runs there (then the last one's own `--down`, or `vibesys clusters release`, ends
     it). A failed release stays `releasing` for reconcile; returns the released leases."""
@@ -181,7 +169,7 @@ def release_when_done(engine: LeaseEngine, inv: Invocation) -> list[ClusterLease
     return released
 
 
-def release_finished_campaigns(engine: LeaseEngine) -> list[ClusterLease]:
+def release_finished_campaigns(engine: Engine) -> list[ClusterLease]:
     """For reconcile: every cluster still up whose evaluations are all DONE, one of which
     asked for `--down` (its driver died before releasing it)."""
     released = []
@@ -209,14 +197,14 @@ def _asks_down(inv: Invocation) -> bool:
 
 
 def _release(
-    engine: LeaseEngine, backend: LeasingBackend, lease: ClusterLease, why: str
+    engine: Engine, backend: LeasingBackend, lease: ClusterLease, why: str
 ) -> ClusterLease:
     evidence = backend.release()  # an error leaves the lease `releasing`, for reconcile
     failpoint("after_release_effect")
     return record_cluster_released(engine.journal, lease.id, f"{why}: {evidence}")
 
 
-def settle_leases(engine: LeaseEngine) -> list[SettledLease]:
+def settle_leases(engine: Engine) -> list[SettledLease]:
     """Settle every launch and release whose process is gone, from a refreshed inspection.
     A failure with one lease is reported on its row and never stops the others."""
     rows = []
@@ -232,7 +220,7 @@ def settle_leases(engine: LeaseEngine) -> list[SettledLease]:
     return rows
 
 
-def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
+def _settle(engine: Engine, lease: ClusterLease) -> ClusterLease:
     journal = engine.journal
     backend = _backend_of(engine, lease)
     sight = backend.inspect_lease()
@@ -259,7 +247,7 @@ def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
     )
 
 
-def _backend_of(engine: LeaseEngine, lease: ClusterLease) -> LeasingBackend:
+def _backend_of(engine: Engine, lease: ClusterLease) -> LeasingBackend:
     request = engine.adapters.parse_request(lease.adapter, lease.request, lease.site_digest)
     backend = engine.adapters.backend_for(lease.adapter, request)
     leasing = backend.leasing()

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import JobRef
 from vibesys.engine.facts import ClaimRead
 from vibesys.engine.outage import OutageWrite, dated, outage_write
-from vibesys.engine.provenance import ProvenanceKeeper, provenance_change
+from vibesys.engine.provenance import provenance_change
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema import ArtifactState, ClusterLease, Invocation, Journal
 from vibesys.journal_schema.polls import Observed, PollSite, Settle
+
+if TYPE_CHECKING:
+    from vibesys.engine.core import Engine
 
 
 def record_claim(journal: Journal, inv: Invocation, read: ClaimRead) -> None:
@@ -37,9 +40,7 @@ def date_outage(journal: Journal, now: datetime, inv: Invocation, seen: Seen) ->
     return dated(seen, recorded) if seen.sight is Sight.UNREACHABLE and recorded else seen
 
 
-def record_provenance(
-    engine: ProvenanceKeeper, inv: Invocation, provenance: Mapping[str, str]
-) -> None:
+def record_provenance(engine: Engine, inv: Invocation, provenance: Mapping[str, str]) -> None:
     """Merge `provenance` into the current attempt's record when it adds or changes a value
     (the start, then the end, ...); silent otherwise."""
     fresh = provenance_change(engine, inv, provenance)
@@ -190,6 +191,7 @@ def record_launch_intent(
 def record_launched(
     journal: Journal, lease_id: int, allocation: Sequence[str], evidence: str
 ) -> ClusterLease:
+
     return journal.clusters.record_launched(lease_id, allocation, evidence)
 
 

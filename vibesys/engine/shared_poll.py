@@ -35,12 +35,11 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from msgspec import Struct, field
 
 from vibesys.adapters.base import PollSchedule, SharedPolling
-from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
 from vibesys.engine.records import (
@@ -58,22 +57,7 @@ from vibesys.journal_schema.codec import decode_record, encode_record
 from vibesys.journal_schema.polls import Observation, Observed, PollSite, Settle, poller_free
 
 if TYPE_CHECKING:
-    from vibesys.adapters.base import RemoteStatus, Waitable
-    from vibesys.journal_schema import Journal
-
-
-class PollingEngine(Protocol):
-    """What a shared status round needs of the engine (the engine is one)."""
-
-    journal: Journal
-    owner: str
-    adapters: Adapters
-
-    def clock(self) -> datetime: ...
-
-    def seen(self, inv: Invocation, status: RemoteStatus) -> Seen: ...
-
-    def end_signal(self, inv: Invocation) -> Waitable | None: ...
+    from vibesys.engine.core import Engine
 
 
 #: How long a poller lease lasts. A holder on this host is judged by its liveness (pid and
@@ -100,7 +84,7 @@ def _turn(site: str) -> threading.Lock:
 class SharedPoll(Struct):
     """This process's side of the shared rounds (one per engine)."""
 
-    engine: PollingEngine
+    engine: Engine
     #: per invocation, the last round whose observation this process handed out
     consumed: dict[str, int] = field(default_factory=dict)
     #: rounds this process ran, and probes (for people and tests)
@@ -385,7 +369,7 @@ def _due(row: PollSite, now: datetime) -> bool:
     return due is not None and due <= now
 
 
-def _seen_ending_here(engine: PollingEngine, inv: Invocation) -> bool:
+def _seen_ending_here(engine: Engine, inv: Invocation) -> bool:
     """Whether this process runs `inv`'s job under a process of its own that has not ended
     (its srun): that process's end tells, at once; a marker found first is no reason for a
     round."""
