@@ -4,9 +4,10 @@ effect: the intent is committed to the journal's cluster lease table first, a fa
 after each intent and each effect, and what the effect left is recorded after it. The states
 a lease moves through are the lease's own transition table (`vibesys/states/lease_table.py`).
 
-- `hold_lease`: before a submit (called by `execute`), reuse the campaign's cluster or launch
-  it, and record that the attempt runs on it; refused while another evaluation of the same
-  campaign is not DONE (one remote evaluation at a time per campaign).
+- `lease_step`: before a submit (the engine's step for the Submit effect), reuse the
+  campaign's cluster or launch it (`execute.launch_cluster`), and record that the attempt runs
+  on it; refused while another evaluation of the same campaign is not DONE (one remote
+  evaluation at a time per campaign).
 - `release_cluster`: `vibesys clusters release` (refused while an invocation still uses it).
 - `release_when_done`, `release_finished_campaigns`: `vibesys run --down` (the campaign's last
   evaluation) releases the cluster once it is DONE and nothing else runs there; its driver
@@ -22,8 +23,16 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from vibesys.adapters.base import Backend
-from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend, ReleasedWhenDone
+from vibesys.adapters.leases import (
+    LeaseAction,
+    LeasePlan,
+    LeaseReceipt,
+    LeasingBackend,
+    ReleasedWhenDone,
+)
 from vibesys.adapters.registry import entry
+from vibesys.engine.execute import JOURNAL_FAILURES, error_facts, launch_cluster
+from vibesys.engine.facts import Fact, SubmitFailed
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.records import (
     note_cluster,
@@ -63,10 +72,24 @@ class SettledLease(Struct, frozen=True):
     failed: bool = False
 
 
+def lease_step(engine: Engine, inv: Invocation) -> Fact | None:
+    """The cluster lease's step before a submit, inside the submit's error boundary: None to
+    go on and submit, or the failure the submit ends with (nothing was submitted)."""
+    try:
+        hold_lease(engine.journal, engine.owner, inv, engine.adapters.backend(inv))
+    except JOURNAL_FAILURES:
+        raise
+    except Exception as exc:  # the boundary: every failure becomes what it proves
+        return SubmitFailed(error_facts(exc))
+    return None
+
+
 def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) -> None:
-    """Make sure the campaign's cluster is up before the attempt is submitted to it (reuse, or
-    launch with the intent recorded first), and record that the attempt runs on it. A backend
-    that holds no allocation of its own needs nothing."""
+    """Make sure the campaign's cluster is up before the attempt is submitted to it, and
+    record that the attempt runs on it. Observed: the adapter's plan (a refreshed status) and
+    the campaign's lease rows; decided by the lease table (`decide_lease`: refuse, reuse,
+    launch); recorded: reuse, or the launch's intent before the launch effect and what it
+    left after. A backend that holds no allocation of its own needs nothing."""
     leasing = backend.leasing()
     if leasing is None:
         return
@@ -95,7 +118,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         except StaleState as exc:  # a live process is launching or releasing it now
             raise BackendUnavailable(str(exc), maybe_submitted=False) from None
         failpoint("after_launch_intent")
-        lease = _launch(journal, leasing, plan, lease)
+        lease = _launched(journal, plan, lease, launch_cluster(leasing, plan))
     try:
         record_cluster_use(journal, lease.id, inv)
     except StaleState as exc:  # a release was intended meanwhile: nothing was submitted
@@ -106,8 +129,8 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
 
 
 def _refuse_while_busy(journal: Journal, inv: Invocation, plan: LeasePlan) -> LeaseDecision:
-    """The planner's choice for this attempt's cluster (`decide_lease`) from the lease rows as
-    they are now; a refusal raised as REJECTED: nothing was submitted."""
+    """The lease table's choice for this attempt's cluster (`decide_lease`) from the lease
+    rows as they are now; a refusal raised as REJECTED: nothing was submitted."""
     users = journal.clusters.unfinished_users(campaign=(inv.adapter, plan.campaign))
     decision = decide_lease(inv.id, plan.campaign, users, plan.action is LeaseAction.REUSE)
     if decision.choice is LeaseChoice.REFUSE:
@@ -115,27 +138,25 @@ def _refuse_while_busy(journal: Journal, inv: Invocation, plan: LeasePlan) -> Le
     return decision
 
 
-def _launch(
-    journal: Journal, backend: LeasingBackend, plan: LeasePlan, lease: ClusterLease
+def _launched(
+    journal: Journal, plan: LeasePlan, lease: ClusterLease, outcome: LeaseReceipt | BackendError
 ) -> ClusterLease:
-    try:
-        receipt = backend.launch(plan)
-    except SubmitRejected as exc:
-        record_launch_failed(journal, lease.id, f"refused, nothing launched: {exc.evidence}")
-        raise
-    except BackendError as exc:
-        # The lease stays `launching`: an allocation may exist. The next launch continues it,
-        # or reconcile settles it. The attempt itself was never submitted.
-        note_cluster(journal, lease.id, f"launch failed: {exc.evidence}")
+    """Record what the launch left: up, failed (refused: nothing launched), or still
+    `launching` (an allocation may exist: the next launch continues it, or reconcile settles
+    it); a failure fails the submit, which was never made."""
+    if isinstance(outcome, SubmitRejected):
+        record_launch_failed(journal, lease.id, f"refused, nothing launched: {outcome.evidence}")
+        raise outcome
+    if isinstance(outcome, BackendError):
+        note_cluster(journal, lease.id, f"launch failed: {outcome.evidence}")
         raise BackendError(
-            f"launching cluster {plan.cluster} failed: {exc}",
-            evidence=exc.evidence,
+            f"launching cluster {plan.cluster} failed: {outcome}",
+            evidence=outcome.evidence,
             maybe_submitted=False,
-            retryable=exc.retryable,
-            fix=exc.fix,
-        ) from exc
-    failpoint("after_launch_effect")
-    return record_launched(journal, lease.id, receipt.allocation, receipt.evidence)
+            retryable=outcome.retryable,
+            fix=outcome.fix,
+        ) from outcome
+    return record_launched(journal, lease.id, outcome.allocation, outcome.evidence)
 
 
 def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:

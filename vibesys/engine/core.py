@@ -31,6 +31,7 @@ from vibesys.engine.chains import (
     submit_children,
     waited_on,
 )
+from vibesys.engine.clusters import lease_step
 from vibesys.engine.context import load_context, record_environment
 from vibesys.engine.execute import execute
 from vibesys.engine.facts import ClaimRead
@@ -61,6 +62,7 @@ from vibesys.states import (
     Finished,
     InfraFailed,
     JobState,
+    Submit,
     Submitted,
 )
 
@@ -294,7 +296,10 @@ class Engine:
 
     def carry_out(self, inv: Invocation, effect: Effect) -> Event | None:
         """Carry out `effect`; the event the planner makes of what it showed, if anything."""
-        fact = execute(self, inv, effect)
+        # Before a submit, the campaign's cluster (when the adapter leases one): up, recorded.
+        fact = lease_step(self, inv) if isinstance(effect, Submit) else None
+        if fact is None:
+            fact = execute(self, inv, effect)
         if fact is None:
             return None
         if isinstance(fact, ClaimRead):

@@ -15,9 +15,9 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
+from vibesys.adapters.leases import LeasePlan, LeaseReceipt, LeasingBackend
 from vibesys.adapters.rundir.claim import fence_text
 from vibesys.engine.artifacts import collect_artifacts
-from vibesys.engine.clusters import hold_lease
 from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import claim_job_id
@@ -73,17 +73,26 @@ def execute(engine: Engine, inv: Invocation, effect: Effect) -> Fact | None:
 def _submit(engine: Engine, inv: Invocation) -> Fact:
     try:
         request = engine.submit_request(inv)
-        backend = engine.adapters.backend(inv)
-        hold_lease(
-            engine.journal, engine.owner, inv, backend
-        )  # a cluster the adapter leases: up, launch recorded
-        receipt = backend.submit(request)
+        receipt = engine.adapters.backend(inv).submit(request)
     except JOURNAL_FAILURES:
         raise
     except Exception as exc:  # the boundary: every failure becomes what it proves
         return SubmitFailed(error_facts(exc))
     failpoint("after_submit_effect")
     return Receipt(receipt.job_id, receipt.observation)
+
+
+def launch_cluster(backend: LeasingBackend, plan: LeasePlan) -> LeaseReceipt | BackendError:
+    """The launch of a campaign's cluster, its intent committed: the allocation it left, or
+    the error that says what it proves (a failure that is not ours propagates)."""
+    try:
+        receipt = backend.launch(plan)
+    except JOURNAL_FAILURES:
+        raise
+    except BackendError as exc:
+        return exc
+    failpoint("after_launch_effect")
+    return receipt
 
 
 _AMBIGUOUS = "the attempt's submission is ambiguous"
