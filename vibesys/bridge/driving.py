@@ -15,7 +15,8 @@ from vibesys.bridge.files import copy_result, ran, record_local_artifacts
 from vibesys.bridge.recorded import Handle, invocation_exists
 from vibesys.bridge.site import Site
 from vibesys.engine import DriveOptions, Engine, wait_for
-from vibesys.engine.deadline import cancel_at_deadline, deadline_of
+from vibesys.engine.cancel import cancel_at_deadline
+from vibesys.engine.deadline import deadline_of
 from vibesys.job_result import JobResult, JobStatus, job_result
 from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.osutil.logtail import SpoolOnly
@@ -51,10 +52,10 @@ class EvaluationDriver:
             self._deadline(handle)
             engine = self._engine(journal)
             options = DriveOptions(tail=SpoolOnly(), interrupt=handle.stop)
-            inv = journal.get(handle.invocation_id)
+            inv = journal.invocations.get(handle.invocation_id)
             while inv.state not in _ENDED and not handle.stop.is_set():
                 inv = wait_for(engine, handle.invocation_id, options)
-            handle.result = self._finish(journal, journal.get(handle.invocation_id))
+            handle.result = self._finish(journal, journal.invocations.get(handle.invocation_id))
         except Exception as exc:  # a thread must never die silently: the helper is told
             handle.stopping = handle.stopping or f"the bridge failed: {type(exc).__name__}: {exc}"
         finally:
@@ -74,12 +75,14 @@ class EvaluationDriver:
         journal = open_journal(self.journal_path)
         try:
             if invocation_exists(journal, handle.invocation_id):
-                self._engine(journal).request_cancel(journal.get(handle.invocation_id), by)
+                self._engine(journal).request_cancel(
+                    journal.invocations.get(handle.invocation_id), by
+                )
         finally:
             journal.close()
 
     def _finish(self, journal: Journal, inv: Invocation) -> JobResult:
-        bridge = journal.bridge_request_of(inv.id)
+        bridge = journal.bridge.bridge_request_of(inv.id)
         patterns = list(bridge.body.get("artifacts", [])) if bridge else []
         if self.site.backend == "local" and ran(inv) and patterns:
             recorded = bridge.body.get(ARTIFACT_LIMITS) if bridge else None
@@ -87,10 +90,10 @@ class EvaluationDriver:
             record_local_artifacts(journal, inv, patterns, limits)
         found = job_result(
             inv,
-            journal.attempts(inv.id),
-            journal.history(inv.id),
-            journal.artifacts(inv.id),
-            journal.leases_used_by(inv.id),
+            journal.invocations.attempts(inv.id),
+            journal.invocations.history(inv.id),
+            journal.progress.artifacts(inv.id),
+            journal.clusters.leases_used_by(inv.id),
             unfinished=JobStatus.UNRESOLVED,
         )
         final = copy_result(found, self.results_root)
@@ -100,11 +103,11 @@ class EvaluationDriver:
         """The result of an evaluation teardown could not settle: UNRESOLVED from its row."""
         journal = open_journal(self.journal_path, readonly=True)
         try:
-            inv = journal.get(handle.invocation_id)
+            inv = journal.invocations.get(handle.invocation_id)
             return job_result(
                 inv,
-                journal.attempts(inv.id),
-                journal.history(inv.id),
+                journal.invocations.attempts(inv.id),
+                journal.invocations.history(inv.id),
                 unfinished=JobStatus.UNRESOLVED,
             )
         finally:

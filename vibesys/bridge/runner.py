@@ -124,7 +124,7 @@ class EvaluationRunner:
                     if not invocation_exists(journal, row.invocation_id):
                         self._prepare(journal, row, evaluation, request)
                     else:
-                        recorded = load_context(journal.get(row.invocation_id)).env
+                        recorded = load_context(journal.invocations.get(row.invocation_id)).env
                         same_values(recorded, evaluation)
                 except VibesysError as exc:  # the row stays: the same id tries again
                     raise Refusal(f"the evaluation could not be recorded: {exc}") from None
@@ -149,7 +149,7 @@ class EvaluationRunner:
             for row in journal.bridge.campaign_requests(run_id):
                 if row.results_dir != str(self.results_root) or self._settled(journal, row):
                     continue
-                evaluation = evaluation_of(row, journal.get(row.invocation_id))
+                evaluation = evaluation_of(row, journal.invocations.get(row.invocation_id))
                 with self._lock:
                     if row.invocation_id not in self._handles:
                         handles.append(Handle(row, evaluation))
@@ -175,7 +175,7 @@ class EvaluationRunner:
         """Ask for the request's evaluation to be cancelled; the message for the helper."""
         journal = open_journal(self.journal_path)
         try:
-            row = journal.bridge_request(run_id, request_id)
+            row = journal.bridge.bridge_request(run_id, request_id)
             if row is None or not invocation_exists(journal, row.invocation_id):
                 raise Refusal(f"no evaluation has request id {request_id}", "request_id")
             if row.uid != uid:

@@ -11,7 +11,6 @@ from typing import Annotated
 
 import typer
 
-from vibesys.broker import client
 from vibesys.errors import boundary
 
 broker_app = typer.Typer(
@@ -79,4 +78,4 @@ def serve(
 @broker_app.command("client-path")
 def client_path() -> None:
     """Print the path of the stdlib-only client file, to mount into a container."""
-    typer.echo(Path(client.__file__).resolve())
+    typer.echo(Path(__file__).with_name("client.py").resolve())

@@ -32,7 +32,7 @@ from vibesys.states.exits import EXIT_OUTPUT_FAILED, exit_status
 def reconcile_all(journal: Path | None, as_json: bool) -> int:
     store = open_store(journal)
     rows = reconcile(make_engine(store))
-    unresolved = [inv.id for inv in store.active() if inv.state == "UNRESOLVED"]
+    unresolved = [inv.id for inv in store.invocations.active() if inv.state == "UNRESOLVED"]
     failed = sum(r.failed for r in rows)
     waiting = sum(r.waiting for r in rows)
     status = reconcile_status(bool(unresolved or failed), bool(waiting))
@@ -62,20 +62,20 @@ def verify(journal: Path | None) -> None:
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
             1,
         )
-    typer.echo(f"journal ok: {len(store.all_ids())} invocations verified")
+    typer.echo(f"journal ok: {len(store.invocations.all_ids())} invocations verified")
 
 
 def cancel(journal: Path | None, invocation: str) -> int:
     store = open_store(journal)
-    inv = cancel_invocation(make_engine(store), store.resolve(invocation).id)
-    history = store.history(inv.id)
+    inv = cancel_invocation(make_engine(store), store.invocations.resolve(invocation).id)
+    history = store.invocations.history(inv.id)
     typer.echo(summary(inv, history[-1] if history else None), err=True)
     return exit_status(inv) if inv.state == "UNRESOLVED" else 0
 
 
 def follow_logs(journal: Path | None, invocation: str) -> int:
     store = open_store(journal)
-    inv = store.resolve(invocation)
+    inv = store.invocations.resolve(invocation)
     engine = make_engine(store)
     tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
     with interruptible(FOLLOWER_SIGNALS) as interrupt:
@@ -91,7 +91,7 @@ def wait(journal: Path | None, invocation: str, as_json: bool) -> int:
     store = open_store(journal)
     live = live_status(as_json)
     engine = make_engine(store, progress=live)
-    target = store.resolve(invocation).id
+    target = store.invocations.resolve(invocation).id
     with interruptible(FOLLOWER_SIGNALS) as interrupt, journal_faults(store, target):
         tail = job_output(as_json, live)
         options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)
@@ -110,7 +110,7 @@ def result(journal: Path | None, invocation: str, as_json: bool) -> None:
 
 def list_clusters(journal: Path | None, as_json: bool, live: bool) -> None:
     store = open_store(journal, readonly=True)
-    leases = store.cluster_leases(LIVE_LEASE_STATES if live else None)
+    leases = store.clusters.cluster_leases(LIVE_LEASE_STATES if live else None)
     if as_json:
         shown = {"clusters": [lease.to_json() for lease in leases], "count": len(leases)}
         typer.echo(json.dumps(shown, indent=2))
@@ -121,9 +121,9 @@ def list_clusters(journal: Path | None, as_json: bool, live: bool) -> None:
 def release(journal: Path | None, cluster: str) -> None:
     store = open_store(journal)
     if cluster.isascii() and cluster.isdecimal():
-        lease = store.cluster_lease(int(cluster))
+        lease = store.clusters.cluster_lease(int(cluster))
     else:
-        found = store.live_lease(cluster)
+        found = store.clusters.live_lease(cluster)
         if found is None:
             fail(f"no live cluster lease named {cluster} (see vibesys clusters)")
         lease = found

@@ -40,7 +40,7 @@ class CheckedRun(Struct):
     after: str | None = None
 
     def resolve_after(self, journal: Journal) -> None:
-        parent = journal.resolve(str(self.after))
+        parent = journal.invocations.resolve(str(self.after))
         if parent.adapter != self.adapter or parent.job_id is None:
             raise UsageError(f"--after {self.after}: not an {self.adapter} invocation with a job")
         self.adapter_values["after"] = {"invocation": parent.id, "job_id": parent.job_id}
