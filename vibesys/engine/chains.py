@@ -14,7 +14,7 @@ The job each attempt waits on is kept in its provenance (`after`, `after_job`), 
 show` says what it waited on and the planner knows whether that job is the parent's current.
 Who moves a child on: the process that submits the parent's next attempt (`submit_children`),
 else whoever looks at the child (its own `run`, `wait`, `reconcile`), carrying the parent a
-step first when nobody drives it (`carry_parent_of`).
+step first when nobody drives it (the planner's `parent_to_carry`, carried on by `carry_on`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
     from vibesys.engine.core import Engine
 
-__all__ = ["carry_parent_of", "parent_of", "submit_after", "submit_children", "waited_on"]
+__all__ = ["carry_on", "carry_parent", "parent_of", "submit_after", "submit_children", "waited_on"]
 
 #: States of a child that a parent's new job may move on: held before a submission, or
 #: submitted on a job of the parent that has failed since (the scheduler killed it).
@@ -88,21 +88,28 @@ def _last_job(engine: Engine, parent: Invocation) -> str | None:
     return jobs[-1] if jobs else None
 
 
-def carry_parent_of(engine: Engine, child: Invocation) -> None:
-    """One step of `child`'s parent when no live process drives it (its lease is free): a
-    child waiting in the foreground would otherwise wait for good on a parent that failed,
-    or that needs its next attempt submitted. Not when this process drives it already."""
-    parent = parent_of(engine, child)
-    if parent is None or parent.state is JobState.DONE or parent.lease_owner == engine.owner:
-        return
-    if not take_owner_lease(engine.journal, parent.id, engine.owner, engine.lease_ttl):
-        return  # its driver carries it on
+def carry_on(engine: Engine, invocation_id: str) -> Exception | None:
+    """A `CarryOn`: the steps of another invocation that are possible now, through the same
+    door (`Engine.advance`), while holding its owner lease; nothing when a live process drives
+    it (its driver carries it on). The failure, for the asker's note (the invocation's own
+    row tells the rest)."""
+    if not take_owner_lease(engine.journal, invocation_id, engine.owner, engine.lease_ttl):
+        return None
     try:
-        engine.advance(parent)
-    except Exception as exc:  # the parent's own row tells; the child goes on waiting
-        engine.note(child, f"its parent {parent.id} could not be carried on: {exc}")
+        engine.advance(engine.journal.invocations.get(invocation_id))
+    except Exception as exc:  # its own row tells; whoever looks next carries it on
+        return exc
     finally:
-        give_back_owner_lease(engine.journal, parent.id, engine.owner)
+        give_back_owner_lease(engine.journal, invocation_id, engine.owner)
+    return None
+
+
+def carry_parent(engine: Engine, child: Invocation, parent_id: str) -> None:
+    """`carry_on` of `child`'s parent (`plan.parent_to_carry`); a failure noted on the child,
+    which goes on waiting."""
+    failed = carry_on(engine, parent_id)
+    if failed is not None:
+        engine.note(child, f"its parent {parent_id} could not be carried on: {failed}")
 
 
 def submit_children(engine: Engine, parent: Invocation, active: list[Invocation]) -> None:
@@ -115,11 +122,6 @@ def submit_children(engine: Engine, parent: Invocation, active: list[Invocation]
             continue
         if parent_id(engine, child) != parent.id:
             continue
-        if not take_owner_lease(engine.journal, child.id, engine.owner, engine.lease_ttl):
-            continue
-        try:
-            engine.advance(engine.journal.invocations.get(child.id))
-        except Exception as exc:  # its own row tells; whoever looks next carries it on
-            engine.note(child, f"not carried on after {parent.id}'s new attempt: {exc}")
-        finally:
-            give_back_owner_lease(engine.journal, child.id, engine.owner)
+        failed = carry_on(engine, child.id)
+        if failed is not None:
+            engine.note(child, f"not carried on after {parent.id}'s new attempt: {failed}")

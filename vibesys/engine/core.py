@@ -25,7 +25,7 @@ from vibesys.adapters.base import (
 from vibesys.adapters.registry import entry
 from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_backend
 from vibesys.engine.chains import (
-    carry_parent_of,
+    carry_parent,
     parent_of,
     submit_after,
     submit_children,
@@ -43,6 +43,7 @@ from vibesys.engine.plan import (
     PlanContext,
     Redo,
     needs_observation,
+    parent_to_carry,
     plan,
     plan_cancel,
     proven,
@@ -274,9 +275,12 @@ class Engine:
             seen = None
         elif seen is not None:
             seen = date_outage(self.journal, self.clock(), inv, seen)
-            if seen.sight in (Sight.QUEUED, Sight.UNSATISFIABLE):
-                carry_parent_of(self, inv)  # its parent's failure decides what comes next
         ctx = self.context(inv)
+        held = seen is not None and seen.sight in (Sight.QUEUED, Sight.UNSATISFIABLE)
+        parent = parent_to_carry(ctx.parent, self.owner) if held else None
+        if parent is not None:  # the planner asks: carry the parent on first
+            carry_parent(self, inv, parent)
+            ctx = self.context(inv)
         step = plan(inv, seen, ctx)
         self.waiting.pop(inv.id, None)
         match step:

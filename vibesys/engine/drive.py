@@ -18,13 +18,13 @@ from typing import Final, Protocol
 
 from msgspec import Struct
 
-from vibesys.engine.chains import carry_parent_of
+from vibesys.engine.chains import carry_parent, parent_of
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
 from vibesys.engine.deadline import overdue, recorded_deadline
 from vibesys.engine.execute import error_facts
 from vibesys.engine.logs import LogTail
-from vibesys.engine.plan import follow, needs_observation
+from vibesys.engine.plan import follow, needs_observation, parent_to_carry
 from vibesys.engine.records import give_back_owner_lease, take_owner_lease
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
@@ -146,7 +146,9 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                     options.on_wait(waiting)
                 if time.monotonic() >= carry_after:
                     carry_after = time.monotonic() + carry_on_ahead(engine, inv)
-                    carry_parent_of(engine, inv)  # held for its parent's next job
+                    parent = parent_to_carry(parent_of(engine, inv), engine.owner)
+                    if parent is not None:  # held for its parent's next job
+                        carry_parent(engine, inv, parent)
             told = waiting
             _rest(engine, inv, stop, _pause(engine, inv))
     finally:
