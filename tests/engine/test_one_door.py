@@ -55,39 +55,7 @@ WRITES = frozenset(
 COMMIT_MODULES = frozenset({"core.py", "records.py"})
 
 #: Writes still made outside the commit modules, by file (to be moved behind it).
-NOT_MOVED_YET: dict[str, frozenset[str]] = {
-    # the cluster lease's own transitions, written around a submit (`hold_lease`) and a release
-    "clusters.py": frozenset(
-        {
-            "intend_launch",
-            "record_launched",
-            "record_launch_failed",
-            "record_reuse",
-            "record_lease_use",
-            "note_lease",
-            "intend_release",
-            "record_released",
-        }
-    ),
-    # an invocation's owner lease, taken and given back by whoever drives it
-    "chains.py": frozenset({"acquire_lease", "release_lease"}),
-    "drive.py": frozenset({"acquire_lease", "release_lease"}),
-    "reconcile.py": frozenset({"acquire_leases", "release_leases"}),
-    # the collection's progress, committed as it goes so that a restart resumes it
-    "spool.py": frozenset({"commit_spool_offset"}),
-    "artifacts.py": frozenset({"record_artifact"}),
-    # the status round shared per site: its poller lease, watch list and schedule
-    "shared_poll.py": frozenset(
-        {
-            "watch",
-            "take_poller",
-            "finish_round",
-            "release_poller",
-            "advance_due",
-            "record_site_facts",
-        }
-    ),
-}
+NOT_MOVED_YET: dict[str, frozenset[str]] = {}
 
 
 def _writes(path: Path) -> set[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from vibesys.adapters.base import ArtifactInfo, Backend, JobRef, Progress, RemoteFiles
 from vibesys.engine.failpoints import failpoint
+from vibesys.engine.records import record_artifact_state
 from vibesys.journal_schema import ArtifactState, Journal
 
 DONE_STATES = (ArtifactState.VERIFIED, ArtifactState.ACKNOWLEDGED)
@@ -41,9 +42,9 @@ def collect_artifacts(
     for info in found:
         row = known.get(info.path)
         if info.refused:  # over a limit where it is: not a byte of it comes home
-            journal.progress.record_artifact(
-                job.invocation_id,
-                job.attempt,
+            record_artifact_state(
+                journal,
+                job,
                 info.path,
                 ArtifactState.REFUSED,
                 size=info.size,
@@ -56,15 +57,13 @@ def collect_artifacts(
         else:
             state = _download(journal, files, job, info, target_root, progress)
         if state is ArtifactState.VERIFIED:
-            journal.progress.record_artifact(
-                job.invocation_id, job.attempt, info.path, ArtifactState.ACKNOWLEDGED
-            )
+            record_artifact_state(journal, job, info.path, ArtifactState.ACKNOWLEDGED)
             state = ArtifactState.ACKNOWLEDGED
         counts[state] += 1
     for pattern in missing:
-        journal.progress.record_artifact(
-            job.invocation_id,
-            job.attempt,
+        record_artifact_state(
+            journal,
+            job,
             pattern,
             ArtifactState.MISSING,
             detail=f"nothing matched {pattern!r} in the job's directory",
@@ -81,9 +80,9 @@ def _download(
     root: Path,
     progress: Progress | None = None,
 ) -> ArtifactState:
-    journal.progress.record_artifact(
-        job.invocation_id,
-        job.attempt,
+    record_artifact_state(
+        journal,
+        job,
         info.path,
         ArtifactState.LISTED,
         size=info.size,
@@ -106,9 +105,9 @@ def _download(
     actual = digest.hexdigest()
     if digest.overrun or actual != info.sha256 or digest.size != info.size:
         got = f"more than {info.size}" if digest.overrun else str(digest.size)
-        journal.progress.record_artifact(
-            job.invocation_id,
-            job.attempt,
+        record_artifact_state(
+            journal,
+            job,
             info.path,
             ArtifactState.MISMATCH,
             detail=f"listed {info.size} bytes sha256 {info.sha256}, downloaded {got} "
@@ -117,9 +116,7 @@ def _download(
         return ArtifactState.MISMATCH
     os.replace(partial, target)
     failpoint("after_artifact_download")
-    journal.progress.record_artifact(
-        job.invocation_id, job.attempt, info.path, ArtifactState.VERIFIED, local_path=str(target)
-    )
+    record_artifact_state(journal, job, info.path, ArtifactState.VERIFIED, local_path=str(target))
     return ArtifactState.VERIFIED
 
 

@@ -14,50 +14,39 @@ The job each attempt waits on is kept in its provenance (`after`, `after_job`), 
 show` says what it waited on and the planner knows whether that job is the parent's current.
 Who moves a child on: the process that submits the parent's next attempt (`submit_children`),
 else whoever looks at the child (its own `run`, `wait`, `reconcile`), carrying the parent a
-step first when nobody drives it (`carry_parent_of`).
+step first when nobody drives it (the planner's `parent_to_carry`, carried on by `carry_on`).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.plan_context import NO_JOB, parent_job_of
-from vibesys.engine.provenance import ProvenanceKeeper, known_provenance
-from vibesys.engine.records import record_provenance
+from vibesys.engine.provenance import known_provenance
+from vibesys.engine.records import give_back_owner_lease, record_provenance, take_owner_lease
 from vibesys.errors import VibesysError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
+    from vibesys.engine.core import Engine
 
-__all__ = ["carry_parent_of", "parent_of", "submit_after", "submit_children", "waited_on"]
+__all__ = ["carry_on", "carry_parent", "parent_of", "submit_after", "submit_children", "waited_on"]
 
 #: States of a child that a parent's new job may move on: held before a submission, or
 #: submitted on a job of the parent that has failed since (the scheduler killed it).
 _MOVED_ON = (JobState.PREPARED, JobState.RETRYING, JobState.RUNNING, JobState.UNRESOLVED)
 
 
-class ChainEngine(ProvenanceKeeper, Protocol):
-    owner: str
-    adapters: Adapters
-    lease_ttl: timedelta
-
-    def advance(self, inv: Invocation) -> Invocation: ...
-
-    def note(self, inv: Invocation, text: str) -> None: ...
-
-
-def parent_id(engine: ChainEngine, inv: Invocation) -> str | None:
+def parent_id(engine: Engine, inv: Invocation) -> str | None:
     try:
         return engine.adapters.request_of(inv).runs_after()
     except Exception:  # a request that no longer parses fails where it is used, not here
         return None
 
 
-def parent_of(engine: ChainEngine, inv: Invocation) -> Invocation | None:
+def parent_of(engine: Engine, inv: Invocation) -> Invocation | None:
     """The invocation `inv` runs after, as the journal has it now."""
     found = parent_id(engine, inv)
     if found is None:
@@ -68,7 +57,7 @@ def parent_of(engine: ChainEngine, inv: Invocation) -> Invocation | None:
         return None
 
 
-def waited_on(engine: ChainEngine, inv: Invocation) -> str | None:
+def waited_on(engine: Engine, inv: Invocation) -> str | None:
     """The parent's job the current attempt of `inv` was submitted to wait on."""
     if inv.attempt < 1:
         return None
@@ -79,7 +68,7 @@ def waited_on(engine: ChainEngine, inv: Invocation) -> str | None:
     return job
 
 
-def submit_after(engine: ChainEngine, inv: Invocation, request: AdapterRequest) -> str | None:
+def submit_after(engine: Engine, inv: Invocation, request: AdapterRequest) -> str | None:
     """The parent's job one submission of `inv` waits on, as it is now (recorded with the
     attempt); None: it waits on nothing."""
     parent = parent_of(engine, inv)
@@ -94,29 +83,36 @@ def submit_after(engine: ChainEngine, inv: Invocation, request: AdapterRequest) 
     return None if target == NO_JOB else target
 
 
-def _last_job(engine: ChainEngine, parent: Invocation) -> str | None:
+def _last_job(engine: Engine, parent: Invocation) -> str | None:
     jobs = [a.job_id for a in engine.journal.invocations.attempts(parent.id) if a.job_id]
     return jobs[-1] if jobs else None
 
 
-def carry_parent_of(engine: ChainEngine, child: Invocation) -> None:
-    """One step of `child`'s parent when no live process drives it (its lease is free): a
-    child waiting in the foreground would otherwise wait for good on a parent that failed,
-    or that needs its next attempt submitted. Not when this process drives it already."""
-    parent = parent_of(engine, child)
-    if parent is None or parent.state is JobState.DONE or parent.lease_owner == engine.owner:
-        return
-    if not engine.journal.leases.acquire_lease(parent.id, engine.owner, engine.lease_ttl):
-        return  # its driver carries it on
+def carry_on(engine: Engine, invocation_id: str) -> Exception | None:
+    """A `CarryOn`: the steps of another invocation that are possible now, through the same
+    door (`Engine.advance`), while holding its owner lease; nothing when a live process drives
+    it (its driver carries it on). The failure, for the asker's note (the invocation's own
+    row tells the rest)."""
+    if not take_owner_lease(engine.journal, invocation_id, engine.owner, engine.lease_ttl):
+        return None
     try:
-        engine.advance(parent)
-    except Exception as exc:  # the parent's own row tells; the child goes on waiting
-        engine.note(child, f"its parent {parent.id} could not be carried on: {exc}")
+        engine.advance(engine.journal.invocations.get(invocation_id))
+    except Exception as exc:  # its own row tells; whoever looks next carries it on
+        return exc
     finally:
-        engine.journal.leases.release_lease(parent.id, engine.owner)
+        give_back_owner_lease(engine.journal, invocation_id, engine.owner)
+    return None
 
 
-def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invocation]) -> None:
+def carry_parent(engine: Engine, child: Invocation, parent_id: str) -> None:
+    """`carry_on` of `child`'s parent (`plan.parent_to_carry`); a failure noted on the child,
+    which goes on waiting."""
+    failed = carry_on(engine, parent_id)
+    if failed is not None:
+        engine.note(child, f"its parent {parent_id} could not be carried on: {failed}")
+
+
+def submit_children(engine: Engine, parent: Invocation, active: list[Invocation]) -> None:
     """The parent's new attempt has a job: every child nobody drives is carried on now (one
     held for it is submitted to wait on it; one killed on the failed job is fenced first),
     by the process that submitted the attempt. A child this process drives already, or
@@ -126,11 +122,6 @@ def submit_children(engine: ChainEngine, parent: Invocation, active: list[Invoca
             continue
         if parent_id(engine, child) != parent.id:
             continue
-        if not engine.journal.leases.acquire_lease(child.id, engine.owner, engine.lease_ttl):
-            continue
-        try:
-            engine.advance(engine.journal.invocations.get(child.id))
-        except Exception as exc:  # its own row tells; whoever looks next carries it on
-            engine.note(child, f"not carried on after {parent.id}'s new attempt: {exc}")
-        finally:
-            engine.journal.leases.release_lease(child.id, engine.owner)
+        failed = carry_on(engine, child.id)
+        if failed is not None:
+            engine.note(child, f"not carried on after {parent.id}'s new attempt: {failed}")

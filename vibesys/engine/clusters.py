@@ -4,9 +4,10 @@ effect: the intent is committed to the journal's cluster lease table first, a fa
 after each intent and each effect, and what the effect left is recorded after it. The states
 a lease moves through are the lease's own transition table (`vibesys/states/lease_table.py`).
 
-- `hold_lease`: before a submit (called by `execute`), reuse the campaign's cluster or launch
-  it, and record that the attempt runs on it; refused while another evaluation of the same
-  campaign is not DONE (one remote evaluation at a time per campaign).
+- `lease_step`: before a submit (the engine's step for the Submit effect), reuse the
+  campaign's cluster or launch it (`execute.launch_cluster`), and record that the attempt runs
+  on it; refused while another evaluation of the same campaign is not DONE (one remote
+  evaluation at a time per campaign).
 - `release_cluster`: `vibesys clusters release` (refused while an invocation still uses it).
 - `release_when_done`, `release_finished_campaigns`: `vibesys run --down` (the campaign's last
   evaluation) releases the cluster once it is DONE and nothing else runs there; its driver
@@ -17,23 +18,39 @@ a lease moves through are the lease's own transition table (`vibesys/states/leas
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
 from vibesys.adapters.base import Backend
-from vibesys.adapters.leases import LeaseAction, LeasePlan, LeasingBackend, ReleasedWhenDone
+from vibesys.adapters.leases import (
+    LeaseAction,
+    LeasePlan,
+    LeaseReceipt,
+    LeasingBackend,
+    ReleasedWhenDone,
+)
 from vibesys.adapters.registry import entry
-from vibesys.engine.adapter_access import Adapters
+from vibesys.engine.execute import JOURNAL_FAILURES, error_facts, launch_cluster
+from vibesys.engine.facts import Fact, SubmitFailed
 from vibesys.engine.failpoints import failpoint
+from vibesys.engine.records import (
+    note_cluster,
+    record_cluster_released,
+    record_cluster_reuse,
+    record_cluster_use,
+    record_launch_failed,
+    record_launch_intent,
+    record_launched,
+    record_release_intent,
+)
 from vibesys.errors import BackendError, BackendUnavailable, StaleState, SubmitRejected, UsageError
 from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
 from vibesys.states.lease_table import LeaseChoice, LeaseDecision, decide_lease
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
+    from vibesys.engine.core import Engine
     from vibesys.journal_schema import Journal
 
 __all__ = [
@@ -46,16 +63,6 @@ __all__ = [
 ]
 
 
-class LeaseEngine(Protocol):
-    """What releasing and settling leases needs of the engine (the engine is one)."""
-
-    journal: Journal
-    owner: str
-    adapters: Adapters
-
-    def clock(self) -> datetime: ...
-
-
 class SettledLease(Struct, frozen=True):
     lease_id: int
     name: str
@@ -65,10 +72,24 @@ class SettledLease(Struct, frozen=True):
     failed: bool = False
 
 
+def lease_step(engine: Engine, inv: Invocation) -> Fact | None:
+    """The cluster lease's step before a submit, inside the submit's error boundary: None to
+    go on and submit, or the failure the submit ends with (nothing was submitted)."""
+    try:
+        hold_lease(engine.journal, engine.owner, inv, engine.adapters.backend(inv))
+    except JOURNAL_FAILURES:
+        raise
+    except Exception as exc:  # the boundary: every failure becomes what it proves
+        return SubmitFailed(error_facts(exc))
+    return None
+
+
 def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) -> None:
-    """Make sure the campaign's cluster is up before the attempt is submitted to it (reuse, or
-    launch with the intent recorded first), and record that the attempt runs on it. A backend
-    that holds no allocation of its own needs nothing."""
+    """Make sure the campaign's cluster is up before the attempt is submitted to it, and
+    record that the attempt runs on it. Observed: the adapter's plan (a refreshed status) and
+    the campaign's lease rows; decided by the lease table (`decide_lease`: refuse, reuse,
+    launch); recorded: reuse, or the launch's intent before the launch effect and what it
+    left after. A backend that holds no allocation of its own needs nothing."""
     leasing = backend.leasing()
     if leasing is None:
         return
@@ -84,9 +105,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         "site_digest": inv.site_digest,
     }
     if decision.choice is LeaseChoice.REUSE:
-        lease = journal.clusters.record_reuse(
-            **facts, allocation=plan.allocation, evidence=plan.reason
-        )
+        lease = record_cluster_reuse(journal, facts, plan.allocation, plan.reason)
         if lease.state is LeaseState.RELEASING:
             raise BackendUnavailable(
                 f"cluster {plan.cluster} is being released (lease {lease.id}); the next "
@@ -95,13 +114,13 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
             )
     else:
         try:
-            lease = journal.clusters.intend_launch(**facts, reason=plan.reason, owner=owner)
+            lease = record_launch_intent(journal, facts, plan.reason, owner)
         except StaleState as exc:  # a live process is launching or releasing it now
             raise BackendUnavailable(str(exc), maybe_submitted=False) from None
         failpoint("after_launch_intent")
-        lease = _launch(journal, leasing, plan, lease)
+        lease = _launched(journal, plan, lease, launch_cluster(leasing, plan))
     try:
-        journal.clusters.record_lease_use(lease.id, inv.id, inv.attempt)
+        record_cluster_use(journal, lease.id, inv)
     except StaleState as exc:  # a release was intended meanwhile: nothing was submitted
         raise BackendUnavailable(str(exc), maybe_submitted=False) from None
     # Two processes may both have passed the first check: the one that sees the other now
@@ -110,8 +129,8 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
 
 
 def _refuse_while_busy(journal: Journal, inv: Invocation, plan: LeasePlan) -> LeaseDecision:
-    """The planner's choice for this attempt's cluster (`decide_lease`) from the lease rows as
-    they are now; a refusal raised as REJECTED: nothing was submitted."""
+    """The lease table's choice for this attempt's cluster (`decide_lease`) from the lease
+    rows as they are now; a refusal raised as REJECTED: nothing was submitted."""
     users = journal.clusters.unfinished_users(campaign=(inv.adapter, plan.campaign))
     decision = decide_lease(inv.id, plan.campaign, users, plan.action is LeaseAction.REUSE)
     if decision.choice is LeaseChoice.REFUSE:
@@ -119,32 +138,28 @@ def _refuse_while_busy(journal: Journal, inv: Invocation, plan: LeasePlan) -> Le
     return decision
 
 
-def _launch(
-    journal: Journal, backend: LeasingBackend, plan: LeasePlan, lease: ClusterLease
+def _launched(
+    journal: Journal, plan: LeasePlan, lease: ClusterLease, outcome: LeaseReceipt | BackendError
 ) -> ClusterLease:
-    try:
-        receipt = backend.launch(plan)
-    except SubmitRejected as exc:
-        journal.clusters.record_launch_failed(
-            lease.id, f"refused, nothing launched: {exc.evidence}"
-        )
-        raise
-    except BackendError as exc:
-        # The lease stays `launching`: an allocation may exist. The next launch continues it,
-        # or reconcile settles it. The attempt itself was never submitted.
-        journal.clusters.note_lease(lease.id, f"launch failed: {exc.evidence}")
+    """Record what the launch left: up, failed (refused: nothing launched), or still
+    `launching` (an allocation may exist: the next launch continues it, or reconcile settles
+    it); a failure fails the submit, which was never made."""
+    if isinstance(outcome, SubmitRejected):
+        record_launch_failed(journal, lease.id, f"refused, nothing launched: {outcome.evidence}")
+        raise outcome
+    if isinstance(outcome, BackendError):
+        note_cluster(journal, lease.id, f"launch failed: {outcome.evidence}")
         raise BackendError(
-            f"launching cluster {plan.cluster} failed: {exc}",
-            evidence=exc.evidence,
+            f"launching cluster {plan.cluster} failed: {outcome}",
+            evidence=outcome.evidence,
             maybe_submitted=False,
-            retryable=exc.retryable,
-            fix=exc.fix,
-        ) from exc
-    failpoint("after_launch_effect")
-    return journal.clusters.record_launched(lease.id, receipt.allocation, receipt.evidence)
+            retryable=outcome.retryable,
+            fix=outcome.fix,
+        ) from outcome
+    return record_launched(journal, lease.id, outcome.allocation, outcome.evidence)
 
 
-def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterLease:
+def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
     """End a live lease's allocation: intent, `release()`, record. Refused (nothing written)
     while an invocation that ran on it is not DONE: its job would die with the allocation."""
     journal = engine.journal
@@ -153,12 +168,12 @@ def release_cluster(engine: LeaseEngine, lease_id: int, reason: str) -> ClusterL
         raise UsageError(f"cluster {lease.name} (lease {lease.id}) is {lease.state}: not live")
     backend = _backend_of(engine, lease)
     # Refused there, under the write lock, while an invocation that ran on it is not DONE.
-    lease = journal.clusters.intend_release(lease.id, engine.owner, reason)
+    lease = record_release_intent(journal, lease.id, engine.owner, reason)
     failpoint("after_release_intent")
     return _release(engine, backend, lease, "released")
 
 
-def release_when_done(engine: LeaseEngine, inv: Invocation) -> list[ClusterLease]:
+def release_when_done(engine: Engine, inv: Invocation) -> list[ClusterLease]:
     """`run --down`: release the clusters a DONE invocation ran on, unless another evaluation
     still runs there (then the last one's own `--down`, or `vibesys clusters release`, ends
     it). A failed release stays `releasing` for reconcile; returns the released leases."""
@@ -175,7 +190,7 @@ def release_when_done(engine: LeaseEngine, inv: Invocation) -> list[ClusterLease
     return released
 
 
-def release_finished_campaigns(engine: LeaseEngine) -> list[ClusterLease]:
+def release_finished_campaigns(engine: Engine) -> list[ClusterLease]:
     """For reconcile: every cluster still up whose evaluations are all DONE, one of which
     asked for `--down` (its driver died before releasing it)."""
     released = []
@@ -190,7 +205,7 @@ def release_finished_campaigns(engine: LeaseEngine) -> list[ClusterLease]:
         try:
             released.append(release_cluster(engine, lease.id, why))
         except Exception as exc:  # this lease stays for the next round; the others go on
-            engine.journal.clusters.note_lease(lease.id, f"run --down release failed: {exc}")
+            note_cluster(engine.journal, lease.id, f"run --down release failed: {exc}")
     return released
 
 
@@ -203,14 +218,14 @@ def _asks_down(inv: Invocation) -> bool:
 
 
 def _release(
-    engine: LeaseEngine, backend: LeasingBackend, lease: ClusterLease, why: str
+    engine: Engine, backend: LeasingBackend, lease: ClusterLease, why: str
 ) -> ClusterLease:
     evidence = backend.release()  # an error leaves the lease `releasing`, for reconcile
     failpoint("after_release_effect")
-    return engine.journal.clusters.record_released(lease.id, f"{why}: {evidence}")
+    return record_cluster_released(engine.journal, lease.id, f"{why}: {evidence}")
 
 
-def settle_leases(engine: LeaseEngine) -> list[SettledLease]:
+def settle_leases(engine: Engine) -> list[SettledLease]:
     """Settle every launch and release whose process is gone, from a refreshed inspection.
     A failure with one lease is reported on its row and never stops the others."""
     rows = []
@@ -226,31 +241,34 @@ def settle_leases(engine: LeaseEngine) -> list[SettledLease]:
     return rows
 
 
-def _settle(engine: LeaseEngine, lease: ClusterLease) -> ClusterLease:
+def _settle(engine: Engine, lease: ClusterLease) -> ClusterLease:
     journal = engine.journal
     backend = _backend_of(engine, lease)
     sight = backend.inspect_lease()
     if lease.state is LeaseState.RELEASING:
         if sight.exists:
             return _release(engine, backend, lease, "the interrupted release, done again")
-        return journal.clusters.record_released(
-            lease.id, f"the release had ended it: {sight.evidence}"
+        return record_cluster_released(
+            journal, lease.id, f"the release had ended it: {sight.evidence}"
         )
     if sight.up:
-        return journal.clusters.record_launched(
-            lease.id, sight.allocation, f"the interrupted launch left it up: {sight.evidence}"
+        return record_launched(
+            journal,
+            lease.id,
+            sight.allocation,
+            f"the interrupted launch left it up: {sight.evidence}",
         )
     if sight.exists or sight.launching:
         # Provisioning is under way (or stopped half-way): the row stays `launching`, recorded;
         # the next launch resumes it, a release ends it.
         why = "a launch request is still active" if sight.launching else sight.evidence
-        return journal.clusters.note_lease(lease.id, f"not up yet: {why}")
-    return journal.clusters.record_launch_failed(
-        lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
+        return note_cluster(journal, lease.id, f"not up yet: {why}")
+    return record_launch_failed(
+        journal, lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
     )
 
 
-def _backend_of(engine: LeaseEngine, lease: ClusterLease) -> LeasingBackend:
+def _backend_of(engine: Engine, lease: ClusterLease) -> LeasingBackend:
     request = engine.adapters.parse_request(lease.adapter, lease.request, lease.site_digest)
     backend = engine.adapters.backend_for(lease.adapter, request)
     leasing = backend.leasing()

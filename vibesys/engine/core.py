@@ -25,12 +25,13 @@ from vibesys.adapters.base import (
 from vibesys.adapters.registry import entry
 from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_backend
 from vibesys.engine.chains import (
-    carry_parent_of,
+    carry_parent,
     parent_of,
     submit_after,
     submit_children,
     waited_on,
 )
+from vibesys.engine.clusters import lease_step
 from vibesys.engine.context import load_context, record_environment
 from vibesys.engine.execute import execute
 from vibesys.engine.facts import ClaimRead
@@ -42,6 +43,7 @@ from vibesys.engine.plan import (
     PlanContext,
     Redo,
     needs_observation,
+    parent_to_carry,
     plan,
     plan_cancel,
     proven,
@@ -61,6 +63,7 @@ from vibesys.states import (
     Finished,
     InfraFailed,
     JobState,
+    Submit,
     Submitted,
 )
 
@@ -272,9 +275,12 @@ class Engine:
             seen = None
         elif seen is not None:
             seen = date_outage(self.journal, self.clock(), inv, seen)
-            if seen.sight in (Sight.QUEUED, Sight.UNSATISFIABLE):
-                carry_parent_of(self, inv)  # its parent's failure decides what comes next
         ctx = self.context(inv)
+        held = seen is not None and seen.sight in (Sight.QUEUED, Sight.UNSATISFIABLE)
+        parent = parent_to_carry(ctx.parent, self.owner) if held else None
+        if parent is not None:  # the planner asks: carry the parent on first
+            carry_parent(self, inv, parent)
+            ctx = self.context(inv)
         step = plan(inv, seen, ctx)
         self.waiting.pop(inv.id, None)
         match step:
@@ -294,7 +300,10 @@ class Engine:
 
     def carry_out(self, inv: Invocation, effect: Effect) -> Event | None:
         """Carry out `effect`; the event the planner makes of what it showed, if anything."""
-        fact = execute(self, inv, effect)
+        # Before a submit, the campaign's cluster (when the adapter leases one): up, recorded.
+        fact = lease_step(self, inv) if isinstance(effect, Submit) else None
+        if fact is None:
+            fact = execute(self, inv, effect)
         if fact is None:
             return None
         if isinstance(fact, ClaimRead):

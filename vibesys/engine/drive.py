@@ -18,13 +18,14 @@ from typing import Final, Protocol
 
 from msgspec import Struct
 
-from vibesys.engine.chains import carry_parent_of
+from vibesys.engine.chains import carry_parent, parent_of
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
 from vibesys.engine.deadline import overdue, recorded_deadline
 from vibesys.engine.execute import error_facts
 from vibesys.engine.logs import LogTail
-from vibesys.engine.plan import follow, needs_observation
+from vibesys.engine.plan import follow, needs_observation, parent_to_carry
+from vibesys.engine.records import give_back_owner_lease, take_owner_lease
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
@@ -145,13 +146,15 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                     options.on_wait(waiting)
                 if time.monotonic() >= carry_after:
                     carry_after = time.monotonic() + carry_on_ahead(engine, inv)
-                    carry_parent_of(engine, inv)  # held for its parent's next job
+                    parent = parent_to_carry(parent_of(engine, inv), engine.owner)
+                    if parent is not None:  # held for its parent's next job
+                        carry_parent(engine, inv, parent)
             told = waiting
             _rest(engine, inv, stop, _pause(engine, inv))
     finally:
         if options.status is not None:
             options.status.clear()
-        engine.journal.leases.release_lease(inv.id, engine.owner)
+        give_back_owner_lease(engine.journal, inv.id, engine.owner)
 
 
 def _release_if_asked(engine: Engine, inv: Invocation) -> None:
@@ -178,7 +181,7 @@ def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     head = engine.journal.invocations.get(place.ahead[0])
     if head.lease_owner == engine.owner or head.settings.cancel_when_orphaned:
         return CARRY_AHEAD_SECONDS  # this process drives it already, or it is not ours to carry
-    if not engine.journal.leases.acquire_lease(head.id, engine.owner, engine.lease_ttl):
+    if not take_owner_lease(engine.journal, head.id, engine.owner, engine.lease_ttl):
         return CARRY_AHEAD_SECONDS
     deadline = recorded_deadline(engine.journal, head.id)
     try:
@@ -190,7 +193,7 @@ def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     except BackendError as exc:
         engine.note(head, f"carrying it on failed: {error_facts(exc).reason}")
     finally:
-        engine.journal.leases.release_lease(head.id, engine.owner)
+        give_back_owner_lease(engine.journal, head.id, engine.owner)
     if deadline is None or head.cancel_requested:
         return CARRY_AHEAD_SECONDS
     return min(CARRY_AHEAD_SECONDS, max(deadline.left(engine.clock()), 0.0))
@@ -210,7 +213,7 @@ class _Watch:
         if time.monotonic() - self.renewed < engine.lease_ttl.total_seconds() / 3:
             return True
         self.renewed = time.monotonic()
-        return engine.journal.leases.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
+        return take_owner_lease(engine.journal, inv.id, engine.owner, engine.lease_ttl)
 
     def observe(self, inv: Invocation) -> Seen | None:
         shared = self.engine.shared_backend(inv)
@@ -281,8 +284,8 @@ def wait_for(engine: Engine, invocation_id: str, options: DriveOptions) -> Invoc
     stop = options.interrupt
     while True:
         inv = engine.journal.invocations.get(invocation_id)
-        if inv.state is not JobState.DONE and engine.journal.leases.acquire_lease(
-            inv.id, engine.owner, engine.lease_ttl
+        if inv.state is not JobState.DONE and take_owner_lease(
+            engine.journal, inv.id, engine.owner, engine.lease_ttl
         ):
             options.taken_over = False
             inv = drive(engine, inv, options)

@@ -13,12 +13,11 @@ effect's failure: it passes every boundary, since nothing can be recorded.
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
+from vibesys.adapters.leases import LeasePlan, LeaseReceipt, LeasingBackend
 from vibesys.adapters.rundir.claim import fence_text
-from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.artifacts import collect_artifacts
-from vibesys.engine.clusters import hold_lease
 from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import claim_job_id
@@ -28,31 +27,11 @@ from vibesys.journal_schema import Invocation, iso
 from vibesys.states import Cancel, Collect, Effect, Fence, JobState, Submit
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
-    from vibesys.adapters.base import Progress, Submission
-    from vibesys.journal_schema import Journal
+    from vibesys.engine.core import Engine
 
 
 #: The journal failing under an effect (its writes, or its reads): the driver must stop.
 JOURNAL_FAILURES = (JournalFault, sqlite3.Error)
-
-
-class EffectContext(Protocol):
-    """What carrying out an effect needs of the engine (the engine is one)."""
-
-    journal: Journal
-    owner: str
-    adapters: Adapters
-    progress: Progress | None
-
-    def clock(self) -> datetime: ...
-
-    def submit_request(self, inv: Invocation) -> Submission[Any]: ...
-
-    def note(self, inv: Invocation, text: str) -> None: ...
-
-    def cancel_due(self, inv: Invocation) -> bool: ...
 
 
 #: Effects the engine does not call an adapter for: the drive loop carries them out (the next
@@ -75,7 +54,7 @@ def error_facts(error: Exception) -> ErrorFacts:
     return ErrorFacts(True, True, False, f"{type(error).__name__}: {error}", "")
 
 
-def execute(engine: EffectContext, inv: Invocation, effect: Effect) -> Fact | None:
+def execute(engine: Engine, inv: Invocation, effect: Effect) -> Fact | None:
     """Carry out `effect` for `inv`; return what it showed (None: nothing proven)."""
     match effect:
         case Submit():
@@ -91,14 +70,10 @@ def execute(engine: EffectContext, inv: Invocation, effect: Effect) -> Fact | No
     return None
 
 
-def _submit(engine: EffectContext, inv: Invocation) -> Fact:
+def _submit(engine: Engine, inv: Invocation) -> Fact:
     try:
         request = engine.submit_request(inv)
-        backend = engine.adapters.backend(inv)
-        hold_lease(
-            engine.journal, engine.owner, inv, backend
-        )  # a cluster the adapter leases: up, launch recorded
-        receipt = backend.submit(request)
+        receipt = engine.adapters.backend(inv).submit(request)
     except JOURNAL_FAILURES:
         raise
     except Exception as exc:  # the boundary: every failure becomes what it proves
@@ -107,10 +82,23 @@ def _submit(engine: EffectContext, inv: Invocation) -> Fact:
     return Receipt(receipt.job_id, receipt.observation)
 
 
+def launch_cluster(backend: LeasingBackend, plan: LeasePlan) -> LeaseReceipt | BackendError:
+    """The launch of a campaign's cluster, its intent committed: the allocation it left, or
+    the error that says what it proves (a failure that is not ours propagates)."""
+    try:
+        receipt = backend.launch(plan)
+    except JOURNAL_FAILURES:
+        raise
+    except BackendError as exc:
+        return exc
+    failpoint("after_launch_effect")
+    return receipt
+
+
 _AMBIGUOUS = "the attempt's submission is ambiguous"
 
 
-def _fence(engine: EffectContext, inv: Invocation) -> Fact | None:
+def _fence(engine: Engine, inv: Invocation) -> Fact | None:
     ref = engine.adapters.job_ref(inv)
     # A running attempt is fenced only when the scheduler ended its job before its start.
     why = "its job ended before it started" if inv.state is JobState.RUNNING else _AMBIGUOUS
@@ -127,7 +115,7 @@ def _fence(engine: EffectContext, inv: Invocation) -> Fact | None:
     return ClaimRead(claim.fenced, job_id, claim.describe(), claim.text)
 
 
-def _collect(engine: EffectContext, inv: Invocation) -> Fact | None:
+def _collect(engine: Engine, inv: Invocation) -> Fact | None:
     ref, backend = engine.adapters.job_ref(inv), engine.adapters.backend(inv)
     try:
         # Logs and artifacts come home before anything may clean the remote directory: in
@@ -152,7 +140,7 @@ def _collect(engine: EffectContext, inv: Invocation) -> Fact | None:
     return Gathered(evidence)
 
 
-def _cancel(engine: EffectContext, inv: Invocation) -> None:
+def _cancel(engine: Engine, inv: Invocation) -> None:
     if not engine.cancel_due(inv):
         return
     try:

@@ -85,6 +85,14 @@ class Hold(Struct, frozen=True):
 Step = Commit | Redo | Hold
 
 
+def parent_to_carry(parent: Invocation | None, owner: str) -> str | None:
+    """The parent of a held child to carry a step on first (its next step decides what comes
+    next for the child): one not done and not driven by `owner` already; None otherwise."""
+    if parent is None or parent.state is JobState.DONE or parent.lease_owner == owner:
+        return None
+    return parent.id
+
+
 def needs_observation(inv: Invocation) -> bool:
     """Whether the next step of `inv` depends on the adapter's view of its job."""
     if inv.state is JobState.SUBMITTING:

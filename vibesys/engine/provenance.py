@@ -6,20 +6,15 @@ that decides what of it is new; the engine records that with the attempt."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from vibesys.journal_schema import Invocation, Journal
+from vibesys.journal_schema import Invocation
 
-
-class ProvenanceKeeper(Protocol):
-    """Where provenance is recorded, and what this process already recorded (the engine)."""
-
-    journal: Journal
-    #: (invocation, attempt) -> the provenance recorded for it, as far as this process knows
-    provenance_seen: dict[tuple[str, int], dict[str, str]]
+if TYPE_CHECKING:
+    from vibesys.engine.core import Engine
 
 
-def known_provenance(engine: ProvenanceKeeper, inv: Invocation) -> dict[str, str]:
+def known_provenance(engine: Engine, inv: Invocation) -> dict[str, str]:
     """The current attempt's provenance as recorded (read once per process and attempt)."""
     key = (inv.id, inv.attempt)
     known = engine.provenance_seen.get(key)
@@ -33,7 +28,7 @@ def known_provenance(engine: ProvenanceKeeper, inv: Invocation) -> dict[str, str
 
 
 def provenance_change(
-    engine: ProvenanceKeeper, inv: Invocation, provenance: Mapping[str, str]
+    engine: Engine, inv: Invocation, provenance: Mapping[str, str]
 ) -> dict[str, str] | None:
     """`provenance`, when it adds or changes a value of the current attempt's record (the
     engine records it); None when there is nothing to record."""

@@ -35,14 +35,21 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from msgspec import Struct, field
 
 from vibesys.adapters.base import PollSchedule, SharedPolling
-from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
+from vibesys.engine.records import (
+    bring_round_forward,
+    give_back_poller,
+    record_round,
+    record_site_facts,
+    take_poller,
+    watch_jobs,
+)
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
@@ -50,22 +57,7 @@ from vibesys.journal_schema.codec import decode_record, encode_record
 from vibesys.journal_schema.polls import Observation, Observed, PollSite, Settle, poller_free
 
 if TYPE_CHECKING:
-    from vibesys.adapters.base import RemoteStatus, Waitable
-    from vibesys.journal_schema import Journal
-
-
-class PollingEngine(Protocol):
-    """What a shared status round needs of the engine (the engine is one)."""
-
-    journal: Journal
-    owner: str
-    adapters: Adapters
-
-    def clock(self) -> datetime: ...
-
-    def seen(self, inv: Invocation, status: RemoteStatus) -> Seen: ...
-
-    def end_signal(self, inv: Invocation) -> Waitable | None: ...
+    from vibesys.engine.core import Engine
 
 
 #: How long a poller lease lasts. A holder on this host is judged by its liveness (pid and
@@ -92,7 +84,7 @@ def _turn(site: str) -> threading.Lock:
 class SharedPoll(Struct):
     """This process's side of the shared rounds (one per engine)."""
 
-    engine: PollingEngine
+    engine: Engine
     #: per invocation, the last round whose observation this process handed out
     consumed: dict[str, int] = field(default_factory=dict)
     #: rounds this process ran, and probes (for people and tests)
@@ -118,7 +110,7 @@ class SharedPoll(Struct):
         as soon as the floor allows, or awaited when another process runs one."""
         journal = self.engine.journal
         site = backend.poll_site()
-        journal.polls.watch(site, [inv.id for inv in invocations])  # a round at once: no hold
+        watch_jobs(journal, site, [inv.id for inv in invocations])  # a round at once: no hold
         found: dict[str, Seen] = {}
         asked = self.engine.clock()
         deadline = time.monotonic() + FORCED_ROUND_WAIT_SECONDS
@@ -171,7 +163,7 @@ class SharedPoll(Struct):
         soon = _after(row.started_at, schedule.floor) or self.engine.clock()
         due = row.next_due()
         if due is None or due > soon:
-            self.engine.journal.polls.advance_due(site, soon)
+            bring_round_forward(self.engine.journal, site, soon)
 
     # -- the turn of this process -----------------------------------------------------------
 
@@ -182,7 +174,8 @@ class SharedPoll(Struct):
             return
         now = self.engine.clock()
         initial = backend.poll_schedule({}).initial
-        self.engine.journal.polls.watch(
+        watch_jobs(
+            self.engine.journal,
             site,
             [inv.id for inv in invocations],
             now=now,
@@ -241,8 +234,14 @@ class SharedPoll(Struct):
     ) -> bool:
         """Run the site's next round if this process gets the lease; whether it did."""
         journal, engine = self.engine.journal, self.engine
-        taken = journal.polls.take_poller(
-            site, engine.owner, POLLER_TTL, engine.clock(), after_round=row.round, force=force
+        taken = take_poller(
+            journal,
+            site,
+            engine.owner,
+            POLLER_TTL,
+            engine.clock(),
+            after_round=row.round,
+            force=force,
         )
         if taken is None:
             return False
@@ -259,7 +258,8 @@ class SharedPoll(Struct):
             ages = [(now - inv.updated_at).total_seconds() for inv in need]
             interval = schedule.interval(min(ages, default=schedule.maximum))
             due = max(now + timedelta(seconds=interval), started + _seconds(schedule.floor))
-            done = journal.polls.finish_round(
+            done = record_round(
+                journal,
                 site,
                 engine.owner,
                 now,
@@ -271,7 +271,7 @@ class SharedPoll(Struct):
                 forget=[inv.id for inv in watched if not needs_observation(inv)],
             )
         except BaseException:
-            journal.polls.release_poller(site, engine.owner)
+            give_back_poller(journal, site, engine.owner)
             raise
         if done is not None:
             self.rounds_run += 1
@@ -282,8 +282,8 @@ class SharedPoll(Struct):
     ) -> None:
         journal, engine = self.engine.journal, self.engine
         now = engine.clock()
-        taken = journal.polls.take_poller(
-            site, engine.owner, POLLER_TTL, now, after_round=row.round, probe=True
+        taken = take_poller(
+            journal, site, engine.owner, POLLER_TTL, now, after_round=row.round, probe=True
         )
         if taken is None:
             return
@@ -310,9 +310,7 @@ class SharedPoll(Struct):
         except BackendError:
             pass  # the next round will tell; a probe proves nothing by failing
         finally:
-            journal.polls.release_poller(
-                site, engine.owner, probed_at=now, due_at=due, settle=settle
-            )
+            give_back_poller(journal, site, engine.owner, probed_at=now, due_at=due, settle=settle)
 
     def _status(self, need: list[Invocation], backend: SharedPolling) -> dict[str, Seen]:
         if not need:
@@ -337,7 +335,7 @@ class SharedPoll(Struct):
             facts = backend.site_facts()
         except BackendError:
             return None  # asked again by the next round's poller
-        self.engine.journal.polls.record_site_facts(site, facts)
+        record_site_facts(self.engine.journal, site, facts)
         return facts
 
     def _schedule(self, backend: SharedPolling, row: PollSite) -> PollSchedule:
@@ -371,7 +369,7 @@ def _due(row: PollSite, now: datetime) -> bool:
     return due is not None and due <= now
 
 
-def _seen_ending_here(engine: PollingEngine, inv: Invocation) -> bool:
+def _seen_ending_here(engine: Engine, inv: Invocation) -> bool:
     """Whether this process runs `inv`'s job under a process of its own that has not ended
     (its srun): that process's end tells, at once; a marker found first is no reason for a
     round."""

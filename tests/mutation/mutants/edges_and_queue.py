@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.mutation.mutants.framework import (
     CLIENT_KEYS,
+    CLUSTERS,
     DRIVE,
     EXECUTE,
     FAULTS,
@@ -31,7 +32,7 @@ MUTANTS: list[Mutant] = [
     M("journal-identity-unchecked", JOURNAL_FILE, "if self._identity is not None and file_identity(self.path) != self._identity:", "if False:", "a journal deleted or replaced mid-run goes unnoticed (the record only in the unlinked file)", tests=(FAULTS,)),
     M("journal-fault-is-bad-input", RUN_COMMAND, "inv.id if inv else None, store), EXIT_JOURNAL_FAULT)", "inv.id if inv else None, store), EXIT_BAD_INPUT)", "a journal that failed mid-run reads as bad input with nothing written (an invitation to run it again)", tests=(FAULTS,)),
     M("journal-fault-swallowed-by-a-boundary", EXECUTE, "    except JOURNAL_FAILURES:\n        raise\n    except Exception as exc:\n        engine.note(inv, f\"collection failed", "    except Exception as exc:\n        engine.note(inv, f\"collection failed", "a full disk while collecting is retried as a collection failure for ten minutes", tests=("tests/engine/test_journal_fault_boundaries.py",)),
-    M("journal-fault-read-as-maybe-submitted", EXECUTE, "        receipt = backend.submit(request)\n    except JOURNAL_FAILURES:\n        raise\n", "        receipt = backend.submit(request)\n", "a journal that failed before the submit is read as a submit that may have gone through", tests=("tests/engine/test_journal_fault_boundaries.py",)),
+    M("journal-fault-read-as-maybe-submitted", CLUSTERS, "        hold_lease(engine.journal, engine.owner, inv, engine.adapters.backend(inv))\n    except JOURNAL_FAILURES:\n        raise\n", "        hold_lease(engine.journal, engine.owner, inv, engine.adapters.backend(inv))\n", "a journal that failed before the submit is read as a submit that may have gone through", tests=("tests/engine/test_journal_fault_boundaries.py",)),
     M("journal-created-in-place", "vibesys/journal_schema/opening.py", "        if not path.exists():\n            _create(path)\n", "", "a creation killed half-way leaves a half-made journal that read commands refuse", tests=(f"{FAULTS}::test_a_creation_killed_half_way_leaves_no_journal",)),
     M("job-output-decoded", "vibesys/osutil/logtail.py", "                    sink.write(chunk)\n", "                    sink.write(chunk.decode(\"utf-8\", \"replace\").encode())\n", "binary and Latin-1 output is rewritten on its way out", tests=("tests/test_output_bytes.py",)),
     M("ignored-signals-dropped", "vibesys/adapters/local.py", "FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)", "FORWARDED = ()", "a job loses the signal dispositions its caller set (nohup, a script's background job)", tests=("tests/test_job_context.py",)),
