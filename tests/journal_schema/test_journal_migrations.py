@@ -249,7 +249,11 @@ def test_m006_records_settings_and_moves_cancel_when_orphaned_out_of_the_request
         broker, plain = journal.invocations.get("broker1"), journal.invocations.get("plain1")
         assert broker.settings.cancel_when_orphaned and not plain.settings.cancel_when_orphaned
         assert "cancel_when_orphaned" not in broker.recorded_request
-        assert broker.recorded_request == {"site_config": "/etc/slurm.toml", "gpus": 1, "time_minutes": 5}
+        assert broker.recorded_request == {
+            "site_config": "/etc/slurm.toml",
+            "gpus": 1,
+            "time_minutes": 5,
+        }
         assert plain.settings.unreachable_timeout_seconds == 600.0
         assert plain.settings.retry_delay_seconds == 2.0
     finally:
