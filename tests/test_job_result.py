@@ -61,7 +61,7 @@ def invocation(
         label=None,
         adapter="sbatch",
         command=["python", "eval.py"],
-        request={},
+        recorded_request={},
         state=state,
         version=4,
         attempt=1,

@@ -200,9 +200,9 @@ def test_a_capture_in_the_jobs_directory_goes_only_once_the_job_is_proven_gone(
     work.mkdir(parents=True)
     (work / "profile.json").write_text("{}")
     (work / "stdout-of-the-program").write_text("kept")
-    inv = SimpleNamespace(id="inv-1", attempt=1, state=state, artifacts=["profile.json"])
+    inv = SimpleNamespace(id="inv-1", attempt=1, state=state)
     runner = SimpleNamespace(remote_root=tmp_path)
-    EngineGpuJobRunner._release_captures(runner, inv)  # type: ignore[arg-type]
+    EngineGpuJobRunner._release_captures(runner, inv, ("profile.json",))  # type: ignore[arg-type]
     assert (work / "profile.json").exists() is kept
     assert (work / "stdout-of-the-program").exists()
 

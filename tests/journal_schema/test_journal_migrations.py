@@ -183,7 +183,7 @@ def test_m003_turns_options_into_typed_requests(tmp_path: Path) -> None:
     journal = open_journal(path)
     try:
         inv = journal.invocations.get("old1")
-        assert inv.request == {
+        assert inv.recorded_request == {
             "site_config": "/etc/slurm.toml",
             "gpus": 2,
             "time_minutes": 30,
@@ -248,8 +248,12 @@ def test_m006_records_settings_and_moves_cancel_when_orphaned_out_of_the_request
     try:
         broker, plain = journal.invocations.get("broker1"), journal.invocations.get("plain1")
         assert broker.settings.cancel_when_orphaned and not plain.settings.cancel_when_orphaned
-        assert "cancel_when_orphaned" not in broker.request
-        assert broker.request == {"site_config": "/etc/slurm.toml", "gpus": 1, "time_minutes": 5}
+        assert "cancel_when_orphaned" not in broker.recorded_request
+        assert broker.recorded_request == {
+            "site_config": "/etc/slurm.toml",
+            "gpus": 1,
+            "time_minutes": 5,
+        }
         assert plain.settings.unreachable_timeout_seconds == 600.0
         assert plain.settings.retry_delay_seconds == 2.0
     finally:

@@ -47,7 +47,7 @@ def test_a_new_invocation_is_prepared(journal: Journal, new_invocation: NewInvoc
     assert (inv.state, inv.version, inv.attempt, inv.retries) == (S.PREPARED, 0, 0, 0)
     assert (inv.outcome, inv.exit_code, inv.failure_class) == (None, None, None)
     assert inv.command == ["echo", "a b"]
-    assert inv.request == {"artifacts": ["out.json"]}
+    assert inv.recorded_request == {"artifacts": ["out.json"]}
     assert inv.label == "nightly"
     assert inv.created_at == inv.updated_at == T0
     assert (inv.lease_owner, inv.lease_expires_at) == (None, None)

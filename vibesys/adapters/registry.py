@@ -70,12 +70,6 @@ class AdapterEntry(Struct, frozen=True):
         """The typed request recorded as `data`; ConfigError names what does not fit."""
         return self.load().Request.from_record(self.name, data)
 
-    def build(self, data: Mapping[str, Any]) -> Backend:
-        return self.load().build(self.parse_request(data))
-
-    def backend_key(self, data: Mapping[str, Any]) -> str:
-        return self.parse_request(data).backend_key()
-
 
 _ARTIFACT = Option(
     "--artifact",

@@ -103,7 +103,7 @@ class EngineGpuJobRunner:
                 follower.finish()
             if job.captures and not stop.is_set():
                 _send_captures(journal, inv, output)
-            self._release_captures(inv)
+            self._release_captures(inv, engine.adapters.request_of(inv).artifacts)
             return _report(journal, inv, output)
         finally:
             journal.close()
@@ -121,19 +121,19 @@ class EngineGpuJobRunner:
             if inv.state is not JobState.DONE:
                 inv = engine.request_cancel(inv, "broker: the broker that ran it died")
                 inv = drive(engine, inv, DriveOptions(interrupt=_Bridge(stop)))
-            self._release_captures(inv)
+            self._release_captures(inv, engine.adapters.request_of(inv).artifacts)
             return inv.state is JobState.DONE
         finally:
             journal.close()
 
-    def _release_captures(self, inv: Invocation) -> None:
+    def _release_captures(self, inv: Invocation, captures: tuple[str, ...]) -> None:
         """Remove the captures (the request's artifacts, as recorded) from the job's
         directories once the invocation is DONE; any other state keeps them."""
-        if inv.state is not JobState.DONE or not inv.artifacts:
+        if inv.state is not JobState.DONE or not captures:
             return
         for attempt in range(1, inv.attempt + 1):
             work = self.remote_root / inv.id / str(attempt) / WORK_DIR
-            for pattern in inv.artifacts:
+            for pattern in captures:
                 for path in work.glob(pattern):
                     if not path.is_dir() or path.is_symlink():
                         path.unlink(missing_ok=True)

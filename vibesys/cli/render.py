@@ -85,7 +85,7 @@ def show(
         _field("command", shlex.join(inv.command)),
         *([_field("cwd", inv.cwd)] if inv.cwd else []),
         _field("invocation dir", inv.invocation_dir),
-        _field("request", _evidence_text(inv.request) or "-"),
+        _field("request", _evidence_text(inv.recorded_request) or "-"),
         *([_field("snapshot", f"sha256:{inv.snapshot_digest}")] if inv.snapshot_digest else []),
         *(
             [_field("site", f"sha256:{inv.site_digest}  (vibesys journal config {inv.id})")]

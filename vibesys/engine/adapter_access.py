@@ -1,33 +1,49 @@
 """The engine's adapters: one instance per adapter and backend key, each invocation's typed
-request (with the site configuration recorded with it) and its attempt's `JobRef`."""
+request (decoded once, as the journal reads its row, with the site configuration recorded
+with it) and its attempt's `JobRef`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vibesys.adapters.base import Backend, JobRef, Progress
 from vibesys.adapters.registry import entry
-from vibesys.errors import ConfigError
+from vibesys.adapters.requests import AdapterRequest, RecordedSite
 from vibesys.journal_schema import Invocation, Journal
+from vibesys.journal_schema.sites import SiteRendering
 from vibesys.osutil.layout import attempt_dir
 
-if TYPE_CHECKING:
-    from vibesys.adapters.requests import AdapterRequest, RecordedSite
-
-
 #: Builds the adapter an invocation names from its adapter name and typed request.
-BackendFactory = Callable[[str, "AdapterRequest"], Backend]
+BackendFactory = Callable[[str, AdapterRequest], Backend]
 
 
 def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
     return entry(adapter).load().build(request)
 
 
+def recorded_site(found: SiteRendering | None) -> RecordedSite | None:
+    """The site configuration as the journal keeps it, as the adapters read it."""
+    if found is None:
+        return None
+    return RecordedSite.model_validate(
+        {"kind": found.kind, "text": found.text, "digest": found.digest}
+    )
+
+
+def decode_request(
+    adapter: str, data: Mapping[str, Any], site: SiteRendering | None
+) -> AdapterRequest:
+    """A recorded request as its adapter's typed request, handed back with its recorded site
+    (None for what was recorded before sites were): adapters never read the site's file
+    again. ConfigError names what does not fit."""
+    parsed = entry(adapter).parse_request(data)
+    return parsed.with_site(recorded_site(site))
+
+
 class Adapters:
-    """The engine's side of its adapters: built once per adapter and backend key, and each
-    recorded request parsed once."""
+    """The engine's side of its adapters: built once per adapter and backend key. The
+    engine's journal decodes each invocation's request as it reads the row."""
 
     def __init__(
         self,
@@ -35,42 +51,31 @@ class Adapters:
         backends: BackendFactory,
         progress: Progress | None = None,
     ) -> None:
+        journal.decode_requests(decode_request)
         self.journal = journal
         self.backends = backends
         #: hears of transfers (staging, artifact downloads): a terminal's progress bar
         self.progress = progress
         self._backends: dict[tuple[str, str], Backend] = {}
-        self._requests: dict[tuple[str, str, str], AdapterRequest] = {}
 
     def request_of(self, inv: Invocation) -> AdapterRequest:
-        """The invocation's typed request, with the site configuration it was recorded with
-        (validated once per distinct request, site and adapter)."""
-        return self.parse_request(inv.adapter, inv.request, inv.site_digest)
+        """The invocation's typed request, with the site configuration it was recorded with.
+        Decoded here only for a row read before the engine had the journal, or one whose
+        request did not decode (this raises its ConfigError)."""
+        if isinstance(inv.request, AdapterRequest):
+            return inv.request
+        return self.parse_request(inv.adapter, inv.recorded_request, inv.site_digest)
 
     def parse_request(
         self, adapter: str, data: Mapping[str, Any], site_digest: str | None
     ) -> AdapterRequest:
-        """A recorded request, handed back with its recorded site (`site_digest`; None for
-        what was recorded before sites were): adapters never read the site's file again."""
-        key = (adapter, json.dumps(data, sort_keys=True), site_digest or "")
-        if key not in self._requests:
-            parsed = entry(adapter).parse_request(data)
-            self._requests[key] = parsed.with_site(self.recorded_site(site_digest))
-        return self._requests[key]
+        """A request recorded elsewhere than an invocation's row (a cluster lease's), with
+        its recorded site (`site_digest`)."""
+        return decode_request(adapter, data, self.journal.rows.site(site_digest))
 
     def recorded_site(self, digest: str | None) -> RecordedSite | None:
         """The site configuration recorded under `digest`."""
-        if digest is None:
-            return None
-        found = self.journal.sites.site_rendering(digest)
-        if found is None:
-            raise ConfigError(f"the journal has no site configuration sha256:{digest}")
-        # Here, not at the top: a local run's start never loads the typed requests' models.
-        from vibesys.adapters.requests import RecordedSite
-
-        return RecordedSite.model_validate(
-            {"kind": found.kind, "text": found.text, "digest": found.digest}
-        )
+        return recorded_site(self.journal.rows.site(digest))
 
     def backend(self, inv: Invocation) -> Backend:
         return self.backend_for(inv.adapter, self.request_of(inv))
@@ -87,10 +92,7 @@ class Adapters:
         return self._backends[key]
 
     def job_ref(self, inv: Invocation) -> JobRef:
-        # Only a request that recorded limits is parsed for them: a local run's request has
-        # none, and its start never loads the typed requests' models.
-        recorded = inv.request.get("artifact_limits") is not None
-        limits = self.request_of(inv).artifact_limits if recorded else None
+        limits = self.request_of(inv).artifact_limits
         return JobRef(
             inv.attempt_job_name(inv.attempt),
             inv.job_id,

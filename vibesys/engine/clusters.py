@@ -30,7 +30,7 @@ from vibesys.adapters.leases import (
     LeasingBackend,
     ReleasedWhenDone,
 )
-from vibesys.adapters.registry import entry
+from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.execute import JOURNAL_FAILURES, error_facts, launch_cluster
 from vibesys.engine.facts import Fact, SubmitFailed
 from vibesys.engine.failpoints import failpoint
@@ -101,7 +101,7 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         "fingerprint": plan.fingerprint,
         "profile": plan.profile,
         "adapter": inv.adapter,
-        "request": inv.request,
+        "request": inv.recorded_request,
         "site_digest": inv.site_digest,
     }
     if decision.choice is LeaseChoice.REUSE:
@@ -177,7 +177,7 @@ def release_when_done(engine: Engine, inv: Invocation) -> list[ClusterLease]:
     """`run --down`: release the clusters a DONE invocation ran on, unless another evaluation
     still runs there (then the last one's own `--down`, or `vibesys clusters release`, ends
     it). A failed release stays `releasing` for reconcile; returns the released leases."""
-    if inv.state is not JobState.DONE or not _asks_down(inv):
+    if inv.state is not JobState.DONE or not _asks_down(engine.adapters, inv):
         return []
     released = []
     used = {lease.id: lease for _, lease in engine.journal.clusters.leases_used_by(inv.id)}
@@ -197,7 +197,7 @@ def release_finished_campaigns(engine: Engine) -> list[ClusterLease]:
     for lease in engine.journal.clusters.cluster_leases([LeaseState.UP]):
         users = {i for i, _ in engine.journal.clusters.lease_users(lease.id)}
         invocations = [engine.journal.invocations.get(i) for i in sorted(users)]
-        if not any(map(_asks_down, invocations)):
+        if not any(_asks_down(engine.adapters, i) for i in invocations):
             continue
         if engine.journal.clusters.unfinished_users(lease_id=lease.id):
             continue
@@ -209,10 +209,10 @@ def release_finished_campaigns(engine: Engine) -> list[ClusterLease]:
     return released
 
 
-def _asks_down(inv: Invocation) -> bool:
+def _asks_down(adapters: Adapters, inv: Invocation) -> bool:
     try:
-        request = entry(inv.adapter).parse_request(inv.request)
-    except Exception:  # a request that no longer parses asks for nothing
+        request = adapters.request_of(inv)
+    except Exception:  # a request that no longer decodes asks for nothing
         return False
     return isinstance(request, ReleasedWhenDone) and request.down
 

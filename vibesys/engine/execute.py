@@ -117,10 +117,11 @@ def _fence(engine: Engine, inv: Invocation) -> Fact | None:
 
 def _collect(engine: Engine, inv: Invocation) -> Fact | None:
     ref, backend = engine.adapters.job_ref(inv), engine.adapters.backend(inv)
+    wanted = list(engine.adapters.request_of(inv).artifacts)
     try:
         # Logs and artifacts come home before anything may clean the remote directory: in
         # one command where the adapter can, else log by log, then the marker, the listing.
-        gathered = spool_gathered(engine.journal, backend, ref, inv.artifacts)
+        gathered = spool_gathered(engine.journal, backend, ref, wanted)
         if gathered is None:
             spool_logs(engine.journal, backend, ref)
             collected = backend.collect(ref)
@@ -128,7 +129,7 @@ def _collect(engine: Engine, inv: Invocation) -> Fact | None:
             collected = gathered.evidence
         listing = None if gathered is None else gathered.listing
         artifacts = collect_artifacts(
-            engine.journal, backend, ref, inv.artifacts, engine.progress, listing=listing
+            engine.journal, backend, ref, wanted, engine.progress, listing=listing
         )
     except JOURNAL_FAILURES:
         raise

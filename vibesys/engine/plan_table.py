@@ -85,7 +85,7 @@ def _invocation(state: JobState, **facts: object) -> Invocation:
         label=None,
         adapter="local",
         command=["true"],
-        request={},
+        recorded_request={},
         state=state,
         version=3,
         attempt=1,

@@ -22,7 +22,7 @@ from msgspec import Struct
 
 from vibesys.journal_schema.clock import iso, moment, moment_or_none
 from vibesys.journal_schema.journal_file import JournalFile
-from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, as_dict
+from vibesys.journal_schema.reads import ROW_COLUMNS, ROW_FROM, InvocationRows
 from vibesys.journal_schema.records import Invocation
 from vibesys.osutil.proc import identity_alive
 
@@ -124,9 +124,10 @@ def poller_free(holder: str | None, expires: datetime | None, owner: str, now: d
 class PollStore:
     """Shared poll budget of the journal."""
 
-    def __init__(self, file: JournalFile) -> None:
+    def __init__(self, file: JournalFile, rows: InvocationRows) -> None:
         self.conn = file.conn
         self.write_txn = file.write_txn
+        self.rows = rows
 
     @contextmanager
     def _relaxed(self) -> Iterator[sqlite3.Connection]:
@@ -164,7 +165,7 @@ class PollStore:
             "WHERE w.site=? ORDER BY i.created_at, i.id",
             (site,),
         )
-        return [Invocation.from_row(as_dict(cursor, row)) for row in cursor.fetchall()]
+        return [self.rows.invocation(cursor, row) for row in cursor.fetchall()]
 
     def observations(self, site: str) -> dict[str, Observation]:
         rows = self.conn.execute(

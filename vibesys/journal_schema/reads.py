@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from vibesys.errors import UsageError
+from vibesys.errors import ConfigError, UsageError
 from vibesys.journal_schema.clock import iso, moment, moment_or_none
 from vibesys.journal_schema.journal_file import JournalFile
-from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation
+from vibesys.journal_schema.records import Attempt, HistoryRow, Invocation, TypedRequest
+from vibesys.journal_schema.sites import SiteRendering, SiteStore
 from vibesys.states import FailureClass, JobState
 
 #: The invocation row joined with its current attempt's facts (one indexed lookup each).
@@ -35,12 +37,57 @@ ROW_FROM = (
 )
 
 
+#: Decodes a recorded request: the adapter's name, the request's JSON and the site
+#: configuration recorded with it (None: none was).
+RequestDecoder = Callable[[str, dict[str, Any], SiteRendering | None], TypedRequest]
+
+
+class InvocationRows:
+    """Makes `Invocation`s of the joined rows. The engine gives the journal a decoder (the
+    adapters' typed requests), so each row's request is decoded once, as it is read; without
+    one (the commands that only show rows) a row keeps just the recorded JSON."""
+
+    def __init__(self, sites: SiteStore) -> None:
+        self.sites = sites
+        self.decoder: RequestDecoder | None = None
+        #: renderings by digest: a digest names one text forever
+        self._renderings: dict[str, SiteRendering] = {}
+
+    def invocation(self, cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Invocation:
+        return self.typed(Invocation.from_row(as_dict(cursor, row)))
+
+    def typed(self, inv: Invocation) -> Invocation:
+        """`inv` with its request decoded from the recorded JSON, with the site recorded
+        under its `site_digest`. Unchanged without a decoder, and where the request does not
+        decode (a model that no longer fits, a site missing): whoever needs that request
+        decodes it again and meets the error there, as one invocation's failure."""
+        if self.decoder is None:
+            return inv
+        try:
+            request = self.decoder(inv.adapter, inv.recorded_request, self.site(inv.site_digest))
+        except (ConfigError, UsageError):
+            return inv.evolve({"request": None})
+        return inv.evolve({"request": request})
+
+    def site(self, digest: str | None) -> SiteRendering | None:
+        """The site configuration recorded under `digest`."""
+        if digest is None:
+            return None
+        if digest not in self._renderings:
+            found = self.sites.site_rendering(digest)
+            if found is None:
+                raise ConfigError(f"the journal has no site configuration sha256:{digest}")
+            self._renderings[digest] = found
+        return self._renderings[digest]
+
+
 class InvocationStore:
     """Query of the journal."""
 
-    def __init__(self, file: JournalFile) -> None:
+    def __init__(self, file: JournalFile, rows: InvocationRows) -> None:
         self.conn = file.conn
         self.write_txn = file.write_txn
+        self.rows = rows
 
     def get(self, invocation_id: str) -> Invocation:
         cursor = self.conn.execute(
@@ -49,7 +96,7 @@ class InvocationStore:
         row = cursor.fetchone()
         if row is None:
             raise UsageError(f"unknown invocation {invocation_id}")
-        return Invocation.from_row(as_dict(cursor, row))
+        return self.rows.invocation(cursor, row)
 
     def resolve(self, prefix: str) -> Invocation:
         """The one invocation whose id starts with `prefix` (an index range scan)."""
@@ -67,14 +114,14 @@ class InvocationStore:
             raise UsageError(f"unknown invocation {prefix}")
         if len(rows) > 1 and rows[0][0] != prefix:  # an exact id wins over longer ones
             raise UsageError(f"invocation prefix {prefix} is ambiguous; give more characters")
-        return Invocation.from_row(as_dict(cursor, rows[0]))
+        return self.rows.invocation(cursor, rows[0])
 
     def list_invocations(self, state: JobState | None = None) -> list[Invocation]:
         where, params = ("WHERE state=?", (state,)) if state else ("", ())
         cursor = self.conn.execute(
             f"SELECT {ROW_COLUMNS} {ROW_FROM} {where} ORDER BY created_at, i.id", params
         )
-        return [Invocation.from_row(as_dict(cursor, row)) for row in cursor.fetchall()]
+        return [self.rows.invocation(cursor, row) for row in cursor.fetchall()]
 
     def active(self) -> list[Invocation]:
         # `outcome IS NULL` selects the partial index of unfinished invocations (m005): DONE
@@ -84,7 +131,7 @@ class InvocationStore:
             "ORDER BY created_at, i.id",
             (JobState.DONE,),
         )
-        return [Invocation.from_row(as_dict(cursor, row)) for row in cursor.fetchall()]
+        return [self.rows.invocation(cursor, row) for row in cursor.fetchall()]
 
     def attempts(self, invocation_id: str) -> list[Attempt]:
         rows = self.conn.execute(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from msgspec import Struct, field, structs
 
@@ -70,6 +70,14 @@ class HistoryRow(Struct, frozen=True):
         }
 
 
+class TypedRequest(Protocol):
+    """What the journal reads of an adapter's typed request
+    (`vibesys.adapters.requests.AdapterRequest`, which the journal does not import)."""
+
+    @property
+    def job_name_prefix(self) -> str: ...
+
+
 class Invocation(Struct, frozen=True):
     """One invocation's row, with the facts of its current attempt that decisions need."""
 
@@ -77,8 +85,8 @@ class Invocation(Struct, frozen=True):
     label: str | None
     adapter: str
     command: list[str]
-    #: the adapter's typed request as JSON (validated by the adapter's model when used)
-    request: dict[str, Any]
+    #: the adapter's request as recorded (JSON): what `journal show` and the UI display
+    recorded_request: dict[str, Any]
     state: JobState
     version: int
     attempt: int
@@ -108,6 +116,10 @@ class Invocation(Struct, frozen=True):
     job_name: str | None = None
     #: how it is carried on, recorded at PREPARED (every process uses these, m006)
     settings: Settings = field(default_factory=Settings)
+    #: the adapter's typed request with the site it was recorded with, decoded once when the
+    #: row was read by the engine's journal (`InvocationRows`); None where the row is only
+    #: shown, which never loads the adapters' models
+    request: TypedRequest | None = None
 
     def evolve(self, changes: dict[str, Any]) -> Invocation:
         """This row with `changes` (field names only)."""
@@ -119,16 +131,15 @@ class Invocation(Struct, frozen=True):
         attempt once there is one)."""
         if attempt == self.attempt and self.job_name:
             return self.job_name
-        return job_name(self.id, attempt, str(self.request.get("job_name_prefix") or "vibesys"))
+        # Without a typed request (the plan table's examples) the prefix is the default one.
+        prefix = self.request.job_name_prefix if self.request is not None else "vibesys"
+        return job_name(self.id, attempt, prefix)
 
     @property
     def snapshot_digest(self) -> str | None:
-        candidate = self.request.get("candidate")
+        """The candidate snapshot's digest, as shown (read from the recorded JSON)."""
+        candidate = self.recorded_request.get("candidate")
         return str(candidate["digest"]) if isinstance(candidate, dict) else None
-
-    @property
-    def artifacts(self) -> list[str]:
-        return [str(p) for p in self.request.get("artifacts", [])]
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Invocation:
@@ -137,7 +148,7 @@ class Invocation(Struct, frozen=True):
             label=row["label"],
             adapter=row["adapter"],
             command=json.loads(row["command"]),
-            request=json.loads(row["request"]),
+            recorded_request=json.loads(row["request"]),
             state=JobState(row["state"]),
             version=row["version"],
             attempt=row["attempt"],
@@ -175,7 +186,7 @@ class Invocation(Struct, frozen=True):
             "failure_class": self.failure_class,
             "adapter": self.adapter,
             "command": self.command,
-            "request": {"schema_version": self.request_version, **self.request},
+            "request": {"schema_version": self.request_version, **self.recorded_request},
             "cwd": self.cwd,
             "attempt": self.attempt,
             "retries": self.retries,

@@ -34,7 +34,7 @@ from vibesys.journal_schema.opening import (
 from vibesys.journal_schema.polls import PollStore
 from vibesys.journal_schema.progress import ProgressStore
 from vibesys.journal_schema.queue import QueueStore, join_queue
-from vibesys.journal_schema.reads import InvocationStore
+from vibesys.journal_schema.reads import InvocationRows, InvocationStore, RequestDecoder
 from vibesys.journal_schema.recorded_evaluations import BridgeStore
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.rows import changes
@@ -89,18 +89,24 @@ class Journal:
         self.write_txn = self.file.write_txn
         # One cursor for every commit: a connection's execute() makes a new one each time.
         self._commits = conn.cursor()
-        self.invocations = InvocationStore(self.file)
+        self.sites = SiteStore(self.file)
+        self.rows = InvocationRows(self.sites)
+        self.invocations = InvocationStore(self.file, self.rows)
         self.leases = LeaseStore(self.file)
         self.progress = ProgressStore(self.file)
         self.clusters = ClusterStore(self.file)
-        self.polls = PollStore(self.file)
-        self.sites = SiteStore(self.file)
+        self.polls = PollStore(self.file, self.rows)
         self.slots = SlotStore(self.file)
         self.bridge = BridgeStore(self.file)
         self.queue = QueueStore(self.file)
 
     def close(self) -> None:
         self.file.close()
+
+    def decode_requests(self, decoder: RequestDecoder) -> None:
+        """From now on, every invocation read carries its adapter's typed request (the
+        engine's journal); without this, invocations carry only the recorded JSON."""
+        self.rows.decoder = decoder
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -204,7 +210,10 @@ class Journal:
         # The row as committed, without reading it back: the compare-and-swap proved that
         # `current` was the whole truth until this transaction.
         changed = {"state": decision.state, "version": current.version + 1, "updated_at": when}
-        return current.evolve({**changed, **columns, **facts}), decision
+        moved_to = current.evolve({**changed, **columns, **facts})
+        if "site_digest" in columns:  # the request goes on with the replacing site
+            moved_to = self.rows.typed(moved_to)
+        return moved_to, decision
 
 
 def open_journal(path: Path, *, readonly: bool = False) -> Journal:

@@ -213,7 +213,7 @@ class Page(msgspec.Struct, frozen=True):
 
 
 def campaign_of(inv: Invocation) -> str | None:
-    run_id = inv.request.get("run_id")
+    run_id = inv.recorded_request.get("run_id")
     return str(run_id) if run_id else None
 
 

@@ -115,7 +115,7 @@ MUTANTS: list[Mutant] = [
     M("ui-list-reread-on-every-commit", UI_EVENTS, "            if mark != marked or due:", "            if True:", "an open list re-reads (and a filtered one scans) at every lease renewal", tests=("tests/ui/test_events.py",)),
     M("ui-page-trickles-far-behind", UI_EVENTS, "_off_loop(logs.follow,", "_off_loop(logs.read_from,", "a page behind a fast writer sends every byte, 64 KiB a round, long after the end"),
     # -- what a run was started with: the site, the candidate, the cap ------------------------
-    M("site-reread", ADAPTER_ACCESS, "parsed.with_site(self.recorded_site(site_digest))", "parsed", "every process reads the site's file again: an edited or deleted file changes jobs in flight", tests=("tests/engine/test_skypilot_candidate.py", "tests/adapters/skypilot/test_profile_on_resume.py")),
+    M("site-reread", ADAPTER_ACCESS, "parsed.with_site(recorded_site(site))", "parsed", "every process reads the site's file again: an edited or deleted file changes jobs in flight", tests=("tests/engine/test_skypilot_candidate.py", "tests/adapters/skypilot/test_profile_on_resume.py")),
     M("site-not-recorded", CORE, "site = request.site_record or request.read_site()", "site = None", "an invocation is recorded without the site configuration it runs with", tests=("tests/test_cli_site.py",)),
     M("site-in-request-json", REQUESTS, "        exclude=True,\n", "        exclude=False,\n", "the rendering is copied into every request's JSON instead of recorded once by digest"),
     M("site-replaced-silently", ROWS, '            columns = {"site_digest": digest}', "            columns = {}", "a replacement is a history row that changes nothing (the old site goes on being used)"),
