@@ -60,7 +60,7 @@ transport = SshTransport("127.0.0.1", port=2222, user="root", ciphers=ciphers,
 with open(target, "wb") as sink:
     result = transport.stream(["cat", source], sink, timeout=3600)
 seconds = time.perf_counter() - start
-cipher_used = transport.paramiko_transport.remote_cipher
+cipher_used = transport.connection.paramiko_transport.remote_cipher
 transport.close()
 print(json.dumps({"rc": result.returncode, "seconds": seconds, "cipher": cipher_used,
                   "hwm_before_kib": before, "hwm_kib": hwm_kib()}))

@@ -28,19 +28,19 @@ def test_nothing_is_shared_through_a_directory_others_can_enter(
     directory.chmod(0o755)
     config = SshTransportConfig(kind="ssh", host="login.example.org")
     assert ssh_share.share_path(config.model_dump_json()) is None
-    assert SshTransport.from_config(config).share is None
+    assert SshTransport.from_config(config).pool.share is None
     directory.chmod(0o700)
     path = ssh_share.share_path(config.model_dump_json(exclude_defaults=True))
     assert path is not None and path.parent == directory
-    assert SshTransport.from_config(config).share == (
+    assert SshTransport.from_config(config).pool.share == (
         path,
         config.model_dump_json(exclude_defaults=True),
     )
     # The same settings with every default written out (a recorded site's rendering): the
     # same shared connection.
     spelled = config.model_dump(mode="json", exclude_none=True, exclude={"jump_port"})
-    assert SshTransport.from_config(SshTransportConfig.model_validate(spelled)).share == (
-        SshTransport.from_config(config).share
+    assert SshTransport.from_config(SshTransportConfig.model_validate(spelled)).pool.share == (
+        SshTransport.from_config(config).pool.share
     )
 
 
@@ -49,8 +49,8 @@ def test_persist_seconds_zero_shares_nothing(
 ) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     config = SshTransportConfig(kind="ssh", host="login.example.org", persist_seconds=0)
-    assert SshTransport.from_config(config).share is None
-    assert SshTransport.from_config(config.model_copy(update={"persist_seconds": 5})).share
+    assert SshTransport.from_config(config).pool.share is None
+    assert SshTransport.from_config(config.model_copy(update={"persist_seconds": 5})).pool.share
 
 
 def test_a_socket_that_does_not_say_ready_gives_no_helper(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def test_jump_host(ssh_dir: Path) -> None:
     transport = make(ssh_dir, jump_host="127.0.0.1", jump_port=SSHD_PORT, jump_user="root")
     try:
         assert transport.run(["echo", "through"]).stdout == "through\n"
-        assert isinstance(transport.paramiko_transport.sock, paramiko.Channel)
+        assert isinstance(transport.connection.paramiko_transport.sock, paramiko.Channel)
         assert transport.label == "root@127.0.0.1:2222 via 127.0.0.1:2222"
     finally:
         transport.close()
