@@ -9,8 +9,9 @@ import os
 import socket
 import subprocess
 import threading
+import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ def make(
     *,
     passphrase: str | None = None,
     env: Mapping[str, str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
     **overrides: Any,
 ) -> SshTransport:
     """A transport to the local sshd; `overrides` are `SshSettings` fields."""
@@ -38,7 +40,7 @@ def make(
     }
     options.update(overrides)
     settings = SshSettings(host="127.0.0.1", **options)
-    return SshTransport.from_settings(settings, passphrase=passphrase, env=env)
+    return SshTransport.from_settings(settings, passphrase=passphrase, env=env, sleep=sleep)
 
 
 def host_key_line(ssh_dir: Path) -> tuple[str, str]:

@@ -63,7 +63,7 @@ def test_a_later_process_runs_its_commands_without_logging_in(
     with process(config) as later:
         echoed = later.run(["sh", "-c", 'cat; echo " $PPID"'], input=b"through the server")
         again = later.run(["sh", "-c", "echo $PPID"])
-        assert later.connections == 0  # no login of its own
+        assert later.connection.connections == 0  # no login of its own
         assert echoed.returncode == 0 and echoed.stdout.startswith("through the server ")
         # One helper serves the process's commands one after another.
         assert echoed.stdout.split()[-1] == again.stdout.strip()
@@ -88,7 +88,7 @@ def test_a_frozen_server_is_passed_over_before_anything_is_sent(
             result = later.run(["sh", "-c", f"echo once >> {marker}"])
             waited = time.monotonic() - started
             assert result.returncode == 0
-            assert later.connections == 1  # it went its own way ...
+            assert later.connection.connections == 1  # it went its own way ...
             assert waited >= config.connect_timeout_seconds  # ... after the server's silence
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -108,7 +108,7 @@ def test_a_server_frozen_mid_command_is_an_answer_lost_that_may_have_run(
             with pytest.raises(BackendUnavailable) as raised:
                 later.run(["sh", "-c", "sleep 1; echo late"], timeout=2, maybe_effect=True)
             assert raised.value.maybe_submitted is True
-            assert later.connections == 0
+            assert later.connection.connections == 0
     finally:
         os.kill(pid, signal.SIGCONT)
 

@@ -43,7 +43,7 @@ def test_unknown_host_is_refused_unless_the_operator_opted_in(
         paramiko.PKey.from_type_string(key_type, base64.b64decode(key))
     )
     assert fingerprint in str(error)
-    assert refused.connections == 0
+    assert refused.connection.connections == 0
 
     trusting = make(ssh_dir, known_hosts=str(empty), accept_unknown_host=True)
     try:

@@ -44,7 +44,7 @@ def test_stream_of_50_mb_is_byte_identical(ssh: SshTransport, tmp_path: Path) ->
 
 _RSS_PROBE = """
 import sys
-from vibesys.adapters.transports.ssh import SshTransport
+from vibesys.adapters.transports.ssh import SshSettings, SshTransport
 
 def hwm_kib():
     for line in open("/proc/self/status"):
@@ -52,9 +52,9 @@ def hwm_kib():
             return int(line.split()[1])
 
 key_dir, source, target = sys.argv[1:4]
-transport = SshTransport("127.0.0.1", port=2222, user="root",
-                         identity_file=key_dir + "/id_ed25519",
-                         known_hosts=key_dir + "/known_hosts")
+transport = SshTransport.from_settings(SshSettings(
+    host="127.0.0.1", port=2222, user="root",
+    identity_file=key_dir + "/id_ed25519", known_hosts=key_dir + "/known_hosts"))
 transport.run(["true"])
 before = hwm_kib()
 with open(target, "wb") as sink:
