@@ -15,6 +15,7 @@ import pytest
 from tests.helpers.hang_guard import wait_until
 from vibesys.adapters.transports import ssh_share
 from vibesys.adapters.transports.ssh import SshTransport
+from vibesys.adapters.transports.ssh_share_server import _Spare
 from vibesys.config.slurm import SshTransportConfig
 from vibesys.errors import BackendUnavailable, TransportLost
 
@@ -93,9 +94,7 @@ def test_a_server_that_cannot_log_in_is_not_started(
 
 
 def test_a_burst_of_processes_leaves_one_spare_helper_not_one_each() -> None:
-    from vibesys.adapters.transports.ssh_share_server import _Spare
-
-    class Transport:
+    class Pool:
         def __init__(self) -> None:
             self.idle = 0
             self.warmed = 0
@@ -109,14 +108,14 @@ def test_a_burst_of_processes_leaves_one_spare_helper_not_one_each() -> None:
             self.warmed += 1
             self.idle += 1
 
-    transport = Transport()
-    spare = _Spare(transport)  # type: ignore[arg-type]
+    pool = Pool()
+    spare = _Spare(pool)  # type: ignore[arg-type]
     for _ in range(10):  # ten processes took a helper while one refill was under way
         spare.refill()
-    transport.gate.set()
-    wait_until(lambda: transport.idle == 1, 20.0, "no spare helper was started")
+    pool.gate.set()
+    wait_until(lambda: pool.idle == 1, 20.0, "no spare helper was started")
     time.sleep(0.2)
     for _ in range(5):  # the spare is there: nothing more is started
         spare.refill()
     time.sleep(0.2)
-    assert (transport.warmed, transport.idle) == (1, 1)
+    assert (pool.warmed, pool.idle) == (1, 1)
