@@ -42,7 +42,7 @@ CIPHERS = ("aes128-gcm@openssh.com", "aes128-ctr", "aes256-gcm@openssh.com")
 #: Runs in a fresh interpreter: stream FILE into OUT, report time, bytes and memory as JSON.
 _CHILD = """
 import json, sys, time
-from vibesys.adapters.transports.ssh import PREFERRED_CIPHERS, SshTransport
+from vibesys.adapters.transports.ssh import PREFERRED_CIPHERS, SshSettings, SshTransport
 
 def hwm_kib():
     with open("/proc/self/status") as status:
@@ -54,13 +54,13 @@ key_dir, source, target, cipher = sys.argv[1:5]
 ciphers = (cipher,) if cipher else PREFERRED_CIPHERS
 before = hwm_kib()
 start = time.perf_counter()
-transport = SshTransport("127.0.0.1", port=2222, user="root", ciphers=ciphers,
-                         identity_file=key_dir + "/id_ed25519",
-                         known_hosts=key_dir + "/known_hosts")
+transport = SshTransport.from_settings(SshSettings(
+    host="127.0.0.1", port=2222, user="root", ciphers=ciphers,
+    identity_file=key_dir + "/id_ed25519", known_hosts=key_dir + "/known_hosts"))
 with open(target, "wb") as sink:
     result = transport.stream(["cat", source], sink, timeout=3600)
 seconds = time.perf_counter() - start
-cipher_used = transport.paramiko_transport.remote_cipher
+cipher_used = transport.connection.paramiko_transport.remote_cipher
 transport.close()
 print(json.dumps({"rc": result.returncode, "seconds": seconds, "cipher": cipher_used,
                   "hwm_before_kib": before, "hwm_kib": hwm_kib()}))

@@ -9,17 +9,27 @@ import os
 import socket
 import subprocess
 import threading
+import time
 import traceback
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.transports.ssh import SshTransport
+from vibesys.adapters.transports.ssh import SshSettings, SshTransport
 
 SSHD_PORT = 2222
 PASSPHRASE = "correct horse battery staple 42"
 
 
-def make(ssh_dir: Path, **overrides: Any) -> SshTransport:
+def make(
+    ssh_dir: Path,
+    *,
+    passphrase: str | None = None,
+    env: Mapping[str, str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    **overrides: Any,
+) -> SshTransport:
+    """A transport to the local sshd; `overrides` are `SshSettings` fields."""
     options: dict[str, Any] = {
         "port": SSHD_PORT,
         "user": "root",
@@ -29,7 +39,8 @@ def make(ssh_dir: Path, **overrides: Any) -> SshTransport:
         "reconnect_backoff": 0.05,
     }
     options.update(overrides)
-    return SshTransport("127.0.0.1", **options)
+    settings = SshSettings(host="127.0.0.1", **options)
+    return SshTransport.from_settings(settings, passphrase=passphrase, env=env, sleep=sleep)
 
 
 def host_key_line(ssh_dir: Path) -> tuple[str, str]:

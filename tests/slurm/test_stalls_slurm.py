@@ -256,7 +256,7 @@ def test_a_shared_ssh_server_stopped_mid_submit_runs_the_command_once(
         f'if [ -e {flag} ]; then rm -f {flag}; kill -STOP "$(cat {server})"; fi\n',
         "connect_timeout_seconds = 3",
     )
-    share = SshTransport.from_config(load_slurm_config(config).slurm.transport).share
+    share = SshTransport.from_config(load_slurm_config(config).slurm.transport).pool.share
     assert share is not None
     socket_path = share[0]
     # A first run logs in itself and starts the shared server for the next one.

@@ -93,7 +93,7 @@ class SiteAccess:
                 fix=f"check that sshd on {where}{via} runs, answers and is reachable from this "
                 "host (a stopped or frozen sshd, a firewall, the VPN, the jump host)",
             ) from None
-        key = transport.paramiko_transport.get_remote_server_key()
+        key = transport.connection.paramiko_transport.get_remote_server_key()
         fingerprint = f"{key.get_name()} {host_key_fingerprint(key)}"
         known = config.known_hosts or "~/.ssh/known_hosts"
         done = self.run(["true"])
@@ -106,13 +106,13 @@ class SiteAccess:
         identity = f"key {config.identity_file}" if config.identity_file else "the default keys"
         facts = f"ssh {label}: {identity} accepted"
         helper = "; commands start through the remote helper (python3)"
-        if transport.helpers_started == 0 and transport.use_helper:
+        if transport.pool.helpers_started == 0 and transport.settings.use_helper:
             return warn(
                 f"{facts}; host key {fingerprint}; no python3 on the login node: each command "
                 "starts a shell of its own, and declared artifacts cannot be listed",
                 "install python3 (3.6 or newer) on the login node",
             )
-        if transport.accepted_unknown_hosts:
+        if transport.connection.accepted_unknown_hosts:
             return warn(
                 f"{facts}; host key {fingerprint} is NOT in {known}: trusted only because "
                 f"accept_unknown_host = true{helper}",

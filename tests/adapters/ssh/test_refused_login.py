@@ -20,6 +20,7 @@ from vibesys.adapters.skypilot.errors import SkyCommandFailed
 from vibesys.adapters.skypilot.ops import SkyOps
 from vibesys.adapters.transports.ssh_connect import SshConnection
 from vibesys.adapters.transports.ssh_errors import map_ssh_errors
+from vibesys.adapters.transports.ssh_settings import SshSettings
 from vibesys.errors import CredentialRefused, TransportLost
 
 #: 2026-01-01 00:00:00 UTC .. 2026-01-01 00:01:00 UTC, a minute as a site might sign it
@@ -93,9 +94,8 @@ def test_a_refused_relogin_after_a_dropped_connection_is_not_a_lost_transport(
 ) -> None:
     key = signed_key(tmp_path)
     slept: list[float] = []
-    connection = SshConnection(
-        "login", user="op", identity_file=str(key), reconnect_attempts=5, sleep=slept.append
-    )
+    settings = SshSettings(host="login", user="op", identity_file=str(key), reconnect_attempts=5)
+    connection = SshConnection(settings, sleep=slept.append)
     tries: list[int] = []
 
     def relogin() -> Any:

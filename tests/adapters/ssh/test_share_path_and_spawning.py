@@ -15,6 +15,7 @@ import pytest
 from tests.helpers.hang_guard import wait_until
 from vibesys.adapters.transports import ssh_share
 from vibesys.adapters.transports.ssh import SshTransport
+from vibesys.adapters.transports.ssh_share_server import _Spare
 from vibesys.config.slurm import SshTransportConfig
 from vibesys.errors import BackendUnavailable, TransportLost
 
@@ -28,19 +29,19 @@ def test_nothing_is_shared_through_a_directory_others_can_enter(
     directory.chmod(0o755)
     config = SshTransportConfig(kind="ssh", host="login.example.org")
     assert ssh_share.share_path(config.model_dump_json()) is None
-    assert SshTransport.from_config(config).share is None
+    assert SshTransport.from_config(config).pool.share is None
     directory.chmod(0o700)
     path = ssh_share.share_path(config.model_dump_json(exclude_defaults=True))
     assert path is not None and path.parent == directory
-    assert SshTransport.from_config(config).share == (
+    assert SshTransport.from_config(config).pool.share == (
         path,
         config.model_dump_json(exclude_defaults=True),
     )
     # The same settings with every default written out (a recorded site's rendering): the
     # same shared connection.
     spelled = config.model_dump(mode="json", exclude_none=True, exclude={"jump_port"})
-    assert SshTransport.from_config(SshTransportConfig.model_validate(spelled)).share == (
-        SshTransport.from_config(config).share
+    assert SshTransport.from_config(SshTransportConfig.model_validate(spelled)).pool.share == (
+        SshTransport.from_config(config).pool.share
     )
 
 
@@ -49,8 +50,8 @@ def test_persist_seconds_zero_shares_nothing(
 ) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     config = SshTransportConfig(kind="ssh", host="login.example.org", persist_seconds=0)
-    assert SshTransport.from_config(config).share is None
-    assert SshTransport.from_config(config.model_copy(update={"persist_seconds": 5})).share
+    assert SshTransport.from_config(config).pool.share is None
+    assert SshTransport.from_config(config.model_copy(update={"persist_seconds": 5})).pool.share
 
 
 def test_a_socket_that_does_not_say_ready_gives_no_helper(tmp_path: Path) -> None:
@@ -93,9 +94,7 @@ def test_a_server_that_cannot_log_in_is_not_started(
 
 
 def test_a_burst_of_processes_leaves_one_spare_helper_not_one_each() -> None:
-    from vibesys.adapters.transports.ssh_share_server import _Spare
-
-    class Transport:
+    class Pool:
         def __init__(self) -> None:
             self.idle = 0
             self.warmed = 0
@@ -109,14 +108,14 @@ def test_a_burst_of_processes_leaves_one_spare_helper_not_one_each() -> None:
             self.warmed += 1
             self.idle += 1
 
-    transport = Transport()
-    spare = _Spare(transport)  # type: ignore[arg-type]
+    pool = Pool()
+    spare = _Spare(pool)  # type: ignore[arg-type]
     for _ in range(10):  # ten processes took a helper while one refill was under way
         spare.refill()
-    transport.gate.set()
-    wait_until(lambda: transport.idle == 1, 20.0, "no spare helper was started")
+    pool.gate.set()
+    wait_until(lambda: pool.idle == 1, 20.0, "no spare helper was started")
     time.sleep(0.2)
     for _ in range(5):  # the spare is there: nothing more is started
         spare.refill()
     time.sleep(0.2)
-    assert (transport.warmed, transport.idle) == (1, 1)
+    assert (pool.warmed, pool.idle) == (1, 1)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from tests.helpers.hang_guard import wait_until
 from tests.helpers.ssh_share import (
@@ -25,6 +26,7 @@ from tests.helpers.ssh_share import (
 )
 from vibesys.adapters.transports import ssh_share
 from vibesys.adapters.transports.ssh import SshTransport
+from vibesys.adapters.transports.ssh_settings import helper_launch
 from vibesys.config.slurm import SshTransportConfig
 from vibesys.errors import BackendUnavailable, TransportLost
 
@@ -35,10 +37,10 @@ def shared(tmp_path: Path, ssh_dir: Path) -> Iterator[tuple[SshTransportConfig, 
     on its own and started the server."""
     config = site(tmp_path, ssh_dir)
     first = SshTransport.from_config(config)
-    assert first.share is not None
-    path = first.share[0]
+    assert first.pool.share is not None
+    path = first.pool.share[0]
     assert first.run(["true"]).returncode == 0
-    assert first.connections == 1  # the first one finds no server: it logs in itself
+    assert first.connection.connections == 1  # the first one finds no server: it logs in itself
     pid = wait_until(
         lambda: path.exists() and server_pid(path), 20.0, "the shared server never came up"
     )
@@ -61,7 +63,7 @@ def test_a_later_process_runs_its_commands_without_logging_in(
     with process(config) as later:
         echoed = later.run(["sh", "-c", 'cat; echo " $PPID"'], input=b"through the server")
         again = later.run(["sh", "-c", "echo $PPID"])
-        assert later.connections == 0  # no login of its own
+        assert later.connection.connections == 0  # no login of its own
         assert echoed.returncode == 0 and echoed.stdout.startswith("through the server ")
         # One helper serves the process's commands one after another.
         assert echoed.stdout.split()[-1] == again.stdout.strip()
@@ -70,7 +72,7 @@ def test_a_later_process_runs_its_commands_without_logging_in(
     # The next process gets a helper of its own (each helper serves one process).
     with process(config) as other:
         assert other.run(["sh", "-c", "echo $PPID"]).stdout.strip() != again.stdout.strip()
-        assert other.connections == 0
+        assert other.connection.connections == 0
 
 
 @pytest.mark.slurm
@@ -86,7 +88,7 @@ def test_a_frozen_server_is_passed_over_before_anything_is_sent(
             result = later.run(["sh", "-c", f"echo once >> {marker}"])
             waited = time.monotonic() - started
             assert result.returncode == 0
-            assert later.connections == 1  # it went its own way ...
+            assert later.connection.connections == 1  # it went its own way ...
             assert waited >= config.connect_timeout_seconds  # ... after the server's silence
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -106,7 +108,7 @@ def test_a_server_frozen_mid_command_is_an_answer_lost_that_may_have_run(
             with pytest.raises(BackendUnavailable) as raised:
                 later.run(["sh", "-c", "sleep 1; echo late"], timeout=2, maybe_effect=True)
             assert raised.value.maybe_submitted is True
-            assert later.connections == 0
+            assert later.connection.connections == 0
     finally:
         os.kill(pid, signal.SIGCONT)
 
@@ -130,8 +132,8 @@ def test_a_server_killed_mid_command_is_a_lost_transport_that_may_have_run(
 def test_the_server_leaves_once_idle_for_persist_seconds(tmp_path: Path, ssh_dir: Path) -> None:
     config = site(tmp_path, ssh_dir, persist_seconds=1.0)
     with process(config) as first:
-        assert first.share is not None
-        path = first.share[0]
+        assert first.pool.share is not None
+        path = first.pool.share[0]
         first.run(["true"])
     pid = wait_until(
         lambda: path.exists() and server_pid(path), 20.0, "the shared server never came up"
@@ -153,14 +155,14 @@ def test_a_dead_servers_socket_is_replaced_by_the_next_process(
     assert path.exists()  # its socket file stays behind
     with process(config) as second:
         assert second.run(["true"]).returncode == 0
-        assert second.connections == 1  # nobody listens: it logs in itself ...
+        assert second.connection.connections == 1  # nobody listens: it logs in itself ...
     # ... and starts a new server for the next process.
     wait_until(lambda: not refused(path), 20.0, "no new server listens")
     new_pid = server_pid(path)
     assert new_pid is not None and new_pid != pid
     with process(config) as third:
         assert third.run(["true"]).returncode == 0
-        assert third.connections == 0
+        assert third.connection.connections == 0
 
 
 @pytest.mark.slurm
@@ -174,9 +176,10 @@ def test_a_site_without_a_helper_starts_no_server(
     started: list[tuple[Path, str]] = []
     monkeypatch.setattr(ssh_share, "spawn", lambda *share: started.append(share))
     with process(site(tmp_path, ssh_dir)) as transport:
-        transport.helper_pythons = ("/nonexistent/python3",)
+        no_python = replace(transport.settings, helper_pythons=("/nonexistent/python3",))
+        transport.pool.launch = helper_launch(no_python)
         assert transport.run(["echo", "one channel"]).stdout == "one channel\n"
-        assert transport.helpers_started == 0
+        assert transport.pool.helpers_started == 0
     assert started == []
     (tmp_path / "other").mkdir()
     with process(site(tmp_path / "other", ssh_dir)) as working:
@@ -192,7 +195,8 @@ def test_a_process_served_by_the_shared_connection_never_logs_in(
     done = subprocess.run(
         python_with_transport(
             config,
-            "print(transport.run(['echo', 'served']).stdout.strip(), transport.connections)",
+            "done = transport.run(['echo', 'served'])",
+            "print(done.stdout.strip(), transport.connection.connections)",
         ),
         capture_output=True,
         text=True,
@@ -214,7 +218,7 @@ def test_a_served_process_frozen_or_killed_mid_command_does_not_stop_the_others(
         python_with_transport(
             config,
             "transport.run(['true'])",
-            "print('served', transport.connections, flush=True)",
+            "print('served', transport.connection.connections, flush=True)",
             "transport.run(['sh', '-c', 'yes | head -c 50000000; sleep 60'], timeout=120)",
         ),
         stdout=subprocess.PIPE,
@@ -226,12 +230,12 @@ def test_a_served_process_frozen_or_killed_mid_command_does_not_stop_the_others(
         os.kill(busy.pid, signal.SIGSTOP)
         with process(config) as other:
             assert other.run(["echo", "still served"]).stdout == "still served\n"
-            assert other.connections == 0
+            assert other.connection.connections == 0
         os.kill(busy.pid, signal.SIGKILL)
         busy.wait(timeout=10)
         with process(config) as third:
             assert third.run(["echo", "and after"]).stdout == "and after\n"
-            assert third.connections == 0
+            assert third.connection.connections == 0
         assert server_pid(path) == pid
     finally:
         with contextlib.suppress(ProcessLookupError):

@@ -103,11 +103,11 @@ def test_large_stdout_stderr_and_stdin_at_once_do_not_deadlock(ssh: SshTransport
 @pytest.mark.slurm
 def test_twenty_commands_share_one_connection(ssh: SshTransport) -> None:
     ssh.run(["true"])
-    first = ssh.paramiko_transport
+    first = ssh.connection.paramiko_transport
     for index in range(20):
         assert ssh.run(["echo", str(index)]).stdout == f"{index}\n"
-        assert ssh.paramiko_transport is first
-    assert ssh.connections == 1
+        assert ssh.connection.paramiko_transport is first
+    assert ssh.connection.connections == 1
     assert first.remote_cipher == "aes128-gcm@openssh.com"
     # keepalive 30 s: the kernel gives up on unacknowledged data after three intervals
     assert first.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 90_000
@@ -118,7 +118,7 @@ def test_commands_run_in_one_helper_without_a_shell_each(ssh: SshTransport) -> N
     # Every command's parent is the one helper process of the connection: no user shell (and
     # no ~/.bashrc) is started per command. On the old way each has a shell of its own.
     parents = {ssh.run(["sh", "-c", "echo $PPID"]).stdout for _ in range(5)}
-    assert len(parents) == 1 and ssh.helpers_started == 1
+    assert len(parents) == 1 and ssh.pool.helpers_started == 1
     helper = parents.pop().strip()
     assert "python" in ssh.run(["ps", "-o", "args=", "-p", helper]).stdout
 
@@ -131,7 +131,7 @@ def test_without_the_helper_each_command_comes_from_sshd_through_the_users_shell
     try:
         parent = transport.run(["sh", "-c", 'ps -o args= -p "$PPID"']).stdout
         assert "python" not in parent and "sshd" in parent
-        assert transport.helpers_started == 0
+        assert transport.pool.helpers_started == 0
     finally:
         transport.close()
 
@@ -144,8 +144,10 @@ def test_a_remote_side_without_python_falls_back_to_a_channel_per_command(
     try:
         assert transport.run(["echo", "fallback"]).stdout == "fallback\n"
         assert transport.run(["sh", "-c", "exit 4"]).returncode == 4
-        assert transport.helpers_started == 0
-        assert transport.connections == 1  # tried once for the connection, not per command
+        assert transport.pool.helpers_started == 0
+        assert (
+            transport.connection.connections == 1
+        )  # tried once for the connection, not per command
     finally:
         transport.close()
 
@@ -156,7 +158,7 @@ def test_a_missing_program_is_misconfigured_through_the_helper(ssh: SshTransport
         ssh.run(["vibesys-no-such-program"], maybe_effect=True)
     assert caught.value.maybe_submitted is False and caught.value.retryable is False
     assert ssh.run(["echo", "fine"]).stdout == "fine\n"  # the helper survives it
-    assert ssh.helpers_started == 1
+    assert ssh.pool.helpers_started == 1
 
 
 @pytest.mark.slurm
@@ -172,4 +174,4 @@ def test_concurrent_commands_share_the_connection(ssh: SshTransport) -> None:
     for thread in threads:
         thread.join()
     assert sorted(results) == sorted(f"{i}\n" for i in range(8))
-    assert ssh.connections == 1
+    assert ssh.connection.connections == 1

@@ -43,7 +43,7 @@ def test_unknown_host_is_refused_unless_the_operator_opted_in(
         paramiko.PKey.from_type_string(key_type, base64.b64decode(key))
     )
     assert fingerprint in str(error)
-    assert refused.connections == 0
+    assert refused.connection.connections == 0
 
     trusting = make(ssh_dir, known_hosts=str(empty), accept_unknown_host=True)
     try:
@@ -165,7 +165,7 @@ def test_jump_host(ssh_dir: Path) -> None:
     transport = make(ssh_dir, jump_host="127.0.0.1", jump_port=SSHD_PORT, jump_user="root")
     try:
         assert transport.run(["echo", "through"]).stdout == "through\n"
-        assert isinstance(transport.paramiko_transport.sock, paramiko.Channel)
+        assert isinstance(transport.connection.paramiko_transport.sock, paramiko.Channel)
         assert transport.label == "root@127.0.0.1:2222 via 127.0.0.1:2222"
     finally:
         transport.close()

@@ -44,7 +44,7 @@ def test_stream_of_50_mb_is_byte_identical(ssh: SshTransport, tmp_path: Path) ->
 
 _RSS_PROBE = """
 import sys
-from vibesys.adapters.transports.ssh import SshTransport
+from vibesys.adapters.transports.ssh import SshSettings, SshTransport
 
 def hwm_kib():
     for line in open("/proc/self/status"):
@@ -52,9 +52,9 @@ def hwm_kib():
             return int(line.split()[1])
 
 key_dir, source, target = sys.argv[1:4]
-transport = SshTransport("127.0.0.1", port=2222, user="root",
-                         identity_file=key_dir + "/id_ed25519",
-                         known_hosts=key_dir + "/known_hosts")
+transport = SshTransport.from_settings(SshSettings(
+    host="127.0.0.1", port=2222, user="root",
+    identity_file=key_dir + "/id_ed25519", known_hosts=key_dir + "/known_hosts"))
 transport.run(["true"])
 before = hwm_kib()
 with open(target, "wb") as sink:
@@ -113,7 +113,7 @@ def test_connection_lost_mid_stream_then_the_next_command_reconnects(
     ssh: SshTransport, tmp_path: Path, how: str
 ) -> None:
     ssh.run(["true"])
-    transport = ssh.paramiko_transport
+    transport = ssh.connection.paramiko_transport
     local_port = transport.sock.getsockname()[1]
 
     def cut() -> None:
@@ -140,14 +140,14 @@ def test_connection_lost_mid_stream_then_the_next_command_reconnects(
     wait_until(lambda: not transport.is_active(), 10, "the cut connection to close")
 
     assert ssh.run(["echo", "back"], timeout=30).stdout == "back\n"
-    assert ssh.connections == 2
-    assert ssh.paramiko_transport is not transport
+    assert ssh.connection.connections == 2
+    assert ssh.connection.paramiko_transport is not transport
 
 
 @pytest.mark.slurm
 def test_lost_sbatch_is_transport_lost_with_maybe_submitted(ssh: SshTransport) -> None:
     ssh.run(["true"])
-    local_port = ssh.paramiko_transport.sock.getsockname()[1]
+    local_port = ssh.connection.paramiko_transport.sock.getsockname()[1]
 
     def killer() -> None:
         time.sleep(0.5)
@@ -176,7 +176,7 @@ def test_reconnect_backs_off_then_reports_transport_lost(ssh_dir: Path, tmp_path
     )
     try:
         assert transport.run(["echo", "up"]).stdout == "up\n"
-        first = transport.paramiko_transport
+        first = transport.connection.paramiko_transport
         proxy.stop()  # the network goes away
         wait_until(lambda: not first.is_active(), 10, "the connection to notice the network gone")
         with pytest.raises(TransportLost) as caught:
@@ -188,7 +188,7 @@ def test_reconnect_backs_off_then_reports_transport_lost(ssh_dir: Path, tmp_path
 
         proxy = Proxy(port)  # the network comes back
         assert transport.run(["echo", "again"]).stdout == "again\n"
-        assert transport.connections == 2
+        assert transport.connection.connections == 2
     finally:
         transport.close()
         proxy.stop()
@@ -210,7 +210,7 @@ def test_timeout_is_backend_unavailable_and_the_connection_survives(
     assert caught.value.maybe_submitted is maybe_effect
     assert "no answer within 1 s" in str(caught.value)
     assert ssh.run(["echo", "still"]).stdout == "still\n"
-    assert ssh.connections == 1
+    assert ssh.connection.connections == 1
 
 
 @pytest.mark.slurm

@@ -36,38 +36,25 @@ command is asked to stop (an RFC 4254 "signal" request, TERM) and its channel is
 OpenSSH honours that request for ordinary users only, so a command that never writes may
 outlive its channel. Either way the caller's `maybe_submitted` handling covers the case.
 
-The pieces live in sibling modules: `ssh_errors` (error mapping, redaction), `ssh_connect`
-(the connection, host keys, jump host, reconnecting) and `ssh_channel` (one command's channel).
-This module keeps `SshTransport` and re-exports their public names.
+One class per concern, each built once and handed in: `ssh_settings.SshSettings` (what the
+site's table says), `ssh_connect.SshConnection` (login, host keys, jump host, keepalive,
+reconnecting), `ssh_pool.HelperPool` (the remote helpers, own or from this host's shared
+connection) and `SshTransport` here (commands and streams), which holds the other two.
+`ssh_errors` maps errors and redacts; `ssh_channel` runs one command on a channel of its own.
+This module re-exports their public names.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from vibesys.adapters.transports.base import (
-    CommandResult,
-    Sink,
-    check_argv,
-    shell_join,
-)
-from vibesys.adapters.transports.ssh_channel import (
-    READ_SIZE,
-    ChannelSettings,
-    run_on_channel,
-)
-from vibesys.adapters.transports.ssh_connect import (
-    MAX_BACKOFF_SECONDS,
-    MAX_PACKET_SIZE,
-    PREFERRED_CIPHERS,
-    WINDOW_SIZE,
-)
+from vibesys.adapters.transports.base import CommandResult, Sink, check_argv
+from vibesys.adapters.transports.ssh_channel import READ_SIZE, ChannelSettings, run_on_channel
+from vibesys.adapters.transports.ssh_connect import MAX_BACKOFF_SECONDS, SshConnection
 from vibesys.adapters.transports.ssh_errors import (
     REDACTED,
     host_key_fingerprint,
@@ -76,20 +63,20 @@ from vibesys.adapters.transports.ssh_errors import (
     redact,
 )
 from vibesys.adapters.transports.ssh_pool import HelperPool
-from vibesys.adapters.transports.ssh_session import (
-    PYTHONS,
-    HelperSession,
-    helper_source,
-    launch_command,
+from vibesys.adapters.transports.ssh_settings import (
+    MAX_PACKET_SIZE,
+    PREFERRED_CIPHERS,
+    WINDOW_SIZE,
+    SshSettings,
+    command_line,
+    helper_argv,
+    helper_launch,
 )
 from vibesys.adapters.transports.ssh_share import share_path
+from vibesys.config.slurm import SshTransportConfig
 from vibesys.errors import ConfigError
 
-if TYPE_CHECKING:
-    from vibesys.config.slurm import SshTransportConfig
-
 __all__ = [
-    "DEFAULT_SHELL_COMMAND",
     "MAX_BACKOFF_SECONDS",
     "MAX_PACKET_SIZE",
     "PREFERRED_CIPHERS",
@@ -97,6 +84,7 @@ __all__ = [
     "REDACTED",
     "STREAM_STDERR_LIMIT",
     "WINDOW_SIZE",
+    "SshSettings",
     "SshTransport",
     "host_key_fingerprint",
     "is_secret_name",
@@ -104,97 +92,40 @@ __all__ = [
     "redact",
 ]
 
-#: No shell per command: the helper starts each argv directly (a site may set one).
-DEFAULT_SHELL_COMMAND: tuple[str, ...] = ()
-#: How the helper is started by the remote user's shell: a plain POSIX shell, or a login
-#: shell when the site's environment comes from profile scripts (`login_shell`).
-HELPER_SHELL: tuple[str, ...] = ("sh", "-c")
-LOGIN_SHELL: tuple[str, ...] = ("bash", "-lc")
 #: stderr kept by `stream` (its stdout goes to the sink; a runaway stderr must not fill memory).
 STREAM_STDERR_LIMIT = 1 << 20
 
 
-class SshTransport(HelperPool):
+class SshTransport:
     """Runs argv on a remote host over SSH; see the module docstring.
 
     Thread-safe: commands from several threads share the connection (one channel each).
-    `close()` drops the connection; the next command opens a new one.
+    `close()` drops the connection and the idle helpers; the next command opens a new one.
+    `env` (default: this process's environment) supplies the allowlisted variables.
     """
 
     def __init__(
-        self,
-        host: str,
-        *,
-        port: int = 22,
-        user: str | None = None,
-        identity_file: str | None = None,
-        passphrase: str | None = None,
-        known_hosts: str | None = None,
-        accept_unknown_host: bool = False,
-        jump_host: str | None = None,
-        jump_port: int = 22,
-        jump_user: str | None = None,
-        connect_timeout: float = 10.0,
-        keepalive: float = 30.0,
-        reconnect_attempts: int = 3,
-        reconnect_backoff: float = 1.0,
-        env_allowlist: Sequence[str] = (),
-        env: Mapping[str, str] | None = None,
-        shell_command: Sequence[str] = DEFAULT_SHELL_COMMAND,
-        login_shell: bool = False,
-        use_helper: bool = True,
-        helper_pythons: Sequence[str] = PYTHONS,
-        ciphers: Sequence[str] = PREFERRED_CIPHERS,
-        window_size: int = WINDOW_SIZE,
-        max_packet_size: int = MAX_PACKET_SIZE,
-        read_size: int = READ_SIZE,
-        sleep: Callable[[float], None] = time.sleep,
+        self, connection: SshConnection, pool: HelperPool, *, env: Mapping[str, str] | None = None
     ) -> None:
-        if isinstance(shell_command, str):
-            raise ConfigError("shell_command must be a list of arguments")
-        if shell_command and "=" in shell_command[0]:
-            raise ConfigError(f"shell_command: {shell_command[0]!r} may not contain '='")
-        super().__init__(
-            host,
-            port=port,
-            user=user,
-            identity_file=identity_file,
-            passphrase=passphrase,
-            known_hosts=known_hosts,
-            accept_unknown_host=accept_unknown_host,
-            jump_host=jump_host,
-            jump_port=jump_port,
-            jump_user=jump_user,
-            connect_timeout=connect_timeout,
-            keepalive=keepalive,
-            reconnect_attempts=reconnect_attempts,
-            reconnect_backoff=reconnect_backoff,
-            ciphers=ciphers,
-            window_size=window_size,
-            max_packet_size=max_packet_size,
-            sleep=sleep,
-        )
-        self.env_allowlist = tuple(env_allowlist)
-        self.shell_command = tuple(shell_command)
-        self.login_shell = login_shell
-        self.use_helper = use_helper
-        self.helper_pythons = tuple(helper_pythons)
-        self.read_size = read_size
+        self.settings = connection.settings
+        self.connection = connection
+        self.pool = pool
         self._env = env
-        self._pool_lock = threading.Lock()
-        #: helpers waiting for a command, of the current connection
-        self._idle: list[HelperSession] = []
-        #: the connection on which the helper could not start (then: a channel per command)
-        self._no_helper: int | None = None
-        #: helpers started so far (for tests and benchmarks)
-        self.helpers_started = 0
-        #: set while `warm` starts a helper: a command waits for it rather than start another
-        self._warming: threading.Event | None = None
-        #: this host's shared connection for the site (`ssh_share`), set by `from_config`
-        self.share: tuple[Path, str] | None = None
-        self._shared_idle: list[HelperSession] = []
-        self._share_due = False
-        self._share_off = False
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: SshSettings,
+        *,
+        passphrase: str | None = None,
+        env: Mapping[str, str] | None = None,
+        share: tuple[Path, str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> SshTransport:
+        """A transport, its connection and its helper pool, for `settings`."""
+        connection = SshConnection(settings, passphrase=passphrase, sleep=sleep)
+        pool = HelperPool(connection, launch=helper_launch(settings), share=share)
+        return cls(connection, pool, env=env)
 
     @classmethod
     def from_config(
@@ -216,43 +147,31 @@ class SshTransport(HelperPool):
                 raise ConfigError(
                     f"slurm.transport.passphrase_env: ${config.passphrase_env} is not set"
                 )
-        transport = cls(
-            config.host,
-            port=config.port,
-            user=config.user,
-            identity_file=config.identity_file,
-            passphrase=passphrase,
-            known_hosts=config.known_hosts,
-            accept_unknown_host=config.accept_unknown_host,
-            jump_host=config.jump_host,
-            jump_port=config.jump_port,
-            jump_user=config.jump_user,
-            connect_timeout=config.connect_timeout_seconds,
-            keepalive=config.keepalive_seconds,
-            reconnect_attempts=config.reconnect_attempts,
-            reconnect_backoff=config.reconnect_backoff_seconds,
-            env_allowlist=config.env_allowlist,
-            env=env,
-            shell_command=config.shell_command,
-            login_shell=config.login_shell,
-        )
+        shared = None
         if share and config.persist_seconds > 0:
             # Defaults left out: a file and the rendering recorded from it (every default
             # written) mean the same settings and share one connection.
             config_json = config.model_dump_json(exclude_defaults=True)
             path = share_path(config_json)
             if path is not None:
-                transport.share = (path, config_json)
-        return transport
+                shared = (path, config_json)
+        return cls.from_settings(
+            SshSettings.from_config(config), passphrase=passphrase, env=env, share=shared
+        )
 
     # -- what a caller may look at ------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        """`user@host:port`, as messages name the remote side."""
+        return self.settings.label
 
     def secrets(self) -> frozenset[str]:
         """The values `redact` removes from everything this transport reports: the
         connection's secrets and the allowlisted variables whose names look secret."""
-        found = set(super().secrets())
+        found = set(self.connection.secrets())
         environment = self._environment()
-        for name in self.env_allowlist:
+        for name in self.settings.env_allowlist:
             value = environment.get(name)
             if value and is_secret_name(name):
                 found.add(value)
@@ -262,33 +181,20 @@ class SshTransport(HelperPool):
         """The command string sent to the remote user's shell for `argv` when commands run one
         channel each (no helper); allowlisted variables come from `env` when given (a job's
         recorded environment), else from this process."""
-        assignments = [f"{name}={value}" for name, value in self._allowed(env).items()]
-        prefix = ["env", *assignments] if assignments else []
-        if self.shell_command:
-            line = shell_join([*prefix, *self.shell_command, shell_join(argv)])
-        else:
-            line = shell_join([*prefix, *argv])
-        return shell_join([*LOGIN_SHELL, line]) if self.login_shell else line
+        return command_line(self.settings, argv, self._allowed(env))
 
-    def helper_argv(self, argv: Sequence[str]) -> list[str]:
-        """What the helper starts for `argv`: argv itself, or the site's shell running it."""
-        if self.shell_command:
-            return [*self.shell_command, shell_join(argv)]
-        return list(argv)
+    def connect(self) -> None:
+        """Open the connection now (commands open it on demand anyway)."""
+        self.connection.connect()
 
-    def helper_launch(self) -> str:
-        """The command string that starts the helper (through the remote user's shell)."""
-        shell = LOGIN_SHELL if self.login_shell else HELPER_SHELL
-        return shell_join(launch_command(shell, len(helper_source()), self.helper_pythons))
+    def warm(self) -> None:
+        """Get a helper ready now (see `configured.prewarm`); errors are left to the first
+        command."""
+        self.pool.warm()
 
     def close(self) -> None:
-        with self._pool_lock:
-            idle, self._idle = self._idle, []
-            idle += self._shared_idle
-            self._shared_idle = []
-        for helper in idle:
-            helper.close()
-        super().close()
+        self.pool.close()
+        self.connection.close()
 
     # -- Runner -------------------------------------------------------------------------------
 
@@ -343,15 +249,16 @@ class SshTransport(HelperPool):
     ) -> tuple[int, str]:
         secrets = self.secrets()
         what = redact(shlex.join(argv), secrets)
-        self._await_warming()
-        helper = self._shared_helper()
+        pool = self.pool
+        pool.await_warming()
+        helper = pool.shared_helper()
         if helper is None:
-            transport = self._ensure_connected()
-            helper = self._take_helper(transport, what, secrets)
+            transport = self.connection.ensure_connected()
+            helper = pool.take_helper(transport, what, secrets)
         if helper is not None:
-            return self._through_helper(
+            return pool.run_through(
                 helper,
-                argv,
+                helper_argv(self.settings, argv),
                 write,
                 what=what,
                 secrets=secrets,
@@ -359,20 +266,23 @@ class SshTransport(HelperPool):
                 timeout=timeout,
                 maybe_effect=maybe_effect,
                 stderr_limit=stderr_limit,
-                env=env,
+                env=self._allowed(env) or None,
             )
+        settings = self.settings
         return run_on_channel(
             transport,
             self.command_line(argv, env),
             write,
-            ChannelSettings(self.window_size, self.max_packet_size, self.connect_timeout),
+            ChannelSettings(
+                settings.window_size, settings.max_packet_size, settings.connect_timeout
+            ),
             input=input,
             timeout=timeout,
             maybe_effect=maybe_effect,
             stderr_limit=stderr_limit,
-            read_size=self.read_size,
+            read_size=settings.read_size,
             what=what,
-            host=self.label,
+            host=settings.label,
             secrets=secrets,
         )
 
@@ -381,4 +291,6 @@ class SshTransport(HelperPool):
 
     def _allowed(self, env: Mapping[str, str] | None) -> dict[str, str]:
         environment = self._environment() if env is None else env
-        return {name: environment[name] for name in self.env_allowlist if name in environment}
+        return {
+            name: environment[name] for name in self.settings.env_allowlist if name in environment
+        }

@@ -5,7 +5,7 @@ it is lost, reconnects with bounded exponential backoff. The host key is verifie
 configured known_hosts; an unknown host is refused unless the operator opted in
 (`accept_unknown_host`), and a changed key is always refused. A jump host, when configured,
 carries the connection through a `direct-tcpip` channel. Running commands over the connection is
-`SshTransport`'s job (`vibesys.adapters.transports.ssh`), which builds on this class.
+`SshTransport`'s job (`vibesys.adapters.transports.ssh`), which holds one.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,29 +28,11 @@ from vibesys.adapters.transports.ssh_errors import (
     misconfigured,
     redact,
 )
-from vibesys.errors import BackendUnavailable, ConfigError, TransportLost
+from vibesys.adapters.transports.ssh_settings import SshSettings
+from vibesys.errors import BackendUnavailable, TransportLost
 
-__all__ = [
-    "MAX_BACKOFF_SECONDS",
-    "MAX_PACKET_SIZE",
-    "PREFERRED_CIPHERS",
-    "WINDOW_SIZE",
-    "SshConnection",
-]
+__all__ = ["MAX_BACKOFF_SECONDS", "SshConnection"]
 
-#: Ciphers put first in our offer, fastest first. paramiko decrypts AES-GCM with one call per
-#: packet and no separate HMAC pass; benchmarks/bench_ssh_spool.py measures the difference.
-PREFERRED_CIPHERS: tuple[str, ...] = (
-    "aes128-gcm@openssh.com",
-    "aes128-ctr",
-    "aes256-gcm@openssh.com",
-    "aes256-ctr",
-)
-#: Receive window of each channel: how much output may be in flight (and buffered here) before
-#: the server waits for us. It bounds the memory of a stream; 8 MiB keeps loopback busy.
-WINDOW_SIZE = 8 << 20
-#: Largest data packet we accept. Fewer, bigger packets cost paramiko less Python per byte.
-MAX_PACKET_SIZE = 256 << 10
 #: Longest single wait between two connection attempts.
 MAX_BACKOFF_SECONDS = 60.0
 
@@ -63,9 +45,9 @@ class _HostKeyPolicy:
 
     def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
         fingerprint = host_key_fingerprint(key)
-        if not self._owner.accept_unknown_host:
+        if not self._owner.settings.accept_unknown_host:
             raise UnknownHostKey(
-                hostname, key.get_name(), fingerprint, self._owner.known_hosts_label
+                hostname, key.get_name(), fingerprint, self._owner.settings.known_hosts_label
             )
         # Remembered for this transport's later connections: a different key for the same
         # host is then a changed key (refused), not another unknown one.
@@ -74,53 +56,21 @@ class _HostKeyPolicy:
 
 
 class SshConnection:
-    """One SSH connection to `host` (through `jump_host` when set), opened on first use and
-    reopened with backoff after it is lost; see the module docstring.
+    """One SSH connection as `settings` describe it (through the jump host when set), opened
+    on first use and reopened with backoff after it is lost; see the module docstring.
 
-    Thread-safe: `_ensure_connected` hands every caller the same live connection.
+    Thread-safe: `ensure_connected` hands every caller the same live connection.
     `close()` drops it; the next use opens a new one.
     """
 
     def __init__(
         self,
-        host: str,
+        settings: SshSettings,
         *,
-        port: int = 22,
-        user: str | None = None,
-        identity_file: str | None = None,
         passphrase: str | None = None,
-        known_hosts: str | None = None,
-        accept_unknown_host: bool = False,
-        jump_host: str | None = None,
-        jump_port: int = 22,
-        jump_user: str | None = None,
-        connect_timeout: float = 10.0,
-        keepalive: float = 30.0,
-        reconnect_attempts: int = 3,
-        reconnect_backoff: float = 1.0,
-        ciphers: Sequence[str] = PREFERRED_CIPHERS,
-        window_size: int = WINDOW_SIZE,
-        max_packet_size: int = MAX_PACKET_SIZE,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if reconnect_attempts < 1:
-            raise ConfigError("reconnect_attempts must be at least 1")
-        self.host = host
-        self.port = port
-        self.user = user
-        self.identity_file = identity_file
-        self.known_hosts = known_hosts
-        self.accept_unknown_host = accept_unknown_host
-        self.jump_host = jump_host
-        self.jump_port = jump_port
-        self.jump_user = jump_user
-        self.connect_timeout = connect_timeout
-        self.keepalive = keepalive
-        self.reconnect_attempts = reconnect_attempts
-        self.reconnect_backoff = reconnect_backoff
-        self.ciphers = tuple(ciphers)
-        self.window_size = window_size
-        self.max_packet_size = max_packet_size
+        self.settings = settings
         self._passphrase = passphrase
         self._sleep = sleep
         self._lock = threading.Lock()
@@ -135,13 +85,7 @@ class SshConnection:
     @property
     def label(self) -> str:
         """`user@host:port`, as messages name the remote side."""
-        who = f"{self.user}@" if self.user else ""
-        via = f" via {self.jump_host}:{self.jump_port}" if self.jump_host else ""
-        return f"{who}{self.host}:{self.port}{via}"
-
-    @property
-    def known_hosts_label(self) -> str:
-        return self.known_hosts or "~/.ssh/known_hosts"
+        return self.settings.label
 
     @property
     def accepted_unknown_hosts(self) -> tuple[str, ...]:
@@ -169,7 +113,7 @@ class SshConnection:
 
     def connect(self) -> None:
         """Open the connection now (commands open it on demand anyway)."""
-        self._ensure_connected()
+        self.ensure_connected()
 
     def close(self) -> None:
         """Drop the connection (commands in flight on it end with TransportLost)."""
@@ -178,7 +122,8 @@ class SshConnection:
 
     # -- the connection -----------------------------------------------------------------------
 
-    def _ensure_connected(self) -> Any:
+    def ensure_connected(self) -> Any:
+        """The live connection's `paramiko.Transport`, connecting (again) when there is none."""
         with self._lock:
             client = self._client
             transport = client.get_transport() if client is not None else None
@@ -190,21 +135,24 @@ class SshConnection:
 
     def _connect_with_backoff(self, *, lost: bool) -> Any:
         last: TransportLost | None = None
-        for attempt in range(self.reconnect_attempts):
+        for attempt in range(self.settings.reconnect_attempts):
             if attempt:
-                self._sleep(min(self.reconnect_backoff * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS))
+                self._sleep(
+                    min(self.settings.reconnect_backoff * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS)
+                )
             try:
                 with map_ssh_errors(
                     f"connect to {self.label}",
                     host=self.label,
                     secrets=self.secrets(),
-                    identity=self.identity_file,
+                    identity=self.settings.identity_file,
                 ):
                     return self._connect_once()
             except TransportLost as exc:
                 last = exc  # transient (refused, reset, timed out): try again
         assert last is not None
-        tries = f"{self.reconnect_attempts} attempt{'s' if self.reconnect_attempts > 1 else ''}"
+        attempts = self.settings.reconnect_attempts
+        tries = f"{attempts} attempt{'s' if attempts > 1 else ''}"
         if lost:
             message = f"connection to {self.label} lost and not re-established after {tries}"
             raise TransportLost(message, evidence=f"{message}; last error: {last.evidence}")
@@ -218,20 +166,20 @@ class SshConnection:
         else:
             auth = {"passphrase": self._passphrase}
         timeouts = {
-            "timeout": self.connect_timeout,
-            "banner_timeout": self.connect_timeout,
-            "auth_timeout": self.connect_timeout,
-            "channel_timeout": self.connect_timeout,
+            "timeout": self.settings.connect_timeout,
+            "banner_timeout": self.settings.connect_timeout,
+            "auth_timeout": self.settings.connect_timeout,
+            "channel_timeout": self.settings.connect_timeout,
         }
         jump = client = None
         try:
             sock = None
-            if self.jump_host is not None:
+            if self.settings.jump_host is not None:
                 jump = self._new_client()
                 jump.connect(
-                    self.jump_host,
-                    port=self.jump_port,
-                    username=self.jump_user or self.user,
+                    self.settings.jump_host,
+                    port=self.settings.jump_port,
+                    username=self.settings.jump_user or self.settings.user,
                     transport_factory=self._make_transport,
                     **auth,
                     **timeouts,
@@ -239,17 +187,17 @@ class SshConnection:
                 self._tune(jump.get_transport())
                 sock = jump.get_transport().open_channel(
                     "direct-tcpip",
-                    (self.host, self.port),
+                    (self.settings.host, self.settings.port),
                     ("127.0.0.1", 0),
-                    window_size=self.window_size,
-                    max_packet_size=self.max_packet_size,
-                    timeout=self.connect_timeout,
+                    window_size=self.settings.window_size,
+                    max_packet_size=self.settings.max_packet_size,
+                    timeout=self.settings.connect_timeout,
                 )
             client = self._new_client()
             client.connect(
-                self.host,
-                port=self.port,
-                username=self.user,
+                self.settings.host,
+                port=self.settings.port,
+                username=self.settings.user,
                 sock=sock,
                 transport_factory=self._make_transport,
                 **auth,
@@ -269,14 +217,15 @@ class SshConnection:
     def _new_client(self) -> Any:
         client = paramiko.SSHClient()
         try:
-            if self.known_hosts is not None:
-                client.load_host_keys(str(Path(self.known_hosts).expanduser()))
+            if self.settings.known_hosts is not None:
+                client.load_host_keys(str(Path(self.settings.known_hosts).expanduser()))
             else:
                 client.load_system_host_keys()
         except Exception as exc:  # paramiko raises assorted types for a malformed file
             reason = describe_exception(exc)
-            message = f"cannot read known_hosts file {self.known_hosts_label}: {reason}"
-            fix = f"repair or replace {self.known_hosts_label} (one `host keytype key` per line)"
+            known_hosts = self.settings.known_hosts_label
+            message = f"cannot read known_hosts file {known_hosts}: {reason}"
+            fix = f"repair or replace {known_hosts} (one `host keytype key` per line)"
             raise misconfigured(message, fix) from None
         for hostname, key in self._accepted:
             client.get_host_keys().add(hostname, key.get_name(), key)
@@ -287,20 +236,20 @@ class SshConnection:
         """paramiko's Transport with our window, packet size and cipher preference."""
         transport = paramiko.Transport(
             sock,
-            default_window_size=self.window_size,
-            default_max_packet_size=self.max_packet_size,
+            default_window_size=self.settings.window_size,
+            default_max_packet_size=self.settings.max_packet_size,
             **kwargs,
         )
         options = transport.get_security_options()
         available = tuple(options.ciphers)
-        preferred = [name for name in self.ciphers if name in available]
+        preferred = [name for name in self.settings.ciphers if name in available]
         options.ciphers = (*preferred, *(name for name in available if name not in preferred))
         return transport
 
     def _tune(self, transport: Any) -> None:
-        if self.keepalive <= 0:
+        if self.settings.keepalive <= 0:
             return
-        interval = max(1, math.ceil(self.keepalive))
+        interval = max(1, math.ceil(self.settings.keepalive))
         transport.set_keepalive(interval)
         sock = transport.sock
         if isinstance(sock, socket.socket) and hasattr(socket, "TCP_USER_TIMEOUT"):
@@ -311,9 +260,9 @@ class SshConnection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, milliseconds)
 
     def _load_key(self) -> Any:
-        if self.identity_file is None:
+        if self.settings.identity_file is None:
             return None
-        path = Path(self.identity_file).expanduser()
+        path = Path(self.settings.identity_file).expanduser()
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:

@@ -1,6 +1,6 @@
 """The helpers of an SSH connection (`ssh_session.HelperSession`), pooled: one per
 connection, more only while commands run at once, each reused until it fails; and how a
-command runs through one, its failures mapped to our errors. `SshTransport` builds on this."""
+command runs through one, its failures mapped to our errors. `SshTransport` holds one pool."""
 
 from __future__ import annotations
 
@@ -25,119 +25,132 @@ from vibesys.errors import BackendUnavailable, TransportLost
 __all__ = ["HelperPool"]
 
 
-class HelperPool(SshConnection):
-    """The pool of remote helpers of one connection (see the module docstring)."""
+class HelperPool:
+    """The pool of remote helpers of one connection (see the module docstring), started with
+    the shell line `launch`; `share` is this host's shared connection for the site (its socket
+    and transport table, JSON), when sharing is on."""
 
-    use_helper: bool
-    read_size: int
-    helpers_started: int
-    _pool_lock: threading.Lock
-    _idle: list[HelperSession]
-    _no_helper: int | None
-    _warming: threading.Event | None
-    #: the shared connection's socket and transport table (JSON), when sharing is on
-    share: tuple[Path, str] | None
-    _shared_idle: list[HelperSession]
-    _share_due: bool
-    _share_off: bool
-
-    def helper_launch(self) -> str:
-        raise NotImplementedError
-
-    def helper_argv(self, argv: Sequence[str]) -> list[str]:
-        raise NotImplementedError
-
-    def _allowed(self, env: Mapping[str, str] | None) -> dict[str, str]:
-        raise NotImplementedError
+    def __init__(
+        self,
+        connection: SshConnection,
+        *,
+        launch: str,
+        share: tuple[Path, str] | None = None,
+    ) -> None:
+        self.connection = connection
+        self.settings = connection.settings
+        self.launch = launch
+        self.share = share
+        #: helpers started so far (for tests and benchmarks)
+        self.helpers_started = 0
+        self._lock = threading.Lock()
+        #: helpers waiting for a command, of the current connection
+        self._idle: list[HelperSession] = []
+        #: the connection on which the helper could not start (then: a channel per command)
+        self._no_helper: int | None = None
+        #: set while `warm` starts a helper: a command waits for it rather than start another
+        self._warming: threading.Event | None = None
+        self._shared_idle: list[HelperSession] = []
+        self._share_due = False
+        self._share_off = False
 
     def warm(self) -> None:
         """Get a helper ready now, from the shared connection or by connecting (see
         `configured.prewarm`); errors are left to the first command, which meets them again
         and reports them."""
-        if not self.use_helper:
+        if not self.settings.use_helper:
             return
         started = threading.Event()
         self._warming = started
         try:
-            helper = self._shared_helper()
+            helper = self.shared_helper()
             if helper is None:
-                transport = self._ensure_connected()
-                helper = self._take_helper(transport, "warm up", self.secrets())
+                transport = self.connection.ensure_connected()
+                helper = self.take_helper(transport, "warm up", self.connection.secrets())
             if helper is not None:
-                self._give_back(helper)
+                self.give_back(helper)
         except Exception:
             pass  # the first command will say what is wrong
         finally:
             started.set()
             self._warming = None
 
-    def _await_warming(self) -> None:
+    def await_warming(self) -> None:
         """A helper is on its way (`warm`): take it rather than start another."""
         warming = self._warming
         if warming is not None:
-            warming.wait(timeout=self.connect_timeout + 60)
+            warming.wait(timeout=self.settings.connect_timeout + 60)
 
     def idle_helpers(self) -> int:
-        with self._pool_lock:
+        with self._lock:
             return len(self._idle)
 
     def shared_helper_for_client(self) -> HelperSession | None:
         """A started helper of this (the sharing server's) connection for one process; None
         when there is none to give (that process connects on its own and meets the error)."""
-        self._await_warming()
+        self.await_warming()
         try:
-            return self._take_helper(self._ensure_connected(), "shared helper", self.secrets())
+            return self.take_helper(
+                self.connection.ensure_connected(), "shared helper", self.connection.secrets()
+            )
         except Exception:
             return None
 
-    def _shared_helper(self) -> HelperSession | None:
+    def shared_helper(self) -> HelperSession | None:
         """A helper from this host's shared connection (`ssh_share`), while this process has
         no connection of its own; None to connect here. The first process that finds no
         server starts one for the next."""
-        if self.share is None or self._share_off or not self.use_helper or self.connections:
+        if (
+            self.share is None
+            or self._share_off
+            or not self.settings.use_helper
+            or self.connection.connections
+        ):
             return None
-        with self._pool_lock:
+        with self._lock:
             while self._shared_idle:
                 helper = self._shared_idle.pop()
                 if helper.alive:
                     return helper
                 helper.close()
         try:
-            sock = ssh_share.connect(self.share[0], self.connect_timeout)
+            sock = ssh_share.connect(self.share[0], self.settings.connect_timeout)
         except ssh_share.NoServer:
-            self._share_due = True  # started once a helper works here (`_take_helper`)
+            self._share_due = True  # started once a helper works here (`take_helper`)
             return None
         if sock is None:
             # A server is there but gave no helper in time (frozen, or it cannot log in): no
             # command was sent, so this process may safely go its own way, and stays on it.
             self._share_off = True
             return None
-        return HelperSession(ssh_share.SocketChannel(sock), self.read_size, ssh_share.SHARED)
+        return HelperSession(
+            ssh_share.SocketChannel(sock), self.settings.read_size, ssh_share.SHARED
+        )
 
-    def _take_helper(
+    def take_helper(
         self, transport: Any, what: str, secrets: frozenset[str]
     ) -> HelperSession | None:
         """An idle helper of the current connection, or a new one; None when commands must run
         one channel each (no helper wanted, or it cannot start on this connection)."""
-        generation = self.connections
-        if not self.use_helper or self._no_helper == generation:
+        generation = self.connection.connections
+        if not self.settings.use_helper or self._no_helper == generation:
             return None
-        with self._pool_lock:
+        with self._lock:
             while self._idle:
                 helper = self._idle.pop()
                 if helper.generation == generation and helper.alive:
                     return helper
                 helper.close()
-        with map_ssh_errors(what, host=self.label, secrets=secrets):
+        with map_ssh_errors(what, host=self.connection.label, secrets=secrets):
             channel = transport.open_session(
-                window_size=self.window_size,
-                max_packet_size=self.max_packet_size,
-                timeout=self.connect_timeout,
+                window_size=self.settings.window_size,
+                max_packet_size=self.settings.max_packet_size,
+                timeout=self.settings.connect_timeout,
             )
         try:
-            with map_ssh_errors(what, host=self.label, secrets=secrets):
+            with map_ssh_errors(what, host=self.connection.label, secrets=secrets):
                 helper = HelperSession.start(
-                    channel, self.helper_launch(), self.read_size, generation
+                    channel, self.launch, self.settings.read_size, generation
                 )
         except HelperUnavailable:
             channel.close()
@@ -155,23 +168,32 @@ class HelperPool(SshConnection):
             ssh_share.spawn(*self.share)
         return helper
 
-    def _give_back(self, helper: HelperSession) -> None:
-        with self._pool_lock:
+    def close(self) -> None:
+        """Stop the idle helpers (the connection itself is the caller's to close)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            idle += self._shared_idle
+            self._shared_idle = []
+        for helper in idle:
+            helper.close()
+
+    def give_back(self, helper: HelperSession) -> None:
+        with self._lock:
             if helper.generation == ssh_share.SHARED:
                 if helper.alive:
                     self._shared_idle.append(helper)
                     return
                 helper.close()
                 return
-            if helper.generation == self.connections and helper.alive:
+            if helper.generation == self.connection.connections and helper.alive:
                 self._idle.append(helper)
                 return
         helper.close()
 
-    def _through_helper(
+    def run_through(
         self,
         helper: HelperSession,
-        argv: tuple[str, ...],
+        argv: Sequence[str],
         write: Callable[[bytes], object],
         *,
         what: str,
@@ -182,17 +204,20 @@ class HelperPool(SshConnection):
         stderr_limit: int | None,
         env: Mapping[str, str] | None,
     ) -> tuple[int, str]:
-        allowed = self._allowed(env)
+        """Run `argv` (as the helper starts it) through `helper` with the variables `env`:
+        (exit status, redacted stderr). The helper goes back to the pool while it is sound."""
         healthy = False
         try:
-            with map_ssh_errors(what, host=self.label, maybe_effect=maybe_effect, secrets=secrets):
+            with map_ssh_errors(
+                what, host=self.connection.label, maybe_effect=maybe_effect, secrets=secrets
+            ):
                 try:
                     returncode, stderr = helper.run(
-                        self.helper_argv(argv),
+                        argv,
                         write,
                         input=input,
                         timeout=timeout,
-                        env=allowed or None,
+                        env=env,
                         stderr_limit=stderr_limit,
                     )
                 except CommandStartFailed as failed:
@@ -207,16 +232,20 @@ class HelperPool(SshConnection):
             healthy = timed_out.answered and helper.alive
             message = f"{what}: no answer within {timeout:g} s"
             raise BackendUnavailable(
-                message, evidence=f"ssh {self.label}: {message}", maybe_submitted=maybe_effect
+                message,
+                evidence=f"ssh {self.connection.label}: {message}",
+                maybe_submitted=maybe_effect,
             ) from None
         except HelperLost:
             message = f"{what}: connection lost before the command's exit status arrived"
             raise TransportLost(
-                message, evidence=f"ssh {self.label}: {message}", maybe_submitted=maybe_effect
+                message,
+                evidence=f"ssh {self.connection.label}: {message}",
+                maybe_submitted=maybe_effect,
             ) from None
         finally:
             if healthy:
-                self._give_back(helper)
+                self.give_back(helper)
             else:
                 helper.close()
         return returncode, redact(stderr.decode("utf-8", "replace"), secrets)

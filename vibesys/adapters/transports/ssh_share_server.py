@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vibesys.adapters.transports.ssh import SshTransport
+from vibesys.adapters.transports.ssh_pool import HelperPool
 from vibesys.adapters.transports.ssh_share import CONFIG_VARIABLE, READY
 from vibesys.config.slurm import SshTransportConfig
 from vibesys.osutil.private_dir import listen_private
@@ -41,11 +42,11 @@ def serve(path: Path, config_json: str) -> int:
     config = SshTransportConfig.model_validate_json(config_json)
     transport = SshTransport.from_config(config, share=False)
     transport.warm()
-    if not transport.idle_helpers():
+    if not transport.pool.idle_helpers():
         return 1  # the processes connect on their own, and say what is wrong
     server = listen_private(path, 64)
     users = _Users()
-    spare = _Spare(transport)
+    spare = _Spare(transport.pool)
     try:
         while True:
             readable, _, _ = select.select([server], [], [], IDLE_POLL_SECONDS)
@@ -53,7 +54,7 @@ def serve(path: Path, config_json: str) -> int:
                 client, _ = server.accept()
                 users.enter()
                 threading.Thread(
-                    target=_serve_one, args=(transport, client, users, spare), daemon=True
+                    target=_serve_one, args=(transport.pool, client, users, spare), daemon=True
                 ).start()
             elif users.idle_for() > config.persist_seconds:
                 return 0
@@ -90,8 +91,8 @@ class _Spare:
     """Keeps one helper started ahead: one refill at a time, and none while one is idle (a
     burst of processes must not leave a helper each behind, holding the site's sessions)."""
 
-    def __init__(self, transport: SshTransport) -> None:
-        self._transport = transport
+    def __init__(self, pool: HelperPool) -> None:
+        self._pool = pool
         self._lock = threading.Lock()
         self._refilling = False
 
@@ -104,18 +105,16 @@ class _Spare:
 
     def _run(self) -> None:
         try:
-            if not self._transport.idle_helpers():
-                self._transport.warm()
+            if not self._pool.idle_helpers():
+                self._pool.warm()
         finally:
             with self._lock:
                 self._refilling = False
 
 
-def _serve_one(
-    transport: SshTransport, client: socket.socket, users: _Users, spare: _Spare
-) -> None:
+def _serve_one(pool: HelperPool, client: socket.socket, users: _Users, spare: _Spare) -> None:
     try:
-        helper = transport.shared_helper_for_client()
+        helper = pool.shared_helper_for_client()
         if helper is None:
             return
         # The next process should find a helper started: start it while this one works.
