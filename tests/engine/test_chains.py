@@ -111,6 +111,8 @@ def test_the_process_that_retries_the_parent_submits_the_killed_child_again(
     ran_once(journal, fake, child)
 
 
+# It takes milliseconds; a child that waits for good must fail soon, not at the suite's bound.
+@pytest.mark.timeout(15)
 def test_a_waiting_child_carries_a_parent_nobody_drives(journal: Journal, tmp_path: Path) -> None:
     """Nobody drives the parent: the child's own run, in the foreground, carries it on (its
     failure seen, its retry submitted), and submits itself again after the new attempt."""

@@ -159,6 +159,8 @@ def test_ambiguous_submit_with_no_answer_is_unresolved(journal: Journal, tmp_pat
     assert len(fake.submits()) == 1
 
 
+# It takes milliseconds; a driver that holds for good must fail soon, not at the suite's bound.
+@pytest.mark.timeout(15)
 def test_unknown_is_never_success(journal: Journal, tmp_path: Path) -> None:
     fake = FakeBackend([FakeAttempt((S.RUNNING, S.UNKNOWN))])
     inv = run_to_end(make_engine(journal, fake), tmp_path)
