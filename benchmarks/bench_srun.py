@@ -6,7 +6,8 @@ bare `srun -p main true`, in turn, end to end (journal and confinement included)
 The site configuration keeps its default poll settings: what is measured is the end seen at
 srun's return, not a fast poll.
 
-Targets (issue 21): the median of each within 0.25 s of the bare srun's median.
+Targets (issue 36): the median of `vibesys run --adapter srun` within 0.4 s of the bare srun's
+median, `vibesys-gpu` (a long-lived broker) within 0.15 s.
 Checks: every run exits 0 and its invocation ends DONE; each job's end was recorded from its
 srun's return (the Finished evidence names `srun exited`), not from a status round.
 
@@ -40,7 +41,8 @@ from _common import (
 #: This benchmark runs jobs on the project's local Slurm cluster (tests mark it `slurm`).
 NEEDS_CLUSTER = True
 
-WITHIN = 0.25
+#: How far over a bare srun each may end, in seconds.
+WITHIN = {"run": 0.4, "gpu": 0.15}
 
 
 def main() -> int:
@@ -179,11 +181,12 @@ def measure(
     )
     for name, median_seconds in (("run", ran), ("gpu", gpu)):
         over = median_seconds - bare
-        verdicts.ratio(f"{name}_over_bare_srun_seconds", max(over, 0.0), f"(target <= {WITHIN})")
+        limit = WITHIN[name]
+        verdicts.ratio(f"{name}_over_bare_srun_seconds", max(over, 0.0), f"(target <= {limit})")
         verdicts.target(
             f"{name}_within_bare_srun",
-            over <= WITHIN,
-            f"{name} {ms(median_seconds).strip()} is {over:.3f} s over bare srun <= {WITHIN}",
+            over <= limit,
+            f"{name} {ms(median_seconds).strip()} is {over:.3f} s over bare srun <= {limit}",
         )
     return verdicts.finish()
 
