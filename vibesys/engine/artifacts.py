@@ -12,7 +12,6 @@ from pathlib import Path
 
 from vibesys.adapters.base import ArtifactInfo, Backend, JobRef, Progress, RemoteFiles
 from vibesys.engine.failpoints import failpoint
-from vibesys.engine.records import record_artifact_state
 from vibesys.journal_schema import ArtifactState, Journal
 
 DONE_STATES = (ArtifactState.VERIFIED, ArtifactState.ACKNOWLEDGED)
@@ -42,9 +41,9 @@ def collect_artifacts(
     for info in found:
         row = known.get(info.path)
         if info.refused:  # over a limit where it is: not a byte of it comes home
-            record_artifact_state(
-                journal,
-                job,
+            journal.progress.record_artifact(
+                job.invocation_id,
+                job.attempt,
                 info.path,
                 ArtifactState.REFUSED,
                 size=info.size,
@@ -57,13 +56,18 @@ def collect_artifacts(
         else:
             state = _download(journal, files, job, info, target_root, progress)
         if state is ArtifactState.VERIFIED:
-            record_artifact_state(journal, job, info.path, ArtifactState.ACKNOWLEDGED)
+            journal.progress.record_artifact(
+                job.invocation_id,
+                job.attempt,
+                info.path,
+                ArtifactState.ACKNOWLEDGED,
+            )
             state = ArtifactState.ACKNOWLEDGED
         counts[state] += 1
     for pattern in missing:
-        record_artifact_state(
-            journal,
-            job,
+        journal.progress.record_artifact(
+            job.invocation_id,
+            job.attempt,
             pattern,
             ArtifactState.MISSING,
             detail=f"nothing matched {pattern!r} in the job's directory",
@@ -80,9 +84,9 @@ def _download(
     root: Path,
     progress: Progress | None = None,
 ) -> ArtifactState:
-    record_artifact_state(
-        journal,
-        job,
+    journal.progress.record_artifact(
+        job.invocation_id,
+        job.attempt,
         info.path,
         ArtifactState.LISTED,
         size=info.size,
@@ -105,9 +109,9 @@ def _download(
     actual = digest.hexdigest()
     if digest.overrun or actual != info.sha256 or digest.size != info.size:
         got = f"more than {info.size}" if digest.overrun else str(digest.size)
-        record_artifact_state(
-            journal,
-            job,
+        journal.progress.record_artifact(
+            job.invocation_id,
+            job.attempt,
             info.path,
             ArtifactState.MISMATCH,
             detail=f"listed {info.size} bytes sha256 {info.sha256}, downloaded {got} "
@@ -116,7 +120,13 @@ def _download(
         return ArtifactState.MISMATCH
     os.replace(partial, target)
     failpoint("after_artifact_download")
-    record_artifact_state(journal, job, info.path, ArtifactState.VERIFIED, local_path=str(target))
+    journal.progress.record_artifact(
+        job.invocation_id,
+        job.attempt,
+        info.path,
+        ArtifactState.VERIFIED,
+        local_path=str(target),
+    )
     return ArtifactState.VERIFIED
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from vibesys.engine.plan_context import NO_JOB, parent_job_of
 from vibesys.engine.provenance import known_provenance
-from vibesys.engine.records import give_back_owner_lease, record_provenance, take_owner_lease
+from vibesys.engine.records import record_provenance
 from vibesys.errors import VibesysError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
@@ -93,14 +93,14 @@ def carry_on(engine: Engine, invocation_id: str) -> Exception | None:
     door (`Engine.advance`), while holding its owner lease; nothing when a live process drives
     it (its driver carries it on). The failure, for the asker's note (the invocation's own
     row tells the rest)."""
-    if not take_owner_lease(engine.journal, invocation_id, engine.owner, engine.lease_ttl):
+    if not engine.journal.leases.acquire_lease(invocation_id, engine.owner, engine.lease_ttl):
         return None
     try:
         engine.advance(engine.journal.invocations.get(invocation_id))
     except Exception as exc:  # its own row tells; whoever looks next carries it on
         return exc
     finally:
-        give_back_owner_lease(engine.journal, invocation_id, engine.owner)
+        engine.journal.leases.release_lease(invocation_id, engine.owner)
     return None
 
 

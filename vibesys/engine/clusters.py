@@ -34,16 +34,6 @@ from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.execute import JOURNAL_FAILURES, error_facts, launch_cluster
 from vibesys.engine.facts import Fact, SubmitFailed
 from vibesys.engine.failpoints import failpoint
-from vibesys.engine.records import (
-    note_cluster,
-    record_cluster_released,
-    record_cluster_reuse,
-    record_cluster_use,
-    record_launch_failed,
-    record_launch_intent,
-    record_launched,
-    record_release_intent,
-)
 from vibesys.errors import BackendError, BackendUnavailable, StaleState, SubmitRejected, UsageError
 from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
@@ -105,7 +95,9 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
         "site_digest": inv.site_digest,
     }
     if decision.choice is LeaseChoice.REUSE:
-        lease = record_cluster_reuse(journal, facts, plan.allocation, plan.reason)
+        lease = journal.clusters.record_reuse(
+            **facts, allocation=plan.allocation, evidence=plan.reason
+        )
         if lease.state is LeaseState.RELEASING:
             raise BackendUnavailable(
                 f"cluster {plan.cluster} is being released (lease {lease.id}); the next "
@@ -114,13 +106,13 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
             )
     else:
         try:
-            lease = record_launch_intent(journal, facts, plan.reason, owner)
+            lease = journal.clusters.intend_launch(**facts, reason=plan.reason, owner=owner)
         except StaleState as exc:  # a live process is launching or releasing it now
             raise BackendUnavailable(str(exc), maybe_submitted=False) from None
         failpoint("after_launch_intent")
         lease = _launched(journal, plan, lease, launch_cluster(leasing, plan))
     try:
-        record_cluster_use(journal, lease.id, inv)
+        journal.clusters.record_lease_use(lease.id, inv.id, inv.attempt)
     except StaleState as exc:  # a release was intended meanwhile: nothing was submitted
         raise BackendUnavailable(str(exc), maybe_submitted=False) from None
     # Two processes may both have passed the first check: the one that sees the other now
@@ -145,10 +137,12 @@ def _launched(
     `launching` (an allocation may exist: the next launch continues it, or reconcile settles
     it); a failure fails the submit, which was never made."""
     if isinstance(outcome, SubmitRejected):
-        record_launch_failed(journal, lease.id, f"refused, nothing launched: {outcome.evidence}")
+        journal.clusters.record_launch_failed(
+            lease.id, f"refused, nothing launched: {outcome.evidence}"
+        )
         raise outcome
     if isinstance(outcome, BackendError):
-        note_cluster(journal, lease.id, f"launch failed: {outcome.evidence}")
+        journal.clusters.note_lease(lease.id, f"launch failed: {outcome.evidence}")
         raise BackendError(
             f"launching cluster {plan.cluster} failed: {outcome}",
             evidence=outcome.evidence,
@@ -156,7 +150,7 @@ def _launched(
             retryable=outcome.retryable,
             fix=outcome.fix,
         ) from outcome
-    return record_launched(journal, lease.id, outcome.allocation, outcome.evidence)
+    return journal.clusters.record_launched(lease.id, outcome.allocation, outcome.evidence)
 
 
 def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
@@ -168,7 +162,7 @@ def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
         raise UsageError(f"cluster {lease.name} (lease {lease.id}) is {lease.state}: not live")
     backend = _backend_of(engine, lease)
     # Refused there, under the write lock, while an invocation that ran on it is not DONE.
-    lease = record_release_intent(journal, lease.id, engine.owner, reason)
+    lease = journal.clusters.intend_release(lease.id, engine.owner, reason)
     failpoint("after_release_intent")
     return _release(engine, backend, lease, "released")
 
@@ -205,7 +199,7 @@ def release_finished_campaigns(engine: Engine) -> list[ClusterLease]:
         try:
             released.append(release_cluster(engine, lease.id, why))
         except Exception as exc:  # this lease stays for the next round; the others go on
-            note_cluster(engine.journal, lease.id, f"run --down release failed: {exc}")
+            engine.journal.clusters.note_lease(lease.id, f"run --down release failed: {exc}")
     return released
 
 
@@ -222,7 +216,7 @@ def _release(
 ) -> ClusterLease:
     evidence = backend.release()  # an error leaves the lease `releasing`, for reconcile
     failpoint("after_release_effect")
-    return record_cluster_released(engine.journal, lease.id, f"{why}: {evidence}")
+    return engine.journal.clusters.record_released(lease.id, f"{why}: {evidence}")
 
 
 def settle_leases(engine: Engine) -> list[SettledLease]:
@@ -248,23 +242,20 @@ def _settle(engine: Engine, lease: ClusterLease) -> ClusterLease:
     if lease.state is LeaseState.RELEASING:
         if sight.exists:
             return _release(engine, backend, lease, "the interrupted release, done again")
-        return record_cluster_released(
-            journal, lease.id, f"the release had ended it: {sight.evidence}"
+        return journal.clusters.record_released(
+            lease.id, f"the release had ended it: {sight.evidence}"
         )
     if sight.up:
-        return record_launched(
-            journal,
-            lease.id,
-            sight.allocation,
-            f"the interrupted launch left it up: {sight.evidence}",
+        return journal.clusters.record_launched(
+            lease.id, sight.allocation, f"the interrupted launch left it up: {sight.evidence}"
         )
     if sight.exists or sight.launching:
         # Provisioning is under way (or stopped half-way): the row stays `launching`, recorded;
         # the next launch resumes it, a release ends it.
         why = "a launch request is still active" if sight.launching else sight.evidence
-        return note_cluster(journal, lease.id, f"not up yet: {why}")
-    return record_launch_failed(
-        journal, lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
+        return journal.clusters.note_lease(lease.id, f"not up yet: {why}")
+    return journal.clusters.record_launch_failed(
+        lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
     )
 
 

@@ -49,7 +49,7 @@ from vibesys.engine.plan import (
     proven,
 )
 from vibesys.engine.prepare import new_invocation_id
-from vibesys.engine.records import date_outage, record_claim, record_provenance
+from vibesys.engine.records import date_outage, record_provenance
 from vibesys.engine.retry import RetryPolicy, policy_of
 from vibesys.engine.seen import Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
@@ -307,7 +307,9 @@ class Engine:
         if fact is None:
             return None
         if isinstance(fact, ClaimRead):
-            record_claim(self.journal, inv, fact)  # before the event it proves
+            self.journal.invocations.record_attempt_detail(
+                inv.id, inv.attempt, claim=fact.claim
+            )  # before the event it proves
         return proven(inv, fact, self.context(inv))
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:

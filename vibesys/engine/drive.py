@@ -25,7 +25,6 @@ from vibesys.engine.deadline import overdue, recorded_deadline
 from vibesys.engine.execute import error_facts
 from vibesys.engine.logs import LogTail
 from vibesys.engine.plan import follow, needs_observation, parent_to_carry
-from vibesys.engine.records import give_back_owner_lease, take_owner_lease
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
@@ -154,7 +153,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     finally:
         if options.status is not None:
             options.status.clear()
-        give_back_owner_lease(engine.journal, inv.id, engine.owner)
+        engine.journal.leases.release_lease(inv.id, engine.owner)
 
 
 def _release_if_asked(engine: Engine, inv: Invocation) -> None:
@@ -181,7 +180,7 @@ def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     head = engine.journal.invocations.get(place.ahead[0])
     if head.lease_owner == engine.owner or head.settings.cancel_when_orphaned:
         return CARRY_AHEAD_SECONDS  # this process drives it already, or it is not ours to carry
-    if not take_owner_lease(engine.journal, head.id, engine.owner, engine.lease_ttl):
+    if not engine.journal.leases.acquire_lease(head.id, engine.owner, engine.lease_ttl):
         return CARRY_AHEAD_SECONDS
     deadline = recorded_deadline(engine.journal, head.id)
     try:
@@ -193,7 +192,7 @@ def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     except BackendError as exc:
         engine.note(head, f"carrying it on failed: {error_facts(exc).reason}")
     finally:
-        give_back_owner_lease(engine.journal, head.id, engine.owner)
+        engine.journal.leases.release_lease(head.id, engine.owner)
     if deadline is None or head.cancel_requested:
         return CARRY_AHEAD_SECONDS
     return min(CARRY_AHEAD_SECONDS, max(deadline.left(engine.clock()), 0.0))
@@ -213,7 +212,7 @@ class _Watch:
         if time.monotonic() - self.renewed < engine.lease_ttl.total_seconds() / 3:
             return True
         self.renewed = time.monotonic()
-        return take_owner_lease(engine.journal, inv.id, engine.owner, engine.lease_ttl)
+        return engine.journal.leases.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
 
     def observe(self, inv: Invocation) -> Seen | None:
         shared = self.engine.shared_backend(inv)
@@ -284,8 +283,8 @@ def wait_for(engine: Engine, invocation_id: str, options: DriveOptions) -> Invoc
     stop = options.interrupt
     while True:
         inv = engine.journal.invocations.get(invocation_id)
-        if inv.state is not JobState.DONE and take_owner_lease(
-            engine.journal, inv.id, engine.owner, engine.lease_ttl
+        if inv.state is not JobState.DONE and engine.journal.leases.acquire_lease(
+            inv.id, engine.owner, engine.lease_ttl
         ):
             options.taken_over = False
             inv = drive(engine, inv, options)

@@ -24,7 +24,6 @@ from vibesys.engine.deadline import overdue, recorded_deadline
 from vibesys.engine.execute import error_facts
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation, orphaned
-from vibesys.engine.records import give_back_owner_leases, take_owner_leases
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation, LeaseState, iso
@@ -67,7 +66,9 @@ def reconcile(engine: Engine) -> list[ReconcileRow]:
     ]
     active = journal.invocations.active()
     # One transaction for every lease: a round over a thousand invocations costs one fsync.
-    taken = take_owner_leases(journal, [inv.id for inv in active], engine.owner, engine.lease_ttl)
+    taken = journal.leases.acquire_leases(
+        [inv.id for inv in active], engine.owner, engine.lease_ttl
+    )
     mine: list[Invocation] = []
     for inv in active:
         if inv.id in taken:
@@ -83,7 +84,7 @@ def reconcile(engine: Engine) -> list[ReconcileRow]:
         for inv in mine:
             rows.append(_reconcile_one(engine, inv, observations.get(inv.id)))
     finally:
-        give_back_owner_leases(journal, [inv.id for inv in mine], engine.owner)
+        journal.leases.release_leases([inv.id for inv in mine], engine.owner)
     rows.extend(_finish_campaigns(engine))
     return rows
 

@@ -42,14 +42,6 @@ from msgspec import Struct, field
 from vibesys.adapters.base import PollSchedule, SharedPolling
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
-from vibesys.engine.records import (
-    bring_round_forward,
-    give_back_poller,
-    record_round,
-    record_site_facts,
-    take_poller,
-    watch_jobs,
-)
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
@@ -110,7 +102,7 @@ class SharedPoll(Struct):
         as soon as the floor allows, or awaited when another process runs one."""
         journal = self.engine.journal
         site = backend.poll_site()
-        watch_jobs(journal, site, [inv.id for inv in invocations])  # a round at once: no hold
+        journal.polls.watch(site, [inv.id for inv in invocations])  # a round at once: no hold
         found: dict[str, Seen] = {}
         asked = self.engine.clock()
         deadline = time.monotonic() + FORCED_ROUND_WAIT_SECONDS
@@ -163,7 +155,7 @@ class SharedPoll(Struct):
         soon = _after(row.started_at, schedule.floor) or self.engine.clock()
         due = row.next_due()
         if due is None or due > soon:
-            bring_round_forward(self.engine.journal, site, soon)
+            self.engine.journal.polls.advance_due(site, soon)
 
     # -- the turn of this process -----------------------------------------------------------
 
@@ -174,12 +166,8 @@ class SharedPoll(Struct):
             return
         now = self.engine.clock()
         initial = backend.poll_schedule({}).initial
-        watch_jobs(
-            self.engine.journal,
-            site,
-            [inv.id for inv in invocations],
-            now=now,
-            hold_until=now + _seconds(initial),
+        self.engine.journal.polls.watch(
+            site, [inv.id for inv in invocations], now=now, hold_until=now + _seconds(initial)
         )
         self._watching.update((inv.id, inv.version) for inv in invocations)
 
@@ -234,8 +222,7 @@ class SharedPoll(Struct):
     ) -> bool:
         """Run the site's next round if this process gets the lease; whether it did."""
         journal, engine = self.engine.journal, self.engine
-        taken = take_poller(
-            journal,
+        taken = journal.polls.take_poller(
             site,
             engine.owner,
             POLLER_TTL,
@@ -258,8 +245,7 @@ class SharedPoll(Struct):
             ages = [(now - inv.updated_at).total_seconds() for inv in need]
             interval = schedule.interval(min(ages, default=schedule.maximum))
             due = max(now + timedelta(seconds=interval), started + _seconds(schedule.floor))
-            done = record_round(
-                journal,
+            done = journal.polls.finish_round(
                 site,
                 engine.owner,
                 now,
@@ -268,10 +254,10 @@ class SharedPoll(Struct):
                     Observed(inv.id, inv.attempt, inv.version, encode_record(observed[inv.id]))
                     for inv in need
                 ],
-                forget=[inv.id for inv in watched if not needs_observation(inv)],
+                [inv.id for inv in watched if not needs_observation(inv)],
             )
         except BaseException:
-            give_back_poller(journal, site, engine.owner)
+            journal.polls.release_poller(site, engine.owner)
             raise
         if done is not None:
             self.rounds_run += 1
@@ -282,8 +268,8 @@ class SharedPoll(Struct):
     ) -> None:
         journal, engine = self.engine.journal, self.engine
         now = engine.clock()
-        taken = take_poller(
-            journal, site, engine.owner, POLLER_TTL, now, after_round=row.round, probe=True
+        taken = journal.polls.take_poller(
+            site, engine.owner, POLLER_TTL, now, after_round=row.round, probe=True
         )
         if taken is None:
             return
@@ -310,7 +296,9 @@ class SharedPoll(Struct):
         except BackendError:
             pass  # the next round will tell; a probe proves nothing by failing
         finally:
-            give_back_poller(journal, site, engine.owner, probed_at=now, due_at=due, settle=settle)
+            journal.polls.release_poller(
+                site, engine.owner, probed_at=now, due_at=due, settle=settle
+            )
 
     def _status(self, need: list[Invocation], backend: SharedPolling) -> dict[str, Seen]:
         if not need:
@@ -335,7 +323,7 @@ class SharedPoll(Struct):
             facts = backend.site_facts()
         except BackendError:
             return None  # asked again by the next round's poller
-        record_site_facts(self.engine.journal, site, facts)
+        self.engine.journal.polls.record_site_facts(site, facts)
         return facts
 
     def _schedule(self, backend: SharedPolling, row: PollSite) -> PollSchedule:

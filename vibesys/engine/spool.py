@@ -21,7 +21,6 @@ from vibesys.adapters.base import (
 )
 from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
 from vibesys.engine.failpoints import failpoint
-from vibesys.engine.records import record_spool_offset
 from vibesys.journal_schema import Journal
 
 STREAMS = (STDOUT_FILE, STDERR_FILE)
@@ -53,7 +52,9 @@ def _spool_one(
             os.fsync(handle.fileno())
     if arrived:
         failpoint("after_spool_append")
-        record_spool_offset(journal, job, stream, committed + arrived)
+        journal.progress.commit_spool_offset(
+            job.invocation_id, job.attempt, stream, committed + arrived
+        )
     return arrived
 
 
@@ -96,5 +97,7 @@ def spool_gathered(
         arrived = gathered.log_bytes.get(stream, 0)
         if arrived:
             failpoint("after_spool_append")
-            record_spool_offset(journal, job, stream, offsets[stream] + arrived)
+            journal.progress.commit_spool_offset(
+                job.invocation_id, job.attempt, stream, offsets[stream] + arrived
+            )
     return gathered
