@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from tests.engine.shared_poll.conftest import Clock, SharedFake, engine, running
@@ -29,7 +28,9 @@ def clock() -> Clock:
 class OwnEndFake(SharedFake):
     """The shared fake whose jobs run under a process of this one (`ends` per job name)."""
 
-    ends: dict[str, threading.Event] = msgspec.field(default_factory=dict)
+    def __init__(self, attempts: list[FakeAttempt] | None = None) -> None:
+        super().__init__(attempts)
+        self.ends: dict[str, threading.Event] = {}
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
 

@@ -13,22 +13,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from msgspec import Struct, field
+from msgspec import Struct
 
 from vibesys.adapters.base import (
     ArtifactInfo,
-    GathersCollection,
+    Backend,
     JobRef,
     RemoteState,
     RemoteStatus,
-    SeesItsOwnEnd,
-    SharedPolling,
-    ShowsProgress,
     Sink,
     Submission,
     SubmitReceipt,
 )
-from vibesys.adapters.leases import LeasingBackend
 from vibesys.adapters.registry import AdapterEntry
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.adapters.rundir.claim import Claim
@@ -62,51 +58,36 @@ class _Job(Struct):
     after_job: str | None = None
 
 
-class FakeBackend(Struct, dict=True):  # a dict: tests patch its methods
-    attempts: list[FakeAttempt] = field(default_factory=list)
-    name: str = "fake"
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    jobs: dict[str, _Job] = field(default_factory=dict)
-    #: status() raises this while set (an unreachable scheduler)
-    status_error: BackendError | None = None
-    #: remote log bytes per (job name, stream); tests append to them while a job "runs"
-    logs: dict[tuple[str, str], bytearray] = field(default_factory=dict)
-    #: remote files per job name (path relative to the job's directory -> bytes)
-    files: dict[str, dict[str, bytes]] = field(default_factory=dict)
-    #: bytes served instead of a file's real content (a tampered download)
-    tampered: dict[str, bytes] = field(default_factory=dict)
+class FakeBackend(Backend):
+    """A scripted scheduler in memory: each submission plays the next `FakeAttempt`."""
 
-    #: claims by job name: kind "job" (the job's) or "fence" (the engine's)
-    claims: dict[str, Claim] = field(default_factory=dict)
-    #: jobs the scheduler does not show (forgotten, or not yet visible): status reports
-    #: NOT_FOUND with whatever claim the attempt holds, as the Slurm adapter does
-    hidden: set[str] = field(default_factory=set)
-    #: jobs whose command actually ran (claimed by the job itself)
-    ran: list[str] = field(default_factory=list)
-    #: the parent's job each job was submitted to wait on
-    waits_on: dict[str, str | None] = field(default_factory=dict)
+    def __init__(self, attempts: list[FakeAttempt] | None = None, name: str = "fake") -> None:
+        self.attempts = attempts if attempts is not None else []
+        self.name = name
+        self.calls: list[tuple[str, str]] = []
+        self.jobs: dict[str, _Job] = {}
+        #: status() raises this while set (an unreachable scheduler)
+        self.status_error: BackendError | None = None
+        #: remote log bytes per (job name, stream); tests append to them while a job "runs"
+        self.logs: dict[tuple[str, str], bytearray] = {}
+        #: remote files per job name (path relative to the job's directory -> bytes)
+        self.files: dict[str, dict[str, bytes]] = {}
+        #: bytes served instead of a file's real content (a tampered download)
+        self.tampered: dict[str, bytes] = {}
+        #: claims by job name: kind "job" (the job's) or "fence" (the engine's)
+        self.claims: dict[str, Claim] = {}
+        #: jobs the scheduler does not show (forgotten, or not yet visible): status reports
+        #: NOT_FOUND with whatever claim the attempt holds, as the Slurm adapter does
+        self.hidden: set[str] = set()
+        #: jobs whose command actually ran (claimed by the job itself)
+        self.ran: list[str] = []
+        #: the parent's job each job was submitted to wait on
+        self.waits_on: dict[str, str | None] = {}
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
 
     def remote_files(self) -> FakeBackend:
         return self
-
-    # The optional capabilities it lacks (a Struct cannot inherit `Backend`'s defaults).
-
-    def gathers_collection(self) -> GathersCollection | None:
-        return None
-
-    def shared_polling(self) -> SharedPolling | None:
-        return None
-
-    def sees_its_own_end(self) -> SeesItsOwnEnd | None:
-        return None
-
-    def leasing(self) -> LeasingBackend | None:
-        return None
-
-    def shows_progress(self) -> ShowsProgress | None:
-        return None
 
     def submit(self, submission: Submission[Any]) -> SubmitReceipt:
         self.calls.append(("submit", submission.job_name))

@@ -11,7 +11,6 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from vibesys.adapters.base import JobRef, PollSchedule, RemoteState
@@ -27,13 +26,15 @@ SITE = "fake-site"
 class SharedFake(FakeBackend):
     """The fake scheduler, declaring its status calls shared per site (SharedPolling)."""
 
-    floor: float = 0.0
-    settle: float = 0.0
-    settle_max: float = 0.0
-    #: job names whose end marker a probe finds
-    ended: set[str] = msgspec.field(default_factory=set)
-    probes: list[list[str]] = msgspec.field(default_factory=list)
-    facts_asked: int = 0
+    def __init__(self, attempts: list[FakeAttempt] | None = None) -> None:
+        super().__init__(attempts)
+        self.floor = 0.0
+        self.settle = 0.0
+        self.settle_max = 0.0
+        #: job names whose end marker a probe finds
+        self.ended: set[str] = set()
+        self.probes: list[list[str]] = []
+        self.facts_asked = 0
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
 
