@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from msgspec.structs import replace
-from rich.console import Console
 
 from vibesys.cli.live import PROGRESS_MIN_BYTES, LiveStatus, status_text
 from vibesys.engine.seen import Seen, Sight
@@ -184,8 +183,7 @@ def test_a_child_killed_with_its_parents_job_says_what_it_waits_for() -> None:
 
 def terminal() -> tuple[LiveStatus, io.StringIO]:
     buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=True, width=100)
-    return LiveStatus(console), buffer
+    return LiveStatus(buffer), buffer
 
 
 def test_a_big_transfer_shows_a_bar_and_erases_it() -> None:

@@ -1,8 +1,9 @@
-"""Live status on a terminal (rich): one updating line while a job is submitted, queued or
-running (its state, the scheduler's reason, partition, nodes and the time since the run
-began), and a progress bar for a transfer above a few MB (staging a candidate, downloading an
-artifact). Both are one transient line on stderr: erased before the job's output is written
-and before the final summary, so what stays on the terminal is the job's output.
+"""Live status on a terminal: one updating line while a job is submitted, queued or running
+(its state, the scheduler's reason, partition, nodes and the time since the run began), and a
+progress bar for a transfer above a few MB (staging a candidate, downloading an artifact). Both
+are one transient line on stderr, redrawn in place (a carriage return and an erase-line escape)
+and erased before the job's output is written and before the final summary, so what stays on
+the terminal is the job's output.
 
 The CLI uses it only when stdout and stderr are both terminals and `--json` is not given;
 otherwise nothing of it exists. Pure presentation: nothing here is ever decided by.
@@ -10,14 +11,10 @@ otherwise nothing of it exists. Pure presentation: nothing here is ever decided 
 
 from __future__ import annotations
 
+import os
+import sys
 import time
-from typing import TYPE_CHECKING
-
-from rich.console import Console, Group
-from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.spinner import Spinner
-from rich.text import Text
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from vibesys.engine.seen import Seen
@@ -74,18 +71,27 @@ def status_text(inv: Invocation, seen: Seen | None, elapsed: float) -> str:
     return f"{inv.id} {what} · {clock}"
 
 
-class LiveStatus:
-    """The status line and the transfer bar, on one transient rich Live (stderr)."""
+#: Back to the line's start and erase it: what redraws and clears the status line.
+ERASE = "\r\x1b[2K"
+#: A braille spinner, one frame per `_FRAME_SECONDS` since the run began.
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_FRAME_SECONDS = 0.08
+_BAR_WIDTH = 40
+#: The width when the stream's terminal does not say.
+_DEFAULT_COLUMNS = 80
 
-    def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+
+class LiveStatus:
+    """The status line and the transfer bar: one transient line on a terminal (stderr)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
         self.started = time.monotonic()
-        self._live: Live | None = None
+        self._on_screen = False
         self._status = ""
         self._bar: tuple[str, int, int] | None = None
         self._drawn = 0.0
         self._shown = ""
-        self._spinner = Spinner("dots")
 
     # -- the status line (engine.drive.StatusSink) ------------------------------------------
 
@@ -99,9 +105,9 @@ class LiveStatus:
 
     def clear(self) -> None:
         """Erase the line (before the job's output, or at the end)."""
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
+        if self._on_screen:
+            self._write(ERASE)
+            self._on_screen = False
 
     # -- a transfer (adapters.base.Progress) -----------------------------------------------
 
@@ -124,27 +130,33 @@ class LiveStatus:
 
     # -- drawing -----------------------------------------------------------------------------
 
-    def _renderable(self) -> Group | Spinner:
+    def _line(self) -> str:
         if self._bar is not None:
             label, total, done = self._bar
-            words = Text(f"{label}  {done / 1e6:.1f}/{total / 1e6:.1f} MB")
-            return Group(words, ProgressBar(total=total, completed=min(done, total), width=40))
-        self._spinner.update(text=Text(self._status, overflow="ellipsis", no_wrap=True))
-        return self._spinner
+            filled = _BAR_WIDTH * min(done, total) // total
+            bar = "━" * filled + "╺" * (_BAR_WIDTH - filled)
+            return f"{label}  {done / 1e6:.1f}/{total / 1e6:.1f} MB  {bar}"
+        frame = int((time.monotonic() - self.started) / _FRAME_SECONDS) % len(_SPINNER)
+        return f"{_SPINNER[frame]} {self._status}"
+
+    def _columns(self) -> int:
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns or _DEFAULT_COLUMNS
+        except (AttributeError, OSError, ValueError):  # not a terminal, or no descriptor
+            return _DEFAULT_COLUMNS
 
     def _draw(self) -> None:
         if not self._status and self._bar is None:
             return
         self._drawn = time.monotonic()
         self._shown = self._status
-        if self._live is None:
-            self._live = Live(
-                self._renderable(),
-                console=self.console,
-                auto_refresh=False,
-                transient=True,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            )
-            self._live.start()
-        self._live.update(self._renderable(), refresh=True)
+        # Kept within the width: a wrapped line could not be erased in place.
+        line, room = self._line(), self._columns() - 1
+        if len(line) > room:
+            line = line[: max(room - 1, 0)] + "…"
+        self._write(ERASE + line)
+        self._on_screen = True
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
