@@ -4,9 +4,9 @@
    (`vibesys.cli.main.main`), then dumps `sys.modules`. `--help` and the read-only commands
    agents call in loops (`journal show`, `journal list`, `logs`, `states`) may import no
    paramiko, SkyPilot (`sky`) or `vibesys.adapters` module but the registry's plain data
-   (issues 2 and 36); the read-only commands moreover no transitions machine and no
-   sqlite-utils (issue 11). Every command line is parsed by the typer app (issue 36), whose
-   parsing loads pydantic.
+   (issues 2 and 36); the read-only commands moreover no transitions machine, no
+   sqlite-utils (issue 11), no rich and no bridge client (issue 36). Every command line is
+   parsed by the typer app (issue 36), the one declaration.
 2. `journal show` against `python -c "import sqlite3, json"`, the same interpreter, run
    alternately. Target (issue 11, hard): ratio of the medians <= 3.5.
 3. `vibesys run -- true` (the whole local evaluation: journal, wrapper, command) against the
@@ -65,10 +65,14 @@ NOT_FOR_A_LOCAL_RUN = (
     "vibesys.adapters.staging",
     "vibesys.snapshot",
     "vibesys.broker",
+    # The terminal's status line is text of our own.
+    "rich",
+    # A file `session client-path` names, never a module a command needs.
+    "vibesys.bridge.client",
 )
 FORBIDDEN = ("paramiko", "sky", "vibesys.adapters")
-#: What a read-only command must not load besides FORBIDDEN (typer's parsing loads pydantic).
-HEAVY = ("transitions", "sqlite_utils")
+#: What a read-only command must not load besides FORBIDDEN.
+HEAVY = ("transitions", "sqlite_utils", "rich", "vibesys.bridge.client")
 #: The adapter registry is plain data (names, options, module paths): `--help` lists it.
 ALLOWED = frozenset({"vibesys.adapters", "vibesys.adapters.registry"})
 #: The broker's command group is declared in the typer app; its machinery is loaded when it runs.

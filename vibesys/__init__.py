@@ -1,18 +1,15 @@
 """vibesys: durable, explicit state machines for remote evaluation jobs.
 
-The public names are loaded on first use. Every `vibesys` command imports this package first;
-importing them all here would load the engine, the adapters' base, pydantic and asyncio
-(about a quarter of a second) into `--help` and the read-only commands, which must load no
-adapter.
+The public names are loaded on first use, from the one table below: every `vibesys` command
+imports this package first, and importing them all here would load the engine, the client,
+the session, the adapters' base, pydantic and asyncio (636 modules, about a quarter of a
+second) into `--help` and the read-only commands, which must load no adapter.
 """
 
 from __future__ import annotations
 
 import importlib
-
-#: `typing.TYPE_CHECKING`, without importing typing: until `vibesys.cli.main` sets SIGINT's
-#: handler, every import widens the moment a Ctrl-C would end `vibesys` with a traceback.
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -46,8 +43,6 @@ _PUBLIC = {
 }
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from vibesys.adapters.fake import FakeAttempt, FakeBackend
     from vibesys.adapters.registry import AdapterEntry, register
     from vibesys.client import AsyncClient, Client, Handle, KeyConflict

@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from vibesys.bridge import client
 from vibesys.errors import boundary
 
 session_app = typer.Typer(
@@ -152,4 +151,5 @@ def serve(
 @session_app.command("client-path")
 def client_path() -> None:
     """Print the path of the stdlib-only `vibesys-eval` file, to mount into a container."""
-    typer.echo(Path(client.__file__).resolve())
+    # By path: the client is a file to mount, not a module this command needs.
+    typer.echo(Path(__file__).resolve().with_name("client.py"))

@@ -1,0 +1,46 @@
+"""What `vibesys run -- true` and the read-only commands load, through the real entry point:
+only what they use. The terminal's status line is text of our own (no rich); the bridge's
+client is a file `session client-path` names, never a module a command imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+#: Runs the entry point with the given argv, then prints the loaded module names as JSON.
+DUMP = (
+    "import atexit, json, sys\n"
+    "sys.argv = ['vibesys', *sys.argv[1:]]\n"
+    "atexit.register(lambda: print(json.dumps(sorted(sys.modules))))\n"
+    "from vibesys.cli.main import main\n"
+    "main()\n"
+)
+NEVER = ("rich", "vibesys.bridge.client")
+
+
+def loaded(cwd: Path, *argv: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", DUMP, *argv], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    modules: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return modules
+
+
+def among(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)]
+
+
+def test_a_local_run_and_the_reading_commands_load_no_rich_and_no_bridge_client(
+    tmp_path: Path,
+) -> None:
+    assert among(loaded(tmp_path, "run", "--", "true"), NEVER) == []
+    for argv in (["journal", "list"], ["states"]):
+        assert among(loaded(tmp_path, *argv), NEVER) == [], argv
+
+
+def test_help_loads_no_bridge_client(tmp_path: Path) -> None:
+    # typer draws its help with rich: that is typer's, not ours.
+    assert among(loaded(tmp_path, "--help"), ("vibesys.bridge.client",)) == []
