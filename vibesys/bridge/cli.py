@@ -2,7 +2,8 @@
 broker when the site offers GPU commands). The declaration only: the session is imported when
 the command runs, so that `vibesys --help` stays light."""
 
-from __future__ import annotations
+# Annotations are values here, not strings: typer reads these signatures at every start, and
+# a string would be compiled and evaluated again each time.
 
 from pathlib import Path
 from typing import Annotated

@@ -4,7 +4,8 @@ The declaration only: the broker's start (`startup`) is imported when the comman
 that `vibesys --help` stays light.
 """
 
-from __future__ import annotations
+# Annotations are values here, not strings: typer reads these signatures at every start, and
+# a string would be compiled and evaluated again each time.
 
 from pathlib import Path
 from typing import Annotated

@@ -3,7 +3,8 @@ terms. A command's body lives in the module it names (`read.py` for the read-onl
 `commands.py` for those that drive invocations, `run_command.py` for `run`), loaded when the
 command runs: `--help` and the read-only commands load no engine and no adapter."""
 
-from __future__ import annotations
+# Annotations are values here, not strings: typer reads these signatures at every start, and
+# a string would be compiled and evaluated again each time.
 
 import contextlib
 import os

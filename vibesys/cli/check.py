@@ -2,7 +2,8 @@
 of `vibesys.sitecheck`, render. The checks load when the command runs (they reach the
 adapters' transports)."""
 
-from __future__ import annotations
+# Annotations are values here, not strings: typer reads these signatures at every start, and
+# a string would be compiled and evaluated again each time.
 
 import json
 from pathlib import Path

@@ -2,7 +2,8 @@
 itself, such as a campaign's SkyPilot cluster), and `vibesys clusters release`. Thin: the
 journal and the engine do the work (`commands.py`, loaded when one runs)."""
 
-from __future__ import annotations
+# Annotations are values here, not strings: typer reads these signatures at every start, and
+# a string would be compiled and evaluated again each time.
 
 from typing import Annotated
 
