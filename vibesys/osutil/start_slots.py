@@ -1,6 +1,6 @@
-"""`vibesys run` starts a few at a time: at most one process per CPU this one may use is between
-its start and its recorded invocation (imports, the site's checks, the journal's first commit),
-the rest wait for a slot without spending any CPU.
+"""`vibesys run` records a few at a time: at most one process per CPU this one may use is between
+its checks and its recorded invocation (the site's checks, the journal's first commit), the
+rest wait for a slot without spending any CPU.
 
 Why: N interpreters started together on C CPUs share them evenly, so each reaches its first
 record only after about N times one start-up's CPU divided by C, and no job is submitted
@@ -8,7 +8,7 @@ before then; a few at a time, the first is recorded after one start-up and the r
 one by one, as one process submitting N jobs would submit them. A lone run finds a slot free
 at once. The slots are `flock`s on files in this user's private directory, so a process that
 dies frees its slot; one that is stopped (SIGSTOP) keeps it, and whoever waits on that slot
-starts anyway after WAIT_SECONDS. Stdlib only: it runs before anything heavy is imported.
+starts anyway after WAIT_SECONDS. Stdlib only.
 """
 
 from __future__ import annotations
