@@ -9,7 +9,10 @@ second) into `--help` and the read-only commands, which must load no adapter.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+#: `typing.TYPE_CHECKING`, without importing typing: until `vibesys.cli.main` sets SIGINT's
+#: handler, every import widens the moment a Ctrl-C would end `vibesys` with a traceback.
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
 
@@ -43,6 +46,8 @@ _PUBLIC = {
 }
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from vibesys.adapters.fake import FakeAttempt, FakeBackend
     from vibesys.adapters.registry import AdapterEntry, register
     from vibesys.client import AsyncClient, Client, Handle, KeyConflict
