@@ -21,11 +21,12 @@ from vibesys.cli.run_command import (
     live_status,
     quiet_streams,
 )
+from vibesys.client import Client
 from vibesys.engine import DriveOptions, LogTail, reconcile, wait_for
 from vibesys.engine.cancel import cancel_invocation
 from vibesys.engine.clusters import release_cluster
 from vibesys.job_result import NotEnded, render_result, result_from_journal
-from vibesys.journal_schema import LIVE_LEASE_STATES, verify_journal
+from vibesys.journal_schema import LIVE_LEASE_STATES, Journal, verify_journal
 from vibesys.states.exits import EXIT_OUTPUT_FAILED, exit_status
 
 
@@ -73,14 +74,22 @@ def cancel(journal: Path | None, invocation: str) -> int:
     return exit_status(inv) if inv.state == "UNRESOLVED" else 0
 
 
+def attached(store: Journal, invocation: str) -> str:
+    """The invocation an id, a unique prefix or a `vibesys.Client` key names, as
+    `Client.attach` finds it (a keyed submission whose recorder died is recorded now); the
+    command follows it in its own thread."""
+    with Client(store.path) as client:
+        return client.attach(invocation, drive=False).id
+
+
 def follow_logs(journal: Path | None, invocation: str) -> int:
     store = open_store(journal)
-    inv = store.invocations.resolve(invocation)
+    target = attached(store, invocation)
     engine = make_engine(store)
     tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
     with interruptible(FOLLOWER_SIGNALS) as interrupt:
         options = DriveOptions(tail=tail, interrupt=interrupt, owner=False)
-        wait_for(engine, inv.id, options)
+        wait_for(engine, target, options)
     if options.output_error is not None:
         quiet_streams()
         return EXIT_OUTPUT_FAILED
@@ -91,7 +100,7 @@ def wait(journal: Path | None, invocation: str, as_json: bool) -> int:
     store = open_store(journal)
     live = live_status(as_json)
     engine = make_engine(store, progress=live)
-    target = store.invocations.resolve(invocation).id
+    target = attached(store, invocation)
     with interruptible(FOLLOWER_SIGNALS) as interrupt, journal_faults(store, target):
         tail = job_output(as_json, live)
         options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)

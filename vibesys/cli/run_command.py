@@ -12,7 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vibesys.adapters.registry import entry
 from vibesys.cli.common import journal_failed, make_engine, open_store
@@ -20,7 +20,8 @@ from vibesys.cli.live import LiveStatus
 from vibesys.cli.read import echo
 from vibesys.cli.render import stopped_line, summary
 from vibesys.cli.run_checks import CheckedRun, check_failpoints, check_run
-from vibesys.engine import DriveOptions, Engine, RetryPolicy, StopFlag, drive
+from vibesys.client import Client
+from vibesys.engine import DriveOptions, Engine, StopFlag, drive
 from vibesys.errors import (
     CommandFailed,
     JournalError,
@@ -43,9 +44,6 @@ from vibesys.states.exits import (
     exit_status,
 )
 
-if TYPE_CHECKING:
-    from vibesys.adapters.requests import AdapterRequest
-
 __all__ = ["execute_run"]
 
 
@@ -63,17 +61,15 @@ def execute_run(values: Mapping[str, Any]) -> int:
         # From here on an interrupt only asks to stop: before anything is recorded nothing is;
         # once the invocation is recorded, the driver cancels it (never left for reconcile).
         with interruptible() as interrupt:
-            store, engine, checked, request = _prepare(values, live)
+            checked = _check(values)
+            store = open_store(values["journal"])
             if interrupt.is_set():
                 return EXIT_INTERRUPTED
-            inv = engine.prepare(
-                adapter=checked.adapter,
-                command=checked.command,
-                request=request,
-                label=values["name"],
-                cwd=checked.cwd,
-            )
+            with Client(store.path) as client:
+                handle = client.submit(checked.command, drive=False, **_submission(values, checked))
+            inv = store.invocations.get(handle.id)
             release_slot()
+            engine = make_engine(store, checked.unreachable_timeout, progress=live)
             return _drive(values, store, engine, inv, live, interrupt)
     except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
         return EXIT_INTERRUPTED
@@ -108,29 +104,37 @@ def _failed(
     return CommandFailed(journal_failed(exc, inv.id if inv else None, store), EXIT_JOURNAL_FAULT)
 
 
-def _prepare(
-    values: Mapping[str, Any], live: LiveStatus | None
-) -> tuple[Journal, Engine, CheckedRun, AdapterRequest]:
-    """Check everything, then open the journal and build the engine: nothing is recorded."""
+def _check(values: Mapping[str, Any]) -> CheckedRun:
+    """Check everything as `vibesys run` words it, writing nothing (not even a new journal)."""
     checked = check_run(values)
     if checked.after is not None:
-        # Resolved read-only: a bad --after writes nothing, not even a new journal.
         parent_journal = open_store(values["journal"], readonly=True)
         checked.resolve_after(parent_journal)
         parent_journal.close()
-    request = checked.request()
-    # The cluster's connection opens on a thread while the engine loads and the invocation
-    # is recorded (nothing is recorded before the last check below).
-    _prewarm(checked.adapter, request)
+    # The cluster's connection opens on a thread while the invocation is recorded.
+    _prewarm(checked)
     check_failpoints()
-    store = open_store(values["journal"])
-    engine = make_engine(
-        store,
-        checked.unreachable_timeout,
-        retry=RetryPolicy(checked.max_retries, checked.retry_delay),
-        progress=live,
-    )
-    return store, engine, checked, request
+    return checked
+
+
+def _submission(values: Mapping[str, Any], checked: CheckedRun) -> dict[str, Any]:
+    """`Client.submit`'s arguments for the checked values (the command aside): the adapter's
+    options by their names (`--artifact`'s is the list `artifacts`), `--after` as given (the
+    submission resolves it again, as it records it)."""
+    options = {dest: value for dest, value in checked.adapter_values.items() if dest != "after"}
+    if "artifact" in options:
+        options["artifacts"] = options.pop("artifact")
+    if checked.after is not None:
+        options["after"] = checked.after
+    return {
+        **options,
+        "adapter": checked.adapter,
+        "label": values["name"],
+        "cwd": checked.cwd,
+        "retries": int(checked.max_retries),
+        "retry_delay": checked.retry_delay,
+        "unreachable_timeout": checked.unreachable_timeout,
+    }
 
 
 def _told(invocation_id: str) -> Callable[[str], None]:
@@ -194,10 +198,13 @@ def interruptible(
             signal.signal(signum, old)
 
 
-def _prewarm(adapter: str, request: Any) -> None:
+def _prewarm(checked: CheckedRun) -> None:
     """Let the adapter start reaching its cluster now, if it can (an SSH connection), so that
-    the round trips overlap recording the invocation."""
-    warm = getattr(entry(adapter).load(), "prewarm", None)
+    the round trips overlap recording the invocation. Any adapter's request is built here
+    (the submission builds it again from the recorded options): a bad one is refused before
+    a journal is opened."""
+    request = checked.request()
+    warm = getattr(entry(checked.adapter).load(), "prewarm", None)
     if callable(warm):
         warm(request)
 

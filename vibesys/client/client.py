@@ -101,6 +101,7 @@ class Client:
         unreachable_timeout: float = 600.0,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
+        drive: bool = True,
         **options: Any,
     ) -> Handle:
         """Record `argv` as an invocation on `adapter` and start driving it; returns at once.
@@ -110,8 +111,10 @@ class Client:
         with other arguments it is refused (KeyConflict). `options`: the adapter's other
         `vibesys run` options by their names (`exclude`, `nodes`, `run_id`, `after`, ...).
         `timeout`: seconds from the recording, then it is cancelled (result TIMEOUT). `env`:
-        variables on top of this process's environment. Bad input raises UsageError (or
-        ConfigError) with nothing recorded."""
+        variables on top of this process's environment. `drive=False`: nothing in this client
+        drives it; the caller does, in its own thread (`vibesys run` does, to own its signals
+        and its terminal). Bad input raises UsageError (or ConfigError) with nothing
+        recorded."""
         self._check_open()
         command = argv_of(argv)
         if key is not None:
@@ -142,27 +145,30 @@ class Client:
         with self._journal() as journal:
             request = _request(journal, sub)  # every check first: a refusal records nothing
             inv = record(journal, sub, key, env, request)
-        return self._follow(inv.id, sub.timeout)
+        return self._follow(inv.id, sub.timeout, drive)
 
-    def attach(self, key_or_id: str) -> Handle:
+    def attach(self, key_or_id: str, *, drive: bool = True) -> Handle:
         """The handle of an invocation by its idempotency key, or its id (a unique prefix
-        will do): followed, and driven whenever no live process drives it."""
+        will do): followed, and driven whenever no live process drives it (`drive=False`:
+        by the caller, as `vibesys wait` does)."""
         self._check_open()
         with self._journal() as journal:
             row = find_row(journal, key_or_id)
             if row is not None:
                 sub = submission_of(row)
                 invocation_id = record_found(journal, row, lambda: _request(journal, sub)).id
-                return self._follow(invocation_id, sub.timeout)
+                return self._follow(invocation_id, sub.timeout, drive)
             inv = journal.invocations.resolve(key_or_id)
             row = journal.bridge.recorded_evaluation_of(inv.id)
             client_row = row is not None and row.run_id == CLIENT_RUN
             timeout = submission_of(row).timeout if row is not None and client_row else None
-        return self._follow(inv.id, timeout)
+        return self._follow(inv.id, timeout, drive)
 
-    def _follow(self, invocation_id: str, timeout: float | None) -> Handle:
+    def _follow(self, invocation_id: str, timeout: float | None, drive: bool) -> Handle:
         # One driver per invocation in this process, whichever client asks: its threads share
         # the process's identity, so the invocation's lease cannot keep two of them apart.
+        if not drive:
+            return Handle(self.journal_path, invocation_id, timeout)
         with _DRIVEN_LOCK:
             self._check_open()
             handle = _DRIVEN.get((self.journal_path, invocation_id))

@@ -63,6 +63,8 @@ class Handle:
         self._timeout = timeout
         #: the clients that hold this handle: it is driven until the last one closes
         self.users: set[object] = set()
+        #: False for a handle its caller drives (`drive=False`): the journal says when it ends
+        self._driven = False
         self._thread = threading.Thread(
             target=self._drive, name=f"vibesys-{invocation_id}", daemon=True
         )
@@ -88,7 +90,11 @@ class Handle:
 
     def result(self, timeout: float | None = None) -> JobResult:
         """Block until the invocation ends (at most `timeout` seconds: TimeoutError), then its
-        JobResult. NotEnded when the client closed before it ended."""
+        JobResult. NotEnded when the client closed before it ended, or (a handle its caller
+        drives) when it has not ended."""
+        if not self._driven:
+            with self._journal() as journal:
+                return result_from_journal(journal, self.id)
         if not self._done.wait(timeout):
             raise TimeoutError(f"invocation {self.id} has not ended after {timeout} s")
         if self._error is not None:
@@ -98,7 +104,7 @@ class Handle:
 
     def done(self) -> bool:
         """Whether this handle's driver has finished (`result()` will not block)."""
-        return self._done.is_set()
+        return self._done.is_set() or not self._driven
 
     def cancel(self) -> None:
         """Ask for the invocation's cancel (committed now, as `vibesys cancel` does); its
@@ -132,6 +138,8 @@ class Handle:
             ended = not follow or self._done.is_set()
             with self._journal() as journal:
                 inv = journal.invocations.get(self.id)
+                if not self._driven:
+                    ended = ended or inv.state in (JobState.DONE, JobState.UNRESOLVED)
                 numbers = [a.attempt for a in journal.invocations.attempts(self.id)]
             for number in numbers:
                 path = log_paths(attempt_dir(inv.invocation_dir, number))[which]
@@ -147,6 +155,7 @@ class Handle:
     # -- the driver -----------------------------------------------------------------------
 
     def start(self) -> None:
+        self._driven = True
         self._thread.start()
 
     def stop(self, wait_seconds: float) -> None:
