@@ -349,7 +349,7 @@ def test_wrapper_is_stdlib_only() -> None:
 
 #: The public names and where each one is defined, written out (not read from vibesys._PUBLIC).
 PUBLIC_API = {
-    "AsyncClient": "vibesys.client",
+    "AsyncClient": "vibesys.client.aio",
     "Client": "vibesys.client",
     "Handle": "vibesys.client",
     "KeyConflict": "vibesys.client",

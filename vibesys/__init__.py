@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     "Client": "vibesys.client",
-    "AsyncClient": "vibesys.client",
+    "AsyncClient": "vibesys.client.aio",
     "Handle": "vibesys.client",
     "KeyConflict": "vibesys.client",
     "Engine": "vibesys.engine",
@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 
     from vibesys.adapters.fake import FakeAttempt, FakeBackend
     from vibesys.adapters.registry import AdapterEntry, register
-    from vibesys.client import AsyncClient, Client, Handle, KeyConflict
+    from vibesys.client import Client, Handle, KeyConflict
+    from vibesys.client.aio import AsyncClient
     from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile, wait_for
     from vibesys.errors import VibesysError
     from vibesys.job_result import JobResult, JobStatus, result

@@ -163,7 +163,7 @@ def test_the_async_client(tmp_path: Path) -> None:
     async def main() -> tuple[int | None, int | None]:
         async with AsyncClient(tmp_path / "journal.db") as client:
             handles = [await client.submit([PY, "-c", f"raise SystemExit({n})"]) for n in (1, 2)]
-            found = await asyncio.gather(*(h.result_async(60) for h in handles))
+            found = await asyncio.gather(*(client.result(h, 60) for h in handles))
             return found[0].exit_code, found[1].exit_code
 
     assert asyncio.run(main()) == (1, 2)

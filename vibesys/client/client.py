@@ -9,7 +9,6 @@ another, not after a crash of either.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import time
@@ -36,7 +35,7 @@ from vibesys.client.keys import (
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Journal, journal_path, open_journal
 
-__all__ = ["AsyncClient", "Client"]
+__all__ = ["Client"]
 
 MAX_RETRIES: Final = 100
 MAX_SECONDS: Final = 7 * 24 * 3600.0
@@ -191,29 +190,6 @@ class Client:
             yield journal
         finally:
             journal.close()
-
-
-class AsyncClient:
-    """`Client` for asyncio: each call runs on a worker thread (`asyncio.to_thread`); the
-    handles are the same (`await handle.result_async()`)."""
-
-    def __init__(self, journal: str | os.PathLike[str] | None = None) -> None:
-        self.client = Client(journal)
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def submit(self, argv: Sequence[str], **kwargs: Any) -> Handle:
-        return await asyncio.to_thread(self.client.submit, argv, **kwargs)
-
-    async def attach(self, key_or_id: str) -> Handle:
-        return await asyncio.to_thread(self.client.attach, key_or_id)
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self.client.close)
 
 
 def _request(journal: Journal, sub: Submission) -> Any:

@@ -10,7 +10,6 @@ and process on this host (`engine/shared_poll.py`).
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -147,10 +146,6 @@ class Handle:
             if ended:
                 return
             time.sleep(FOLLOW_SECONDS)
-
-    async def result_async(self, timeout: float | None = None) -> JobResult:
-        """`result()` on a worker thread (`asyncio.to_thread`)."""
-        return await asyncio.to_thread(self.result, timeout)
 
     # -- the driver -----------------------------------------------------------------------
 

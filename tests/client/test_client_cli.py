@@ -1,0 +1,69 @@
+"""The CLI on the Client: `vibesys run` records through `Client.submit`, so a Python client
+attaches to what the CLI ran; `vibesys wait` and `logs --follow` find their invocation as
+`Client.attach` does, so an idempotency key names it too; a handle its caller drives
+(`drive=False`, leased to its process as `run`'s invocation is) answers from the journal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import vibesys_cli
+from tests.helpers.hang_guard import wait_until
+from vibesys import Client
+from vibesys.job_result import JobStatus, NotEnded
+
+PY = sys.executable
+
+
+def test_a_python_client_attaches_to_what_vibesys_run_ran(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.db"
+    ran = vibesys_cli(
+        "run", "--json", "--journal", str(journal), "--name", "cli", "--", PY, "-c",
+        "raise SystemExit(4)",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 4, ran.stderr
+    invocation = json.loads(ran.stdout)["id"]
+    with Client(journal) as client:
+        found = client.attach(invocation).result(60)
+    assert (found.status, found.exit_code, found.invocation_id) == (
+        JobStatus.APPLICATION_FAILED,
+        4,
+        invocation,
+    )
+
+
+def test_wait_and_logs_follow_take_a_clients_key(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.db"
+    marker = tmp_path / "go"
+    script = (
+        f"import os,time\nwhile not os.path.exists({str(marker)!r}): time.sleep(0.05)\n"
+        "print('waited for')"
+    )
+    with Client(journal) as client:
+        handle = client.submit([PY, "-c", script], key="from-python")
+        wait_until(lambda: handle.status().state == "RUNNING", 30, "the job running")
+    marker.touch()  # the client has closed: `wait` drives it on
+    waited = vibesys_cli("wait", "--journal", str(journal), "from-python", cwd=tmp_path)
+    assert waited.returncode == 0, waited.stderr
+    assert waited.stdout == "waited for\n"
+    assert f"vibesys: {handle.id} DONE COMPLETED exit 0" in waited.stderr
+    followed = vibesys_cli("logs", "-f", "--journal", str(journal), "from-python", cwd=tmp_path)
+    assert (followed.returncode, followed.stdout) == (0, "waited for\n")
+
+
+def test_a_handle_its_caller_drives_answers_from_the_journal(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.db"
+    with Client(journal) as client:
+        handle = client.submit([PY, "-c", "print('by the caller')"], drive=False)
+        assert handle.done()
+        with pytest.raises(NotEnded):
+            handle.result()  # recorded, and nobody drives it yet
+        assert handle.status().state == "PREPARED"  # leased to this process: it drives
+        assert client.attach(handle.id).result(60).status is JobStatus.COMPLETED
+    assert handle.result().status is JobStatus.COMPLETED
+    assert b"".join(handle.logs(follow=True)) == b"by the caller\n"
