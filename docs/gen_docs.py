@@ -117,6 +117,12 @@ record each (see [journal.md](journal.md#--json) and [bridge.md](bridge.md#jobre
 `vibesys run` runs in the process its caller started: the job has the caller's own namespaces,
 cgroup, capabilities, limits, CPU affinity and signal dispositions (see
 [architecture.md](architecture.md)).
+
+`run`, `wait`, `logs --follow` and `result` are built on the Python API ([api.md](api.md)):
+`run` records its invocation with `Client.submit` and drives it in its own process; `wait`
+and `logs --follow` find theirs as `Client.attach` does and follow it; `result` reads the
+`JobResult` a handle returns. So each of them also takes a `vibesys.Client` idempotency key
+where it takes an invocation id, and a Python client attaches to what `vibesys run` ran.
 """
 
 

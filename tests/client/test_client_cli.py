@@ -1,6 +1,6 @@
 """The CLI on the Client: `vibesys run` records through `Client.submit`, so a Python client
-attaches to what the CLI ran; `vibesys wait` and `logs --follow` find their invocation as
-`Client.attach` does, so an idempotency key names it too; a handle its caller drives
+attaches to what the CLI ran; `vibesys wait`, `logs --follow` and `result` find their
+invocation as `Client.attach` does, so an idempotency key names it too; a handle its caller drives
 (`drive=False`, leased to its process as `run`'s invocation is) answers from the journal."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_a_python_client_attaches_to_what_vibesys_run_ran(tmp_path: Path) -> Non
     )
 
 
-def test_wait_and_logs_follow_take_a_clients_key(tmp_path: Path) -> None:
+def test_wait_logs_follow_and_result_take_a_clients_key(tmp_path: Path) -> None:
     journal = tmp_path / "journal.db"
     marker = tmp_path / "go"
     script = (
@@ -54,6 +54,8 @@ def test_wait_and_logs_follow_take_a_clients_key(tmp_path: Path) -> None:
     assert f"vibesys: {handle.id} DONE COMPLETED exit 0" in waited.stderr
     followed = vibesys_cli("logs", "-f", "--journal", str(journal), "from-python", cwd=tmp_path)
     assert (followed.returncode, followed.stdout) == (0, "waited for\n")
+    shown = vibesys_cli("result", "--json", "--journal", str(journal), "from-python", cwd=tmp_path)
+    assert json.loads(shown.stdout)["invocation_id"] == handle.id, shown.stderr
 
 
 def test_a_handle_its_caller_drives_answers_from_the_journal(tmp_path: Path) -> None:

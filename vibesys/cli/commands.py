@@ -22,6 +22,7 @@ from vibesys.cli.run_command import (
     quiet_streams,
 )
 from vibesys.client import Client
+from vibesys.client.keys import invocation_named
 from vibesys.engine import DriveOptions, LogTail, reconcile, wait_for
 from vibesys.engine.cancel import cancel_invocation
 from vibesys.engine.clusters import release_cluster
@@ -111,7 +112,7 @@ def wait(journal: Path | None, invocation: str, as_json: bool) -> int:
 def result(journal: Path | None, invocation: str, as_json: bool) -> None:
     store = open_store(journal, readonly=True)
     try:
-        found = result_from_journal(store, invocation)
+        found = result_from_journal(store, invocation_named(store, invocation))
     except NotEnded as exc:
         fail(str(exc), 1)
     typer.echo(found.model_dump_json(indent=2) if as_json else render_result(found))
