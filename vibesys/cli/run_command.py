@@ -53,7 +53,7 @@ def execute_run(values: Mapping[str, Any]) -> int:
     that fails once the invocation is being recorded is one line and status 73: the job may
     be running, and the line says which and the way out."""
     take_slot()  # a burst of runs on one host starts a few at a time
-    inv: Invocation | None = None
+    recorded: str | None = None
     store: Journal | None = None
     replaced = False
     try:
@@ -67,14 +67,15 @@ def execute_run(values: Mapping[str, Any]) -> int:
                 return EXIT_INTERRUPTED
             with Client(store.path) as client:
                 handle = client.submit(checked.command, drive=False, **_submission(values, checked))
-            inv = store.invocations.get(handle.id)
+            recorded = handle.id
             release_slot()
             engine = make_engine(store, checked.unreachable_timeout, progress=live)
+            inv = store.invocations.get(recorded)
             return _drive(values, store, engine, inv, live, interrupt)
     except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
         return EXIT_INTERRUPTED
     except (VibesysError, sqlite3.Error) as exc:
-        failed = _failed(exc, values, store, inv)
+        failed = _failed(exc, values, store, recorded)
         echo(failed.line, err=True)
         if failed.status == EXIT_JOURNAL_FAULT:
             replaced = isinstance(exc, JournalFault) and exc.replaced
@@ -91,17 +92,17 @@ def execute_run(values: Mapping[str, Any]) -> int:
 
 
 def _failed(
-    exc: Exception, values: Mapping[str, Any], store: Journal | None, inv: Invocation | None
+    exc: Exception, values: Mapping[str, Any], store: Journal | None, recorded: str | None
 ) -> CommandFailed:
     """`run`'s reading of the boundary (`vibesys.errors.failure`): until its invocation is
     being recorded every error is bad input, status 2, with nothing recorded; a journal that
     fails from then on is status 73, and the line says which invocation may be running."""
     on_journal = isinstance(exc, JournalError | sqlite3.Error) and not isinstance(exc, StaleState)
     recording = isinstance(exc, JournalFault)
-    if store is None or not on_journal or (inv is None and not recording):
+    if store is None or not on_journal or (recorded is None and not recording):
         failed = failure(exc, values["journal"]) if isinstance(exc, sqlite3.Error) else None
         return failed or CommandFailed(str(exc), EXIT_BAD_INPUT)
-    return CommandFailed(journal_failed(exc, inv.id if inv else None, store), EXIT_JOURNAL_FAULT)
+    return CommandFailed(journal_failed(exc, recorded, store), EXIT_JOURNAL_FAULT)
 
 
 def _check(values: Mapping[str, Any]) -> CheckedRun:
