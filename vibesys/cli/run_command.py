@@ -69,7 +69,7 @@ def execute_run(values: Mapping[str, Any]) -> int:
                 handle = client.submit(checked.command, drive=False, **_submission(values, checked))
             recorded = handle.id
             release_slot()
-            engine = make_engine(store, checked.unreachable_timeout, progress=live)
+            engine = make_engine(store, progress=live)  # its settings are the recorded ones
             inv = store.invocations.get(recorded)
             return _drive(values, store, engine, inv, live, interrupt)
     except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
