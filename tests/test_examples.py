@@ -59,7 +59,7 @@ EXPECTED: dict[str, list[str]] = {
 
 
 #: The examples that are directories, each with its test here.
-DIRECTORIES = ["agent_loop"]
+DIRECTORIES = ["agent_loop", "model_serving"]
 
 
 def test_every_example_is_checked() -> None:
@@ -74,6 +74,47 @@ def test_agent_loop_on_this_host(tmp_path: Path) -> None:
     assert "site: this host (--local): no slurm.toml given" in done.stdout
     check_agent_loop(done, tmp_path)
     assert "backend local" in done.stdout
+
+
+def test_model_serving_on_this_host(tmp_path: Path) -> None:
+    """Without a profile the serving rounds run on this host: each benchmark's metrics come
+    home, the round with 4-bit weights is rejected (exit 3), the others pass (on SkyPilot:
+    tests/slurm/test_skypilot_live.py)."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIBESYS_JOURNAL", "VIBESYS_FAILPOINTS")
+    }
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "model_serving" / "run.py"), "--seconds", "0.5"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 0, f"{out}\n{done.stderr}"
+    assert "Traceback" not in done.stderr
+    for line in [
+        "site: this host (--local): no --profile given",
+        "session up: backend local",
+        "round 1: ok (COMPLETED, exit 0)",
+        "round 2 ! rejected: answers off by up to 0.3550 (tolerance 0.05) at precision q4",
+        "round 2: rejected (APPLICATION_FAILED, exit 3)",
+        "round 3: ok (COMPLETED, exit 0)",
+        "session closed: exit status 0",
+        "every round as expected: True",
+    ]:
+        assert line in out, f"run.py did not print {line!r}:\n{out}"
+    rounds = json.loads((tmp_path / "model-serving" / "rounds.json").read_text())
+    for r in rounds:
+        home = Path(r["result"]["results_dir"]) / "artifacts" / "results" / "metrics.json"
+        assert json.loads(home.read_text()) == r["metrics"]
+        assert r["metrics"]["settings"] == r["settings"]
+        assert r["metrics"]["requests"] > 0 and r["metrics"]["p50_ms"] <= r["metrics"]["p99_ms"]
+    assert not (tmp_path / "model-serving" / "candidate" / "results").exists()
+    assert (tmp_path / ".vibesys" / "journal.db").is_file()
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)

@@ -6,16 +6,19 @@ HOME, uv, python3.10, SSL_CERT_FILE; every changed file of the account backed up
 own API server, and afterwards undoes it all (teardown) and checks that no SkyPilot process and
 no Slurm job of its clusters is left and that the account's files are as they were.
 
-One campaign, driven as an agent drives it: `vibesys session serve --profile` on the trusted
-side, `vibesys-eval` in the agent's place. The first evaluation launches the campaign's cluster
-(exit 0, an artifact brought home, a candidate holding .env, id_rsa, .git/, __pycache__/ and
-200 MB of weights of which only the snapshot reaches the cluster); the agent edits the
-candidate, uncommitted, and the second runs the edit on the same allocation (exit 3, the true
-code recorded); the allocation is killed (scancel of its holding job) and the third runs on a
-new one; teardown keeps the cluster. Then, on the same journal, `vibesys run` crashed right
-after its exec and reconciled (found by name, no second exec), a cancel (the cluster stays),
-and the release; nothing is left. Budget (measured, 2 CPUs): 10 to 15 minutes with the
-SkyPilot venv installed (scripts/test installs it first), the longer on a busy node.
+One campaign, driven as an agent drives it: the model-serving example
+(examples/model_serving/run.py --profile), whose `vibesys.Session` is the trusted side and whose
+rounds evaluate through `vibesys-eval` in the agent's place. Its first round launches the
+campaign's cluster (exit 0, results/metrics.json brought home: throughput, p50/p99; a
+candidate that also holds .env, id_rsa, .git/, __pycache__/ and 200 MB of weights, of which
+only the snapshot reaches the cluster); the second runs edited settings, uncommitted, on the
+same allocation (answers off: exit 3, the true code recorded); the example kills the
+allocation (scancel of its holding job) and the third round runs on a new one; the session's
+teardown keeps the cluster (--keep-cluster: the test releases it). Then, on the same journal,
+`vibesys run` crashed right after its exec and reconciled (found by name, no second exec), a
+cancel (the cluster stays), and the release; nothing is left. Budget (measured, 2 CPUs): 10 to
+15 minutes with the SkyPilot venv installed (scripts/test installs it first), the longer on a
+busy node.
 """
 
 from __future__ import annotations
@@ -23,17 +26,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from tests.bridge.session_helpers import Session, result_line, start_session
 from tests.helpers.cli import vibesys_cli
 from vibesys.adapters.skypilot import SkyEnvironment
 from vibesys.adapters.skypilot.boundary import SkyCli
@@ -43,6 +47,7 @@ from vibesys.adapters.skypilot.parse import exit_code_line, parse_status
 pytestmark = [pytest.mark.skypilot, pytest.mark.slurm, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "model_serving" / "run.py"
 LIVE = ROOT / "scripts" / "skypilot-live"
 SKY_ENV = ROOT / "scripts" / "skypilot-env"
 ACCOUNT_FILES = (".bashrc", ".ssh", ".sky", ".sky_ssh_rc", ".sky_clusters", ".sky_provision")
@@ -73,13 +78,12 @@ def _fingerprint_account(home: Path) -> dict[str, str]:
     return found
 
 
-@dataclass
-class Live:
+class Live(msgspec.Struct):
     state: Path
     #: the environment of every vibesys process of the campaign
     env: dict[str, str]
     venv: Path
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = msgspec.field(default_factory=dict)
 
     def timed(self, step: str, started: float) -> None:
         self.timings[step] = round(time.monotonic() - started, 1)
@@ -154,14 +158,6 @@ class Campaign:
         return vibesys_cli(*args, cwd=self.cwd, env={**self.live.env, **(env or {})},
                            timeout=timeout)  # fmt: skip
 
-    def evaluate(self, session: Session, *args: str) -> tuple[int, str, str, dict[str, Any]]:
-        """One `vibesys-eval` of the session, as the agent's helper runs it: its status, its
-        stdout (the job's, then the result's line), its stderr, and the JobResult."""
-        helper = session.helper(*args)
-        out, err = helper.communicate(timeout=900)
-        result = result_line(out)
-        return helper.returncode, out.rsplit("\n", 2)[0], err, result
-
     def run(
         self, *args: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
@@ -211,87 +207,75 @@ def test_status_of_an_empty_state(live: Live) -> None:
 def test_a_campaign_through_the_bridge_on_real_skypilot(live: Live, tmp_path: Path) -> None:
     c = Campaign(live, tmp_path)
 
-    # The trusted host side starts the campaign's session; the agent's helper only names what
-    # to run. The candidate (the session's workspace) holds secrets, VCS metadata, a cache and
-    # 200 MB of weights: only the snapshot reaches the cluster, verified where the job runs.
-    candidate = _candidate(tmp_path / "ws")
+    # The example's candidate (a model server, its settings, the benchmark) goes into a
+    # workspace that also holds secrets, VCS metadata, a cache and 200 MB of weights: only the
+    # snapshot reaches the cluster, verified where the job runs (the benchmark lists its copy).
+    candidate = _candidate(tmp_path / "model-serving" / "candidate")
     started = time.monotonic()
-    session = start_session(
-        tmp_path,
-        "--profile",
-        "local",
-        "--clusters-config",
-        str(c.config),
-        "--default-timeout",
-        "900",
-        env=live.env,
-    )
-    live.timed("session start (site check)", started)
-    try:
-        # 1. The first evaluation launches the campaign's cluster: exit 0, with an artifact.
-        started = time.monotonic()
-        rc, out, err, first = c.evaluate(
-            session, "--artifact", "result.txt", "--", "sh", "-c",
-            "echo hello; find . -type f | sort; cat .vibesys-snapshot; echo out > result.txt",
-        )  # fmt: skip
-        live.timed("first evaluation (launch + exec)", started)
-        assert (rc, first["status"]) == (0, "COMPLETED"), err
-        assert "hello\n" in out and "./src/main.py\n" in out
-        for secret in SECRETS:
-            assert f"/{secret}" not in out  # the job's copy holds none of them
-        assert _leaked(live.state / "remote") == []
-        [lease] = c.leases()
-        assert (lease["state"], lease["profile"], lease["campaign"]) == ("up", "local", CAMPAIGN)
-        allocation = lease["allocation_job"]
-        assert _slurm_jobs(lease["name"]) == [allocation]
-        ran = first["provenance"]
-        assert (first["cluster_name"], ran["allocation_job_id"]) == (lease["name"], allocation)
-        assert first["remote_job_id"] == f"{ran['sky_job_id']}@{allocation}"
-        assert [(a["path"], a["size"]) for a in first["artifacts"]] == [("result.txt", 4)]
-        copy = Path(first["results_dir"])
-        assert (copy / "artifacts" / "result.txt").read_text() == "out\n"
-        assert not (candidate / "result.txt").exists()  # nothing synced back
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--profile", "local", "--clusters-config", str(c.config),
+         "--run-id", CAMPAIGN, "--seconds", "2", "--keep-cluster"],
+        cwd=tmp_path, env=live.env | {"PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+    live.timed("the example's three rounds (session, launch, reuse, expiry, relaunch)", started)
+    out = done.stdout
+    assert done.returncode == 0, f"{out}\n{done.stderr}"
+    assert "Traceback" not in done.stderr
+    for took in re.findall(r"^round (\d): \w+ \(\w+, exit \d+\) in ([0-9.]+) s$", out, re.M):
+        live.timings[f"round {took[0]}"] = float(took[1])
+    rounds = json.loads((tmp_path / "model-serving" / "rounds.json").read_text())
+    first, second, third = (r["result"] for r in rounds)
+    old, new = c.leases()
+    assert (old["state"], old["profile"], old["campaign"]) == ("lost", "local", CAMPAIGN)
+    allocation = old["allocation_job"]
 
-        # 2. The agent edits the candidate (nothing committed) and evaluates again: the same
-        # allocation, the edited snapshot, exit 3 with the true code.
-        (candidate / "src" / "main.py").write_text("print('edited')\n")
-        started = time.monotonic()
-        rc, out, err, second = c.evaluate(
-            session, "--", "sh", "-c", "cat src/main.py; echo bad >&2; exit 3"
-        )
-        live.timed("second evaluation (edited, reuse + exec)", started)
-        assert (rc, second["status"], second["exit_code"]) == (3, "APPLICATION_FAILED", 3), err
-        assert "print('edited')" in out and "bad\n" in err
-        assert second["provenance"]["allocation_job_id"] == allocation
-        assert [x["id"] for x in c.leases()] == [lease["id"]]  # no second launch
-        shown = c.show(second["invocation_id"])
-        sky_log = Path(shown["invocation_dir"]) / "1" / "sky.log"
-        assert exit_code_line(sky_log.read_text()) == 3  # SkyPilot itself only says FAILED
-        _keep_golden(sky_log, "wrapper_exit3_sky_log")
+    # 1. The first round launched the campaign's cluster: exit 0, the metrics brought home.
+    assert (rounds[0]["exit"], first["status"]) == (0, "COMPLETED"), out
+    files = rounds[0]["metrics"]["files"]
+    assert "server.py" in files and "src/main.py" in files
+    assert not [f for f in files if set(Path(f).parts) & set(SECRETS)]  # the job's copy
+    assert _leaked(live.state / "remote") == []
+    ran = first["provenance"]
+    assert (first["cluster_name"], ran["allocation_job_id"]) == (old["name"], allocation)
+    assert first["remote_job_id"] == f"{ran['sky_job_id']}@{allocation}"
+    copy = Path(first["results_dir"]) / "artifacts" / "results" / "metrics.json"
+    assert [(a["path"], a["size"]) for a in first["artifacts"]] == [
+        ("results/metrics.json", copy.stat().st_size)
+    ]
+    metrics = json.loads(copy.read_text())
+    assert metrics["requests"] > 0 and metrics["p50_ms"] <= metrics["p99_ms"]
+    assert metrics["throughput_rps"] > 0 and metrics["max_error"] <= metrics["tolerance"]
+    assert not (candidate / "results").exists()  # nothing synced back
 
-        # 3. The allocation is killed between evaluations; the next one runs on a new one.
-        _run("scancel", allocation)
-        deadline = time.monotonic() + 120
-        while _slurm_jobs(lease["name"]):
-            assert time.monotonic() < deadline, "the allocation did not end"
-            time.sleep(2)
-        started = time.monotonic()
-        rc, out, err, third = c.evaluate(session, "--", "sh", "-c", "echo third")
-        live.timed("third evaluation (relaunch + exec)", started)
-        assert (rc, third["status"], out.splitlines()[0]) == (0, "COMPLETED", "third"), err
-        old, new = c.leases()
-        assert (old["id"], old["state"]) == (lease["id"], "lost")
-        assert new["state"] == "up" and new["allocation_job"] != allocation
-        assert third["provenance"]["allocation_job_id"] == new["allocation_job"]
-    finally:
-        status, err = session.stop()
-    assert status == 0, err  # teardown keeps the campaign's cluster
-    assert [x["state"] for x in c.leases()] == ["lost", "up"]
+    # 2. The edited settings (nothing committed) on the same allocation: answers off, exit 3
+    # with the true code.
+    assert (rounds[1]["exit"], second["status"], second["exit_code"]) == (
+        3, "APPLICATION_FAILED", 3
+    ), out  # fmt: skip
+    assert 'round 2 | settings: {"keep_alive": true, "precision": "q4"' in out
+    assert "round 2 ! rejected: answers off by up to" in out
+    assert second["provenance"]["allocation_job_id"] == allocation
+    shown = c.show(second["invocation_id"])
+    sky_log = Path(shown["invocation_dir"]) / "1" / "sky.log"
+    assert exit_code_line(sky_log.read_text()) == 3  # SkyPilot itself only says FAILED
+    _keep_golden(sky_log, "wrapper_exit3_sky_log")
+
+    # 3. The allocation was killed before the third round, which ran on a new one; one lease
+    # per allocation (no launch for the second round), the session's teardown kept the new.
+    assert f"expiry: allocation {allocation} of {old['name']} ended (scancel)" in out
+    assert (rounds[2]["exit"], third["status"]) == (0, "COMPLETED"), out
+    assert 'round 3 | settings: {"keep_alive": true, "precision": "q8"' in out
+    assert new["state"] == "up" and new["allocation_job"] != allocation
+    assert third["provenance"]["allocation_job_id"] == new["allocation_job"]
+    assert _slurm_jobs(new["name"]) == [new["allocation_job"]]
+    assert "session closed: exit status 0" in out
+    assert "every round as expected: True" in out
 
     # 4. Beside the bridge, on the same journal: `vibesys run` dies right after its exec,
     # before it records the job id; reconcile finds it by name (no second exec).
     started = time.monotonic()
-    crashed = c.run("--", "sh", "-c", "sleep 15; echo slept",
+    crashed = c.run("--", "sh", "-c", "sleep 3; echo slept",
                     env={"VIBESYS_FAILPOINTS": "after_submit_effect"})  # fmt: skip
     assert crashed.returncode == 137, crashed.stderr
     [row] = [i for i in json.loads(c.vibesys("journal", "list", "--json").stdout)["invocations"]
@@ -326,7 +310,7 @@ def test_a_campaign_through_the_bridge_on_real_skypilot(live: Live, tmp_path: Pa
     settled = c.vibesys("reconcile")
     assert (settled.returncode, settled.stdout) == (0, "nothing to reconcile\n")
     assert c.vibesys("journal", "verify").returncode == 0
-    state = tmp_path / "state"
+    state = tmp_path / "model-serving" / "session"
     assert not [p for p in state.rglob("*") if p.is_socket() or p.name.endswith("-token")]
 
 
@@ -335,6 +319,7 @@ SECRETS = (".env", "id_rsa", ".git", "__pycache__", "model.safetensors")
 
 
 def _candidate(candidate: Path) -> Path:
+    """A workspace holding what must never reach the cluster, beside a source file that must."""
     (candidate / "src" / "__pycache__").mkdir(parents=True)
     (candidate / "src" / "main.py").write_text("print('candidate')\n")
     (candidate / "src" / "__pycache__" / "main.cpython-311.pyc").write_bytes(b"\0" * 16)
@@ -354,11 +339,6 @@ def _leaked(remote: Path) -> list[str]:
     return sorted(
         str(path) for place in places for path in place.rglob("*") if path.name in SECRETS
     )
-
-
-def _submitted(shown: dict[str, Any]) -> str:
-    [row] = [r for r in shown["history"] if r["event"] == "Submitted"]
-    return str(row["evidence"]["observation"])
 
 
 def _keep_golden(source: Path, name: str) -> None:
