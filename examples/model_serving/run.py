@@ -50,6 +50,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", help="the site's SkyPilot profile (default: this host)")
     parser.add_argument("--clusters-config", type=Path, help="the profiles' clusters.toml")
+    parser.add_argument("--resources", type=Path, help="what each evaluation asks for (TOML)")
     parser.add_argument("--run-id", default="model-serving", help="the campaign (its cluster)")
     parser.add_argument("--seconds", type=float, default=2.0, help="each benchmark's length")
     parser.add_argument(
@@ -154,6 +155,7 @@ def main(argv: list[str]) -> int:
     args = arguments(argv)
     if args.profile:
         site: dict[str, Any] = {"profile": args.profile, "clusters_config": args.clusters_config}
+        site["resources"] = args.resources
         print(f"site: SkyPilot profile {args.profile}")
     else:
         site = {"local": True}
