@@ -107,13 +107,13 @@ def test_model_serving_on_this_host(tmp_path: Path) -> None:
         "every round as expected: True",
     ]:
         assert line in out, f"run.py did not print {line!r}:\n{out}"
-    rounds = json.loads((tmp_path / "model-serving" / "rounds.json").read_text())
+    rounds = json.loads((tmp_path / "serving" / "rounds.json").read_text())
     for r in rounds:
         home = Path(r["result"]["results_dir"]) / "artifacts" / "results" / "metrics.json"
         assert json.loads(home.read_text()) == r["metrics"]
         assert r["metrics"]["settings"] == r["settings"]
         assert r["metrics"]["requests"] > 0 and r["metrics"]["p50_ms"] <= r["metrics"]["p99_ms"]
-    assert not (tmp_path / "model-serving" / "candidate" / "results").exists()
+    assert not (tmp_path / "serving" / "candidate" / "results").exists()
     assert (tmp_path / ".vibesys" / "journal.db").is_file()
 
 

@@ -1,13 +1,13 @@
 """The model-serving campaign: rounds of a server's settings, each measured by a benchmark on
 the site's cluster, through one candidate session.
 
-The candidate (server.py, model.py, bench.py, settings.json, written to ./model-serving/
-candidate) is a small HTTP model server whose weights model.py generates from a seed. Each
-round edits settings.json (nothing committed: an evaluation takes the workspace as it is) and
-evaluates `python3 bench.py` through `vibesys-eval`, as an agent in the session's container
-would; the benchmark brings home results/metrics.json (throughput, p50/p99 latency, the
-largest error against the exact model), which this side reads from the session's results
-directory. A round whose answers are off (exit 3) is rejected, whatever its speed.
+The candidate (server.py, model.py, bench.py, settings.json, written to ./serving/candidate)
+is a small HTTP model server whose weights model.py generates from a seed. Each round edits
+settings.json (nothing committed: an evaluation takes the workspace as it is) and evaluates
+`python3 bench.py` through `vibesys-eval`, as an agent in the session's container would; the
+benchmark brings home results/metrics.json (throughput, p50/p99 latency, the largest error
+against the exact model), which this side reads from the session's results directory. A
+round whose answers are off (exit 3) is rejected, whatever its speed.
 
 On a SkyPilot profile (`--profile`), the rounds share the campaign's cluster: the first
 launches it, the next reuse its allocation; before round EXPIRE_BEFORE the allocation is ended
@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vibesys.errors import VibesysError
 from vibesys.session import Session
 
 HERE = Path(__file__).resolve().parent
@@ -160,7 +161,8 @@ def main(argv: list[str]) -> int:
     else:
         site = {"local": True}
         print("site: this host (--local): no --profile given")
-    root = Path("model-serving").absolute()
+    # Short: the session's sockets go under it, and a socket's path has at most 107 bytes.
+    root = Path("serving").absolute()
     workspace = root / "candidate"
     workspace.mkdir(parents=True, exist_ok=True)
     for name in CANDIDATE_FILES:
@@ -197,4 +199,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except VibesysError as exc:  # one line, as vibesys itself says it
+        sys.exit(f"run.py: {exc}")

@@ -210,7 +210,7 @@ def test_a_campaign_through_the_bridge_on_real_skypilot(live: Live, tmp_path: Pa
     # The example's candidate (a model server, its settings, the benchmark) goes into a
     # workspace that also holds secrets, VCS metadata, a cache and 200 MB of weights: only the
     # snapshot reaches the cluster, verified where the job runs (the benchmark lists its copy).
-    candidate = _candidate(tmp_path / "model-serving" / "candidate")
+    candidate = _candidate(tmp_path / "serving" / "candidate")
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--profile", "local", "--clusters-config", str(c.config),
@@ -224,7 +224,7 @@ def test_a_campaign_through_the_bridge_on_real_skypilot(live: Live, tmp_path: Pa
     assert "Traceback" not in done.stderr
     for took in re.findall(r"^round (\d): \w+ \(\w+, exit \d+\) in ([0-9.]+) s$", out, re.M):
         live.timings[f"round {took[0]}"] = float(took[1])
-    rounds = json.loads((tmp_path / "model-serving" / "rounds.json").read_text())
+    rounds = json.loads((tmp_path / "serving" / "rounds.json").read_text())
     first, second, third = (r["result"] for r in rounds)
     old, new = c.leases()
     assert (old["state"], old["profile"], old["campaign"]) == ("lost", "local", CAMPAIGN)
@@ -310,7 +310,7 @@ def test_a_campaign_through_the_bridge_on_real_skypilot(live: Live, tmp_path: Pa
     settled = c.vibesys("reconcile")
     assert (settled.returncode, settled.stdout) == (0, "nothing to reconcile\n")
     assert c.vibesys("journal", "verify").returncode == 0
-    state = tmp_path / "model-serving" / "session"
+    state = tmp_path / "serving" / "session"
     assert not [p for p in state.rglob("*") if p.is_socket() or p.name.endswith("-token")]
 
 
