@@ -6,7 +6,9 @@ Exit 0 when every answer is within TOLERANCE of the exact model's; exit 3 (the m
 written all the same) when the settings made the answers wrong: a faster server that answers
 wrongly is rejected, whatever its throughput. Standard library only.
 
-    python3 bench.py [--seconds 2] [--clients 4]
+    python3 -B bench.py [--seconds 2] [--clients 4]
+
+(-B: no byte code written into the copy, whose files the metrics list.)
 """
 
 import argparse
@@ -32,7 +34,7 @@ POOL = 16
 def start_server():
     """server.py on a free port: the process and its port, once it answers /health."""
     server = subprocess.Popen(
-        [sys.executable, "server.py", "--port", "0"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-B", "server.py", "--port", "0"], stdout=subprocess.PIPE, text=True
     )
     line = server.stdout.readline()
     if not line.startswith("listening "):
@@ -108,6 +110,7 @@ def main():
     with open("settings.json") as f:
         settings = json.load(f)
     print(f"settings: {json.dumps(settings, sort_keys=True)}", flush=True)
+    files = files_evaluated()  # before the server runs (or writes anything)
     exact = model.generate()
     latencies, errors, lock = [], [], threading.Lock()
 
@@ -144,7 +147,7 @@ def main():
         "p99_ms": round(percentile(ordered, 0.99) * 1000, 2),
         "max_error": max(errors),
         "tolerance": TOLERANCE,
-        "files": files_evaluated(),
+        "files": files,
     }
     os.makedirs("results", exist_ok=True)
     with open("results/metrics.json", "w") as f:

@@ -112,7 +112,7 @@ def evaluate(session: Session, workspace: Path, number: int, seconds: float) -> 
     helper += ["--kind", "benchmark", "--artifact", "results/metrics.json", "--"]
     began = time.monotonic()
     done = subprocess.run(
-        [*helper, "python3", "bench.py", "--seconds", str(seconds)],
+        [*helper, "python3", "-B", "bench.py", "--seconds", str(seconds)],
         cwd=workspace,
         env=env,
         capture_output=True,
