@@ -6,13 +6,18 @@ its tests there, and report which were killed.
     scripts/mutants --list           # names and why, nothing run
     scripts/mutants --full           # the whole non-Slurm suite against each (slow)
 
+Each test gets TEST_SECONDS (a test's own `timeout` marker wins): a mutant that makes a test
+wait for something that never comes is killed at that bound, not at the suite's 120 s.
+
 A mutant is killed when its tests fail (pytest exit status 1, or any other failure such as
 an import error or a hang cut short by the time limit). A kill counts only if what killed it
 passes on an unmutated copy: after the mutants, the tests that failed under them (or, for a
 kill no test is named for, the mutant's whole test set) run once more there, and must pass.
 Exit status 0 when every mutant is killed and every mutant listed as equivalent survives; 1
 otherwise (a survivor, an equivalent that was killed, a kill whose test fails unmutated, or a
-mutant whose original text no longer occurs exactly once in its file).
+mutant whose original text no longer occurs exactly once in its file). The unmutated run has
+the same per-test bound, so a kill by that bound counts only if the test passes within it
+unmutated; it is spread over the workers (pytest-xdist).
 
 A scratch copy keeps the checkout's byte code (`__pycache__`, checked against each source's
 time and size as usual) but the mutated file's, so no run compiles the package again.
@@ -30,8 +35,9 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 if __package__ in (None, ""):  # run as a file: make `tests.mutation` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -46,11 +52,13 @@ IGNORED = shutil.ignore_patterns(".hypothesis", ".pytest_cache", "*.egg-info")
 #: The whole non-Slurm suite, for --full.
 FULL = ("tests",)
 RUN_LIMIT_SECONDS = 900
+#: Each test's bound, over its mutant and unmutated (its own `timeout` marker wins): a third
+#: of the suite's. A test that needs longer unmutated shows as a void kill, never as a kill.
+TEST_SECONDS = 40
 _FAILED_TEST = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - |$)", re.MULTILINE)
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     mutant: Mutant
     killed: bool
     seconds: float
@@ -98,14 +106,17 @@ def scratch_copy(into: Path, mutant: Mutant | None = None, root: Path = ROOT) ->
 
 
 def run_tests(
-    copy: Path, tests: Sequence[str], *, stop_first: bool = True
+    copy: Path, tests: Sequence[str], *, stop_first: bool = True, workers: int = 0
 ) -> subprocess.CompletedProcess[str]:
-    """pytest on `tests` inside `copy`, importing the copy's `vibesys` (not the installed one)."""
+    """pytest on `tests` inside `copy`, importing the copy's `vibesys` (not the installed one);
+    `workers` > 1 spreads them over that many pytest-xdist processes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIBESYS_")}
     env["PYTHONPATH"] = str(copy)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slurm"]
+    argv += [f"--timeout={TEST_SECONDS}"]
     argv += ["-x"] if stop_first else []
+    argv += ["-n", str(workers)] if workers > 1 else []
     try:
         return subprocess.run(
             [*argv, *tests],
@@ -152,7 +163,7 @@ def try_mutant(mutant: Mutant, tests: Sequence[str]) -> Outcome:
 
 
 def unmutated_failures(
-    outcomes: Iterable[Outcome], tests_of: dict[str, tuple[str, ...]]
+    outcomes: Iterable[Outcome], tests_of: dict[str, tuple[str, ...]], workers: int = 0
 ) -> list[str]:
     """What killed a mutant must pass without it (else the kill would mean nothing): one
     problem line per mutant whose killing tests fail on an unmutated copy."""
@@ -164,7 +175,7 @@ def unmutated_failures(
         if not imports_the_copy(copy):
             return ["the scratch copy does not import its own vibesys"]
         tests = sorted({t for group in needed.values() for t in group})
-        done = run_tests(copy, tests, stop_first=False)
+        done = run_tests(copy, tests, stop_first=False, workers=workers)
     if done.returncode == 0:
         return []
     failing = set(_FAILED_TEST.findall(done.stdout))
@@ -221,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for outcome in outcomes:
         print(line_for(outcome), flush=True)
     checked = time.monotonic()
-    void = unmutated_failures(outcomes, tests_of)
+    void = unmutated_failures(outcomes, tests_of, args.jobs)
     if void:
         print("\n".join(void), flush=True)
     killed = sum(o.killed for o in outcomes)

@@ -3,10 +3,10 @@ mutant from a survivor (tests/mutation/run.py; `scripts/mutants` runs the whole 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tests.mutation.mutants import MUTANTS, TESTS_FOR, Mutant
@@ -120,7 +120,7 @@ def test_which_tests_a_target_selects(test_id: str, target: str, inside: bool) -
     [("", True, True), ("", False, False), ("no change", False, True), ("no change", True, False)],
 )
 def test_what_counts_as_right(equivalent: str, killed: bool, ok: bool) -> None:
-    mutant = dataclasses.replace(MUTANTS[0], equivalent=equivalent)
+    mutant = msgspec.structs.replace(MUTANTS[0], equivalent=equivalent)
     assert Outcome(mutant, killed, 1.0, "").ok is ok
 
 

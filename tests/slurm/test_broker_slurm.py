@@ -12,9 +12,9 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tests.helpers.hang_guard import wait_until
@@ -27,8 +27,7 @@ CLIENT = Path(client.__file__)
 BUDGET = 60.0
 
 
-@dataclass
-class Broker:
+class Broker(msgspec.Struct):
     process: subprocess.Popen[str]
     socket_path: Path
     token: str

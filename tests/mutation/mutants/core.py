@@ -45,7 +45,7 @@ MUTANTS: list[Mutant] = [
     M("follow-waits-on-a-final-sight", PLAN, "        return Follow(True, open_since)  # nothing", "        return Follow(False, open_since)  # nothing", "a driver waits out the timeout on an observation that waiting cannot change", tests=("tests/engine/test_plan_answers.py", "tests/engine/test_fences.py")),
     # -- the classification of observations ---------------------------------------------------
     M("observe-node-fail-is-application", OBSERVE, "    RemoteState.NODE_FAIL: FailureClass.NODE_FAILED,\n", "", "a node failure is blamed on the command, never retried"),
-    M("observe-fence-not-read", OBSERVE, "    if claim is not None and claim.fenced:\n        return Seen(Sight.FENCED, evidence, status.job_id, final=True)\n", "", "a fence in the job's attempt directory is read as plain absence"),
+    M("observe-fence-not-read", OBSERVE, "    if claim is not None and claim.fenced:\n        return Seen(Sight.FENCED, evidence, status.job_id, final=True)\n", "", "a fence in the job's attempt directory is read as plain absence", tests=("tests/crash/test_every_failpoint.py::test_crash_at_each_failpoint_on_skypilot_then_recover[after_fence_effect]",)),
     M("observe-timeout-is-infra", OBSERVE, "    if state in (RemoteState.TIMEOUT, RemoteState.OUT_OF_MEMORY):", "    if state in (RemoteState.OUT_OF_MEMORY,):", "a job's own time limit is not its own end"),
     # -- the error boundary ---------------------------------------------------------------------
     M("boundary-maybe-is-retried", PLAN, "    if facts.maybe_submitted:\n        return OutcomeUnknown", "    if False:\n        return OutcomeUnknown", "a submit that may have gone through is retried blind", tests=TESTS_FOR[EXECUTE]),

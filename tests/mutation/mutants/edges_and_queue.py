@@ -57,7 +57,7 @@ MUTANTS: list[Mutant] = [
     M("sky-states-without-times", SKY_RUN_DIRS, "read_script(times=True)", "read_script(times=False)", "SkyPilot's end time waits for its queue (the marker's time is never asked for)"),
     M("slurm-round-cut-short-taken", "vibesys/adapters/slurm/backend.py", "        if not split or len(found) < len(dirs):\n", "        if not split:\n", "a status round's markers cut short read as jobs without a marker or claim", tests=MARKERS_TESTS),
     M("srun-end-without-its-time", "vibesys/adapters/slurm/srun.py", "read_here({directory: job.job_name}, times=True)", "read_here({directory: job.job_name})", "an srun job seen ending here records no end time", tests=("tests/adapters/test_srun_end.py",)),
-    M("start-up-interrupt-raises", "vibesys/cli/app.py", "    if ctx.invoked_subcommand != \"run\":\n        interrupts_raise()\n", "    interrupts_raise()\n", "a Ctrl-C in run's start-up is a KeyboardInterrupt an import may drop (the job runs on)", tests=("tests/test_edge_inputs.py",)),
+    M("start-up-interrupt-raises", "vibesys/cli/app.py", "    if ctx.invoked_subcommand != \"run\":\n        interrupts_raise()\n", "    interrupts_raise()\n", "a Ctrl-C in run's start-up is a KeyboardInterrupt an import may drop (the job runs on)", tests=("tests/test_edge_inputs.py::test_until_run_takes_its_interrupts_over_a_sigint_exits_and_raises_nothing",)),
 ]
 # fmt: on
 # fmt: off

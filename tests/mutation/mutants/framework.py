@@ -4,7 +4,7 @@ short in the lists of mutants)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 PARSE = "vibesys/adapters/slurm/parse.py"
 RENDER = "vibesys/cli/render.py"
@@ -200,8 +200,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class Mutant:
+class Mutant(msgspec.Struct, frozen=True):
     name: str
     file: str
     original: str
