@@ -5,6 +5,7 @@ its tests there, and report which were killed.
     scripts/mutants -k lease         # the mutants whose name contains "lease"
     scripts/mutants --list           # names and why, nothing run
     scripts/mutants --full           # the whole non-Slurm suite against each (slow)
+    scripts/mutants --part 1-4/5     # four mutants of every five (--part 5/5: the fifth)
 
 Each test gets TEST_SECONDS (a test's own `timeout` marker wins): a mutant that makes a test
 wait for something that never comes is killed at that bound, not at the suite's 120 s.
@@ -206,9 +207,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--full", action="store_true", help="the whole non-Slurm suite each")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel runs")
+    parser.add_argument(
+        "--part",
+        type=part_of,
+        default=None,
+        help="K/N or K1-K2/N: the mutants whose place in the list, counted from 1, is K (or from "
+        "K1 to K2) modulo N, so that the check can run in pieces",
+    )
     args = parser.parse_args(argv)
 
     chosen = [m for m in MUTANTS if args.pattern in m.name]
+    if args.part is not None:
+        kept, every = args.part
+        chosen = [m for place, m in enumerate(chosen) if place % every + 1 in kept]
     if args.list:
         for mutant in chosen:
             extra = f"  [equivalent: {mutant.equivalent}]" if mutant.equivalent else ""
@@ -245,6 +256,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"the kills unmutated) on {args.jobs} workers"
     )
     return 1 if bad or void else 0
+
+
+def part_of(text: str) -> tuple[range, int]:
+    """`K/N` or `K1-K2/N` as (the places kept, N), for --part."""
+    match = re.fullmatch(r"(\d+)(?:-(\d+))?/(\d+)", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N or K1-K2/N")
+    first, last, every = int(match[1]), int(match[2] or match[1]), int(match[3])
+    if not 1 <= first <= last <= every:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= K1 <= K2 <= N")
+    return range(first, last + 1), every
 
 
 def line_for(outcome: Outcome) -> str:
