@@ -218,8 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     chosen = [m for m in MUTANTS if args.pattern in m.name]
     if args.part is not None:
-        kept, every = args.part
-        chosen = [m for place, m in enumerate(chosen) if place % every + 1 in kept]
+        chosen = part(chosen, *args.part)
     if args.list:
         for mutant in chosen:
             extra = f"  [equivalent: {mutant.equivalent}]" if mutant.equivalent else ""
@@ -267,6 +266,11 @@ def part_of(text: str) -> tuple[range, int]:
     if not 1 <= first <= last <= every:
         raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= K1 <= K2 <= N")
     return range(first, last + 1), every
+
+
+def part(mutants: Sequence[Mutant], kept: range, every: int) -> list[Mutant]:
+    """The mutants whose place in `mutants`, counted from 1, is in `kept` modulo `every`."""
+    return [m for place, m in enumerate(mutants) if place % every + 1 in kept]
 
 
 def line_for(outcome: Outcome) -> str:

@@ -3,6 +3,7 @@ mutant from a survivor (tests/mutation/run.py; `scripts/mutants` runs the whole 
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from tests.mutation.run import (
     ROOT,
     Outcome,
     imports_the_copy,
+    part,
+    part_of,
     scratch_copy,
     stale,
     try_mutant,
@@ -113,6 +116,19 @@ def test_a_scratch_copy_keeps_byte_code_but_the_mutated_files(tmp_path: Path) ->
 )
 def test_which_tests_a_target_selects(test_id: str, target: str, inside: bool) -> None:
     assert within(test_id, target) is inside
+
+
+def test_the_parts_of_the_check_take_every_mutant_once() -> None:
+    first, last = part(MUTANTS, *part_of("1-4/5")), part(MUTANTS, *part_of("5/5"))
+    assert sorted(m.name for m in first + last) == sorted(m.name for m in MUTANTS)
+    assert last == MUTANTS[4::5] and not {m.name for m in first} & {m.name for m in last}
+    assert part(MUTANTS, *part_of("1/1")) == MUTANTS
+
+
+@pytest.mark.parametrize("text", ["0/5", "6/5", "3-2/5", "x", "1/0"])
+def test_a_part_out_of_range_is_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        part_of(text)
 
 
 @pytest.mark.parametrize(
