@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import paramiko  # type: ignore[import-untyped]
 import pytest
 
 from tests.helpers.skyfake import make_fake_sky
@@ -136,8 +137,6 @@ def unwritable(tmp_path: Path) -> Iterator[Path]:
 def test_a_wrong_host_key_and_an_unwritable_root_name_their_fix(
     tmp_path: Path, slurm_cluster: dict[str, str], unwritable: Path
 ) -> None:
-    import paramiko  # type: ignore[import-untyped]
-
     impostor = paramiko.Ed25519Key.generate() if hasattr(paramiko.Ed25519Key, "generate") else None
     other = impostor or paramiko.RSAKey.generate(2048)
     known = tmp_path / "known_hosts"

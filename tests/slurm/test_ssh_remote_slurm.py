@@ -18,8 +18,11 @@ from typing import Any
 import pytest
 
 from tests.helpers.slurm import LOCAL_SLURM, cli, run_args, show
+from vibesys.adapters.base import JobContext, JobRef, RemoteState, Submission
 from vibesys.adapters.slurm.backend import SlurmRunDirs
 from vibesys.adapters.slurm.request import SbatchRequest
+from vibesys.adapters.slurm.sbatch import SbatchBackend
+from vibesys.config.load import load_slurm_config
 from vibesys.engine import DriveOptions, Engine, drive
 from vibesys.journal_schema import ArtifactState, open_journal
 from vibesys.states import Outcome
@@ -274,10 +277,6 @@ def test_a_round_that_sees_jobs_end_is_one_remote_command(tmp_path: Path, ssh_to
     """Over SSH a status round is one round trip, also when jobs have ended (their markers
     come back with squeue's answer), and what it finds equals what the local transport finds
     on the same cluster."""
-    from vibesys.adapters.base import JobContext, JobRef, RemoteState, Submission
-    from vibesys.adapters.slurm.sbatch import SbatchBackend
-    from vibesys.config.load import load_slurm_config
-
     config = load_slurm_config(ssh_toml)
     backend = SbatchBackend(config)
     runner = backend.runner

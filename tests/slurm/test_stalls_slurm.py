@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import paramiko  # type: ignore[import-untyped]
 import pytest
 
 from tests.helpers.hang_guard import wait_until
@@ -33,6 +34,8 @@ from tests.helpers.slurm import (
     settled_sacct,
     show,
 )
+from vibesys.adapters.transports.ssh import SshTransport
+from vibesys.config.load import load_slurm_config
 
 pytestmark = pytest.mark.slurm
 
@@ -245,9 +248,6 @@ def test_a_shared_ssh_server_stopped_mid_submit_runs_the_command_once(
     """The host's shared SSH connection (its server process) is stopped while sbatch runs
     behind it: the answer never comes back, the run passes the silent server over for a
     connection of its own, finds the job by name and completes it. It never runs twice."""
-    from vibesys.adapters.transports.ssh import SshTransport
-    from vibesys.config.load import load_slurm_config
-
     flag = tmp_path / "stop-the-server"
     server = tmp_path / "server.pid"
     config = shimmed_ssh_toml(
@@ -290,8 +290,6 @@ def test_a_shared_ssh_server_stopped_mid_submit_runs_the_command_once(
 def test_a_changed_host_key_ends_at_once_with_the_fix(
     tmp_path: Path, slurm_cluster: dict[str, str]
 ) -> None:
-    import paramiko  # type: ignore[import-untyped]
-
     impostor = paramiko.Ed25519Key.generate() if hasattr(paramiko.Ed25519Key, "generate") else None
     other = impostor or paramiko.RSAKey.generate(2048)
     known = tmp_path / "known_hosts"
