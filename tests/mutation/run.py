@@ -53,9 +53,9 @@ IGNORED = shutil.ignore_patterns(".hypothesis", ".pytest_cache", "*.egg-info")
 #: The whole non-Slurm suite, for --full.
 FULL = ("tests",)
 RUN_LIMIT_SECONDS = 900
-#: Each test's bound, over its mutant and unmutated (its own `timeout` marker wins): a third
+#: Each test's bound, over its mutant and unmutated (its own `timeout` marker wins): half
 #: of the suite's. A test that needs longer unmutated shows as a void kill, never as a kill.
-TEST_SECONDS = 40
+TEST_SECONDS = 60
 _FAILED_TEST = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - |$)", re.MULTILINE)
 
 
