@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 from msgspec.structs import replace
 
-from vibesys.engine.facts import ClaimRead, ErrorFacts, Gathered, Receipt, SubmitFailed
 from vibesys.engine.plan import (
     Commit,
     Hold,
@@ -19,9 +18,9 @@ from vibesys.engine.plan import (
     plan_cancel,
     proven,
 )
+from vibesys.engine.plan_context import RetryPolicy
 from vibesys.engine.plan_table import NOW, SITUATIONS
-from vibesys.engine.retry import RetryPolicy
-from vibesys.engine.seen import Seen, Sight
+from vibesys.engine.seen import ClaimRead, ErrorFacts, Gathered, Receipt, Seen, Sight, SubmitFailed
 from vibesys.journal_schema import Invocation, Settings
 from vibesys.states import (
     Cancelled,

@@ -16,7 +16,7 @@ from vibesys.bridge.recorded import Handle, invocation_exists
 from vibesys.bridge.site import Site
 from vibesys.engine import DriveOptions, Engine, wait_for
 from vibesys.engine.cancel import cancel_at_deadline
-from vibesys.engine.deadline import deadline_of
+from vibesys.engine.plan_context import deadline_of
 from vibesys.job_result import JobResult, JobStatus, job_result
 from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.osutil.logtail import SpoolOnly

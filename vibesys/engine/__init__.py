@@ -3,10 +3,10 @@
 from vibesys.engine.core import Engine, new_invocation_id
 from vibesys.engine.drive import DriveOptions, StopFlag, drive, wait_for
 from vibesys.engine.failpoints import FAILPOINTS, failpoint
-from vibesys.engine.logs import LogTail
 from vibesys.engine.plan import Commit, Hold, PlanContext, Redo, plan
+from vibesys.engine.plan_context import RetryPolicy
 from vibesys.engine.reconcile import ReconcileRow, reconcile
-from vibesys.engine.retry import RetryPolicy
+from vibesys.osutil.logtail import LogTail
 
 __all__ = [
     "FAILPOINTS",

@@ -22,8 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vibesys.engine.plan_context import NO_JOB, parent_job_of
-from vibesys.engine.provenance import known_provenance
-from vibesys.engine.records import record_provenance
+from vibesys.engine.records import known_provenance, record_provenance
 from vibesys.errors import VibesysError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState

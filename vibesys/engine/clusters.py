@@ -32,8 +32,8 @@ from vibesys.adapters.leases import (
 )
 from vibesys.engine.adapter_access import Adapters
 from vibesys.engine.execute import JOURNAL_FAILURES, error_facts, launch_cluster
-from vibesys.engine.facts import Fact, SubmitFailed
 from vibesys.engine.failpoints import failpoint
+from vibesys.engine.seen import Fact, SubmitFailed
 from vibesys.errors import BackendError, BackendUnavailable, StaleState, SubmitRejected, UsageError
 from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState

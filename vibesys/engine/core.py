@@ -32,9 +32,8 @@ from vibesys.engine.chains import (
     waited_on,
 )
 from vibesys.engine.clusters import lease_step
-from vibesys.engine.context import load_context, record_environment
+from vibesys.engine.context import load_context, new_invocation_id, record_environment
 from vibesys.engine.execute import execute
-from vibesys.engine.facts import ClaimRead
 from vibesys.engine.failpoints import AFTER_COMMIT, failpoint
 from vibesys.engine.observe import seen_error, seen_status
 from vibesys.engine.plan import (
@@ -48,10 +47,9 @@ from vibesys.engine.plan import (
     plan_cancel,
     proven,
 )
-from vibesys.engine.prepare import new_invocation_id
+from vibesys.engine.plan_context import RetryPolicy, policy_of
 from vibesys.engine.records import date_outage, record_provenance
-from vibesys.engine.retry import RetryPolicy, policy_of
-from vibesys.engine.seen import Seen, Sight
+from vibesys.engine.seen import ClaimRead, Seen, Sight
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState

@@ -21,13 +21,13 @@ from msgspec import Struct
 from vibesys.engine.chains import carry_parent, parent_of
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
-from vibesys.engine.deadline import overdue, recorded_deadline
 from vibesys.engine.execute import error_facts
-from vibesys.engine.logs import LogTail
 from vibesys.engine.plan import follow, needs_observation, parent_to_carry
+from vibesys.engine.plan_context import Deadline, deadline_of, overdue
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
-from vibesys.journal_schema import Invocation
+from vibesys.journal_schema import Invocation, Journal
+from vibesys.osutil.logtail import LogTail
 from vibesys.states import JobState
 
 #: how often an invocation waiting in its campaign's queue looks whether its turn has come
@@ -156,6 +156,12 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
         engine.journal.leases.release_lease(inv.id, engine.owner)
 
 
+def recorded_deadline(journal: Journal, invocation_id: str) -> Deadline | None:
+    """The deadline recorded for the invocation (its bridge request's); None without one."""
+    row = journal.bridge.recorded_evaluation_of(invocation_id)
+    return None if row is None else deadline_of(row)
+
+
 def _release_if_asked(engine: Engine, inv: Invocation) -> None:
     """`run --down`: the campaign's cluster goes with its last evaluation. A failure leaves
     the release to reconcile; the invocation's own outcome stands."""
@@ -218,7 +224,7 @@ class _Watch:
         shared = self.engine.shared_backend(inv)
         if shared is not None and inv.cancel_requested:
             self.engine.shared.hurry(inv, shared)
-        # An outage is dated from the journal's first unreachable observation (engine/outage.py).
+        # An outage is dated from the journal's first unreachable observation (engine/records.py).
         return self.engine.observe(inv)
 
     def settled(self, inv: Invocation, seen: Seen | None) -> bool:

@@ -1,6 +1,6 @@
 """Carrying out the effects a committed transition authorized: the one place that calls an
 adapter's side effects and crosses the failpoints. It decides nothing: it returns what an
-effect showed (`engine/facts.py`: a receipt, what an error proves, the claim a fence read, a
+effect showed (`engine/seen.py`: a receipt, what an error proves, the claim a fence read, a
 collection's evidence) and the planner (`plan.proven`) maps that to the next event.
 
 The error boundary is here and only here: an adapter error says what it proves through two
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from vibesys.adapters.leases import LeasePlan, LeaseReceipt, LeasingBackend
 from vibesys.adapters.rundir.claim import fence_text
 from vibesys.engine.artifacts import collect_artifacts
-from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import claim_job_id
+from vibesys.engine.seen import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
 from vibesys.engine.spool import spool_gathered, spool_logs
 from vibesys.errors import BackendError, ConfigError, JournalFault, SubmitRejected, UsageError
 from vibesys.journal_schema import Invocation, iso

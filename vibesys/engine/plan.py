@@ -8,7 +8,7 @@ A step is one of:
   authorized and a crash (or a lost connection) interrupted: collect, cancel;
 - `Hold(why)`: nothing can be decided now; look again later.
 
-The planner also maps what an effect showed (`engine/facts.py`) to the event that records it
+The planner also maps what an effect showed (`engine/seen.py`) to the event that records it
 (`proven`), decides what a cancel commits in each state (`plan_cancel`, and `orphaned` for a
 client that went away with its driver), and tells a driver whose invocation's fate stays open
 whether to go on following it (`follow`).
@@ -23,10 +23,17 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from vibesys.engine.facts import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
-from vibesys.engine.plan_context import PlanContext
-from vibesys.engine.retry import next_attempt_at
-from vibesys.engine.seen import Seen, Sight
+from vibesys.engine.plan_context import PlanContext, next_attempt_at
+from vibesys.engine.seen import (
+    ClaimRead,
+    ErrorFacts,
+    Fact,
+    Gathered,
+    Receipt,
+    Seen,
+    Sight,
+    SubmitFailed,
+)
 from vibesys.journal_schema.clock import iso
 from vibesys.journal_schema.records import Invocation
 from vibesys.states import (

@@ -1,6 +1,16 @@
 """What the planner decides by besides the invocation and its observation: the time, the
-policy recorded with it, its queue place and, for a chain (`--after`), its parent as the
-journal has it now. Pure: the answers about the parent are derived here, once."""
+retry policy recorded with it (and its backoff), its deadline, its queue place and, for a chain
+(`--after`), its parent as the journal has it now. Pure: the answers about the parent are
+derived here, once; the journal is read by whoever builds the context.
+
+An invocation's deadline: cancelled at the second its timeout is over, wherever it is then (in
+the scheduler's queue, running). A scheduler's own limit is whole minutes, and ends the job
+with its own state; this cancel is exact, and its `by` text marks it as the timeout's. A
+bridge evaluation's deadline is recorded once, with its request (first acceptance plus the
+timeout that applies), and read back by whoever drives it: the bridge's own thread cancels at
+the second; any other driver (`drive`, a queue carrying on its head, `reconcile`) cancels it
+on its next round past the deadline, so a dead bridge never leaves it running past its time.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +18,97 @@ from datetime import datetime, timedelta
 
 from msgspec import Struct
 
-from vibesys.engine.retry import RetryPolicy
 from vibesys.journal_schema.queue import QueuePlace
+from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 from vibesys.journal_schema.records import Invocation
+from vibesys.journal_schema.settings import Settings
 from vibesys.states import FailureClass, JobState, Outcome
+from vibesys.states.events import TIMEOUT_CANCEL
 
-__all__ = ["NO_JOB", "PlanContext", "parent_job_of"]
+__all__ = [
+    "NO_JOB",
+    "Deadline",
+    "PlanContext",
+    "RetryPolicy",
+    "deadline_of",
+    "next_attempt_at",
+    "overdue",
+    "parent_job_of",
+    "policy_of",
+    "retry_delay",
+]
+
+# -- retries: pure arithmetic, no sleeping ---------------------------------------------------
+
+
+class RetryPolicy(Struct, frozen=True):
+    """Only infrastructure failures are retried, at most `max_retries` times."""
+
+    max_retries: int = 2
+    initial_delay_seconds: float = 2.0
+    backoff: float = 2.0
+    max_delay_seconds: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if self.initial_delay_seconds < 0 or self.max_delay_seconds < 0:
+            raise ValueError("retry delays must be >= 0")
+        if self.backoff < 1:
+            raise ValueError("backoff must be >= 1")
+
+
+def retry_delay(retry_number: int, policy: RetryPolicy) -> float:
+    """Seconds to wait before retry number `retry_number` (1-based)."""
+    delay = policy.initial_delay_seconds * policy.backoff ** max(retry_number - 1, 0)
+    return min(delay, policy.max_delay_seconds)
+
+
+def next_attempt_at(retry_number: int, policy: RetryPolicy, now: datetime) -> datetime:
+    return now + timedelta(seconds=retry_delay(retry_number, policy))
+
+
+def policy_of(max_retries: int, settings: Settings) -> RetryPolicy:
+    """The retry policy recorded with an invocation (its budget and its settings)."""
+    return RetryPolicy(
+        max_retries,
+        settings.retry_delay_seconds,
+        settings.retry_backoff,
+        settings.retry_max_delay_seconds,
+    )
+
+
+# -- the deadline recorded with a bridge evaluation ------------------------------------------
+
+
+class Deadline:
+    """When an invocation's timeout is over, and the `by` its cancel is recorded with."""
+
+    def __init__(self, at: datetime, timeout_seconds: int) -> None:
+        self.at = at
+        self.by = f"{TIMEOUT_CANCEL} {timeout_seconds} s"
+
+    def left(self, now: datetime) -> float:
+        return (self.at - now).total_seconds()
+
+
+def deadline_of(row: RecordedEvaluation) -> Deadline | None:
+    """The deadline a bridge request's row records; None when it has no timeout."""
+    timeout = int(row.body.get("effective_timeout_seconds") or 0)
+    if timeout <= 0:
+        return None
+    return Deadline(row.created_at + timedelta(seconds=timeout), timeout)
+
+
+def overdue(inv: Invocation, deadline: Deadline | None, now: datetime) -> str | None:
+    """The cancel's `by` when `inv` is past its deadline and nobody asked for its cancel yet."""
+    if deadline is None or inv.cancel_requested or inv.state is JobState.DONE:
+        return None
+    return deadline.by if deadline.left(now) <= 0 else None
+
+
+# -- a chain's parent -----------------------------------------------------------------------
+
 
 #: The parent's job a child waits on once the parent has completed: none.
 NO_JOB = "none"

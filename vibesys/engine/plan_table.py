@@ -20,7 +20,7 @@ from vibesys.engine.plan import (
     plan,
     plan_cancel,
 )
-from vibesys.engine.retry import RetryPolicy
+from vibesys.engine.plan_context import RetryPolicy
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.records import Invocation

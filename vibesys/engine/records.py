@@ -1,20 +1,64 @@
 """The recorded results of observations that are not transitions: the outage an observation
-dates, where an attempt runs. What to record is decided elsewhere (`outage.py`,
-`provenance.py`); `tests/engine/test_one_door.py` lists the engine's other journal writes."""
+dates, and where an attempt runs. `tests/engine/test_one_door.py` lists the engine's other
+journal writes.
+
+How long a scheduler has been unreachable counts from the first unreachable observation of the
+current attempt recorded in the journal (`attempts.unreachable_since`), whichever process made
+it: repeated `reconcile` runs, a `wait`, a takeover all count from the same moment, so none
+gives up before the time is spent and none waits longer. Any observation that reaches the
+scheduler ends the outage; the next one counts afresh.
+
+Where and on what each attempt ran, for every adapter: the adapters put it in every status
+(`RemoteStatus.provenance`: a Slurm site, partition, nodes and TRES with the start and end the
+scheduler reports; a SkyPilot cluster, its allocation and profile), and this is the one place
+that decides what of it is new and records that with the attempt.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from vibesys.engine.outage import OutageWrite, dated, outage_write
-from vibesys.engine.provenance import provenance_change
+from msgspec import structs
+
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema import Invocation, Journal
 
 if TYPE_CHECKING:
     from vibesys.engine.core import Engine
+
+__all__ = [
+    "OutageWrite",
+    "date_outage",
+    "dated",
+    "known_provenance",
+    "outage_write",
+    "provenance_change",
+    "record_provenance",
+]
+
+
+class OutageWrite(StrEnum):
+    """What an observation changes in the attempt's outage record."""
+
+    MARK = "mark"  # the first unreachable observation: the outage begins now
+    CLEAR = "clear"  # the scheduler answered: the outage is over
+
+
+def outage_write(recorded: datetime | None, seen: Seen) -> OutageWrite | None:
+    """What to record of `seen`, given the outage recorded so far (None: nothing)."""
+    if seen.sight is not Sight.UNREACHABLE:
+        if recorded is not None:
+            return OutageWrite.CLEAR
+        return None
+    return OutageWrite.MARK if recorded is None else None
+
+
+def dated(seen: Seen, recorded: datetime) -> Seen:
+    """An UNREACHABLE `seen`, dated from the outage's first recorded observation."""
+    return structs.replace(seen, since=min(recorded, seen.since or recorded))
 
 
 def date_outage(journal: Journal, now: datetime, inv: Invocation, seen: Seen) -> Seen:
@@ -30,6 +74,33 @@ def date_outage(journal: Journal, now: datetime, inv: Invocation, seen: Seen) ->
     return dated(seen, recorded) if seen.sight is Sight.UNREACHABLE and recorded else seen
 
 
+def known_provenance(engine: Engine, inv: Invocation) -> dict[str, str]:
+    """The current attempt's provenance as recorded (read once per process and attempt)."""
+    key = (inv.id, inv.attempt)
+    known = engine.provenance_seen.get(key)
+    if known is None:
+        recorded = [
+            a for a in engine.journal.invocations.attempts(inv.id) if a.attempt == inv.attempt
+        ]
+        known = {k: str(v) for k, v in recorded[0].provenance.items()} if recorded else {}
+        engine.provenance_seen[key] = known
+    return known
+
+
+def provenance_change(
+    engine: Engine, inv: Invocation, provenance: Mapping[str, str]
+) -> dict[str, str] | None:
+    """`provenance`, when it adds or changes a value of the current attempt's record (the
+    engine records it); None when there is nothing to record."""
+    if inv.attempt < 1:
+        return None
+    known = known_provenance(engine, inv)
+    fresh = dict(provenance)
+    if any(known.get(name) != value for name, value in fresh.items()):
+        return fresh
+    return None
+
+
 def record_provenance(engine: Engine, inv: Invocation, provenance: Mapping[str, str]) -> None:
     """Merge `provenance` into the current attempt's record when it adds or changes a value
     (the start, then the end, ...); silent otherwise."""
@@ -38,15 +109,3 @@ def record_provenance(engine: Engine, inv: Invocation, provenance: Mapping[str, 
         engine.journal.invocations.record_attempt_detail(inv.id, inv.attempt, provenance=fresh)
         key = (inv.id, inv.attempt)
         engine.provenance_seen[key] = {**engine.provenance_seen.get(key, {}), **fresh}
-
-
-# -- an invocation's owner lease: who drives it now -------------------------------------------
-
-
-# -- a collection's progress, recorded as it goes so that a restart resumes it ---------------
-
-
-# -- the status round shared per site: its watch list, poller lease and schedule -------------
-
-
-# -- a cluster lease's own transitions, around the effects they authorize ---------------------

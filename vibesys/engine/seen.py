@@ -1,4 +1,6 @@
-"""What the planner reads of an observation: our vocabulary, not a scheduler's (pure data).
+"""What the planner reads of an observation, and of what an effect showed: our vocabulary,
+not a scheduler's (pure data). `execute` returns a `Fact` and the planner (`plan.proven`) maps
+it to the event to commit.
 
 `engine/observe.py` is the one place where an adapter's RemoteStatus (or the error that kept us
 from getting one) becomes a `Seen`; the planner (`engine/plan.py`) decides from it.
@@ -57,3 +59,50 @@ class Seen(Struct, frozen=True):
         if self.sight is Sight.UNREACHABLE and self.fix:
             return "login refused"
         return str(self.sight)
+
+
+# -- what an effect showed ------------------------------------------------------------------
+
+
+class ErrorFacts(Struct, frozen=True):
+    """What an error proves, in the two words the engine decides by."""
+
+    maybe_submitted: bool
+    retryable: bool
+    rejected: bool
+    reason: str
+    fix: str
+
+
+class Receipt(Struct, frozen=True):
+    """The scheduler accepted the submit."""
+
+    job_id: str
+    observation: str
+
+
+class SubmitFailed(Struct, frozen=True):
+    """The submit raised: what the error proves."""
+
+    facts: ErrorFacts
+
+
+class ClaimRead(Struct, frozen=True):
+    """The fence's answer: the claim the job's attempt directory holds now (the fence, or the
+    job's own claim that came first)."""
+
+    fenced: bool
+    #: the job the claim names (when the job claimed first)
+    job_id: str
+    description: str
+    #: the claim file's text as read, recorded with the attempt before the event is committed
+    claim: str = ""
+
+
+class Gathered(Struct, frozen=True):
+    """Logs and artifacts are home; what the collection showed."""
+
+    evidence: str
+
+
+Fact = Receipt | SubmitFailed | ClaimRead | Gathered

@@ -103,7 +103,7 @@ def status_of(inv: Invocation, history: Sequence[HistoryRow]) -> JobStatus | Non
 
 
 def timed_out(history: Sequence[HistoryRow]) -> bool:
-    """Whether the invocation's cancel was its timeout's (`vibesys.engine.deadline`)."""
+    """Whether the invocation's cancel was its timeout's (`vibesys.engine.plan_context`)."""
     return any(
         row.event == "CancelRequested"
         and str(row.evidence.get("by", "")).startswith(TIMEOUT_CANCEL)

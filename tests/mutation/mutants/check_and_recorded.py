@@ -22,7 +22,6 @@ from tests.mutation.mutants.framework import (
     LOCAL,
     MACHINE,
     OBSERVE,
-    OUTAGE,
     PARSE,
     PLAN,
     PLAN_CONTEXT,
@@ -74,7 +73,7 @@ MUTANTS: list[Mutant] = [
     M("check-bwrap-probe-unread", CHECK_JOB, '    if reply.get("probe_rc") != "0" or reply.get("probe") != probe.settings.nonce:\n', "    if False:\n", "a node whose bwrap cannot confine a command passes the bwrap check"),
     # -- what an invocation was started with, wherever it is carried on (issue 20) ------------
     M("outage-counts-from-now", RECORDS, "dated(seen, recorded)", "dated(seen, seen.since or now)", "the unreachable timeout counts from whichever process looks now: repeated reconciles never give up"),
-    M("outage-never-ends", OUTAGE, "        if recorded is not None:\n            return OutageWrite.CLEAR", "        if False:\n            return OutageWrite.CLEAR", "an outage that ended still counts for the next one: a later outage gives up early"),
+    M("outage-never-ends", RECORDS, "        if recorded is not None:\n            return OutageWrite.CLEAR", "        if False:\n            return OutageWrite.CLEAR", "an outage that ended still counts for the next one: a later outage gives up early"),
     M("settings-retry-from-process", CORE, "            policy_of(inv.max_retries, settings),\n", "            self.retry,\n", "a later process retries with its own delay, not the recorded one", tests=RECORDED),
     M("settings-unreachable-timeout-from-process", CORE, "            timedelta(seconds=settings.unreachable_timeout_seconds),\n", "            self.unreachable_timeout,\n", "a later process gives up on an unreachable scheduler by its own default", tests=RECORDED),
     M("reconcile-waiting-unsaid", RECONCILE, "    return engine.journal.invocations.unreachable_since(inv.id, inv.attempt)\n", "    return None\n", "reconcile leaves a run waiting out an outage without saying so (or until when)"),

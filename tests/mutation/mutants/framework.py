@@ -21,14 +21,13 @@ EXECUTE = "vibesys/engine/execute.py"
 SKY = "vibesys/adapters/skypilot/classify.py"
 CLUSTERS = "vibesys/engine/clusters.py"
 CLUSTER_RECORDS = "vibesys/journal_schema/clusters.py"
-PROVENANCE = "vibesys/engine/provenance.py"
 SHARED_POLL = "vibesys/engine/shared_poll.py"
 POLLS = "vibesys/journal_schema/polls.py"
 MACHINE = "vibesys/states/machine.py"
 LEASE_TABLE = "vibesys/states/lease_table.py"
 RUN_COMMAND = "vibesys/cli/run_command.py"
 CORE = "vibesys/engine/core.py"
-PREPARE = "vibesys/engine/prepare.py"
+CONTEXT = "vibesys/engine/context.py"
 ADAPTER_ACCESS = "vibesys/engine/adapter_access.py"
 STATUS_RULES = "vibesys/adapters/slurm/status_rules.py"
 JOB_RESULT = "vibesys/job_result/__init__.py"
@@ -40,7 +39,6 @@ BRIDGE_FOLLOW = "vibesys/bridge/follow.py"
 BRIDGE_ROWS = "vibesys/journal_schema/recorded_evaluations.py"
 EVAL_CLIENT = "vibesys/bridge/client.py"
 BRIDGE_SESSION = "vibesys/bridge/session.py"
-DEADLINE = "vibesys/engine/deadline.py"
 SERVICE_SERVER = "vibesys/service/server.py"
 CLIENT_KEYS = "vibesys/client/keys.py"
 CONNECTIONS = "vibesys/service/connections.py"
@@ -71,7 +69,6 @@ TRUSTED = "vibesys/config/sizing.py"
 SLOTS = "vibesys/journal_schema/slots.py"
 RUN_SLOTS = "vibesys/broker/run_slots.py"
 ROWS = "vibesys/journal_schema/rows.py"
-OUTAGE = "vibesys/engine/outage.py"
 RECORDS = "vibesys/engine/records.py"
 CHAINS = "vibesys/engine/chains.py"
 DRIVE = "vibesys/engine/drive.py"
@@ -125,14 +122,13 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     SKY: ("tests/adapters/skypilot/test_classify.py",),
     CLUSTERS: ("tests/engine/test_cluster_leases.py", "tests/engine/skypilot"),
     CLUSTER_RECORDS: ("tests/engine/test_cluster_leases.py",),
-    PROVENANCE: ("tests/engine/skypilot",),
     SHARED_POLL: ("tests/engine/shared_poll",),
     POLLS: ("tests/engine/shared_poll",),
     MACHINE: ("tests/states/test_states_decide.py",),
     LEASE_TABLE: ("tests/states/test_lease_table.py", "tests/engine/test_cluster_leases.py"),
     RUN_COMMAND: ("tests/test_live_status.py",),
     CORE: ("tests/engine/shared_poll",),
-    PREPARE: ("tests/engine/test_engine_fake.py",),
+    CONTEXT: ("tests/engine/test_engine_fake.py",),
     ADAPTER_ACCESS: ("tests/engine/test_engine_fake.py",),
     STATUS_RULES: (
         "tests/adapters/test_rundir_markers.py",
@@ -146,7 +142,6 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     BRIDGE_FOLLOW: ("tests/bridge/test_server.py",),
     BRIDGE_ROWS: ("tests/bridge/test_recorded_evaluations.py",),
     BRIDGE_SESSION: ("tests/bridge/test_session_restart.py",),
-    DEADLINE: ("tests/bridge/test_session_restart.py", "tests/bridge/test_server.py"),
     CLIENT_KEYS: ("tests/client",),
     EVAL_CLIENT: (
         "tests/bridge/test_session.py::test_a_bridge_killed_while_it_runs_is_restarted_and_reattaches",
@@ -185,7 +180,6 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     RUN_SLOTS: ("tests/broker/test_run_slots.py",),
     ROWS: ("tests/test_cli_site.py",),
     REQUESTS: ("tests/test_cli_site.py", "tests/config/test_resources_profiles.py"),
-    OUTAGE: RECORDED,
     RECORDS: RECORDED,
     CHAINS: CHAINED,
     DRIVE: RECORDED,
