@@ -11,6 +11,7 @@ import pytest
 from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
+from vibesys.engine.execute import submission
 from vibesys.errors import BackendMisconfigured, BackendUnavailable, TransportLost
 from vibesys.journal_schema import Journal
 from vibesys.snapshot import CandidateError
@@ -105,7 +106,7 @@ def test_after_a_crash_a_job_only_its_claim_remembers_is_adopted(
     name = f"vibesys-{inv.id}-1"
     inv, _ = journal.commit_transition(inv, SubmitIntended(1, name))
     inv, _ = journal.commit_transition(inv, SubmitDispatched(1, name))
-    fake.submit(engine.submit_request(inv))  # the effect happened; its result was never recorded
+    fake.submit(submission(engine, inv))  # the effect happened; its result was never recorded
     journal.leases.release_lease(inv.id, "otherhost:1:1")
     fake.hidden.add(name)
     fake.calls.clear()

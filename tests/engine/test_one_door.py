@@ -59,7 +59,6 @@ COMMIT_MODULES = frozenset({"core.py", "records.py"})
 #: effect runs. They move behind the commit once the planner asks for them as effects.
 NOT_MOVED_YET: dict[str, frozenset[str]] = {
     "artifacts.py": frozenset({"record_artifact"}),
-    "chains.py": frozenset({"acquire_lease", "release_lease"}),
     "clusters.py": frozenset(
         {
             "intend_launch",
@@ -72,7 +71,6 @@ NOT_MOVED_YET: dict[str, frozenset[str]] = {
             "record_reuse",
         }
     ),
-    "drive.py": frozenset({"acquire_lease", "release_lease"}),
     "reconcile.py": frozenset({"acquire_leases", "release_leases"}),
     "shared_poll.py": frozenset(
         {

@@ -14,14 +14,16 @@ The job each attempt waits on is kept in its provenance (`after`, `after_job`), 
 show` says what it waited on and the planner knows whether that job is the parent's current.
 Who moves a child on: the process that submits the parent's next attempt (`submit_children`),
 else whoever looks at the child (its own `run`, `wait`, `reconcile`), carrying the parent a
-step first when nobody drives it (the planner's `parent_to_carry`, carried on by `carry_on`).
+step first when nobody drives it (the planner's `CarryOn`, carried out by `Engine.carry_on`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vibesys.engine.plan_context import NO_JOB, parent_job_of
+from msgspec import Struct
+
+from vibesys.engine.plan_context import NO_JOB, overdue, parent_job_of
 from vibesys.engine.records import known_provenance, record_provenance
 from vibesys.errors import VibesysError
 from vibesys.journal_schema import Invocation
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
     from vibesys.engine.core import Engine
 
-__all__ = ["carry_on", "carry_parent", "parent_of", "submit_after", "submit_children", "waited_on"]
+__all__ = ["Carried", "carry_on", "parent_of", "submit_after", "submit_children", "waited_on"]
 
 #: States of a child that a parent's new job may move on: held before a submission, or
 #: submitted on a job of the parent that has failed since (the scheduler killed it).
@@ -87,28 +89,31 @@ def _last_job(engine: Engine, parent: Invocation) -> str | None:
     return jobs[-1] if jobs else None
 
 
-def carry_on(engine: Engine, invocation_id: str) -> Exception | None:
-    """A `CarryOn`: the steps of another invocation that are possible now, through the same
-    door (`Engine.advance`), while holding its owner lease; nothing when a live process drives
-    it (its driver carries it on). The failure, for the asker's note (the invocation's own
-    row tells the rest)."""
-    if not engine.journal.leases.acquire_lease(invocation_id, engine.owner, engine.lease_ttl):
+class Carried(Struct, frozen=True):
+    """A `CarryOn` carried out: the other invocation's steps taken, or why they stopped."""
+
+    failed: Exception | None = None
+
+
+def carry_on(engine: Engine, invocation_id: str) -> Carried | None:
+    """A `CarryOn`: another invocation's steps that are possible now, through the same
+    door (`advance`), holding its owner lease, with the deadline recorded with it; None
+    when a live process drives it (its driver carries it on). A failure is the asker's
+    to note (the invocation's own row tells the rest)."""
+    if not engine.hold(invocation_id):
         return None
     try:
-        engine.advance(engine.journal.invocations.get(invocation_id))
+        other = engine.journal.invocations.get(invocation_id)
+        timed_out = overdue(other, engine.deadline(invocation_id), engine.clock())
+        if timed_out is not None:  # its deadline holds whoever carries it on
+            engine.request_cancel(other, timed_out)
+        else:
+            engine.advance(other)
     except Exception as exc:  # its own row tells; whoever looks next carries it on
-        return exc
+        return Carried(exc)
     finally:
-        engine.journal.leases.release_lease(invocation_id, engine.owner)
-    return None
-
-
-def carry_parent(engine: Engine, child: Invocation, parent_id: str) -> None:
-    """`carry_on` of `child`'s parent (`plan.parent_to_carry`); a failure noted on the child,
-    which goes on waiting."""
-    failed = carry_on(engine, parent_id)
-    if failed is not None:
-        engine.note(child, f"its parent {parent_id} could not be carried on: {failed}")
+        engine.let_go(invocation_id)
+    return Carried()
 
 
 def submit_children(engine: Engine, parent: Invocation, active: list[Invocation]) -> None:
@@ -121,6 +126,7 @@ def submit_children(engine: Engine, parent: Invocation, active: list[Invocation]
             continue
         if parent_id(engine, child) != parent.id:
             continue
-        failed = carry_on(engine, child.id)
-        if failed is not None:
-            engine.note(child, f"not carried on after {parent.id}'s new attempt: {failed}")
+        carried = carry_on(engine, child.id)
+        if carried is not None and carried.failed is not None:
+            why = f"not carried on after {parent.id}'s new attempt: {carried.failed}"
+            engine.note(child, why)

@@ -19,37 +19,30 @@ from vibesys.adapters.base import (
     Progress,
     RemoteStatus,
     SharedPolling,
-    Submission,
     Waitable,
 )
 from vibesys.adapters.registry import entry
 from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_backend
-from vibesys.engine.chains import (
-    carry_parent,
-    parent_of,
-    submit_after,
-    submit_children,
-    waited_on,
-)
+from vibesys.engine.chains import carry_on, parent_of, submit_children, waited_on
 from vibesys.engine.clusters import lease_step
-from vibesys.engine.context import load_context, new_invocation_id, record_environment
+from vibesys.engine.context import new_invocation_id, record_environment
 from vibesys.engine.execute import execute
 from vibesys.engine.failpoints import AFTER_COMMIT, failpoint
 from vibesys.engine.observe import seen_error, seen_status
 from vibesys.engine.plan import (
+    CarryOn,
     Commit,
     Hold,
     PlanContext,
     Redo,
     needs_observation,
-    parent_to_carry,
     plan,
     plan_cancel,
     proven,
 )
-from vibesys.engine.plan_context import RetryPolicy, policy_of
+from vibesys.engine.plan_context import Deadline, RetryPolicy, deadline_of, policy_of
 from vibesys.engine.records import date_outage, record_provenance
-from vibesys.engine.seen import ClaimRead, Seen, Sight
+from vibesys.engine.seen import ClaimRead, Seen
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState
@@ -171,23 +164,9 @@ class Engine:
 
     # -- adapters -----------------------------------------------------------------------------
 
-    def submit_request(self, inv: Invocation) -> Submission[Any]:
-        ref = self.adapters.job_ref(inv)
-        request = self.adapters.request_of(inv)
-        return Submission(
-            inv.id,
-            inv.attempt,
-            ref.job_name,
-            inv.command,
-            ref.attempt_dir,
-            load_context(inv),
-            request,
-            submit_after(self, inv, request),
-        )
-
     # -- one step at a time ---------------------------------------------------------------------
 
-    def context(self, inv: Invocation) -> PlanContext:
+    def context(self, inv: Invocation, carrier: str | None = None) -> PlanContext:
         """What the planner decides `inv`'s next step by: the time, and the settings recorded
         with it (never this process's own)."""
         settings = inv.settings
@@ -200,6 +179,7 @@ class Engine:
             parent,
             place,
             None if parent is None else waited_on(self, inv),
+            carrier,
         )
 
     def shared_backend(self, inv: Invocation) -> SharedPolling | None:
@@ -273,13 +253,15 @@ class Engine:
             seen = None
         elif seen is not None:
             seen = date_outage(self.journal, self.clock(), inv, seen)
-        ctx = self.context(inv)
-        held = seen is not None and seen.sight in (Sight.QUEUED, Sight.UNSATISFIABLE)
-        parent = parent_to_carry(ctx.parent, self.owner) if held else None
-        if parent is not None:  # the planner asks: carry the parent on first
-            carry_parent(self, inv, parent)
-            ctx = self.context(inv)
+        ctx = self.context(inv, self.owner)
         step = plan(inv, seen, ctx)
+        if isinstance(step, CarryOn):  # the planner asks: carry the parent on first
+            carried = carry_on(self, step.invocation_id)
+            if carried is not None and carried.failed is not None:
+                why = f"its parent {step.invocation_id} could not be carried on: {carried.failed}"
+                self.note(inv, why)
+            ctx = self.context(inv)
+            step = plan(inv, seen, ctx)
         self.waiting.pop(inv.id, None)
         match step:
             case Hold(why=why):
@@ -295,6 +277,20 @@ class Engine:
                     failpoint("after_terminal_observed")
                 return self.commit(inv, event)
         raise AssertionError(step)
+
+    # -- owner leases: who drives an invocation now ---------------------------------------------
+
+    def hold(self, invocation_id: str) -> bool:
+        """Take (or renew) the invocation's owner lease; False while another process holds it."""
+        return self.journal.leases.acquire_lease(invocation_id, self.owner, self.lease_ttl)
+
+    def let_go(self, invocation_id: str) -> None:
+        self.journal.leases.release_lease(invocation_id, self.owner)
+
+    def deadline(self, invocation_id: str) -> Deadline | None:
+        """The deadline recorded for the invocation (its bridge request's); None without one."""
+        row = self.journal.bridge.recorded_evaluation_of(invocation_id)
+        return None if row is None else deadline_of(row)
 
     def carry_out(self, inv: Invocation, effect: Effect) -> Event | None:
         """Carry out `effect`; the event the planner makes of what it showed, if anything."""

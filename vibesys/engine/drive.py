@@ -18,15 +18,15 @@ from typing import Final, Protocol
 
 from msgspec import Struct
 
-from vibesys.engine.chains import carry_parent, parent_of
+from vibesys.engine.chains import carry_on, parent_of
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
 from vibesys.engine.execute import error_facts
-from vibesys.engine.plan import follow, needs_observation, parent_to_carry
-from vibesys.engine.plan_context import Deadline, deadline_of, overdue
+from vibesys.engine.plan import carry_ahead, follow, needs_observation
+from vibesys.engine.plan_context import overdue
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
-from vibesys.journal_schema import Invocation, Journal
+from vibesys.journal_schema import Invocation
 from vibesys.osutil.logtail import LogTail
 from vibesys.states import JobState
 
@@ -105,7 +105,7 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     told: str | None = None
     carry_after = 0.0
     # Recorded with its request (a bridge evaluation's): whoever drives it enforces it.
-    deadline = recorded_deadline(engine.journal, inv.id)
+    deadline = engine.deadline(inv.id)
     try:
         while True:
             if not watch.renew(inv):
@@ -145,21 +145,12 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                     options.on_wait(waiting)
                 if time.monotonic() >= carry_after:
                     carry_after = time.monotonic() + carry_on_ahead(engine, inv)
-                    parent = parent_to_carry(parent_of(engine, inv), engine.owner)
-                    if parent is not None:  # held for its parent's next job
-                        carry_parent(engine, inv, parent)
             told = waiting
             _rest(engine, inv, stop, _pause(engine, inv))
     finally:
         if options.status is not None:
             options.status.clear()
-        engine.journal.leases.release_lease(inv.id, engine.owner)
-
-
-def recorded_deadline(journal: Journal, invocation_id: str) -> Deadline | None:
-    """The deadline recorded for the invocation (its bridge request's); None without one."""
-    row = journal.bridge.recorded_evaluation_of(invocation_id)
-    return None if row is None else deadline_of(row)
+        engine.let_go(inv.id)
 
 
 def _release_if_asked(engine: Engine, inv: Invocation) -> None:
@@ -174,34 +165,35 @@ def _release_if_asked(engine: Engine, inv: Invocation) -> None:
 
 
 def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
-    """One step of the first invocation ahead of `inv` in its campaign's queue, when no live
-    process drives it (a detached run, a driver that died): the queue never waits on nobody.
-    Nothing is decided for it that its own driver would not decide (the planner's step, as a
-    reconcile takes, and the deadline recorded with it); one whose client must go with its
-    driver is left to reconcile. The seconds until the next step is due: sooner when the
-    head's deadline comes first, or its timeout's cancel was just sent."""
+    """Carry on what `inv` waits for when nobody drives it (`plan.carry_ahead`): the first
+    invocation ahead of it in its campaign's queue, and its parent. The seconds until this is
+    due again: sooner when the head's deadline comes first, or its timeout's cancel was just
+    sent (its end is seen soon after, once)."""
     place = engine.journal.queue.queue_place(inv.id)
-    if place is None or not place.ahead:
-        return CARRY_AHEAD_SECONDS
-    head = engine.journal.invocations.get(place.ahead[0])
-    if head.lease_owner == engine.owner or head.settings.cancel_when_orphaned:
-        return CARRY_AHEAD_SECONDS  # this process drives it already, or it is not ours to carry
-    if not engine.journal.leases.acquire_lease(head.id, engine.owner, engine.lease_ttl):
-        return CARRY_AHEAD_SECONDS
-    deadline = recorded_deadline(engine.journal, head.id)
-    try:
-        timed_out = overdue(head, deadline, engine.clock())
-        if timed_out is not None:  # its deadline holds whoever carries it on
-            head = engine.request_cancel(head, timed_out)
-            return QUEUE_PAUSE_SECONDS  # its end is seen soon after, once
-        engine.advance(head)
-    except BackendError as exc:
-        engine.note(head, f"carrying it on failed: {error_facts(exc).reason}")
-    finally:
-        engine.journal.leases.release_lease(head.id, engine.owner)
-    if deadline is None or head.cancel_requested:
-        return CARRY_AHEAD_SECONDS
-    return min(CARRY_AHEAD_SECONDS, max(deadline.left(engine.clock()), 0.0))
+    ahead = place.ahead[0] if place is not None and place.ahead else None
+    head = None if ahead is None else engine.journal.invocations.get(ahead)
+    pause = CARRY_AHEAD_SECONDS
+    for carry in carry_ahead(head, parent_of(engine, inv), engine.owner):
+        if head is None or carry.invocation_id != head.id:  # held for its parent's next job
+            carried = carry_on(engine, carry.invocation_id)
+            if carried is not None and carried.failed is not None:
+                why = f"its parent {carry.invocation_id} could not be carried on: {carried.failed}"
+                engine.note(inv, why)
+            continue
+        deadline = engine.deadline(head.id)
+        timed_out = overdue(head, deadline, engine.clock()) is not None
+        carried = carry_on(engine, head.id)
+        if carried is None:
+            continue
+        if isinstance(carried.failed, BackendError):
+            engine.note(head, f"carrying it on failed: {error_facts(carried.failed).reason}")
+        elif carried.failed is not None:
+            raise carried.failed
+        if timed_out:
+            pause = QUEUE_PAUSE_SECONDS
+        elif deadline is not None and not head.cancel_requested:
+            pause = min(CARRY_AHEAD_SECONDS, max(deadline.left(engine.clock()), 0.0))
+    return pause
 
 
 class _Watch:
@@ -218,7 +210,7 @@ class _Watch:
         if time.monotonic() - self.renewed < engine.lease_ttl.total_seconds() / 3:
             return True
         self.renewed = time.monotonic()
-        return engine.journal.leases.acquire_lease(inv.id, engine.owner, engine.lease_ttl)
+        return engine.hold(inv.id)
 
     def observe(self, inv: Invocation) -> Seen | None:
         shared = self.engine.shared_backend(inv)
@@ -289,9 +281,7 @@ def wait_for(engine: Engine, invocation_id: str, options: DriveOptions) -> Invoc
     stop = options.interrupt
     while True:
         inv = engine.journal.invocations.get(invocation_id)
-        if inv.state is not JobState.DONE and engine.journal.leases.acquire_lease(
-            inv.id, engine.owner, engine.lease_ttl
-        ):
+        if inv.state is not JobState.DONE and engine.hold(inv.id):
             options.taken_over = False
             inv = drive(engine, inv, options)
             interrupted = stop is not None and stop.is_set()

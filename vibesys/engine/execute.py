@@ -13,11 +13,14 @@ effect's failure: it passes every boundary, since nothing can be recorded.
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from vibesys.adapters.base import Submission
 from vibesys.adapters.leases import LeasePlan, LeaseReceipt, LeasingBackend
 from vibesys.adapters.rundir.claim import fence_text
 from vibesys.engine.artifacts import collect_artifacts
+from vibesys.engine.chains import submit_after
+from vibesys.engine.context import load_context
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import claim_job_id
 from vibesys.engine.seen import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
@@ -70,9 +73,26 @@ def execute(engine: Engine, inv: Invocation, effect: Effect) -> Fact | None:
     return None
 
 
+def submission(engine: Engine, inv: Invocation) -> Submission[Any]:
+    """What the adapter submits for `inv`'s attempt: its name, command, directory, recorded
+    context, typed request and the parent's job it waits on now."""
+    ref = engine.adapters.job_ref(inv)
+    request = engine.adapters.request_of(inv)
+    return Submission(
+        inv.id,
+        inv.attempt,
+        ref.job_name,
+        inv.command,
+        ref.attempt_dir,
+        load_context(inv),
+        request,
+        submit_after(engine, inv, request),
+    )
+
+
 def _submit(engine: Engine, inv: Invocation) -> Fact:
     try:
-        request = engine.submit_request(inv)
+        request = submission(engine, inv)
         receipt = engine.adapters.backend(inv).submit(request)
     except JOURNAL_FAILURES:
         raise

@@ -6,7 +6,10 @@ A step is one of:
   `decide()` returns for it (write-ahead);
 - `Redo(effect)`: carry out again an idempotent effect that an earlier committed transition
   authorized and a crash (or a lost connection) interrupted: collect, cancel;
-- `Hold(why)`: nothing can be decided now; look again later.
+- `Hold(why)`: nothing can be decided now; look again later;
+- `CarryOn(invocation_id)`: step another invocation first, through the same door, then plan
+  again (a held child's parent that nobody drives; the driver asks it for the invocation
+  ahead in its campaign's queue, `carry_ahead`).
 
 The planner also maps what an effect showed (`engine/seen.py`) to the event that records it
 (`proven`), decides what a cancel commits in each state (`plan_cancel`, and `orphaned` for a
@@ -62,12 +65,14 @@ from vibesys.states import (
 )
 
 __all__ = [
+    "CarryOn",
     "Commit",
     "Follow",
     "Hold",
     "PlanContext",
     "Redo",
     "Step",
+    "carry_ahead",
     "follow",
     "needs_observation",
     "orphaned",
@@ -89,15 +94,38 @@ class Hold(Struct, frozen=True):
     why: str
 
 
-Step = Commit | Redo | Hold
+class CarryOn(Struct, frozen=True):
+    invocation_id: str
 
 
-def parent_to_carry(parent: Invocation | None, owner: str) -> str | None:
-    """The parent of a held child to carry a step on first (its next step decides what comes
-    next for the child): one not done and not driven by `owner` already; None otherwise."""
-    if parent is None or parent.state is JobState.DONE or parent.lease_owner == owner:
+Step = Commit | Redo | Hold | CarryOn
+
+
+def _parent_to_carry(seen: Seen | None, ctx: PlanContext) -> CarryOn | None:
+    """The parent of a child its scheduler holds (queued on the parent's job, or killed on
+    it), to carry a step on first: its next step decides what comes next for the child. Only
+    one not done that the carrier does not drive already."""
+    parent = ctx.parent
+    if ctx.carrier is None or parent is None or seen is None:
         return None
-    return parent.id
+    if seen.sight not in (Sight.QUEUED, Sight.UNSATISFIABLE):
+        return None
+    if parent.state is JobState.DONE or parent.lease_owner == ctx.carrier:
+        return None
+    return CarryOn(parent.id)
+
+
+def carry_ahead(head: Invocation | None, parent: Invocation | None, owner: str) -> list[CarryOn]:
+    """What a driver whose invocation waits carries on: the first invocation ahead of it in
+    its campaign's queue when no live process drives it (the queue never waits on nobody; one
+    whose client must go with its driver is left to reconcile), and its parent when it waits
+    for the parent's next job and nobody drives the parent."""
+    carried = []
+    if head is not None and head.lease_owner != owner and not head.settings.cancel_when_orphaned:
+        carried.append(CarryOn(head.id))
+    if parent is not None and parent.state is not JobState.DONE and parent.lease_owner != owner:
+        carried.append(CarryOn(parent.id))
+    return carried
 
 
 def needs_observation(inv: Invocation) -> bool:
@@ -109,6 +137,8 @@ def needs_observation(inv: Invocation) -> bool:
 
 def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
     """The next step for `inv`, given `seen` (None when it needs no observation)."""
+    if (carry := _parent_to_carry(seen, ctx)) is not None:
+        return carry
     match inv.state:
         case JobState.PREPARED:
             if failed := ctx.parent_failed():

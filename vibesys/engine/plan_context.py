@@ -142,6 +142,9 @@ class PlanContext(Struct, frozen=True):
     queue: QueuePlace | None = None
     #: the parent's job the current attempt waited on (`after_job`), when it had a parent
     waited_on: str | None = None
+    #: who would carry a parent nobody drives a step on first (the engine's owner); None once
+    #: it was carried this step
+    carrier: str | None = None
 
     def parent_failed(self) -> str | None:
         """How the parent ended, when it ended without success (this one can never run)."""

@@ -12,10 +12,12 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from vibesys.engine.plan import (
+    CarryOn,
     Commit,
     Hold,
     PlanContext,
     Redo,
+    Step,
     needs_observation,
     plan,
     plan_cancel,
@@ -218,10 +220,12 @@ def cancel_rows() -> Iterator[Row]:
             yield Row(label, "cancel requested", describe(inv, plan_cancel(inv, "cancel")))
 
 
-def describe(inv: Invocation, step: Commit | Redo | Hold) -> str:
+def describe(inv: Invocation, step: Step) -> str:
     match step:
         case Hold():
             return "hold: nothing written"
+        case CarryOn(invocation_id=other):
+            return f"carry {other} on first"
         case Redo(effect=effect):
             return f"redo {type(effect).__name__}"
         case Commit(event=event):

@@ -20,7 +20,6 @@ from msgspec import Struct
 from vibesys.adapters.base import JobRef
 from vibesys.engine.clusters import release_finished_campaigns, settle_leases
 from vibesys.engine.core import Engine
-from vibesys.engine.drive import recorded_deadline
 from vibesys.engine.execute import error_facts
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation, orphaned
@@ -142,7 +141,7 @@ def _as_backend_error(exc: Exception) -> BackendError:
 def _reconcile_one(engine: Engine, inv: Invocation, seen: Seen | None) -> ReconcileRow:
     before = inv
     try:
-        deadline = recorded_deadline(engine.journal, inv.id)
+        deadline = engine.deadline(inv.id)
         if (by := orphaned(inv) or overdue(inv, deadline, engine.clock())) is not None:
             inv = engine.request_cancel(inv, by)
         after = engine.advance(inv, seen)
