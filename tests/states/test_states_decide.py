@@ -48,7 +48,8 @@ from vibesys.states import (
     next_state,
 )
 from vibesys.states import JobState as S
-from vibesys.states.machine import NEXT, decide_by_machine
+from vibesys.states.machine import NEXT
+from vibesys.states.transitions_machine import decide_by_machine
 
 #: A second event of each type, with other payloads than SAMPLES: a replayed decision must
 #: carry the new event's data, not the recorded one's.

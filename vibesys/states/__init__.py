@@ -41,7 +41,7 @@ from vibesys.states.job_state import (
     JobState,
     Outcome,
 )
-from vibesys.states.machine import Decision, build_machine, decide, next_state
+from vibesys.states.machine import Decision, decide, next_state
 from vibesys.states.replay import ReplayMismatch, Step, replay
 
 __all__ = [
@@ -83,7 +83,6 @@ __all__ = [
     "SubmitDispatched",
     "SubmitIntended",
     "Submitted",
-    "build_machine",
     "decide",
     "next_state",
     "replay",

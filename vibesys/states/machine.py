@@ -1,4 +1,4 @@
-"""The `transitions` machine built from the table, and `decide()`, the pure core.
+"""`decide()`, the pure core, read from the table the `transitions` machine is built from.
 
 `decide(state, event)` answers: may this event happen here, which state follows, and which
 effects must the engine carry out once the transition is committed. It does no I/O and reads
@@ -7,16 +7,15 @@ no clock.
 The machine is the definition; a commit must not pay for firing it. The table says, for each
 (state, trigger), where it lands and which callbacks run (its `after`; the table has no
 conditions, so the pair alone decides them): `decide()` runs exactly those on the event, or
-returns the decision itself when none of them reads the event. `decide_by_machine` fires the
-machine; the tests hold the two equal for every row. `transitions` is imported when the first
-machine is built, so neither reading the journal nor committing loads it.
+returns the decision itself when none of them reads the event. `decide_by_machine`
+(`states/transitions_machine.py`) fires the machine; the tests hold the two equal for every
+row. Neither reading the journal nor committing loads `transitions`.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 from msgspec import Struct, field
 
@@ -44,12 +43,9 @@ from vibesys.states.events import (
     RetryBudgetSpent,
     SubmitDispatched,
 )
-from vibesys.states.job_state import INITIAL, JobState, Outcome
+from vibesys.states.job_state import JobState, Outcome
 from vibesys.states.table import TRANSITIONS, dest_of, sources_of
 from vibesys.states.validate import validate_table
-
-if TYPE_CHECKING:
-    from transitions import Machine
 
 
 class _Call(Protocol):
@@ -70,7 +66,7 @@ class Decision(Struct, frozen=True):
     effects: tuple[Effect, ...]
 
 
-class _Model(Struct):
+class EffectsModel(Struct):
     """What the machine moves; callbacks only append effects, the engine performs them."""
 
     state: JobState
@@ -123,37 +119,6 @@ def final_outcome(event: Event) -> tuple[Outcome, int | None]:
     raise InvalidTransition("DONE", type(event).__name__)
 
 
-#: One machine per thread. A queued machine keeps one transition queue for every caller, so a
-#: trigger fired from a second thread would be appended behind the first and return at once,
-#: unapplied; a machine of its own per thread needs no lock.
-_LOCAL: Final = threading.local()
-
-
-def build_machine() -> Machine:
-    """Validate the table and build this thread's machine (once per thread)."""
-    machine: Machine | None = getattr(_LOCAL, "machine", None)
-    if machine is None:
-        machine = _new_machine()
-        _LOCAL.machine = machine
-    return machine
-
-
-def _new_machine() -> Machine:
-    from transitions import Machine
-
-    validate_table(TRANSITIONS)
-    return Machine(
-        model=None,
-        states=list(JobState),
-        transitions=TRANSITIONS,
-        initial=INITIAL,
-        auto_transitions=False,
-        queued=True,
-        send_event=True,
-        model_override=True,
-    )
-
-
 def _next_states() -> dict[tuple[JobState, str], JobState | None]:
     return {
         (source, row["trigger"]): dest_of(row) for row in TRANSITIONS for source in sources_of(row)
@@ -201,7 +166,7 @@ def _whole(
     whole = {}
     for (state, trigger), (dest, callbacks) in planned.items():
         if _EVENT_FREE.issuperset(callbacks):
-            model = _Model(state)
+            model = EffectsModel(state)
             for name in callbacks:
                 getattr(model, name)(_Replayed({}))
             whole[(state, trigger)] = Decision(dest, tuple(model.effects))
@@ -231,28 +196,6 @@ def _read() -> _Read:
     return _READ
 
 
-def _fire(model: _Model, event: Event) -> None:
-    from transitions import MachineError
-
-    trigger = type(event).__name__
-    try:
-        build_machine().events[trigger].trigger(model, event=event)
-    except MachineError as exc:
-        raise InvalidTransition(model.state, trigger) from exc
-
-
-def decide_by_machine(state: JobState, event: Event) -> Decision:
-    """Fire `event` in `state` through the machine itself (what `decide()` must equal)."""
-    trigger = type(event).__name__
-    if (state, trigger) not in NEXT:
-        raise InvalidTransition(state, trigger)
-    # The model is never added to the machine: the event is fired on it directly, so no
-    # trigger methods are bound and a decision costs no more than the callbacks it runs.
-    model = _Model(state)
-    _fire(model, event)
-    return Decision(JobState(model.state), tuple(model.effects))
-
-
 def decide(state: JobState, event: Event) -> Decision:
     """Apply `event` in `state`: next state and the effects it authorizes (see the module
     docstring: the table's row for the pair, its callbacks run on the event)."""
@@ -265,7 +208,7 @@ def decide(state: JobState, event: Event) -> Decision:
     if planned is None:
         raise InvalidTransition(state, key[1])
     dest, callbacks = planned
-    model = _Model(state)
+    model = EffectsModel(state)
     data = _Replayed({"event": event})
     for name in callbacks:
         getattr(model, name)(data)
