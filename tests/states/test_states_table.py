@@ -11,7 +11,7 @@ import pytest
 from tests.states.state_strategies import EXPECTED
 from vibesys.states import ACTIVE, EVENT_TYPES, INITIAL, TERMINAL, JobState
 from vibesys.states import JobState as S
-from vibesys.states import machine as machine_module
+from vibesys.states import transitions_machine as machine_module
 from vibesys.states.table import NON_TERMINAL, TRANSITIONS, dest_of, sources_of
 from vibesys.states.transitions_machine import build_machine
 from vibesys.states.validate import TableError, edges, validate_table
