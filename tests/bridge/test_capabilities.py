@@ -188,9 +188,10 @@ def test_the_reply_keeps_every_old_key_and_parses_back(tmp_path: Path) -> None:
     assert set(dumped) >= OLD_KEYS
     assert (dumped["gpu_commands"], dumped["remote_profiling"], dumped["profilers"]) == (
         True,
-        False,
+        True,
         ["nsys", "py-spy"],
     )
+    assert dumped["kinds"] == ["accuracy", "benchmark", "profile"]
     assert dumped["results_dir"] == str(RESULTS) and dumped["env"] == ["DATA_VERSION", "SEED"]
     assert SessionCapabilities.model_validate_json(json.dumps(dumped)) == caps
 

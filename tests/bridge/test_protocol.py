@@ -131,7 +131,11 @@ def test_an_operator_only_field_is_refused_whatever_the_op() -> None:
         ({"argv": DROP}, "argv", "missing field 'argv'"),
         ({"version": 2}, "version", "unsupported protocol version 2"),
         ({"op": "run"}, "op", "'op' must be one of evaluate, cancel, capabilities"),
-        ({"kind": "profile"}, "kind", "'kind' must be one of accuracy, benchmark"),
+        ({"kind": "lint"}, "kind", "'kind' must be one of accuracy, benchmark, profile"),
+        ({"kind": "profile"}, "profiler", "a profile names its 'profiler'"),
+        ({"profiler": "py-spy"}, "profiler", "'profiler' is for 'kind': 'profile' only"),
+        ({"kind": "profile", "profiler": "a b"}, "profiler", "must be a profiler's name"),
+        ({"kind": "profile", "profiler": 1}, "profiler", "must be a profiler's name"),
         ({"argv": []}, "argv", "non-empty list of strings"),
         ({"argv": ["", "x"]}, "argv", "the program not ''"),
         ({"workspace": "rel/dir"}, "workspace", "absolute path"),
@@ -205,6 +209,10 @@ def test_cancel_and_capabilities_take_only_their_fields() -> None:
 def test_requests_round_trip() -> None:
     request = decode(body())
     assert decode_call(encode_call(request).rstrip(b"\n")) == request
+    profile = decode(body(kind="profile", profiler="py-spy"))
+    assert (profile.kind, profile.profiler, request.profiler) == ("profile", "py-spy", None)
+    assert decode_call(encode_call(profile).rstrip(b"\n")) == profile
+    assert profile.identity()["profiler"] == "py-spy"
 
 
 def test_identity_ignores_the_token_values_and_resume() -> None:

@@ -2,7 +2,8 @@
 
 Order: the token (constant time; the GPU broker's token is recognized and named), then the
 campaign (run id), the workspace, the variables (only names the operator allows), the timeout
-(refused above the session's limit, never clamped). What the request may not name at all (a
+(refused above the session's limit, never clamped), a profile's profiler (only one the session
+offers). What the request may not name at all (a
 host, an account, a partition, ...) was refused by the protocol already.
 """
 
@@ -38,6 +39,8 @@ class Evaluation(msgspec.Struct, frozen=True):
     artifacts: tuple[str, ...] = ()
     uid: int = -1
     resume: Resume = msgspec.field(default_factory=Resume)
+    #: a profile's profiler, by the operator's name for it (None: not a profile)
+    profiler: str | None = None
 
     def __repr__(self) -> str:  # never print the variables' values
         return f"Evaluation({self.request_id!r}, argv={self.argv!r}, env=<{sorted(self.env)}>)"
@@ -45,7 +48,8 @@ class Evaluation(msgspec.Struct, frozen=True):
     def body(self) -> dict[str, Any]:
         """The request's identity as the journal keeps it (no values of variables), with the
         timeout that applies, so a restarted session keeps the same deadline."""
-        return {
+        profiler = {} if self.profiler is None else {"profiler": self.profiler}
+        return profiler | {
             "run": self.run_id,
             "workspace": self.workspace,
             "kind": self.kind,
@@ -68,6 +72,8 @@ class SessionPolicy(msgspec.Struct, frozen=True):
     allowed_env: frozenset[str] = frozenset()
     default_timeout: int = 3600
     max_timeout: int = 86400
+    #: the profilers a profile may name (the site's)
+    profilers: frozenset[str] = frozenset()
 
     def check_token(self, token: str) -> None:
         if tokens_match(token, self.token):
@@ -107,6 +113,13 @@ class SessionPolicy(msgspec.Struct, frozen=True):
                 f"timeout_seconds {timeout} exceeds this session's limit ({self.max_timeout})",
                 "timeout_seconds",
             )
+        if call.profiler is not None and call.profiler not in self.profilers:
+            offered = ", ".join(sorted(self.profilers)) or "none"
+            raise Refusal(
+                f"--profiler {call.profiler}: this session offers no such profiler "
+                f"(offered: {offered})",
+                "profiler",
+            )
         return Evaluation(
             request_id=call.request_id,
             run_id=call.run,
@@ -119,4 +132,5 @@ class SessionPolicy(msgspec.Struct, frozen=True):
             artifacts=call.artifacts,
             uid=uid,
             resume=call.resume,
+            profiler=call.profiler,
         )

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vibesys.adapters.slurm.limits import sbatch_sizing
 from vibesys.adapters.slurm.site_parse import parse_slurm_minutes
-from vibesys.bridge.protocol import KINDS, PROTOCOL_VERSION
+from vibesys.bridge.protocol import KINDS, PROFILE, PROTOCOL_VERSION
 from vibesys.bridge.site import Site
 from vibesys.config.slurm import AgentGpuConfig
 from vibesys.config.strict import StrTuple
@@ -98,7 +98,9 @@ class SessionCapabilities(BaseModel):
         description="The partitions evaluations run in, as the site configuration names them; "
         "empty: the scheduler's default, or not a Slurm cluster.",
     )
-    kinds: StrTuple = Field(description="The evaluation kinds (`--kind`).")
+    kinds: StrTuple = Field(
+        description="The evaluation kinds (`--kind`); `profile` only where a profiler is offered."
+    )
     env: StrTuple = Field(description="The variables a request may pass (`--env NAME`).")
     results_dir: str | None = Field(
         description="Where each evaluation's result, logs and artifacts land "
@@ -110,10 +112,14 @@ class SessionCapabilities(BaseModel):
     )
     profilers: StrTuple = Field(
         default=(),
-        description="The profilers `vibesys-gpu --profile NAME` offers, by name (the site's "
-        "[vibesys.agent_gpu.profilers]); empty: none.",
+        description="The profilers offered, by name (the site's [vibesys.agent_gpu.profilers]): "
+        "`vibesys-eval --kind profile --profiler NAME` and `vibesys-gpu --profile NAME`; "
+        "empty: none.",
     )
-    remote_profiling: bool = Field(description="Whether remote profiling is offered (not yet).")
+    remote_profiling: bool = Field(
+        description="Whether an evaluation may be a profile (`--kind profile`): a profiler is "
+        "offered."
+    )
 
 
 def session_capabilities(
@@ -128,6 +134,7 @@ def session_capabilities(
 ) -> SessionCapabilities:
     """The capabilities of a session on `site` with these options."""
     agent = site.slurm_file.config.agent_gpu if site.slurm_file is not None else None
+    profilers = tuple(sorted(site.profilers()))
     return SessionCapabilities(
         protocol_version=PROTOCOL_VERSION,
         run=run,
@@ -136,13 +143,13 @@ def session_capabilities(
         default_timeout_seconds=default_timeout,
         max_timeout_seconds=max_timeout,
         partitions=evaluation_partitions(site),
-        kinds=KINDS,
+        kinds=KINDS if profilers else tuple(kind for kind in KINDS if kind != PROFILE),
         env=tuple(sorted(env)),
         results_dir=None if results_dir is None else str(results_dir),
         gpu_commands=site.agent_gpu,
         gpu_limits=gpu_limits(agent) if site.agent_gpu and agent is not None else None,
-        profilers=tuple(sorted(agent.profilers)) if site.agent_gpu and agent is not None else (),
-        remote_profiling=False,
+        profilers=profilers,
+        remote_profiling=bool(profilers),
     )
 
 

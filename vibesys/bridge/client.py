@@ -2,15 +2,17 @@
 """vibesys-eval: run one trusted evaluation where the session's operator says, through the
 host's evaluation bridge, and get its result.
 
-    vibesys-eval [--kind accuracy|benchmark] [--timeout SECONDS] [--artifact GLOB]...
-                 [--env NAME]... [--result FILE] [--request-id ID] -- COMMAND [ARGS...]
+    vibesys-eval [--kind accuracy|benchmark|profile] [--profiler NAME] [--timeout SECONDS]
+                 [--artifact GLOB]... [--env NAME]... [--result FILE] [--request-id ID]
+                 -- COMMAND [ARGS...]
     vibesys-eval capabilities [--notes]
 
 The command runs on the session's site (a Slurm cluster, a SkyPilot cluster, or the host) in a
 fresh copy of the workspace's candidate; nothing it changes comes back into the workspace. Its
 output streams back as it is produced; the result (a JobResult, JSON) is written to FILE, or
 else as the last line of stdout; the exit status is the command's own. Declared artifacts
-(relative globs) are brought home and copied to the session's results directory.
+(relative globs) are brought home and copied to the session's results directory, as are a
+profile's captures (`--kind profile --profiler NAME`: the operator's profiler NAME runs it).
 
 A lost connection (a restarted bridge), a busy bridge (every connection it serves at once is
 taken) and a silent one (no heartbeat for three of its periods: a stopped or hung bridge) are
@@ -84,7 +86,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "`vibesys-eval capabilities [--notes]` prints what the session offers (or its notes).",
         epilog="Example: vibesys-eval --kind benchmark --artifact 'out/*.json' -- python b.py",
     )
-    parser.add_argument("--kind", choices=("accuracy", "benchmark"), default="accuracy")
+    parser.add_argument("--kind", choices=("accuracy", "benchmark", "profile"), default="accuracy")
+    parser.add_argument("--profiler", metavar="NAME", help="a profile's profiler (capabilities)")
     parser.add_argument(
         "--timeout",
         type=int,
@@ -121,6 +124,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.command = args.command[1:]
     if not args.command:
         parser.error("no command given; usage: vibesys-eval [options] -- COMMAND")
+    if (args.kind == "profile") != (args.profiler is not None):
+        parser.error("--kind profile and --profiler NAME go together")
     return args
 
 
@@ -191,6 +196,8 @@ class Evaluation:
             "env": env,
             "artifacts": list(args.artifact),
         }
+        if args.profiler is not None:
+            self.body["profiler"] = args.profiler
         self.attempt = 0
         self.offsets = {"stdout": 0, "stderr": 0}
         self.last_byte = b"\n"

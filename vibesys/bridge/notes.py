@@ -10,6 +10,7 @@ sentence states a fact of the capabilities, nothing else.
 from __future__ import annotations
 
 from vibesys.bridge.capabilities import GpuCommands, Partition, SessionCapabilities
+from vibesys.config.profiler import EVALUATION_CAPTURE
 
 __all__ = ["render_notes"]
 
@@ -86,6 +87,21 @@ def _evaluations(caps: SessionCapabilities) -> list[str]:
         "(or `--result FILE`); the exit status is the command's own.",
         "- Interrupting `vibesys-eval` cancels the evaluation; a lost connection is retried "
         "and reattaches to the same evaluation (never a second run).",
+        *_profiles(caps),
+    ]
+
+
+def _profiles(caps: SessionCapabilities) -> list[str]:
+    if not caps.profilers:
+        return ["- No profiler is offered (`--kind profile` is refused)."]
+    names = ", ".join(f"`{name}`" for name in caps.profilers)
+    return [
+        f"- `vibesys-eval --kind profile --profiler NAME -- COMMAND` ({names}) runs the "
+        "command under that profiler, with the options the operator chose. Its capture files "
+        f"(`{EVALUATION_CAPTURE}` and the profiler's suffix) come home as the evaluation's "
+        "artifacts: listed in the "
+        "result with their size and sha256, under `artifacts/` in its results directory; "
+        "`--timeout` ends it at that second.",
     ]
 
 

@@ -13,9 +13,11 @@ which kind:
     {"version": 1, "op": "capabilities", "token": "…"}
 
 (`timeout_seconds` may be null: the session's default; `env`, `artifacts` and `resume` may be
-left out.) Strict: a field this version does not define is refused by name, and so, with the
-reason, is a field naming what only the operator decides (a host, an account, a partition, a
-profile, an adapter, a mount path, a journal, resources). The bridge answers with lines:
+left out. A profile, `"kind": "profile"`, names the profiler to run the command under,
+`"profiler": "py-spy"`, by the operator's name for it; no other kind carries one.) Strict: a
+field this version does not define is refused by name, and so, with the reason, is a field
+naming what only the operator decides (a host, an account, a partition, a profile, an adapter,
+a mount path, a journal, resources). The bridge answers with lines:
 
     {"version": 1, "type": "accepted", "invocation": "…", "request_id": "r-1",
      "reattached": false, "heartbeat_seconds": 5}
@@ -64,6 +66,7 @@ __all__ = [
     "FORBIDDEN_FIELDS",
     "KINDS",
     "MAX_CALL_BYTES",
+    "PROFILE",
     "PROTOCOL_VERSION",
     "BridgeCall",
     "FieldError",
@@ -80,7 +83,9 @@ __all__ = [
 PROTOCOL_VERSION: Final = 1
 #: An argv and a few variables; a megabyte is far beyond any honest request.
 MAX_CALL_BYTES: Final = 1 << 20
-KINDS: Final = ("accuracy", "benchmark")
+KINDS: Final = ("accuracy", "benchmark", "profile")
+#: The kind that runs the command under a profiler (`profiler` names which).
+PROFILE: Final = "profile"
 MAX_ARTIFACTS: Final = 64
 
 Op = Literal["evaluate", "cancel", "capabilities"]
@@ -98,12 +103,13 @@ CALL_FIELDS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
             "env",
             "artifacts",
             "resume",
+            "profiler",
         ),
         "cancel": ("request_id", "run", "workspace"),
         "capabilities": (),
     }
 )
-_OPTIONAL: Final = frozenset({"env", "artifacts", "resume"})
+_OPTIONAL: Final = frozenset({"env", "artifacts", "resume", "profiler"})
 _COMMON: Final = ("version", "op", "token")
 
 #: Fields the sandbox may never send, and who decides instead: refused with that reason.
@@ -127,6 +133,7 @@ FORBIDDEN_FIELDS: Final[Mapping[str, str]] = MappingProxyType(
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_PROFILER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: The largest `resume` number: a byte offset into a log (2**53, exact in every JSON reader).
 MAX_OFFSET: Final = 1 << 53
@@ -157,6 +164,8 @@ class BridgeCall(msgspec.Struct, frozen=True):
     artifacts: tuple[str, ...] = ()
     resume: Resume = msgspec.field(default_factory=Resume)
     version: int = PROTOCOL_VERSION
+    #: the operator's profiler a profile runs under, by name (None: not a profile)
+    profiler: str | None = None
 
     def __post_init__(self) -> None:
         msgspec.structs.force_setattr(self, "env", MappingProxyType(dict(self.env)))
@@ -164,7 +173,8 @@ class BridgeCall(msgspec.Struct, frozen=True):
     def __repr__(self) -> str:  # never print the token or the variables' values
         return (
             f"BridgeCall(op={self.op!r}, request_id={self.request_id!r}, run={self.run!r}, "
-            f"kind={self.kind!r}, argv={self.argv!r}, env=<{sorted(self.env)}>)"
+            f"kind={self.kind!r}, profiler={self.profiler!r}, argv={self.argv!r}, "
+            f"env=<{sorted(self.env)}>)"
         )
 
     def identity(self) -> dict[str, Any]:
@@ -178,12 +188,14 @@ class BridgeCall(msgspec.Struct, frozen=True):
             "timeout_seconds": self.timeout_seconds,
             "env": sorted(self.env),
             "artifacts": list(self.artifacts),
+            "profiler": self.profiler,
         }
 
 
 def first_difference(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> str | None:
     """The first identity field in which two requests differ (None: the same request)."""
-    for name in ("run", "workspace", "kind", "argv", "timeout_seconds", "env", "artifacts"):
+    names = ("run", "workspace", "kind", "argv", "timeout_seconds", "env", "artifacts", "profiler")
+    for name in names:
         if recorded.get(name) != sent.get(name):
             return name
     return None
@@ -210,6 +222,8 @@ def encode_call(call: BridgeCall) -> bytes:
                 "stderr": call.resume.stderr,
             },
         }
+        if call.profiler is not None:
+            body["profiler"] = call.profiler
     return encode_line(body)
 
 
@@ -258,19 +272,21 @@ def decode_call(line: bytes) -> BridgeCall:
         raise FieldError("workspace", "request: 'workspace' must be an absolute path")
     if op == "cancel":
         return BridgeCall("cancel", token, request_id, run, workspace, version=version)
+    kind = _kind(data["kind"])
     return BridgeCall(
         op="evaluate",
         token=token,
         request_id=request_id,
         run=run,
         workspace=workspace,
-        kind=_kind(data["kind"]),
+        kind=kind,
         argv=_argv(data["argv"]),
         timeout_seconds=_timeout(data["timeout_seconds"]),
         env=_environment(data.get("env", {})),
         artifacts=_artifacts(data.get("artifacts", [])),
         resume=_resume(data.get("resume", {})),
         version=version,
+        profiler=_profiler(kind, data.get("profiler")),
     )
 
 
@@ -296,6 +312,20 @@ def _kind(value: Any) -> str:
     if value not in KINDS:
         raise FieldError("kind", f"request: 'kind' must be one of {', '.join(KINDS)}")
     return str(value)
+
+
+def _profiler(kind: str, value: Any) -> str | None:
+    if kind != PROFILE:
+        if value is not None:
+            raise FieldError("profiler", "request: 'profiler' is for 'kind': 'profile' only")
+        return None
+    if value is None:
+        raise FieldError("profiler", "request: a profile names its 'profiler'")
+    if not isinstance(value, str) or not _PROFILER.fullmatch(value):
+        raise FieldError(
+            "profiler", "request: 'profiler' must be a profiler's name (letters, digits, . _ -)"
+        )
+    return value
 
 
 def _argv(value: Any) -> tuple[str, ...]:

@@ -81,6 +81,7 @@ def evaluation_of(row: RecordedEvaluation, inv: Invocation) -> Evaluation:
         env={name: recorded[name] for name in body.get("env", []) if name in recorded},
         artifacts=tuple(body.get("artifacts", [])),
         uid=row.uid,
+        profiler=body.get("profiler"),
     )
 
 

@@ -7,6 +7,13 @@ One thread drives each invocation to its end (it takes the invocation's lease, s
 bridge takes over from a dead one, and a restarted session starts those threads itself, helper
 or not: `resume`); the evaluation's timeout, counted from the request's first acceptance,
 cancels it; teardown cancels what still runs and waits for it to settle.
+
+A profile is an evaluation whose command runs under the operator's profiler: the profiler's
+name and its capture paths are recorded with the request, the captures are the request's
+artifacts besides the agent's (in the invocation's request at PREPARED, before its stable job
+name is committed and anything is submitted), so they come home verified like any artifact.
+Nothing of the job's directory is removed here: a cancelled profile's job settles (the engine
+waits for the scheduler to show it gone) while its files stay where the job wrote them.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from vibesys.bridge.recorded import (
     same_values,
 )
 from vibesys.bridge.site import Site
+from vibesys.config.profiler import EVALUATION_CAPTURE, ProfilerConfig
 from vibesys.engine import Engine, RetryPolicy
 from vibesys.engine.context import ENV_FILE, load_context
 from vibesys.engine.core import new_invocation_id
@@ -41,7 +49,10 @@ from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 from vibesys.osutil.artifact_walk import Limits
 from vibesys.states import JobState
 
-__all__ = ["ARTIFACT_LIMITS", "EvaluationRunner", "Handle"]
+__all__ = ["ARTIFACT_LIMITS", "CAPTURES", "EvaluationRunner", "Handle"]
+
+#: the request body's key for a profile's capture paths (relative to the job's directory)
+CAPTURES: Final = "captures"
 
 #: The variables an evaluation gets from the bridge's own environment (besides those passed):
 #: what finding programs and the scheduler needs, nothing that may hold a credential.
@@ -106,8 +117,11 @@ class EvaluationRunner:
                     uid=evaluation.uid,
                     workspace=evaluation.workspace,
                     kind=evaluation.kind,
-                    # Recorded with the request: a restarted session keeps these limits.
-                    body=evaluation.body() | {ARTIFACT_LIMITS: self._limits.model_dump()},
+                    # Recorded with the request: a restarted session keeps these limits, and
+                    # a profile's capture paths are known before anything is submitted.
+                    body=evaluation.body()
+                    | {ARTIFACT_LIMITS: self._limits.model_dump()}
+                    | self._captures(evaluation),
                     results_dir=str(self.results_root),
                 )
                 known = not created
@@ -187,12 +201,27 @@ class EvaluationRunner:
         finally:
             journal.close()
 
+    def _profiler(self, evaluation: Evaluation) -> ProfilerConfig | None:
+        if evaluation.profiler is None:
+            return None
+        profiler = self.site.profilers().get(evaluation.profiler)
+        if profiler is None:  # the session's table changed under a recorded request
+            raise Refusal(f"this session no longer offers the profiler {evaluation.profiler}")
+        return profiler
+
+    def _captures(self, evaluation: Evaluation) -> dict[str, list[str]]:
+        profiler = self._profiler(evaluation)
+        if profiler is None:
+            return {}
+        return {CAPTURES: list(profiler.capture_names(EVALUATION_CAPTURE))}
+
     def _site_request(self, evaluation: Evaluation) -> Any:
+        captures = self._captures(evaluation).get(CAPTURES, [])
         try:
             return self.site.request(
                 evaluation.workspace,
                 evaluation.timeout_seconds,
-                evaluation.artifacts,
+                (*evaluation.artifacts, *captures),
                 tuple(evaluation.env),
                 self._limits,
             )
@@ -211,16 +240,22 @@ class EvaluationRunner:
         # invocation directory is this row's alone.
         (invocation_dir / ENV_FILE).unlink(missing_ok=True)
         cwd = evaluation.workspace
+        command, env = evaluation.argv, {**self.host_env, **evaluation.env}
+        profiler = self._profiler(evaluation)
+        if profiler is not None:
+            # The operator's variables win: the profiler needs them as configured.
+            command = profiler.argv(command, EVALUATION_CAPTURE)
+            env |= profiler.variables()
         if self.site.backend == "local":
             cwd = str(stage_local_candidate(evaluation.workspace, runs / ".stage", invocation_dir))
         return self.engine(journal).prepare(
             adapter=self.site.adapter,
-            command=list(evaluation.argv),
+            command=list(command),
             request=request,
             label=f"vibesys-eval {evaluation.kind} {evaluation.request_id}",
             max_retries=self.max_retries,
             cwd=cwd,
-            env={**self.host_env, **evaluation.env},
+            env=env,
             run_root=runs,
             invocation_id=row.invocation_id,
             campaign=evaluation.run_id,  # one evaluation at a time, across its sessions

@@ -199,6 +199,7 @@ def _start(session: _Session, workspace: tuple[str, str]) -> dict[str, Any]:
         frozenset(options.allow_env),
         options.default_timeout,
         options.max_timeout,
+        frozenset(options.site.profilers()),
     )
     session.runner = EvaluationRunner(
         journal,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from vibesys.adapters.requests import AdapterRequest, ArtifactLimits
 from vibesys.adapters.skypilot.naming import cluster_name
 from vibesys.adapters.skypilot.request import make_request
 from vibesys.adapters.slurm import request as slurm_request
+from vibesys.config.profiler import ProfilerConfig
 from vibesys.config.profiles import load_clusters_config, select_profile
 from vibesys.config.resources import EffectiveResources, PortableResources, resolve_resources
 from vibesys.config.site import RecordedSite, slurm_site
@@ -100,6 +102,12 @@ class Site(msgspec.Struct, frozen=True):
             "sbatch", values, self.slurm_file, self.slurm_rendering
         )
         return made.model_copy(update={"artifact_limits": limits})
+
+    def profilers(self) -> Mapping[str, ProfilerConfig]:
+        """The profilers a profile may name: the Slurm site's `[vibesys.agent_gpu.profilers]`
+        (an evaluation's profile runs on the sbatch path; other sites offer none)."""
+        agent = self.slurm_file.config.agent_gpu if self.slurm_file is not None else None
+        return agent.profilers if self.backend == "slurm" and agent is not None else {}
 
     def capabilities(self) -> dict[str, Any]:
         """What an evaluation gets here, from the configuration (no scheduler is asked)."""

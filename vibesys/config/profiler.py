@@ -1,10 +1,13 @@
 """The operator's profilers (`[vibesys.agent_gpu.profilers.NAME]`): what a profile request,
 which names only the profiler, turns into on the node.
 
-`{capture}` in `command` is the capture's path inside the sandbox (`CAPTURE_DIR/CAPTURE_STEM`,
-a directory the node binds to the job's own working directory, so what the profiler writes
-there is collected as the job's artifacts); in `captures` it is the stem alone, so each capture
-names a file (or a glob) in that directory. The agent's command follows `command`.
+`{capture}` in `command` is the capture's path. A GPU command's (`vibesys-gpu --profile`) is
+inside its sandbox (`CAPTURE_DIR/CAPTURE_STEM`, a directory the node binds to the job's own
+working directory, so what the profiler writes there is collected as the job's artifacts); in
+`captures` it is the stem alone, so each capture names a file (or a glob) in that directory.
+An evaluation's (`vibesys-eval --kind profile`) runs unconfined in the job's working directory
+(its copy of the candidate): there `{capture}` is `EVALUATION_CAPTURE`, relative, the same
+string in the command and in the captures. The agent's command follows `command`.
 """
 
 from __future__ import annotations
@@ -16,12 +19,21 @@ from pydantic import BaseModel, Field, field_validator
 
 from vibesys.config.strict import STRICT, StrTuple
 
-__all__ = ["CAPTURE", "CAPTURE_DIR", "CAPTURE_STEM", "ProfilerConfig", "check_profiler_name"]
+__all__ = [
+    "CAPTURE",
+    "CAPTURE_DIR",
+    "CAPTURE_STEM",
+    "EVALUATION_CAPTURE",
+    "ProfilerConfig",
+    "check_profiler_name",
+]
 
 CAPTURE: Final = "{capture}"
 #: Where the sandbox sees the job's working directory (never a host path: nothing else is there).
 CAPTURE_DIR: Final = "/vibesys-capture"
 CAPTURE_STEM: Final = "profile"
+#: An evaluation's capture, relative to its job's working directory (the candidate's copy).
+EVALUATION_CAPTURE: Final = "vibesys-profile"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -81,14 +93,15 @@ class ProfilerConfig(BaseModel):
                 raise ValueError(f"{name or item!r}: write each variable as 'NAME=VALUE'")
         return value
 
-    def argv(self, command: tuple[str, ...]) -> tuple[str, ...]:
-        """The profiler's argv around the agent's `command`."""
-        path = f"{CAPTURE_DIR}/{CAPTURE_STEM}"
-        return (*(item.replace(CAPTURE, path) for item in self.command), *command)
+    def argv(
+        self, command: tuple[str, ...], capture: str = f"{CAPTURE_DIR}/{CAPTURE_STEM}"
+    ) -> tuple[str, ...]:
+        """The profiler's argv around the agent's `command`, writing to `capture`."""
+        return (*(item.replace(CAPTURE, capture) for item in self.command), *command)
 
-    def capture_names(self) -> tuple[str, ...]:
+    def capture_names(self, stem: str = CAPTURE_STEM) -> tuple[str, ...]:
         """The captures as artifact patterns, relative to the job's working directory."""
-        return tuple(item.replace(CAPTURE, CAPTURE_STEM) for item in self.captures)
+        return tuple(item.replace(CAPTURE, stem) for item in self.captures)
 
     def variables(self) -> dict[str, str]:
         return dict(item.partition("=")[::2] for item in self.env)
