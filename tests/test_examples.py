@@ -74,6 +74,7 @@ def test_agent_loop_on_this_host(tmp_path: Path) -> None:
     assert "site: this host (--local): no slurm.toml given" in done.stdout
     check_agent_loop(done, tmp_path)
     assert "backend local" in done.stdout
+    assert "agent | profile: no profiler offered in this session" in done.stdout
 
 
 def test_model_serving_on_this_host(tmp_path: Path) -> None:

@@ -8,20 +8,26 @@ agent image's python3 would be.
 The loop: write a candidate (`solve.py`, a parameter in it) into the workspace, uncommitted;
 evaluate it through `vibesys-eval` (the trusted command runs where the operator's site says,
 on a copy of the workspace); read the JobResult and the artifact from the results directory;
-write a better candidate; evaluate again. It first reports what the sandbox lets it reach, so
-that the example shows the container holds nothing worth stealing.
+write a better candidate; evaluate again; then, where the session offers a profiler
+(`vibesys-eval capabilities`), profile the better candidate once (`--kind profile`) and read
+the capture back from the results directory, checked against the size and sha256 its result
+records. It first reports what the sandbox lets it reach, so that the example shows the
+container holds nothing worth stealing.
 
     python3 agent.py --token-file PATH   # PATH: the session's token file, which it must not read
 
-Its last line of output is one JSON object (the rounds and the probes) for host.py; it exits 0
-when both evaluations completed and the second scored better.
+Its last line of output is one JSON object (the rounds, the profile and the probes) for
+host.py; it exits 0 when both evaluations completed, the second scored better, and the
+profile, if one was offered, came back as recorded.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import pstats
 import socket
 import subprocess
 import sys
@@ -129,6 +135,50 @@ def evaluate(round_no: int, learning_rate: float) -> dict[str, Any]:
     }
 
 
+def offered_profiler() -> str | None:
+    """The first profiler the session offers (its capabilities), or None."""
+    helper = [sys.executable, os.environ["VIBESYS_EVAL"], "capabilities"]
+    done = subprocess.run(helper, capture_output=True, text=True, check=False)
+    profilers = json.loads(done.stdout).get("profilers", []) if done.returncode == 0 else []
+    return str(profilers[0]) if profilers else None
+
+
+def profile(profiler: str) -> dict[str, Any]:
+    """Profile the candidate as it stands; read its capture back from the results directory."""
+    say(f"profile: solve.py under the session's profiler {profiler}")
+    helper = [sys.executable, os.environ["VIBESYS_EVAL"], "--kind", "profile"]
+    helper += ["--profiler", profiler, "--timeout", "120", "--"]
+    began = time.monotonic()
+    done = subprocess.run(
+        [*helper, "python3", "solve.py"], capture_output=True, text=True, check=False
+    )
+    seconds = time.monotonic() - began
+    lines = done.stdout.splitlines()
+    result = json.loads(lines[-1]) if lines else {}
+    say(f"  profile exit {done.returncode}: {result.get('status')} in {seconds:.2f} s")
+    captures = [a for a in result.get("artifacts", []) if a["path"].startswith("vibesys-profile")]
+    checked = []
+    for capture in captures:
+        path = Path(result["results_dir"]) / "artifacts" / capture["path"]
+        data = path.read_bytes()
+        same = (
+            len(data) == capture["size"] and hashlib.sha256(data).hexdigest() == capture["sha256"]
+        )
+        checked.append(same)
+        say(f"  read {capture['path']}: {len(data)} bytes, {'as' if same else 'NOT as'} recorded")
+        if path.suffix == ".prof":  # cProfile's own format: pstats reads it
+            say(f"  {busiest(path)}")
+    ok = result.get("status") == "COMPLETED" and bool(checked) and all(checked)
+    return {"profiler": profiler, "status": result.get("status"), "captures_ok": ok}
+
+
+def busiest(path: Path) -> str:
+    """The function that spent the most time of its own, from a cProfile capture."""
+    table = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    (file, line, name), (_, calls, own, _, _) = max(table.items(), key=lambda row: row[1][2])
+    return f"most time of its own: {name} ({Path(file).name}:{line}), {own:.4f} s in {calls} calls"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--token-file", required=True, help="the session's token file to probe")
@@ -151,8 +201,15 @@ def main() -> int:
     for r in completed:
         say(f"score {r['round']}: {r['score']} (learning rate {r['learning_rate']})")
     say(f"second score better: {improved}")
-    print(json.dumps({"rounds": rounds, "network": network, "token_file": token}), flush=True)
-    return 0 if improved else 1
+    profiler = offered_profiler()
+    profiled = None
+    if profiler is None:
+        say("profile: no profiler offered in this session (`--kind profile` is refused)")
+    elif improved:
+        profiled = profile(profiler)
+    summary = {"rounds": rounds, "profile": profiled, "network": network, "token_file": token}
+    print(json.dumps(summary), flush=True)
+    return 0 if improved and (profiled is None or profiled["captures_ok"]) else 1
 
 
 if __name__ == "__main__":

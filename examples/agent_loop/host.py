@@ -127,6 +127,12 @@ def report(summary: dict[str, Any], bare: float) -> None:
             f"{r['command_seconds']:.3f} s (as it measured itself): "
             f"overhead {r['seconds'] - bare:.2f} s over the bare command"
         )
+    profiled = summary.get("profile")
+    if profiled is not None:
+        print(
+            f"profile ({profiled['profiler']}): {profiled['status']}, its capture read back "
+            f"as recorded: {profiled['captures_ok']}"
+        )
 
 
 def main(argv: list[str]) -> int:

@@ -131,8 +131,28 @@ def test_the_bridges_token_never_opens_the_broker(tmp_path: Path) -> None:
             "timeout_seconds",
             "timeout_seconds 3601 exceeds this session's limit (3600)",
         ),
+        (
+            {"kind": "profile", "profiler": "nsys"},
+            "profiler",
+            "--profiler nsys: this session offers no such profiler (offered: none)",
+        ),
     ],
 )
 def test_refusals_name_the_field(changes: dict[str, Any], field: str, message: str) -> None:
     refusal = refused(call(**changes))
     assert (refusal.field, str(refusal)) == (field, message)
+
+
+def test_a_profile_names_a_profiler_the_session_offers() -> None:
+    offering = SessionPolicy(
+        BRIDGE_TOKEN, "campaign-7", "/ws/a", "/real/ws/a", profilers=frozenset({"py-spy", "early"})
+    )
+    evaluation = offering.admit(call(kind="profile", profiler="py-spy", env={}), uid=1000)
+    assert (evaluation.kind, evaluation.profiler) == ("profile", "py-spy")
+    assert evaluation.body()["profiler"] == "py-spy"
+    assert "profiler" not in policy().admit(call(), uid=1000).body()
+    with pytest.raises(Refusal) as caught:
+        offering.admit(call(kind="profile", profiler="nsys", env={}), uid=1000)
+    assert str(caught.value) == (
+        "--profiler nsys: this session offers no such profiler (offered: early, py-spy)"
+    )

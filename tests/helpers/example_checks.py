@@ -50,6 +50,10 @@ def check_agent_loop(done: subprocess.CompletedProcess[str], cwd: Path) -> list[
     for line in AGENT_LOOP_LINES:
         assert line in out, f"host.py did not print {line!r}:\n{out}"
     assert out.count("vibesys-eval exit 0: COMPLETED") == 2, out
+    # One profile of the better candidate where the session offers a profiler; else it says so.
+    profiled = "agent |   profile exit 0: COMPLETED" in out
+    assert profiled or "agent | profile: no profiler offered in this session" in out, out
+    assert not profiled or "its capture read back as recorded: True" in out, out
     scores = [float(s) for s in re.findall(r"^agent \| score \d: ([0-9.]+) ", out, re.M)]
     assert len(scores) == 2 and scores[1] > scores[0], out
     overheads = re.findall(r"^round \d: evaluation [0-9.]+ s, .* overhead -?[0-9.]+ s", out, re.M)

@@ -2,10 +2,13 @@
 profiler (py-spy, from its wheel): the capture comes back verified against the digest the
 journal recorded, and py-spy's own format parses; the timeout ends it at the second and the
 capture left in the job's directory goes once the job settled; a profiler the site does not
-offer is refused in one line and submits nothing."""
+offer is refused in one line and submits nothing; a broker killed mid-capture leaves the capture
+with its running job, and the broker that carries it on cancels the recorded name and removes
+the capture only once Slurm shows the job ended."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -18,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.hang_guard import wait_until
-from tests.helpers.slurm import UNFINISHED
+from tests.helpers.slurm import UNFINISHED, sacct_states
 from tests.slurm.test_broker_slurm import (
     BUDGET,
     Broker,
     finish,
+    journal_rows,
     start_broker,
     stop_broker,
 )
@@ -44,7 +48,9 @@ print("spun")
 EARLY = 'echo started > "$0" && exec "$@"'
 
 
-def profiled_broker(root: Path) -> Broker:
+def profiled_broker(
+    root: Path, cap: int | None = None, run_id: str | None = None, journal: Path | None = None
+) -> Broker:
     # The wheel installs it beside the interpreter running the tests.
     beside = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     found = shutil.which("py-spy", path=beside)
@@ -53,7 +59,7 @@ def profiled_broker(root: Path) -> Broker:
     (root / "tools").mkdir(parents=True)
     spy = str(shutil.copy(found, root / "tools" / "py-spy"))
     prefix = f"vbt-prof-{root.name[-8:]}"
-    config = write_site(root / "slurm.toml", root / "remote", prefix, None, '["main"]')
+    config = write_site(root / "slurm.toml", root / "remote", prefix, cap, '["main"]')
     command = [spy, "record", "--format", "speedscope", "--rate", "200", "-o", "{capture}.json"]
     config.write_text(
         config.read_text()
@@ -66,7 +72,8 @@ def profiled_broker(root: Path) -> Broker:
         + f"command = {json.dumps(['sh', '-c', EARLY, '{capture}.json'])}\n"
         + 'captures = ["{capture}.json"]\n'
     )
-    broker = start_broker(root, prefix, config=config)
+    started = start_broker(root, prefix, config=config, run_id=run_id, journal=journal)
+    broker = dataclasses.replace(started, prefix=prefix)  # the site's, which names the jobs
     (broker.workspace / "busy.py").write_text(PROGRAM)
     return broker
 
@@ -138,3 +145,31 @@ def test_a_profiled_command_ends_at_its_timeout_and_an_unknown_profiler_is_refus
         assert broker.jobs() == jobs  # nothing submitted
     finally:
         stop_broker(broker)
+
+
+def test_a_killed_brokers_capture_stays_until_its_job_is_gone(tmp_path: Path) -> None:
+    """SIGKILL of the broker mid-capture: its job runs on, the capture with it; the broker that
+    takes the run's slot next (same run, same journal) cancels the recorded name, drives it
+    until Slurm shows it ended, and only then removes the capture from the job's directory."""
+    tag = tmp_path.name[-8:]
+    run = f"prof-{tag}"
+    first = profiled_broker(tmp_path / f"a{tag}", cap=1, run_id=run)
+    proc = first.client("--gpus", "0", "--profile", "early", "--", "python3", "busy.py", "60")
+    wait_until(
+        lambda: left_in_job_dirs(first), BUDGET, "the capture in the job's dir", interval=0.1
+    )
+    first.process.kill()
+    first.process.wait(BUDGET)
+    finish(proc)
+    (name,) = first.jobs()
+    assert left_in_job_dirs(first) and set(first.jobs().values()) & UNFINISHED
+    second = profiled_broker(tmp_path / f"b{tag}", cap=1, run_id=run, journal=first.journal)
+    try:
+        # The one slot is the dead broker's until its job is settled: then this command runs.
+        code, _, err = finish(second.client("--gpus", "0", "--", "true"))
+        assert code == 0, err
+        assert sacct_states(name) == ["CANCELLED"] and not left_in_job_dirs(first)
+        killed = next(row for row in journal_rows(first) if name.endswith(f"-{row['id']}-1"))
+        assert (killed["state"], killed["outcome"]) == ("DONE", "CANCELLED")
+    finally:
+        stop_broker(second)

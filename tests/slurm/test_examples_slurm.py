@@ -17,6 +17,12 @@ from tests.helpers.slurm import ROOT, sacct_states, slurm
 pytestmark = pytest.mark.slurm
 
 EXAMPLES = ROOT / "examples"
+#: The profiler the operator offers the agent loop: cProfile, in any python3.
+CPROFILE = """
+[vibesys.agent_gpu.profilers.cprofile]
+command = ["python3", "-m", "cProfile", "-o", "{capture}.prof"]
+captures = ["{capture}.prof"]
+"""
 
 #: Lines each example must print (besides the Slurm job line checked below).
 EXPECTED = {
@@ -74,12 +80,18 @@ def test_example_in_an_empty_directory(tmp_path: Path, script: str) -> None:
 
 
 def test_agent_loop_on_the_cluster(tmp_path: Path, slurm_toml: Path) -> None:
-    """examples/agent_loop: a sandboxed agent evaluates twice through a Session on the cluster;
-    both evaluations were Slurm jobs that completed, and none is left in the queue."""
+    """examples/agent_loop: a sandboxed agent evaluates twice through a Session on the cluster,
+    then profiles its better candidate under the site's cProfile profiler and reads the capture
+    back; all three were Slurm jobs that completed, and none is left in the queue."""
+    with slurm_toml.open("a") as site:  # its last table is [vibesys.agent_gpu]
+        site.write(CPROFILE)
     done = run_agent_loop(tmp_path, str(slurm_toml))
     assert f"site: the Slurm cluster of {slurm_toml}" in done.stdout
     jobs = check_agent_loop(done, tmp_path)
     assert "backend slurm" in done.stdout
-    assert len(jobs) == 2, done.stdout
+    assert "agent |   profile exit 0: COMPLETED" in done.stdout
+    assert "agent |   read vibesys-profile.prof: " in done.stdout
+    assert "agent |   most time of its own: " in done.stdout
+    assert len(jobs) == 3, done.stdout
     states = slurm("squeue", "-h", "--states=all", "-j", ",".join(jobs), "-o", "%T").split()
-    assert states == ["COMPLETED", "COMPLETED"], states
+    assert states == ["COMPLETED"] * 3, states
