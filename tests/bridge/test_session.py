@@ -119,6 +119,23 @@ def test_exit_statuses_for_lost_and_refused(tmp_path: Path) -> None:
     assert unset.returncode == 2 and "VIBESYS_EVAL_SOCKET" in unset.stderr
 
 
+def test_a_profile_is_refused_in_one_line_where_no_profiler_is_offered(tmp_path: Path) -> None:
+    session = start_session(tmp_path)
+    try:
+        code, out, err = session.evaluate("--kind", "profile", "--profiler", "py-spy", "--", "true")
+        assert (code, out) == (2, "")
+        assert err == (
+            "vibesys-eval: refused: --profiler py-spy: this session offers no such profiler "
+            "(offered: none)\n"
+        )
+        code, out, err = session.evaluate("--profiler", "py-spy", "--", "true")
+        assert (code, out) == (2, "") and "--kind profile and --profiler NAME go together" in err
+        assert "Traceback" not in err
+    finally:
+        status, err = session.stop()
+    assert status == 0, err
+
+
 @pytest.mark.parametrize(
     ("failpoint", "attempt"),
     [

@@ -92,6 +92,7 @@ MUTANTS += [
     M("capture-kept-whatever-its-digest", "vibesys/broker/client.py", "        if written == size and digest.hexdigest() == sha256:", "        if True:", "vibesys-gpu keeps a capture that is not the bytes the journal recorded", tests=("tests/broker/test_profile.py::test_the_client_keeps_a_capture_only_when_it_matches",)),
     M("profiler-env-overridden-by-agent", "vibesys/broker/admission.py", "env | profiler.variables()", "profiler.variables() | env", "the agent's variables override what the operator's profiler needs", tests=("tests/broker/test_profile.py",)),
     M("capture-removed-before-settled", "vibesys/broker/engine_runner.py", "        if inv.state is not JobState.DONE or not captures:", "        if not captures:", "an UNRESOLVED job's capture is removed while the job may still be writing it", tests=("tests/broker/test_profile.py",)),
+    M("bridge-profiler-not-offered", "vibesys/bridge/admission.py", "        if call.profiler is not None and call.profiler not in self.profilers:", "        if False:", "a profile names a profiler the session does not offer and is recorded, to fail on the node", tests=("tests/bridge/test_admission.py",)),
     M("proctrack-anything-passes", "vibesys/sitecheck/slurm.py", '    if tracking == "proctrack/cgroup":', "    if tracking:", "a Slurm site whose process tracking lets daemons outlive their jobs passes the check", tests=("tests/sitecheck/test_proctrack.py",)),
 ]
 # fmt: on
