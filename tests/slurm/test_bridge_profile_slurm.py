@@ -91,6 +91,14 @@ def test_a_profile_comes_home_verified_and_readable(tmp_path: Path) -> None:
             "vibesys-eval: refused: --profiler nsys: this session offers no such profiler "
             "(offered: early, py-spy)\n"
         )
+        # A file of the capture's name in the candidate would be taken for the capture.
+        (Path(session.document["workspace"]) / CAPTURE).write_text("{}")
+        code, out, err = session.evaluate(*argv)
+        assert (code, out) == (2, "")
+        assert err == (
+            f"vibesys-eval: refused: the workspace holds {CAPTURE}, the name a profile's "
+            "capture gets: remove or rename it\n"
+        )
         assert slurm("squeue", "-h", "--states=all", "-o", "%i") == jobs  # nothing submitted
     finally:
         status, err = session.stop()

@@ -217,6 +217,14 @@ class EvaluationRunner:
 
     def _site_request(self, evaluation: Evaluation) -> Any:
         captures = self._captures(evaluation).get(CAPTURES, [])
+        for pattern in captures:  # the job's copy would hold it: a stale file taken as the capture
+            found = next(Path(evaluation.workspace).glob(pattern), None)
+            if found is not None:
+                raise Refusal(
+                    f"the workspace holds {found.name}, the name a profile's capture gets: "
+                    "remove or rename it",
+                    "profiler",
+                )
         try:
             return self.site.request(
                 evaluation.workspace,
