@@ -93,6 +93,7 @@ MUTANTS += [
     M("profiler-env-overridden-by-agent", "vibesys/broker/admission.py", "env | profiler.variables()", "profiler.variables() | env", "the agent's variables override what the operator's profiler needs", tests=("tests/broker/test_profile.py",)),
     M("capture-removed-before-settled", "vibesys/broker/engine_runner.py", "        if inv.state is not JobState.DONE or not captures:", "        if not captures:", "an UNRESOLVED job's capture is removed while the job may still be writing it", tests=("tests/broker/test_profile.py",)),
     M("bridge-profiler-not-offered", "vibesys/bridge/admission.py", "        if call.profiler is not None and call.profiler not in self.profilers:", "        if False:", "a profile names a profiler the session does not offer and is recorded, to fail on the node", tests=("tests/bridge/test_admission.py",)),
+    M("bridge-profile-captures-not-collected", "vibesys/bridge/runner.py", "                (*evaluation.artifacts, *captures),", "                evaluation.artifacts,", "a profile's capture stays on the cluster: never brought home nor verified", tests=("tests/bridge/test_profile.py",)),
     M("proctrack-anything-passes", "vibesys/sitecheck/slurm.py", '    if tracking == "proctrack/cgroup":', "    if tracking:", "a Slurm site whose process tracking lets daemons outlive their jobs passes the check", tests=("tests/sitecheck/test_proctrack.py",)),
 ]
 # fmt: on
