@@ -3,33 +3,29 @@
 host's evaluation bridge, and get its result.
 
     vibesys-eval [--kind accuracy|benchmark|profile] [--profiler NAME] [--timeout SECONDS]
-                 [--artifact GLOB]... [--env NAME]... [--result FILE] [--request-id ID]
-                 -- COMMAND [ARGS...]
+                 [--artifact GLOB]... [--env NAME]... [--result FILE] -- COMMAND [ARGS...]
     vibesys-eval capabilities [--notes]
 
 The command runs on the session's site (a Slurm cluster, a SkyPilot cluster, or the host) in a
 fresh copy of the workspace's candidate; nothing it changes comes back into the workspace. Its
-output streams back as it is produced; the result (a JobResult, JSON) is written to FILE, or
-else as the last line of stdout; the exit status is the command's own. Declared artifacts
-(relative globs) are brought home and copied to the session's results directory, as are a
-profile's captures (`--kind profile --profiler NAME`: the operator's profiler NAME runs it).
+output streams back as it is produced; the result (a JobResult, JSON) is written to FILE, or else
+as the last line of stdout; the exit status is the command's own. Declared artifacts (relative
+globs) are brought home and copied to the session's results directory, as are a profile's captures.
 
-A lost connection (a restarted bridge), a busy bridge (every connection it serves at once is
-taken) and a silent one (no heartbeat for three of its periods: a stopped or hung bridge) are
-retried with the same request id, for --retry-seconds since the last reply; a retry
-reattaches to the same evaluation from the output already received: it never starts a second
-one. Give --request-id to reattach after this client itself was restarted. The first Ctrl-C (SIGINT,
-SIGTERM, SIGHUP) cancels the evaluation and waits for it to settle; a second one leaves.
+A lost connection (a restarted bridge), a busy bridge (every connection it serves at once is taken)
+and a silent one (no heartbeat for three of its periods: a stopped or hung bridge) are retried with
+the same request id, for --retry-seconds since the last reply; a retry reattaches to the same
+evaluation from the output already received: it never starts a second one. Give --request-id to
+reattach after this client itself was restarted. The first Ctrl-C (SIGINT, SIGTERM, SIGHUP) cancels
+the evaluation and waits for it to settle; a second one leaves.
 
-The bridge is found through $VIBESYS_EVAL_SOCKET with the session's token in
-$VIBESYS_EVAL_TOKEN, the campaign in $VIBESYS_EVAL_RUN and the workspace in
-$VIBESYS_EVAL_WORKSPACE. Exit statuses besides the command's: 2 refused (the reason is printed),
-4 unresolved, 75 infrastructure failures spent the retries, 78 misconfigured (a person must
-act), 124 timed out, 130 cancelled or interrupted, 255 the bridge could not be reached, stayed
-busy or stayed silent for --retry-seconds.
+The bridge is found through $VIBESYS_EVAL_SOCKET with the session's token in $VIBESYS_EVAL_TOKEN,
+the campaign in $VIBESYS_EVAL_RUN and the workspace in $VIBESYS_EVAL_WORKSPACE. Exit statuses
+besides the command's: 2 refused (the reason is printed), 4 unresolved, 75 infrastructure failures
+spent the retries, 78 misconfigured (a person must act), 124 timed out, 130 cancelled or
+interrupted, 255 the bridge could not be reached, stayed busy or stayed silent for --retry-seconds.
 
-This file uses only the standard library, so it runs in any image that has python3; it is
-installed as the `vibesys-eval` command and is also reachable as `python3 $VIBESYS_EVAL`.
+Standard library only: any image's python3 runs it (`vibesys-eval`, or `python3 $VIBESYS_EVAL`).
 """
 
 from __future__ import annotations
@@ -91,7 +87,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--timeout",
         type=int,
-        default=None,
         metavar="SECONDS",
         help="the evaluation's time limit (default: the session's)",
     )
@@ -195,9 +190,8 @@ class Evaluation:
             "timeout_seconds": args.timeout,
             "env": env,
             "artifacts": list(args.artifact),
+            "profiler": args.profiler,
         }
-        if args.profiler is not None:
-            self.body["profiler"] = args.profiler
         self.attempt = 0
         self.offsets = {"stdout": 0, "stderr": 0}
         self.last_byte = b"\n"
