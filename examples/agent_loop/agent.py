@@ -27,7 +27,6 @@ import argparse
 import hashlib
 import json
 import os
-import pstats
 import socket
 import subprocess
 import sys
@@ -166,17 +165,24 @@ def profile(profiler: str) -> dict[str, Any]:
         )
         checked.append(same)
         say(f"  read {capture['path']}: {len(data)} bytes, {'as' if same else 'NOT as'} recorded")
-        if path.suffix == ".prof":  # cProfile's own format: pstats reads it
-            say(f"  {busiest(path)}")
+        if path.suffix == ".json":  # py-spy's speedscope format
+            say(f"  {busiest(json.loads(data))}")
     ok = result.get("status") == "COMPLETED" and bool(checked) and all(checked)
     return {"profiler": profiler, "status": result.get("status"), "captures_ok": ok}
 
 
-def busiest(path: Path) -> str:
-    """The function that spent the most time of its own, from a cProfile capture."""
-    table = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
-    (file, line, name), (_, calls, own, _, _) = max(table.items(), key=lambda row: row[1][2])
-    return f"most time of its own: {name} ({Path(file).name}:{line}), {own:.4f} s in {calls} calls"
+def busiest(speedscope: dict[str, Any]) -> str:
+    """The frame most samples of a speedscope capture were in (innermost), and their count."""
+    counts: dict[int, int] = {}
+    for profile in speedscope["profiles"]:
+        for stack in profile["samples"]:
+            if stack:
+                counts[stack[-1]] = counts.get(stack[-1], 0) + 1
+    if not counts:
+        return "no samples (the run was shorter than the sampling period)"
+    frame, count = max(counts.items(), key=lambda item: item[1])
+    name = speedscope["shared"]["frames"][frame]["name"]
+    return f"most samples in: {name} ({count} of {sum(counts.values())})"
 
 
 def main() -> int:

@@ -49,7 +49,11 @@ EARLY = 'echo started > "$0" && exec "$@"'
 
 
 def profiled_broker(
-    root: Path, cap: int | None = None, run_id: str | None = None, journal: Path | None = None
+    root: Path,
+    cap: int | None = None,
+    run_id: str | None = None,
+    journal: Path | None = None,
+    remote: Path | None = None,
 ) -> Broker:
     # The wheel installs it beside the interpreter running the tests.
     beside = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -59,7 +63,8 @@ def profiled_broker(
     (root / "tools").mkdir(parents=True)
     spy = str(shutil.copy(found, root / "tools" / "py-spy"))
     prefix = f"vbt-prof-{root.name[-8:]}"
-    config = write_site(root / "slurm.toml", root / "remote", prefix, cap, '["main"]')
+    remote = remote or root / "remote"
+    config = write_site(root / "slurm.toml", remote, prefix, cap, '["main"]')
     command = [spy, "record", "--format", "speedscope", "--rate", "200", "-o", "{capture}.json"]
     config.write_text(
         config.read_text()
@@ -163,7 +168,11 @@ def test_a_killed_brokers_capture_stays_until_its_job_is_gone(tmp_path: Path) ->
     finish(proc)
     (name,) = first.jobs()
     assert left_in_job_dirs(first) and set(first.jobs().values()) & UNFINISHED
-    second = profiled_broker(tmp_path / f"b{tag}", cap=1, run_id=run, journal=first.journal)
+    # The site's jobs keep their files where the dead broker's did (the same remote root).
+    remote = first.workspace.parent / "remote"
+    second = profiled_broker(
+        tmp_path / f"b{tag}", cap=1, run_id=run, journal=first.journal, remote=remote
+    )
     try:
         # The one slot is the dead broker's until its job is settled: then this command runs.
         code, _, err = finish(second.client("--gpus", "0", "--", "true"))

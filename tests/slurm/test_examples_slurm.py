@@ -4,7 +4,9 @@ agent loop (examples/agent_loop) evaluates on the cluster given its slurm.toml."
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +19,13 @@ from tests.helpers.slurm import ROOT, sacct_states, slurm
 pytestmark = pytest.mark.slurm
 
 EXAMPLES = ROOT / "examples"
-#: The profiler the operator offers the agent loop: cProfile, in any python3.
-CPROFILE = """
-[vibesys.agent_gpu.profilers.cprofile]
-command = ["python3", "-m", "cProfile", "-o", "{capture}.prof"]
-captures = ["{capture}.prof"]
+#: The profiler the operator offers the agent loop: py-spy, from its wheel (beside the
+#: interpreter), in a directory the site lets GPU jobs read.
+PY_SPY = """read_only_paths = [{tools}]
+
+[vibesys.agent_gpu.profilers.py-spy]
+command = [{spy}, "record", "--format", "speedscope", "-r", "500", "-o", "{{capture}}.json", "--"]
+captures = ["{{capture}}.json"]
 """
 
 #: Lines each example must print (besides the Slurm job line checked below).
@@ -81,16 +85,21 @@ def test_example_in_an_empty_directory(tmp_path: Path, script: str) -> None:
 
 def test_agent_loop_on_the_cluster(tmp_path: Path, slurm_toml: Path) -> None:
     """examples/agent_loop: a sandboxed agent evaluates twice through a Session on the cluster,
-    then profiles its better candidate under the site's cProfile profiler and reads the capture
-    back; all three were Slurm jobs that completed, and none is left in the queue."""
+    then profiles its better candidate under the site's py-spy and reads the capture back; all
+    three were Slurm jobs that completed, and none is left in the queue."""
+    beside = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    found = shutil.which("py-spy", path=beside)
+    assert found, "py-spy is a dev dependency (pip install -e '.[dev]')"
+    (tmp_path / "tools").mkdir()
+    spy = shutil.copy(found, tmp_path / "tools" / "py-spy")
     with slurm_toml.open("a") as site:  # its last table is [vibesys.agent_gpu]
-        site.write(CPROFILE)
+        site.write(PY_SPY.format(tools=json.dumps(str(tmp_path / "tools")), spy=json.dumps(spy)))
     done = run_agent_loop(tmp_path, str(slurm_toml))
     assert f"site: the Slurm cluster of {slurm_toml}" in done.stdout
     jobs = check_agent_loop(done, tmp_path)
     assert "backend slurm" in done.stdout
     assert "agent |   profile exit 0: COMPLETED" in done.stdout
-    assert "agent |   read vibesys-profile.prof: " in done.stdout
+    assert "agent |   read vibesys-profile.json: " in done.stdout
     assert "agent |   most time of its own: " in done.stdout
     assert len(jobs) == 3, done.stdout
     states = slurm("squeue", "-h", "--states=all", "-j", ",".join(jobs), "-o", "%T").split()
