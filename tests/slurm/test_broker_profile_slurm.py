@@ -164,7 +164,7 @@ def test_a_killed_brokers_capture_stays_until_its_job_is_gone(tmp_path: Path) ->
         lambda: left_in_job_dirs(first), BUDGET, "the capture in the job's dir", interval=0.1
     )
     first.process.kill()
-    first.process.wait(BUDGET)
+    first.process.communicate(timeout=BUDGET)
     finish(proc)
     (name,) = first.jobs()
     assert left_in_job_dirs(first) and set(first.jobs().values()) & UNFINISHED

@@ -91,7 +91,7 @@ def test_agent_loop_on_the_cluster(tmp_path: Path, slurm_toml: Path) -> None:
     found = shutil.which("py-spy", path=beside)
     assert found, "py-spy is a dev dependency (pip install -e '.[dev]')"
     (tmp_path / "tools").mkdir()
-    spy = shutil.copy(found, tmp_path / "tools" / "py-spy")
+    spy = str(shutil.copy(found, tmp_path / "tools" / "py-spy"))
     with slurm_toml.open("a") as site:  # its last table is [vibesys.agent_gpu]
         site.write(PY_SPY.format(tools=json.dumps(str(tmp_path / "tools")), spy=json.dumps(spy)))
     done = run_agent_loop(tmp_path, str(slurm_toml))
