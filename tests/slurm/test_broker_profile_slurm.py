@@ -156,7 +156,7 @@ def test_a_killed_brokers_capture_stays_until_its_job_is_gone(tmp_path: Path) ->
     """SIGKILL of the broker mid-capture: its job runs on, the capture with it; the broker that
     takes the run's slot next (same run, same journal) cancels the recorded name, drives it
     until Slurm shows it ended, and only then removes the capture from the job's directory."""
-    tag = tmp_path.name[-8:]
+    tag = str(os.getpid())  # the jobs' names: not those of an earlier run still in squeue
     run = f"prof-{tag}"
     first = profiled_broker(tmp_path / f"a{tag}", cap=1, run_id=run)
     proc = first.client("--gpus", "0", "--profile", "early", "--", "python3", "busy.py", "60")

@@ -100,7 +100,7 @@ def test_agent_loop_on_the_cluster(tmp_path: Path, slurm_toml: Path) -> None:
     assert "backend slurm" in done.stdout
     assert "agent |   profile exit 0: COMPLETED" in done.stdout
     assert "agent |   read vibesys-profile.json: " in done.stdout
-    assert "agent |   most time of its own: " in done.stdout
+    assert "agent |   most samples in: " in done.stdout
     assert len(jobs) == 3, done.stdout
     states = slurm("squeue", "-h", "--states=all", "-j", ",".join(jobs), "-o", "%T").split()
     assert states == ["COMPLETED"] * 3, states
