@@ -54,7 +54,12 @@ def profiled_session(root: Path) -> Session:
 
 
 def captures_in_job_dirs(root: Path) -> list[Path]:
-    return sorted((root / "remote").glob(f"**/work/{CAPTURE}"))
+    # os.walk, not glob: a stage's scratch copy may vanish while the tree is read.
+    return sorted(
+        Path(top) / CAPTURE
+        for top, _, files in os.walk(root / "remote")
+        if Path(top).name == "work" and CAPTURE in files
+    )
 
 
 def job_states(job: str) -> set[str]:

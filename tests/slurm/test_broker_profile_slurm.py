@@ -8,7 +8,6 @@ the capture only once Slurm shows the job ended."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -18,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tests.helpers.hang_guard import wait_until
@@ -78,7 +78,7 @@ def profiled_broker(
         + 'captures = ["{capture}.json"]\n'
     )
     started = start_broker(root, prefix, config=config, run_id=run_id, journal=journal)
-    broker = dataclasses.replace(started, prefix=prefix)  # the site's, which names the jobs
+    broker = msgspec.structs.replace(started, prefix=prefix)  # the site's, which names the jobs
     (broker.workspace / "busy.py").write_text(PROGRAM)
     return broker
 
