@@ -11,6 +11,7 @@ import pty
 import select
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,9 +27,15 @@ JOB = ["sh", "-c", "sleep 1.5; echo done"]
 ERASE_LINE = b"\x1b[2K"
 
 
-def run_in(tmp_path: Path, *args: str, stdout_tty: bool, stderr_tty: bool) -> bytes:
+def run_in(
+    tmp_path: Path,
+    *args: str,
+    stdout_tty: bool,
+    stderr_tty: bool,
+    on_output: Callable[[bytes], None] | None = None,
+) -> bytes:
     """`vibesys run ...` with stdout and/or stderr on a pseudo-terminal; every byte written to
-    either, in order when both share the terminal."""
+    either, in order when both share the terminal (`on_output` sees them as they come)."""
     master, slave = pty.openpty()
     outputs = {True: slave, False: subprocess.PIPE}
     env = {k: v for k, v in os.environ.items() if k not in ("VIBESYS_FAILPOINTS", "NO_COLOR")}
@@ -52,6 +59,8 @@ def run_in(tmp_path: Path, *args: str, stdout_tty: bool, stderr_tty: bool) -> by
             if not data:
                 break
             seen += data
+            if on_output is not None:
+                on_output(bytes(seen))
         elif process.poll() is not None:
             break
     out, err = process.communicate(timeout=60)
@@ -94,15 +103,26 @@ def test_the_status_line_appears_and_is_erased_before_the_output(tmp_path: Path)
 
 
 def test_wait_shows_the_status_line_and_erases_it_before_the_summary(tmp_path: Path) -> None:
+    # The job ends once the test has seen `wait` draw its line (bounded at 60 s), so a slow
+    # start of `wait` on a busy machine cannot find it ended already.
+    go = tmp_path / "go"
+    job = f"for i in $(seq 600); do [ -e {go} ] && exit 0; sleep 0.1; done; exit 1"
     started = subprocess.run(
-        [sys.executable, "-m", "vibesys", "run", "--detach", "--json", "--", "sh", "-c", "sleep 2"],
+        [sys.executable, "-m", "vibesys", "run", "--detach", "--json", "--", "sh", "-c", job],
         cwd=tmp_path,
         capture_output=True,
         check=True,
         timeout=60,
     )
     invocation_id = json.loads(started.stdout)["id"]  # --json: one object, even detached
-    written = run_in(tmp_path, "wait", invocation_id, stdout_tty=True, stderr_tty=True)
+
+    def release(seen: bytes) -> None:
+        if b"running" in seen:
+            go.touch()
+
+    written = run_in(
+        tmp_path, "wait", invocation_id, stdout_tty=True, stderr_tty=True, on_output=release
+    )
     assert b"DONE COMPLETED exit 0" in written, written
     before, _, after = written.partition(b"DONE COMPLETED exit 0")
     assert b"running \xc2\xb7 0:0" in before, written  # drawn while it waited

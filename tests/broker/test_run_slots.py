@@ -68,6 +68,8 @@ def test_two_brokers_of_one_run_share_one_cap_first_come_first_served(
             lambda i=i: len(order) + brokers[0].waiting == i + 1, BUDGET, f"command {i} to queue"
         )
     assert order == [0, 1] and brokers[1].waiting == 2 and brokers[1].active == 2
+    # a command counts as waiting just before it is told so
+    wait_until(lambda: len(waits) == 2, BUDGET, "both waiting commands told so")
     assert waits == {2: Waiting(2, 2, 0), 3: Waiting(2, 2, 1)}
     release[1].set()
     wait_until(lambda: len(order) == 3, BUDGET, "command 2 (first in line, on broker 0)")
