@@ -127,13 +127,24 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         print("\nskypilot live timings (s):", live.timings)
         assert teardown.returncode == 0, f"leftovers after teardown:\n{teardown.stderr}"
         assert _fingerprint_account(home) == before, "the account's files were not restored"
+        mine = _ancestors()  # whoever started the tests may name the venv on its command line
         leftover = [
             line
-            for line in _run("ps", "-eo", "pid,args").splitlines()
-            if str(venv) in line or "/tmp/sky_ssh_" in line
+            for line in _run("ps", "-eo", "pid,args").splitlines()[1:]
+            if (str(venv) in line or "/tmp/sky_ssh_" in line) and int(line.split()[0]) not in mine
         ]
         assert leftover == [], f"SkyPilot processes left: {leftover}"
         assert not state.exists()
+
+
+def _ancestors() -> set[int]:
+    """This process and every process above it."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        pid = int(fields[1])
+    return found
 
 
 class Campaign:
