@@ -69,7 +69,7 @@ class SlotStore:
                 "WHERE run_id=? AND ticket != ? ORDER BY ticket",
                 (run_id, ticket),
             ).fetchall()
-            dead = {o for o in {row[1] for row in rows} - {owner} if identity_alive(o) is False}
+            dead = _dead_owners(rows, owner)
             active, ahead, orphans = 0, 0, []
             for other, holder, other_state, invocation in rows:
                 if holder in dead and not self._still_needed(conn, other_state, invocation):
@@ -112,7 +112,7 @@ class SlotStore:
                 "ORDER BY ticket",
                 (run_id,),
             ).fetchall()
-            dead = {o for o in {row[1] for row in rows} - {owner} if identity_alive(o) is False}
+            dead = _dead_owners(rows, owner)
             for ticket, holder, state, invocation in rows:
                 if holder not in dead:
                     continue
@@ -141,3 +141,8 @@ class SlotStore:
             (ACTIVE, WAITING, run_id),
         ).fetchone()
         return int(row[0]), int(row[1])
+
+
+def _dead_owners(rows: list[tuple[int, str, str, str | None]], owner: str) -> set[str]:
+    """The owners of `rows`, other than `owner`, that provably died."""
+    return {o for o in {row[1] for row in rows} - {owner} if identity_alive(o) is False}
