@@ -9,7 +9,8 @@ admitted (workspace, limits, environment) or refused with the reason. An accepte
 waits for a slot under the run's cap, runs through the `GpuJobRunner`, and its exit status is
 the last line. From the moment it is accepted a watcher reads the connection: end of file or
 an error means the client is gone, and the command is stopped, whether it is still waiting
-(nothing is submitted) or running (the job is cancelled).
+(nothing is submitted) or running (the job is cancelled). Beside the serving, from its start,
+the jobs the run's dead brokers left are carried on (`Slots.carry_on`).
 """
 
 from __future__ import annotations
