@@ -16,7 +16,7 @@ from tests.helpers.hang_guard import wait_until
 from tests.helpers.journal import commit_all, create
 from vibesys.broker.jobs import StopSignal
 from vibesys.broker.replies import Waiting
-from vibesys.broker.run_slots import RunSlots
+from vibesys.broker.run_slots import RunSlots, Settle
 from vibesys.journal_schema import open_journal
 from vibesys.osutil.proc import hostname, self_identity
 from vibesys.states import Cancelled, CancelRequested, SubmitDispatched, SubmitIntended, Submitted
@@ -134,9 +134,8 @@ def test_a_dead_brokers_tickets_are_given_back(journal_file: Path) -> None:
     timer.cancel()
 
 
-def test_a_dead_brokers_running_job_holds_its_slot_until_it_is_settled(
-    journal_file: Path,
-) -> None:
+def dead_brokers_running_job(journal_file: Path) -> str:
+    """An invocation submitted under a slot of run-1 whose broker is dead."""
     journal = open_journal(journal_file)
     inv = create(journal, "orphan1", adapter="srun", request={"cancel_when_orphaned": True})
     name = "vibesys-gpu-orphan1-1"
@@ -146,8 +145,11 @@ def test_a_dead_brokers_running_job_holds_its_slot_until_it_is_settled(
     ticket = journal.slots.slot_enqueue("run-1", DEAD)
     journal.slots.slot_try(ticket, 2)
     journal.slots.slot_bind(ticket, inv.id)
-    asked: list[str] = []
+    journal.close()
+    return inv.id
 
+
+def settler(journal_file: Path, asked: list[str]) -> Settle:
     def settle(invocation: str, stop: StopSignal) -> bool:
         # What the engine runner does: cancel it (its client is gone) until it is gone.
         asked.append(invocation)
@@ -158,6 +160,15 @@ def test_a_dead_brokers_running_job_holds_its_slot_until_it_is_settled(
         mine.close()
         return True
 
+    return settle
+
+
+def test_a_dead_brokers_running_job_holds_its_slot_until_it_is_settled(
+    journal_file: Path,
+) -> None:
+    invocation = dead_brokers_running_job(journal_file)
+    asked: list[str] = []
+    settle = settler(journal_file, asked)
     slots = RunSlots(journal_file, "run-1", 1, self_identity(), settle=settle)
     seen: list[Waiting] = []
     stop = threading.Event()
@@ -166,6 +177,39 @@ def test_a_dead_brokers_running_job_holds_its_slot_until_it_is_settled(
     with slots.slot(stop, seen.append) as got:
         assert got
     timer.cancel()
-    assert asked == [inv.id] and seen == [Waiting(1, 1, 0)]  # it counted until settled
-    assert journal.invocations.get(inv.id).outcome == "CANCELLED"
+    assert asked == [invocation] and seen == [Waiting(1, 1, 0)]  # it counted until settled
+    journal = open_journal(journal_file)
+    assert journal.invocations.get(invocation).outcome == "CANCELLED"
     journal.close()
+
+
+@pytest.mark.parametrize("cap", [None, 1])
+def test_a_starting_broker_carries_on_a_dead_brokers_job_whatever_its_cap(
+    journal_file: Path, cap: int | None
+) -> None:
+    """No command of its own needed: the run's dead broker's job is settled, its slot given
+    back; another run's broker leaves it alone."""
+    invocation = dead_brokers_running_job(journal_file)
+    asked: list[str] = []
+    settle = settler(journal_file, asked)
+    RunSlots(journal_file, "run-2", cap, self_identity(), settle=settle).carry_on(threading.Event())
+    assert asked == []
+    slots = RunSlots(journal_file, "run-1", cap, self_identity(), settle=settle)
+    slots.carry_on(threading.Event())
+    assert asked == [invocation] and (slots.active, slots.waiting) == (0, 0)
+    journal = open_journal(journal_file)
+    assert journal.invocations.get(invocation).outcome == "CANCELLED"
+    journal.close()
+    slots.carry_on(threading.Event())  # nothing left to carry on
+    assert asked == [invocation]
+
+
+def test_a_stopped_carry_on_settles_nothing(journal_file: Path) -> None:
+    dead_brokers_running_job(journal_file)
+    asked: list[str] = []
+    stop = threading.Event()
+    stop.set()
+    RunSlots(journal_file, "run-1", None, self_identity(), settler(journal_file, asked)).carry_on(
+        stop
+    )
+    assert asked == []

@@ -89,6 +89,7 @@ def make_broker(
     cap: int | None = None,
     uids: frozenset[int] | None = None,
     limits: Limits | None = None,
+    slots: JobSlots | None = None,
 ) -> Iterator[Broker]:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
@@ -99,7 +100,7 @@ def make_broker(
     server = BrokerServer(
         admission=Admission("tok", str(workspace.resolve()), LIMITS, {"PATH": "/usr/bin"}),
         runner=runner,
-        slots=JobSlots(cap),
+        slots=slots or JobSlots(cap),
         socket_path=state / "gpu.sock",
         allowed_uids=uids if uids is not None else frozenset({os.getuid()}),
         log=log.append,
@@ -346,3 +347,26 @@ def test_a_broker_that_vanishes_mid_command_is_reported(tmp_path: Path) -> None:
     listener.close()
     assert (done.returncode, done.stdout) == (255, "hi\n")
     assert "lost the connection to the broker" in done.stderr
+
+
+class CarryingOnSlots(JobSlots):
+    """Slots whose carrying on of dead brokers' jobs lasts until it is told to stop."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.began = threading.Event()
+        self.ended = threading.Event()
+
+    def carry_on(self, stop: StopSignal) -> None:
+        self.began.set()
+        stop.wait(BUDGET)
+        self.ended.set()
+
+
+def test_dead_brokers_jobs_are_carried_on_beside_the_serving(tmp_path: Path) -> None:
+    slots = CarryingOnSlots()
+    with make_broker(tmp_path, slots=slots) as broker:
+        assert slots.began.wait(BUDGET)
+        code, out, _ = finish(broker.client("--", "ok", "0"))
+        assert (code, out) == (0, "running ok 0\n") and not slots.ended.is_set()
+    assert slots.ended.is_set()  # the shutdown told it to stop and waited for it

@@ -7,6 +7,8 @@ First come, first served across brokers (tickets only grow); a command that wait
 goes. A slot is held from before the submission until the job has left the scheduler. A broker
 that dies gives its slots back: a waiting ticket at once, a held one once its job is settled
 (`settle`, given the orphaned invocation, cancels it: its client is gone with the broker).
+A broker of the run also settles them as it starts (`carry_on`), whether or not it has a cap and
+whether or not a command of its own waits.
 """
 
 from __future__ import annotations
@@ -65,6 +67,25 @@ class RunSlots:
             return journal.slots.slot_counts(self.run_id)
         finally:
             journal.close()
+
+    def carry_on(self, stop: StopSignal) -> None:
+        """Settle, one after the other, the invocations the run's dead brokers left in the
+        scheduler (as their slots recorded them when this starts), then give their slots
+        back; whatever the cap, and stopped by `stop`. An invocation another live process
+        drives, or whose end cannot be proven yet, is left as it is (with its captures)."""
+        if self.settle is None:
+            return
+        journal = open_journal(self.journal_path)
+        try:
+            for invocation in journal.slots.slot_orphans(self.run_id, self.owner):
+                if stop.is_set():
+                    return
+                self.settle(invocation, stop)
+            journal.slots.slot_orphans(self.run_id, self.owner)  # the settled ones' slots
+        finally:
+            journal.close()
+        with self._wake:
+            self._wake.notify_all()
 
     @contextmanager
     def slot(self, stop: StopSignal, on_wait: Callable[[Waiting], None]) -> Iterator[Held]:

@@ -9,12 +9,14 @@ admitted (workspace, limits, environment) or refused with the reason. An accepte
 waits for a slot under the run's cap, runs through the `GpuJobRunner`, and its exit status is
 the last line. From the moment it is accepted a watcher reads the connection: end of file or
 an error means the client is gone, and the command is stopped, whether it is still waiting
-(nothing is submitted) or running (the job is cancelled).
+(nothing is submitted) or running (the job is cancelled). Beside the serving, from its start,
+the jobs the run's dead brokers left are carried on (`Slots.carry_on`).
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -45,6 +47,8 @@ __all__ = ["BrokerServer", "Slots"]
 OUTPUT_CHUNK: Final = 48 * 1024
 #: How long a shutdown waits for the stopped commands to settle before it cuts their sockets.
 SHUTDOWN_SECONDS: Final = 120.0
+#: How long a shutdown waits for the carrying on of dead brokers' jobs to stop (it was told to).
+CARRY_ON_JOIN_SECONDS: Final = 30.0
 
 
 class Slots(Protocol):
@@ -52,6 +56,8 @@ class Slots(Protocol):
 
     @property
     def waiting(self) -> int: ...
+
+    def carry_on(self, stop: StopSignal) -> None: ...
 
     def slot(
         self, stop: StopSignal, on_wait: Callable[[Waiting], None]
@@ -98,13 +104,20 @@ class BrokerServer:
             log,
         )
         self.gate: Gate = self.socket.gate
+        self._ending = threading.Event()
+        # Dead brokers' jobs are carried on beside the serving, never before it.
+        self._carrying = threading.Thread(
+            target=self._carry_on, name="vibesys-gpu-carry-on", daemon=True
+        )
 
     def listen(self) -> None:
         """Bind the socket (owner-only) in its directory, which the caller made private."""
         self.socket.listen()
 
     def serve_forever(self, stop: StopFlag) -> None:
-        """Accept until `stop` is set, then stop every command and wait for them to settle."""
+        """Accept until `stop` is set, then stop every command and wait for them to settle.
+        Meanwhile the jobs the run's dead brokers left are carried on (`Slots.carry_on`)."""
+        self._carrying.start()
         try:
             self.socket.accept_until(stop, self._serve)
         finally:
@@ -113,7 +126,16 @@ class BrokerServer:
     def shutdown(self, grace_seconds: float = SHUTDOWN_SECONDS) -> None:
         """Stop every command; connections still sending their request are cut at once, the
         commands get `grace_seconds` to settle, then their sockets are cut too."""
+        self._ending.set()
         self.socket.close(grace_seconds)
+        if self._carrying.is_alive():
+            self._carrying.join(CARRY_ON_JOIN_SECONDS)
+
+    def _carry_on(self) -> None:
+        try:
+            self.slots.carry_on(self._ending)
+        except Exception as exc:  # the next broker or `vibesys reconcile` carries them on
+            self.log(f"carrying on the run's dead brokers' jobs failed: {exc}")
 
     # -- one connection ---------------------------------------------------------------------
 

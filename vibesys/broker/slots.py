@@ -49,6 +49,9 @@ class JobSlots:
         self._active = 0
         self._queue: deque[object] = deque()
 
+    def carry_on(self, stop: StopSignal) -> None:
+        """Nothing to carry on: one process's slots end with it."""
+
     @property
     def active(self) -> int:
         with self._lock:

@@ -69,7 +69,7 @@ class SlotStore:
                 "WHERE run_id=? AND ticket != ? ORDER BY ticket",
                 (run_id, ticket),
             ).fetchall()
-            dead = {o for o in {row[1] for row in rows} - {owner} if identity_alive(o) is False}
+            dead = _dead_owners(rows, owner)
             active, ahead, orphans = 0, 0, []
             for other, holder, other_state, invocation in rows:
                 if holder in dead and not self._still_needed(conn, other_state, invocation):
@@ -101,6 +101,27 @@ class SlotStore:
             return False
         return row[0] != JobState.DONE and not (row[0] == JobState.PREPARED and row[1] == 0)
 
+    def slot_orphans(self, run_id: str, owner: str) -> tuple[str, ...]:
+        """The invocations of the run's slots whose owners (other than `owner`) died while
+        their jobs may still be in the scheduler; dead owners' tickets no longer needed are
+        given back on the way."""
+        orphans: list[str] = []
+        with self.write_txn() as conn:
+            rows = conn.execute(
+                "SELECT ticket, owner, state, invocation_id FROM run_slots WHERE run_id=? "
+                "ORDER BY ticket",
+                (run_id,),
+            ).fetchall()
+            dead = _dead_owners(rows, owner)
+            for ticket, holder, state, invocation in rows:
+                if holder not in dead:
+                    continue
+                if self._still_needed(conn, state, invocation):
+                    orphans.append(invocation)
+                else:
+                    conn.execute("DELETE FROM run_slots WHERE ticket=?", (ticket,))
+        return tuple(orphans)
+
     def slot_bind(self, ticket: int, invocation_id: str) -> None:
         """Name the invocation a held slot runs (recorded before it is submitted)."""
         with self.write_txn() as conn:
@@ -120,3 +141,8 @@ class SlotStore:
             (ACTIVE, WAITING, run_id),
         ).fetchone()
         return int(row[0]), int(row[1])
+
+
+def _dead_owners(rows: list[tuple[int, str, str, str | None]], owner: str) -> set[str]:
+    """The owners of `rows`, other than `owner`, that provably died."""
+    return {o for o in {row[1] for row in rows} - {owner} if identity_alive(o) is False}
