@@ -10,9 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -20,8 +18,8 @@ import pytest
 
 from tests.bridge.session_helpers import BUDGET, Session, result_line, start_session
 from tests.helpers.hang_guard import wait_until
+from tests.helpers.profilers import PROGRAM, profiler_tables
 from tests.helpers.slurm import UNFINISHED, slurm, write_slurm_toml
-from tests.slurm.test_broker_profile_slurm import EARLY, PROGRAM
 
 pytestmark = pytest.mark.slurm
 
@@ -29,25 +27,8 @@ CAPTURE = "vibesys-profile.json"
 
 
 def profiled_session(root: Path) -> Session:
-    beside = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    found = shutil.which("py-spy", path=beside)
-    assert found, "py-spy is a dev dependency (pip install -e '.[dev]')"
-    # The wheel's binary in a directory of its own, which the site lets GPU jobs read too.
-    (root / "tools").mkdir(parents=True)
-    spy = str(shutil.copy(found, root / "tools" / "py-spy"))
     config = write_slurm_toml(root / "slurm.toml", root / "remote")
-    command = [spy, "record", "--format", "speedscope", "--rate", "200", "-o", "{capture}.json"]
-    config.write_text(
-        config.read_text()
-        + f"read_only_paths = {json.dumps([str(root / 'tools')])}\n\n"
-        + "[vibesys.agent_gpu.profilers.py-spy]\n"
-        + f"command = {json.dumps([*command, '--'])}\n"
-        + 'captures = ["{capture}.json"]\n'
-        # A "profiler" that writes its capture as it starts: a cancel finds it there.
-        + "[vibesys.agent_gpu.profilers.early]\n"
-        + f"command = {json.dumps(['sh', '-c', EARLY, '{capture}.json'])}\n"
-        + 'captures = ["{capture}.json"]\n'
-    )
+    config.write_text(config.read_text() + profiler_tables(root))
     session = start_session(root, "--default-timeout", "600", "--slurm-config", str(config))
     (Path(session.document["workspace"]) / "busy.py").write_text(PROGRAM)
     return session

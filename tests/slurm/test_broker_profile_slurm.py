@@ -12,9 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import msgspec
 import pytest
 
 from tests.helpers.hang_guard import wait_until
+from tests.helpers.profilers import PROGRAM, profiler_tables
 from tests.helpers.slurm import UNFINISHED, sacct_states
 from tests.slurm.test_broker_slurm import (
     BUDGET,
@@ -35,19 +34,6 @@ from tests.slurm.test_broker_slurm import write_config as write_site
 
 pytestmark = pytest.mark.slurm
 
-#: Busy for `seconds` in a function of its own, so the samples name it.
-PROGRAM = """
-import sys, time
-def spin_here(until):
-    while time.monotonic() < until:
-        sum(i * i for i in range(1000))
-spin_here(time.monotonic() + float(sys.argv[1]))
-print("spun")
-"""
-
-
-EARLY = 'echo started > "$0" && exec "$@"'
-
 
 def profiled_broker(
     root: Path,
@@ -56,28 +42,11 @@ def profiled_broker(
     journal: Path | None = None,
     remote: Path | None = None,
 ) -> Broker:
-    # The wheel installs it beside the interpreter running the tests.
-    beside = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    found = shutil.which("py-spy", path=beside)
-    assert found, "py-spy is a dev dependency (pip install -e '.[dev]')"
-    # The wheel's binary, in a directory of its own the site lists for the jobs to read.
-    (root / "tools").mkdir(parents=True)
-    spy = str(shutil.copy(found, root / "tools" / "py-spy"))
+    root.mkdir(parents=True, exist_ok=True)
     prefix = f"vbt-prof-{root.name[-8:]}"
     remote = remote or root / "remote"
     config = write_site(root / "slurm.toml", remote, prefix, cap, '["main"]')
-    command = [spy, "record", "--format", "speedscope", "--rate", "200", "-o", "{capture}.json"]
-    config.write_text(
-        config.read_text()
-        + f"read_only_paths = {json.dumps([str(root / 'tools')])}\n\n"
-        + "[vibesys.agent_gpu.profilers.py-spy]\n"
-        + f"command = {json.dumps([*command, '--'])}\n"
-        + 'captures = ["{capture}.json"]\n'
-        # A "profiler" that writes its capture as it starts: a cancel finds it there.
-        + "[vibesys.agent_gpu.profilers.early]\n"
-        + f"command = {json.dumps(['sh', '-c', EARLY, '{capture}.json'])}\n"
-        + 'captures = ["{capture}.json"]\n'
-    )
+    config.write_text(config.read_text() + profiler_tables(root))
     started = start_broker(root, prefix, config=config, run_id=run_id, journal=journal)
     broker = msgspec.structs.replace(started, prefix=prefix)  # the site's, which names the jobs
     (broker.workspace / "busy.py").write_text(PROGRAM)
