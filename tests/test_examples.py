@@ -77,23 +77,28 @@ def test_agent_loop_on_this_host(tmp_path: Path) -> None:
     assert "agent | profile: no profiler offered in this session" in done.stdout
 
 
-def test_model_serving_on_this_host(tmp_path: Path) -> None:
-    """Without a profile the serving rounds run on this host: each benchmark's metrics come
-    home, the round with 4-bit weights is rejected (exit 3), the others pass (on SkyPilot:
-    tests/slurm/test_skypilot_live.py)."""
+def run_example(cwd: Path, script: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`script` run with this checkout's vibesys, whether or not it is installed."""
     env = {
         k: v for k, v in os.environ.items() if k not in ("VIBESYS_JOURNAL", "VIBESYS_FAILPOINTS")
     }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "model_serving" / "run.py"), "--seconds", "0.5"],
-        cwd=tmp_path,
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def test_model_serving_on_this_host(tmp_path: Path) -> None:
+    """Without a profile the serving rounds run on this host: each benchmark's metrics come
+    home, the round with 4-bit weights is rejected (exit 3), the others pass (on SkyPilot:
+    tests/slurm/test_skypilot_live.py)."""
+    done = run_example(tmp_path, ROOT / "examples" / "model_serving" / "run.py", "--seconds", "0.5")
     out = done.stdout
     assert done.returncode == 0, f"{out}\n{done.stderr}"
     assert "Traceback" not in done.stderr
@@ -120,20 +125,7 @@ def test_model_serving_on_this_host(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs_in_an_empty_directory(script: Path, tmp_path: Path) -> None:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("VIBESYS_JOURNAL", "VIBESYS_FAILPOINTS")
-    }
-    # This checkout's vibesys, whether or not it is installed.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_example(tmp_path, script)
     assert done.returncode == 0, (
         f"{script.name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     )
