@@ -52,6 +52,7 @@ from vibesys.adapters.slurm.status_rules import (
     is_terminal,
     rows_by_name,
     sacct_lagging,
+    squeue_knows_why,
 )
 from vibesys.adapters.times import reported_time
 from vibesys.adapters.transports import LocalTransport, Runner
@@ -189,7 +190,11 @@ class SlurmBackend(BatchBackend):
         # exit code of a job that ended without a marker, once it has caught up (until
         # then its row is a placeholder that proves nothing, and squeue's end stands).
         use_live = live is not None and (
-            not is_terminal(live) or marker is not None or record is None or sacct_lagging(record)
+            not is_terminal(live)
+            or marker is not None
+            or record is None
+            or sacct_lagging(record)
+            or squeue_knows_why(live, record)
         )
         row: SqueueRow | SacctRow | None = live if use_live else record
         claim = found.claim

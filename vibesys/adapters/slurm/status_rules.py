@@ -10,7 +10,14 @@ from vibesys.adapters.base import TERMINAL_REMOTE, JobRef, RemoteState, RemoteSt
 from vibesys.adapters.rundir.claim import Claim
 from vibesys.adapters.slurm.parse import SACCT_PLACEHOLDER_NAME, SLURM_STATES, SacctRow, SqueueRow
 
-__all__ = ["absent_status", "claimed_elsewhere", "is_terminal", "rows_by_name", "sacct_lagging"]
+__all__ = [
+    "absent_status",
+    "claimed_elsewhere",
+    "is_terminal",
+    "rows_by_name",
+    "sacct_lagging",
+    "squeue_knows_why",
+]
 
 
 def absent_status(
@@ -97,6 +104,14 @@ def _submission_order(row: SqueueRow) -> tuple[int, str]:
 def sacct_lagging(row: SacctRow) -> bool:
     """sacct has not yet written the job's real record (its name reads `allocation`)."""
     return row.job_name == SACCT_PLACEHOLDER_NAME
+
+
+def squeue_knows_why(live: SqueueRow, record: SacctRow) -> bool:
+    """A job Slurm cancelled itself (no uid): squeue gives the reason at once (e.g.
+    DependencyNeverSatisfied), sacct a moment later (seen under load: `CANCELLED|...|None`).
+    Until then sacct's row cannot tell a job killed for its dependency from another cancel."""
+    unexplained = record.cancelled_by is None and record.reason in (None, "None")
+    return record.state == "CANCELLED" and unexplained and live.reason not in (None, "None")
 
 
 def is_terminal(row: SqueueRow | SacctRow | None) -> bool:
