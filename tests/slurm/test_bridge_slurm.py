@@ -118,14 +118,15 @@ def test_teardown_cancels_an_evaluation_in_slurm(tmp_path: Path, slurm_toml: Pat
 
 
 def test_timeouts_end_at_the_second_not_at_the_minute(tmp_path: Path, slurm_toml: Path) -> None:
-    """A 75 s evaluation timeout on a command that sleeps 120 s: the job's time limit is whole
-    minutes (2), vibesys cancels it at 75 s, and the result is TIMEOUT. Meanwhile a GPU command
-    of the same session with `vibesys-gpu --timeout-seconds 5` ends at 5 s, exit 124."""
+    """An 8 s evaluation timeout on a command that sleeps 120 s: the job's time limit is whole
+    minutes (1; the rounding up is tests/bridge/test_site.py's), vibesys cancels it at 8 s,
+    and the result is TIMEOUT. Meanwhile a GPU command of the same session with `vibesys-gpu
+    --timeout-seconds 5` ends at 5 s, exit 124."""
     session = start_session(tmp_path, *SITE, str(slurm_toml))
     doc = session.document
     try:
         began = time.monotonic()
-        helper = session.helper("--timeout", "75", "--", "sleep", "120")
+        helper = session.helper("--timeout", "8", "--", "sleep", "120")
         gpu_began = time.monotonic()
         gpu = subprocess.run(
             [
@@ -153,10 +154,10 @@ def test_timeouts_end_at_the_second_not_at_the_minute(tmp_path: Path, slurm_toml
         took = time.monotonic() - began
         result = result_line(out)
         assert (helper.returncode, result["status"]) == (124, "TIMEOUT"), err
-        assert 75 <= took < 90, took  # at the second: not at 120 s, nor at the 2-minute limit
+        assert 8 <= took < 30, took  # at the second: not at 120 s, nor at the 1-minute limit
         job = result["remote_job_id"]
         limit = slurm("sacct", "-X", "-n", "-P", "-j", job, "-o", "Timelimit", check=False)
-        assert limit.split()[:1] == ["00:02:00"]
+        assert limit.split()[:1] == ["00:01:00"]
     finally:
         status, err = session.stop()
     assert status == 0, err
