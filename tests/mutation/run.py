@@ -6,6 +6,12 @@ its tests there, and report which were killed.
     scripts/mutants --list           # names and why, nothing run
     scripts/mutants --full           # the whole non-Slurm suite against each (slow)
     scripts/mutants --part 1-4/5     # four mutants of every five (--part 5/5: the fifth)
+    scripts/mutants --record         # and keep each mutant's killer (killers.json) for next time
+
+Each mutant first runs the one test that killed it last time (`killers.json`, written by
+--record), so that most mutants cost one test; when that test is gone or no longer fails, the
+mutant's whole test set runs, as without a record. A record only orders the work: what counts
+as a kill is the same either way.
 
 Each test gets TEST_SECONDS (a test's own `timeout` marker wins): a mutant that makes a test
 wait for something that never comes is killed at that bound, not at the suite's 120 s.
@@ -50,6 +56,11 @@ ROOT = Path(__file__).resolve().parents[2]
 COPIED = ("vibesys", "tests", "docs", "examples", "benchmarks", "scripts", "pyproject.toml")
 COPIED_FILES = ("README.md",)
 IGNORED = shutil.ignore_patterns(".hypothesis", ".pytest_cache", "*.egg-info")
+#: The test that killed each mutant when the check was last run with --record.
+KILLERS = ROOT / "tests" / "mutation" / "killers.json"
+#: pytest's exit status when tests ran and some failed (anything else: a usage error, a test
+#: id that no longer exists, no test collected).
+TESTS_FAILED = 1
 #: The whole non-Slurm suite, for --full.
 FULL = ("tests",)
 RUN_LIMIT_SECONDS = 900
@@ -146,11 +157,15 @@ def imports_the_copy(copy: Path) -> bool:
     return Path(where).resolve().is_relative_to(copy.resolve())
 
 
-def try_mutant(mutant: Mutant, tests: Sequence[str]) -> Outcome:
+def try_mutant(mutant: Mutant, tests: Sequence[str], first: str | None = None) -> Outcome:
+    """Run `mutant` against `tests`, or only against `first` (its last killer) when that
+    fails under it."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vibesys-mutant-") as scratch:
         copy = scratch_copy(Path(scratch), mutant)
-        done = run_tests(copy, tests)
+        done = run_tests(copy, [first]) if first else None
+        if done is None or done.returncode != TESTS_FAILED or not _FAILED_TEST.search(done.stdout):
+            done = run_tests(copy, tests)
     seconds = time.monotonic() - started
     if done.returncode == 0:
         return Outcome(mutant, False, seconds, "all tests passed")
@@ -208,6 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="the whole non-Slurm suite each")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel runs")
     parser.add_argument(
+        "--record", action="store_true", help=f"write each killer to {KILLERS.name}"
+    )
+    parser.add_argument(
         "--part",
         type=part_of,
         default=None,
@@ -237,14 +255,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     tests_of = {m.name: FULL if args.full else m.test_args() for m in chosen}
+    killers = recorded_killers()
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(lambda m: try_mutant(m, tests_of[m.name]), chosen))
+        outcomes = list(
+            pool.map(lambda m: try_mutant(m, tests_of[m.name], killers.get(m.name)), chosen)
+        )
     for outcome in outcomes:
         print(line_for(outcome), flush=True)
     checked = time.monotonic()
     void = unmutated_failures(outcomes, tests_of, args.jobs)
     if void:
         print("\n".join(void), flush=True)
+    if args.record and not void:
+        record_killers(killers, outcomes)
     killed = sum(o.killed for o in outcomes)
     equivalent = sum(bool(o.mutant.equivalent) for o in outcomes)
     bad = [o for o in outcomes if not o.ok]
@@ -255,6 +278,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"the kills unmutated) on {args.jobs} workers"
     )
     return 1 if bad or void else 0
+
+
+def recorded_killers(path: Path = KILLERS) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    return msgspec.json.decode(path.read_bytes(), type=dict[str, str])
+
+
+def record_killers(
+    known: dict[str, str], outcomes: Iterable[Outcome], path: Path = KILLERS
+) -> None:
+    """Keep the first test that killed each mutant (the others' records as they were)."""
+    found = known | {o.mutant.name: o.killers[0] for o in outcomes if o.killed and o.killers}
+    names = {m.name for m in MUTANTS}
+    kept = {name: test for name, test in sorted(found.items()) if name in names}
+    path.write_bytes(msgspec.json.format(msgspec.json.encode(kept), indent=1) + b"\n")
 
 
 def part_of(text: str) -> tuple[range, int]:

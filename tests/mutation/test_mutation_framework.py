@@ -17,6 +17,8 @@ from tests.mutation.run import (
     imports_the_copy,
     part,
     part_of,
+    record_killers,
+    recorded_killers,
     scratch_copy,
     stale,
     try_mutant,
@@ -77,6 +79,46 @@ def test_a_run_tells_killed_from_survived() -> None:
         mutant, ("tests/test_render.py::test_the_readme_states_the_same_contract",)
     )
     assert not survived.killed and survived.detail == "all tests passed"
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "tests/test_render.py::test_the_readme_states_the_same_contract",  # no longer kills it
+        "tests/test_render.py::test_not_there",  # gone
+    ],
+)
+def test_a_last_killer_that_does_not_kill_falls_back_to_the_whole_set(first: str) -> None:
+    mutant = BY_NAME["exit-infra-75-to-1"]
+    killed = try_mutant(mutant, ("tests/test_render.py",), first)
+    assert killed.killed and "tests/test_render.py::test_exit_status" in killed.detail
+
+
+def test_a_last_killer_alone_decides_when_it_kills() -> None:
+    mutant = BY_NAME["exit-infra-75-to-1"]
+    killer = "tests/test_render.py::test_exit_status"
+    # The whole set would pass; the recorded killer alone kills it, and is named.
+    done = try_mutant(
+        mutant, ("tests/test_render.py::test_the_readme_states_the_same_contract",), killer
+    )
+    assert done.killed and done.killers[0].startswith(killer + "["), done.killers
+
+
+def test_killers_are_recorded_for_known_mutants_only(tmp_path: Path) -> None:
+    path = tmp_path / "killers.json"
+    mutant = BY_NAME["exit-infra-75-to-1"]
+    outcomes = [
+        Outcome(mutant, True, 1.0, "by t", ("tests/test_render.py::test_exit_status",)),
+        Outcome(BY_NAME["plan-redispatch"], False, 1.0, "all tests passed"),
+    ]
+    record_killers(
+        {"gone-mutant": "tests/x.py::t", "plan-redispatch": "tests/y.py::t"}, outcomes, path
+    )
+    assert recorded_killers(path) == {
+        "exit-infra-75-to-1": "tests/test_render.py::test_exit_status",
+        "plan-redispatch": "tests/y.py::t",
+    }
+    assert recorded_killers(tmp_path / "none.json") == {}
 
 
 def test_a_kill_counts_only_if_its_test_passes_unmutated() -> None:

@@ -87,9 +87,11 @@ def test_external_scancel_is_cancelled(tmp_path: Path, slurm_toml: Path, adapter
     assert sacct_states(job_name) == ["CANCELLED"]
 
 
+@pytest.mark.beside_live
 def test_own_time_limit_is_an_application_failure(tmp_path: Path, slurm_toml: Path) -> None:
     """TIMEOUT of the job's own `--time 1`: the command's fault, never retried. Slurm enforces
-    whole minutes and checks every ~30 s, so this takes 60-90 s: the one slow test."""
+    whole minutes and checks every ~30 s, so this takes 60-90 s of waiting, which
+    scripts/test spends beside the live SkyPilot test."""
     result = cli(
         *run_args("sbatch", slurm_toml, "--time", "1", "--retry-delay", "1"),
         "sleep",
