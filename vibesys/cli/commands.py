@@ -22,12 +22,11 @@ from vibesys.cli.run_command import (
     quiet_streams,
 )
 from vibesys.client import Client
-from vibesys.client.keys import invocation_named
-from vibesys.engine import DriveOptions, LogTail, reconcile, wait_for
+from vibesys.engine import DriveOptions, LogTail, reconcile
 from vibesys.engine.cancel import cancel_invocation
 from vibesys.engine.clusters import release_cluster
-from vibesys.job_result import NotEnded, render_result, result_from_journal
-from vibesys.journal_schema import LIVE_LEASE_STATES, Journal, verify_journal
+from vibesys.job_result import NotEnded, render_result
+from vibesys.journal_schema import LIVE_LEASE_STATES, verify_journal
 from vibesys.states.exits import EXIT_OUTPUT_FAILED, exit_status
 
 
@@ -75,22 +74,13 @@ def cancel(journal: Path | None, invocation: str) -> int:
     return exit_status(inv) if inv.state == "UNRESOLVED" else 0
 
 
-def attached(store: Journal, invocation: str) -> str:
-    """The invocation an id, a unique prefix or a `vibesys.Client` key names, as
-    `Client.attach` finds it (a keyed submission whose recorder died is recorded now); the
-    command follows it in its own thread."""
-    with Client(store.path) as client:
-        return client.attach(invocation, drive=False).id
-
-
 def follow_logs(journal: Path | None, invocation: str) -> int:
     store = open_store(journal)
-    target = attached(store, invocation)
-    engine = make_engine(store)
+    handle = Client(store).attach(invocation, drive=False)  # followed here, in this thread
     tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
     with interruptible(FOLLOWER_SIGNALS) as interrupt:
         options = DriveOptions(tail=tail, interrupt=interrupt, owner=False)
-        wait_for(engine, target, options)
+        handle.follow(options)
     if options.output_error is not None:
         quiet_streams()
         return EXIT_OUTPUT_FAILED
@@ -100,19 +90,18 @@ def follow_logs(journal: Path | None, invocation: str) -> int:
 def wait(journal: Path | None, invocation: str, as_json: bool) -> int:
     store = open_store(journal)
     live = live_status(as_json)
-    engine = make_engine(store, progress=live)
-    target = attached(store, invocation)
-    with interruptible(FOLLOWER_SIGNALS) as interrupt, journal_faults(store, target):
+    handle = Client(store).attach(invocation, drive=False)  # followed here, in this thread
+    with interruptible(FOLLOWER_SIGNALS) as interrupt, journal_faults(store, handle.id):
         tail = job_output(as_json, live)
         options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)
-        inv = wait_for(engine, target, options)
+        inv = handle.follow(options, progress=live)
     return finish(store, inv, options, as_json, stopped_by=interrupt.signum)
 
 
 def result(journal: Path | None, invocation: str, as_json: bool) -> None:
     store = open_store(journal, readonly=True)
     try:
-        found = result_from_journal(store, invocation_named(store, invocation))
+        found = Client(store).attach(invocation, drive=False).result()
     except NotEnded as exc:
         fail(str(exc), 1)
     typer.echo(found.model_dump_json(indent=2) if as_json else render_result(found))

@@ -21,7 +21,7 @@ from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.store import Journal, open_journal
 from vibesys.journal_schema.views import listed, show_json
 from vibesys.osutil.layout import attempt_dir, log_paths
-from vibesys.osutil.logtail import LogTail
+from vibesys.osutil.logtail import new_bytes
 from vibesys.states import diagram
 from vibesys.states.job_state import JobState
 
@@ -108,14 +108,20 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
 
 
 def logs(journal: Path | None, invocation: str) -> None:
-    """Every attempt's output, oldest first: stdout, then stderr, from the local spool."""
+    """Every attempt's output, oldest first, stdout then stderr, read from the local spool
+    as `Handle.logs` reads it (`new_bytes`), without loading the client and its engine."""
     with boundary(journal):
         store = open_readonly(journal)
         inv = store.invocations.resolve(invocation)
-        tail = LogTail(sys.stdout.buffer, sys.stderr.buffer)
-        for attempt in store.invocations.attempts(inv.id):
-            tail.pump(log_paths(attempt_dir(inv.invocation_dir, attempt.attempt)))
-        tail.close()
+        attempts = [a.attempt for a in store.invocations.attempts(inv.id)]
+        for which, sink in enumerate((sys.stdout.buffer, sys.stderr.buffer)):
+            offsets: dict[Path, int] = {}
+            for number in attempts:
+                for chunk in new_bytes(
+                    log_paths(attempt_dir(inv.invocation_dir, number))[which], offsets
+                ):
+                    sink.write(chunk)
+            sink.flush()
 
 
 #: `vibesys states --format` renderings that need nothing but the table.

@@ -15,13 +15,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from vibesys.adapters.registry import entry
-from vibesys.cli.common import journal_failed, make_engine, open_store
+from vibesys.cli.common import journal_failed, open_store
 from vibesys.cli.live import LiveStatus
 from vibesys.cli.read import echo
 from vibesys.cli.render import stopped_line, summary
 from vibesys.cli.run_checks import CheckedRun, check_failpoints, check_run
-from vibesys.client import Client
-from vibesys.engine import DriveOptions, Engine, StopFlag, drive
+from vibesys.client import Client, Handle
+from vibesys.engine import DriveOptions, StopFlag
 from vibesys.errors import (
     CommandFailed,
     JournalError,
@@ -65,13 +65,11 @@ def execute_run(values: Mapping[str, Any]) -> int:
             store = open_store(values["journal"])
             if interrupt.is_set():
                 return EXIT_INTERRUPTED
-            with Client(store.path) as client:
+            with Client(store) as client:
                 handle = client.submit(checked.command, drive=False, **_submission(values, checked))
-            recorded = handle.id
-            release_slot()
-            engine = make_engine(store, progress=live)  # its settings are the recorded ones
-            inv = store.invocations.get(recorded)
-            return _drive(values, store, engine, inv, live, interrupt)
+                recorded = handle.id
+                release_slot()
+                return _drive(values, store, handle, live, interrupt)
     except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
         return EXIT_INTERRUPTED
     except (VibesysError, sqlite3.Error) as exc:
@@ -151,17 +149,17 @@ def _told(invocation_id: str) -> Callable[[str], None]:
 def _drive(
     values: Mapping[str, Any],
     store: Journal,
-    engine: Engine,
-    inv: Invocation,
+    handle: Handle,
     live: LiveStatus | None,
     interrupt: StopFlag,
 ) -> int:
-    """Drive the recorded invocation to its end (or, detached, until it runs) and report."""
+    """Drive the recorded invocation to its end (or, detached, until it runs) through its
+    handle, in this thread (the interrupt cancels it), and report."""
     if values["detach"] and not values["as_json"]:
-        echo(inv.id)
+        echo(handle.id)
     tail = None if values["detach"] else job_output(values["as_json"], live)
-    options = DriveOptions(tail, values["detach"], interrupt, status=live, on_wait=_told(inv.id))
-    inv = drive(engine, inv, options)
+    options = DriveOptions(tail, values["detach"], interrupt, status=live, on_wait=_told(handle.id))
+    inv = handle.drive(options, progress=live)  # its settings are the recorded ones
     if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
         if values["as_json"]:  # one JSON object, as every --json: the record as it stands
             echo(json.dumps(show_json(store, inv), indent=2))

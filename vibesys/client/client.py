@@ -51,11 +51,19 @@ _DRIVEN_LOCK = threading.Lock()
 class Client:
     """Submits evaluations and follows them, on the journal at `journal` (None:
     `$VIBESYS_JOURNAL`, else `.vibesys/journal.db`, as the CLI). A context manager: closing
-    stops following; the jobs run on, and `attach` (or `vibesys wait`) carries them on."""
+    stops following; the jobs run on, and `attach` (or `vibesys wait`) carries them on.
 
-    def __init__(self, journal: str | os.PathLike[str] | None = None) -> None:
-        self.journal_path = journal_path(journal).absolute()
-        open_journal(self.journal_path).close()  # created or upgraded now: a bad one fails here
+    `journal` may also be an open connection (`Journal`): the calls of this client and of its
+    `drive=False` handles use it, from the caller's thread, and never close it; its faults are
+    the caller's to report (the CLI's commands, one connection each)."""
+
+    def __init__(self, journal: str | os.PathLike[str] | Journal | None = None) -> None:
+        self._connection = journal if isinstance(journal, Journal) else None
+        if isinstance(journal, Journal):
+            self.journal_path = journal.path.absolute()
+        else:
+            self.journal_path = journal_path(journal).absolute()
+            open_journal(self.journal_path).close()  # created or upgraded now: a bad one fails
         self._closed = False
 
     def __enter__(self) -> Client:
@@ -167,7 +175,7 @@ class Client:
         # One driver per invocation in this process, whichever client asks: its threads share
         # the process's identity, so the invocation's lease cannot keep two of them apart.
         if not drive:
-            return Handle(self.journal_path, invocation_id, timeout)
+            return Handle(self.journal_path, invocation_id, timeout, self._connection)
         with _DRIVEN_LOCK:
             self._check_open()
             handle = _DRIVEN.get((self.journal_path, invocation_id))
@@ -184,6 +192,9 @@ class Client:
 
     @contextmanager
     def _journal(self) -> Iterator[Journal]:
+        if self._connection is not None:
+            yield self._connection
+            return
         # One connection per call: a client is used from any thread (asyncio's workers too).
         journal = open_journal(self.journal_path)
         try:

@@ -20,20 +20,21 @@ from typing import Final
 
 from msgspec import Struct
 
+from vibesys.adapters.base import Progress
 from vibesys.engine import DriveOptions, Engine, StopFlag, wait_for
+from vibesys.engine import drive as drive_to_end
 from vibesys.engine.cancel import cancel_at_deadline
 from vibesys.errors import VibesysError
 from vibesys.job_result import TIMEOUT_CANCEL, JobResult, result_from_journal
-from vibesys.journal_schema import Journal, open_journal
+from vibesys.journal_schema import Invocation, Journal, open_journal
 from vibesys.osutil.layout import attempt_dir, log_paths
-from vibesys.osutil.logtail import SpoolOnly
+from vibesys.osutil.logtail import SpoolOnly, new_bytes
 from vibesys.states import JobState
 
 __all__ = ["Handle", "Status"]
 
 #: How often `logs(follow=True)` looks for new bytes.
 FOLLOW_SECONDS: Final = 0.1
-CHUNK: Final = 1 << 16
 
 
 class Status(Struct, frozen=True):
@@ -53,9 +54,17 @@ class Handle:
     """A submitted (or attached) invocation: `id`, `status()`, `result()`, `cancel()`,
     `logs()`. Made by `Client.submit` and `Client.attach`, never directly."""
 
-    def __init__(self, journal_path: Path, invocation_id: str, timeout: float | None) -> None:
+    def __init__(
+        self,
+        journal_path: Path,
+        invocation_id: str,
+        timeout: float | None,
+        connection: Journal | None = None,
+    ) -> None:
         self.id = invocation_id
         self._path = journal_path
+        #: the caller's connection (a `Client` made on one): a `drive=False` handle's calls use it
+        self._connection = connection
         self._stop = StopFlag()
         self._done = threading.Event()
         self._error: BaseException | None = None
@@ -142,10 +151,29 @@ class Handle:
                 numbers = [a.attempt for a in journal.invocations.attempts(self.id)]
             for number in numbers:
                 path = log_paths(attempt_dir(inv.invocation_dir, number))[which]
-                yield from _read_from(path, offsets)
+                yield from new_bytes(path, offsets)
             if ended:
                 return
             time.sleep(FOLLOW_SECONDS)
+
+    # -- driven or followed by its caller (`drive=False`) ---------------------------------
+
+    def drive(self, options: DriveOptions, progress: Progress | None = None) -> Invocation:
+        """Drive the invocation here, in the caller's thread, to its end (or until it runs,
+        `options.detach`): a `drive=False` submission of this process, which holds its lease.
+        `options` carry the caller's output, status line and interrupt (an owner's interrupt
+        cancels the job); `progress` hears of transfers. The invocation as it ends."""
+        with self._journal() as journal:
+            engine = Engine(journal, progress=progress)
+            return drive_to_end(engine, journal.invocations.get(self.id), options)
+
+    def follow(self, options: DriveOptions, progress: Progress | None = None) -> Invocation:
+        """Follow the invocation here, in the caller's thread, until it ends, driving it
+        whenever no live process does, as this client's own driver threads do (`vibesys
+        wait`, `logs --follow`); with `options.owner` False an interrupt stops only the
+        following. The invocation as it stands at the end."""
+        with self._journal() as journal:
+            return wait_for(Engine(journal, progress=progress), self.id, options)
 
     # -- the driver -----------------------------------------------------------------------
 
@@ -189,20 +217,11 @@ class Handle:
     def _journal(self) -> Iterator[Journal]:
         """A connection for one call: a handle is used from any thread (asyncio's workers
         too), and a connection stays on the thread that opened it."""
+        if self._connection is not None:
+            yield self._connection
+            return
         journal = open_journal(self._path)
         try:
             yield journal
         finally:
             journal.close()
-
-
-def _read_from(path: Path, offsets: dict[Path, int]) -> Iterator[bytes]:
-    """The bytes of `path` past its offset in `offsets` (moved on as they are read)."""
-    if not path.exists():
-        return  # not written yet (the attempt has not started, or its logs are not home)
-    offset = offsets.get(path, 0)
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        while chunk := handle.read(CHUNK):
-            offsets[path] = offset = offset + len(chunk)
-            yield chunk

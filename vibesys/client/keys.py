@@ -39,7 +39,6 @@ __all__ = [
     "KeyConflict",
     "Submission",
     "find_row",
-    "invocation_named",
     "record",
     "record_found",
     "submission_of",
@@ -122,13 +121,6 @@ def typed_options(adapter: str, options: Mapping[str, Any]) -> dict[str, Any]:
 
 def find_row(journal: Journal, key: str) -> RecordedEvaluation | None:
     return journal.bridge.recorded_evaluation(CLIENT_RUN, request_id(key, ""))
-
-
-def invocation_named(journal: Journal, key_or_id: str) -> str:
-    """The invocation an idempotency key names, else an id or a unique prefix of one, as
-    `Client.attach` finds it; reading only (`vibesys result` opens the journal read-only)."""
-    row = find_row(journal, key_or_id)
-    return row.invocation_id if row is not None else journal.invocations.resolve(key_or_id).id
 
 
 def record(
