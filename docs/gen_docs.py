@@ -118,10 +118,11 @@ record each (see [journal.md](journal.md#--json) and [bridge.md](bridge.md#jobre
 cgroup, capabilities, limits, CPU affinity and signal dispositions (see
 [architecture.md](architecture.md)).
 
-`run`, `wait`, `logs --follow` and `result` are built on the Python API ([api.md](api.md)):
-`run` records its invocation with `Client.submit` and drives it in its own process; `wait`
-and `logs --follow` find theirs as `Client.attach` does and follow it; `result` reads the
-`JobResult` a handle returns. So each of them also takes a `vibesys.Client` idempotency key
+`run`, `wait`, `logs` and `result` are built on the Python API ([api.md](api.md)): `run`
+records its invocation with `Client.submit` and drives it through its handle in its own
+process (`Handle.drive`); `wait` and `logs --follow` attach to theirs with `Client.attach`
+and follow it (`Handle.follow`); `result` is the attached handle's `result()`; `logs` reads
+the spool as `Handle.logs` does. So each of them also takes a `vibesys.Client` idempotency key
 where it takes an invocation id, and a Python client attaches to what `vibesys run` ran.
 """
 

@@ -1,10 +1,9 @@
-"""Driving one evaluation of the bridge to its end: the engine's driver loop, the cancel at
+"""Driving one evaluation of the bridge to its end: its client handle's `follow`, the cancel at
 its deadline (counted from the request's first acceptance), and its result (a local
 evaluation's artifacts recorded, the JobResult copied to the session's results)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Final
@@ -12,9 +11,9 @@ from typing import Final
 from vibesys.adapters.requests import recorded_limits
 from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.files import copy_result, ran, record_local_artifacts
-from vibesys.bridge.recorded import Handle, invocation_exists
+from vibesys.bridge.recorded import Handle
 from vibesys.bridge.site import Site
-from vibesys.engine import DriveOptions, Engine, wait_for
+from vibesys.engine import DriveOptions
 from vibesys.engine.cancel import cancel_at_deadline
 from vibesys.engine.plan_context import deadline_of
 from vibesys.job_result import JobResult, JobStatus, job_result
@@ -37,12 +36,10 @@ class EvaluationDriver:
         journal_path: Path,
         site: Site,
         results_root: Path,
-        engine: Callable[[Journal], Engine],
     ) -> None:
         self.journal_path = journal_path
         self.site = site
         self.results_root = results_root
-        self._engine = engine
 
     def drive(self, handle: Handle) -> None:
         """Drive the evaluation to its end (from a thread of its own); its result, or why it
@@ -50,11 +47,10 @@ class EvaluationDriver:
         journal = open_journal(self.journal_path)
         try:
             self._deadline(handle)
-            engine = self._engine(journal)
             options = DriveOptions(tail=SpoolOnly(), interrupt=handle.stop)
             inv = journal.invocations.get(handle.invocation_id)
             while inv.state not in _ENDED and not handle.stop.is_set():
-                inv = wait_for(engine, handle.invocation_id, options)
+                inv = handle.job.follow(options)
             handle.result = self._finish(journal, journal.invocations.get(handle.invocation_id))
         except Exception as exc:  # a thread must never die silently: the helper is told
             handle.stopping = handle.stopping or f"the bridge failed: {type(exc).__name__}: {exc}"
@@ -70,16 +66,6 @@ class EvaluationDriver:
             return
         left = deadline.left(datetime.now(deadline.at.tzinfo))
         cancel_at_deadline(self.journal_path, handle.invocation_id, left, handle.done, deadline.by)
-
-    def cancel(self, handle: Handle, by: str) -> None:
-        journal = open_journal(self.journal_path)
-        try:
-            if invocation_exists(journal, handle.invocation_id):
-                self._engine(journal).request_cancel(
-                    journal.invocations.get(handle.invocation_id), by
-                )
-        finally:
-            journal.close()
 
     def _finish(self, journal: Journal, inv: Invocation) -> JobResult:
         bridge = journal.bridge.recorded_evaluation_of(inv.id)

@@ -11,6 +11,7 @@ import msgspec
 
 from vibesys.bridge.admission import Evaluation, Refusal
 from vibesys.bridge.protocol import first_difference
+from vibesys.client import Handle as InvocationHandle
 from vibesys.engine import StopFlag
 from vibesys.engine.context import load_context
 from vibesys.errors import VibesysError
@@ -22,10 +23,12 @@ __all__ = ["Handle", "evaluation_of", "invocation_exists", "same_evaluation", "s
 
 
 class Handle(msgspec.Struct):
-    """One evaluation as this bridge serves it: the request's row and its driver."""
+    """One evaluation as this bridge serves it: the request's row, its invocation's client
+    handle (`job`: this bridge drives it) and its driver's state."""
 
     row: RecordedEvaluation
     evaluation: Evaluation
+    job: InvocationHandle
     stop: StopFlag = msgspec.field(default_factory=StopFlag)
     done: threading.Event = msgspec.field(default_factory=threading.Event)
     result: JobResult | None = None

@@ -1,12 +1,13 @@
-"""The one place the bridge drives the engine: each accepted evaluation is a journaled
-invocation, found again by its request id. A new request's id is committed first, naming the
-invocation id it gets (write-ahead); only then is the invocation recorded (PREPARED, with the
-candidate staged by the snapshot policy) and driven. The same id again, from a reconnecting
-helper or after a restart, finds that row and follows the same invocation: never a second one.
-One thread drives each invocation to its end (it takes the invocation's lease, so a restarted
-bridge takes over from a dead one, and a restarted session starts those threads itself, helper
-or not: `resume`); the evaluation's timeout, counted from the request's first acceptance,
-cancels it; teardown cancels what still runs and waits for it to settle.
+"""The bridge's evaluations, submitted through `vibesys.Client.submit_request`: each accepted
+evaluation is a journaled invocation, found again by its request id. A new request's id is
+committed first, naming the invocation id it gets (write-ahead); only then is the invocation
+recorded (PREPARED, with the candidate staged by the snapshot policy) and driven. The same id
+again, from a reconnecting helper or after a restart, finds that row and follows the same
+invocation: never a second one. One thread drives each invocation to its end through its
+client handle (it takes the invocation's lease, so a restarted bridge takes over from a dead
+one, and a restarted session starts those threads itself, helper or not: `resume`); the
+evaluation's timeout, counted from the request's first acceptance, cancels it; teardown
+cancels what still runs and waits for it to settle.
 
 A profile is an evaluation whose command runs under the operator's profiler: the profiler's
 name and its capture paths are recorded with the request, the captures are the request's
@@ -38,13 +39,12 @@ from vibesys.bridge.recorded import (
     same_values,
 )
 from vibesys.bridge.site import Site
+from vibesys.client import Client, Recording, RequestRow
 from vibesys.config.profiler import EVALUATION_CAPTURE, ProfilerConfig
-from vibesys.engine import Engine, RetryPolicy
-from vibesys.engine.context import ENV_FILE, load_context
-from vibesys.engine.core import new_invocation_id
+from vibesys.engine.context import load_context
 from vibesys.errors import VibesysError
 from vibesys.job_result import JobResult
-from vibesys.journal_schema import Invocation, Journal, open_journal
+from vibesys.journal_schema import Journal, open_journal
 from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 from vibesys.osutil.artifact_walk import Limits
 from vibesys.states import JobState
@@ -87,14 +87,8 @@ class EvaluationRunner:
         self._lock = threading.Lock()
         self._handles: dict[str, Handle] = {}
         self._closing: str | None = None
-        self.driver = EvaluationDriver(journal_path, site, results_root, self.engine)
-
-    def engine(self, journal: Journal) -> Engine:
-        return Engine(
-            journal,
-            retry=RetryPolicy(self.max_retries),
-            unreachable_timeout=self.unreachable_timeout,
-        )
+        self.client = Client(journal_path)
+        self.driver = EvaluationDriver(journal_path, site, results_root)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -104,50 +98,57 @@ class EvaluationRunner:
         self._refuse_if_closing()
         journal = open_journal(self.journal_path)
         try:
-            row = journal.bridge.recorded_evaluation(evaluation.run_id, evaluation.request_id)
-            known = row is not None
-            if row is None:
-                # Everything that can refuse the evaluation is checked before anything is
-                # written: the site's request (limits, the candidate's digest).
-                request = self._site_request(evaluation)
-                row, created = journal.bridge.claim_evaluation(
-                    run_id=evaluation.run_id,
-                    request_id=evaluation.request_id,
-                    invocation_id=new_invocation_id(),
-                    uid=evaluation.uid,
-                    workspace=evaluation.workspace,
-                    kind=evaluation.kind,
-                    # Recorded with the request: a restarted session keeps these limits, and
-                    # a profile's capture paths are known before anything is submitted.
-                    body=evaluation.body()
-                    | {ARTIFACT_LIMITS: self._limits.model_dump()}
-                    | self._captures(evaluation),
-                    results_dir=str(self.results_root),
-                )
-                known = not created
-            else:
-                request = None
-            same_evaluation(row, evaluation)
-            with self._lock:
-                self._refuse_if_closing()
-                handle = self._handles.get(row.invocation_id)
-                if handle is not None:
-                    same_values(handle.evaluation.env, evaluation)
-                    return handle, True
-                try:
-                    if not invocation_exists(journal, row.invocation_id):
-                        self._prepare(journal, row, evaluation, request)
-                    else:
-                        recorded = load_context(journal.invocations.get(row.invocation_id)).env
-                        same_values(recorded, evaluation)
-                except VibesysError as exc:  # the row stays: the same id tries again
-                    raise Refusal(f"the evaluation could not be recorded: {exc}") from None
-                handle = Handle(row, evaluation)
-                self._handles[row.invocation_id] = handle
-            threading.Thread(target=self.driver.drive, args=(handle,), daemon=True).start()
-            return handle, known
+            earlier = journal.bridge.recorded_evaluation(evaluation.run_id, evaluation.request_id)
         finally:
             journal.close()
+        request = None
+        if earlier is None:
+            # Everything that can refuse a new evaluation is checked before anything is
+            # written: the site's request (limits, the candidate's digest).
+            request = self._site_request(evaluation)
+            # Recorded with the request: a restarted session keeps these limits, and a
+            # profile's capture paths are known before anything is submitted.
+            body = evaluation.body() | {ARTIFACT_LIMITS: self._limits.model_dump()}
+            body |= self._captures(evaluation)
+        else:
+            body = earlier.body  # the row stays as it was: the evaluation is checked against it
+        row = RequestRow(
+            run_id=evaluation.run_id,
+            request_id=evaluation.request_id,
+            uid=evaluation.uid,
+            workspace=evaluation.workspace,
+            kind=evaluation.kind,
+            body=body,
+            results_dir=str(self.results_root),
+        )
+        with self._lock:
+            self._refuse_if_closing()
+            try:
+                job, found, created = self.client.submit_request(
+                    row,
+                    lambda found: self._recording(found, evaluation, request),
+                    lambda found: same_evaluation(found, evaluation),
+                )
+            except VibesysError as exc:  # the row stays: the same id tries again
+                raise Refusal(f"the evaluation could not be recorded: {exc}") from None
+            handle = self._handles.get(found.invocation_id)
+            if handle is not None:
+                same_values(handle.evaluation.env, evaluation)
+                return handle, True
+            if not created:
+                try:
+                    journal = open_journal(self.journal_path, readonly=True)
+                    try:
+                        recorded = load_context(journal.invocations.get(found.invocation_id)).env
+                    finally:
+                        journal.close()
+                except VibesysError as exc:
+                    raise Refusal(f"the evaluation could not be recorded: {exc}") from None
+                same_values(recorded, evaluation)
+            handle = Handle(found, evaluation, job)
+            self._handles[found.invocation_id] = handle
+        threading.Thread(target=self.driver.drive, args=(handle,), daemon=True).start()
+        return handle, earlier is not None or not created
 
     def resume(self, run_id: str) -> list[Handle]:
         """At the session's start: a handle, and its driver, for every evaluation of the
@@ -164,9 +165,10 @@ class EvaluationRunner:
                 if row.results_dir != str(self.results_root) or self._settled(journal, row):
                     continue
                 evaluation = evaluation_of(row, journal.invocations.get(row.invocation_id))
+                job = self.client.attach(row.invocation_id, drive=False)
                 with self._lock:
                     if row.invocation_id not in self._handles:
-                        handles.append(Handle(row, evaluation))
+                        handles.append(Handle(row, evaluation, job))
                         self._handles[row.invocation_id] = handles[-1]
         finally:
             journal.close()
@@ -194,12 +196,10 @@ class EvaluationRunner:
                 raise Refusal(f"no evaluation has request id {request_id}", "request_id")
             if row.uid != uid:
                 raise Refusal(f"request id {request_id} belongs to another user", "request_id")
-            inv = self.engine(journal).request_cancel(
-                journal.invocations.get(row.invocation_id), by
-            )
-            return f"cancel of {inv.id} requested ({inv.state})"
         finally:
             journal.close()
+        state = self.client.attach(row.invocation_id, drive=False).cancel(by)
+        return f"cancel of {row.invocation_id} requested ({state})"
 
     def _profiler(self, evaluation: Evaluation) -> ProfilerConfig | None:
         if evaluation.profiler is None:
@@ -236,17 +236,13 @@ class EvaluationRunner:
         except VibesysError as exc:
             raise Refusal(f"the site cannot take this evaluation: {exc}") from None
 
-    def _prepare(
-        self, journal: Journal, row: RecordedEvaluation, evaluation: Evaluation, request: Any
-    ) -> Invocation:
-        """Record the invocation the row names (nothing was sent for it yet)."""
+    def _recording(
+        self, row: RecordedEvaluation, evaluation: Evaluation, request: Any
+    ) -> Recording:
+        """How the invocation the row names is recorded (nothing was sent for it yet)."""
         if request is None:  # the row survived a crash before its invocation was recorded
             request = self._site_request(evaluation)
         runs = self.journal_path.parent / "runs"
-        invocation_dir = (runs / row.invocation_id).resolve()
-        # A crash between the environment file and the invocation's row left the file; the
-        # invocation directory is this row's alone.
-        (invocation_dir / ENV_FILE).unlink(missing_ok=True)
         cwd = evaluation.workspace
         command, env = evaluation.argv, {**self.host_env, **evaluation.env}
         profiler = self._profiler(evaluation)
@@ -255,18 +251,18 @@ class EvaluationRunner:
             command = profiler.argv(command, EVALUATION_CAPTURE)
             env |= profiler.variables()
         if self.site.backend == "local":
+            invocation_dir = (runs / row.invocation_id).resolve()
             cwd = str(stage_local_candidate(evaluation.workspace, runs / ".stage", invocation_dir))
-        return self.engine(journal).prepare(
+        return Recording(
+            argv=list(command),
             adapter=self.site.adapter,
-            command=list(command),
             request=request,
             label=f"vibesys-eval {evaluation.kind} {evaluation.request_id}",
-            max_retries=self.max_retries,
             cwd=cwd,
             env=env,
-            run_root=runs,
-            invocation_id=row.invocation_id,
             campaign=evaluation.run_id,  # one evaluation at a time, across its sessions
+            retries=self.max_retries,
+            unreachable_timeout=self.unreachable_timeout.total_seconds(),
         )
 
     # -- teardown -------------------------------------------------------------------------------
@@ -283,7 +279,7 @@ class EvaluationRunner:
                 handle.stopping = handle.stopping or (
                     f"the session is shutting down ({reason}); the evaluation is cancelled"
                 )
-                self.driver.cancel(handle, f"session teardown: {reason}")
+                handle.job.cancel(f"session teardown: {reason}")
         deadline = time.monotonic() + budget_seconds
         for handle in handles:
             handle.done.wait(max(deadline - time.monotonic(), 0.0))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +22,8 @@ from vibesys.adapters.registry import entry
 from vibesys.client.handle import Handle
 from vibesys.client.keys import (
     CLIENT_RUN,
+    Recording,
+    RequestRow,
     Submission,
     argv_of,
     check_key,
@@ -29,11 +31,13 @@ from vibesys.client.keys import (
     plain_options,
     record,
     record_found,
+    record_request,
     submission_of,
     typed_options,
 )
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Journal, journal_path, open_journal
+from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 
 __all__ = ["Client"]
 
@@ -170,6 +174,25 @@ class Client:
             client_row = row is not None and row.run_id == CLIENT_RUN
             timeout = submission_of(row).timeout if row is not None and client_row else None
         return self._follow(inv.id, timeout, drive)
+
+    def submit_request(
+        self,
+        row: RequestRow,
+        recording: Callable[[RecordedEvaluation], Recording],
+        check: Callable[[RecordedEvaluation], None] = lambda _row: None,
+    ) -> tuple[Handle, RecordedEvaluation, bool]:
+        """Submit a request recorded under the caller's own ids with its own identity (the
+        evaluation bridge's: run id, request id, uid, workspace, body, results directory):
+        `row` is committed first (write-ahead), then the invocation it names, recorded from
+        `recording(row)` (a typed adapter request, the job's whole environment, its campaign)
+        unless it is already. The same ids again (here, after a restart, from another
+        process) find the first row: `check(row)` refuses it by raising, before anything more
+        is recorded. Returns the handle (its caller drives it, as `drive=False`), the row as
+        recorded, and whether the row is new."""
+        self._check_open()
+        with self._journal() as journal:
+            found, created = record_request(journal, row, check, recording)
+        return self._follow(found.invocation_id, None, False), found, created
 
     def _follow(self, invocation_id: str, timeout: float | None, drive: bool) -> Handle:
         # One driver per invocation in this process, whichever client asks: its threads share

@@ -114,13 +114,13 @@ class Handle:
         """Whether this handle's driver has finished (`result()` will not block)."""
         return self._done.is_set() or not self._driven
 
-    def cancel(self) -> None:
-        """Ask for the invocation's cancel (committed now, as `vibesys cancel` does); its
-        driver sends it and settles it. `result()` waits for the settlement."""
+    def cancel(self, by: str = "vibesys.Client cancel") -> str:
+        """Ask for the invocation's cancel (committed now, as `vibesys cancel` does, `by`
+        saying who asked); its driver sends it and settles it. `result()` waits for the
+        settlement. The invocation's state once the cancel is committed."""
         with self._journal() as journal:
-            Engine(journal).request_cancel(
-                journal.invocations.get(self.id), "vibesys.Client cancel"
-            )
+            inv = Engine(journal).request_cancel(journal.invocations.get(self.id), by)
+        return str(inv.state)
 
     def logs(
         self, follow: bool = False, stream: str = "stdout", offset: int = 0

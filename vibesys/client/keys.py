@@ -37,10 +37,13 @@ from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 __all__ = [
     "CLIENT_RUN",
     "KeyConflict",
+    "Recording",
+    "RequestRow",
     "Submission",
     "find_row",
     "record",
     "record_found",
+    "record_request",
     "submission_of",
 ]
 
@@ -178,24 +181,100 @@ def _prepare(
     env: Mapping[str, str] | None,
     request: Any,
 ) -> Invocation:
-    runs = journal.path.parent / "runs"
-    # A crash between the environment file and the invocation's row left the file: the
-    # invocation directory is this row's alone, and its recorder is gone (the lock says so).
-    (runs / row.invocation_id / ENV_FILE).unlink(missing_ok=True)
-    engine = Engine(
-        journal,
-        retry=RetryPolicy(sub.retries, sub.retry_delay),
-        unreachable_timeout=timedelta(seconds=sub.unreachable_timeout),
-    )
-    return engine.prepare(
+    recording = Recording(
+        argv=sub.argv,
         adapter=sub.adapter,
-        command=sub.argv,
         request=request,
         label=sub.label,
         cwd=sub.cwd,
         env={**os.environ, **(env or {})},
+        retries=sub.retries,
+        retry_delay=sub.retry_delay,
+        unreachable_timeout=sub.unreachable_timeout,
+    )
+    return prepare(journal, row.invocation_id, recording)
+
+
+class RequestRow(Struct, frozen=True, kw_only=True):
+    """A request recorded before anything is submitted, under its caller's own ids (the
+    evaluation bridge's: the campaign's run id and the helper's request id), with what the
+    caller keeps beside it; the invocation id it names is given when it is first recorded."""
+
+    run_id: str
+    request_id: str
+    uid: int
+    workspace: str
+    kind: str
+    #: the request as its identity: what the same ids again must repeat (the caller checks)
+    body: dict[str, Any]
+    results_dir: str | None = None
+
+
+class Recording(Struct, frozen=True, kw_only=True):
+    """What recording a request's invocation takes: the command, the adapter's typed request,
+    the job's working directory and its whole environment (nothing is inherited)."""
+
+    argv: list[str]
+    adapter: str
+    #: the adapter's typed request (`make_request`'s, or a site's)
+    request: Any
+    label: str | None
+    cwd: str
+    env: dict[str, str]
+    #: the campaign whose queue it joins: one of its invocations runs at a time
+    campaign: str | None = None
+    retries: int = 2
+    retry_delay: float = 2.0
+    unreachable_timeout: float = 600.0
+
+
+def record_request(
+    journal: Journal,
+    row: RequestRow,
+    check: Callable[[RecordedEvaluation], None],
+    recording: Callable[[RecordedEvaluation], Recording],
+) -> tuple[RecordedEvaluation, bool]:
+    """`row` committed first (or the one its ids have already), then the invocation it names,
+    recorded from `recording(row)` unless it is already; True when the row is new. `check`
+    refuses the row found (by raising) before anything more is recorded."""
+    with _recording(journal.path.parent / "runs"):
+        found, created = journal.bridge.claim_evaluation(
+            run_id=row.run_id,
+            request_id=row.request_id,
+            invocation_id=new_invocation_id(),
+            uid=row.uid,
+            workspace=row.workspace,
+            kind=row.kind,
+            body=row.body,
+            results_dir=row.results_dir,
+        )
+        check(found)
+        if not _exists(journal, found.invocation_id):
+            prepare(journal, found.invocation_id, recording(found))
+    return found, created
+
+
+def prepare(journal: Journal, invocation_id: str, recording: Recording) -> Invocation:
+    """Record the invocation a request row names (PREPARED): nothing was sent for it yet."""
+    runs = journal.path.parent / "runs"
+    # A crash between the environment file and the invocation's row left the file: the
+    # invocation directory is this row's alone, and its recorder is gone (the lock says so).
+    (runs / invocation_id / ENV_FILE).unlink(missing_ok=True)
+    engine = Engine(
+        journal,
+        retry=RetryPolicy(recording.retries, recording.retry_delay),
+        unreachable_timeout=timedelta(seconds=recording.unreachable_timeout),
+    )
+    return engine.prepare(
+        adapter=recording.adapter,
+        command=recording.argv,
+        request=recording.request,
+        label=recording.label,
+        cwd=recording.cwd,
+        env=recording.env,
         run_root=runs,
-        invocation_id=row.invocation_id,
+        invocation_id=invocation_id,
+        campaign=recording.campaign,
     )
 
 
