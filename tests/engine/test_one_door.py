@@ -58,7 +58,6 @@ COMMIT_MODULES = frozenset({"core.py", "records.py"})
 #: progress, the shared status round and a cluster lease's own rows, each written where its
 #: effect runs. They move behind the commit once the planner asks for them as effects.
 NOT_MOVED_YET: dict[str, frozenset[str]] = {
-    "artifacts.py": frozenset({"record_artifact"}),
     "clusters.py": frozenset(
         {
             "intend_launch",
@@ -71,7 +70,6 @@ NOT_MOVED_YET: dict[str, frozenset[str]] = {
             "record_reuse",
         }
     ),
-    "reconcile.py": frozenset({"acquire_leases", "release_leases"}),
     "shared_poll.py": frozenset(
         {
             "advance_due",
@@ -82,7 +80,6 @@ NOT_MOVED_YET: dict[str, frozenset[str]] = {
             "watch",
         }
     ),
-    "spool.py": frozenset({"commit_spool_offset"}),
 }
 
 

@@ -41,7 +41,7 @@ from vibesys.engine.plan import (
     proven,
 )
 from vibesys.engine.plan_context import Deadline, RetryPolicy, deadline_of, policy_of
-from vibesys.engine.records import date_outage, record_provenance
+from vibesys.engine.records import date_outage, record_progress, record_provenance
 from vibesys.engine.seen import ClaimRead, Seen
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
@@ -161,8 +161,6 @@ class Engine:
         )
         failpoint("after_prepare_commit")
         return invocation
-
-    # -- adapters -----------------------------------------------------------------------------
 
     # -- one step at a time ---------------------------------------------------------------------
 
@@ -287,6 +285,13 @@ class Engine:
     def let_go(self, invocation_id: str) -> None:
         self.journal.leases.release_lease(invocation_id, self.owner)
 
+    def hold_all(self, invocation_ids: list[str]) -> set[str]:
+        """`hold` for many in one transaction (reconcile): the ones taken."""
+        return self.journal.leases.acquire_leases(invocation_ids, self.owner, self.lease_ttl)
+
+    def let_go_all(self, invocation_ids: list[str]) -> None:
+        self.journal.leases.release_leases(invocation_ids, self.owner)
+
     def deadline(self, invocation_id: str) -> Deadline | None:
         """The deadline recorded for the invocation (its bridge request's); None without one."""
         row = self.journal.bridge.recorded_evaluation_of(invocation_id)
@@ -297,7 +302,7 @@ class Engine:
         # Before a submit, the campaign's cluster (when the adapter leases one): up, recorded.
         fact = lease_step(self, inv) if isinstance(effect, Submit) else None
         if fact is None:
-            fact = execute(self, inv, effect)
+            fact = record_progress(self.journal, execute(self, inv, effect))
         if fact is None:
             return None
         if isinstance(fact, ClaimRead):
@@ -388,7 +393,8 @@ class Engine:
         """Copy new log bytes of the current attempt home (remote adapters only)."""
         if inv.attempt < 1:
             return 0
-        return spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv))
+        steps = spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv))
+        return record_progress(self.journal, steps)
 
     def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
         return self.adapters.backend(inv).log_paths(self.adapters.job_ref(inv))

@@ -1,6 +1,6 @@
-"""The recorded results of observations that are not transitions: the outage an observation
-dates, and where an attempt runs. `tests/engine/test_one_door.py` lists the engine's other
-journal writes.
+"""The recorded results of observations and effects that are not transitions: the outage an
+observation dates, where an attempt runs, and what a collection brings home on the way.
+`tests/engine/test_one_door.py` holds the engine's journal writes to this module and core.py.
 
 How long a scheduler has been unreachable counts from the first unreachable observation of the
 current attempt recorded in the journal (`attempts.unreachable_since`), whichever process made
@@ -16,14 +16,14 @@ that decides what of it is new and records that with the attempt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from msgspec import structs
 
-from vibesys.engine.seen import Seen, Sight
+from vibesys.engine.seen import ArtifactStep, LogsHome, Progressed, Seen, Sight
 from vibesys.journal_schema import Invocation, Journal
 
 if TYPE_CHECKING:
@@ -36,8 +36,11 @@ __all__ = [
     "known_provenance",
     "outage_write",
     "provenance_change",
+    "record_progress",
     "record_provenance",
 ]
+
+T = TypeVar("T")
 
 
 class OutageWrite(StrEnum):
@@ -109,3 +112,30 @@ def record_provenance(engine: Engine, inv: Invocation, provenance: Mapping[str, 
         engine.journal.invocations.record_attempt_detail(inv.id, inv.attempt, provenance=fresh)
         key = (inv.id, inv.attempt)
         engine.provenance_seen[key] = {**engine.provenance_seen.get(key, {}), **fresh}
+
+
+def record_progress(journal: Journal, steps: Generator[Progressed, None, T]) -> T:
+    """Run an effect that brings things home, recording each step as it comes and before the
+    effect goes on (a crash after a step finds it recorded); return what the effect showed."""
+    while True:
+        try:
+            step = next(steps)
+        except StopIteration as end:
+            shown: T = end.value
+            return shown
+        match step:
+            case LogsHome(invocation_id=invocation_id, attempt=attempt):
+                journal.progress.commit_spool_offset(
+                    invocation_id, attempt, step.stream, step.offset
+                )
+            case ArtifactStep(invocation_id=invocation_id, attempt=attempt):
+                journal.progress.record_artifact(
+                    invocation_id,
+                    attempt,
+                    step.path,
+                    step.state,
+                    size=step.size,
+                    sha256=step.sha256,
+                    local_path=step.local_path,
+                    detail=step.detail,
+                )

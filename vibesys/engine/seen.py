@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from msgspec import Struct
 
+from vibesys.journal_schema import ArtifactState
 from vibesys.states import FailureClass
 
 
@@ -106,3 +107,33 @@ class Gathered(Struct, frozen=True):
 
 
 Fact = Receipt | SubmitFailed | ClaimRead | Gathered
+
+
+# -- what an effect brought home on the way (recorded as it comes, before the effect goes on) --
+
+
+class LogsHome(Struct, frozen=True):
+    """A stream's new bytes are home and fsynced: the offset to commit."""
+
+    invocation_id: str
+    attempt: int
+    stream: str
+    offset: int
+    arrived: int
+
+
+class ArtifactStep(Struct, frozen=True, kw_only=True):
+    """One step of an artifact's collection: listed (before its download), verified,
+    acknowledged, refused, missing or mismatched."""
+
+    invocation_id: str
+    attempt: int
+    path: str
+    state: ArtifactState
+    size: int | None = None
+    sha256: str | None = None
+    local_path: str | None = None
+    detail: str | None = None
+
+
+Progressed = LogsHome | ArtifactStep
