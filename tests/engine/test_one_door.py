@@ -58,18 +58,6 @@ COMMIT_MODULES = frozenset({"core.py", "records.py"})
 #: progress, the shared status round and a cluster lease's own rows, each written where its
 #: effect runs. They move behind the commit once the planner asks for them as effects.
 NOT_MOVED_YET: dict[str, frozenset[str]] = {
-    "clusters.py": frozenset(
-        {
-            "intend_launch",
-            "intend_release",
-            "note_lease",
-            "record_launch_failed",
-            "record_launched",
-            "record_lease_use",
-            "record_released",
-            "record_reuse",
-        }
-    ),
     "shared_poll.py": frozenset(
         {
             "advance_due",

@@ -129,6 +129,14 @@ def launch_cluster(backend: LeasingBackend, plan: LeasePlan) -> LeaseReceipt | B
     return receipt
 
 
+def release_cluster_effect(backend: LeasingBackend) -> str:
+    """The release of a campaign's cluster, its intent committed: what the release showed (an
+    error propagates: the lease stays `releasing`, for reconcile)."""
+    evidence = backend.release()
+    failpoint("after_release_effect")
+    return evidence
+
+
 _AMBIGUOUS = "the attempt's submission is ambiguous"
 
 
