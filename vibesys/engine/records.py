@@ -1,8 +1,8 @@
 """The recorded results of observations and effects that are not job transitions: the outage
-an observation dates, where an attempt runs, what a collection brings home on the way, and a
-cluster lease's transitions (the lease table's choice committed, what its launch or release
-left). `tests/engine/test_one_door.py` holds the engine's journal writes to this module and
-core.py.
+an observation dates, where an attempt runs, what a collection brings home on the way, what a
+site's shared status round and probe showed, and a cluster lease's transitions (the lease
+table's choice committed, what its launch or release left). `tests/engine/test_one_door.py`
+holds the engine's journal writes to this module and core.py.
 
 How long a scheduler has been unreachable counts from the first unreachable observation of the
 current attempt recorded in the journal (`attempts.unreachable_since`), whichever process made
@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from msgspec import structs
 
 from vibesys.adapters.leases import LeasePlan
-from vibesys.engine.seen import ArtifactStep, LogsHome, Progressed, Seen, Sight
+from vibesys.engine.seen import (
+    ArtifactStep,
+    LogsHome,
+    ProbeSeen,
+    Progressed,
+    RoundSeen,
+    Seen,
+    Sight,
+)
 from vibesys.journal_schema import ClusterLease, Invocation, Journal
 from vibesys.states.lease_table import LeaseChoice, LeaseDecision, LeaseOutcome
 
@@ -44,8 +52,11 @@ __all__ = [
     "provenance_change",
     "record_lease_outcome",
     "record_lease_use",
+    "record_probe",
     "record_progress",
     "record_provenance",
+    "record_round",
+    "record_site_facts",
 ]
 
 T = TypeVar("T")
@@ -203,3 +214,27 @@ def record_lease_outcome(
         case LeaseOutcome.NOTED:
             return journal.clusters.note_lease(lease_id, evidence)
     raise AssertionError(f"{outcome} is an effect to carry out, not a record")
+
+
+# -- a site's shared status rounds (engine/shared_poll.py) --------------------------------------
+
+
+def record_round(journal: Journal, site: str, owner: str, seen: RoundSeen) -> int | None:
+    """What the round observed, stored for every process, with the next round's due time;
+    the poller lease is given back. The new round's number, or None when the lease was lost
+    meanwhile (nothing is stored then)."""
+    return journal.polls.finish_round(
+        site, owner, seen.finished_at, seen.due, seen.observed, seen.forgotten
+    )
+
+
+def record_probe(journal: Journal, site: str, owner: str, seen: ProbeSeen) -> None:
+    """When the probe ran and the round its ends ask for; the poller lease is given back."""
+    journal.polls.release_poller(
+        site, owner, probed_at=seen.probed_at, due_at=seen.due, settle=seen.settle
+    )
+
+
+def record_site_facts(journal: Journal, site: str, facts: dict[str, str]) -> None:
+    """The site's facts (its RPC rate limit), asked once by a poller, kept for all."""
+    journal.polls.record_site_facts(site, facts)

@@ -14,6 +14,7 @@ from enum import StrEnum
 from msgspec import Struct
 
 from vibesys.journal_schema import ArtifactState
+from vibesys.journal_schema.polls import Observed, Settle
 from vibesys.states import FailureClass
 
 
@@ -137,3 +138,25 @@ class ArtifactStep(Struct, frozen=True, kw_only=True):
 
 
 Progressed = LogsHome | ArtifactStep
+
+
+# -- what a site's shared status round and probe showed (engine/shared_poll.py) --------------
+
+
+class RoundSeen(Struct, frozen=True):
+    """A site's status round: what it observed of each watched invocation that needed an
+    observation, the ones it forgets (they need none), and when the next round is due."""
+
+    finished_at: datetime
+    due: datetime
+    observed: list[Observed]
+    forgotten: list[str]
+
+
+class ProbeSeen(Struct, frozen=True):
+    """A probe of the watched jobs' exit markers: when, and the round the ends it found ask
+    for (`due`: as soon as the floor allows; `settle`: once the ends found settle), if any."""
+
+    probed_at: datetime
+    due: datetime | None = None
+    settle: Settle | None = None
