@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vibesys.adapters.base import (
     Progress,
     RemoteStatus,
-    SharedPolling,
-    Waitable,
 )
 from vibesys.adapters.registry import entry
 from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_backend
@@ -41,8 +39,8 @@ from vibesys.engine.plan import (
     proven,
 )
 from vibesys.engine.plan_context import Deadline, RetryPolicy, deadline_of, policy_of
-from vibesys.engine.records import date_outage, record_progress, record_provenance
-from vibesys.engine.seen import ClaimRead, Seen
+from vibesys.engine.records import date_outage, record_provenance, record_step
+from vibesys.engine.seen import ClaimRead, Progressed, Seen
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState
@@ -62,6 +60,8 @@ if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
 
 __all__ = ["BackendFactory", "Engine", "new_invocation_id", "registry_backend"]
+
+T = TypeVar("T")
 
 #: How often a requested cancel is sent again while the job has not settled.
 CANCEL_RESEND_SECONDS = 5.0
@@ -180,18 +180,13 @@ class Engine:
             carrier,
         )
 
-    def shared_backend(self, inv: Invocation) -> SharedPolling | None:
-        """`inv`'s adapter when its status rounds are shared per site (a scheduler's)."""
-        backend = self.adapters.backend(inv)
-        return backend.shared_polling()
-
     def observe(self, inv: Invocation) -> Seen | None:
         """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
         when no round newer than this process's last view of this version exists yet."""
         own = self.ended_here(inv)
         if own is not None:
             return own
-        shared = self.shared_backend(inv)
+        shared = self.adapters.shared_polling(inv)
         if shared is not None:
             return self.shared.observe(inv, shared)
         ref = self.adapters.job_ref(inv)
@@ -208,11 +203,6 @@ class Engine:
             return None
         status = own.ended_here(self.adapters.job_ref(inv))
         return None if status is None else self.seen(inv, status)
-
-    def end_signal(self, inv: Invocation) -> Waitable | None:
-        """Set when the process this one started for `inv`'s attempt ends (see above)."""
-        own = self.adapters.backend(inv).sees_its_own_end()
-        return own.end_signal(self.adapters.job_ref(inv)) if own is not None else None
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
         """The planner's view of one status; where the attempt runs is recorded on the way."""
@@ -302,7 +292,7 @@ class Engine:
         # Before a submit, the campaign's cluster (when the adapter leases one): up, recorded.
         fact = lease_step(self, inv) if isinstance(effect, Submit) else None
         if fact is None:
-            fact = record_progress(self.journal, execute(self, inv, effect))
+            fact = self.recorded(execute(self, inv, effect))
         if fact is None:
             return None
         if isinstance(fact, ClaimRead):
@@ -310,6 +300,17 @@ class Engine:
                 inv.id, inv.attempt, claim=fact.claim
             )  # before the event it proves
         return proven(inv, fact, self.context(inv))
+
+    def recorded(self, steps: Generator[Progressed, None, T]) -> T:
+        """Run an effect that brings things home (`execute`, the spool), recording each step
+        it yields before it goes on; return what it showed."""
+        while True:
+            try:
+                step = next(steps)
+            except StopIteration as end:
+                shown: T = end.value
+                return shown
+            record_step(self.journal, step)
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:
         """Commit `event` (write-ahead), then carry out its effects and commit what they
@@ -393,8 +394,6 @@ class Engine:
         """Copy new log bytes of the current attempt home (remote adapters only)."""
         if inv.attempt < 1:
             return 0
-        steps = spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv))
-        return record_progress(self.journal, steps)
-
-    def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
-        return self.adapters.backend(inv).log_paths(self.adapters.job_ref(inv))
+        return self.recorded(
+            spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv))
+        )

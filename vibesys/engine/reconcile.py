@@ -114,7 +114,7 @@ def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str,
             continue
         groups[key].append((inv, engine.adapters.job_ref(inv)))
     for pairs in groups.values():
-        shared = engine.shared_backend(pairs[0][0])
+        shared = engine.adapters.shared_polling(pairs[0][0])
         if shared is not None:
             # The site's shared round (engine/shared_poll.py): one query for these and for
             # every other process's watched jobs of the site.

@@ -18,10 +18,10 @@ that decides what of it is new and records that with the attempt.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from msgspec import structs
 
@@ -53,13 +53,11 @@ __all__ = [
     "record_lease_outcome",
     "record_lease_use",
     "record_probe",
-    "record_progress",
     "record_provenance",
     "record_round",
     "record_site_facts",
+    "record_step",
 ]
-
-T = TypeVar("T")
 
 
 class OutageWrite(StrEnum):
@@ -133,31 +131,23 @@ def record_provenance(engine: Engine, inv: Invocation, provenance: Mapping[str, 
         engine.provenance_seen[key] = {**engine.provenance_seen.get(key, {}), **fresh}
 
 
-def record_progress(journal: Journal, steps: Generator[Progressed, None, T]) -> T:
-    """Run an effect that brings things home, recording each step as it comes and before the
-    effect goes on (a crash after a step finds it recorded); return what the effect showed."""
-    while True:
-        try:
-            step = next(steps)
-        except StopIteration as end:
-            shown: T = end.value
-            return shown
-        match step:
-            case LogsHome(invocation_id=invocation_id, attempt=attempt):
-                journal.progress.commit_spool_offset(
-                    invocation_id, attempt, step.stream, step.offset
-                )
-            case ArtifactStep(invocation_id=invocation_id, attempt=attempt):
-                journal.progress.record_artifact(
-                    invocation_id,
-                    attempt,
-                    step.path,
-                    step.state,
-                    size=step.size,
-                    sha256=step.sha256,
-                    local_path=step.local_path,
-                    detail=step.detail,
-                )
+def record_step(journal: Journal, step: Progressed) -> None:
+    """One step an effect brought home (a stream's new offset, an artifact's state), recorded
+    before the effect goes on: a crash after it finds it recorded."""
+    match step:
+        case LogsHome(invocation_id=invocation_id, attempt=attempt):
+            journal.progress.commit_spool_offset(invocation_id, attempt, step.stream, step.offset)
+        case ArtifactStep(invocation_id=invocation_id, attempt=attempt):
+            journal.progress.record_artifact(
+                invocation_id,
+                attempt,
+                step.path,
+                step.state,
+                size=step.size,
+                sha256=step.sha256,
+                local_path=step.local_path,
+                detail=step.detail,
+            )
 
 
 # -- cluster leases ---------------------------------------------------------------------------

@@ -359,7 +359,7 @@ def _seen_ending_here(engine: Engine, inv: Invocation) -> bool:
     """Whether this process runs `inv`'s job under a process of its own that has not ended
     (its srun): that process's end tells, at once; a marker found first is no reason for a
     round."""
-    ends = engine.end_signal(inv)
+    ends = engine.adapters.end_signal(inv)
     return ends is not None and not ends.is_set()
 
 

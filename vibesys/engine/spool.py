@@ -4,8 +4,8 @@ For each attempt and stream the journal holds how many bytes are safely home. A 
 the local file back to that offset (bytes appended by a process that crashed before it could
 commit them are read again), appends what the remote file has beyond it, fsyncs, and only then
 yields the new offset (`LogsHome`), which the engine records before the pump goes on
-(`records.record_progress`). So after a reconnect, a crash and `reconcile`, or `vibesys logs
---follow`, the local spool ends byte-identical to the remote file: nothing lost, nothing twice.
+(`Engine.recorded`). So after a reconnect, a crash and `reconcile`, or `vibesys logs --follow`,
+the local spool ends byte-identical to the remote file: nothing lost, nothing twice.
 """
 
 from __future__ import annotations
