@@ -9,7 +9,6 @@ every commit and after every effect, so crash tests can stop the process at each
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,7 +23,7 @@ from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_bac
 from vibesys.engine.chains import carry_on, parent_of, submit_children, waited_on
 from vibesys.engine.clusters import lease_step
 from vibesys.engine.context import new_invocation_id, record_environment
-from vibesys.engine.execute import execute
+from vibesys.engine.execute import CancelResends, execute
 from vibesys.engine.failpoints import AFTER_COMMIT, failpoint
 from vibesys.engine.observe import seen_error, seen_status
 from vibesys.engine.plan import (
@@ -63,8 +62,6 @@ __all__ = ["BackendFactory", "Engine", "new_invocation_id", "registry_backend"]
 
 T = TypeVar("T")
 
-#: How often a requested cancel is sent again while the job has not settled.
-CANCEL_RESEND_SECONDS = 5.0
 #: A planner that never holds is a bug; stop it rather than spin.
 MAX_STEPS = 64
 
@@ -104,7 +101,8 @@ class Engine:
         self.waiting: dict[str, str] = {}
         #: the provenance recorded for each (invocation, attempt), as far as this process knows
         self.provenance_seen: dict[tuple[str, int], dict[str, str]] = {}
-        self._cancel_sent: dict[tuple[str, int], float] = {}
+        #: when this process last sent each attempt's cancel (`execute` sends it again)
+        self.cancels = CancelResends()
         #: this process's side of the status rounds shared per site (engine/shared_poll.py)
         self.shared = SharedPoll(self)
 
@@ -371,17 +369,6 @@ class Engine:
             if after is not None:
                 return after
             inv = self.journal.invocations.get(inv.id)
-
-    def cancel_due(self, inv: Invocation) -> bool:
-        """Whether to send the cancel now: once, then again every few seconds until it settles
-        (a repeated cancel may escalate)."""
-        key = (inv.id, inv.attempt)
-        now = time.monotonic()
-        last = self._cancel_sent.get(key)
-        if last is not None and now - last < CANCEL_RESEND_SECONDS:
-            return False
-        self._cancel_sent[key] = now
-        return True
 
     # -- helpers for effects ----------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ effect's failure: it passes every boundary, since nothing can be recorded.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +49,30 @@ if TYPE_CHECKING:
 JOURNAL_FAILURES = (JournalFault, sqlite3.Error)
 
 
+#: How often a requested cancel is sent again while the job has not settled.
+CANCEL_RESEND_SECONDS = 5.0
+
 #: Effects the engine does not call an adapter for: the drive loop carries them out (the next
 #: observation, the backoff), or the caller does (reporting the end).
 WAITING_EFFECTS = ("Poll", "Resolve", "ScheduleRetry", "Finish")
+
+
+class CancelResends:
+    """When this process last sent each attempt's cancel: once, then again every few seconds
+    until it settles (a repeated cancel may escalate)."""
+
+    def __init__(self) -> None:
+        self._sent: dict[tuple[str, int], float] = {}
+
+    def due(self, inv: Invocation) -> bool:
+        """Whether to send `inv`'s cancel now (noted as sent when it is)."""
+        key = (inv.id, inv.attempt)
+        now = time.monotonic()
+        last = self._sent.get(key)
+        if last is not None and now - last < CANCEL_RESEND_SECONDS:
+            return False
+        self._sent[key] = now
+        return True
 
 
 def error_facts(error: Exception) -> ErrorFacts:
@@ -184,7 +206,7 @@ def _collect(engine: Engine, inv: Invocation) -> Generator[Progressed, None, Fac
 
 
 def _cancel(engine: Engine, inv: Invocation) -> None:
-    if not engine.cancel_due(inv):
+    if not engine.cancels.due(inv):
         return
     try:
         engine.adapters.backend(inv).cancel(engine.adapters.job_ref(inv))
