@@ -1,8 +1,20 @@
 """Every journal write by engine code goes through the engine's commit modules: `core.py`, the
-commit of a planned transition, and `records.py`, the recorded result of an
-observation. A write anywhere else in
-`vibesys/engine/` fails here, unless it is one of the writes listed below that have not moved
-yet; an entry no longer used fails too, so the list only shrinks."""
+commit of a planned transition (and the owner leases that say which process drives an
+invocation), and `records.py`, the recorded result of an observation or of a named effect (a
+collection's log offsets and artifacts, a cluster lease's intents and outcomes, a status
+round's and a probe's observations). The effects themselves (`execute.py`, `spool.py`,
+`artifacts.py`, `clusters.py`, `shared_poll.py`) return or yield what they showed and never
+write. A write anywhere else in `vibesys/engine/` fails here.
+
+One protocol stays outside, named below: the coordination of a site's shared status round
+among processes (`shared_poll.py`). `take_poller` takes the site's poller lease before a round
+or a probe and `release_poller` gives it back when one fails; `watch` registers the
+invocations a process wants observed; `advance_due` asks for the next round soon (a cancel was
+sent). They decide nothing about any invocation, commit no transition and authorize no effect
+on a job: the most they authorize is an observation (one batched status call or marker probe),
+whose results go through `records.py` like any other. They are to the round what the owner
+lease is to an invocation, except that they are shared by processes that drive different
+invocations, so they belong to the round's own module. An entry no longer used fails too."""
 
 from __future__ import annotations
 
@@ -54,35 +66,9 @@ WRITES = frozenset(
 #: The commit modules: the one door.
 COMMIT_MODULES = frozenset({"core.py", "records.py"})
 
-#: Writes still made outside the commit modules, by file: owner leases, a collection's
-#: progress, the shared status round and a cluster lease's own rows, each written where its
-#: effect runs. They move behind the commit once the planner asks for them as effects.
-NOT_MOVED_YET: dict[str, frozenset[str]] = {
-    "artifacts.py": frozenset({"record_artifact"}),
-    "clusters.py": frozenset(
-        {
-            "intend_launch",
-            "intend_release",
-            "note_lease",
-            "record_launch_failed",
-            "record_launched",
-            "record_lease_use",
-            "record_released",
-            "record_reuse",
-        }
-    ),
-    "reconcile.py": frozenset({"acquire_leases", "release_leases"}),
-    "shared_poll.py": frozenset(
-        {
-            "advance_due",
-            "finish_round",
-            "record_site_facts",
-            "release_poller",
-            "take_poller",
-            "watch",
-        }
-    ),
-    "spool.py": frozenset({"commit_spool_offset"}),
+#: The shared status round's coordination among processes (see above), by file.
+POLL_PROTOCOL: dict[str, frozenset[str]] = {
+    "shared_poll.py": frozenset({"advance_due", "release_poller", "take_poller", "watch"}),
 }
 
 
@@ -104,19 +90,30 @@ def test_engine_code_writes_the_journal_only_through_its_commit_modules() -> Non
         if path.name not in COMMIT_MODULES
     }
     outside = {
-        name: sorted(writes - NOT_MOVED_YET.get(name, frozenset()))
+        name: sorted(writes - POLL_PROTOCOL.get(name, frozenset()))
         for name, writes in found.items()
-        if writes - NOT_MOVED_YET.get(name, frozenset())
+        if writes - POLL_PROTOCOL.get(name, frozenset())
     }
     assert not outside, f"journal writes outside the commit modules: {outside}"
     stale = {
         name: sorted(allowed - found.get(name, set()))
-        for name, allowed in NOT_MOVED_YET.items()
+        for name, allowed in POLL_PROTOCOL.items()
         if allowed - found.get(name, set())
     }
-    assert not stale, f"listed as not moved yet, but no longer written there: {stale}"
+    assert not stale, f"listed as the round's protocol, but no longer written there: {stale}"
 
 
-def test_the_commit_module_writes_the_journal() -> None:
+def test_the_commit_modules_write_the_journal() -> None:
     assert "commit_transition" in _writes(ENGINE / "core.py")
-    assert {"record_attempt_detail", "mark_unreachable"} <= _writes(ENGINE / "records.py")
+    assert {
+        "record_attempt_detail",
+        "mark_unreachable",
+        "commit_spool_offset",
+        "record_artifact",
+        "intend_launch",
+        "record_launched",
+        "intend_release",
+        "record_released",
+        "finish_round",
+        "record_site_facts",
+    } <= _writes(ENGINE / "records.py")

@@ -5,6 +5,7 @@ it (or redoes exactly the effect the planner names, or writes and does nothing o
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from vibesys.engine import Engine, RetryPolicy
 from vibesys.engine import core as core_module
 from vibesys.engine.plan import Commit, Hold, Redo, plan
 from vibesys.engine.plan_table import NOW, SIGHTS, SITUATIONS, UNREACHABLE_TIMEOUT, WAITING
+from vibesys.engine.seen import Fact, Progressed
 from vibesys.journal_schema import Invocation, Journal, iso
 from vibesys.states import (
     CancelRequested,
@@ -123,8 +125,11 @@ def test_one_step_executes_exactly_the_decided_effects(
     seen = dict(SIGHTS)[seen_label]
     executed: list[Effect] = []
 
-    def record(_engine: Engine, _inv: Invocation, effect: Effect) -> Event | None:
+    def record(
+        _engine: Engine, _inv: Invocation, effect: Effect
+    ) -> Generator[Progressed, None, Fact | None]:
         executed.append(effect)
+        yield from ()  # a generator, as `execute` is: it yields nothing here
         return None
 
     monkeypatch.setattr(core_module, "execute", record)

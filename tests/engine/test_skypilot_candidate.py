@@ -82,7 +82,7 @@ def test_only_the_snapshot_reaches_the_cluster_verified_and_sent_once(
     recorded = digest_candidate(candidate, ())
     first, submitted = run(engine, fake.request(candidate=recorded), tmp_path)
     # The command ran in the verified copy: the snapshot's marker and the code, nothing else.
-    assert engine.log_paths(first)[0].read_text().splitlines() == [
+    assert engine.adapters.log_paths(first)[0].read_text().splitlines() == [
         "./.vibesys-snapshot", "./src/main.py", "candidate",
     ]  # fmt: skip
     assert first.snapshot_digest == digest and first.site_digest is not None
@@ -98,7 +98,10 @@ def test_only_the_snapshot_reaches_the_cluster_verified_and_sent_once(
     # Unchanged: nothing is uploaded again (a request recorded with `workdir`, the old field,
     # is staged the same way).
     second, submitted = run(engine, fake.request(workdir=str(candidate)), tmp_path)
-    assert engine.log_paths(second)[0].read_text() == engine.log_paths(first)[0].read_text()
+    assert (
+        engine.adapters.log_paths(second)[0].read_text()
+        == engine.adapters.log_paths(first)[0].read_text()
+    )
     assert f"snapshot {digest} verified at {snapshot}: reused, nothing uploaded" in submitted
     assert leaked(tmp_path, candidate) == []
 
@@ -142,5 +145,5 @@ def test_a_snapshot_changed_on_the_cluster_after_staging_never_runs(
     assert [a.failure_class for a in attempts] == [FailureClass.NODE_FAILED, FailureClass.COMPLETED]
     first = fake.remote / inv.id / "1"
     assert (first / "setup_failed").exists() and not (first / "exit_code").exists()
-    assert engine.log_paths(inv)[0].read_text().splitlines()[-1] == "candidate"
+    assert engine.adapters.log_paths(inv)[0].read_text().splitlines()[-1] == "candidate"
     assert list((fake.remote / "snapshots").glob(f".quarantine-{digest}-*"))

@@ -5,9 +5,10 @@ with it) and its attempt's `JobRef`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-from vibesys.adapters.base import Backend, JobRef, Progress
+from vibesys.adapters.base import Backend, JobRef, Progress, SharedPolling, Waitable
 from vibesys.adapters.registry import entry
 from vibesys.adapters.requests import AdapterRequest, RecordedSite
 from vibesys.journal_schema import Invocation, Journal
@@ -102,3 +103,16 @@ class Adapters:
             inv.attempt,
             limits.limits() if limits is not None else None,
         )
+
+    def shared_polling(self, inv: Invocation) -> SharedPolling | None:
+        """`inv`'s adapter when its status rounds are shared per site (a scheduler's)."""
+        return self.backend(inv).shared_polling()
+
+    def end_signal(self, inv: Invocation) -> Waitable | None:
+        """Set when the process this one started for `inv`'s attempt ends (its srun)."""
+        own = self.backend(inv).sees_its_own_end()
+        return own.end_signal(self.job_ref(inv)) if own is not None else None
+
+    def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
+        """Where `inv`'s current attempt's stdout and stderr are (home, once spooled)."""
+        return self.backend(inv).log_paths(self.job_ref(inv))

@@ -1,17 +1,21 @@
 """Declared artifacts: listed remotely with size and sha256, downloaded, verified, recorded,
 then acknowledged (only an acknowledged artifact's remote copy may be cleaned up).
 
-A crash part-way resumes on reconcile: verified files are not downloaded again.
+Each step is yielded (`ArtifactStep`) and the engine records it before the collection goes on
+(`Engine.recorded`): the listing before its download, the verified file after it. A crash
+part-way resumes on reconcile: verified files are not downloaded again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Generator
 from pathlib import Path
 
 from vibesys.adapters.base import ArtifactInfo, Backend, JobRef, Progress, RemoteFiles
 from vibesys.engine.failpoints import failpoint
+from vibesys.engine.seen import ArtifactStep
 from vibesys.journal_schema import ArtifactState, Journal
 
 DONE_STATES = (ArtifactState.VERIFIED, ArtifactState.ACKNOWLEDGED)
@@ -25,7 +29,7 @@ def collect_artifacts(
     progress: Progress | None = None,
     *,
     listing: tuple[list[ArtifactInfo], list[str]] | None = None,
-) -> str:
+) -> Generator[ArtifactStep, None, str]:
     """Collect every declared artifact of this attempt; return a one-line summary (evidence).
     `progress` hears of each download (a terminal shows a bar for the big ones); `listing`,
     when the collection brought it already, saves listing the files again."""
@@ -41,57 +45,54 @@ def collect_artifacts(
     for info in found:
         row = known.get(info.path)
         if info.refused:  # over a limit where it is: not a byte of it comes home
-            journal.progress.record_artifact(
-                job.invocation_id,
-                job.attempt,
-                info.path,
-                ArtifactState.REFUSED,
-                size=info.size,
-                detail=info.refused,
-            )
+            yield _step(job, info.path, ArtifactState.REFUSED, size=info.size, detail=info.refused)
             counts[ArtifactState.REFUSED] += 1
             continue
         if row is not None and row.state in DONE_STATES and row.sha256 == info.sha256:
             state = ArtifactState.ACKNOWLEDGED
         else:
-            state = _download(journal, files, job, info, target_root, progress)
+            state = yield from _download(files, job, info, target_root, progress)
         if state is ArtifactState.VERIFIED:
-            journal.progress.record_artifact(
-                job.invocation_id,
-                job.attempt,
-                info.path,
-                ArtifactState.ACKNOWLEDGED,
-            )
+            yield _step(job, info.path, ArtifactState.ACKNOWLEDGED)
             state = ArtifactState.ACKNOWLEDGED
         counts[state] += 1
     for pattern in missing:
-        journal.progress.record_artifact(
-            job.invocation_id,
-            job.attempt,
-            pattern,
-            ArtifactState.MISSING,
-            detail=f"nothing matched {pattern!r} in the job's directory",
-        )
+        why = f"nothing matched {pattern!r} in the job's directory"
+        yield _step(job, pattern, ArtifactState.MISSING, detail=why)
         counts[ArtifactState.MISSING] += 1
     return "artifacts: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
 
 
+def _step(
+    job: JobRef,
+    path: str,
+    state: ArtifactState,
+    *,
+    size: int | None = None,
+    sha256: str | None = None,
+    local_path: str | None = None,
+    detail: str | None = None,
+) -> ArtifactStep:
+    return ArtifactStep(
+        invocation_id=job.invocation_id,
+        attempt=job.attempt,
+        path=path,
+        state=state,
+        size=size,
+        sha256=sha256,
+        local_path=local_path,
+        detail=detail,
+    )
+
+
 def _download(
-    journal: Journal,
     backend: RemoteFiles,
     job: JobRef,
     info: ArtifactInfo,
     root: Path,
     progress: Progress | None = None,
-) -> ArtifactState:
-    journal.progress.record_artifact(
-        job.invocation_id,
-        job.attempt,
-        info.path,
-        ArtifactState.LISTED,
-        size=info.size,
-        sha256=info.sha256,
-    )
+) -> Generator[ArtifactStep, None, ArtifactState]:
+    yield _step(job, info.path, ArtifactState.LISTED, size=info.size, sha256=info.sha256)
     target = root / info.path
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
@@ -109,24 +110,14 @@ def _download(
     actual = digest.hexdigest()
     if digest.overrun or actual != info.sha256 or digest.size != info.size:
         got = f"more than {info.size}" if digest.overrun else str(digest.size)
-        journal.progress.record_artifact(
-            job.invocation_id,
-            job.attempt,
-            info.path,
-            ArtifactState.MISMATCH,
-            detail=f"listed {info.size} bytes sha256 {info.sha256}, downloaded {got} "
-            f"bytes sha256 {actual}",
+        detail = (
+            f"listed {info.size} bytes sha256 {info.sha256}, downloaded {got} bytes sha256 {actual}"
         )
+        yield _step(job, info.path, ArtifactState.MISMATCH, detail=detail)
         return ArtifactState.MISMATCH
     os.replace(partial, target)
     failpoint("after_artifact_download")
-    journal.progress.record_artifact(
-        job.invocation_id,
-        job.attempt,
-        info.path,
-        ArtifactState.VERIFIED,
-        local_path=str(target),
-    )
+    yield _step(job, info.path, ArtifactState.VERIFIED, local_path=str(target))
     return ArtifactState.VERIFIED
 
 

@@ -1,13 +1,15 @@
 """Cluster leases in the engine: the allocations an adapter holds itself (a campaign's SkyPilot
 cluster, `vibesys.adapters.leases.LeasingBackend`), launched and released like any other
-effect: the intent is committed to the journal's cluster lease table first, a failpoint sits
-after each intent and each effect, and what the effect left is recorded after it. The states
-a lease moves through are the lease's own transition table (`vibesys/states/lease_table.py`).
+effect. Each step is observe, decide, commit, carry out, record: the lease table decides
+(`vibesys/states/lease_table.py`: `decide_lease` refuses, reuses or launches; `settle_lease`
+reads an interrupted one), `records.py` commits the intent before the effect and records what
+the effect left after it, `execute.py` carries out the launch and the release, and a failpoint
+sits after each intent and each effect.
 
 - `lease_step`: before a submit (the engine's step for the Submit effect), reuse the
-  campaign's cluster or launch it (`execute.launch_cluster`), and record that the attempt runs
-  on it; refused while another evaluation of the same campaign is not DONE (one remote
-  evaluation at a time per campaign).
+  campaign's cluster or launch it, and record that the attempt runs on it; refused while
+  another evaluation of the same campaign is not DONE (one remote evaluation at a time per
+  campaign).
 - `release_cluster`: `vibesys clusters release` (refused while an invocation still uses it).
 - `release_when_done`, `release_finished_campaigns`: `vibesys run --down` (the campaign's last
   evaluation) releases the cluster once it is DONE and nothing else runs there; its driver
@@ -18,11 +20,10 @@ a lease moves through are the lease's own transition table (`vibesys/states/leas
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from vibesys.adapters.base import Backend
 from vibesys.adapters.leases import (
     LeaseAction,
     LeasePlan,
@@ -31,21 +32,38 @@ from vibesys.adapters.leases import (
     ReleasedWhenDone,
 )
 from vibesys.engine.adapter_access import Adapters
-from vibesys.engine.execute import JOURNAL_FAILURES, error_facts, launch_cluster
+from vibesys.engine.execute import (
+    JOURNAL_FAILURES,
+    error_facts,
+    launch_cluster,
+    release_cluster_effect,
+)
 from vibesys.engine.failpoints import failpoint
+from vibesys.engine.records import (
+    commit_lease_choice,
+    commit_release_intent,
+    record_lease_outcome,
+    record_lease_use,
+)
 from vibesys.engine.seen import Fact, SubmitFailed
 from vibesys.errors import BackendError, BackendUnavailable, StaleState, SubmitRejected, UsageError
 from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
-from vibesys.states.lease_table import LeaseChoice, LeaseDecision, decide_lease
+from vibesys.states.lease_table import (
+    LeaseChoice,
+    LeaseDecision,
+    LeaseOutcome,
+    decide_lease,
+    settle_lease,
+)
 
 if TYPE_CHECKING:
     from vibesys.engine.core import Engine
-    from vibesys.journal_schema import Journal
 
 __all__ = [
     "SettledLease",
     "hold_lease",
+    "lease_step",
     "release_cluster",
     "release_finished_campaigns",
     "release_when_done",
@@ -66,7 +84,7 @@ def lease_step(engine: Engine, inv: Invocation) -> Fact | None:
     """The cluster lease's step before a submit, inside the submit's error boundary: None to
     go on and submit, or the failure the submit ends with (nothing was submitted)."""
     try:
-        hold_lease(engine.journal, engine.owner, inv, engine.adapters.backend(inv))
+        hold_lease(engine, inv)
     except JOURNAL_FAILURES:
         raise
     except Exception as exc:  # the boundary: every failure becomes what it proves
@@ -74,30 +92,20 @@ def lease_step(engine: Engine, inv: Invocation) -> Fact | None:
     return None
 
 
-def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) -> None:
+def hold_lease(engine: Engine, inv: Invocation) -> None:
     """Make sure the campaign's cluster is up before the attempt is submitted to it, and
     record that the attempt runs on it. Observed: the adapter's plan (a refreshed status) and
-    the campaign's lease rows; decided by the lease table (`decide_lease`: refuse, reuse,
-    launch); recorded: reuse, or the launch's intent before the launch effect and what it
-    left after. A backend that holds no allocation of its own needs nothing."""
-    leasing = backend.leasing()
+    the campaign's lease rows; decided: the lease table's choice (refuse, reuse, launch);
+    committed: the reuse, or the launch's intent before the launch effect and what it left
+    after. A backend that holds no allocation of its own needs nothing."""
+    journal = engine.journal
+    leasing = engine.adapters.backend(inv).leasing()
     if leasing is None:
         return
     plan = leasing.plan_lease()
-    decision = _refuse_while_busy(journal, inv, plan)
-    facts: dict[str, Any] = {
-        "name": plan.cluster,
-        "campaign": plan.campaign,
-        "fingerprint": plan.fingerprint,
-        "profile": plan.profile,
-        "adapter": inv.adapter,
-        "request": inv.recorded_request,
-        "site_digest": inv.site_digest,
-    }
+    decision = _refuse_while_busy(engine, inv, plan)
     if decision.choice is LeaseChoice.REUSE:
-        lease = journal.clusters.record_reuse(
-            **facts, allocation=plan.allocation, evidence=plan.reason
-        )
+        lease = commit_lease_choice(journal, engine.owner, inv, plan, decision)
         if lease.state is LeaseState.RELEASING:
             raise BackendUnavailable(
                 f"cluster {plan.cluster} is being released (lease {lease.id}); the next "
@@ -106,24 +114,24 @@ def hold_lease(journal: Journal, owner: str, inv: Invocation, backend: Backend) 
             )
     else:
         try:
-            lease = journal.clusters.intend_launch(**facts, reason=plan.reason, owner=owner)
+            lease = commit_lease_choice(journal, engine.owner, inv, plan, decision)
         except StaleState as exc:  # a live process is launching or releasing it now
             raise BackendUnavailable(str(exc), maybe_submitted=False) from None
         failpoint("after_launch_intent")
-        lease = _launched(journal, plan, lease, launch_cluster(leasing, plan))
+        lease = _launched(engine, plan, lease, launch_cluster(leasing, plan))
     try:
-        journal.clusters.record_lease_use(lease.id, inv.id, inv.attempt)
+        record_lease_use(journal, lease, inv)
     except StaleState as exc:  # a release was intended meanwhile: nothing was submitted
         raise BackendUnavailable(str(exc), maybe_submitted=False) from None
     # Two processes may both have passed the first check: the one that sees the other now
     # steps back (at worst both do; never two evaluations at once).
-    _refuse_while_busy(journal, inv, plan)
+    _refuse_while_busy(engine, inv, plan)
 
 
-def _refuse_while_busy(journal: Journal, inv: Invocation, plan: LeasePlan) -> LeaseDecision:
+def _refuse_while_busy(engine: Engine, inv: Invocation, plan: LeasePlan) -> LeaseDecision:
     """The lease table's choice for this attempt's cluster (`decide_lease`) from the lease
     rows as they are now; a refusal raised as REJECTED: nothing was submitted."""
-    users = journal.clusters.unfinished_users(campaign=(inv.adapter, plan.campaign))
+    users = engine.journal.clusters.unfinished_users(campaign=(inv.adapter, plan.campaign))
     decision = decide_lease(inv.id, plan.campaign, users, plan.action is LeaseAction.REUSE)
     if decision.choice is LeaseChoice.REFUSE:
         raise SubmitRejected(decision.why)
@@ -131,18 +139,19 @@ def _refuse_while_busy(journal: Journal, inv: Invocation, plan: LeasePlan) -> Le
 
 
 def _launched(
-    journal: Journal, plan: LeasePlan, lease: ClusterLease, outcome: LeaseReceipt | BackendError
+    engine: Engine, plan: LeasePlan, lease: ClusterLease, outcome: LeaseReceipt | BackendError
 ) -> ClusterLease:
     """Record what the launch left: up, failed (refused: nothing launched), or still
     `launching` (an allocation may exist: the next launch continues it, or reconcile settles
     it); a failure fails the submit, which was never made."""
+    journal = engine.journal
     if isinstance(outcome, SubmitRejected):
-        journal.clusters.record_launch_failed(
-            lease.id, f"refused, nothing launched: {outcome.evidence}"
-        )
+        why = f"refused, nothing launched: {outcome.evidence}"
+        record_lease_outcome(journal, lease.id, LeaseOutcome.LAUNCH_FAILED, why)
         raise outcome
     if isinstance(outcome, BackendError):
-        journal.clusters.note_lease(lease.id, f"launch failed: {outcome.evidence}")
+        why = f"launch failed: {outcome.evidence}"
+        record_lease_outcome(journal, lease.id, LeaseOutcome.NOTED, why)
         raise BackendError(
             f"launching cluster {plan.cluster} failed: {outcome}",
             evidence=outcome.evidence,
@@ -150,7 +159,8 @@ def _launched(
             retryable=outcome.retryable,
             fix=outcome.fix,
         ) from outcome
-    return journal.clusters.record_launched(lease.id, outcome.allocation, outcome.evidence)
+    up = LeaseOutcome.UP
+    return record_lease_outcome(journal, lease.id, up, outcome.evidence, outcome.allocation)
 
 
 def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
@@ -162,7 +172,7 @@ def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
         raise UsageError(f"cluster {lease.name} (lease {lease.id}) is {lease.state}: not live")
     backend = _backend_of(engine, lease)
     # Refused there, under the write lock, while an invocation that ran on it is not DONE.
-    lease = journal.clusters.intend_release(lease.id, engine.owner, reason)
+    lease = commit_release_intent(journal, lease.id, engine.owner, reason)
     failpoint("after_release_intent")
     return _release(engine, backend, lease, "released")
 
@@ -199,7 +209,8 @@ def release_finished_campaigns(engine: Engine) -> list[ClusterLease]:
         try:
             released.append(release_cluster(engine, lease.id, why))
         except Exception as exc:  # this lease stays for the next round; the others go on
-            engine.journal.clusters.note_lease(lease.id, f"run --down release failed: {exc}")
+            why = f"run --down release failed: {exc}"
+            record_lease_outcome(engine.journal, lease.id, LeaseOutcome.NOTED, why)
     return released
 
 
@@ -214,9 +225,9 @@ def _asks_down(adapters: Adapters, inv: Invocation) -> bool:
 def _release(
     engine: Engine, backend: LeasingBackend, lease: ClusterLease, why: str
 ) -> ClusterLease:
-    evidence = backend.release()  # an error leaves the lease `releasing`, for reconcile
-    failpoint("after_release_effect")
-    return engine.journal.clusters.record_released(lease.id, f"{why}: {evidence}")
+    evidence = release_cluster_effect(backend)  # an error leaves it `releasing`, for reconcile
+    why = f"{why}: {evidence}"
+    return record_lease_outcome(engine.journal, lease.id, LeaseOutcome.RELEASED, why)
 
 
 def settle_leases(engine: Engine) -> list[SettledLease]:
@@ -236,27 +247,24 @@ def settle_leases(engine: Engine) -> list[SettledLease]:
 
 
 def _settle(engine: Engine, lease: ClusterLease) -> ClusterLease:
-    journal = engine.journal
     backend = _backend_of(engine, lease)
     sight = backend.inspect_lease()
-    if lease.state is LeaseState.RELEASING:
-        if sight.exists:
+    outcome = settle_lease(lease.state, exists=sight.exists, up=sight.up, launching=sight.launching)
+    match outcome:
+        case LeaseOutcome.RELEASE_AGAIN:
             return _release(engine, backend, lease, "the interrupted release, done again")
-        return journal.clusters.record_released(
-            lease.id, f"the release had ended it: {sight.evidence}"
-        )
-    if sight.up:
-        return journal.clusters.record_launched(
-            lease.id, sight.allocation, f"the interrupted launch left it up: {sight.evidence}"
-        )
-    if sight.exists or sight.launching:
-        # Provisioning is under way (or stopped half-way): the row stays `launching`, recorded;
-        # the next launch resumes it, a release ends it.
-        why = "a launch request is still active" if sight.launching else sight.evidence
-        return journal.clusters.note_lease(lease.id, f"not up yet: {why}")
-    return journal.clusters.record_launch_failed(
-        lease.id, f"the interrupted launch left no cluster: {sight.evidence}"
-    )
+        case LeaseOutcome.RELEASED:
+            why = f"the release had ended it: {sight.evidence}"
+        case LeaseOutcome.UP:
+            why = f"the interrupted launch left it up: {sight.evidence}"
+        case LeaseOutcome.NOTED:
+            # Provisioning is under way (or stopped half-way): the row stays `launching`,
+            # noted; the next launch resumes it, a release ends it.
+            seen = "a launch request is still active" if sight.launching else sight.evidence
+            why = f"not up yet: {seen}"
+        case LeaseOutcome.LAUNCH_FAILED:
+            why = f"the interrupted launch left no cluster: {sight.evidence}"
+    return record_lease_outcome(engine.journal, lease.id, outcome, why, sight.allocation)
 
 
 def _backend_of(engine: Engine, lease: ClusterLease) -> LeasingBackend:

@@ -9,24 +9,21 @@ every commit and after every effect, so crash tests can stop the process at each
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vibesys.adapters.base import (
     Progress,
     RemoteStatus,
-    SharedPolling,
-    Waitable,
 )
 from vibesys.adapters.registry import entry
 from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_backend
 from vibesys.engine.chains import carry_on, parent_of, submit_children, waited_on
 from vibesys.engine.clusters import lease_step
 from vibesys.engine.context import new_invocation_id, record_environment
-from vibesys.engine.execute import execute
+from vibesys.engine.execute import CancelResends, execute
 from vibesys.engine.failpoints import AFTER_COMMIT, failpoint
 from vibesys.engine.observe import seen_error, seen_status
 from vibesys.engine.plan import (
@@ -41,8 +38,8 @@ from vibesys.engine.plan import (
     proven,
 )
 from vibesys.engine.plan_context import Deadline, RetryPolicy, deadline_of, policy_of
-from vibesys.engine.records import date_outage, record_provenance
-from vibesys.engine.seen import ClaimRead, Seen
+from vibesys.engine.records import date_outage, record_provenance, record_step
+from vibesys.engine.seen import ClaimRead, Progressed, Seen
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
 from vibesys.errors import BackendError, StaleState
@@ -63,8 +60,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BackendFactory", "Engine", "new_invocation_id", "registry_backend"]
 
-#: How often a requested cancel is sent again while the job has not settled.
-CANCEL_RESEND_SECONDS = 5.0
+T = TypeVar("T")
+
 #: A planner that never holds is a bug; stop it rather than spin.
 MAX_STEPS = 64
 
@@ -104,7 +101,8 @@ class Engine:
         self.waiting: dict[str, str] = {}
         #: the provenance recorded for each (invocation, attempt), as far as this process knows
         self.provenance_seen: dict[tuple[str, int], dict[str, str]] = {}
-        self._cancel_sent: dict[tuple[str, int], float] = {}
+        #: when this process last sent each attempt's cancel (`execute` sends it again)
+        self.cancels = CancelResends()
         #: this process's side of the status rounds shared per site (engine/shared_poll.py)
         self.shared = SharedPoll(self)
 
@@ -162,8 +160,6 @@ class Engine:
         failpoint("after_prepare_commit")
         return invocation
 
-    # -- adapters -----------------------------------------------------------------------------
-
     # -- one step at a time ---------------------------------------------------------------------
 
     def context(self, inv: Invocation, carrier: str | None = None) -> PlanContext:
@@ -182,18 +178,13 @@ class Engine:
             carrier,
         )
 
-    def shared_backend(self, inv: Invocation) -> SharedPolling | None:
-        """`inv`'s adapter when its status rounds are shared per site (a scheduler's)."""
-        backend = self.adapters.backend(inv)
-        return backend.shared_polling()
-
     def observe(self, inv: Invocation) -> Seen | None:
         """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
         when no round newer than this process's last view of this version exists yet."""
         own = self.ended_here(inv)
         if own is not None:
             return own
-        shared = self.shared_backend(inv)
+        shared = self.adapters.shared_polling(inv)
         if shared is not None:
             return self.shared.observe(inv, shared)
         ref = self.adapters.job_ref(inv)
@@ -210,11 +201,6 @@ class Engine:
             return None
         status = own.ended_here(self.adapters.job_ref(inv))
         return None if status is None else self.seen(inv, status)
-
-    def end_signal(self, inv: Invocation) -> Waitable | None:
-        """Set when the process this one started for `inv`'s attempt ends (see above)."""
-        own = self.adapters.backend(inv).sees_its_own_end()
-        return own.end_signal(self.adapters.job_ref(inv)) if own is not None else None
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
         """The planner's view of one status; where the attempt runs is recorded on the way."""
@@ -287,6 +273,13 @@ class Engine:
     def let_go(self, invocation_id: str) -> None:
         self.journal.leases.release_lease(invocation_id, self.owner)
 
+    def hold_all(self, invocation_ids: list[str]) -> set[str]:
+        """`hold` for many in one transaction (reconcile): the ones taken."""
+        return self.journal.leases.acquire_leases(invocation_ids, self.owner, self.lease_ttl)
+
+    def let_go_all(self, invocation_ids: list[str]) -> None:
+        self.journal.leases.release_leases(invocation_ids, self.owner)
+
     def deadline(self, invocation_id: str) -> Deadline | None:
         """The deadline recorded for the invocation (its bridge request's); None without one."""
         row = self.journal.bridge.recorded_evaluation_of(invocation_id)
@@ -297,7 +290,7 @@ class Engine:
         # Before a submit, the campaign's cluster (when the adapter leases one): up, recorded.
         fact = lease_step(self, inv) if isinstance(effect, Submit) else None
         if fact is None:
-            fact = execute(self, inv, effect)
+            fact = self.recorded(execute(self, inv, effect))
         if fact is None:
             return None
         if isinstance(fact, ClaimRead):
@@ -305,6 +298,17 @@ class Engine:
                 inv.id, inv.attempt, claim=fact.claim
             )  # before the event it proves
         return proven(inv, fact, self.context(inv))
+
+    def recorded(self, steps: Generator[Progressed, None, T]) -> T:
+        """Run an effect that brings things home (`execute`, the spool), recording each step
+        it yields before it goes on; return what it showed."""
+        while True:
+            try:
+                step = next(steps)
+            except StopIteration as end:
+                shown: T = end.value
+                return shown
+            record_step(self.journal, step)
 
     def commit(self, inv: Invocation, event: Event) -> Invocation:
         """Commit `event` (write-ahead), then carry out its effects and commit what they
@@ -366,17 +370,6 @@ class Engine:
                 return after
             inv = self.journal.invocations.get(inv.id)
 
-    def cancel_due(self, inv: Invocation) -> bool:
-        """Whether to send the cancel now: once, then again every few seconds until it settles
-        (a repeated cancel may escalate)."""
-        key = (inv.id, inv.attempt)
-        now = time.monotonic()
-        last = self._cancel_sent.get(key)
-        if last is not None and now - last < CANCEL_RESEND_SECONDS:
-            return False
-        self._cancel_sent[key] = now
-        return True
-
     # -- helpers for effects ----------------------------------------------------------------------
 
     def note(self, inv: Invocation, text: str) -> None:
@@ -388,7 +381,6 @@ class Engine:
         """Copy new log bytes of the current attempt home (remote adapters only)."""
         if inv.attempt < 1:
             return 0
-        return spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv))
-
-    def log_paths(self, inv: Invocation) -> tuple[Path, Path]:
-        return self.adapters.backend(inv).log_paths(self.adapters.job_ref(inv))
+        return self.recorded(
+            spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv))
+        )

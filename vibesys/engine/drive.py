@@ -213,7 +213,7 @@ class _Watch:
         return engine.hold(inv.id)
 
     def observe(self, inv: Invocation) -> Seen | None:
-        shared = self.engine.shared_backend(inv)
+        shared = self.engine.adapters.shared_polling(inv)
         if shared is not None and inv.cancel_requested:
             self.engine.shared.hurry(inv, shared)
         # An outage is dated from the journal's first unreachable observation (engine/records.py).
@@ -236,7 +236,7 @@ def _pump(engine: Engine, inv: Invocation, tail: LogTail, *, spool: bool = True)
         with contextlib.suppress(BackendError):
             engine.spool(inv)
     try:
-        tail.pump(engine.log_paths(inv))
+        tail.pump(engine.adapters.log_paths(inv))
         if inv.state is JobState.DONE:
             tail.close()
     except OSError as exc:
@@ -247,7 +247,7 @@ def _pump(engine: Engine, inv: Invocation, tail: LogTail, *, spool: bool = True)
 def _rest(engine: Engine, inv: Invocation, stop: StopFlag, seconds: float) -> None:
     """Wait `seconds`, or less: until a stop, or until the process this one started for the
     job ends (srun: its end is then seen at once, not at the next poll)."""
-    ended = engine.end_signal(inv) if inv.state is JobState.RUNNING else None
+    ended = engine.adapters.end_signal(inv) if inv.state is JobState.RUNNING else None
     if ended is None or ended.is_set():  # ended without the proof of how: the rounds tell
         stop.wait(seconds)
         return
@@ -265,7 +265,7 @@ def _pause(engine: Engine, inv: Invocation) -> float:
         remaining = (inv.not_before - now).total_seconds()
         return min(max(remaining, 0.0), 1.0)
     if inv.state in (JobState.RUNNING, JobState.SUBMITTING, JobState.UNRESOLVED):
-        shared = engine.shared_backend(inv)
+        shared = engine.adapters.shared_polling(inv)
         if shared is not None and needs_observation(inv):
             return engine.shared.pause(inv, shared)
         age = (now - inv.updated_at).total_seconds()

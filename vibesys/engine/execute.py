@@ -1,7 +1,9 @@
 """Carrying out the effects a committed transition authorized: the one place that calls an
-adapter's side effects and crosses the failpoints. It decides nothing: it returns what an
-effect showed (`engine/seen.py`: a receipt, what an error proves, the claim a fence read, a
-collection's evidence) and the planner (`plan.proven`) maps that to the next event.
+adapter's side effects and crosses the failpoints. It decides nothing and writes nothing: it
+returns what an effect showed (`engine/seen.py`: a receipt, what an error proves, the claim a
+fence read, a collection's evidence) and the planner (`plan.proven`) maps that to the next
+event. What a collection brings home on the way (log bytes, artifacts) is yielded, and the
+engine records each step before the effect goes on (`Engine.recorded`, `records.record_step`).
 
 The error boundary is here and only here: an adapter error says what it proves through two
 fields, `maybe_submitted` and `retryable` (`vibesys.errors`), and `error_facts` reads those
@@ -13,6 +15,8 @@ effect's failure: it passes every boundary, since nothing can be recorded.
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from vibesys.adapters.base import Submission
@@ -23,7 +27,15 @@ from vibesys.engine.chains import submit_after
 from vibesys.engine.context import load_context
 from vibesys.engine.failpoints import failpoint
 from vibesys.engine.observe import claim_job_id
-from vibesys.engine.seen import ClaimRead, ErrorFacts, Fact, Gathered, Receipt, SubmitFailed
+from vibesys.engine.seen import (
+    ClaimRead,
+    ErrorFacts,
+    Fact,
+    Gathered,
+    Progressed,
+    Receipt,
+    SubmitFailed,
+)
 from vibesys.engine.spool import spool_gathered, spool_logs
 from vibesys.errors import BackendError, ConfigError, JournalFault, SubmitRejected, UsageError
 from vibesys.journal_schema import Invocation, iso
@@ -37,9 +49,30 @@ if TYPE_CHECKING:
 JOURNAL_FAILURES = (JournalFault, sqlite3.Error)
 
 
+#: How often a requested cancel is sent again while the job has not settled.
+CANCEL_RESEND_SECONDS = 5.0
+
 #: Effects the engine does not call an adapter for: the drive loop carries them out (the next
 #: observation, the backoff), or the caller does (reporting the end).
 WAITING_EFFECTS = ("Poll", "Resolve", "ScheduleRetry", "Finish")
+
+
+class CancelResends:
+    """When this process last sent each attempt's cancel: once, then again every few seconds
+    until it settles (a repeated cancel may escalate)."""
+
+    def __init__(self) -> None:
+        self._sent: dict[tuple[str, int], float] = {}
+
+    def due(self, inv: Invocation) -> bool:
+        """Whether to send `inv`'s cancel now (noted as sent when it is)."""
+        key = (inv.id, inv.attempt)
+        now = time.monotonic()
+        last = self._sent.get(key)
+        if last is not None and now - last < CANCEL_RESEND_SECONDS:
+            return False
+        self._sent[key] = now
+        return True
 
 
 def error_facts(error: Exception) -> ErrorFacts:
@@ -57,15 +90,18 @@ def error_facts(error: Exception) -> ErrorFacts:
     return ErrorFacts(True, True, False, f"{type(error).__name__}: {error}", "")
 
 
-def execute(engine: Engine, inv: Invocation, effect: Effect) -> Fact | None:
-    """Carry out `effect` for `inv`; return what it showed (None: nothing proven)."""
+def execute(
+    engine: Engine, inv: Invocation, effect: Effect
+) -> Generator[Progressed, None, Fact | None]:
+    """Carry out `effect` for `inv`; return what it showed (None: nothing proven), yielding
+    what it brings home on the way."""
     match effect:
         case Submit():
             return _submit(engine, inv)
         case Fence():
             return _fence(engine, inv)
         case Collect():
-            return _collect(engine, inv)
+            return (yield from _collect(engine, inv))
         case Cancel():
             _cancel(engine, inv)
             return None
@@ -115,6 +151,14 @@ def launch_cluster(backend: LeasingBackend, plan: LeasePlan) -> LeaseReceipt | B
     return receipt
 
 
+def release_cluster_effect(backend: LeasingBackend) -> str:
+    """The release of a campaign's cluster, its intent committed: what the release showed (an
+    error propagates: the lease stays `releasing`, for reconcile)."""
+    evidence = backend.release()
+    failpoint("after_release_effect")
+    return evidence
+
+
 _AMBIGUOUS = "the attempt's submission is ambiguous"
 
 
@@ -135,20 +179,20 @@ def _fence(engine: Engine, inv: Invocation) -> Fact | None:
     return ClaimRead(claim.fenced, job_id, claim.describe(), claim.text)
 
 
-def _collect(engine: Engine, inv: Invocation) -> Fact | None:
+def _collect(engine: Engine, inv: Invocation) -> Generator[Progressed, None, Fact | None]:
     ref, backend = engine.adapters.job_ref(inv), engine.adapters.backend(inv)
     wanted = list(engine.adapters.request_of(inv).artifacts)
     try:
         # Logs and artifacts come home before anything may clean the remote directory: in
         # one command where the adapter can, else log by log, then the marker, the listing.
-        gathered = spool_gathered(engine.journal, backend, ref, wanted)
+        gathered = yield from spool_gathered(engine.journal, backend, ref, wanted)
         if gathered is None:
-            spool_logs(engine.journal, backend, ref)
+            yield from spool_logs(engine.journal, backend, ref)
             collected = backend.collect(ref)
         else:
             collected = gathered.evidence
         listing = None if gathered is None else gathered.listing
-        artifacts = collect_artifacts(
+        artifacts = yield from collect_artifacts(
             engine.journal, backend, ref, wanted, engine.progress, listing=listing
         )
     except JOURNAL_FAILURES:
@@ -162,7 +206,7 @@ def _collect(engine: Engine, inv: Invocation) -> Fact | None:
 
 
 def _cancel(engine: Engine, inv: Invocation) -> None:
-    if not engine.cancel_due(inv):
+    if not engine.cancels.due(inv):
         return
     try:
         engine.adapters.backend(inv).cancel(engine.adapters.job_ref(inv))

@@ -66,9 +66,7 @@ def reconcile(engine: Engine) -> list[ReconcileRow]:
     ]
     active = journal.invocations.active()
     # One transaction for every lease: a round over a thousand invocations costs one fsync.
-    taken = journal.leases.acquire_leases(
-        [inv.id for inv in active], engine.owner, engine.lease_ttl
-    )
+    taken = engine.hold_all([inv.id for inv in active])
     mine: list[Invocation] = []
     for inv in active:
         if inv.id in taken:
@@ -84,7 +82,7 @@ def reconcile(engine: Engine) -> list[ReconcileRow]:
         for inv in mine:
             rows.append(_reconcile_one(engine, inv, observations.get(inv.id)))
     finally:
-        journal.leases.release_leases([inv.id for inv in mine], engine.owner)
+        engine.let_go_all([inv.id for inv in mine])
     rows.extend(_finish_campaigns(engine))
     return rows
 
@@ -116,7 +114,7 @@ def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str,
             continue
         groups[key].append((inv, engine.adapters.job_ref(inv)))
     for pairs in groups.values():
-        shared = engine.shared_backend(pairs[0][0])
+        shared = engine.adapters.shared_polling(pairs[0][0])
         if shared is not None:
             # The site's shared round (engine/shared_poll.py): one query for these and for
             # every other process's watched jobs of the site.

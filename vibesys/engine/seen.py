@@ -13,6 +13,8 @@ from enum import StrEnum
 
 from msgspec import Struct
 
+from vibesys.journal_schema import ArtifactState
+from vibesys.journal_schema.polls import Observed, Settle
 from vibesys.states import FailureClass
 
 
@@ -106,3 +108,55 @@ class Gathered(Struct, frozen=True):
 
 
 Fact = Receipt | SubmitFailed | ClaimRead | Gathered
+
+
+# -- what an effect brought home on the way (recorded as it comes, before the effect goes on) --
+
+
+class LogsHome(Struct, frozen=True):
+    """A stream's new bytes are home and fsynced: the offset to commit."""
+
+    invocation_id: str
+    attempt: int
+    stream: str
+    offset: int
+    arrived: int
+
+
+class ArtifactStep(Struct, frozen=True, kw_only=True):
+    """One step of an artifact's collection: listed (before its download), verified,
+    acknowledged, refused, missing or mismatched."""
+
+    invocation_id: str
+    attempt: int
+    path: str
+    state: ArtifactState
+    size: int | None = None
+    sha256: str | None = None
+    local_path: str | None = None
+    detail: str | None = None
+
+
+Progressed = LogsHome | ArtifactStep
+
+
+# -- what a site's shared status round and probe showed (engine/shared_poll.py) --------------
+
+
+class RoundSeen(Struct, frozen=True):
+    """A site's status round: what it observed of each watched invocation that needed an
+    observation, the ones it forgets (they need none), and when the next round is due."""
+
+    finished_at: datetime
+    due: datetime
+    observed: list[Observed]
+    forgotten: list[str]
+
+
+class ProbeSeen(Struct, frozen=True):
+    """A probe of the watched jobs' exit markers: when, and the round the ends it found ask
+    for (`due`: as soon as the floor allows; `settle`: once the ends found settle), if any."""
+
+    probed_at: datetime
+    due: datetime | None = None
+    settle: Settle | None = None

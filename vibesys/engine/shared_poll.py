@@ -42,7 +42,8 @@ from msgspec import Struct, field
 from vibesys.adapters.base import PollSchedule, SharedPolling
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
-from vibesys.engine.seen import Seen, Sight
+from vibesys.engine.records import record_probe, record_round, record_site_facts
+from vibesys.engine.seen import ProbeSeen, RoundSeen, Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
 from vibesys.journal_schema.codec import decode_record, encode_record
@@ -245,9 +246,7 @@ class SharedPoll(Struct):
             ages = [(now - inv.updated_at).total_seconds() for inv in need]
             interval = schedule.interval(min(ages, default=schedule.maximum))
             due = max(now + timedelta(seconds=interval), started + _seconds(schedule.floor))
-            done = journal.polls.finish_round(
-                site,
-                engine.owner,
+            seen = RoundSeen(
                 now,
                 due,
                 [
@@ -256,6 +255,7 @@ class SharedPoll(Struct):
                 ],
                 [inv.id for inv in watched if not needs_observation(inv)],
             )
+            done = record_round(journal, site, engine.owner, seen)
         except BaseException:
             journal.polls.release_poller(site, engine.owner)
             raise
@@ -296,9 +296,7 @@ class SharedPoll(Struct):
         except BackendError:
             pass  # the next round will tell; a probe proves nothing by failing
         finally:
-            journal.polls.release_poller(
-                site, engine.owner, probed_at=now, due_at=due, settle=settle
-            )
+            record_probe(journal, site, engine.owner, ProbeSeen(now, due, settle))
 
     def _status(self, need: list[Invocation], backend: SharedPolling) -> dict[str, Seen]:
         if not need:
@@ -323,7 +321,7 @@ class SharedPoll(Struct):
             facts = backend.site_facts()
         except BackendError:
             return None  # asked again by the next round's poller
-        self.engine.journal.polls.record_site_facts(site, facts)
+        record_site_facts(self.engine.journal, site, facts)
         return facts
 
     def _schedule(self, backend: SharedPolling, row: PollSite) -> PollSchedule:
@@ -361,7 +359,7 @@ def _seen_ending_here(engine: Engine, inv: Invocation) -> bool:
     """Whether this process runs `inv`'s job under a process of its own that has not ended
     (its srun): that process's end tells, at once; a marker found first is no reason for a
     round."""
-    ends = engine.end_signal(inv)
+    ends = engine.adapters.end_signal(inv)
     return ends is not None and not ends.is_set()
 
 

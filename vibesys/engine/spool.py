@@ -3,13 +3,15 @@
 For each attempt and stream the journal holds how many bytes are safely home. A pump first cuts
 the local file back to that offset (bytes appended by a process that crashed before it could
 commit them are read again), appends what the remote file has beyond it, fsyncs, and only then
-commits the new offset. So after a reconnect, a crash and `reconcile`, or `vibesys logs
---follow`, the local spool ends byte-identical to the remote file: nothing lost, nothing twice.
+yields the new offset (`LogsHome`), which the engine records before the pump goes on
+(`Engine.recorded`). So after a reconnect, a crash and `reconcile`, or `vibesys logs --follow`,
+the local spool ends byte-identical to the remote file: nothing lost, nothing twice.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -21,26 +23,27 @@ from vibesys.adapters.base import (
 )
 from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
 from vibesys.engine.failpoints import failpoint
+from vibesys.engine.seen import LogsHome
 from vibesys.journal_schema import Journal
 
 STREAMS = (STDOUT_FILE, STDERR_FILE)
 
 
-def spool_logs(journal: Journal, backend: Backend, job: JobRef) -> int:
-    """Bring every new byte of the job's logs home; return how many arrived."""
+def spool_logs(journal: Journal, backend: Backend, job: JobRef) -> Generator[LogsHome, None, int]:
+    """Bring every new byte of the job's logs home, stream by stream; how many arrived."""
     files = backend.remote_files()
     if files is None or job.attempt < 1:
         return 0
     job.attempt_dir.mkdir(parents=True, exist_ok=True)
     arrived = 0
     for stream in STREAMS:
-        arrived += _spool_one(journal, files, job, stream, job.attempt_dir / stream)
+        arrived += yield from _spool_one(journal, files, job, stream, job.attempt_dir / stream)
     return arrived
 
 
 def _spool_one(
     journal: Journal, backend: RemoteFiles, job: JobRef, stream: str, local: Path
-) -> int:
+) -> Generator[LogsHome, None, int]:
     committed = journal.progress.spool_offset(job.invocation_id, job.attempt, stream)
     with open(local, "ab") as handle:
         cut = _cut_back(handle, committed)
@@ -52,9 +55,7 @@ def _spool_one(
             os.fsync(handle.fileno())
     if arrived:
         failpoint("after_spool_append")
-        journal.progress.commit_spool_offset(
-            job.invocation_id, job.attempt, stream, committed + arrived
-        )
+        yield LogsHome(job.invocation_id, job.attempt, stream, committed + arrived, arrived)
     return arrived
 
 
@@ -71,10 +72,10 @@ def _cut_back(handle: BinaryIO, committed: int) -> bool:
 
 def spool_gathered(
     journal: Journal, backend: Backend, job: JobRef, patterns: list[str]
-) -> GatheredCollection | None:
+) -> Generator[LogsHome, None, GatheredCollection | None]:
     """Collect in one command where the adapter can (`GathersCollection`): both logs' rest
     comes home with the same rules as `spool_logs` (cut back to the committed offset, append,
-    fsync, then commit), the marker and the listing with them. None: collect the usual way."""
+    fsync, then the offset), the marker and the listing with them. None: collect the usual way."""
     gathers = backend.gathers_collection()
     if gathers is None or job.attempt < 1:
         return None
@@ -97,7 +98,7 @@ def spool_gathered(
         arrived = gathered.log_bytes.get(stream, 0)
         if arrived:
             failpoint("after_spool_append")
-            journal.progress.commit_spool_offset(
-                job.invocation_id, job.attempt, stream, offsets[stream] + arrived
+            yield LogsHome(
+                job.invocation_id, job.attempt, stream, offsets[stream] + arrived, arrived
             )
     return gathered

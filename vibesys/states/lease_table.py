@@ -122,3 +122,33 @@ def decide_lease(
             "at a time per campaign): wait for them or cancel them, then run this again",
         )
     return LeaseDecision(LeaseChoice.REUSE if reusable else LeaseChoice.LAUNCH)
+
+
+class LeaseOutcome(StrEnum):
+    """What a launch or release left, as the journal records it (one lease table trigger
+    each, or a note); for one whose process is gone, from a refreshed inspection
+    (`settle_lease`)."""
+
+    #: an interrupted release, the cluster still there: no record, the release is done again
+    RELEASE_AGAIN = "release again"
+    RELEASED = "released"  # the release ended it (Released)
+    UP = "up"  # the launch left it up (Launched)
+    #: nothing moved, a note on the row: no cluster up yet but one may exist (the lease stays
+    #: `launching`), or a release that failed (it stays where it was)
+    NOTED = "noted"
+    LAUNCH_FAILED = "launch failed"  # proven: the launch left no cluster (LaunchFailed)
+
+
+def settle_lease(state: LeaseState, *, exists: bool, up: bool, launching: bool) -> LeaseOutcome:
+    """The settlement of an unsettled lease (`launching` or `releasing`, its process gone)
+    from a refreshed inspection: whether the cluster exists, is up, or a launch request is
+    still active. Pure: the inspection is the caller's."""
+    if state is L.RELEASING:
+        if exists:
+            return LeaseOutcome.RELEASE_AGAIN
+        return LeaseOutcome.RELEASED
+    if up:
+        return LeaseOutcome.UP
+    if exists or launching:
+        return LeaseOutcome.NOTED
+    return LeaseOutcome.LAUNCH_FAILED

@@ -25,7 +25,7 @@ def test_logs_and_artifacts_come_home(fake: FakeSky, tmp_path: Path) -> None:
     request = fake.request(workdir=str(candidate), artifacts=["out/*"])
     inv = run(engine, request, ["sh", "bench.sh"], tmp_path)
     assert inv.outcome is Outcome.COMPLETED
-    stdout, _ = engine.log_paths(inv)
+    stdout, _ = engine.adapters.log_paths(inv)
     assert stdout.read_bytes() == b"result line\n"
     [artifact] = engine.journal.progress.artifacts(inv.id)
     assert (artifact.path, artifact.state) == ("out/score", "acknowledged")

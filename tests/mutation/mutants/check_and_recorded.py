@@ -13,7 +13,6 @@ from tests.mutation.mutants.framework import (
     CHECK_JOB,
     CHECK_MODEL,
     CHECK_RUNNER,
-    CLUSTERS,
     CORE,
     DRIVE,
     EXITS,
@@ -146,6 +145,6 @@ MUTANTS: list[Mutant] = [
     M("refused-login-blocks-the-job", OBSERVE, "    if isinstance(error, CredentialRefused):\n", "    if False:\n", "an expired certificate under a running job ends it UNRESOLVED at once, and its reports never name the renewal", tests=(REFUSED_PLAN,)),
     M("refused-login-retried-as-lost", "vibesys/adapters/transports/ssh_errors.py", "        raise refused_login(clean(what), identity=identity, evidence=said) from None", "        raise TransportLost(said, maybe_submitted=maybe_effect) from None", "an expired certificate is retried as a lost connection and reported as an outage", tests=(REFUSED_LOGIN,)),
     M("sky-refused-ssh-a-command-failure", SKY_OPS, "        if _LOGIN_REFUSED.search(strip_ansi(done.stdout + done.stderr)):\n", "        if False:\n", "SkyPilot's refused ssh to the login node is a failed command retried as an outage", tests=(REFUSED_LOGIN,)),
-    M("lease-site-dropped", CLUSTERS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
+    M("lease-site-dropped", RECORDS, '        "site_digest": inv.site_digest,', '        "site_digest": None,', "a campaign's cluster is released with whatever the profiles file says now (or not at all)", tests=("tests/engine/test_skypilot_candidate.py",)),
 ]
 # fmt: on

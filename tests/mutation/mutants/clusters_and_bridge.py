@@ -31,6 +31,7 @@ from tests.mutation.mutants.framework import (
     SKY,
     SKY_ALLOCATION_END,
     STATUS_RULES,
+    TESTS_FOR,
     TOKENS,
     M,
     Mutant,
@@ -48,8 +49,8 @@ MUTANTS: list[Mutant] = [
     M("sky-allocation-end-unasked", SKY_ALLOCATION_END, "    asked = sorted({allocation for allocation in lost.values() if allocation})\n", "    asked: list[str] = []\n", "Slurm is never asked how a lost allocation ended: a preemption, a node failure read ALLOCATION_EXPIRED"),
     # -- cluster leases ------------------------------------------------------------------------
     M("sky-killed-with-allocation-is-app-failure", SKY, "        if code >= 128 and (seen.cluster is ClusterView.GONE or started_elsewhere):\n", "        if False:\n", "a command killed as its allocation ended counts as its own failure, not retried"),
-    M("lease-launch-left-up-failed", CLUSTERS, "    if sight.up:\n", "    if False:\n", "a launch a crash interrupted after it brought the cluster up is recorded failed: a cluster nobody records"),
-    M("lease-release-not-redone", CLUSTERS, "        if sight.exists:\n            return _release(", "        if False:\n            return _release(", "an interrupted release is recorded done while the cluster still holds its allocation"),
+    M("lease-launch-left-up-failed", LEASE_TABLE, "    if up:\n", "    if False:\n", "a launch a crash interrupted after it brought the cluster up is recorded failed: a cluster nobody records", tests=TESTS_FOR[CLUSTERS]),
+    M("lease-release-not-redone", LEASE_TABLE, "        if exists:\n            return LeaseOutcome.RELEASE_AGAIN", "        if False:\n            return LeaseOutcome.RELEASE_AGAIN", "an interrupted release is recorded done while the cluster still holds its allocation", tests=TESTS_FOR[CLUSTERS]),
     M("lease-table-use-while-releasing", LEASE_TABLE, '{"trigger": "Used", "source": [L.UP], "dest": None}', '{"trigger": "Used", "source": [L.UP, L.RELEASING], "dest": None}', "an attempt is submitted onto a cluster on its way down"),
     M("lease-table-release-ends-a-launch", LEASE_TABLE, '{"trigger": "Released", "source": [L.RELEASING], "dest": L.RELEASED}', '{"trigger": "Released", "source": [L.LAUNCHING, L.RELEASING], "dest": L.RELEASED}', "a launch under way is recorded released without a release intended (a cluster nobody records)"),
     M("lease-release-while-busy", CLUSTER_RECORDS, "            if busy:  # checked with the write lock held", "            if False:  # mutant", "a release ends the allocation under a running evaluation"),
