@@ -25,6 +25,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from msgspec import structs
+
 from vibesys.adapters.requests import ArtifactLimits
 from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.admission import Evaluation, Refusal
@@ -120,7 +122,7 @@ class EvaluationRunner:
                     # Recorded with the request: a restarted session keeps these limits, and
                     # a profile's capture paths are known before anything is submitted.
                     body=evaluation.body()
-                    | {ARTIFACT_LIMITS: self._limits.model_dump()}
+                    | {ARTIFACT_LIMITS: structs.asdict(self._limits)}
                     | self._captures(evaluation),
                     results_dir=str(self.results_root),
                 )
