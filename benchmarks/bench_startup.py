@@ -51,8 +51,8 @@ RUN_TARGET = 6.0
 NOT_FOR_A_LOCAL_RUN = (
     "paramiko",
     "sky",
-    # What reads a site's configuration. The type of a recorded site (`config.site`) comes
-    # with every typed request, the local one's too.
+    # What reads a site's configuration. The type of a recorded site (`config.site`, a
+    # msgspec Struct) comes with every typed request, the local one's too.
     "vibesys.config.load",
     "vibesys.config.profiles",
     "vibesys.config.sizing",
@@ -67,6 +67,10 @@ NOT_FOR_A_LOCAL_RUN = (
     "vibesys.broker",
     # The terminal's status line is text of our own.
     "rich",
+    # The requests are msgspec Structs; JobResult's pydantic models build when first used,
+    # so no model is built and the installed packages are not scanned for pydantic plugins.
+    "pydantic.plugin._loader",
+    "importlib.metadata",
     # A file `session client-path` names, never a module a command needs.
     "vibesys.bridge.client",
 )
