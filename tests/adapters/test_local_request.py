@@ -15,7 +15,7 @@ from vibesys.errors import ConfigError
 from vibesys.strict_decode import decode
 
 
-class Modelled(AdapterRequest, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Modelled(AdapterRequest, frozen=True, kw_only=True):
     """The common request, nothing added."""
 
 

@@ -51,7 +51,7 @@ class Confinement(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
             raise ValueError("home: must be an absolute, normalized path")
 
 
-class LocalRequest(AdapterRequest, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class LocalRequest(AdapterRequest, frozen=True, kw_only=True):
     """The local adapter needs nothing beyond the command and its recorded context (the
     command's files are where it runs, so it takes no artifacts), and, for a sandboxed
     session's evaluation, its confinement."""

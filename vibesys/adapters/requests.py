@@ -63,7 +63,8 @@ class AdapterRequest(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """What the engine knows of any adapter's request. Checks of a value beyond its type are
     made in `__post_init__` (so a request made in code is checked as a recorded one is);
     bounds are `Meta` constraints, checked as a request is decoded (`checked`,
-    `from_record`)."""
+    `from_record`). A subclass inherits the refusal of unknown fields, and repeats
+    `frozen=True, kw_only=True`."""
 
     #: Bumped when a model changes incompatibly; the journal's migrations convert old rows.
     schema_version: ClassVar[int] = 1
@@ -83,6 +84,9 @@ class AdapterRequest(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: the request's JSON); None for adapters that need none.
     site_record: RecordedSite | None = None
 
+    #: Fields kept out of the request's JSON.
+    never_recorded: ClassVar[tuple[str, ...]] = ("site_record",)
+
     #: Fields added after requests were first recorded: left out of the JSON while None, so a
     #: request that does not use them is recorded as before they existed.
     left_out_when_none: ClassVar[tuple[str, ...]] = ("artifact_limits",)
@@ -97,7 +101,8 @@ class AdapterRequest(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     def recorded(self) -> dict[str, Any]:
         """The request as the journal records it (JSON values; no site)."""
         data: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
-        del data["site_record"]
+        for name in self.never_recorded:
+            del data[name]
         for name in self.left_out_when_none:
             if data.get(name, 0) is None:
                 del data[name]

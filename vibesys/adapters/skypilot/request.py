@@ -58,7 +58,7 @@ _CLIENT_PREFIXES = ("SKYPILOT_", "VIBESYS_", "PYTHON", "LD_", "XDG_", "SSH_", "L
 _NOT_EMPTY = Meta(min_length=1)
 
 
-class SkyPilotRequest(AdapterRequest, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class SkyPilotRequest(AdapterRequest, frozen=True, kw_only=True):
     """An evaluation on a campaign's SkyPilot cluster."""
 
     #: the operator's profiles file (clusters.toml), absolute

@@ -48,7 +48,7 @@ class Dependency(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     invocation: str
 
 
-class SlurmRequestBase(AdapterRequest, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class SlurmRequestBase(AdapterRequest, frozen=True, kw_only=True):
     """What the sbatch and srun requests share."""
 
     #: The site configuration file (slurm.toml) it was read from, for people: the invocation
@@ -85,14 +85,14 @@ class SlurmRequestBase(AdapterRequest, frozen=True, kw_only=True, forbid_unknown
         return slurm_site(loaded.config)
 
 
-class SrunRequest(SlurmRequestBase, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class SrunRequest(SlurmRequestBase, frozen=True, kw_only=True):
     """A foreground srun job on a submit node."""
 
     #: time limit in whole minutes
     time_minutes: Annotated[int, _POSITIVE]
 
 
-class SbatchRequest(SlurmRequestBase, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class SbatchRequest(SlurmRequestBase, frozen=True, kw_only=True):
     """A batch job: the trusted evaluation path, sized by the request and [slurm] (its
     sbatch_arguments), never by [vibesys.agent_gpu]."""
 
