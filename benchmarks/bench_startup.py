@@ -5,8 +5,8 @@
    agents call in loops (`journal show`, `journal list`, `logs`, `states`) may import no
    paramiko, SkyPilot (`sky`) or `vibesys.adapters` module but the registry's plain data
    (issues 2 and 36); the read-only commands moreover no transitions machine, no
-   sqlite-utils (issue 11), no rich and no bridge client (issue 36). Every command line is
-   parsed by the typer app (issue 36), the one declaration.
+   sqlite-utils (issue 11), no rich, no bridge client and no pydantic (issue 36). Every
+   command line is parsed by the typer app (issue 36), the one declaration.
 2. `journal show` against `python -c "import sqlite3, json"`, the same interpreter, run
    alternately. Target (issue 11, hard): ratio of the medians <= 3.5.
 3. `vibesys run -- true` (the whole local evaluation: journal, wrapper, command) against the
@@ -51,8 +51,8 @@ RUN_TARGET = 6.0
 NOT_FOR_A_LOCAL_RUN = (
     "paramiko",
     "sky",
-    # What reads a site's configuration. The type of a recorded site (`config.site`) comes
-    # with every typed request, the local one's too.
+    # What reads a site's configuration. The type of a recorded site (`config.site`, a
+    # msgspec Struct) comes with every typed request, the local one's too.
     "vibesys.config.load",
     "vibesys.config.profiles",
     "vibesys.config.sizing",
@@ -67,12 +67,16 @@ NOT_FOR_A_LOCAL_RUN = (
     "vibesys.broker",
     # The terminal's status line is text of our own.
     "rich",
+    # The requests are msgspec Structs; JobResult's pydantic models build when first used,
+    # so no model is built and the installed packages are not scanned for pydantic plugins.
+    "pydantic.plugin._loader",
+    "importlib.metadata",
     # A file `session client-path` names, never a module a command needs.
     "vibesys.bridge.client",
 )
 FORBIDDEN = ("paramiko", "sky", "vibesys.adapters")
 #: What a read-only command must not load besides FORBIDDEN.
-HEAVY = ("transitions", "sqlite_utils", "rich", "vibesys.bridge.client")
+HEAVY = ("transitions", "sqlite_utils", "rich", "vibesys.bridge.client", "pydantic")
 #: The adapter registry is plain data (names, options, module paths): `--help` lists it.
 ALLOWED = frozenset({"vibesys.adapters", "vibesys.adapters.registry"})
 #: The broker's command group is declared in the typer app; its machinery is loaded when it runs.

@@ -51,7 +51,7 @@ def test_help_shows_the_skypilot_options_only(tmp_path: Path) -> None:
     [
         (("--profile", "nope"), "no profile 'nope' (profiles: test)"),
         (("--accelerators-per-node", "2"), "profile 'test' cannot serve [resources]"),
-        (("--run-id", "a b"), "--run-id: Value error, 'a b': use letters"),
+        (("--run-id", "a b"), "--run-id: 'a b': use letters"),
         (("--partition", "gpu"), "--partition is not an option of the skypilot adapter"),
         (("--artifact", "../x"), "--artifact '../x': must be a relative path"),
     ],

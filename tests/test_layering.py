@@ -390,7 +390,7 @@ def test_public_api() -> None:
 
 #: The layers, lowest first: a module may import its own layer and those below, never above.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("vibesys.errors",),
+    ("vibesys.errors", "vibesys.strict_decode"),
     ("vibesys.osutil",),
     # the socket-service layer the bridge and the broker stand on
     ("vibesys.service",),

@@ -38,9 +38,30 @@ def test_a_local_run_and_the_reading_commands_load_no_rich_and_no_bridge_client(
 ) -> None:
     assert among(loaded(tmp_path, "run", "--", "true"), NEVER) == []
     for argv in (["journal", "list"], ["states"]):
-        assert among(loaded(tmp_path, *argv), NEVER) == [], argv
+        assert among(loaded(tmp_path, *argv), (*NEVER, "pydantic")) == [], argv
 
 
 def test_help_loads_no_bridge_client(tmp_path: Path) -> None:
     # typer draws its help with rich: that is typer's, not ours.
     assert among(loaded(tmp_path, "--help"), ("vibesys.bridge.client",)) == []
+
+
+def test_a_local_run_builds_no_pydantic_model(tmp_path: Path) -> None:
+    """The requests are msgspec Structs; JobResult's models build when first used: a local
+    run builds none, so pydantic never scans the installed packages for its plugins. (The
+    first run creates the journal, whose migrations load sqlite-utils' plugins: the second
+    is the one measured.)"""
+    loaded(tmp_path, "run", "--", "true")
+    modules = loaded(tmp_path, "run", "--", "true")
+    assert among(modules, ("pydantic.plugin._loader", "importlib.metadata")) == []
+
+
+def test_the_local_adapter_and_its_request_load_no_pydantic() -> None:
+    program = (
+        "import sys, vibesys.adapters.local\n"
+        "print([m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -128,12 +128,12 @@ def test_a_confinement_that_cannot_be_built_is_refused_before_anything_runs(
 
 def test_the_confinement_is_recorded_with_the_request() -> None:
     confined = LocalRequest(confine=Confinement(read_only_paths=("/opt/tools",)))
-    recorded = confined.model_dump(mode="json")
+    recorded = confined.recorded()
     assert recorded["confine"] == {"read_only_paths": ["/opt/tools"], "home": "/tmp"}
     parsed = entry("local").parse_request(recorded)
     assert parsed == confined and hash(parsed) == hash(confined)
     assert parsed != LocalRequest(), "a confined request is not an unconfined one"
-    assert "confine" not in LocalRequest().model_dump(mode="json"), "unconfined: as before"
+    assert "confine" not in LocalRequest().recorded(), "unconfined: as before"
     for bad, where in (
         ({"confine": {"home": "tmp"}}, "confine.home"),
         ({"confine": {"read_only_paths": "/opt"}}, "confine.read_only_paths"),

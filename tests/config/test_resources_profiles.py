@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from vibesys.adapters.skypilot.request import SkyPilotRequest
@@ -22,6 +23,7 @@ from vibesys.config.resources import (
 )
 from vibesys.config.site import profile_site
 from vibesys.errors import ConfigError
+from vibesys.strict_decode import decode
 
 EXAMPLE = """
 [profiles.gpu-site]
@@ -133,7 +135,7 @@ def test_incompatible_pairs_fail_clearly(
     request_values: dict[str, object], name: str, message: str
 ) -> None:
     with pytest.raises(IncompatibleProfile) as caught:
-        resolve_resources(PortableResources.model_validate(request_values), profile(name), name)
+        resolve_resources(decode(request_values, PortableResources), profile(name), name)
     assert f"profile {name!r} cannot serve [resources]" in str(caught.value)
     assert message in str(caught.value)
 
@@ -158,33 +160,33 @@ def test_the_journal_request_is_strict_and_names_no_site() -> None:
         artifacts=("out/*.json",),
         resources=PortableResources(nodes=2),
     )
-    assert SkyPilotRequest.model_validate_json(request.model_dump_json()) == request
+    assert msgspec.json.decode(msgspec.json.encode(request), type=SkyPilotRequest) == request
     # The journal stores the JSON form and reads it back as a dict.
-    stored = request.model_dump(mode="json")
-    assert SkyPilotRequest.model_validate(stored) == request
+    stored = request.recorded()
+    assert decode(stored, SkyPilotRequest) == request
     assert sorted(stored) == [
         "artifacts", "candidate", "clusters_config", "down", "job_name_prefix", "pass_env",
         "profile", "resources", "run_id", "workdir",
     ]  # fmt: skip
     # The profile's content is the recorded site, kept apart (by digest), never in the JSON.
     recorded = request.with_site(profile_site("gpu-site", profile()))
-    assert recorded.model_dump(mode="json") == stored
+    assert recorded.recorded() == stored
     assert stored["resources"] == {
         "nodes": 2, "accelerators_per_node": None, "accelerator_backend": None,
     }  # fmt: skip
     base = {"clusters_config": "/c.toml", "profile": "p", "run_id": "r"}
     for bad in ({"run_id": "a b"}, {"artifacts": ["../x"]}, {"partition": "gpu"}):
         with pytest.raises(ValueError):
-            SkyPilotRequest.model_validate({**base, **bad})
+            decode({**base, **bad}, SkyPilotRequest)
 
 
 def test_one_backend_per_campaign_cluster() -> None:
     base = {"clusters_config": "/c.toml", "profile": "p", "run_id": "r"}
-    one = SkyPilotRequest.model_validate({**base, "artifacts": ["a"]})
-    same = SkyPilotRequest.model_validate({**base, "workdir": "/w"})
+    one = decode({**base, "artifacts": ["a"]}, SkyPilotRequest)
+    same = decode({**base, "workdir": "/w"}, SkyPilotRequest)
     assert one.backend_key() == same.backend_key()
     for other in ({"run_id": "r2"}, {"profile": "q"}, {"resources": {"nodes": 2}}):
-        assert SkyPilotRequest.model_validate({**base, **other}).backend_key() != one.backend_key()
+        assert decode({**base, **other}, SkyPilotRequest).backend_key() != one.backend_key()
     # Another recorded rendering of the profile is another adapter instance.
     first = one.with_site(profile_site("p", profile()))
     moved = one.with_site(profile_site("p", profile().model_copy(update={"cpus_per_node": 9})))

@@ -46,7 +46,7 @@ def facts(fake: FakeSky) -> dict[str, Any]:
         "fingerprint": backend.fingerprint,
         "profile": "test",
         "adapter": "skypilot",
-        "request": fake.request().model_dump(mode="json"),
+        "request": fake.request().recorded(),
     }
 
 

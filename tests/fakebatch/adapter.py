@@ -37,7 +37,7 @@ JOB_SCRIPT = (
 )
 
 
-class QsysRequest(AdapterRequest):
+class QsysRequest(AdapterRequest, frozen=True, kw_only=True):
     #: the batch system's state directory (its jobs, and the remote attempt directories under runs/)
     state: str = ""
 

@@ -93,13 +93,8 @@ class FakeSky(msgspec.Struct):
         return path
 
     def request(self, run_id: str = "campaign-1", **fields: object) -> SkyPilotRequest:
-        return SkyPilotRequest.model_validate(
-            {
-                "clusters_config": str(self.clusters_config()),
-                "profile": "test",
-                "run_id": run_id,
-                **fields,
-            }
+        return SkyPilotRequest.checked(
+            clusters_config=str(self.clusters_config()), profile="test", run_id=run_id, **fields
         )
 
     def registry_backend(self, request: SkyPilotRequest) -> SkyPilotBackend:

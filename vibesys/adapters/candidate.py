@@ -7,26 +7,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Struct
 
 from vibesys.errors import BackendMisconfigured, UsageError
 from vibesys.snapshot import CandidateError, Manifest, SnapshotPolicy, build_manifest
 
 __all__ = ["RecordedCandidate", "checked_manifest", "digest_candidate"]
 
-StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
 
-
-class RecordedCandidate(BaseModel):
+class RecordedCandidate(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The candidate directory to snapshot, and the digest recorded at PREPARED."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
-
-    path: str = Field(description="The candidate directory (absolute).")
-    exclude: StrTuple = Field(default=(), description="Extra exclusion patterns.")
-    digest: str = Field(description="sha256 of the snapshot's content, recorded at PREPARED.")
+    #: the candidate directory (absolute)
+    path: str
+    #: extra exclusion patterns
+    exclude: tuple[str, ...] = ()
+    #: sha256 of the snapshot's content, recorded at PREPARED
+    digest: str
 
 
 def digest_candidate(

@@ -240,7 +240,7 @@ class FakeBackend(Backend):
         return [name for kind, name in self.calls if kind == "submit"]
 
 
-class FakeRequest(AdapterRequest):
+class FakeRequest(AdapterRequest, frozen=True, kw_only=True):
     """The common request, and a parent to run after (as sbatch's `--after`), for tests."""
 
     after: str | None = None

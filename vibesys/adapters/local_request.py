@@ -18,9 +18,9 @@ import os
 import posixpath
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, ClassVar, Final
+from typing import ClassVar, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from msgspec import Struct
 
 from vibesys.adapters.requests import AdapterRequest
 from vibesys.errors import BackendMisconfigured
@@ -37,31 +37,21 @@ def _is_absolute(path: str) -> bool:
     return path.startswith("/") and path != "/" and posixpath.normpath(path) == path
 
 
-def _absolute(path: str) -> str:
-    if not _is_absolute(path):
-        raise ValueError("must be an absolute, normalized path")
-    return path
-
-
-def _absolute_all(paths: tuple[str, ...]) -> tuple[str, ...]:
-    if not all(_is_absolute(path) for path in paths):
-        raise ValueError("must be absolute, normalized paths")
-    return paths
-
-
-class Confinement(BaseModel):
+class Confinement(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What a confined local command sees besides its working directory and the system
     directories, and its HOME (harmless: the host's home is not there)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    read_only_paths: tuple[str, ...] = ()
+    home: str = "/tmp"
 
-    read_only_paths: Annotated[
-        tuple[str, ...], Field(strict=False), AfterValidator(_absolute_all)
-    ] = ()
-    home: Annotated[str, AfterValidator(_absolute)] = "/tmp"
+    def __post_init__(self) -> None:
+        if not all(_is_absolute(path) for path in self.read_only_paths):
+            raise ValueError("read_only_paths: must be absolute, normalized paths")
+        if not _is_absolute(self.home):
+            raise ValueError("home: must be an absolute, normalized path")
 
 
-class LocalRequest(AdapterRequest):
+class LocalRequest(AdapterRequest, frozen=True, kw_only=True):
     """The local adapter needs nothing beyond the command and its recorded context (the
     command's files are where it runs, so it takes no artifacts), and, for a sandboxed
     session's evaluation, its confinement."""
@@ -69,9 +59,8 @@ class LocalRequest(AdapterRequest):
     #: an unconfined request records the JSON it always did
     left_out_when_none: ClassVar[tuple[str, ...]] = ("artifact_limits", "confine")
 
-    confine: Confinement | None = Field(
-        default=None, description="Run the command in this sandbox (a session's evaluation)."
-    )
+    #: run the command in this sandbox (a session's evaluation)
+    confine: Confinement | None = None
 
 
 def confined_argv(

@@ -26,6 +26,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from msgspec import structs
+
 from vibesys.adapters.requests import ArtifactLimits
 from vibesys.adapters.rundir.listing import DEFAULT_LIMITS
 from vibesys.bridge.admission import Evaluation, Refusal
@@ -108,7 +110,7 @@ class EvaluationRunner:
             request = self._site_request(evaluation)
             # Recorded with the request: a restarted session keeps these limits, and a
             # profile's capture paths are known before anything is submitted.
-            body = evaluation.body() | {ARTIFACT_LIMITS: self._limits.model_dump()}
+            body = evaluation.body() | {ARTIFACT_LIMITS: structs.asdict(self._limits)}
             body |= self._captures(evaluation)
         else:
             body = earlier.body  # the row stays as it was: the evaluation is checked against it

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
+from msgspec import structs
 
 from vibesys.adapters.candidate import digest_candidate
 from vibesys.adapters.local_request import Confinement, LocalRequest
@@ -87,7 +88,7 @@ class Site(msgspec.Struct, frozen=True):
             recorded = getattr(self.sky_request, "candidate", None)
             if recorded is not None:  # the snapshot as it is now, not as the session began
                 update["candidate"] = digest_candidate(recorded.path, recorded.exclude)
-            return self.sky_request.model_copy(update=update)
+            return structs.replace(self.sky_request, **update)
 
         assert self.slurm_file is not None
         values = {
@@ -101,7 +102,7 @@ class Site(msgspec.Struct, frozen=True):
         made = slurm_request.request_from_site(
             "sbatch", values, self.slurm_file, self.slurm_rendering
         )
-        return made.model_copy(update={"artifact_limits": limits})
+        return structs.replace(made, artifact_limits=limits)
 
     def profilers(self) -> Mapping[str, ProfilerConfig]:
         """The profilers a profile may name: the Slurm site's `[vibesys.agent_gpu.profilers]`
@@ -206,7 +207,7 @@ def _sky_site(
         "run_id": run_id,
         "clusters_config": clusters_config,
         "workdir": workspace,
-        **resources.model_dump(exclude_none=True),
+        **{k: v for k, v in structs.asdict(resources).items() if v is not None},
     }
     request = make_request("skypilot", values)
     source = request.clusters_config

@@ -8,18 +8,16 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from msgspec import Struct, field
 
 from vibesys.adapters.registry import entry, given_options
+from vibesys.adapters.requests import AdapterRequest
 from vibesys.cli.run_options import adapter_options
 from vibesys.engine.failpoints import ENV, validate
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Journal
-
-if TYPE_CHECKING:  # pydantic: loaded by the adapters whose requests are models
-    from vibesys.adapters.requests import AdapterRequest
 
 __all__ = ["CheckedRun", "check_failpoints", "check_run"]
 

@@ -9,12 +9,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+import msgspec
 from pydantic import BaseModel, ValidationError
 
 from vibesys.config.load import format_error
 from vibesys.config.resources import ClustersFile, PortableResources, SkyPilotProfile
 from vibesys.config.site import CLUSTERS_KIND, RecordedSite
 from vibesys.errors import ConfigError
+from vibesys.strict_decode import decode, where_and_why
 
 __all__ = [
     "DEFAULT_CLUSTERS_CONFIG",
@@ -80,7 +82,13 @@ def parse_clusters_config(text: str, *, source: str = "clusters.toml") -> Cluste
 
 def parse_resources(table: Mapping[str, Any], *, source: str = "[resources]") -> PortableResources:
     """An experiment's `[resources]` table, strictly."""
-    return _validate(PortableResources, dict(table), source)
+    try:
+        return decode(dict(table), PortableResources)
+    except msgspec.ValidationError as exc:
+        where, why = where_and_why(exc)
+        if why == "Extra inputs are not permitted":  # as a configuration file's is named
+            why = f"unknown key (allowed: {', '.join(PortableResources.__struct_fields__)})"
+        raise ConfigError(f"{source}: {where or 'resources'}: {why}") from None
 
 
 def select_profile(

@@ -14,6 +14,7 @@ import posixpath
 import re
 from typing import Annotated, Literal
 
+from msgspec import Meta, Struct
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vibesys.errors import UsageError
@@ -45,28 +46,24 @@ class IncompatibleProfile(UsageError):
     """The profile cannot serve the portable request; the message names both values."""
 
 
-class PortableResources(BaseModel):
-    """`[resources]` of an experiment: what it needs, in terms any cluster can be asked for."""
+class PortableResources(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`[resources]` of an experiment: what it needs, in terms any cluster can be asked for.
+    Recorded with a SkyPilot request, so a record of the package, not a configuration model
+    (`profiles.parse_resources` decodes a table into it)."""
 
-    model_config = _STRICT
+    #: nodes per evaluation
+    nodes: Annotated[int, Meta(ge=1)] = 1
+    #: accelerators on each node; None takes the profile's, 0 asks for none
+    accelerators_per_node: Annotated[int, Meta(ge=0)] | None = None
+    #: software stack the evaluation is built for (e.g. cuda, rocm); None: any
+    accelerator_backend: str | None = None
 
-    nodes: int = Field(default=1, ge=1, description="Nodes per evaluation.")
-    accelerators_per_node: int | None = Field(
-        default=None,
-        ge=0,
-        description="Accelerators on each node; None takes the profile's, 0 asks for none.",
-    )
-    accelerator_backend: str | None = Field(
-        default=None,
-        description="Software stack the evaluation is built for (e.g. cuda, rocm); None: any.",
-    )
-
-    @field_validator("accelerator_backend")
-    @classmethod
-    def _backend(cls, value: str | None) -> str | None:
-        if value is not None and not _BACKEND.fullmatch(value):
-            raise ValueError(f"{value!r}: use lower-case letters, digits, _ and -")
-        return value
+    def __post_init__(self) -> None:
+        backend = self.accelerator_backend
+        if backend is not None and not _BACKEND.fullmatch(backend):
+            raise ValueError(
+                f"accelerator_backend: {backend!r}: use lower-case letters, digits, _ and -"
+            )
 
 
 class SkyPilotProfile(BaseModel):

@@ -18,7 +18,7 @@ import tomllib
 from typing import TYPE_CHECKING, Final, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from msgspec import Struct
 
 if TYPE_CHECKING:
     # Only the types: reading a recorded site back is its parser's (`load.recorded_slurm`,
@@ -64,21 +64,20 @@ def render_profile(name: str, profile: SkyPilotProfile) -> str:
     return tomli_w.dumps({"profiles": {name: table}})
 
 
-class RecordedSite(BaseModel):
+class RecordedSite(Struct, frozen=True, forbid_unknown_fields=True):
     """The rendering an invocation runs with (recorded at PREPARED, in the journal's
     `site_configs` table, keyed by digest)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+    #: what it renders
+    kind: Literal["slurm.toml", "clusters.toml"]
+    #: the canonical rendering (TOML)
+    text: str
+    #: sha256 of `text`
+    digest: str
 
-    kind: Literal["slurm.toml", "clusters.toml"] = Field(description="What it renders.")
-    text: str = Field(description="The canonical rendering (TOML).")
-    digest: str = Field(description="sha256 of `text`.")
-
-    @model_validator(mode="after")
-    def _digest_matches(self) -> RecordedSite:
+    def __post_init__(self) -> None:
         if not _DIGEST.match(self.digest) or text_digest(self.text) != self.digest:
-            raise ValueError(f"digest {self.digest!r} is not the sha256 of the rendering")
-        return self
+            raise ValueError(f"digest: {self.digest!r} is not the sha256 of the rendering")
 
     @property
     def label(self) -> str:

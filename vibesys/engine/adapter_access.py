@@ -14,6 +14,7 @@ from vibesys.adapters.requests import AdapterRequest, RecordedSite
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.journal_schema.sites import SiteRendering
 from vibesys.osutil.layout import attempt_dir
+from vibesys.strict_decode import decode
 
 #: Builds the adapter an invocation names from its adapter name and typed request.
 BackendFactory = Callable[[str, AdapterRequest], Backend]
@@ -27,9 +28,7 @@ def recorded_site(found: SiteRendering | None) -> RecordedSite | None:
     """The site configuration as the journal keeps it, as the adapters read it."""
     if found is None:
         return None
-    return RecordedSite.model_validate(
-        {"kind": found.kind, "text": found.text, "digest": found.digest}
-    )
+    return decode({"kind": found.kind, "text": found.text, "digest": found.digest}, RecordedSite)
 
 
 def decode_request(

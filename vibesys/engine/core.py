@@ -138,7 +138,7 @@ class Engine:
             invocation_id=invocation_id,
             adapter=adapter,
             command=list(command),
-            request=request.model_dump(mode="json"),
+            request=request.recorded(),
             request_version=request.schema_version,
             label=label,
             max_retries=self.retry.max_retries if max_retries is None else max_retries,

@@ -21,7 +21,7 @@ from vibesys.states.exits import (
     EXIT_UNRESOLVED,
 )
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 class JobStatus(StrEnum):

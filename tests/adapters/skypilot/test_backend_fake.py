@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from msgspec import structs
-from pydantic import ValidationError
+from msgspec import ValidationError, structs
 
 from tests.helpers.skyfake import FakeSky, ref, wait_terminal
 from tests.helpers.skyfake import submit_request as request

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tests.helpers.skyfake import profile_toml
@@ -55,7 +56,7 @@ def test_the_recorded_profile_serves_whatever_becomes_of_the_file(tmp_path: Path
 
 
 def test_only_a_request_recorded_before_sites_were_reads_its_file(tmp_path: Path) -> None:
-    legacy = _request(tmp_path).model_copy(update={"site_record": None})
+    legacy = msgspec.structs.replace(_request(tmp_path), site_record=None)
     assert _build(legacy, tmp_path).effective.profile == "launched"
     Path(legacy.clusters_config).unlink()
     with pytest.raises(Exception, match="no such file"):

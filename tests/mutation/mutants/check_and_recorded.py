@@ -114,7 +114,7 @@ MUTANTS: list[Mutant] = [
     # -- what a run was started with: the site, the candidate, the cap ------------------------
     M("site-reread", ADAPTER_ACCESS, "parsed.with_site(recorded_site(site))", "parsed", "every process reads the site's file again: an edited or deleted file changes jobs in flight", tests=("tests/engine/test_skypilot_candidate.py", "tests/adapters/skypilot/test_profile_on_resume.py")),
     M("site-not-recorded", CORE, "site = request.site_record or request.read_site()", "site = None", "an invocation is recorded without the site configuration it runs with", tests=("tests/test_cli_site.py",)),
-    M("site-in-request-json", REQUESTS, "        exclude=True,\n", "        exclude=False,\n", "the rendering is copied into every request's JSON instead of recorded once by digest"),
+    M("site-in-request-json", REQUESTS, '    never_recorded: ClassVar[tuple[str, ...]] = ("site_record",)', "    never_recorded: ClassVar[tuple[str, ...]] = ()", "the rendering is copied into every request's JSON instead of recorded once by digest"),
     M("site-replaced-silently", ROWS, '            columns = {"site_digest": digest}', "            columns = {}", "a replacement is a history row that changes nothing (the old site goes on being used)"),
     M("slurm-site-key-ignores-rendering", SLURM_REQUEST, '        return f"{self.site_config}#{recorded}"', "        return self.site_config", "invocations recorded with different renderings of one path share an adapter built from one of them"),
     M("sky-site-key-ignores-rendering", SKY_REQUEST, '        recorded = self.site_record.digest if self.site_record is not None else ""', '        recorded = ""', "campaigns recorded with different profiles share an adapter built from one of them"),

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator
+import msgspec
+from msgspec import Meta, structs
 
 from vibesys.adapters.candidate import RecordedCandidate, digest_candidate
 from vibesys.adapters.requests import AdapterRequest
@@ -36,6 +37,7 @@ from vibesys.config.profiles import (
 from vibesys.config.resources import PortableResources, resolve_resources
 from vibesys.config.site import RecordedSite, profile_site
 from vibesys.errors import UsageError
+from vibesys.strict_decode import where_and_why
 
 __all__ = ["RETIRED_PROFILE_ENV", "SkyPilotRequest", "client_variable", "make_request"]
 
@@ -53,70 +55,48 @@ _CLIENT_NAMES = frozenset(
 _CLIENT_PREFIXES = ("SKYPILOT_", "VIBESYS_", "PYTHON", "LD_", "XDG_", "SSH_", "LC_")
 
 
-class SkyPilotRequest(AdapterRequest):
+_NOT_EMPTY = Meta(min_length=1)
+
+
+class SkyPilotRequest(AdapterRequest, frozen=True, kw_only=True):
     """An evaluation on a campaign's SkyPilot cluster."""
 
-    clusters_config: str = Field(
-        min_length=1, description="The operator's profiles file (clusters.toml), absolute."
-    )
-    profile: str = Field(
-        min_length=1, description="Operator profile chosen at launch ([profiles.NAME])."
-    )
-    run_id: str = Field(
-        min_length=1,
-        max_length=200,
-        description="Campaign/run id: with the resources, it names the campaign's cluster.",
-    )
-    resources: PortableResources = Field(
-        default_factory=PortableResources, description="The experiment's [resources]."
-    )
-    candidate: RecordedCandidate | None = Field(
-        default=None,
-        description="The candidate to run in: staged as a snapshot (the same policy and digest "
-        "as the Slurm adapters'), verified on the cluster; the command runs in a private copy.",
-    )
-    workdir: str | None = Field(
-        default=None,
-        min_length=1,
-        description="Recorded before candidates were snapshots: the directory is staged "
-        "through the same policy when it is submitted (its digest taken then).",
-    )
-    pass_env: Annotated[tuple[str, ...], Field(strict=False)] = Field(
-        default=(),
-        description="Names of variables of the invocation's recorded environment the job "
-        "gets (their values are never recorded here; `sky exec --secret NAME`).",
-    )
-    down: bool = Field(
-        default=False,
-        description="Release the campaign's cluster once this evaluation is DONE and no other "
-        "evaluation runs on it (the campaign's last one).",
-    )
+    #: the operator's profiles file (clusters.toml), absolute
+    clusters_config: Annotated[str, _NOT_EMPTY]
+    #: operator profile chosen at launch ([profiles.NAME])
+    profile: Annotated[str, _NOT_EMPTY]
+    #: campaign/run id: with the resources, it names the campaign's cluster
+    run_id: Annotated[str, Meta(min_length=1, max_length=200)]
+    #: the experiment's [resources]
+    resources: PortableResources = msgspec.field(default_factory=PortableResources)
+    #: The candidate to run in: staged as a snapshot (the same policy and digest as the Slurm
+    #: adapters'), verified on the cluster; the command runs in a private copy.
+    candidate: RecordedCandidate | None = None
+    #: Recorded before candidates were snapshots: the directory is staged through the same
+    #: policy when it is submitted (its digest taken then).
+    workdir: Annotated[str, _NOT_EMPTY] | None = None
+    #: Names of variables of the invocation's recorded environment the job gets (their values
+    #: are never recorded here; `sky exec --secret NAME`).
+    pass_env: tuple[str, ...] = ()
+    #: Release the campaign's cluster once this evaluation is DONE and no other evaluation
+    #: runs on it (the campaign's last one).
+    down: bool = False
 
-    @field_validator("run_id")
-    @classmethod
-    def _run_id(cls, value: str) -> str:
-        if not _RUN_ID.fullmatch(value):
-            raise ValueError(f"{value!r}: use letters, digits, . _ -")
-        return value
-
-    @field_validator("pass_env")
-    @classmethod
-    def _pass_env(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for name in value:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not _RUN_ID.fullmatch(self.run_id):
+            raise ValueError(f"run_id: {self.run_id!r}: use letters, digits, . _ -")
+        for name in self.pass_env:
             if not _VARIABLE.fullmatch(name):
-                raise ValueError(f"{name!r}: not a variable name")
+                raise ValueError(f"pass_env: {name!r}: not a variable name")
             reason = client_variable(name)
             if reason:
-                raise ValueError(reason)
-        return value
-
-    @field_validator("artifacts")
-    @classmethod
-    def _artifacts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in value:
+                raise ValueError(f"pass_env: {reason}")
+        for pattern in self.artifacts:
             if not pattern or pattern.startswith("/") or ".." in pattern.split("/"):
-                raise ValueError(f"{pattern!r}: a relative glob inside the work directory")
-        return value
+                raise ValueError(
+                    f"artifacts: {pattern!r}: a relative glob inside the work directory"
+                )
 
     def campaign(self) -> str:
         """A campaign's evaluations share its cluster: one at a time, in order."""
@@ -132,7 +112,7 @@ class SkyPilotRequest(AdapterRequest):
                 self.profile,
                 recorded,
                 self.run_id,
-                self.resources.model_dump(),
+                structs.asdict(self.resources),
             ],
             sort_keys=True,
         )
@@ -205,7 +185,7 @@ def make_request(adapter: str, values: Mapping[str, Any]) -> SkyPilotRequest:
             "--profile NAME`"
         )
     try:
-        request = SkyPilotRequest(
+        request = SkyPilotRequest.checked(
             clusters_config=str(path),
             profile=str(profile),
             run_id=str(run_id),
@@ -215,10 +195,10 @@ def make_request(adapter: str, values: Mapping[str, Any]) -> SkyPilotRequest:
             artifacts=tuple(check_pattern(p) for p in values.get("artifact") or ()),
             site_record=profile_site(str(profile), chosen),
         )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "request"
-        raise UsageError(f"{where}: {first['msg']}") from None
+    except msgspec.ValidationError as exc:
+        where, why = where_and_why(exc)
+        flag = "--" + where.split(".")[0].replace("_", "-") if where else "request"
+        raise UsageError(f"{flag}: {why}") from None
     # At startup: refuse any SkyPilot but the pinned one, before anything is recorded.
     environment = SkyEnvironment.from_environ()
     SkyCli(venv=environment.venv, env=environment.sky_env()).check_version()

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta, Struct
 
 from vibesys.adapters.candidate import RecordedCandidate, digest_candidate
 from vibesys.adapters.requests import AdapterRequest
@@ -36,36 +36,32 @@ __all__ = [
     "request_from_site",
 ]
 
-#: JSON arrays arrive as lists: lax for the container only, strict for the items.
-StrTuple = Annotated[tuple[str, ...], Field(strict=False)]
-_FROZEN = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+_POSITIVE = Meta(gt=0)
 
 
-class Dependency(BaseModel):
+class Dependency(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Run after another sbatch invocation's job succeeds (Slurm `afterok`)."""
 
-    model_config = _FROZEN
+    #: the parent's Slurm job id (its current attempt)
+    job_id: str
+    #: the parent invocation, for people
+    invocation: str
 
-    job_id: str = Field(description="The parent's Slurm job id (its current attempt).")
-    invocation: str = Field(description="The parent invocation, for people.")
 
-
-class SlurmRequestBase(AdapterRequest):
+class SlurmRequestBase(AdapterRequest, frozen=True, kw_only=True):
     """What the sbatch and srun requests share."""
 
-    site_config: str = Field(
-        description="The site configuration file (slurm.toml) it was read from, for people: "
-        "the invocation runs with the rendering recorded at PREPARED."
-    )
-    gpus: int = Field(default=0, ge=0, description="GPUs (generic resource gpu:N).")
-    time_minutes: int | None = Field(default=None, gt=0, description="Time limit in minutes.")
-    partitions: StrTuple = Field(
-        default=(), description="Candidate partitions in preference order; empty: Slurm's."
-    )
-    candidate: RecordedCandidate | None = Field(
-        default=None, description="Run in a verified snapshot of this candidate."
-    )
-    artifacts: StrTuple = Field(default=(), description="Files brought home after the job.")
+    #: The site configuration file (slurm.toml) it was read from, for people: the invocation
+    #: runs with the rendering recorded at PREPARED.
+    site_config: str
+    #: GPUs (generic resource gpu:N)
+    gpus: Annotated[int, Meta(ge=0)] = 0
+    #: time limit in minutes
+    time_minutes: Annotated[int, _POSITIVE] | None = None
+    #: candidate partitions in preference order; empty: Slurm's
+    partitions: tuple[str, ...] = ()
+    #: run in a verified snapshot of this candidate
+    candidate: RecordedCandidate | None = None
 
     def backend_key(self) -> str:
         recorded = self.site_record.digest if self.site_record is not None else ""
@@ -89,23 +85,21 @@ class SlurmRequestBase(AdapterRequest):
         return slurm_site(loaded.config)
 
 
-class SrunRequest(SlurmRequestBase):
+class SrunRequest(SlurmRequestBase, frozen=True, kw_only=True):
     """A foreground srun job on a submit node."""
 
-    time_minutes: int = Field(gt=0, description="Time limit in whole minutes.")
+    #: time limit in whole minutes
+    time_minutes: Annotated[int, _POSITIVE]
 
 
-class SbatchRequest(SlurmRequestBase):
+class SbatchRequest(SlurmRequestBase, frozen=True, kw_only=True):
     """A batch job: the trusted evaluation path, sized by the request and [slurm] (its
     sbatch_arguments), never by [vibesys.agent_gpu]."""
 
-    time_minutes: int | None = Field(
-        default=None,
-        gt=0,
-        description="Time limit in whole minutes; None: the partition's default (or one in "
-        "sbatch_arguments).",
-    )
-    after: Dependency | None = Field(default=None, description="Start once this job succeeds.")
+    #: time limit in whole minutes; None: the partition's default (or one in sbatch_arguments)
+    time_minutes: Annotated[int, _POSITIVE] | None = None
+    #: start once this job succeeds
+    after: Dependency | None = None
 
     def runs_after(self) -> str | None:
         return (self.after.invocation or None) if self.after else None
@@ -146,15 +140,15 @@ def request_from_site(
     if adapter == "sbatch":
         trusted = check_trusted(person, loaded.gate)
         after = values.get("after")
-        return SbatchRequest(
+        return SbatchRequest.checked(
             **common,
             gpus=trusted.gpus,
             time_minutes=trusted.time_minutes,
             partitions=trusted.partitions,
-            after=Dependency(**after) if after else None,
+            after=after or None,
         )
     checked = check_sizing(person, loaded.config.agent_gpu)
-    return SrunRequest(
+    return SrunRequest.checked(
         **common,
         gpus=checked.gpus,
         time_minutes=checked.time_minutes,
