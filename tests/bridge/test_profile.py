@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vibesys.bridge.admission import Evaluation, Refusal
+from vibesys.adapters.candidate import RecordedCandidate, checked_manifest
+from vibesys.bridge.admission import Evaluation
 from vibesys.bridge.recorded import evaluation_of
 from vibesys.bridge.runner import CAPTURES, EvaluationRunner
 from vibesys.bridge.site import resolve_site
@@ -99,17 +100,32 @@ def test_a_profile_is_recorded_before_anything_is_submitted(
         journal.close()
 
 
-def test_a_capture_name_already_in_the_workspace_is_refused(
+def test_a_file_of_a_captures_name_never_reaches_the_jobs_copy(
     runner: EvaluationRunner, tmp_path: Path
 ) -> None:
-    (tmp_path / "ws" / "vibesys-profile.json").write_text("{}")
-    with pytest.raises(Refusal, match=r"the workspace holds vibesys-profile\.json"):
-        runner.start(profile(tmp_path / "ws"))
+    """A stale or planted file of the capture's name would pose as the capture when the
+    profiler writes none: the snapshot leaves the capture's names out, recorded with the
+    candidate, so the stage (which reads the tree again under the recorded policy) does too,
+    whenever the file appears."""
+    workspace = tmp_path / "ws"
+    (workspace / "busy.py").write_text("print(1)\n")
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "vibesys-profile.json").write_text("{}")  # not the capture's path
+    (workspace / "vibesys-profile.json").write_text("{}")
+    handle, _ = runner.start(profile(workspace))
     journal = open_journal(tmp_path / "journal.db")
     try:
-        assert journal.bridge.recorded_evaluation("campaign-1", "r-1") is None
+        candidate = journal.invocations.get(handle.invocation_id).recorded_request["candidate"]
     finally:
         journal.close()
+    assert candidate["exclude"] == ["/vibesys-profile.json"]
+    recorded = RecordedCandidate(
+        **{k: v if k != "exclude" else tuple(v) for k, v in candidate.items()}
+    )
+    staged = {entry.path for entry in checked_manifest(recorded).entries}
+    assert staged == {"busy.py", "sub", "sub/vibesys-profile.json"}, staged
+    (workspace / "vibesys-profile.json").unlink()  # the digest never counted it
+    assert checked_manifest(recorded).digest == candidate["digest"]
 
 
 def test_only_a_slurm_site_offers_its_profilers(runner: EvaluationRunner, tmp_path: Path) -> None:

@@ -219,14 +219,6 @@ class EvaluationRunner:
 
     def _site_request(self, evaluation: Evaluation) -> Any:
         captures = self._captures(evaluation).get(CAPTURES, [])
-        for pattern in captures:  # the job's copy would hold it: a stale file taken as the capture
-            found = next(Path(evaluation.workspace).glob(pattern), None)
-            if found is not None:
-                raise Refusal(
-                    f"the workspace holds {found.name}, the name a profile's capture gets: "
-                    "remove or rename it",
-                    "profiler",
-                )
         try:
             return self.site.request(
                 evaluation.workspace,
@@ -234,6 +226,9 @@ class EvaluationRunner:
                 (*evaluation.artifacts, *captures),
                 tuple(evaluation.env),
                 self._limits,
+                # A file of a capture's name in the workspace would pose as the capture: the
+                # snapshot leaves such names out, so the job's copy never holds one.
+                left_out=tuple("/" + pattern.lstrip("/") for pattern in captures),
             )
         except VibesysError as exc:
             raise Refusal(f"the site cannot take this evaluation: {exc}") from None

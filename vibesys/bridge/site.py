@@ -71,11 +71,14 @@ class Site(msgspec.Struct, frozen=True):
         artifacts: tuple[str, ...],
         env_names: tuple[str, ...] = (),
         limits: ArtifactLimits | None = None,
+        left_out: tuple[str, ...] = (),
     ) -> Any:
         """The typed adapter request of one evaluation (the candidate's digest computed now:
         the agent edits it between evaluations) that passes the variables `env_names` and
-        records the artifacts' `limits` (a local one's are the bridge request's).
-        UsageError/ConfigError say why the site cannot take it."""
+        records the artifacts' `limits` (a local one's are the bridge request's). The Slurm
+        snapshot leaves out the patterns `left_out` besides its policy's (recorded with the
+        candidate, so the stage leaves them out too). UsageError/ConfigError say why the
+        site cannot take it."""
         if self.backend == "local":
             return LocalRequest(confine=self.confinement)
         if self.backend == "skypilot":
@@ -96,6 +99,7 @@ class Site(msgspec.Struct, frozen=True):
             "time_minutes": max(1, math.ceil(timeout_seconds / 60)),
             "candidate": Path(workspace),
             "artifact": artifacts,
+            "exclude": left_out,
         }
         # The passed variables reach an sbatch job with the recorded environment (sbatch's
         # own export), as a direct `vibesys run --adapter sbatch` job's do.
