@@ -97,7 +97,11 @@ def test_a_killed_wrappers_session_is_still_the_job(tmp_path: Path) -> None:
         group = json.loads((run / "group").read_text())
         assert os.getpgid(daemon) != group["pgid"], "it left the command's group"
         assert os.getsid(daemon) == group["sid"] == int(ref.job_id or 0)
-        os.kill(wrapper_pid(run), signal.SIGKILL)
+        wrapper = wrapper_pid(run)
+        os.kill(wrapper, signal.SIGKILL)
+        # A SIGKILL is delivered when the kernel next runs the process: until then it reads
+        # as alive (and the status names it, not what stayed in its session).
+        wait_until(lambda: proc.start_time(wrapper) is None, 5, "the wrapper to die")
         os.killpg(group["pgid"], signal.SIGKILL)  # only what left the group remains
         wait_until(lambda: proc.group_members(group["pgid"]) == [], 5, "the group to end")
         status = backend.status([ref])[ref.job_name]

@@ -123,13 +123,13 @@ def test_its_own_marker_before_squeue_sees_the_end_changes_nothing() -> None:
 def test_squeue_speaks_for_a_cancel_whose_reason_sacct_has_not_written_yet() -> None:
     """A child Slurm killed for its parent's failure: squeue says why at once
     (DependencyNeverSatisfied), sacct a moment later (seen under load: no uid, reason None).
-    Until sacct has it, squeue's row is the evidence; a cancel squeue gives no reason for
-    (a scancel) is still sacct's to tell."""
+    Until sacct has it, squeue's row is the evidence; a scancel (squeue keeps the reason the
+    job waited for) is still sacct's to tell."""
     killed = f"581|{NAME}|CANCELLED|DependencyNeverSatisfied|main|N/A||N/A|2026-12-01T03:00:46|1\n"
     unwritten = f"581|{NAME}|CANCELLED|0:0|None|2026-12-01T03:00:46|None|main|None assigned|\n"
     seen = status(scripted(killed, sacct=unwritten))
     assert seen.state is RemoteState.DEPENDENCY_NEVER_SATISFIED, seen.observation
     assert seen.observation.startswith("squeue: "), seen.observation
-    scancelled = killed.replace("DependencyNeverSatisfied", "None")
+    scancelled = killed.replace("DependencyNeverSatisfied", "Priority")
     seen = status(scripted(scancelled, sacct=unwritten))
     assert seen.state is RemoteState.CANCELLED and seen.observation.startswith("sacct: "), seen

@@ -61,6 +61,7 @@ def test_the_site_maps_each_name_to_its_command_captures_and_variables() -> None
         ('"-o", "{capture}", ', "", "no item names '{capture}'"),
         ('["{capture}.nsys-rep"]', '["../{capture}"]', "must be '{capture}' plus a file name"),
         ('["{capture}.nsys-rep"]', '["{capture}/x"]', "must be '{capture}' plus a file name"),
+        ('["{capture}.nsys-rep"]', '["{capture}.a\\nb"]', "must be '{capture}' plus a file name"),
         ('["{capture}.nsys-rep"]', "[]", "captures"),
         ('env = ["NSYS', 'env = ["1NSYS', "write each variable as 'NAME=VALUE'"),
         ("profilers.nsys]", "profilers.'n s']", "is not a profiler name"),

@@ -9,9 +9,10 @@ its tests there, and report which were killed.
     scripts/mutants --record         # and keep each mutant's killer (killers.json) for next time
 
 Each mutant first runs the one test that killed it last time (`killers.json`, written by
---record), so that most mutants cost one test; when that test is gone or no longer fails, the
-mutant's whole test set runs, as without a record. A record only orders the work: what counts
-as a kill is the same either way.
+--record) when that test is among the mutant's own, so that most mutants cost one test; when
+that test is gone or no longer fails, the mutant's whole test set runs, as without a record.
+Either way a kill counts only if its test passes unmutated (below), so a killer must not be
+flaky: one that fails by chance under a mutant and passes by chance unmutated is a false kill.
 
 Each test gets TEST_SECONDS (a test's own `timeout` marker wins): a mutant that makes a test
 wait for something that never comes is killed at that bound, not at the suite's 120 s.
@@ -256,9 +257,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     tests_of = {m.name: FULL if args.full else m.test_args() for m in chosen}
     killers = recorded_killers()
+    first = {
+        m.name: killer
+        for m in chosen
+        if (killer := killers.get(m.name)) and any(within(killer, t) for t in tests_of[m.name])
+    }
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         outcomes = list(
-            pool.map(lambda m: try_mutant(m, tests_of[m.name], killers.get(m.name)), chosen)
+            pool.map(lambda m: try_mutant(m, tests_of[m.name], first.get(m.name)), chosen)
         )
     for outcome in outcomes:
         print(line_for(outcome), flush=True)

@@ -80,7 +80,9 @@ class ProfilerConfig(BaseModel):
     def _captures(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for item in value:
             rest = item.removeprefix(CAPTURE)
-            if rest == item or CAPTURE in rest or "/" in rest or "\0" in rest:
+            # A suffix is also a snapshot exclusion: no "/" and no control character.
+            unprintable = any(ord(char) < 32 or ord(char) == 127 for char in rest)
+            if rest == item or CAPTURE in rest or "/" in rest or unprintable:
                 raise ValueError(f"{item!r} must be '{{capture}}' plus a file name suffix (no '/')")
         return value
 

@@ -63,7 +63,7 @@ MUTANTS: list[Mutant] = [
     M("slurm-signal-not-128", PARSE, "return 128 + row.exit_signal", "return row.exit_signal", "death by SIGKILL reads as exit 9"),
     M("slurm-kill-read-as-status", PARSE, 'frozenset({"COMPLETED", "FAILED"})', 'frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})', "ExitCode of a job Slurm killed is taken as the command's status"),
     M("slurm-our-cancel-unattributed", PARSE, 'cancelled_by = "vibesys"', "cancelled_by = None", "a cancel we asked for is not recorded as ours"),
-    M("slurm-unexplained-cancel-trusted", STATUS_RULES, 'return record.state == "CANCELLED" and unexplained and live.reason not in (None, "None")', "return False", "a child Slurm killed for its dependency, read from sacct before it has the reason, is taken for a plain cancel (a retried parent's child ends CANCELLED)"),
+    M("slurm-unexplained-cancel-trusted", STATUS_RULES, 'return record.state == "CANCELLED" and unexplained and killed', "return False", "a child Slurm killed for its dependency, read from sacct before it has the reason, is taken for a plain cancel (a retried parent's child ends CANCELLED)"),
     M("slurm-lag-row-trusted", PARSE, "if isinstance(row, SacctRow) and row.job_name == SACCT_PLACEHOLDER_NAME:", "if False:", "sacct's stale placeholder row during lag is taken as evidence"),
     M("sbatch-id-prefix-accepted", PARSE, "_SBATCH_PARSABLE.fullmatch(text.strip())", "_SBATCH_PARSABLE.match(text.strip())", "sbatch output with trailing junk yields a job id"),
     # -- exit statuses of run and wait -------------------------------------------------------

@@ -107,11 +107,12 @@ def sacct_lagging(row: SacctRow) -> bool:
 
 
 def squeue_knows_why(live: SqueueRow, record: SacctRow) -> bool:
-    """A job Slurm cancelled itself (no uid): squeue gives the reason at once (e.g.
-    DependencyNeverSatisfied), sacct a moment later (seen under load: `CANCELLED|...|None`).
-    Until then sacct's row cannot tell a job killed for its dependency from another cancel."""
+    """A job Slurm killed for its dependency: squeue says so at once (CANCELLED,
+    DependencyNeverSatisfied), sacct a moment later (seen under load: `CANCELLED|...|None`,
+    no uid). Until then sacct's row cannot tell it from another cancel."""
     unexplained = record.cancelled_by is None and record.reason in (None, "None")
-    return record.state == "CANCELLED" and unexplained and live.reason not in (None, "None")
+    killed = live.state == "CANCELLED" and live.reason == "DependencyNeverSatisfied"
+    return record.state == "CANCELLED" and unexplained and killed
 
 
 def is_terminal(row: SqueueRow | SacctRow | None) -> bool:
