@@ -28,7 +28,7 @@ from vibesys.journal_schema import ArtifactState, Invocation, Journal
 from vibesys.osutil import artifact_walk, place
 from vibesys.osutil.artifact_walk import Limits
 from vibesys.osutil.layout import attempt_dir
-from vibesys.snapshot import SnapshotPolicy, _remote, build_manifest
+from vibesys.snapshot import SnapshotPolicy, build_manifest, remote_program
 from vibesys.states import JobState, Outcome
 
 __all__ = [
@@ -51,10 +51,10 @@ def stage_local_candidate(workspace: str, stage_root: Path, invocation_dir: Path
     # shim on PATH costs a quarter second a start; an evaluation is a handful of seconds).
     final = snapshot_path(str(stage_root), manifest.digest)
     if not os.path.lexists(final):
-        probed = CommandResult(_remote.EXIT_ABSENT, "", "", ("probe", str(final)))
+        probed = CommandResult(remote_program.EXIT_ABSENT, "", "", ("probe", str(final)))
     else:
         problem = _mismatch(final, manifest.digest)
-        code = _remote.EXIT_OK if problem is None else _remote.EXIT_MISMATCH
+        code = remote_program.EXIT_OK if problem is None else remote_program.EXIT_MISMATCH
         probed = CommandResult(code, "", problem or "", ("probe", str(final)))
     staged = stage(
         manifest,
@@ -77,8 +77,8 @@ def stage_local_candidate(workspace: str, stage_root: Path, invocation_dir: Path
 def _mismatch(directory: object, digest: str) -> str | None:
     """Why `directory` is not exactly the snapshot `digest` (the stager's own check), or None."""
     try:
-        _remote.verify(os.fsencode(str(directory)), digest)
-    except _remote.Mismatch as exc:
+        remote_program.verify(os.fsencode(str(directory)), digest)
+    except remote_program.Mismatch as exc:
         return f"vibesys-snapshot: {directory} {exc}"
     return None
 

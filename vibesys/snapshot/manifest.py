@@ -11,7 +11,7 @@ from typing import Final
 
 import msgspec
 
-from vibesys.snapshot import _remote
+from vibesys.snapshot import remote_program
 from vibesys.snapshot.policy import ExclusionReason, SnapshotPolicy
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 #: The file a staged snapshot holds at its top level besides the candidate (not in the digest).
-MARKER: Final = _remote.MARKER
+MARKER: Final = remote_program.MARKER
 
 
 class EntryKind(StrEnum):
@@ -121,8 +121,8 @@ def compute_digest(entries: Iterable[ManifestEntry]) -> str:
     """sha256 over `vibesys-snapshot-v1` NUL, then `PATH NUL MODE NUL HASH NUL` for every entry
     in ascending order of its path's UTF-8 bytes (MODE as `ManifestEntry.mode_text`, HASH as
     `ManifestEntry.sha256`), as 64 lowercase hex digits. The remote verifier computes the same
-    over the directory it is given (see `_remote.py`)."""
-    return _remote.digest_of(
+    over the directory it is given (see `remote_program.py`)."""
+    return remote_program.digest_of(
         [(entry.path.encode("utf-8"), entry.mode_text, entry.sha256) for entry in entries]
     )
 

@@ -23,7 +23,7 @@ from contextlib import ExitStack
 from typing import Final, Protocol, TypeVar
 
 from vibesys.osutil import beneath
-from vibesys.snapshot import _remote
+from vibesys.snapshot import remote_program
 from vibesys.snapshot.errors import CandidateError
 from vibesys.snapshot.manifest import (
     MARKER,
@@ -69,7 +69,7 @@ class Content:
 
     def read(self, count: int = -1, /) -> bytes:
         if count < 0:
-            return b"".join(iter(lambda: self.read(_remote.CHUNK), b""))
+            return b"".join(iter(lambda: self.read(remote_program.CHUNK), b""))
         data = os.read(self.fd, count)
         self.hash.update(data)
         self.read_bytes += len(data)
@@ -165,7 +165,9 @@ class _Walk:
                 try:
                     mode = os.fstat(child).st_mode
                     self.entries.append(
-                        ManifestEntry(relative, EntryKind.DIRECTORY, 0o755, 0, _remote.EMPTY_SHA256)
+                        ManifestEntry(
+                            relative, EntryKind.DIRECTORY, 0o755, 0, remote_program.EMPTY_SHA256
+                        )
                     )
                     if self.sink is not None:
                         self.sink.directory(relative, staged_mode(0o755, mode))
@@ -267,7 +269,7 @@ def _read_files(
     (hashed on the way) or only hashed."""
     found: list[ManifestEntry] = []
     left_out: list[Excluded] = []
-    buffer = memoryview(bytearray(_remote.CHUNK)) if sink is None else None
+    buffer = memoryview(bytearray(remote_program.CHUNK)) if sink is None else None
     for name in names:
         relative = prefix + name
         file, info = _opened(relative, beneath.open_file, fd, name)

@@ -12,7 +12,13 @@ from typing import Any
 
 from vibesys.adapters.staging import stage, verify_command
 from vibesys.adapters.transports import LocalTransport
-from vibesys.snapshot import ExclusionReason, Manifest, SnapshotPolicy, _remote, build_manifest
+from vibesys.snapshot import (
+    ExclusionReason,
+    Manifest,
+    SnapshotPolicy,
+    build_manifest,
+    remote_program,
+)
 
 #: A policy that leaves nothing out (but structural rules): the verifier has no exclusions.
 EVERYTHING = SnapshotPolicy(include=("*",), allow_external_symlinks=True)
@@ -54,7 +60,7 @@ class CompletedVerify:
 
 
 def remote_digest(directory: Path) -> str:
-    return _remote.digest_of(_remote.tree_records(os.fsencode(directory)))
+    return remote_program.digest_of(remote_program.tree_records(os.fsencode(directory)))
 
 
 def runner() -> LocalTransport:

@@ -23,7 +23,7 @@ from vibesys.adapters.staging.errors import StagingFailed
 from vibesys.adapters.staging.upload import Helper, Upload, verify_script, write_tar
 from vibesys.adapters.transports.base import CommandResult, Runner
 from vibesys.errors import UsageError
-from vibesys.snapshot import _remote
+from vibesys.snapshot import remote_program
 from vibesys.snapshot.manifest import Manifest
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
 #: Exit status of `verify_command` (and of `copy_command` when its source is not a snapshot)
 #: when the directory is not exactly the snapshot: an infrastructure error, the command must
 #: not run.
-VERIFY_MISMATCH_EXIT: Final = _remote.EXIT_MISMATCH
+VERIFY_MISMATCH_EXIT: Final = remote_program.EXIT_MISMATCH
 #: Tar bytes sent per remote command; local memory stays within about twice this.
 DEFAULT_CHUNK_BYTES: Final = 16 * 1024 * 1024
 SNAPSHOTS_DIR: Final = "snapshots"
@@ -110,9 +110,9 @@ _COPY: Final = f"""set -eu
 src=$1
 dst=$2
 tmp=$dst.vibesys-copy.$$
-if [ ! -f "$src/{_remote.MARKER}" ]; then
+if [ ! -f "$src/{remote_program.MARKER}" ]; then
   printf 'vibesys-snapshot: %s is not a snapshot\\n' "$src" >&2
-  exit {_remote.EXIT_MISMATCH}
+  exit {remote_program.EXIT_MISMATCH}
 fi
 parent=${{dst%/*}}
 mkdir -p -- "${{parent:-/}}"
@@ -165,10 +165,10 @@ def stage(
     final = snapshots / digest
     helper = Helper(runner, python, timeout)
     probe = probed if probed is not None else helper.run("--probe", str(final), digest)
-    if probe.returncode == _remote.EXIT_OK:
+    if probe.returncode == remote_program.EXIT_OK:
         evidence = f"snapshot {digest} verified at {final}: reused, nothing uploaded"
         return StageResult(digest, final, StageOutcome.REUSED, 0, helper.count, None, evidence)
-    if probe.returncode not in (_remote.EXIT_ABSENT, _remote.EXIT_MISMATCH):
+    if probe.returncode not in (remote_program.EXIT_ABSENT, remote_program.EXIT_MISMATCH):
         raise helper.failure(probe, StagingFailed)
     upload = Upload(helper, snapshots, secrets.token_hex(8), chunk_bytes, progress)
     if progress is not None:

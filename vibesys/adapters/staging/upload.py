@@ -1,7 +1,7 @@
 """Sending a candidate to the cluster as one tar stream: read once through the candidate's one
 reader (descriptors under the root, never a link, each file's bytes hashed as they are
 archived), checked against the manifest, and uploaded in pieces through the remote helper
-(`vibesys.snapshot._remote`)."""
+(`vibesys.snapshot.remote_program`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from vibesys.adapters.base import Progress
 from vibesys.adapters.staging.errors import SnapshotMismatch, StagingFailed
 from vibesys.adapters.transports.base import CommandResult, Runner
 from vibesys.errors import BackendError
-from vibesys.snapshot import _remote
+from vibesys.snapshot import remote_program
 from vibesys.snapshot.errors import CandidateError
 from vibesys.snapshot.manifest import Manifest
 from vibesys.snapshot.policy import SnapshotPolicy
@@ -112,7 +112,7 @@ class Upload:
         self.sent += len(piece)
         if self.progress is not None:
             self.progress.advance(len(piece))
-        if result.returncode == _remote.EXIT_MISMATCH:
+        if result.returncode == remote_program.EXIT_MISMATCH:
             raise self.helper.failure(result, SnapshotMismatch)
         if not result.ok:
             raise self.helper.failure(result, StagingFailed)
@@ -166,7 +166,7 @@ def write_tar(manifest: Manifest, root: Path, sink: Upload) -> None:
         mode="w",
         format=tarfile.PAX_FORMAT,
         encoding="utf-8",
-        copybufsize=_remote.CHUNK,
+        copybufsize=remote_program.CHUNK,
     ) as tar:
         try:
             archived = read_tree(root, policy, TarSink(tar))
@@ -195,13 +195,13 @@ def verify_script() -> str:
     """The remote helper's source (stdlib only, Python 3.6+). As a verifier:
     `python3 -I -c SCRIPT DIR DIGEST` exits 0 when DIR is exactly the snapshot DIGEST (the
     top-level marker aside), else VERIFY_MISMATCH_EXIT with one line on stderr."""
-    source = importlib.resources.files("vibesys.snapshot").joinpath("_remote.py")
+    source = importlib.resources.files("vibesys.snapshot").joinpath("remote_program.py")
     text = source.read_text(encoding="utf-8")
     rules = importlib.resources.files("vibesys.osutil").joinpath("beneath.py")
     # The remote side has no vibesys: the descriptor-relative primitives go as their own text.
     before, line, after = text.partition(_BENEATH_IMPORT)
     if not line or _BENEATH_IMPORT in after:
-        raise AssertionError("_remote.py imports beneath once, on a line of its own")
+        raise AssertionError("remote_program.py imports beneath once, on a line of its own")
     return before + rules.read_text(encoding="utf-8") + after.split("\n", 1)[1]
 
 
