@@ -1,5 +1,6 @@
 """The sbatch adapter refuses a time no partition allows before anything is submitted (the
-submit command asks sinfo itself: still one remote command), blames the request or the site's
+submit command asks sinfo itself: still one remote command; a time it showed to fit is not
+asked again for a minute), blames the request or the site's
 sbatch_arguments, and reads sbatch's own refusal as the request's fault, never as an outage.
 The submit command runs for real with a scripted sinfo and sbatch: these need no Slurm (the
 live test is tests/slurm/test_resources_slurm.py)."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -127,9 +129,45 @@ def test_the_default_partition_is_the_one_compared_and_a_fit_is_submitted(
     fits = request(tmp_path, time_minutes=60, partition="priority")
     sbatch = backend(fits, cluster)
     assert sbatch.submit(fits).job_id == "22"
-    assert sbatch.submit(fits).job_id == "22"
     # Each submission is one command: the check rides on it, never a round trip of its own.
-    assert (len(cluster.calls), cluster.ran("sinfo"), cluster.ran("sbatch")) == (3, 3, 2)
+    assert (len(cluster.calls), cluster.ran("sinfo"), cluster.ran("sbatch")) == (2, 2, 1)
+
+
+def test_a_time_shown_to_fit_is_not_asked_again_for_a_while(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many jobs submitted at once ask sinfo once, not once each; another time, another
+    partition, or the same after FIT_SECONDS is asked again."""
+    cluster = Cluster(tmp_path)
+    fits = request(tmp_path, time_minutes=20, partition="main")
+    sbatch = backend(fits, cluster)
+    for _ in range(3):
+        assert sbatch.submit(fits).job_id == "22"
+    assert (cluster.ran("sinfo"), cluster.ran("sbatch")) == (1, 3)
+    # Another backend of this process (a Client's other handle) shares what was seen.
+    assert backend(fits, cluster).submit(fits).job_id == "22"
+    other = request(tmp_path, time_minutes=21, partition="main")
+    assert sbatch.submit(other).job_id == "22"
+    assert (cluster.ran("sinfo"), cluster.ran("sbatch")) == (2, 5)
+    # Over: refused, and asked each time (a refusal is never remembered as a fit).
+    over = request(tmp_path, time_minutes=31, partition="main")
+    for _ in range(2):
+        with pytest.raises(SubmitRejected):
+            sbatch.submit(over)
+    assert (cluster.ran("sinfo"), cluster.ran("sbatch")) == (4, 5)
+    later = time.monotonic() + sbatch_module.FIT_SECONDS + 1
+    monkeypatch.setattr(sbatch_module.FITS_SEEN, "clock", lambda: later)
+    assert sbatch.submit(fits).job_id == "22"
+    assert (cluster.ran("sinfo"), cluster.ran("sbatch")) == (5, 6)
+
+
+def test_a_failed_sinfo_is_asked_again(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, sinfo_rc=1)
+    fits = request(tmp_path, time_minutes=20, partition="main")
+    sbatch = backend(fits, cluster)
+    for _ in range(2):
+        assert sbatch.submit(fits).job_id == "22"
+    assert (cluster.ran("sinfo"), cluster.ran("sbatch")) == (2, 2)
 
 
 def test_a_request_without_a_time_asks_no_sinfo(tmp_path: Path) -> None:

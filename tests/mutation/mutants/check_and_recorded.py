@@ -139,6 +139,7 @@ MUTANTS: list[Mutant] = [
     # -- site limits known before submitting (issue 35) --------------------------------------
     M("limits-one-partition-must-fit-all", LIMITS, "    if any(_fits(limits.minutes[name], minutes) for name in targets):", "    if all(_fits(limits.minutes[name], minutes) for name in targets):", "a job Slurm may start in the partition that allows its time is refused because another does not"),
     M("limits-sbatch-unchecked", SBATCH, "            *_guard(asked),\n", '            "", "", "",\n', "a --time beyond every partition is submitted: refused by Slurm in words naming no limit, or queued for ever where limits are not enforced", tests=("tests/adapters/test_sbatch_limits.py",)),
+    M("limits-sbatch-unknown-fit-remembered", SBATCH, " and LIMITS_UNKNOWN not in err:", ":", "a submission whose sinfo failed is remembered as fitting: the next ones skip the check for a minute", tests=("tests/adapters/test_sbatch_limits.py",)),
     M("limits-sbatch-exact-fit-refused", SBATCH, "want + 0 <= limit[target[i]]", "want + 0 < limit[target[i]]", "a --time equal to the partition's MaxTime is refused though Slurm takes it", tests=("tests/adapters/test_sbatch_limits.py",)),
     M("limits-sky-refusal-is-an-outage", SKY_OPS, "            refusal = slurm_refusal(text)\n", "            refusal = None\n", "a launch Slurm refused for its time is retried as an outage, then ends TRANSPORT_LOST (exit 75)", tests=SKY_LIMITS_CLI),
     # -- a refused login (issue 35): named, never an outage retried, never a job given up ----------

@@ -11,7 +11,10 @@ check. Over SSH that is one round trip."""
 from __future__ import annotations
 
 import shlex
+import threading
+import time
 from pathlib import PurePosixPath
+from typing import Final
 
 from vibesys.adapters import staging
 from vibesys.adapters.base import Progress, Submission, SubmitReceipt
@@ -48,8 +51,9 @@ from vibesys.errors import BackendError, BackendMisconfigured, BackendUnavailabl
 #: probe's status (3: absent, 86: not verified) having submitted nothing. With MINUTES set, sinfo
 #: is asked and FITS judges them against the partitions (comma-separated; none: the default):
 #: proven too long, the command prints LIMITS_SAID and sinfo's answer on stderr and exits
-#: OVER_LIMITS having submitted nothing, as it does with CANNOT_WRITE; otherwise it is sbatch's
-#: answer (whose own status may be 100 or more: never read as a probe).
+#: OVER_LIMITS having submitted nothing, as it does with CANNOT_WRITE; sinfo failing is said
+#: (LIMITS_UNKNOWN) and leaves it to sbatch; otherwise it is sbatch's answer (whose own status
+#: may be 100 or more: never read as a probe).
 _SUBMIT = """set -u
 work=$1 script=$2 python=$3 verify=$4 final=$5 digest=$6 minutes=$7 partitions=$8 fits=$9
 shift 9
@@ -63,7 +67,10 @@ if [ -n "$python" ]; then
   fi
 fi
 if [ -n "$minutes" ]; then
-  limits=$(sinfo -h -o '%P %l' 2>/dev/null) || limits=
+  limits=$(sinfo -h -o '%P %l' 2>/dev/null) || {
+    limits=
+    echo "vibesys-submit: partition limits unknown" >&2
+  }
   if ! printf '%s\n' "$limits" | awk -v want="$minutes" -v targets="$partitions" "$fits"; then
     printf 'vibesys-submit: over the partition limits\n%s\n' "$limits" >&2
     exit 98
@@ -118,6 +125,34 @@ END {
 CANNOT_WRITE = 97
 OVER_LIMITS = 98
 LIMITS_SAID = "vibesys-submit: over the partition limits"
+LIMITS_UNKNOWN = "vibesys-submit: partition limits unknown"
+#: How long a time that sinfo showed to fit is taken as fitting, by every later submission of
+#: this process to the same site and partitions, without asking again: limits change rarely,
+#: and each sinfo is one more slurmctld RPC beside sbatch's own (32 jobs submitted at once
+#: asked it 32 times). A limit lowered meanwhile leaves such a job pending, with the reason
+#: Slurm gives (PartitionTimeLimit), which the status rounds report.
+FIT_SECONDS: Final = 60.0
+
+
+class FitsSeen:
+    """The (site, minutes, partitions) that sinfo showed to fit, each until FIT_SECONDS
+    after (the monotonic clock); shared by the submissions of this process."""
+
+    def __init__(self) -> None:
+        self._until: dict[tuple[str, int, tuple[str, ...]], float] = {}
+        self._lock = threading.Lock()
+        self.clock = time.monotonic
+
+    def known(self, key: tuple[str, int, tuple[str, ...]]) -> bool:
+        with self._lock:
+            return self._until.get(key, 0.0) > self.clock()
+
+    def record(self, key: tuple[str, int, tuple[str, ...]]) -> None:
+        with self._lock:
+            self._until[key] = self.clock() + FIT_SECONDS
+
+
+FITS_SEEN: Final = FitsSeen()
 PROBE_BASE = 100
 PROBE_SAID = "vibesys-submit: snapshot not staged"
 
@@ -147,6 +182,9 @@ class SbatchBackend(SlurmBackend):
         script = render_sbatch(spec)
         submission.attempt_dir.mkdir(parents=True, exist_ok=True)
         (submission.attempt_dir / SCRIPT_FILE).write_text(script)
+        fit = None if asked is None else (self.poll_site(), asked.minutes, asked.partitions)
+        if fit is not None and FITS_SEEN.known(fit):
+            asked = None  # sinfo showed this time to fit a moment ago: not asked again
         code, out, err, evidence = self._submit_once(submission, remote, script, candidate, asked)
         if code >= PROBE_BASE and candidate is not None and _probe_said(err):
             # The snapshot is not staged: nothing was submitted. Stage it, then submit.
@@ -169,6 +207,8 @@ class SbatchBackend(SlurmBackend):
             raise _over_limits(asked, err, submission.request.site_config)
         if code == CANNOT_WRITE and err.startswith("vibesys-submit:"):
             raise BackendUnavailable("could not write the batch script", evidence=evidence)
+        if code == 0 and asked is not None and fit is not None and LIMITS_UNKNOWN not in err:
+            FITS_SEEN.record(fit)
         if code == 0:
             try:
                 job_id = parse_sbatch_parsable(out)
