@@ -43,7 +43,7 @@ def test_defaults_of_a_minimal_file() -> None:
     assert slurm.poll_max_seconds == 30.0
     assert slurm.poll_backoff == 3.0
     assert slurm.probe_seconds == 0.25
-    assert slurm.poll_settle_seconds == 1.0
+    assert slurm.poll_settle_seconds == 2.0
     assert slurm.poll_settle_max_seconds == 4.0
     assert slurm.poll_floor_seconds == 1.0
     assert slurm.sacct_lag_seconds == 10.0

@@ -143,13 +143,14 @@ class SlurmConfig(BaseModel):
         "job that ends is seen within about this long, and one status round confirms it.",
     )
     poll_settle_seconds: float = Field(
-        default=1.0,
+        default=2.0,
         ge=0,
         description="How long the status round that confirms an end found by the probe waits "
         "for the other watched jobs, still running, to end too: the jobs of a batch end "
-        "within a second or two of each other, and one round confirms them all instead of "
-        "one round each. Each further end found waits this long again. A lone job's end "
-        "(no other job still running) is confirmed at once.",
+        "within a second or two of each other (one that the scheduler started a second early "
+        "ends a second early), and one round confirms them all instead of one round each. "
+        "Each further end found waits this long again. A lone job's end (no other job still "
+        "running) is confirmed at once.",
     )
     poll_settle_max_seconds: float = Field(
         default=4.0,
