@@ -15,7 +15,9 @@ any kind fail so (the API server unreachable mid-job), while the jobs run on;
 `fake-ssh-refused N` makes the next N sky commands fail as SkyPilot does when the login node
 refuses its ssh (an expired certificate), while the jobs run on;
 `fake-stall-down SECONDS` makes the next `down` hang that long before it answers (a frozen
-control plane: the caller's timeout ends the wait, the cluster is not torn down).
+control plane: the caller's timeout ends the wait, the cluster is not torn down);
+`fake-stall-launch SECONDS` makes the next `launch` take that long before it brings the cluster
+up (a slow allocation).
 `fake-sinfo TEXT` and `fake-maxtime MINUTES`: the login node's partitions (fake_sky_slurm.py).
 """
 
@@ -117,6 +119,12 @@ def cmd_status(state: dict[str, Any], args: list[str]) -> int:
 
 def cmd_launch(state: dict[str, Any], args: list[str]) -> int:
     name = args[args.index("-c") + 1]
+    stall = state.pop("stall_launch", 0)
+    if stall:
+        save(state)
+        time.sleep(stall)
+        state.clear()
+        state.update(load())  # what other commands wrote meanwhile
     task = json.loads(Path(args[-1]).read_text())
     wanted = task_resources(task)
     clusters = state["clusters"]
@@ -364,6 +372,7 @@ def main(argv: list[str]) -> int:
         save(state)
         return 0
     controls = ("fake-inflight", "fake-fail-exec", "fake-api-down", "fake-stall-down")
+    controls += ("fake-stall-launch",)
     if argv and argv[0] in (*controls, "fake-ssh-refused", "fake-maxtime"):
         state[argv[0].removeprefix("fake-").replace("-", "_")] = int(argv[1])
         save(state)
