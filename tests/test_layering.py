@@ -397,6 +397,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vibesys.states", "vibesys.config", "vibesys.snapshot"),
     ("vibesys.journal_schema", "vibesys.adapters"),
     ("vibesys.engine", "vibesys.job_result", "vibesys.ui", "vibesys.sitecheck"),
+    # one invocation from outside the engine: what the client's handles compose
+    ("vibesys.invocation",),
     # the services: hosts of the engine, and the Python API beside the CLI
     ("vibesys.client", "vibesys.broker", "vibesys.bridge"),
     ("vibesys.session", "vibesys.cli"),

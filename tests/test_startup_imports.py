@@ -41,6 +41,28 @@ def test_a_local_run_and_the_reading_commands_load_no_rich_and_no_bridge_client(
         assert among(loaded(tmp_path, *argv), (*NEVER, "pydantic")) == [], argv
 
 
+def test_a_local_run_loads_no_pydantic(tmp_path: Path) -> None:
+    """Its end line and exit status come from the invocation: the JobResult (pydantic) is
+    `run --json`'s alone."""
+    assert among(loaded(tmp_path, "run", "--", "true"), ("pydantic", "pydantic_core")) == []
+
+
+def test_logs_reads_through_the_handles_reader_without_the_engine(tmp_path: Path) -> None:
+    loaded(tmp_path, "run", "--", "true")
+    listed = subprocess.run(
+        [sys.executable, "-m", "vibesys", "journal", "list", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    invocation = json.loads(listed.stdout)["invocations"][0]["id"]
+    modules = loaded(tmp_path, "logs", invocation)
+    assert "vibesys.invocation.reading" in modules
+    heavy = ("pydantic", "vibesys.engine", "vibesys.client", "sqlite_utils", "transitions")
+    assert among(modules, heavy) == []
+
+
 def test_help_loads_no_bridge_client(tmp_path: Path) -> None:
     # typer draws its help with rich: that is typer's, not ours.
     assert among(loaded(tmp_path, "--help"), ("vibesys.bridge.client",)) == []

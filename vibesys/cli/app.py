@@ -56,11 +56,14 @@ app.add_typer(session_app, name="session")
 
 def run(ctx: typer.Context) -> None:
     """Run COMMAND as a durable invocation; exit with its status."""
-    from vibesys.cli import run_command
-
     # A repeatable option or the command given no value is None, as the checks expect.
     values = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in ctx.params.items()}
-    raise typer.Exit(run_command.execute_run(values))
+    # `--json` reports the JobResult, a pydantic model: a body of its own, the one that loads it.
+    if values["as_json"]:
+        from vibesys.cli.run_json import execute_run
+    else:
+        from vibesys.cli.run_command import execute_run
+    raise typer.Exit(execute_run(values))
 
 
 app.command(

@@ -21,6 +21,7 @@ from vibesys.cli.run_command import (
     live_status,
     quiet_streams,
 )
+from vibesys.cli.run_json import json_record
 from vibesys.client import Client
 from vibesys.engine import DriveOptions, LogTail, reconcile
 from vibesys.engine.cancel import cancel_invocation
@@ -95,13 +96,15 @@ def wait(journal: Path | None, invocation: str, as_json: bool) -> int:
         tail = job_output(as_json, live)
         options = DriveOptions(tail, interrupt=interrupt, status=live, owner=False)
         inv = handle.follow(options, progress=live)
-    return finish(store, inv, options, as_json, stopped_by=interrupt.signum)
+    record = json_record if as_json else None
+    return finish(store, inv, options, record, stopped_by=interrupt.signum)
 
 
 def result(journal: Path | None, invocation: str, as_json: bool) -> None:
     store = open_store(journal, readonly=True)
     try:
-        found = Client(store).attach(invocation, drive=False).result()
+        # Read only: a key whose invocation was never recorded is refused, not recorded.
+        found = Client(store).attach(invocation, drive=False, record_missing=False).result()
     except NotEnded as exc:
         fail(str(exc), 1)
     typer.echo(found.model_dump_json(indent=2) if as_json else render_result(found))

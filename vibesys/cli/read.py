@@ -16,12 +16,12 @@ from typing import Any
 
 from vibesys.cli.render import show, table
 from vibesys.errors import CommandFailed, UsageError, boundary, journal_path
+from vibesys.invocation.journals import JournalAccess
+from vibesys.invocation.reading import log_bytes
 from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.store import Journal, open_journal
 from vibesys.journal_schema.views import listed, show_json
-from vibesys.osutil.layout import attempt_dir, log_paths
-from vibesys.osutil.logtail import new_bytes
 from vibesys.states import diagram
 from vibesys.states.job_state import JobState
 
@@ -109,18 +109,14 @@ def journal_list(journal: Path | None, state: str | None, as_json: bool, out: Ec
 
 def logs(journal: Path | None, invocation: str) -> None:
     """Every attempt's output, oldest first, stdout then stderr, read from the local spool
-    as `Handle.logs` reads it (`new_bytes`), without loading the client and its engine."""
+    by `Handle.logs`'s reader (`vibesys.invocation.reading`), which loads no engine."""
     with boundary(journal):
         store = open_readonly(journal)
+        journals = JournalAccess(store.path, store)
         inv = store.invocations.resolve(invocation)
-        attempts = [a.attempt for a in store.invocations.attempts(inv.id)]
-        for which, sink in enumerate((sys.stdout.buffer, sys.stderr.buffer)):
-            offsets: dict[Path, int] = {}
-            for number in attempts:
-                for chunk in new_bytes(
-                    log_paths(attempt_dir(inv.invocation_dir, number))[which], offsets
-                ):
-                    sink.write(chunk)
+        for stream, sink in (("stdout", sys.stdout.buffer), ("stderr", sys.stderr.buffer)):
+            for chunk in log_bytes(journals, inv.id, stream=stream):
+                sink.write(chunk)
             sink.flush()
 
 

@@ -20,7 +20,6 @@ from vibesys.cli.live import LiveStatus
 from vibesys.cli.read import echo
 from vibesys.cli.render import stopped_line, summary
 from vibesys.cli.run_checks import CheckedRun, check_failpoints, check_run
-from vibesys.client import Client, Handle
 from vibesys.engine import DriveOptions, StopFlag
 from vibesys.errors import (
     CommandFailed,
@@ -30,7 +29,9 @@ from vibesys.errors import (
     VibesysError,
     failure,
 )
-from vibesys.job_result import with_result
+from vibesys.invocation import submission
+from vibesys.invocation.driver import Driver
+from vibesys.invocation.journals import JournalAccess
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.journal_schema.views import show_json
 from vibesys.osutil.logtail import LogTail
@@ -44,14 +45,20 @@ from vibesys.states.exits import (
     exit_status,
 )
 
-__all__ = ["execute_run"]
+__all__ = ["JsonRecord", "execute_run"]
+
+#: What `--json` prints once the invocation ends: its record (`run_json.py`'s and `wait`'s
+#: carry its JobResult, a pydantic model, which no other `run` loads).
+JsonRecord = Callable[[Journal, Invocation], dict[str, Any]]
 
 
-def execute_run(values: Mapping[str, Any]) -> int:
+def execute_run(values: Mapping[str, Any], json_record: JsonRecord | None = None) -> int:
     """Run COMMAND as a durable invocation; its exit status (the contract in `states/exits.py`).
     Bad input is one `vibesys: error:` line and status 2, with nothing recorded. A journal
     that fails once the invocation is being recorded is one line and status 73: the job may
-    be running, and the line says which and the way out."""
+    be running, and the line says which and the way out. `--json` prints `json_record`."""
+    if values["as_json"] and json_record is None:
+        raise ValueError("run --json prints a record: give json_record (vibesys.cli.run_json)")
     take_slot()  # a burst of runs on one host starts a few at a time
     recorded: str | None = None
     store: Journal | None = None
@@ -65,11 +72,11 @@ def execute_run(values: Mapping[str, Any]) -> int:
             store = open_store(values["journal"])
             if interrupt.is_set():
                 return EXIT_INTERRUPTED
-            with Client(store) as client:
-                handle = client.submit(checked.command, drive=False, **_submission(values, checked))
-                recorded = handle.id
-                release_slot()
-                return _drive(values, store, handle, live, interrupt)
+            submitted = submission.submit(store, checked.command, **_submission(values, checked))
+            recorded = submitted.invocation_id
+            driver = Driver(JournalAccess(store.path, store), recorded, submitted.timeout)
+            release_slot()
+            return _drive(values, store, driver, live, interrupt, json_record)
     except KeyboardInterrupt:  # a second SIGINT/SIGTERM, or one before the handler was set
         return EXIT_INTERRUPTED
     except (VibesysError, sqlite3.Error) as exc:
@@ -117,7 +124,7 @@ def _check(values: Mapping[str, Any]) -> CheckedRun:
 
 
 def _submission(values: Mapping[str, Any], checked: CheckedRun) -> dict[str, Any]:
-    """`Client.submit`'s arguments for the checked values (the command aside): the adapter's
+    """`submit`'s arguments for the checked values (the command aside): the adapter's
     options by their names (`--artifact`'s is the list `artifacts`), `--after` as given (the
     submission resolves it again, as it records it)."""
     options = {dest: value for dest, value in checked.adapter_values.items() if dest != "after"}
@@ -149,22 +156,23 @@ def _told(invocation_id: str) -> Callable[[str], None]:
 def _drive(
     values: Mapping[str, Any],
     store: Journal,
-    handle: Handle,
+    driver: Driver,
     live: LiveStatus | None,
     interrupt: StopFlag,
+    json_record: JsonRecord | None,
 ) -> int:
-    """Drive the recorded invocation to its end (or, detached, until it runs) through its
-    handle, in this thread (the interrupt cancels it), and report."""
+    """Drive the recorded invocation to its end (or, detached, until it runs), in this
+    thread (the interrupt cancels it), and report."""
     if values["detach"] and not values["as_json"]:
-        echo(handle.id)
+        echo(driver.id)
     tail = None if values["detach"] else job_output(values["as_json"], live)
-    options = DriveOptions(tail, values["detach"], interrupt, status=live, on_wait=_told(handle.id))
-    inv = handle.drive(options, progress=live)  # its settings are the recorded ones
+    options = DriveOptions(tail, values["detach"], interrupt, status=live, on_wait=_told(driver.id))
+    inv = driver.drive(options, progress=live)  # its settings are the recorded ones
     if values["detach"] and inv.state in ("RUNNING", "SUBMITTING"):
         if values["as_json"]:  # one JSON object, as every --json: the record as it stands
             echo(json.dumps(show_json(store, inv), indent=2))
         return 0
-    return finish(store, inv, options, values["as_json"])
+    return finish(store, inv, options, json_record if values["as_json"] else None)
 
 
 #: The signals a follower (`wait`, `logs --follow`) stops at: a shell that ends sends SIGHUP.
@@ -233,11 +241,12 @@ def finish(
     journal: Journal,
     inv: Invocation,
     options: DriveOptions,
-    as_json: bool,
+    json_record: JsonRecord | None,
     stopped_by: int | None = None,
 ) -> int:
-    """Report the ended invocation (`--json`: its record) and give `run`'s exit status. A
-    follower stopped by signal `stopped_by` before the end says so and exits 128+N."""
+    """Report the ended invocation (`--json`: its `json_record`) and give `run`'s exit
+    status. A follower stopped by signal `stopped_by` before the end says so and exits
+    128+N."""
     history = journal.invocations.history(inv.id)
     if inv.outcome == "DEPENDENCY_FAILED":  # the row that says why, not the collection's
         history = [h for h in history if h.event in ("Finished", "ParentFailed")] or history
@@ -252,8 +261,8 @@ def finish(
         if art.state in ("missing", "mismatch"):
             lines.insert(0, f"vibesys: artifact {art.path}: {art.state}: {art.detail}")
     try:
-        if as_json and options.output_error is None:
-            echo(json.dumps(with_result(journal, inv, show_json(journal, inv)), indent=2))
+        if json_record is not None and options.output_error is None:
+            echo(json.dumps(json_record(journal, inv), indent=2))
         for line in lines:
             echo(line, err=True)
     except OSError:

@@ -4,7 +4,7 @@ docs/api.md. `AsyncClient`, for asyncio, is `vibesys.client.aio`'s (the CLI load
 
 from vibesys.client.client import Client
 from vibesys.client.handle import Handle, Status
-from vibesys.client.keys import KeyConflict, Recording, RequestRow
+from vibesys.invocation.keys import KeyConflict, Recording, RequestRow
 from vibesys.job_result import JobResult, JobStatus, NotEnded
 
 __all__ = [

@@ -1,9 +1,10 @@
 """`vibesys.Client`: run evaluations from Python, each a journaled invocation with a handle.
 
 `submit` records the invocation (PREPARED) exactly as `vibesys run` does (the adapter's
-request is built by the same registry functions from the same options) and returns at once;
-a thread per handle drives it (`handle.py`). An idempotency key is recorded before anything
-is submitted (`keys.py`), so the same key never runs twice: not in this process, not in
+request is built by the same registry functions from the same options,
+`vibesys.invocation.submission`) and returns at once; a thread per handle drives it
+(`handle.py`). An idempotency key is recorded before anything is submitted
+(`vibesys.invocation.keys`), so the same key never runs twice: not in this process, not in
 another, not after a crash of either.
 """
 
@@ -12,37 +13,21 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from vibesys.adapters.registry import entry
 from vibesys.client.handle import Handle
-from vibesys.client.keys import (
-    CLIENT_RUN,
-    Recording,
-    RequestRow,
-    Submission,
-    argv_of,
-    check_key,
-    find_row,
-    plain_options,
-    record,
-    record_found,
-    record_request,
-    submission_of,
-    typed_options,
-)
 from vibesys.errors import UsageError
+from vibesys.invocation import submission
+from vibesys.invocation.journals import JournalAccess
+from vibesys.invocation.keys import Recording, RequestRow, record_request
 from vibesys.journal_schema import Journal, journal_path, open_journal
 from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 
 __all__ = ["Client"]
 
-MAX_RETRIES: Final = 100
-MAX_SECONDS: Final = 7 * 24 * 3600.0
 #: How long `close()` waits for the drivers to let their invocations go.
 CLOSE_SECONDS: Final = 30.0
 
@@ -68,6 +53,9 @@ class Client:
         else:
             self.journal_path = journal_path(journal).absolute()
             open_journal(self.journal_path).close()  # created or upgraded now: a bad one fails
+        # One connection per call unless the caller gave one: a client is used from any
+        # thread (asyncio's workers too).
+        self._journals = JournalAccess(self.journal_path, self._connection)
         self._closed = False
 
     def __enter__(self) -> Client:
@@ -127,53 +115,40 @@ class Client:
         and its terminal). Bad input raises UsageError (or ConfigError) with nothing
         recorded."""
         self._check_open()
-        command = argv_of(argv)
-        if key is not None:
-            check_key(key)
-        workdir = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()
-        given = {
-            **options,
-            "candidate": candidate,
-            "artifact": list(artifacts),
-            "gpus": gpus,
-            "time_minutes": time_minutes,
-            "partition": partition,
-            "slurm_config": slurm_config,
-            "profile": profile,
-        }
-        sub = Submission(
-            argv=command,
-            adapter=entry(adapter).name,
-            options=plain_options(adapter, given, workdir),
-            label=label,
-            cwd=workdir,
-            env_names=sorted(env or {}),
-            timeout=_timeout(timeout),
-            retries=int(_number("retries", retries, 0, MAX_RETRIES, whole=True)),
-            retry_delay=_number("retry_delay", retry_delay, 0, MAX_SECONDS),
-            unreachable_timeout=_number("unreachable_timeout", unreachable_timeout, 0, MAX_SECONDS),
-        )
-        with self._journal() as journal:
-            request = _request(journal, sub)  # every check first: a refusal records nothing
-            inv = record(journal, sub, key, env, request)
-        return self._follow(inv.id, sub.timeout, drive)
+        with self._journals.open() as journal:
+            found = submission.submit(
+                journal,
+                argv,
+                adapter=adapter,
+                key=key,
+                label=label,
+                candidate=candidate,
+                artifacts=artifacts,
+                gpus=gpus,
+                time_minutes=time_minutes,
+                partition=partition,
+                slurm_config=slurm_config,
+                profile=profile,
+                timeout=timeout,
+                retries=retries,
+                retry_delay=retry_delay,
+                unreachable_timeout=unreachable_timeout,
+                cwd=cwd,
+                env=env,
+                **options,
+            )
+        return self._follow(found.invocation_id, found.timeout, drive)
 
-    def attach(self, key_or_id: str, *, drive: bool = True) -> Handle:
+    def attach(self, key_or_id: str, *, drive: bool = True, record_missing: bool = True) -> Handle:
         """The handle of an invocation by its idempotency key, or its id (a unique prefix
         will do): followed, and driven whenever no live process drives it (`drive=False`:
-        by the caller, as `vibesys wait` does)."""
+        by the caller, as `vibesys wait` does). A key whose recorder died before recording
+        its invocation gets it recorded now; `record_missing=False` (a read-only journal, as
+        `vibesys result` opens) refuses it instead, with UsageError, writing nothing."""
         self._check_open()
-        with self._journal() as journal:
-            row = find_row(journal, key_or_id)
-            if row is not None:
-                sub = submission_of(row)
-                invocation_id = record_found(journal, row, lambda: _request(journal, sub)).id
-                return self._follow(invocation_id, sub.timeout, drive)
-            inv = journal.invocations.resolve(key_or_id)
-            row = journal.bridge.recorded_evaluation_of(inv.id)
-            client_row = row is not None and row.run_id == CLIENT_RUN
-            timeout = submission_of(row).timeout if row is not None and client_row else None
-        return self._follow(inv.id, timeout, drive)
+        with self._journals.open() as journal:
+            found = submission.attach(journal, key_or_id, record_missing=record_missing)
+        return self._follow(found.invocation_id, found.timeout, drive)
 
     def submit_request(
         self,
@@ -190,7 +165,7 @@ class Client:
         is recorded. Returns the handle (its caller drives it, as `drive=False`), the row as
         recorded, and whether the row is new."""
         self._check_open()
-        with self._journal() as journal:
+        with self._journals.open() as journal:
             found, created = record_request(journal, row, check, recording)
         return self._follow(found.invocation_id, None, False), found, created
 
@@ -212,40 +187,3 @@ class Client:
     def _check_open(self) -> None:
         if self._closed:
             raise UsageError("this vibesys.Client is closed")
-
-    @contextmanager
-    def _journal(self) -> Iterator[Journal]:
-        if self._connection is not None:
-            yield self._connection
-            return
-        # One connection per call: a client is used from any thread (asyncio's workers too).
-        journal = open_journal(self.journal_path)
-        try:
-            yield journal
-        finally:
-            journal.close()
-
-
-def _request(journal: Journal, sub: Submission) -> Any:
-    """The adapter's typed request, built as `vibesys run` builds it (`make_request`)."""
-    values = typed_options(sub.adapter, sub.options)
-    if "after" in values:  # as `vibesys run --after`: the invocation's current job
-        parent = journal.invocations.resolve(str(values["after"]))
-        if parent.adapter != sub.adapter or parent.job_id is None:
-            raise UsageError(f"after={values['after']}: not an {sub.adapter} invocation with a job")
-        values["after"] = {"invocation": parent.id, "job_id": parent.job_id}
-    return entry(sub.adapter).load().make_request(sub.adapter, values)
-
-
-def _number(name: str, value: float, low: float, high: float, *, whole: bool = False) -> float:
-    kinds = int if whole else int | float
-    if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
-        kind = "a whole number" if whole else "a number"
-        raise UsageError(f"{name}={value!r}: must be {kind} between {low:g} and {high:g}")
-    return value
-
-
-def _timeout(value: float | None) -> float | None:
-    if value is not None and (_number("timeout", value, 0, MAX_SECONDS) == 0):
-        raise UsageError("timeout=0: give seconds above 0, or None for no timeout")
-    return value

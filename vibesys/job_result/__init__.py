@@ -226,8 +226,11 @@ def _utc(text: str | None) -> str | None:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-def result_from_journal(journal: Journal, invocation_id: str) -> JobResult:
-    """The result of one invocation (an id or a unique prefix), from an open Journal."""
+def result_from_journal(
+    journal: Journal, invocation_id: str, *, unfinished: JobStatus | None = None
+) -> JobResult:
+    """The result of one invocation (an id or a unique prefix), from an open Journal; one
+    that has not ended raises NotEnded, unless `unfinished` names its status."""
     inv = journal.invocations.resolve(invocation_id)
     bridge = journal.bridge.recorded_evaluation_of(inv.id)
     return job_result(
@@ -239,6 +242,7 @@ def result_from_journal(journal: Journal, invocation_id: str) -> JobResult:
         results_dir=None
         if bridge is None or bridge.results_dir is None
         else str(Path(bridge.results_dir) / inv.id),
+        unfinished=unfinished,
     )
 
 

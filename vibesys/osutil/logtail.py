@@ -8,24 +8,11 @@ status line meant for a terminal (`vibesys/cli/live.py`) is text of our own."""
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 CHUNK = 1 << 16
-
-
-def new_bytes(path: Path, offsets: dict[Path, int]) -> Iterator[bytes]:
-    """The bytes of `path` past its offset in `offsets`, in chunks, the offset moved on as
-    they are read (`vibesys.Client`'s `Handle.logs` and `vibesys logs` read the spool so)."""
-    if not path.exists():
-        return  # not written yet (the attempt has not started, or its logs are not home)
-    offset = offsets.get(path, 0)
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        while chunk := handle.read(CHUNK):
-            offsets[path] = offset = offset + len(chunk)
-            yield chunk
 
 
 class LogTail:

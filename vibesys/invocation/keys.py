@@ -41,6 +41,7 @@ __all__ = [
     "RequestRow",
     "Submission",
     "find_row",
+    "invocation_recorded",
     "record",
     "record_found",
     "record_request",
@@ -131,10 +132,11 @@ def record(
     sub: Submission,
     key: str | None,
     env: Mapping[str, str] | None,
-    request: Any,
+    build: Callable[[], Any],
 ) -> Invocation:
-    """The invocation of `sub`: recorded now, after its key's row (write-ahead), or the one
-    the key already names. KeyConflict when the key was used for another submission."""
+    """The invocation of `sub`: recorded now, after its key's row (write-ahead), with the
+    adapter's request `build()` makes, or the one the key already names. KeyConflict when the
+    key was used for another submission."""
     runs = journal.path.parent / "runs"
     with _recording(runs):
         row, _created = journal.bridge.claim_evaluation(
@@ -149,8 +151,8 @@ def record(
         )
         failpoint("after_key_commit")
         _same(key, row.body, sub.body())
-        if not _exists(journal, row.invocation_id):
-            return _prepare(journal, row, sub, env, request)
+        if not invocation_recorded(journal, row.invocation_id):
+            return _prepare(journal, row, sub, env, build())
     inv = journal.invocations.get(row.invocation_id)
     _same_env(key, inv, env or {})
     return inv
@@ -159,7 +161,7 @@ def record(
 def record_found(journal: Journal, row: RecordedEvaluation, build: Callable[[], Any]) -> Invocation:
     """The invocation `row` names, recorded now if its recorder died first (`attach`)."""
     with _recording(journal.path.parent / "runs"):
-        if _exists(journal, row.invocation_id):
+        if invocation_recorded(journal, row.invocation_id):
             return journal.invocations.get(row.invocation_id)
         sub = submission_of(row)
         if sub.env_names:
@@ -249,7 +251,7 @@ def record_request(
             results_dir=row.results_dir,
         )
         check(found)
-        if not _exists(journal, found.invocation_id):
+        if not invocation_recorded(journal, found.invocation_id):
             prepare(journal, found.invocation_id, recording(found))
     return found, created
 
@@ -308,7 +310,7 @@ def _same_env(key: str | None, inv: Invocation, env: Mapping[str, str]) -> None:
             raise KeyConflict(f"key {key!r} was submitted before with another value of {name}")
 
 
-def _exists(journal: Journal, invocation_id: str) -> bool:
+def invocation_recorded(journal: Journal, invocation_id: str) -> bool:
     found = journal.conn.execute("SELECT 1 FROM invocations WHERE id=?", (invocation_id,))
     return found.fetchone() is not None
 
