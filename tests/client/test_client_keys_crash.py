@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import vibesys_cli
 from tests.helpers.paths import ROOT
 from vibesys import Client
 from vibesys.job_result import JobStatus
@@ -60,6 +61,27 @@ def one_invocation_one_job(tmp_path: Path) -> str:
         journal.close()
     assert (tmp_path / "count").read_text() == "ran\n"
     return inv.id
+
+
+def test_result_of_a_key_whose_invocation_was_never_recorded_says_so_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    status, _, err = finish(submitter(tmp_path, "result", failpoint="after_key_commit"))
+    assert status == 137, err
+    journal = tmp_path / "journal.db"
+    before = journal.read_bytes()
+    shown = vibesys_cli("result", "--journal", str(journal), KEY, cwd=tmp_path)
+    assert shown.returncode != 0
+    assert shown.stdout == ""
+    lines = shown.stderr.splitlines()
+    assert len(lines) == 1 and "was never recorded" in lines[0], shown.stderr
+    assert "readonly" not in shown.stderr and "Traceback" not in shown.stderr
+    opened = open_journal(journal, readonly=True)
+    try:
+        assert opened.invocations.list_invocations() == []
+    finally:
+        opened.close()
+    assert journal.read_bytes() == before
 
 
 @pytest.mark.parametrize("point", ["after_key_commit", "after_prepare_commit"])

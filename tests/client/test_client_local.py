@@ -15,6 +15,7 @@ import pytest
 from tests.helpers.hang_guard import wait_until
 from vibesys import AsyncClient, Client, KeyConflict
 from vibesys.errors import UsageError
+from vibesys.invocation import submission
 from vibesys.job_result import JobStatus
 from vibesys.journal_schema import open_journal
 
@@ -123,6 +124,27 @@ def test_the_same_key_is_one_invocation_and_another_command_is_refused(client: C
     with pytest.raises(KeyConflict, match="another retries"):
         client.submit([PY, "-c", "print(1)"], key="eval-7", retries=0)
     assert first.result(60).status is JobStatus.COMPLETED
+
+
+def test_a_key_submitted_before_is_found_before_its_request_is_built_again(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry after what its request checks has gone (a candidate directory removed) is
+    the same invocation: nothing is built again for a key that names one."""
+    first = client.submit([PY, "-c", "print(1)"], key="built-once")
+    assert first.result(60).status is JobStatus.COMPLETED
+
+    def gone(*_args: object) -> None:
+        raise UsageError("candidate /gone is not a directory")
+
+    monkeypatch.setattr(submission, "_request", gone)
+    assert client.submit([PY, "-c", "print(1)"], key="built-once") is first
+    with Client(tmp_path / "journal.db") as other:
+        assert other.submit([PY, "-c", "print(1)"], key="built-once").id == first.id
+    with pytest.raises(KeyConflict, match="another argv"):
+        client.submit([PY, "-c", "print(2)"], key="built-once")
+    with pytest.raises(UsageError, match="candidate /gone"):
+        client.submit([PY, "-c", "print(1)"], key="a-new-key")
 
 
 def test_the_same_key_with_another_value_of_a_variable_is_refused(client: Client) -> None:

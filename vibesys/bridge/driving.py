@@ -17,7 +17,7 @@ from vibesys.engine import DriveOptions
 from vibesys.engine.cancel import cancel_at_deadline
 from vibesys.engine.plan_context import deadline_of
 from vibesys.job_result import JobResult, JobStatus, job_result
-from vibesys.journal_schema import Invocation, Journal, open_journal
+from vibesys.journal_schema import Journal, open_journal
 from vibesys.osutil.logtail import SpoolOnly
 from vibesys.states import JobState
 
@@ -51,7 +51,7 @@ class EvaluationDriver:
             inv = journal.invocations.get(handle.invocation_id)
             while inv.state not in _ENDED and not handle.stop.is_set():
                 inv = handle.job.follow(options)
-            handle.result = self._finish(journal, journal.invocations.get(handle.invocation_id))
+            handle.result = self._finish(journal, handle)
         except Exception as exc:  # a thread must never die silently: the helper is told
             handle.stopping = handle.stopping or f"the bridge failed: {type(exc).__name__}: {exc}"
         finally:
@@ -67,21 +67,18 @@ class EvaluationDriver:
         left = deadline.left(datetime.now(deadline.at.tzinfo))
         cancel_at_deadline(self.journal_path, handle.invocation_id, left, handle.done, deadline.by)
 
-    def _finish(self, journal: Journal, inv: Invocation) -> JobResult:
+    def _finish(self, journal: Journal, handle: Handle) -> JobResult:
+        """The evaluation's result through its client handle (one its teardown could not
+        settle is UNRESOLVED), a local evaluation's artifacts recorded first, copied into the
+        session's results."""
+        inv = journal.invocations.get(handle.invocation_id)
         bridge = journal.bridge.recorded_evaluation_of(inv.id)
         patterns = list(bridge.body.get("artifacts", [])) if bridge else []
         if self.site.backend == "local" and ran(inv) and patterns:
             recorded = bridge.body.get(ARTIFACT_LIMITS) if bridge else None
             limits = recorded_limits(recorded) or DEFAULT_LIMITS
             record_local_artifacts(journal, inv, patterns, limits)
-        found = job_result(
-            inv,
-            journal.invocations.attempts(inv.id),
-            journal.invocations.history(inv.id),
-            journal.progress.artifacts(inv.id),
-            journal.clusters.leases_used_by(inv.id),
-            unfinished=JobStatus.UNRESOLVED,
-        )
+        found = handle.job.result(unfinished=JobStatus.UNRESOLVED)
         final = copy_result(found, self.results_root)
         return found.model_copy(update={"results_dir": str(final)})
 

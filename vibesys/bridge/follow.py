@@ -12,14 +12,13 @@ same bytes), so an offset means the same thing across reconnects and restarts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Final
 
 from vibesys.bridge.protocol import Resume
 from vibesys.bridge.queue import queue_position
 from vibesys.bridge.replies import Output, Queued, Reply, Started, Stream
+from vibesys.client import Client
 from vibesys.journal_schema import Invocation, Journal
-from vibesys.osutil.layout import attempt_dir, log_paths
 from vibesys.states import JobState
 
 __all__ = ["OUTPUT_CHUNK", "Follower"]
@@ -41,6 +40,8 @@ class Follower:
     ) -> None:
         self._journal = journal
         self._id = invocation_id
+        # The output is read by the invocation's client handle, on this follower's connection.
+        self._job = Client(journal).attach(invocation_id, drive=False, record_missing=False)
         self._run_id = run_id
         self._cluster = cluster
         self._resume = resume
@@ -75,18 +76,15 @@ class Follower:
                 "stdout": self._resume.stdout if resumed else 0,
                 "stderr": self._resume.stderr if resumed else 0,
             }
-        out, err = log_paths(attempt_dir(inv.invocation_dir, inv.attempt))
-        streams: tuple[tuple[Stream, Path], ...] = (("stdout", out), ("stderr", err))
-        for stream, path in streams:
+        streams: tuple[Stream, ...] = ("stdout", "stderr")
+        for stream in streams:
             offset = self._offsets[stream]
-            try:
-                with open(path, "rb") as handle:
-                    handle.seek(offset)
-                    while chunk := handle.read(OUTPUT_CHUNK):
-                        self._send(Output(inv.attempt, stream, offset, chunk))
-                        offset += len(chunk)
-            except FileNotFoundError:
-                continue
+            output = self._job.logs(
+                stream=stream, offset=offset, attempt=inv.attempt, chunk=OUTPUT_CHUNK
+            )
+            for chunk in output:
+                self._send(Output(inv.attempt, stream, offset, chunk))
+                offset += len(chunk)
             self._offsets[stream] = offset
 
 

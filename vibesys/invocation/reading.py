@@ -109,8 +109,11 @@ def log_bytes(
         with journals.open() as journal:
             inv = journal.invocations.get(invocation_id)
             finished = finished or (stopped is None and ended(inv))
-            numbers = [a.attempt for a in journal.invocations.attempts(invocation_id)]
-        for number in numbers if attempt is None else [attempt]:
+            if attempt is None:
+                numbers = [a.attempt for a in journal.invocations.attempts(invocation_id)]
+            else:
+                numbers = [attempt]
+        for number in numbers:
             start = read.get(number, skip if attempt is not None else 0)
             for piece in attempt_bytes(inv, number, which, start, chunk):
                 read[number] = start = start + len(piece)
