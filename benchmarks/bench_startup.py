@@ -12,8 +12,9 @@
 3. `vibesys run -- true` (the whole local evaluation: journal, wrapper, command) against the
    same `python -c "import sqlite3, json"`, alternately (issue 36, target <= 6), and the
    check that it imports no site configuration and no Slurm, SkyPilot, staging or snapshot
-   code. When `python3` on PATH is another program than this interpreter (a version
-   manager's shim), the ratio to it is shown too.
+   code, and no pydantic (the JobResult is `run --json`'s). When `python3` on PATH is
+   another program than this interpreter (a version manager's shim), the ratio to it is
+   shown too.
 4. Startup (informational, target <= 1.5x): `python -m vibesys --help` against a bare typer app
    with one command and the same app settings, written to a temporary file, run alternately.
    `python -c pass` is timed too, to show the interpreter's own share.
@@ -67,9 +68,10 @@ NOT_FOR_A_LOCAL_RUN = (
     "vibesys.broker",
     # The terminal's status line is text of our own.
     "rich",
-    # The requests are msgspec Structs; JobResult's pydantic models build when first used,
-    # so no model is built and the installed packages are not scanned for pydantic plugins.
-    "pydantic.plugin._loader",
+    # The requests are msgspec Structs, and the run's end comes from its invocation: the
+    # JobResult (pydantic) is `run --json`'s alone (issue 36).
+    "pydantic",
+    "pydantic_core",
     "importlib.metadata",
     # A file `session client-path` names, never a module a command needs.
     "vibesys.bridge.client",
