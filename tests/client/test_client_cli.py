@@ -1,4 +1,4 @@
-"""The CLI on the Client: `vibesys run` records through `Client.submit`, so a Python client
+"""The CLI on the Client: `vibesys run` records as `Client.submit` does, so a Python client
 attaches to what the CLI ran; `vibesys wait`, `logs --follow` and `result` find their
 invocation as `Client.attach` does, so an idempotency key names it too; a handle its caller drives
 (`drive=False`, leased to its process as `run`'s invocation is) answers from the journal."""

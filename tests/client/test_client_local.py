@@ -66,6 +66,18 @@ def test_logs_are_the_jobs_bytes_unchanged(client: Client) -> None:
         next(handle.logs(offset=-1))
 
 
+def test_logs_of_one_attempt_from_its_offset_in_pieces(client: Client) -> None:
+    """What the bridge's follower reads: one attempt's file from an offset of its own, in
+    pieces of at most `chunk` bytes."""
+    handle = client.submit([PY, "-c", f"import sys; sys.stdout.buffer.write({PAYLOAD!r})"])
+    assert handle.result(60).status is JobStatus.COMPLETED
+    pieces = list(handle.logs(attempt=1, offset=100, chunk=64))
+    assert max(map(len, pieces)) == 64
+    assert b"".join(pieces) == PAYLOAD[100:]
+    assert list(handle.logs(attempt=1, offset=len(PAYLOAD))) == []
+    assert list(handle.logs(attempt=2)) == []  # none made: nothing, not an error
+
+
 def test_following_logs_sees_bytes_written_in_pieces(client: Client) -> None:
     pieces = "import sys,time\nfor i in range(5):\n sys.stdout.buffer.write(bytes([i, 0xff]))\n"
     pieces += " sys.stdout.flush(); time.sleep(0.1)\n"

@@ -102,8 +102,10 @@ def log_bytes(
     journal says the invocation ended, or (`stopped`) until `stopped()` says its driver
     did."""
     which = check_stream(stream)
-    skip = check_offset(offset)
+    skip = check_offset(offset)  # bytes not to yield, counted over every attempt read
     read: dict[int, int] = {}  # how far each attempt's file has been read
+    if attempt is not None:  # that attempt's file alone, from its byte `offset`
+        read[attempt], skip = skip, 0
     while True:
         finished = not follow or (stopped is not None and stopped())
         with journals.open() as journal:
@@ -114,15 +116,14 @@ def log_bytes(
             else:
                 numbers = [attempt]
         for number in numbers:
-            start = read.get(number, skip if attempt is not None else 0)
+            start = read.get(number, 0)
             for piece in attempt_bytes(inv, number, which, start, chunk):
                 read[number] = start = start + len(piece)
-                if attempt is None and skip >= len(piece):
+                if skip >= len(piece):
                     skip -= len(piece)
                     continue
-                yield piece[skip:] if attempt is None else piece
-                if attempt is None:
-                    skip = 0
+                yield piece[skip:]
+                skip = 0
         if finished:
             return
         time.sleep(FOLLOW_SECONDS)
