@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing: find `vibesys` here
     sys.path.insert(0, str(ROOT))
 
-#: Variables that would change what the CLI does under measurement.
-_SCRUB = ("VIBESYS_JOURNAL", "VIBESYS_FAILPOINTS")
+#: Variables that would change what the CLI does under measurement (without bytecode caches,
+#: every start compiles the package again: a user's installation keeps them).
+_SCRUB = ("VIBESYS_JOURNAL", "VIBESYS_FAILPOINTS", "PYTHONDONTWRITEBYTECODE")
 
 
 def parse_args(description: str) -> argparse.Namespace:
