@@ -69,3 +69,16 @@ def test_a_handle_its_caller_drives_answers_from_the_journal(tmp_path: Path) -> 
         assert client.attach(handle.id).result(60).status is JobStatus.COMPLETED
     assert handle.result().status is JobStatus.COMPLETED
     assert b"".join(handle.logs(follow=True)) == b"by the caller\n"
+
+
+def test_wait_on_a_timed_out_invocation_says_timeout_as_its_result_does(tmp_path: Path) -> None:
+    """A timeout's cancel is recorded as a cancel; what `wait` tells (its end line, exit 124
+    as timeout(1)'s) is the TIMEOUT the JobResult gives, not an interrupt's 130."""
+    journal = tmp_path / "journal.db"
+    with Client(journal) as client:
+        handle = client.submit([PY, "-c", "import time; time.sleep(60)"], timeout=1)
+        assert handle.result(60).status is JobStatus.TIMEOUT
+    waited = vibesys_cli("wait", "--journal", str(journal), handle.id, cwd=tmp_path)
+    assert waited.returncode == 124, waited.stderr
+    assert f"vibesys: {handle.id} DONE TIMEOUT" in waited.stderr
+    assert "its timeout cancelled it" in waited.stderr

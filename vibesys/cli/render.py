@@ -28,11 +28,14 @@ def stopped_line(inv: Invocation) -> str:
     )
 
 
-def summary(inv: Invocation, last: HistoryRow | None = None) -> str:
+def summary(inv: Invocation, last: HistoryRow | None = None, timed_out: bool = False) -> str:
     """The final line of `run`/`wait`/`cancel`: the state, and when the outcome is not the
-    command's own, the cause (and the fix) from the last recorded event."""
+    command's own, the cause (and the fix) from the last recorded event. `timed_out`: the
+    cancel was the invocation's timeout's, and says so (TIMEOUT, as its JobResult)."""
     parts = [f"vibesys: {inv.id} {inv.state}"]
-    if inv.outcome:
+    if inv.outcome is Outcome.CANCELLED and timed_out:
+        parts.append("TIMEOUT")
+    elif inv.outcome:
         parts.append(str(inv.outcome))
     if inv.exit_code is not None:
         parts.append(f"exit {inv.exit_code}")
@@ -47,7 +50,9 @@ def summary(inv: Invocation, last: HistoryRow | None = None) -> str:
         Outcome.CANCELLED,
         Outcome.DEPENDENCY_FAILED,
     )
-    if last is not None and explain:
+    if inv.outcome is Outcome.CANCELLED and timed_out:
+        line += ": its timeout cancelled it"
+    elif last is not None and explain:
         cause = _cause(last)
         if cause:
             line += f": {cause}"

@@ -37,6 +37,7 @@ from vibesys.journal_schema.views import show_json
 from vibesys.osutil.logtail import LogTail
 from vibesys.osutil.proc import note_caller_disposition
 from vibesys.osutil.start_slots import release_slot, take_slot
+from vibesys.states.events import timed_out
 from vibesys.states.exits import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -248,9 +249,10 @@ def finish(
     status. A follower stopped by signal `stopped_by` before the end says so and exits
     128+N."""
     history = journal.invocations.history(inv.id)
+    timed = timed_out(history)
     if inv.outcome == "DEPENDENCY_FAILED":  # the row that says why, not the collection's
         history = [h for h in history if h.event in ("Finished", "ParentFailed")] or history
-    lines = [summary(inv, history[-1] if history else None)]
+    lines = [summary(inv, history[-1] if history else None, timed)]
     stopped = stopped_by is not None and inv.state != "DONE"
     if stopped:
         lines = [stopped_line(inv)]
@@ -270,7 +272,7 @@ def finish(
     quiet_streams()
     if options.output_error:
         return EXIT_OUTPUT_FAILED
-    return 128 + stopped_by if stopped and stopped_by is not None else exit_status(inv)
+    return 128 + stopped_by if stopped and stopped_by is not None else exit_status(inv, timed)
 
 
 def quiet_streams() -> None:

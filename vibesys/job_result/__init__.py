@@ -54,7 +54,7 @@ from vibesys.journal_schema import (
 from vibesys.journal_schema import journal_path as default_journal_path
 from vibesys.osutil.layout import attempt_dir, log_paths
 from vibesys.states import FailureClass, JobState, Outcome
-from vibesys.states.events import TIMEOUT_CANCEL
+from vibesys.states.events import TIMEOUT_CANCEL, timed_out
 
 __all__ = [
     "EXIT_STATUS",
@@ -100,15 +100,6 @@ def status_of(inv: Invocation, history: Sequence[HistoryRow]) -> JobStatus | Non
         return JobStatus(outcome)
     except ValueError:
         return JobStatus.UNRESOLVED  # an outcome this code does not know: never guessed
-
-
-def timed_out(history: Sequence[HistoryRow]) -> bool:
-    """Whether the invocation's cancel was its timeout's (`vibesys.engine.plan_context`)."""
-    return any(
-        row.event == "CancelRequested"
-        and str(row.evidence.get("by", "")).startswith(TIMEOUT_CANCEL)
-        for row in history
-    )
 
 
 def exit_status_of(result: JobResult) -> int:

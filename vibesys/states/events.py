@@ -7,7 +7,8 @@ the engine (this package has no clock).
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Protocol
 
 from msgspec import Struct
 
@@ -121,6 +122,25 @@ class RetryBudgetSpent(Struct, frozen=True):
 
 #: A CancelRequested whose `by` starts with this was the evaluation's own timeout.
 TIMEOUT_CANCEL: Final = "timeout:"
+
+
+class EventRow(Protocol):
+    """A recorded transition as the history reads it (the journal's HistoryRow)."""
+
+    @property
+    def event(self) -> str: ...
+    @property
+    def evidence(self) -> Mapping[str, Any]: ...
+
+
+def timed_out(history: Iterable[EventRow]) -> bool:
+    """Whether an invocation's cancel was its timeout's: its outcome is CANCELLED, what it
+    tells its caller is TIMEOUT."""
+    return any(
+        row.event == "CancelRequested"
+        and str(row.evidence.get("by", "")).startswith(TIMEOUT_CANCEL)
+        for row in history
+    )
 
 
 class CancelRequested(Struct, frozen=True):

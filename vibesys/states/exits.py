@@ -37,8 +37,9 @@ EXIT_DEPENDENCY_FAILED = 66
 EXIT_WAITING = 69
 
 
-def exit_status(inv: Ended) -> int:
-    """The contract of `vibesys run` and `vibesys wait`."""
+def exit_status(inv: Ended, timed_out: bool = False) -> int:
+    """The contract of `vibesys run` and `vibesys wait`; `timed_out`: the invocation's cancel
+    was its timeout's (`states.events.timed_out`), which exits as `timeout(1)` does."""
     if inv.state in (JobState.UNRESOLVED, JobState.COLLECTING):
         return EXIT_UNRESOLVED
     if inv.state is not JobState.DONE:
@@ -51,7 +52,7 @@ def exit_status(inv: Ended) -> int:
         case Outcome.INFRA_FAILED:
             return EXIT_INFRA_FAILED
         case Outcome.CANCELLED:
-            return EXIT_INTERRUPTED
+            return EXIT_TIMEOUT if timed_out else EXIT_INTERRUPTED
         case Outcome.REJECTED:
             return EXIT_BAD_INPUT
         case Outcome.MISCONFIGURED:
