@@ -96,6 +96,7 @@ Exit statuses of `vibesys run` and `vibesys wait`:
 | 78 | a configuration or security failure (MISCONFIGURED); the last line names cause and fix |
 | 4 | the outcome cannot be proven (UNRESOLVED), or the results could not be brought home yet |
 | 130 | interrupted: the job was cancelled first |
+| 124 | its timeout cancelled it (a client's or the bridge's `timeout`): TIMEOUT, as its JobResult |
 | 74 | our own output broke (a closed pipe, a full disk): the job was cancelled first |
 | 73 | the journal failed mid-run (disk full, I/O error, deleted): fix, then `vibesys reconcile` |
 | 2 | bad input (one line, nothing recorded), or a request the scheduler rejected |
