@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from msgspec.structs import replace
 
+from vibesys.engine.observation import RetryPolicy
 from vibesys.engine.plan import (
     Commit,
     Hold,
@@ -18,7 +19,6 @@ from vibesys.engine.plan import (
     plan_cancel,
     proven,
 )
-from vibesys.engine.plan_context import RetryPolicy
 from vibesys.engine.plan_table import NOW, SITUATIONS
 from vibesys.engine.seen import ClaimRead, ErrorFacts, Gathered, Receipt, Seen, Sight, SubmitFailed
 from vibesys.journal_schema import Invocation, Settings

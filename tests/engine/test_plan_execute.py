@@ -14,6 +14,7 @@ from msgspec.structs import replace
 from vibesys.adapters.fake import FakeBackend
 from vibesys.engine import Engine, RetryPolicy
 from vibesys.engine import core as core_module
+from vibesys.engine.observation import observed_context
 from vibesys.engine.plan import Commit, Hold, Redo, plan
 from vibesys.engine.plan_table import NOW, SIGHTS, SITUATIONS, UNREACHABLE_TIMEOUT, WAITING
 from vibesys.engine.seen import Fact, Progressed
@@ -133,7 +134,7 @@ def test_one_step_executes_exactly_the_decided_effects(
         return None
 
     monkeypatch.setattr(core_module, "execute", record)
-    decided = plan(replace(inv), seen, engine.context(inv))
+    decided = plan(replace(inv), seen, observed_context(engine, inv))
     before = journal.invocations.history(inv.id)
     after = engine.step(inv, seen)
     written = journal.invocations.history(inv.id)[len(before) :]

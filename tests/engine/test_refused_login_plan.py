@@ -10,9 +10,9 @@ from datetime import timedelta
 from msgspec.structs import replace
 
 from vibesys.engine.execute import error_facts
+from vibesys.engine.observation import RetryPolicy
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import Commit, Hold, PlanContext, event_for_submit_error, plan
-from vibesys.engine.plan_context import RetryPolicy
 from vibesys.engine.plan_table import NOW, SITUATIONS
 from vibesys.engine.seen import Sight
 from vibesys.errors import CredentialRefused

@@ -15,7 +15,7 @@ from vibesys.bridge.recorded import Handle
 from vibesys.bridge.site import Site
 from vibesys.engine import DriveOptions
 from vibesys.engine.cancel import cancel_at_deadline
-from vibesys.engine.plan_context import deadline_of
+from vibesys.engine.observation import deadline_of
 from vibesys.job_result import JobResult, JobStatus, job_result
 from vibesys.journal_schema import Journal, open_journal
 from vibesys.osutil.logtail import SpoolOnly

@@ -3,8 +3,8 @@
 from vibesys.engine.core import Engine, new_invocation_id
 from vibesys.engine.drive import DriveOptions, StopFlag, drive, wait_for
 from vibesys.engine.failpoints import FAILPOINTS, failpoint
+from vibesys.engine.observation import RetryPolicy
 from vibesys.engine.plan import Commit, Hold, PlanContext, Redo, plan
-from vibesys.engine.plan_context import RetryPolicy
 from vibesys.engine.reconcile import ReconcileRow, reconcile
 from vibesys.osutil.logtail import LogTail
 

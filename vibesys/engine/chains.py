@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from vibesys.engine.plan_context import NO_JOB, overdue, parent_job_of
-from vibesys.engine.records import known_provenance, record_provenance
-from vibesys.errors import VibesysError
+from vibesys.engine.observation import NO_JOB, overdue, parent_id, parent_job_of, parent_of
+from vibesys.engine.records import record_provenance
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
 
@@ -33,40 +32,11 @@ if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
     from vibesys.engine.core import Engine
 
-__all__ = ["Carried", "carry_on", "parent_of", "submit_after", "submit_children", "waited_on"]
+__all__ = ["Carried", "carry_on", "submit_after", "submit_children"]
 
 #: States of a child that a parent's new job may move on: held before a submission, or
 #: submitted on a job of the parent that has failed since (the scheduler killed it).
 _MOVED_ON = (JobState.PREPARED, JobState.RETRYING, JobState.RUNNING, JobState.UNRESOLVED)
-
-
-def parent_id(engine: Engine, inv: Invocation) -> str | None:
-    try:
-        return engine.adapters.request_of(inv).runs_after()
-    except Exception:  # a request that no longer parses fails where it is used, not here
-        return None
-
-
-def parent_of(engine: Engine, inv: Invocation) -> Invocation | None:
-    """The invocation `inv` runs after, as the journal has it now."""
-    found = parent_id(engine, inv)
-    if found is None:
-        return None
-    try:
-        return engine.journal.invocations.get(found)
-    except VibesysError:
-        return None
-
-
-def waited_on(engine: Engine, inv: Invocation) -> str | None:
-    """The parent's job the current attempt of `inv` was submitted to wait on."""
-    if inv.attempt < 1:
-        return None
-    job = known_provenance(engine, inv).get("after_job")
-    if job is None:  # another process may have submitted it since this one last read
-        engine.provenance_seen.pop((inv.id, inv.attempt), None)
-        job = known_provenance(engine, inv).get("after_job")
-    return job
 
 
 def submit_after(engine: Engine, inv: Invocation, request: AdapterRequest) -> str | None:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from vibesys.adapters.base import (
     Progress,
@@ -20,24 +20,23 @@ from vibesys.adapters.base import (
 )
 from vibesys.adapters.registry import entry
 from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_backend
-from vibesys.engine.chains import carry_on, parent_of, submit_children, waited_on
+from vibesys.engine.chains import carry_on, submit_children
 from vibesys.engine.clusters import lease_step
 from vibesys.engine.context import new_invocation_id, record_environment
 from vibesys.engine.execute import CancelResends, execute
-from vibesys.engine.failpoints import AFTER_COMMIT, failpoint
+from vibesys.engine.failpoints import after_commit, failpoint
+from vibesys.engine.observation import Deadline, RetryPolicy, deadline_of, observed_context
 from vibesys.engine.observe import seen_error, seen_status
 from vibesys.engine.plan import (
     CarryOn,
     Commit,
     Hold,
-    PlanContext,
     Redo,
     needs_observation,
     plan,
     plan_cancel,
     proven,
 )
-from vibesys.engine.plan_context import Deadline, RetryPolicy, deadline_of, policy_of
 from vibesys.engine.records import date_outage, record_provenance, record_step
 from vibesys.engine.seen import ClaimRead, Progressed, Seen
 from vibesys.engine.shared_poll import SharedPoll
@@ -64,6 +63,18 @@ T = TypeVar("T")
 
 #: A planner that never holds is a bug; stop it rather than spin.
 MAX_STEPS = 64
+
+
+def recorded(journal: Journal, steps: Generator[Progressed, None, T]) -> T:
+    """Run an effect that brings things home (`execute`, the spool), recording each step it
+    yields before it goes on; return what it showed."""
+    while True:
+        try:
+            step = next(steps)
+        except StopIteration as end:
+            shown: T = end.value
+            return shown
+        record_step(journal, step)
 
 
 class Engine:
@@ -162,22 +173,6 @@ class Engine:
 
     # -- one step at a time ---------------------------------------------------------------------
 
-    def context(self, inv: Invocation, carrier: str | None = None) -> PlanContext:
-        """What the planner decides `inv`'s next step by: the time, and the settings recorded
-        with it (never this process's own)."""
-        settings = inv.settings
-        place = self.journal.queue.queue_place(inv.id) if inv.state is JobState.PREPARED else None
-        parent = parent_of(self, inv)
-        return PlanContext(
-            self.clock(),
-            policy_of(inv.max_retries, settings),
-            timedelta(seconds=settings.unreachable_timeout_seconds),
-            parent,
-            place,
-            None if parent is None else waited_on(self, inv),
-            carrier,
-        )
-
     def observe(self, inv: Invocation) -> Seen | None:
         """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
         when no round newer than this process's last view of this version exists yet."""
@@ -232,21 +227,22 @@ class Engine:
         raise RuntimeError(f"the planner did not settle {inv.id} in {MAX_STEPS} steps")
 
     def step(self, inv: Invocation, seen: Seen | None) -> Invocation:
-        """One decision of the planner, carried out: commit and execute exactly the effects
-        `decide()` returns (and commit what they prove), or redo an authorized effect, or hold.
-        Returns `inv` itself when nothing was written."""
-        if not needs_observation(inv):
-            seen = None
-        elif seen is not None:
+        """One decision of the planner, carried out: the observation built (the status dated,
+        the journal's facts read), one plan call, then commit and execute exactly the effects
+        `decide()` returns (and commit what they prove), or redo an authorized effect, or
+        hold. Returns `inv` itself when nothing was written."""
+        if seen is not None and needs_observation(inv):
             seen = date_outage(self.journal, self.clock(), inv, seen)
-        ctx = self.context(inv, self.owner)
+        else:
+            seen = None
+        ctx = observed_context(self, inv, self.owner)
         step = plan(inv, seen, ctx)
         if isinstance(step, CarryOn):  # the planner asks: carry the parent on first
             carried = carry_on(self, step.invocation_id)
             if carried is not None and carried.failed is not None:
                 why = f"its parent {step.invocation_id} could not be carried on: {carried.failed}"
-                self.note(inv, why)
-            ctx = self.context(inv)
+                self.notes[inv.id] = why
+            ctx = observed_context(self, inv)
             step = plan(inv, seen, ctx)
         self.waiting.pop(inv.id, None)
         match step:
@@ -256,13 +252,16 @@ class Engine:
                     self.waiting[inv.id] = why
                 return inv
             case Redo(effect=effect):
-                follow = self.carry_out(inv, effect)
-                return inv if follow is None else self.commit(inv, follow)
+                done = self.carry_out(inv, None, (effect,))
             case Commit(event=event):
                 if isinstance(event, Finished | InfraFailed) and seen is not None:
                     failpoint("after_terminal_observed")
-                return self.commit(inv, event)
-        raise AssertionError(step)
+                done = self.carry_out(inv, event)
+            case _:
+                raise AssertionError(step)
+        if done is None:  # someone else moved it first: as they left it
+            return self.journal.invocations.get(inv.id)
+        return done
 
     # -- owner leases: who drives an invocation now ---------------------------------------------
 
@@ -285,76 +284,59 @@ class Engine:
         row = self.journal.bridge.recorded_evaluation_of(invocation_id)
         return None if row is None else deadline_of(row)
 
-    def carry_out(self, inv: Invocation, effect: Effect) -> Event | None:
-        """Carry out `effect`; the event the planner makes of what it showed, if anything."""
-        # Before a submit, the campaign's cluster (when the adapter leases one): up, recorded.
-        fact = lease_step(self, inv) if isinstance(effect, Submit) else None
-        if fact is None:
-            fact = self.recorded(execute(self, inv, effect))
-        if fact is None:
-            return None
-        if isinstance(fact, ClaimRead):
-            self.journal.invocations.record_attempt_detail(
-                inv.id, inv.attempt, claim=fact.claim
-            )  # before the event it proves
-        return proven(inv, fact, self.context(inv))
-
-    def recorded(self, steps: Generator[Progressed, None, T]) -> T:
-        """Run an effect that brings things home (`execute`, the spool), recording each step
-        it yields before it goes on; return what it showed."""
-        while True:
-            try:
-                step = next(steps)
-            except StopIteration as end:
-                shown: T = end.value
-                return shown
-            record_step(self.journal, step)
-
     def commit(self, inv: Invocation, event: Event) -> Invocation:
-        """Commit `event` (write-ahead), then carry out its effects and commit what they
-        proved, in turn. When the compare-and-swap of the first event loses, nothing is
-        committed and the row as someone else left it is returned."""
-        done = self.try_commit(inv, event)
+        """`try_commit`; when someone else moved `inv` first, the row as they left it."""
+        done = self.carry_out(inv, event)
         return done if done is not None else self.journal.invocations.get(inv.id)
 
     def try_commit(self, inv: Invocation, event: Event) -> Invocation | None:
-        """`commit`, or None when someone else moved `inv` first (nothing was committed)."""
-        after = self._commit_one(inv, event)
-        if after is None:
-            return None
-        while True:
-            follow: Event | None = None
-            for effect in after[1]:
-                follow = self.carry_out(after[0], effect) or follow
-            if follow is None:
-                return after[0]
-            # What an effect proved is a fact: if someone moved the invocation meanwhile (a
-            # cancel was requested), record it on the fresh row as long as it still applies.
-            current = after[0]
-            after = self._commit_one(current, follow)
-            while after is None:
-                fresh = self.journal.invocations.get(current.id)
-                if (fresh.state, fresh.attempt) != (current.state, current.attempt):
-                    return fresh
-                current = fresh
-                after = self._commit_one(current, follow)
+        """Commit `event` (write-ahead), then carry out its effects and commit what they
+        proved, in turn; None when someone else moved `inv` first (nothing was committed)."""
+        return self.carry_out(inv, event)
 
-    def _commit_one(
-        self, inv: Invocation, event: Event
-    ) -> tuple[Invocation, tuple[Any, ...]] | None:
-        try:
-            after, decision = self.journal.commit_transition(inv, event, now=self.clock())
-        except StaleState:
-            return None
-        point = AFTER_COMMIT.get(type(event).__name__)
-        if point is None and after.state is JobState.DONE:
-            point = "after_done_commit"
-        if point is not None:
-            failpoint(point)
-        if isinstance(event, Submitted) and after.attempt > 1:
-            # A retried parent's children are submitted again to wait on this attempt.
-            submit_children(self, after, self.journal.invocations.active())
-        return after, decision.effects
+    def carry_out(
+        self, inv: Invocation, event: Event | None, effects: tuple[Effect, ...] = ()
+    ) -> Invocation | None:
+        """Commit `event` and carry out the effects its transition authorized (or `effects`,
+        an effect to redo), then commit the event the planner makes of what they showed,
+        until one shows nothing. None when the compare-and-swap of the first commit loses
+        (nothing was committed). What an effect proved is a fact: if someone moved the
+        invocation meanwhile (a cancel was requested), it is recorded on the fresh row as
+        long as that still applies."""
+        first = True
+        while event is not None or effects:
+            if event is not None:
+                try:
+                    inv, decision = self.journal.commit_transition(inv, event, now=self.clock())
+                except StaleState:
+                    if first:
+                        return None
+                    fresh = self.journal.invocations.get(inv.id)
+                    if (fresh.state, fresh.attempt) != (inv.state, inv.attempt):
+                        return fresh
+                    inv = fresh
+                    continue
+                first = False
+                after_commit(type(event).__name__, inv.state is JobState.DONE)
+                if isinstance(event, Submitted) and inv.attempt > 1:
+                    # A retried parent's children are submitted again to wait on this attempt.
+                    submit_children(self, inv, self.journal.invocations.active())
+                effects = decision.effects
+            event = None
+            for effect in effects:
+                # Before a submit, the campaign's cluster (when the adapter leases one).
+                fact = lease_step(self, inv) if isinstance(effect, Submit) else None
+                if fact is None:
+                    fact = recorded(self.journal, execute(self, inv, effect))
+                if fact is None:
+                    continue
+                if isinstance(fact, ClaimRead):
+                    self.journal.invocations.record_attempt_detail(
+                        inv.id, inv.attempt, claim=fact.claim
+                    )  # before the event it proves
+                event = proven(inv, fact, observed_context(self, inv))
+            effects = ()
+        return inv
 
     # -- cancellation ---------------------------------------------------------------------------
 
@@ -381,6 +363,7 @@ class Engine:
         """Copy new log bytes of the current attempt home (remote adapters only)."""
         if inv.attempt < 1:
             return 0
-        return self.recorded(
-            spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv))
+        return recorded(
+            self.journal,
+            spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv)),
         )

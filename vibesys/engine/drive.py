@@ -18,12 +18,12 @@ from typing import Final, Protocol
 
 from msgspec import Struct
 
-from vibesys.engine.chains import carry_on, parent_of
+from vibesys.engine.chains import carry_on
 from vibesys.engine.clusters import release_when_done
 from vibesys.engine.core import Engine
 from vibesys.engine.execute import error_facts
+from vibesys.engine.observation import overdue, parent_of
 from vibesys.engine.plan import carry_ahead, follow, needs_observation
-from vibesys.engine.plan_context import overdue
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation

@@ -65,3 +65,13 @@ AFTER_COMMIT = {
     "CancelRequested": "after_cancel_intent",
     "OutcomeUnknown": "after_unknown_commit",
 }
+
+
+def after_commit(event: str, done: bool) -> None:
+    """Cross the failpoint after a committed event (`event`, its class name): its own, else
+    the one after DONE when it ended the invocation."""
+    point = AFTER_COMMIT.get(event)
+    if point is None and done:
+        point = "after_done_commit"
+    if point is not None:
+        failpoint(point)

@@ -24,9 +24,11 @@ submit of the same attempt. `vibesys states --reconcile-table` prints every deci
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from msgspec import Struct
 
-from vibesys.engine.plan_context import PlanContext, next_attempt_at
+from vibesys.engine.observation import PlanContext, RetryPolicy
 from vibesys.engine.seen import (
     ClaimRead,
     ErrorFacts,
@@ -141,17 +143,17 @@ def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
         return carry
     match inv.state:
         case JobState.PREPARED:
-            if failed := ctx.parent_failed():
+            if failed := ctx.parent_failed:
                 return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
             if ctx.queue is not None and ctx.queue.ahead:
                 return Hold(ctx.queue.describe())
-            if waits := ctx.waits_for_parent(inv):
+            if waits := _waits_for_parent(inv, ctx):
                 return Hold(waits)
             return Commit(SubmitIntended(1, inv.attempt_job_name(1)))
         case JobState.SUBMITTING if not inv.dispatched:
             if inv.cancel_requested:
                 return Commit(Cancelled("cancelled before the submission began: nothing sent"))
-            if failed := ctx.parent_failed():
+            if failed := ctx.parent_failed:
                 return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
             return Commit(SubmitDispatched(inv.attempt, inv.attempt_job_name(inv.attempt)))
         case JobState.SUBMITTING:
@@ -210,7 +212,7 @@ def _running(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
         case Sight.QUEUED | Sight.RUNNING | Sight.STARTING:
             if inv.cancel_requested:
                 return Redo(Cancel())
-            if seen.sight is Sight.QUEUED and (failed := ctx.parent_failed()):
+            if seen.sight is Sight.QUEUED and (failed := ctx.parent_failed):
                 # It waits on a dependency that can never be satisfied now.
                 return Commit(CancelRequested(f"dependency: {failed}"))
             return Hold(f"{seen.sight}: {seen.evidence}")
@@ -231,7 +233,7 @@ def _running(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
 def _ended(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
     failure = seen.failure_class
     assert failure is not None, "an ended job always has a failure class"
-    if failure is FailureClass.CANCELLED and (failed := ctx.parent_failed()):
+    if failure is FailureClass.CANCELLED and (failed := ctx.parent_failed):
         # Cancelled while it waited on its parent, which failed: its command never ran.
         why = f"{seen.evidence}; {failed}, so its command never ran"
         return Commit(Finished(FailureClass.DEPENDENCY_FAILED, None, why))
@@ -243,7 +245,7 @@ def _ended(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
 def _unsatisfiable(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
     """The scheduler ended the job before its start, the job it waited on having failed. A
     fence proves it never ran; what then (`_fence_won`) needs the parent's failure on record."""
-    if inv.cancel_requested or ctx.parent_job_failed():
+    if inv.cancel_requested or ctx.parent_job_failed:
         return Commit(FenceIntended(inv.attempt))
     return Hold(
         f"its dependency can never be satisfied, its parent's failure not yet recorded: "
@@ -259,11 +261,11 @@ def _fenced(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
 def _fence_won(inv: Invocation, why: str, ctx: PlanContext) -> Event:
     """The fence holds: this attempt's command never ran and never will. Its parent's job
     having failed, the attempt was doomed anyway: no retry is spent on it."""
-    if failed := ctx.parent_failed():
+    if failed := ctx.parent_failed:
         return ParentAttemptFailed(f"{why}; {failed}")
     if inv.cancel_requested:
         return Cancelled(why)
-    if failed := ctx.parent_job_failed():
+    if failed := ctx.parent_job_failed:
         return ParentAttemptFailed(f"{why}; {failed}")
     return InfraFailed(FailureClass.TRANSPORT_LOST, why, _retry_at(inv, ctx))
 
@@ -284,7 +286,7 @@ def _collecting(inv: Invocation) -> Step:
 
 
 def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
-    if failed := ctx.parent_failed():
+    if failed := ctx.parent_failed:
         # Before a cancel: a dependency's cancel is not an interrupt (exit 66, never 130).
         return Commit(ParentFailed(_parent_id(ctx), f"{failed}: no further attempt"))
     if inv.cancel_requested:
@@ -294,9 +296,22 @@ def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
         return Commit(RetryBudgetSpent(inv.failure_class, inv.retries - 1))
     if inv.not_before and inv.not_before > ctx.now:
         return Hold(f"backoff until {iso(inv.not_before)}")
-    if waits := ctx.waits_for_parent(inv):
+    if waits := _waits_for_parent(inv, ctx):
         return Hold(waits)
     return Commit(SubmitIntended(inv.attempt + 1, inv.attempt_job_name(inv.attempt + 1)))
+
+
+def _waits_for_parent(inv: Invocation, ctx: PlanContext) -> str | None:
+    """Why `inv` is not submitted yet: its parent has no job to wait on now, or (an attempt
+    that never ran because the parent's job failed) still the same one."""
+    parent, job = ctx.parent, ctx.parent_job
+    if parent is None:
+        return None
+    if job is None:
+        return f"waits for a job of {parent.id} to run after ({parent.state})"
+    if inv.failure_class is FailureClass.DEPENDENCY_FAILED and job == ctx.waited_on:
+        return f"waits for the next attempt of {parent.id}: job {job} failed"
+    return None
 
 
 def _parent_id(ctx: PlanContext) -> str:
@@ -306,6 +321,16 @@ def _parent_id(ctx: PlanContext) -> str:
 
 def _retry_at(inv: Invocation, ctx: PlanContext) -> str:
     return iso(next_attempt_at(inv.retries + 1, ctx.retry, ctx.now))
+
+
+def retry_delay(retry_number: int, policy: RetryPolicy) -> float:
+    """Seconds to wait before retry number `retry_number` (1-based)."""
+    delay = policy.initial_delay_seconds * policy.backoff ** max(retry_number - 1, 0)
+    return min(delay, policy.max_delay_seconds)
+
+
+def next_attempt_at(retry_number: int, policy: RetryPolicy, now: datetime) -> datetime:
+    return now + timedelta(seconds=retry_delay(retry_number, policy))
 
 
 def proven(inv: Invocation, fact: Fact, ctx: PlanContext) -> Event:

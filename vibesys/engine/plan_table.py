@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from msgspec import Struct
 from msgspec.structs import replace
 
+from vibesys.engine.observation import RetryPolicy, plan_context
 from vibesys.engine.plan import (
     CarryOn,
     Commit,
@@ -22,7 +23,6 @@ from vibesys.engine.plan import (
     plan,
     plan_cancel,
 )
-from vibesys.engine.plan_context import RetryPolicy
 from vibesys.engine.seen import Seen, Sight
 from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.records import Invocation
@@ -195,8 +195,13 @@ def rows(*, cancel_requested: bool = False) -> Iterator[Row]:
     situations = [(label, inv, queued if label == WAITING else plain) for label, inv in SITUATIONS]
     for label, inv, parent_state, job in CHAINED:
         waited = None if inv.attempt < 1 else "41"
+        parent = _parent(parent_state, job)
         situations.append(
-            (label, inv, replace(plain, parent=_parent(parent_state, job), waited_on=waited))
+            (
+                label,
+                inv,
+                plan_context(NOW, RetryPolicy(), UNREACHABLE_TIMEOUT, parent, None, waited),
+            )
         )
     sights = dict(SIGHTS)
     for label, inv, ctx in situations:

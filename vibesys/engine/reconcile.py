@@ -21,9 +21,9 @@ from vibesys.adapters.base import JobRef
 from vibesys.engine.clusters import release_finished_campaigns, settle_leases
 from vibesys.engine.core import Engine
 from vibesys.engine.execute import error_facts
+from vibesys.engine.observation import overdue
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation, orphaned
-from vibesys.engine.plan_context import overdue
 from vibesys.engine.seen import Seen, Sight
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation, LeaseState, iso

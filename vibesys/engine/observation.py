@@ -1,7 +1,8 @@
-"""What the planner decides by besides the invocation and its observation: the time, the
-retry policy recorded with it (and its backoff), its deadline, its queue place and, for a chain
-(`--after`), its parent as the journal has it now. Pure: the answers about the parent are
-derived here, once; the journal is read by whoever builds the context.
+"""What the planner decides by besides the invocation and its observation, built once as
+data before each plan call (`observed_context`): the time, the retry policy recorded with it,
+its queue place and, for a chain (`--after`), its parent as the journal has it now with the
+answers about it derived here (has it failed, has the job this attempt waited on failed, which
+job would a submission wait on now). The planner reads these fields; it never asks back.
 
 An invocation's deadline: cancelled at the second its timeout is over, wherever it is then (in
 the scheduler's queue, running). A scheduler's own limit is whole minutes, and ends the job
@@ -15,9 +16,12 @@ on its next round past the deadline, so a dead bridge never leaves it running pa
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
+from vibesys.engine.records import known_provenance
+from vibesys.errors import VibesysError
 from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 from vibesys.journal_schema.records import Invocation
@@ -25,17 +29,23 @@ from vibesys.journal_schema.settings import Settings
 from vibesys.states import FailureClass, JobState, Outcome
 from vibesys.states.events import TIMEOUT_CANCEL
 
+if TYPE_CHECKING:
+    from vibesys.engine.core import Engine
+
 __all__ = [
     "NO_JOB",
     "Deadline",
     "PlanContext",
     "RetryPolicy",
     "deadline_of",
-    "next_attempt_at",
+    "observed_context",
     "overdue",
+    "parent_id",
     "parent_job_of",
+    "parent_of",
+    "plan_context",
     "policy_of",
-    "retry_delay",
+    "waited_on",
 ]
 
 # -- retries: pure arithmetic, no sleeping ---------------------------------------------------
@@ -56,16 +66,6 @@ class RetryPolicy(Struct, frozen=True):
             raise ValueError("retry delays must be >= 0")
         if self.backoff < 1:
             raise ValueError("backoff must be >= 1")
-
-
-def retry_delay(retry_number: int, policy: RetryPolicy) -> float:
-    """Seconds to wait before retry number `retry_number` (1-based)."""
-    delay = policy.initial_delay_seconds * policy.backoff ** max(retry_number - 1, 0)
-    return min(delay, policy.max_delay_seconds)
-
-
-def next_attempt_at(retry_number: int, policy: RetryPolicy, now: datetime) -> datetime:
-    return now + timedelta(seconds=retry_delay(retry_number, policy))
 
 
 def policy_of(max_retries: int, settings: Settings) -> RetryPolicy:
@@ -132,6 +132,9 @@ def _live_job(parent: Invocation) -> str | None:
 
 
 class PlanContext(Struct, frozen=True):
+    """The observation the planner decides by, besides the invocation and its job's status:
+    data only (`plan_context` derives the parent's answers once)."""
+
     now: datetime
     retry: RetryPolicy
     #: how long a scheduler may stay unreachable before a running job's outcome is unknown
@@ -145,39 +148,103 @@ class PlanContext(Struct, frozen=True):
     #: who would carry a parent nobody drives a step on first (the engine's owner); None once
     #: it was carried this step
     carrier: str | None = None
+    #: how the parent ended, when it ended without success (this one can never run)
+    parent_failed: str | None = None
+    #: how the parent's job the current attempt waited on is known to have failed: the parent
+    #: has moved on from it (another attempt, a retry pending) or ended without success; None
+    #: while it may still succeed, or when it waited on none
+    parent_job_failed: str | None = None
+    #: the parent's job a submission now would wait on (`parent_job_of`)
+    parent_job: str | None = None
 
-    def parent_failed(self) -> str | None:
-        """How the parent ended, when it ended without success (this one can never run)."""
-        parent = self.parent
-        if parent is None or parent.state is not JobState.DONE:
-            return None
-        if parent.outcome is Outcome.COMPLETED:
-            return None
-        return f"the invocation it runs after, {parent.id}, ended {parent.outcome}"
 
-    def parent_job_failed(self) -> str | None:
-        """How the parent's job the current attempt waited on is known to have failed: the
-        parent has moved on from it (another attempt, a retry pending) or ended without
-        success. None while it may still succeed, or when it waited on none."""
-        parent, job = self.parent, self.waited_on
-        if parent is None or job in (None, NO_JOB):
-            return None
-        if failed := self.parent_failed():
-            return failed
-        live = parent.job_id if parent.state is JobState.DONE else _live_job(parent)
-        if live == job:
-            return None
-        return f"job {job} of {parent.id}, which it waited on, failed ({parent.state})"
+def plan_context(
+    now: datetime,
+    retry: RetryPolicy,
+    unreachable_timeout: timedelta = timedelta(0),
+    parent: Invocation | None = None,
+    queue: QueuePlace | None = None,
+    waited_on: str | None = None,
+    carrier: str | None = None,
+) -> PlanContext:
+    """The planner's observation, with the answers about the parent derived once."""
+    failed = _parent_failed(parent)
+    return PlanContext(
+        now,
+        retry,
+        unreachable_timeout,
+        parent,
+        queue,
+        waited_on,
+        carrier,
+        failed,
+        _parent_job_failed(parent, waited_on, failed),
+        None if parent is None else parent_job_of(parent),
+    )
 
-    def waits_for_parent(self, inv: Invocation) -> str | None:
-        """Why `inv` is not submitted yet: its parent has no job to wait on now, or (an
-        attempt that never ran because the parent's job failed) still the same one."""
-        parent = self.parent
-        if parent is None:
-            return None
-        job = parent_job_of(parent)
-        if job is None:
-            return f"waits for a job of {parent.id} to run after ({parent.state})"
-        if inv.failure_class is FailureClass.DEPENDENCY_FAILED and job == self.waited_on:
-            return f"waits for the next attempt of {parent.id}: job {job} failed"
+
+def _parent_failed(parent: Invocation | None) -> str | None:
+    if parent is None or parent.state is not JobState.DONE:
         return None
+    if parent.outcome is Outcome.COMPLETED:
+        return None
+    return f"the invocation it runs after, {parent.id}, ended {parent.outcome}"
+
+
+def _parent_job_failed(
+    parent: Invocation | None, job: str | None, failed: str | None
+) -> str | None:
+    if parent is None or job in (None, NO_JOB):
+        return None
+    if failed:
+        return failed
+    live = parent.job_id if parent.state is JobState.DONE else _live_job(parent)
+    if live == job:
+        return None
+    return f"job {job} of {parent.id}, which it waited on, failed ({parent.state})"
+
+
+def observed_context(engine: Engine, inv: Invocation, carrier: str | None = None) -> PlanContext:
+    """What the planner decides `inv`'s next step by, read from the journal now: the time,
+    the settings recorded with it (never this process's own), its queue place, its parent."""
+    settings = inv.settings
+    place = engine.journal.queue.queue_place(inv.id) if inv.state is JobState.PREPARED else None
+    parent = parent_of(engine, inv)
+    return plan_context(
+        engine.clock(),
+        policy_of(inv.max_retries, settings),
+        timedelta(seconds=settings.unreachable_timeout_seconds),
+        parent,
+        place,
+        None if parent is None else waited_on(engine, inv),
+        carrier,
+    )
+
+
+def parent_id(engine: Engine, inv: Invocation) -> str | None:
+    try:
+        return engine.adapters.request_of(inv).runs_after()
+    except Exception:  # a request that no longer parses fails where it is used, not here
+        return None
+
+
+def parent_of(engine: Engine, inv: Invocation) -> Invocation | None:
+    """The invocation `inv` runs after, as the journal has it now."""
+    found = parent_id(engine, inv)
+    if found is None:
+        return None
+    try:
+        return engine.journal.invocations.get(found)
+    except VibesysError:
+        return None
+
+
+def waited_on(engine: Engine, inv: Invocation) -> str | None:
+    """The parent's job the current attempt of `inv` was submitted to wait on."""
+    if inv.attempt < 1:
+        return None
+    job = known_provenance(engine, inv).get("after_job")
+    if job is None:  # another process may have submitted it since this one last read
+        engine.provenance_seen.pop((inv.id, inv.attempt), None)
+        job = known_provenance(engine, inv).get("after_job")
+    return job
