@@ -19,12 +19,21 @@ step first when nobody drives it (the planner's `CarryOn`, carried out by `Engin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from msgspec import Struct
 
-from vibesys.engine.observation import NO_JOB, overdue, parent_id, parent_job_of, parent_of
+from vibesys.engine.observation import (
+    NO_JOB,
+    Deadline,
+    overdue,
+    parent_id,
+    parent_job_of,
+    parent_of,
+)
+from vibesys.engine.plan import carry_ahead
 from vibesys.engine.records import record_provenance
+from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
 from vibesys.states import JobState
 
@@ -32,7 +41,21 @@ if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
     from vibesys.engine.core import Engine
 
-__all__ = ["Carried", "carry_on", "submit_after", "submit_children"]
+__all__ = [
+    "CARRY_AHEAD_SECONDS",
+    "QUEUE_PAUSE_SECONDS",
+    "Carried",
+    "carry_on",
+    "carry_on_ahead",
+    "submit_after",
+    "submit_children",
+]
+
+#: how often an invocation waiting in its campaign's queue looks whether its turn has come
+QUEUE_PAUSE_SECONDS: Final = 1.0
+#: how often a waiting driver carries on the invocation ahead of it that nobody drives (its
+#: status is asked each time: a scheduler's poll budget, not every pause)
+CARRY_AHEAD_SECONDS: Final = 5.0
 
 #: States of a child that a parent's new job may move on: held before a submission, or
 #: submitted on a job of the parent that has failed since (the scheduler killed it).
@@ -63,6 +86,10 @@ class Carried(Struct, frozen=True):
     """A `CarryOn` carried out: the other invocation's steps taken, or why they stopped."""
 
     failed: Exception | None = None
+    #: its deadline had passed: its cancel was sent (its end is seen soon after)
+    timed_out: bool = False
+    #: the deadline recorded with it, if any
+    deadline: Deadline | None = None
 
 
 def carry_on(engine: Engine, invocation_id: str) -> Carried | None:
@@ -72,18 +99,49 @@ def carry_on(engine: Engine, invocation_id: str) -> Carried | None:
     to note (the invocation's own row tells the rest)."""
     if not engine.hold(invocation_id):
         return None
+    deadline, timed_out = None, None
     try:
+        deadline = engine.deadline(invocation_id)
         other = engine.journal.invocations.get(invocation_id)
-        timed_out = overdue(other, engine.deadline(invocation_id), engine.clock())
+        timed_out = overdue(other, deadline, engine.clock())
         if timed_out is not None:  # its deadline holds whoever carries it on
             engine.request_cancel(other, timed_out)
         else:
             engine.advance(other)
     except Exception as exc:  # its own row tells; whoever looks next carries it on
-        return Carried(exc)
+        return Carried(exc, timed_out is not None, deadline)
     finally:
         engine.let_go(invocation_id)
-    return Carried()
+    return Carried(None, timed_out is not None, deadline)
+
+
+def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
+    """Carry on what `inv` waits for when nobody drives it (`plan.carry_ahead`): the first
+    invocation ahead of it in its campaign's queue, and its parent. The seconds until this is
+    due again: sooner when the head's deadline comes first, or its timeout's cancel was just
+    sent (its end is seen soon after, once)."""
+    place = engine.journal.queue.queue_place(inv.id)
+    ahead = place.ahead[0] if place is not None and place.ahead else None
+    head = None if ahead is None else engine.journal.invocations.get(ahead)
+    pause = CARRY_AHEAD_SECONDS
+    for carry in carry_ahead(head, parent_of(engine, inv), engine.owner):
+        carried = carry_on(engine, carry.invocation_id)
+        if carried is None:
+            continue
+        if head is None or carry.invocation_id != head.id:  # held for its parent's next job
+            if carried.failed is not None:
+                why = f"its parent {carry.invocation_id} could not be carried on"
+                engine.notes[inv.id] = f"{why}: {carried.failed}"
+            continue
+        if isinstance(carried.failed, BackendError):
+            engine.notes[head.id] = f"carrying it on failed: {carried.failed.evidence}"
+        elif carried.failed is not None:
+            raise carried.failed
+        if carried.timed_out:
+            pause = QUEUE_PAUSE_SECONDS
+        elif carried.deadline is not None and not head.cancel_requested:
+            pause = min(CARRY_AHEAD_SECONDS, max(carried.deadline.left(engine.clock()), 0.0))
+    return pause
 
 
 def submit_children(engine: Engine, parent: Invocation, active: list[Invocation]) -> None:

@@ -66,6 +66,7 @@ __all__ = [
     "lease_step",
     "release_cluster",
     "release_finished_campaigns",
+    "release_if_asked",
     "release_when_done",
     "settle_leases",
 ]
@@ -175,6 +176,17 @@ def release_cluster(engine: Engine, lease_id: int, reason: str) -> ClusterLease:
     lease = commit_release_intent(journal, lease.id, engine.owner, reason)
     failpoint("after_release_intent")
     return _release(engine, backend, lease, "released")
+
+
+def release_if_asked(engine: Engine, inv: Invocation) -> None:
+    """`run --down`: the campaign's cluster goes with its last evaluation. A failure leaves
+    the release to reconcile; the invocation's own outcome stands."""
+    try:
+        for lease in release_when_done(engine, inv):
+            engine.note(inv, f"released cluster {lease.name} (run --down)")
+    except Exception as exc:
+        reason = error_facts(exc).reason
+        engine.note(inv, f"run --down: the cluster was not released ({reason}); reconcile will")
 
 
 def release_when_done(engine: Engine, inv: Invocation) -> list[ClusterLease]:

@@ -25,23 +25,30 @@ from vibesys.engine.clusters import lease_step
 from vibesys.engine.context import new_invocation_id, record_environment
 from vibesys.engine.execute import CancelResends, execute
 from vibesys.engine.failpoints import after_commit, failpoint
-from vibesys.engine.observation import Deadline, RetryPolicy, deadline_of, observed_context
-from vibesys.engine.observe import seen_error, seen_status
+from vibesys.engine.observation import (
+    Deadline,
+    RetryPolicy,
+    deadline_of,
+    look,
+    needs_observation,
+    observed_context,
+    overdue,
+    seen_of,
+)
 from vibesys.engine.plan import (
     CarryOn,
     Commit,
     Hold,
     Redo,
-    needs_observation,
     plan,
     plan_cancel,
     proven,
 )
-from vibesys.engine.records import date_outage, record_provenance, record_step
+from vibesys.engine.records import date_outage, record_step
 from vibesys.engine.seen import ClaimRead, Progressed, Seen
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.engine.spool import spool_logs
-from vibesys.errors import BackendError, StaleState
+from vibesys.errors import StaleState
 from vibesys.journal_schema import Invocation, Journal, Settings, utc_now
 from vibesys.osutil.proc import self_identity
 from vibesys.states import (
@@ -174,48 +181,40 @@ class Engine:
     # -- one step at a time ---------------------------------------------------------------------
 
     def observe(self, inv: Invocation) -> Seen | None:
-        """The adapter's view of `inv`'s attempt. For a shared site: the site's round, or None
-        when no round newer than this process's last view of this version exists yet."""
-        own = self.ended_here(inv)
-        if own is not None:
-            return own
-        shared = self.adapters.shared_polling(inv)
-        if shared is not None:
-            return self.shared.observe(inv, shared)
-        ref = self.adapters.job_ref(inv)
-        try:
-            status = self.adapters.backend(inv).status([ref])[ref.job_name]
-        except BackendError as exc:
-            return seen_error(exc)
-        return self.seen(inv, status)
-
-    def ended_here(self, inv: Invocation) -> Seen | None:
-        """`inv`'s end as this process saw it happen (its srun returned), if it did."""
-        own = self.adapters.backend(inv).sees_its_own_end()
-        if own is None:
-            return None
-        status = own.ended_here(self.adapters.job_ref(inv))
-        return None if status is None else self.seen(inv, status)
+        """The adapter's view of `inv`'s attempt (`observation.look`)."""
+        return look(self, inv)
 
     def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
-        """The planner's view of one status; where the attempt runs is recorded on the way."""
-        if status.provenance:
-            record_provenance(self, inv, status.provenance)
-        return seen_status(status)
+        """The planner's view of one status (`observation.seen_of`)."""
+        return seen_of(self, inv, status)
 
     def advance(self, inv: Invocation, seen: Seen | None = None) -> Invocation:
         """Take every step that is possible now; return the invocation as last committed.
 
         `seen` is the adapter's view of the current attempt, fetched by the caller (who may
         batch it with others); when a step needs one and none is given, it is fetched here."""
+        return self.round(inv, seen)[0]
+
+    def round(
+        self,
+        inv: Invocation,
+        seen: Seen | None = None,
+        *,
+        deadline: Deadline | None = None,
+        interrupt: bool = False,
+        hurry: bool = False,
+    ) -> tuple[Invocation, Seen | None]:
+        """A driver's round: the cancel that is due first (`deadline` has passed, or an
+        `interrupt`), then every step that is possible now (`hurry`: the first status asked
+        for a cancelled job's shared round soon). Returns the invocation as last committed
+        and the first observation of its job (None: none was made)."""
+        cancel_by = overdue(inv, deadline, self.clock()) or ("interrupt" if interrupt else None)
+        shown = seen
         for _ in range(MAX_STEPS):
-            if seen is None and needs_observation(inv):
-                seen = self.observe(inv)
-                if seen is None:
-                    return inv  # a shared round will tell; nothing to decide before
-            after = self.step(inv, seen)
+            after, seen = self._step(inv, seen, cancel_by, hurry=hurry and shown is None)
+            shown = shown or seen
             if after is inv or after.version == inv.version:
-                return after
+                return after, shown
             # A lookup that found the job also tells how it is doing: no second status call.
             adopted = (
                 after.state is JobState.RUNNING
@@ -227,30 +226,48 @@ class Engine:
         raise RuntimeError(f"the planner did not settle {inv.id} in {MAX_STEPS} steps")
 
     def step(self, inv: Invocation, seen: Seen | None) -> Invocation:
-        """One decision of the planner, carried out: the observation built (the status dated,
-        the journal's facts read), one plan call, then commit and execute exactly the effects
-        `decide()` returns (and commit what they prove), or redo an authorized effect, or
-        hold. Returns `inv` itself when nothing was written."""
-        if seen is not None and needs_observation(inv):
-            seen = date_outage(self.journal, self.clock(), inv, seen)
-        else:
-            seen = None
-        ctx = observed_context(self, inv, self.owner)
-        step = plan(inv, seen, ctx)
-        if isinstance(step, CarryOn):  # the planner asks: carry the parent on first
-            carried = carry_on(self, step.invocation_id)
-            if carried is not None and carried.failed is not None:
-                why = f"its parent {step.invocation_id} could not be carried on: {carried.failed}"
-                self.notes[inv.id] = why
-            ctx = observed_context(self, inv)
-            step = plan(inv, seen, ctx)
-        self.waiting.pop(inv.id, None)
-        match step:
-            case Hold(why=why):
+        """One decision of the planner, carried out (`_step`). Returns `inv` itself when
+        nothing was written."""
+        return self._step(inv, seen)[0]
+
+    def _step(
+        self,
+        inv: Invocation,
+        seen: Seen | None,
+        cancel_by: str | None = None,
+        *,
+        hurry: bool = False,
+    ) -> tuple[Invocation, Seen | None]:
+        """One decision, carried out: a due cancel (`cancel_by`) as `plan_cancel` says, else
+        the observation built (the job's status fetched when it is needed and not given, its
+        outage dated, the journal's facts read), one plan call; then commit and execute
+        exactly the effects `decide()` returns (and commit what they prove), or redo an
+        authorized effect, or hold. Returns the invocation (`inv` itself when nothing was
+        written) and the status it was planned by (None when none was needed, or a shared
+        round has none yet: then nothing is decided)."""
+        step = plan_cancel(inv, cancel_by) if cancel_by is not None else None
+        if not isinstance(step, Commit):
+            if not needs_observation(inv):
+                seen = None
+            elif seen is None and (seen := look(self, inv, hurry=hurry)) is None:
+                return inv, None  # a shared round will tell; nothing to decide before
+            dated = None if seen is None else date_outage(self.journal, self.clock(), inv, seen)
+            ctx = observed_context(self, inv, self.owner)
+            step = plan(inv, dated, ctx)
+            if isinstance(step, CarryOn):  # the planner asks: carry the parent on first
+                carried = carry_on(self, step.invocation_id)
+                if carried is not None and carried.failed is not None:
+                    why = f"its parent {step.invocation_id} could not be carried on"
+                    self.notes[inv.id] = f"{why}: {carried.failed}"
+                ctx = observed_context(self, inv)
+                step = plan(inv, dated, ctx)
+            self.waiting.pop(inv.id, None)
+            if isinstance(step, Hold):
                 held = inv.state is JobState.RETRYING and ctx.parent is not None
                 if inv.state is JobState.PREPARED or held:
-                    self.waiting[inv.id] = why
-                return inv
+                    self.waiting[inv.id] = step.why
+                return inv, seen
+        match step:
             case Redo(effect=effect):
                 done = self.carry_out(inv, None, (effect,))
             case Commit(event=event):
@@ -260,8 +277,8 @@ class Engine:
             case _:
                 raise AssertionError(step)
         if done is None:  # someone else moved it first: as they left it
-            return self.journal.invocations.get(inv.id)
-        return done
+            return self.journal.invocations.get(inv.id), seen
+        return done, seen
 
     # -- owner leases: who drives an invocation now ---------------------------------------------
 

@@ -14,27 +14,20 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Protocol
 
 from msgspec import Struct
 
-from vibesys.engine.chains import carry_on
-from vibesys.engine.clusters import release_when_done
+from vibesys.engine.chains import QUEUE_PAUSE_SECONDS, carry_on_ahead
+from vibesys.engine.clusters import release_if_asked
 from vibesys.engine.core import Engine
-from vibesys.engine.execute import error_facts
-from vibesys.engine.observation import overdue, parent_of
-from vibesys.engine.plan import carry_ahead, follow, needs_observation
+from vibesys.engine.observation import needs_observation, overdue
+from vibesys.engine.plan import follow
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
 from vibesys.osutil.logtail import LogTail
 from vibesys.states import JobState
-
-#: how often an invocation waiting in its campaign's queue looks whether its turn has come
-QUEUE_PAUSE_SECONDS: Final = 1.0
-#: how often a waiting driver carries on the invocation ahead of it that nobody drives (its
-#: status is asked each time: a scheduler's poll budget, not every pause)
-CARRY_AHEAD_SECONDS: Final = 5.0
 
 
 class StopFlag:
@@ -99,30 +92,32 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
     The caller must hold the invocation's lease; it is renewed here and released at the end.
     """
     stop = options.interrupt or StopFlag()
-    watch = _Watch(engine)
     inv = invocation
     last_seen: Seen | None = None
     told: str | None = None
     carry_after = 0.0
+    renewed = time.monotonic()
+    #: when this driver first saw the job's fate open (unresolved, uncollected)
+    open_since: float | None = None
     # Recorded with its request (a bridge evaluation's): whoever drives it enforces it.
     deadline = engine.deadline(inv.id)
     try:
         while True:
-            if not watch.renew(inv):
-                options.taken_over = True
-                return engine.journal.invocations.get(inv.id)
+            if time.monotonic() - renewed >= engine.lease_ttl.total_seconds() / 3:
+                renewed = time.monotonic()
+                if not engine.hold(inv.id):
+                    options.taken_over = True
+                    return engine.journal.invocations.get(inv.id)
             inv = engine.journal.invocations.get(inv.id)  # picks up cancels from other processes
-            if (timed_out := overdue(inv, deadline, engine.clock())) is not None:
-                inv = engine.request_cancel(inv, timed_out)
-            if stop.is_set() and inv.state is not JobState.DONE:
-                if not options.owner:
-                    return inv
-                inv = engine.request_cancel(inv, "interrupt")
-            needed = needs_observation(inv)
-            seen = watch.observe(inv) if needed else None
-            if seen is not None or not needed:
-                inv = engine.advance(inv, seen)
-            last_seen = seen or (last_seen if needs_observation(inv) else None)
+            if stop.is_set() and not options.owner and inv.state is not JobState.DONE:
+                # A follower's interrupt stops the following; only the deadline cancels.
+                timed_out = overdue(inv, deadline, engine.clock())
+                return inv if timed_out is None else engine.request_cancel(inv, timed_out)
+            # The owner's interrupt cancels the job; it is driven on until it has settled.
+            interrupt = stop.is_set()
+            inv, seen = engine.round(inv, deadline=deadline, interrupt=interrupt, hurry=True)
+            watching = needs_observation(inv)
+            last_seen = seen or (last_seen if watching else None)
             if options.tail is not None:
                 error = _pump(engine, inv, options.tail)
                 if error is not None:
@@ -131,11 +126,15 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                         return inv
                     stop.set()  # an output that broke is handled like an interrupt
             if inv.state is JobState.DONE:
-                _release_if_asked(engine, inv)  # recorded with it: whoever ends it releases
+                release_if_asked(engine, inv)  # recorded with it: whoever ends it releases
                 return inv
             if options.detach and inv.state is JobState.RUNNING:
                 return inv
-            if watch.settled(inv, seen):
+            # Whether to stop driving an invocation whose fate stays open (the planner's
+            # answer, from when this driver first saw it open).
+            answer = follow(inv, seen, open_since, time.monotonic())
+            open_since = answer.open_since
+            if answer.stop:
                 return inv
             if options.status is not None:
                 options.status.show(inv, last_seen)
@@ -146,85 +145,11 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                 if time.monotonic() >= carry_after:
                     carry_after = time.monotonic() + carry_on_ahead(engine, inv)
             told = waiting
-            _rest(engine, inv, stop, _pause(engine, inv))
+            _rest(engine, inv, stop, watching)
     finally:
         if options.status is not None:
             options.status.clear()
         engine.let_go(inv.id)
-
-
-def _release_if_asked(engine: Engine, inv: Invocation) -> None:
-    """`run --down`: the campaign's cluster goes with its last evaluation. A failure leaves
-    the release to reconcile; the invocation's own outcome stands."""
-    try:
-        for lease in release_when_done(engine, inv):
-            engine.note(inv, f"released cluster {lease.name} (run --down)")
-    except Exception as exc:
-        reason = error_facts(exc).reason
-        engine.note(inv, f"run --down: the cluster was not released ({reason}); reconcile will")
-
-
-def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
-    """Carry on what `inv` waits for when nobody drives it (`plan.carry_ahead`): the first
-    invocation ahead of it in its campaign's queue, and its parent. The seconds until this is
-    due again: sooner when the head's deadline comes first, or its timeout's cancel was just
-    sent (its end is seen soon after, once)."""
-    place = engine.journal.queue.queue_place(inv.id)
-    ahead = place.ahead[0] if place is not None and place.ahead else None
-    head = None if ahead is None else engine.journal.invocations.get(ahead)
-    pause = CARRY_AHEAD_SECONDS
-    for carry in carry_ahead(head, parent_of(engine, inv), engine.owner):
-        if head is None or carry.invocation_id != head.id:  # held for its parent's next job
-            carried = carry_on(engine, carry.invocation_id)
-            if carried is not None and carried.failed is not None:
-                why = f"its parent {carry.invocation_id} could not be carried on: {carried.failed}"
-                engine.note(inv, why)
-            continue
-        deadline = engine.deadline(head.id)
-        timed_out = overdue(head, deadline, engine.clock()) is not None
-        carried = carry_on(engine, head.id)
-        if carried is None:
-            continue
-        if isinstance(carried.failed, BackendError):
-            engine.note(head, f"carrying it on failed: {error_facts(carried.failed).reason}")
-        elif carried.failed is not None:
-            raise carried.failed
-        if timed_out:
-            pause = QUEUE_PAUSE_SECONDS
-        elif deadline is not None and not head.cancel_requested:
-            pause = min(CARRY_AHEAD_SECONDS, max(deadline.left(engine.clock()), 0.0))
-    return pause
-
-
-class _Watch:
-    """What a driver keeps between rounds: the lease, and how long the job's fate has stayed
-    open (an unresolved or uncollected invocation)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.renewed = time.monotonic()
-        self.open_since: float | None = None
-
-    def renew(self, inv: Invocation) -> bool:
-        engine = self.engine
-        if time.monotonic() - self.renewed < engine.lease_ttl.total_seconds() / 3:
-            return True
-        self.renewed = time.monotonic()
-        return engine.hold(inv.id)
-
-    def observe(self, inv: Invocation) -> Seen | None:
-        shared = self.engine.adapters.shared_polling(inv)
-        if shared is not None and inv.cancel_requested:
-            self.engine.shared.hurry(inv, shared)
-        # An outage is dated from the journal's first unreachable observation (engine/records.py).
-        return self.engine.observe(inv)
-
-    def settled(self, inv: Invocation, seen: Seen | None) -> bool:
-        """Whether to stop driving an invocation whose fate stays open (the planner's answer,
-        from when this driver first saw it open)."""
-        answer = follow(inv, seen, self.open_since, time.monotonic())
-        self.open_since = answer.open_since
-        return answer.stop
 
 
 def _pump(engine: Engine, inv: Invocation, tail: LogTail, *, spool: bool = True) -> str | None:
@@ -244,9 +169,11 @@ def _pump(engine: Engine, inv: Invocation, tail: LogTail, *, spool: bool = True)
     return None
 
 
-def _rest(engine: Engine, inv: Invocation, stop: StopFlag, seconds: float) -> None:
-    """Wait `seconds`, or less: until a stop, or until the process this one started for the
-    job ends (srun: its end is then seen at once, not at the next poll)."""
+def _rest(engine: Engine, inv: Invocation, stop: StopFlag, watching: bool) -> None:
+    """Wait until the next round is worth it (`watching`: its job's status is needed), or
+    less: until a stop, or until the process this one started for the job ends (srun: its
+    end is then seen at once, not at the next poll)."""
+    seconds = _pause(engine, inv, watching)
     ended = engine.adapters.end_signal(inv) if inv.state is JobState.RUNNING else None
     if ended is None or ended.is_set():  # ended without the proof of how: the rounds tell
         stop.wait(seconds)
@@ -257,7 +184,7 @@ def _rest(engine: Engine, inv: Invocation, stop: StopFlag, seconds: float) -> No
             return
 
 
-def _pause(engine: Engine, inv: Invocation) -> float:
+def _pause(engine: Engine, inv: Invocation, watching: bool) -> float:
     now = engine.clock()
     if inv.state is JobState.RETRYING and inv.id in engine.waiting:
         return QUEUE_PAUSE_SECONDS  # held for its parent's next job (or its backoff)
@@ -265,11 +192,12 @@ def _pause(engine: Engine, inv: Invocation) -> float:
         remaining = (inv.not_before - now).total_seconds()
         return min(max(remaining, 0.0), 1.0)
     if inv.state in (JobState.RUNNING, JobState.SUBMITTING, JobState.UNRESOLVED):
-        shared = engine.adapters.shared_polling(inv)
-        if shared is not None and needs_observation(inv):
+        backend = engine.adapters.backend(inv)
+        shared = backend.shared_polling()
+        if shared is not None and watching:
             return engine.shared.pause(inv, shared)
         age = (now - inv.updated_at).total_seconds()
-        return engine.adapters.backend(inv).poll_interval(age)
+        return backend.poll_interval(age)
     if inv.state is JobState.PREPARED and inv.id in engine.waiting:
         return QUEUE_PAUSE_SECONDS  # its turn comes when another evaluation ends: no hurry
     return 0.2 if inv.state is JobState.COLLECTING else 0.05

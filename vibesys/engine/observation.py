@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from vibesys.engine.records import known_provenance
-from vibesys.errors import VibesysError
+from vibesys.adapters.base import RemoteStatus
+from vibesys.engine.observe import seen_error, seen_status
+from vibesys.engine.records import known_provenance, record_provenance
+from vibesys.engine.seen import Seen
+from vibesys.errors import BackendError, VibesysError
 from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 from vibesys.journal_schema.records import Invocation
@@ -38,6 +41,8 @@ __all__ = [
     "PlanContext",
     "RetryPolicy",
     "deadline_of",
+    "look",
+    "needs_observation",
     "observed_context",
     "overdue",
     "parent_id",
@@ -45,8 +50,49 @@ __all__ = [
     "parent_of",
     "plan_context",
     "policy_of",
+    "seen_of",
     "waited_on",
 ]
+
+# -- the job's status ------------------------------------------------------------------------
+
+
+def needs_observation(inv: Invocation) -> bool:
+    """Whether the next step of `inv` depends on the adapter's view of its job."""
+    if inv.state is JobState.SUBMITTING:
+        return inv.dispatched
+    return inv.state in (JobState.RUNNING, JobState.UNRESOLVED)
+
+
+def look(engine: Engine, inv: Invocation, *, hurry: bool = False) -> Seen | None:
+    """The adapter's view of `inv`'s attempt: its end as this process saw it happen (its
+    srun returned), else for a shared site the site's round (None when no round newer than
+    this process's last view of this version exists yet; `hurry`: a cancel waits, ask for
+    the round soon), else one status call."""
+    backend = engine.adapters.backend(inv)
+    shared = backend.shared_polling()
+    if shared is not None and hurry and inv.cancel_requested:
+        engine.shared.hurry(inv, shared)
+    own = backend.sees_its_own_end()
+    status = None if own is None else own.ended_here(engine.adapters.job_ref(inv))
+    if status is not None:
+        return seen_of(engine, inv, status)
+    if shared is not None:
+        return engine.shared.observe(inv, shared)
+    ref = engine.adapters.job_ref(inv)
+    try:
+        status = backend.status([ref])[ref.job_name]
+    except BackendError as exc:
+        return seen_error(exc)
+    return seen_of(engine, inv, status)
+
+
+def seen_of(engine: Engine, inv: Invocation, status: RemoteStatus) -> Seen:
+    """The planner's view of one status; where the attempt runs is recorded on the way."""
+    if status.provenance:
+        record_provenance(engine, inv, status.provenance)
+    return seen_status(status)
+
 
 # -- retries: pure arithmetic, no sleeping ---------------------------------------------------
 

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 
 from msgspec import Struct
 
-from vibesys.engine.observation import PlanContext, RetryPolicy
+from vibesys.engine.observation import PlanContext, RetryPolicy, needs_observation
 from vibesys.engine.seen import (
     ClaimRead,
     ErrorFacts,
@@ -128,13 +128,6 @@ def carry_ahead(head: Invocation | None, parent: Invocation | None, owner: str) 
     if parent is not None and parent.state is not JobState.DONE and parent.lease_owner != owner:
         carried.append(CarryOn(parent.id))
     return carried
-
-
-def needs_observation(inv: Invocation) -> bool:
-    """Whether the next step of `inv` depends on the adapter's view of its job."""
-    if inv.state is JobState.SUBMITTING:
-        return inv.dispatched
-    return inv.state in (JobState.RUNNING, JobState.UNRESOLVED)
 
 
 def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
@@ -402,7 +395,5 @@ def follow(inv: Invocation, seen: Seen | None, open_since: float | None, now: fl
     if inv.state is JobState.UNRESOLVED and seen is not None and seen.final:
         return Follow(True, open_since)  # nothing will change by waiting: report it now
     since = open_since or now
-    unreachable_timeout = (
-        inv.settings.unreachable_timeout_seconds
-    )  # recorded with it, not the driver's
-    return Follow(now - since >= unreachable_timeout, since)
+    timeout = inv.settings.unreachable_timeout_seconds  # recorded with it, not the driver's
+    return Follow(now - since >= timeout, since)

@@ -15,7 +15,7 @@ LEASES = "vibesys/journal_schema/leases.py"
 TABLE = "vibesys/states/table.py"
 JOB_STATE = "vibesys/states/job_state.py"
 PLAN = "vibesys/engine/plan.py"
-PLAN_CONTEXT = "vibesys/engine/observation.py"
+OBSERVATION = "vibesys/engine/observation.py"
 OBSERVE = "vibesys/engine/observe.py"
 EXECUTE = "vibesys/engine/execute.py"
 SKY = "vibesys/adapters/skypilot/classify.py"
@@ -128,6 +128,7 @@ TESTS_FOR: dict[str, tuple[str, ...]] = {
     LEASE_TABLE: ("tests/states/test_lease_table.py", "tests/engine/test_cluster_leases.py"),
     RUN_COMMAND: ("tests/test_live_status.py",),
     CORE: ("tests/engine/shared_poll",),
+    OBSERVATION: ("tests/engine/shared_poll",),
     CONTEXT: ("tests/engine/test_engine_fake.py",),
     ADAPTER_ACCESS: ("tests/engine/test_engine_fake.py",),
     STATUS_RULES: (
