@@ -2,7 +2,7 @@
 commit of a planned transition (and the owner leases that say which process drives an
 invocation), and `records.py`, the recorded result of an observation or of a named effect (a
 collection's log offsets and artifacts, a cluster lease's intents and outcomes, a status
-round's and a probe's observations). The effects themselves (`execute.py`, `spool.py`,
+round's and a probe's observations). The effects themselves (`execute.py`, with the log spool,
 `artifacts.py`, `clusters.py`, `shared_poll.py`) return or yield what they showed and never
 write. A write anywhere else in `vibesys/engine/` fails here.
 

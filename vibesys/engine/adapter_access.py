@@ -18,6 +18,8 @@ from vibesys.strict_decode import decode
 
 #: Builds the adapter an invocation names from its adapter name and typed request.
 BackendFactory = Callable[[str, AdapterRequest], Backend]
+#: Decodes a recorded request: the adapter's name, the request's JSON and its recorded site.
+RequestDecoder = Callable[[str, Mapping[str, Any], SiteRendering | None], AdapterRequest]
 
 
 def registry_backend(adapter: str, request: AdapterRequest) -> Backend:
@@ -51,7 +53,10 @@ class Adapters:
         backends: BackendFactory,
         progress: Progress | None = None,
     ) -> None:
-        journal.decode_requests(decode_request)
+        #: the one decoder of recorded requests: the journal decodes each row it reads with
+        #: it, and so does the engine for a request recorded elsewhere (a cluster lease's)
+        self.decode: RequestDecoder = decode_request
+        journal.decode_requests(self.decode)
         self.journal = journal
         self.backends = backends
         #: hears of transfers (staging, artifact downloads): a terminal's progress bar
@@ -71,7 +76,7 @@ class Adapters:
     ) -> AdapterRequest:
         """A request recorded elsewhere than an invocation's row (a cluster lease's), with
         its recorded site (`site_digest`)."""
-        return decode_request(adapter, data, self.journal.rows.site(site_digest))
+        return self.decode(adapter, data, self.journal.rows.site(site_digest))
 
     def recorded_site(self, digest: str | None) -> RecordedSite | None:
         """The site configuration recorded under `digest`."""

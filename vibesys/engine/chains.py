@@ -21,16 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from msgspec import Struct
-
-from vibesys.engine.observation import (
-    NO_JOB,
-    Deadline,
-    overdue,
-    parent_id,
-    parent_job_of,
-    parent_of,
-)
+from vibesys.engine.observation import NO_JOB, parent_id, parent_job_of, parent_of
 from vibesys.engine.plan import carry_ahead
 from vibesys.engine.records import record_provenance
 from vibesys.errors import BackendError
@@ -44,8 +35,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CARRY_AHEAD_SECONDS",
     "QUEUE_PAUSE_SECONDS",
-    "Carried",
-    "carry_on",
     "carry_on_ahead",
     "submit_after",
     "submit_children",
@@ -82,39 +71,6 @@ def _last_job(engine: Engine, parent: Invocation) -> str | None:
     return jobs[-1] if jobs else None
 
 
-class Carried(Struct, frozen=True):
-    """A `CarryOn` carried out: the other invocation's steps taken, or why they stopped."""
-
-    failed: Exception | None = None
-    #: its deadline had passed: its cancel was sent (its end is seen soon after)
-    timed_out: bool = False
-    #: the deadline recorded with it, if any
-    deadline: Deadline | None = None
-
-
-def carry_on(engine: Engine, invocation_id: str) -> Carried | None:
-    """A `CarryOn`: another invocation's steps that are possible now, through the same
-    door (`advance`), holding its owner lease, with the deadline recorded with it; None
-    when a live process drives it (its driver carries it on). A failure is the asker's
-    to note (the invocation's own row tells the rest)."""
-    if not engine.hold(invocation_id):
-        return None
-    deadline, timed_out = None, None
-    try:
-        deadline = engine.deadline(invocation_id)
-        other = engine.journal.invocations.get(invocation_id)
-        timed_out = overdue(other, deadline, engine.clock())
-        if timed_out is not None:  # its deadline holds whoever carries it on
-            engine.request_cancel(other, timed_out)
-        else:
-            engine.advance(other)
-    except Exception as exc:  # its own row tells; whoever looks next carries it on
-        return Carried(exc, timed_out is not None, deadline)
-    finally:
-        engine.let_go(invocation_id)
-    return Carried(None, timed_out is not None, deadline)
-
-
 def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     """Carry on what `inv` waits for when nobody drives it (`plan.carry_ahead`): the first
     invocation ahead of it in its campaign's queue, and its parent. The seconds until this is
@@ -125,7 +81,7 @@ def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     head = None if ahead is None else engine.journal.invocations.get(ahead)
     pause = CARRY_AHEAD_SECONDS
     for carry in carry_ahead(head, parent_of(engine, inv), engine.owner):
-        carried = carry_on(engine, carry.invocation_id)
+        carried = engine.carry_on(carry.invocation_id)
         if carried is None:
             continue
         if head is None or carry.invocation_id != head.id:  # held for its parent's next job
@@ -154,7 +110,7 @@ def submit_children(engine: Engine, parent: Invocation, active: list[Invocation]
             continue
         if parent_id(engine, child) != parent.id:
             continue
-        carried = carry_on(engine, child.id)
+        carried = engine.carry_on(child.id)
         if carried is not None and carried.failed is not None:
             why = f"not carried on after {parent.id}'s new attempt: {carried.failed}"
             engine.note(child, why)

@@ -51,7 +51,6 @@ from vibesys.journal_schema import ClusterLease, Invocation, LeaseState
 from vibesys.states import JobState
 from vibesys.states.lease_table import (
     LeaseChoice,
-    LeaseDecision,
     LeaseOutcome,
     decide_lease,
     settle_lease,
@@ -104,7 +103,13 @@ def hold_lease(engine: Engine, inv: Invocation) -> None:
     if leasing is None:
         return
     plan = leasing.plan_lease()
-    decision = _refuse_while_busy(engine, inv, plan)
+    campaign, reuse = (inv.adapter, plan.campaign), plan.action is LeaseAction.REUSE
+    # The lease table's choice from the lease rows as they are now; a refusal is REJECTED:
+    # nothing was submitted.
+    users = journal.clusters.unfinished_users(campaign=campaign)
+    decision = decide_lease(inv.id, plan.campaign, users, reuse)
+    if decision.choice is LeaseChoice.REFUSE:
+        raise SubmitRejected(decision.why)
     if decision.choice is LeaseChoice.REUSE:
         lease = commit_lease_choice(journal, engine.owner, inv, plan, decision)
         if lease.state is LeaseState.RELEASING:
@@ -126,17 +131,10 @@ def hold_lease(engine: Engine, inv: Invocation) -> None:
         raise BackendUnavailable(str(exc), maybe_submitted=False) from None
     # Two processes may both have passed the first check: the one that sees the other now
     # steps back (at worst both do; never two evaluations at once).
-    _refuse_while_busy(engine, inv, plan)
-
-
-def _refuse_while_busy(engine: Engine, inv: Invocation, plan: LeasePlan) -> LeaseDecision:
-    """The lease table's choice for this attempt's cluster (`decide_lease`) from the lease
-    rows as they are now; a refusal raised as REJECTED: nothing was submitted."""
-    users = engine.journal.clusters.unfinished_users(campaign=(inv.adapter, plan.campaign))
-    decision = decide_lease(inv.id, plan.campaign, users, plan.action is LeaseAction.REUSE)
-    if decision.choice is LeaseChoice.REFUSE:
-        raise SubmitRejected(decision.why)
-    return decision
+    users = journal.clusters.unfinished_users(campaign=campaign)
+    again = decide_lease(inv.id, plan.campaign, users, reuse)
+    if again.choice is LeaseChoice.REFUSE:
+        raise SubmitRejected(again.why)
 
 
 def _launched(

@@ -1,9 +1,19 @@
 """The engine: the only place that ties states, the journal and the adapters together.
 
-It is a dispatcher. Each step is: observe (when the planner needs it) → `plan()` (pure) →
-commit the transition (write-ahead) → carry out exactly the effects `decide()` returned for
-it (`execute`), committing what each proved, until the planner holds. A failpoint sits after
-every commit and after every effect, so crash tests can stop the process at each seam.
+One door: a driver's round (`Engine.round`) commits a cancel that is due first, then takes
+each step the same way: the observation built as data (`engine/observation.py`: the job's
+status when the planner needs it, the journal's facts), one pure plan call (`plan()`), the
+transition committed (write-ahead), exactly the effects `decide()` returned for it carried out
+(`execute`), and what each proved committed in turn (`Engine.carry_out`), until the planner
+holds. A failpoint sits after every commit and after every effect, so crash tests can stop the
+process at each seam.
+
+An invocation's deadline (a bridge evaluation's, recorded once with its request: first
+acceptance plus the timeout that applies) is cancelled at the second its timeout is over,
+wherever the job is then; the cancel's `by` marks it as the timeout's (a scheduler's own limit
+is whole minutes and ends the job with its own state). The bridge's own thread cancels at the
+second; any other driver (`drive`, a queue carrying on its head, `reconcile`) on its next
+round past the deadline, so a dead bridge never leaves it running past its time.
 """
 
 from __future__ import annotations
@@ -14,52 +24,38 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from vibesys.adapters.base import (
-    Progress,
-    RemoteStatus,
-)
+from vibesys.adapters.base import Progress
 from vibesys.adapters.registry import entry
 from vibesys.engine.adapter_access import Adapters, BackendFactory, registry_backend
-from vibesys.engine.chains import carry_on, submit_children
+from vibesys.engine.chains import submit_children
 from vibesys.engine.clusters import lease_step
 from vibesys.engine.context import new_invocation_id, record_environment
-from vibesys.engine.execute import CancelResends, execute
+from vibesys.engine.execute import CancelResends, execute, spool_logs
 from vibesys.engine.failpoints import after_commit, failpoint
 from vibesys.engine.observation import (
-    Deadline,
     RetryPolicy,
     deadline_of,
     look,
-    needs_observation,
     observed_context,
-    overdue,
-    seen_of,
+    settings_of,
 )
 from vibesys.engine.plan import (
     CarryOn,
     Commit,
     Hold,
     Redo,
+    needs_observation,
     plan,
     plan_cancel,
     proven,
 )
 from vibesys.engine.records import date_outage, record_step
-from vibesys.engine.seen import ClaimRead, Progressed, Seen
+from vibesys.engine.seen import Carried, ClaimRead, Deadline, Progressed, Seen
 from vibesys.engine.shared_poll import SharedPoll
-from vibesys.engine.spool import spool_logs
 from vibesys.errors import StaleState
-from vibesys.journal_schema import Invocation, Journal, Settings, utc_now
+from vibesys.journal_schema import Invocation, Journal, utc_now
 from vibesys.osutil.proc import self_identity
-from vibesys.states import (
-    Effect,
-    Event,
-    Finished,
-    InfraFailed,
-    JobState,
-    Submit,
-    Submitted,
-)
+from vibesys.states import Effect, Event, Finished, InfraFailed, JobState, Submit, Submitted
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
@@ -82,6 +78,13 @@ def recorded(journal: Journal, steps: Generator[Progressed, None, T]) -> T:
             shown: T = end.value
             return shown
         record_step(journal, step)
+
+
+def overdue(inv: Invocation, deadline: Deadline | None, now: datetime) -> str | None:
+    """The cancel's `by` when `inv` is past its deadline and nobody asked for its cancel yet."""
+    if deadline is None or inv.cancel_requested or inv.state is JobState.DONE:
+        return None
+    return deadline.by if deadline.left(now) <= 0 else None
 
 
 class Engine:
@@ -166,13 +169,7 @@ class Engine:
             lease_owner=self.owner,
             lease_ttl=self.lease_ttl,
             site=site,
-            settings=Settings(
-                retry_delay_seconds=self.retry.initial_delay_seconds,
-                retry_backoff=self.retry.backoff,
-                retry_max_delay_seconds=self.retry.max_delay_seconds,
-                unreachable_timeout_seconds=self.unreachable_timeout.total_seconds(),
-                cancel_when_orphaned=cancel_when_orphaned,
-            ),
+            settings=settings_of(self.retry, self.unreachable_timeout, cancel_when_orphaned),
             campaign=campaign or request.campaign(),
         )
         failpoint("after_prepare_commit")
@@ -183,10 +180,6 @@ class Engine:
     def observe(self, inv: Invocation) -> Seen | None:
         """The adapter's view of `inv`'s attempt (`observation.look`)."""
         return look(self, inv)
-
-    def seen(self, inv: Invocation, status: RemoteStatus) -> Seen:
-        """The planner's view of one status (`observation.seen_of`)."""
-        return seen_of(self, inv, status)
 
     def advance(self, inv: Invocation, seen: Seen | None = None) -> Invocation:
         """Take every step that is possible now; return the invocation as last committed.
@@ -239,12 +232,10 @@ class Engine:
         hurry: bool = False,
     ) -> tuple[Invocation, Seen | None]:
         """One decision, carried out: a due cancel (`cancel_by`) as `plan_cancel` says, else
-        the observation built (the job's status fetched when it is needed and not given, its
-        outage dated, the journal's facts read), one plan call; then commit and execute
-        exactly the effects `decide()` returns (and commit what they prove), or redo an
-        authorized effect, or hold. Returns the invocation (`inv` itself when nothing was
-        written) and the status it was planned by (None when none was needed, or a shared
-        round has none yet: then nothing is decided)."""
+        the observation built (the job's status when needed and not given, its outage dated,
+        the journal's facts) and one plan call; then `carry_out`, or hold. Returns the
+        invocation (`inv` itself when nothing was written) and the status it was planned by
+        (None: none needed, or a shared round has none yet, and nothing was decided)."""
         step = plan_cancel(inv, cancel_by) if cancel_by is not None else None
         if not isinstance(step, Commit):
             if not needs_observation(inv):
@@ -255,7 +246,7 @@ class Engine:
             ctx = observed_context(self, inv, self.owner)
             step = plan(inv, dated, ctx)
             if isinstance(step, CarryOn):  # the planner asks: carry the parent on first
-                carried = carry_on(self, step.invocation_id)
+                carried = self.carry_on(step.invocation_id)
                 if carried is not None and carried.failed is not None:
                     why = f"its parent {step.invocation_id} could not be carried on"
                     self.notes[inv.id] = f"{why}: {carried.failed}"
@@ -344,7 +335,12 @@ class Engine:
                 # Before a submit, the campaign's cluster (when the adapter leases one).
                 fact = lease_step(self, inv) if isinstance(effect, Submit) else None
                 if fact is None:
-                    fact = recorded(self.journal, execute(self, inv, effect))
+                    steps = execute(self, inv, effect)
+                    try:  # what it brings home is recorded before it goes on
+                        while True:
+                            record_step(self.journal, next(steps))
+                    except StopIteration as end:
+                        fact = end.value
                 if fact is None:
                     continue
                 if isinstance(fact, ClaimRead):
@@ -354,6 +350,28 @@ class Engine:
                 event = proven(inv, fact, observed_context(self, inv))
             effects = ()
         return inv
+
+    def carry_on(self, invocation_id: str) -> Carried | None:
+        """A `CarryOn`: another invocation's steps that are possible now, through the same
+        door (`advance`), holding its owner lease, with the deadline recorded with it; None
+        when a live process drives it (its driver carries it on). A failure is the asker's
+        to note (the invocation's own row tells the rest)."""
+        if not self.hold(invocation_id):
+            return None
+        deadline, timed_out = None, None
+        try:
+            deadline = self.deadline(invocation_id)
+            other = self.journal.invocations.get(invocation_id)
+            timed_out = overdue(other, deadline, self.clock())
+            if timed_out is not None:  # its deadline holds whoever carries it on
+                self.request_cancel(other, timed_out)
+            else:
+                self.advance(other)
+        except Exception as exc:  # its own row tells; whoever looks next carries it on
+            return Carried(exc, timed_out is not None, deadline)
+        finally:
+            self.let_go(invocation_id)
+        return Carried(None, timed_out is not None, deadline)
 
     # -- cancellation ---------------------------------------------------------------------------
 
@@ -369,12 +387,8 @@ class Engine:
                 return after
             inv = self.journal.invocations.get(inv.id)
 
-    # -- helpers for effects ----------------------------------------------------------------------
-
     def note(self, inv: Invocation, text: str) -> None:
         self.notes[inv.id] = text
-
-    # -- logs -------------------------------------------------------------------------------------
 
     def spool(self, inv: Invocation) -> int:
         """Copy new log bytes of the current attempt home (remote adapters only)."""

@@ -20,9 +20,8 @@ from msgspec import Struct
 
 from vibesys.engine.chains import QUEUE_PAUSE_SECONDS, carry_on_ahead
 from vibesys.engine.clusters import release_if_asked
-from vibesys.engine.core import Engine
-from vibesys.engine.observation import needs_observation, overdue
-from vibesys.engine.plan import follow
+from vibesys.engine.core import Engine, overdue
+from vibesys.engine.plan import follow, needs_observation
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
@@ -116,8 +115,6 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
             # The owner's interrupt cancels the job; it is driven on until it has settled.
             interrupt = stop.is_set()
             inv, seen = engine.round(inv, deadline=deadline, interrupt=interrupt, hurry=True)
-            watching = needs_observation(inv)
-            last_seen = seen or (last_seen if watching else None)
             if options.tail is not None:
                 error = _pump(engine, inv, options.tail)
                 if error is not None:
@@ -136,6 +133,8 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
             open_since = answer.open_since
             if answer.stop:
                 return inv
+            watching = needs_observation(inv)  # its job's status is still needed
+            last_seen = seen or (last_seen if watching else None)
             if options.status is not None:
                 options.status.show(inv, last_seen)
             waiting = engine.waiting.get(inv.id)

@@ -3,7 +3,7 @@ adapter's side effects and crosses the failpoints. It decides nothing and writes
 returns what an effect showed (`engine/seen.py`: a receipt, what an error proves, the claim a
 fence read, a collection's evidence) and the planner (`plan.proven`) maps that to the next
 event. What a collection brings home on the way (log bytes, artifacts) is yielded, and the
-engine records each step before the effect goes on (`Engine.recorded`, `records.record_step`).
+engine records each step before the effect goes on (`Engine.carry_out`, `records.record_step`).
 
 The error boundary is here and only here: an adapter error says what it proves through two
 fields, `maybe_submitted` and `retryable` (`vibesys.errors`), and `error_facts` reads those
@@ -14,14 +14,17 @@ effect's failure: it passes every boundary, since nothing can be recorded.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from vibesys.adapters.base import Submission
+from vibesys.adapters.base import Backend, GatheredCollection, JobRef, RemoteFiles, Submission
 from vibesys.adapters.leases import LeasePlan, LeaseReceipt, LeasingBackend
 from vibesys.adapters.rundir.claim import fence_text
+from vibesys.adapters.rundir.names import STDERR_FILE, STDOUT_FILE
 from vibesys.engine.artifacts import collect_artifacts
 from vibesys.engine.chains import submit_after
 from vibesys.engine.context import load_context
@@ -32,13 +35,13 @@ from vibesys.engine.seen import (
     ErrorFacts,
     Fact,
     Gathered,
+    LogsHome,
     Progressed,
     Receipt,
     SubmitFailed,
 )
-from vibesys.engine.spool import spool_gathered, spool_logs
 from vibesys.errors import BackendError, ConfigError, JournalFault, SubmitRejected, UsageError
-from vibesys.journal_schema import Invocation, iso
+from vibesys.journal_schema import Invocation, Journal, iso
 from vibesys.states import Cancel, Collect, Effect, Fence, JobState, Submit
 
 if TYPE_CHECKING:
@@ -216,3 +219,90 @@ def _cancel(engine: Engine, inv: Invocation) -> None:
         engine.note(inv, f"cancel not sent, will retry: {error_facts(exc).reason}")
         return
     failpoint("after_cancel_effect")
+
+
+# -- the log spool --------------------------------------------------------------------------
+# Remote logs copied home by byte offset, the offset committed to the journal. For each attempt
+# and stream the journal holds how many bytes are safely home. A pump first cuts the local file
+# back to that offset (bytes appended by a process that crashed before it could commit them are
+# read again), appends what the remote file has beyond it, fsyncs, and only then yields the new
+# offset (`LogsHome`), which the engine records before the pump goes on. So after a reconnect,
+# a crash and `reconcile`, or `vibesys logs --follow`, the local spool ends byte-identical to the
+# remote file: nothing lost, nothing twice.
+
+STREAMS = (STDOUT_FILE, STDERR_FILE)
+
+
+def spool_logs(journal: Journal, backend: Backend, job: JobRef) -> Generator[LogsHome, None, int]:
+    """Bring every new byte of the job's logs home, stream by stream; how many arrived."""
+    files = backend.remote_files()
+    if files is None or job.attempt < 1:
+        return 0
+    job.attempt_dir.mkdir(parents=True, exist_ok=True)
+    arrived = 0
+    for stream in STREAMS:
+        arrived += yield from _spool_one(journal, files, job, stream, job.attempt_dir / stream)
+    return arrived
+
+
+def _spool_one(
+    journal: Journal, backend: RemoteFiles, job: JobRef, stream: str, local: Path
+) -> Generator[LogsHome, None, int]:
+    committed = journal.progress.spool_offset(job.invocation_id, job.attempt, stream)
+    with open(local, "ab") as handle:
+        cut = _cut_back(handle, committed)
+        arrived = backend.read_log(job, stream, committed, handle)
+        if arrived or cut:
+            # The pump runs every few hundred milliseconds while a job runs, mostly finding
+            # nothing new: an fsync then would be one per stream per turn, for nothing.
+            handle.flush()
+            os.fsync(handle.fileno())
+    if arrived:
+        failpoint("after_spool_append")
+        yield LogsHome(job.invocation_id, job.attempt, stream, committed + arrived, arrived)
+    return arrived
+
+
+def _cut_back(handle: BinaryIO, committed: int) -> bool:
+    """Put the spool file (open for appending) at the journal's offset; whether it moved.
+    More than committed: a crash between append and commit. Less: the file was removed by
+    hand. Either way the journal's offset is the truth."""
+    if handle.tell() == committed:
+        return False
+    handle.truncate(committed)
+    handle.seek(committed)
+    return True
+
+
+def spool_gathered(
+    journal: Journal, backend: Backend, job: JobRef, patterns: list[str]
+) -> Generator[LogsHome, None, GatheredCollection | None]:
+    """Collect in one command where the adapter can (`GathersCollection`): both logs' rest
+    comes home with the same rules as `spool_logs` (cut back to the committed offset, append,
+    fsync, then the offset), the marker and the listing with them. None: collect the usual way."""
+    gathers = backend.gathers_collection()
+    if gathers is None or job.attempt < 1:
+        return None
+    job.attempt_dir.mkdir(parents=True, exist_ok=True)
+    offsets = {s: journal.progress.spool_offset(job.invocation_id, job.attempt, s) for s in STREAMS}
+    with (
+        open(job.attempt_dir / STDOUT_FILE, "ab") as out,
+        open(job.attempt_dir / STDERR_FILE, "ab") as err,
+    ):
+        handles = {STDOUT_FILE: out, STDERR_FILE: err}
+        for stream, handle in handles.items():
+            _cut_back(handle, offsets[stream])
+        gathered = gathers.gather_collection(job, offsets, patterns, handles)
+        if gathered is None:
+            return None
+        for handle in handles.values():
+            handle.flush()
+            os.fsync(handle.fileno())
+    for stream in STREAMS:
+        arrived = gathered.log_bytes.get(stream, 0)
+        if arrived:
+            failpoint("after_spool_append")
+            yield LogsHome(
+                job.invocation_id, job.attempt, stream, offsets[stream] + arrived, arrived
+            )
+    return gathered

@@ -3,14 +3,6 @@ data before each plan call (`observed_context`): the time, the retry policy reco
 its queue place and, for a chain (`--after`), its parent as the journal has it now with the
 answers about it derived here (has it failed, has the job this attempt waited on failed, which
 job would a submission wait on now). The planner reads these fields; it never asks back.
-
-An invocation's deadline: cancelled at the second its timeout is over, wherever it is then (in
-the scheduler's queue, running). A scheduler's own limit is whole minutes, and ends the job
-with its own state; this cancel is exact, and its `by` text marks it as the timeout's. A
-bridge evaluation's deadline is recorded once, with its request (first acceptance plus the
-timeout that applies), and read back by whoever drives it: the bridge's own thread cancels at
-the second; any other driver (`drive`, a queue carrying on its head, `reconcile`) cancels it
-on its next round past the deadline, so a dead bridge never leaves it running past its time.
 """
 
 from __future__ import annotations
@@ -23,9 +15,8 @@ from msgspec import Struct
 from vibesys.adapters.base import RemoteStatus
 from vibesys.engine.observe import seen_error, seen_status
 from vibesys.engine.records import known_provenance, record_provenance
-from vibesys.engine.seen import Seen
+from vibesys.engine.seen import Deadline, Seen
 from vibesys.errors import BackendError, VibesysError
-from vibesys.journal_schema.queue import QueuePlace
 from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.settings import Settings
@@ -34,34 +25,26 @@ from vibesys.states.events import TIMEOUT_CANCEL
 
 if TYPE_CHECKING:
     from vibesys.engine.core import Engine
+    from vibesys.journal_schema.queue import QueuePlace
 
 __all__ = [
     "NO_JOB",
-    "Deadline",
     "PlanContext",
     "RetryPolicy",
     "deadline_of",
     "look",
-    "needs_observation",
     "observed_context",
-    "overdue",
     "parent_id",
     "parent_job_of",
     "parent_of",
     "plan_context",
     "policy_of",
     "seen_of",
+    "settings_of",
     "waited_on",
 ]
 
 # -- the job's status ------------------------------------------------------------------------
-
-
-def needs_observation(inv: Invocation) -> bool:
-    """Whether the next step of `inv` depends on the adapter's view of its job."""
-    if inv.state is JobState.SUBMITTING:
-        return inv.dispatched
-    return inv.state in (JobState.RUNNING, JobState.UNRESOLVED)
 
 
 def look(engine: Engine, inv: Invocation, *, hurry: bool = False) -> Seen | None:
@@ -73,17 +56,16 @@ def look(engine: Engine, inv: Invocation, *, hurry: bool = False) -> Seen | None
     shared = backend.shared_polling()
     if shared is not None and hurry and inv.cancel_requested:
         engine.shared.hurry(inv, shared)
-    own = backend.sees_its_own_end()
-    status = None if own is None else own.ended_here(engine.adapters.job_ref(inv))
-    if status is not None:
-        return seen_of(engine, inv, status)
-    if shared is not None:
-        return engine.shared.observe(inv, shared)
     ref = engine.adapters.job_ref(inv)
-    try:
-        status = backend.status([ref])[ref.job_name]
-    except BackendError as exc:
-        return seen_error(exc)
+    own = backend.sees_its_own_end()
+    status = None if own is None else own.ended_here(ref)
+    if status is None:
+        if shared is not None:
+            return engine.shared.observe(inv, shared)
+        try:
+            status = backend.status([ref])[ref.job_name]
+        except BackendError as exc:
+            return seen_error(exc)
     return seen_of(engine, inv, status)
 
 
@@ -124,18 +106,20 @@ def policy_of(max_retries: int, settings: Settings) -> RetryPolicy:
     )
 
 
-# -- the deadline recorded with a bridge evaluation ------------------------------------------
+def settings_of(
+    retry: RetryPolicy, unreachable_timeout: timedelta, cancel_when_orphaned: bool
+) -> Settings:
+    """The settings recorded with a new invocation: every process carries it on with them."""
+    return Settings(
+        retry_delay_seconds=retry.initial_delay_seconds,
+        retry_backoff=retry.backoff,
+        retry_max_delay_seconds=retry.max_delay_seconds,
+        unreachable_timeout_seconds=unreachable_timeout.total_seconds(),
+        cancel_when_orphaned=cancel_when_orphaned,
+    )
 
 
-class Deadline:
-    """When an invocation's timeout is over, and the `by` its cancel is recorded with."""
-
-    def __init__(self, at: datetime, timeout_seconds: int) -> None:
-        self.at = at
-        self.by = f"{TIMEOUT_CANCEL} {timeout_seconds} s"
-
-    def left(self, now: datetime) -> float:
-        return (self.at - now).total_seconds()
+# -- the deadline recorded with a bridge evaluation (`engine/core.py`) ----------------------
 
 
 def deadline_of(row: RecordedEvaluation) -> Deadline | None:
@@ -143,14 +127,7 @@ def deadline_of(row: RecordedEvaluation) -> Deadline | None:
     timeout = int(row.body.get("effective_timeout_seconds") or 0)
     if timeout <= 0:
         return None
-    return Deadline(row.created_at + timedelta(seconds=timeout), timeout)
-
-
-def overdue(inv: Invocation, deadline: Deadline | None, now: datetime) -> str | None:
-    """The cancel's `by` when `inv` is past its deadline and nobody asked for its cancel yet."""
-    if deadline is None or inv.cancel_requested or inv.state is JobState.DONE:
-        return None
-    return deadline.by if deadline.left(now) <= 0 else None
+    return Deadline(row.created_at + timedelta(seconds=timeout), f"{TIMEOUT_CANCEL} {timeout} s")
 
 
 # -- a chain's parent -----------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The planner: from the journal's record of an invocation and the latest observation of its
-job, the one next step. Pure: no I/O, no clock (the time comes in `PlanContext`).
+"""The planner: from the journal's record of an invocation, the latest observation of its job
+and the facts read with it (`PlanContext`, data: the time, the parent's answers), the one next
+step. Pure: no I/O, no clock, and it never asks back.
 
 A step is one of:
 - `Commit(event)`: commit this transition; the engine then carries out exactly the effects
@@ -11,24 +12,23 @@ A step is one of:
   again (a held child's parent that nobody drives; the driver asks it for the invocation
   ahead in its campaign's queue, `carry_ahead`).
 
-The planner also maps what an effect showed (`engine/seen.py`) to the event that records it
-(`proven`), decides what a cancel commits in each state (`plan_cancel`, and `orphaned` for a
-client that went away with its driver), and tells a driver whose invocation's fate stays open
-whether to go on following it (`follow`).
+It also maps what an effect showed (`engine/seen.py`) to the event that records it (`proven`),
+decides what a cancel commits (`plan_cancel`; `orphaned`: a client gone with its driver), and
+tells a driver whose invocation's fate stays open whether to follow it on (`follow`).
 
 Two rules shape every row. Silence is not absence: an attempt whose job nobody can see is
 retired only by a fence that won (`FenceIntended`), never because a lookup came back empty.
 And an attempt is submitted only once: after `SubmitDispatched` no path leads to a second
-submit of the same attempt. `vibesys states --reconcile-table` prints every decision.
+submit of the same attempt. `vibesys states --format reconcile` prints every decision.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from msgspec import Struct
 
-from vibesys.engine.observation import PlanContext, RetryPolicy, needs_observation
+from vibesys.engine.observation import PlanContext
 from vibesys.engine.seen import (
     ClaimRead,
     ErrorFacts,
@@ -128,6 +128,13 @@ def carry_ahead(head: Invocation | None, parent: Invocation | None, owner: str) 
     if parent is not None and parent.state is not JobState.DONE and parent.lease_owner != owner:
         carried.append(CarryOn(parent.id))
     return carried
+
+
+def needs_observation(inv: Invocation) -> bool:
+    """Whether the next step of `inv` depends on the adapter's view of its job."""
+    if inv.state is JobState.SUBMITTING:
+        return inv.dispatched
+    return inv.state in (JobState.RUNNING, JobState.UNRESOLVED)
 
 
 def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
@@ -313,17 +320,10 @@ def _parent_id(ctx: PlanContext) -> str:
 
 
 def _retry_at(inv: Invocation, ctx: PlanContext) -> str:
-    return iso(next_attempt_at(inv.retries + 1, ctx.retry, ctx.now))
-
-
-def retry_delay(retry_number: int, policy: RetryPolicy) -> float:
-    """Seconds to wait before retry number `retry_number` (1-based)."""
-    delay = policy.initial_delay_seconds * policy.backoff ** max(retry_number - 1, 0)
-    return min(delay, policy.max_delay_seconds)
-
-
-def next_attempt_at(retry_number: int, policy: RetryPolicy, now: datetime) -> datetime:
-    return now + timedelta(seconds=retry_delay(retry_number, policy))
+    """When the next attempt may start: the recorded policy's backoff for this retry."""
+    policy, number = ctx.retry, inv.retries + 1
+    delay = policy.initial_delay_seconds * policy.backoff ** max(number - 1, 0)
+    return iso(ctx.now + timedelta(seconds=min(delay, policy.max_delay_seconds)))
 
 
 def proven(inv: Invocation, fact: Fact, ctx: PlanContext) -> Event:

@@ -19,9 +19,9 @@ from msgspec import Struct
 
 from vibesys.adapters.base import JobRef
 from vibesys.engine.clusters import release_finished_campaigns, settle_leases
-from vibesys.engine.core import Engine
+from vibesys.engine.core import Engine, overdue
 from vibesys.engine.execute import error_facts
-from vibesys.engine.observation import overdue
+from vibesys.engine.observation import seen_of
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation, orphaned
 from vibesys.engine.seen import Seen, Sight
@@ -125,7 +125,7 @@ def _observe_batched(engine: Engine, invocations: list[Invocation]) -> dict[str,
         except Exception as exc:
             seen.update({inv.id: seen_error(_as_backend_error(exc)) for inv, _ in pairs})
             continue
-        seen.update({inv.id: engine.seen(inv, statuses[ref.job_name]) for inv, ref in pairs})
+        seen.update({inv.id: seen_of(engine, inv, statuses[ref.job_name]) for inv, ref in pairs})
     return seen
 
 

@@ -66,6 +66,26 @@ class Seen(Struct, frozen=True):
 # -- what an effect showed ------------------------------------------------------------------
 
 
+class Deadline(Struct, frozen=True):
+    """When an invocation's timeout is over, and the `by` its cancel is recorded with."""
+
+    at: datetime
+    by: str
+
+    def left(self, now: datetime) -> float:
+        return (self.at - now).total_seconds()
+
+
+class Carried(Struct, frozen=True):
+    """A `CarryOn` carried out: the other invocation's steps taken, or why they stopped."""
+
+    failed: Exception | None = None
+    #: its deadline had passed: its cancel was sent (its end is seen soon after)
+    timed_out: bool = False
+    #: the deadline recorded with it, if any
+    deadline: Deadline | None = None
+
+
 class ErrorFacts(Struct, frozen=True):
     """What an error proves, in the two words the engine decides by."""
 

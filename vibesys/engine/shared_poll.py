@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from msgspec import Struct, field
 
 from vibesys.adapters.base import PollSchedule, SharedPolling
+from vibesys.engine.observation import seen_of
 from vibesys.engine.observe import seen_error
 from vibesys.engine.plan import needs_observation
 from vibesys.engine.records import record_probe, record_round, record_site_facts
@@ -308,7 +309,7 @@ class SharedPoll(Struct):
             return {inv.id: seen_error(exc) for inv in need}
         return {
             # engine.seen records where each attempt runs (provenance) on the way.
-            inv.id: self.engine.seen(inv, statuses[ref.job_name])
+            inv.id: seen_of(self.engine, inv, statuses[ref.job_name])
             for inv, ref in zip(need, refs, strict=True)
         }
 

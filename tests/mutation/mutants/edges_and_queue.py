@@ -4,9 +4,9 @@ directories' one reader, and the campaign queue with exact timeouts."""
 from __future__ import annotations
 
 from tests.mutation.mutants.framework import (
-    CHAINS,
     CLIENT_KEYS,
     CLUSTERS,
+    CORE,
     DRIVE,
     EXECUTE,
     FAULTS,
@@ -69,9 +69,9 @@ MUTANTS += [
     M("queue-never-joined", STORE, "            if campaign is not None:\n                join_queue(", "            if False:\n                join_queue(", "an evaluation recorded on a busy campaign is refused instead of waiting its turn", tests=(QUEUE_ENGINE,)),
     M("queue-counts-ended-ones", "vibesys/journal_schema/queue.py", '" WHERE q.campaign = ? AND q.seq < ? AND i.state != ? ORDER BY q.seq"', '" WHERE q.campaign = ? AND q.seq < ? AND i.state != ? OR 1 ORDER BY q.seq"', "an ended evaluation still holds the queue: nothing after it ever runs", tests=(QUEUE_CLI,)),
     M("queue-order-is-not-kept", "vibesys/journal_schema/queue.py", "q.seq < ?", "q.seq != ?", "the evaluations of a campaign wait for each other (or run out of order)", tests=(QUEUE_CLI,)),
-    M("queue-waits-on-nobody", DRIVE, "carry_after = time.monotonic() + carry_on_ahead(engine, inv)", "carry_after = time.monotonic() + CARRY_AHEAD_SECONDS", "a run waits forever behind a detached evaluation that nobody drives", tests=("tests/test_cli_skypilot.py::test_a_run_on_a_busy_campaign_waits_its_turn_instead_of_being_refused",)),
+    M("queue-waits-on-nobody", DRIVE, "carry_after = time.monotonic() + carry_on_ahead(engine, inv)", "carry_after = time.monotonic() + 5.0", "a run waits forever behind a detached evaluation that nobody drives", tests=("tests/test_cli_skypilot.py::test_a_run_on_a_busy_campaign_waits_its_turn_instead_of_being_refused",)),
     M("deadline-never-cancels", OBSERVATION, '    timeout = int(row.body.get("effective_timeout_seconds") or 0)\n', "    timeout = 0\n", "an evaluation's recorded timeout is never read: it runs to the job's own (minute) limit", tests=("tests/bridge/test_server.py::test_a_timeout_ends_the_evaluation_as_timeout",)),
-    M("queue-carry-ignores-deadline", CHAINS, "        if timed_out is not None:  # its deadline holds whoever carries it on\n", "        if False:\n", "a campaign's next evaluation, in another session, waits behind a dead session's evaluation past its deadline", tests=("tests/bridge/test_session_restart.py::test_another_session_of_the_campaign_enforces_the_deadline_of_its_queues_head",)),
+    M("queue-carry-ignores-deadline", CORE, "            if timed_out is not None:  # its deadline holds whoever carries it on\n", "            if False:\n", "a campaign's next evaluation, in another session, waits behind a dead session's evaluation past its deadline", tests=("tests/bridge/test_session_restart.py::test_another_session_of_the_campaign_enforces_the_deadline_of_its_queues_head",)),
     M("driver-ignores-deadline", DRIVE, "engine.round(inv, deadline=deadline,", "engine.round(inv, deadline=None,", "a process that drives a dead bridge's evaluation (`vibesys wait`) lets it run past its recorded deadline", tests=("tests/bridge/test_session_restart.py::test_whoever_drives_a_bridge_evaluation_enforces_its_recorded_deadline[wait]",)),
     M("gpu-timeout-not-sent", "vibesys/broker/client.py", '        body["timeout_seconds"] = args.timeout_seconds', "        pass", "vibesys-gpu --timeout-seconds is accepted and ignored", tests=("tests/broker/test_protocol.py::test_the_client_sends_its_timeout_and_refuses_a_bad_one",)),
     M("bridge-sky-candidate-frozen", "vibesys/bridge/site.py", "            if recorded is not None:  # the snapshot as it is now", "            if False:  # the snapshot as it is now", "a SkyPilot session's second evaluation of an edited candidate is refused as changed (MISCONFIGURED)", tests=("tests/bridge/test_session_skypilot.py::test_a_session_on_a_campaign_cluster",)),
