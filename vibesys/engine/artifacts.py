@@ -2,7 +2,7 @@
 then acknowledged (only an acknowledged artifact's remote copy may be cleaned up).
 
 Each step is yielded (`ArtifactStep`) and the engine records it before the collection goes on
-(`Engine.carry_out`): the listing before its download, the verified file after it. A crash
+(`records.record_step`): the listing before its download, the verified file after it. A crash
 part-way resumes on reconcile: verified files are not downloaded again.
 """
 

@@ -1,12 +1,11 @@
 """The engine: the only place that ties states, the journal and the adapters together.
 
-One door: a driver's round (`Engine.round`) commits a cancel that is due first, then takes
-each step the same way: the observation built as data (`engine/observation.py`: the job's
+One door (`Engine._step`): the observation built as data (`engine/observation.py`: the job's
 status when the planner needs it, the journal's facts), one pure plan call (`plan()`), the
 transition committed (write-ahead), exactly the effects `decide()` returned for it carried out
-(`execute`), and what each proved committed in turn (`Engine.carry_out`), until the planner
-holds. A failpoint sits after every commit and after every effect, so crash tests can stop the
-process at each seam.
+(`execute`), what each proved committed in turn. A driver's round (`Engine.round`) commits a
+due cancel first, then steps until the planner holds. A failpoint sits after every commit and
+after every effect, so crash tests can stop the process at each seam.
 
 An invocation's deadline (a bridge evaluation's, recorded once with its request: first
 acceptance plus the timeout that applies) is cancelled at the second its timeout is over,
@@ -44,6 +43,7 @@ from vibesys.engine.plan import (
     Commit,
     Hold,
     Redo,
+    Step,
     needs_observation,
     plan,
     plan_cancel,
@@ -204,7 +204,8 @@ class Engine:
         cancel_by = overdue(inv, deadline, self.clock()) or ("interrupt" if interrupt else None)
         shown = seen
         for _ in range(MAX_STEPS):
-            after, seen = self._step(inv, seen, cancel_by, hurry=hurry and shown is None)
+            done, seen = self._step(inv, seen, cancel_by=cancel_by, hurry=hurry and shown is None)
+            after = self.journal.invocations.get(inv.id) if done is None else done
             shown = shown or seen
             if after is inv or after.version == inv.version:
                 return after, shown
@@ -221,23 +222,37 @@ class Engine:
     def step(self, inv: Invocation, seen: Seen | None) -> Invocation:
         """One decision of the planner, carried out (`_step`). Returns `inv` itself when
         nothing was written."""
-        return self._step(inv, seen)[0]
+        done = self._step(inv, seen)[0]
+        return self.journal.invocations.get(inv.id) if done is None else done
 
     def _step(
         self,
         inv: Invocation,
         seen: Seen | None,
-        cancel_by: str | None = None,
         *,
+        cancel_by: str | None = None,
+        only_cancel: bool = False,
         hurry: bool = False,
-    ) -> tuple[Invocation, Seen | None]:
-        """One decision, carried out: a due cancel (`cancel_by`) as `plan_cancel` says, else
-        the observation built (the job's status when needed and not given, its outage dated,
-        the journal's facts) and one plan call; then `carry_out`, or hold. Returns the
-        invocation (`inv` itself when nothing was written) and the status it was planned by
-        (None: none needed, or a shared round has none yet, and nothing was decided)."""
-        step = plan_cancel(inv, cancel_by) if cancel_by is not None else None
-        if not isinstance(step, Commit):
+        planned: Commit | None = None,
+    ) -> tuple[Invocation | None, Seen | None]:
+        """One step through the door. Planned (unless `planned`, a commit asked for): a due
+        cancel (`cancel_by`) as `plan_cancel` says (`only_cancel`: nothing else), else the
+        observation built (the job's status when needed and not given, its outage dated, the
+        journal's facts) and one plan call. Carried out: the event committed (write-ahead),
+        exactly the effects its transition authorized (or the effect to redo) carried out,
+        and the event the planner makes of what they showed committed in turn, until one
+        shows nothing. What an effect proved is a fact: if someone moved the invocation
+        meanwhile (a cancel was requested), it is recorded on the fresh row as long as that
+        still applies. Returns the invocation as last committed (`inv` itself when nothing
+        was written; None when the first commit's compare-and-swap lost, nothing written)
+        and the status it was planned by (None: none needed, or none yet from a shared
+        round, and nothing was decided)."""
+        step: Step | None = planned
+        if step is None and cancel_by is not None:
+            step = plan_cancel(inv, cancel_by)
+            if only_cancel and not isinstance(step, Commit):
+                return inv, None
+        if step is None or isinstance(step, Hold):
             if not needs_observation(inv):
                 seen = None
             elif seen is None and (seen := look(self, inv, hurry=hurry)) is None:
@@ -258,59 +273,16 @@ class Engine:
                 if inv.state is JobState.PREPARED or held:
                     self.waiting[inv.id] = step.why
                 return inv, seen
+        event: Event | None = None
+        effects: tuple[Effect, ...] = ()
         match step:
             case Redo(effect=effect):
-                done = self.carry_out(inv, None, (effect,))
+                effects = (effect,)
             case Commit(event=event):
                 if isinstance(event, Finished | InfraFailed) and seen is not None:
                     failpoint("after_terminal_observed")
-                done = self.carry_out(inv, event)
             case _:
                 raise AssertionError(step)
-        if done is None:  # someone else moved it first: as they left it
-            return self.journal.invocations.get(inv.id), seen
-        return done, seen
-
-    # -- owner leases: who drives an invocation now ---------------------------------------------
-
-    def hold(self, invocation_id: str) -> bool:
-        """Take (or renew) the invocation's owner lease; False while another process holds it."""
-        return self.journal.leases.acquire_lease(invocation_id, self.owner, self.lease_ttl)
-
-    def let_go(self, invocation_id: str) -> None:
-        self.journal.leases.release_lease(invocation_id, self.owner)
-
-    def hold_all(self, invocation_ids: list[str]) -> set[str]:
-        """`hold` for many in one transaction (reconcile): the ones taken."""
-        return self.journal.leases.acquire_leases(invocation_ids, self.owner, self.lease_ttl)
-
-    def let_go_all(self, invocation_ids: list[str]) -> None:
-        self.journal.leases.release_leases(invocation_ids, self.owner)
-
-    def deadline(self, invocation_id: str) -> Deadline | None:
-        """The deadline recorded for the invocation (its bridge request's); None without one."""
-        row = self.journal.bridge.recorded_evaluation_of(invocation_id)
-        return None if row is None else deadline_of(row)
-
-    def commit(self, inv: Invocation, event: Event) -> Invocation:
-        """`try_commit`; when someone else moved `inv` first, the row as they left it."""
-        done = self.carry_out(inv, event)
-        return done if done is not None else self.journal.invocations.get(inv.id)
-
-    def try_commit(self, inv: Invocation, event: Event) -> Invocation | None:
-        """Commit `event` (write-ahead), then carry out its effects and commit what they
-        proved, in turn; None when someone else moved `inv` first (nothing was committed)."""
-        return self.carry_out(inv, event)
-
-    def carry_out(
-        self, inv: Invocation, event: Event | None, effects: tuple[Effect, ...] = ()
-    ) -> Invocation | None:
-        """Commit `event` and carry out the effects its transition authorized (or `effects`,
-        an effect to redo), then commit the event the planner makes of what they showed,
-        until one shows nothing. None when the compare-and-swap of the first commit loses
-        (nothing was committed). What an effect proved is a fact: if someone moved the
-        invocation meanwhile (a cancel was requested), it is recorded on the fresh row as
-        long as that still applies."""
         first = True
         while event is not None or effects:
             if event is not None:
@@ -318,10 +290,10 @@ class Engine:
                     inv, decision = self.journal.commit_transition(inv, event, now=self.clock())
                 except StaleState:
                     if first:
-                        return None
+                        return None, seen
                     fresh = self.journal.invocations.get(inv.id)
                     if (fresh.state, fresh.attempt) != (inv.state, inv.attempt):
-                        return fresh
+                        return fresh, seen
                     inv = fresh
                     continue
                 first = False
@@ -349,7 +321,38 @@ class Engine:
                     )  # before the event it proves
                 event = proven(inv, fact, observed_context(self, inv))
             effects = ()
-        return inv
+        return inv, seen
+
+    # -- owner leases: who drives an invocation now ---------------------------------------------
+
+    def hold(self, invocation_id: str) -> bool:
+        """Take (or renew) the invocation's owner lease; False while another process holds it."""
+        return self.journal.leases.acquire_lease(invocation_id, self.owner, self.lease_ttl)
+
+    def let_go(self, invocation_id: str) -> None:
+        self.journal.leases.release_lease(invocation_id, self.owner)
+
+    def hold_all(self, invocation_ids: list[str]) -> set[str]:
+        """`hold` for many in one transaction (reconcile): the ones taken."""
+        return self.journal.leases.acquire_leases(invocation_ids, self.owner, self.lease_ttl)
+
+    def let_go_all(self, invocation_ids: list[str]) -> None:
+        self.journal.leases.release_leases(invocation_ids, self.owner)
+
+    def deadline(self, invocation_id: str) -> Deadline | None:
+        """The deadline recorded for the invocation (its bridge request's); None without one."""
+        row = self.journal.bridge.recorded_evaluation_of(invocation_id)
+        return None if row is None else deadline_of(row)
+
+    def commit(self, inv: Invocation, event: Event) -> Invocation:
+        """`try_commit`; when someone else moved `inv` first, the row as they left it."""
+        done = self.try_commit(inv, event)
+        return done if done is not None else self.journal.invocations.get(inv.id)
+
+    def try_commit(self, inv: Invocation, event: Event) -> Invocation | None:
+        """Commit `event` and carry out what it authorizes (`_step`); None when someone else
+        moved `inv` first (nothing was committed)."""
+        return self._step(inv, None, planned=Commit(event))[0]
 
     def carry_on(self, invocation_id: str) -> Carried | None:
         """A `CarryOn`: another invocation's steps that are possible now, through the same
@@ -379,10 +382,7 @@ class Engine:
         """Commit what the planner says a cancel commits now (`plan_cancel`) and carry out
         its effect: the cancel is sent, or the invocation settles at once."""
         while True:
-            step = plan_cancel(inv, by)
-            if not isinstance(step, Commit):
-                return inv
-            after = self.try_commit(inv, step.event)
+            after = self._step(inv, None, cancel_by=by, only_cancel=True)[0]
             if after is not None:
                 return after
             inv = self.journal.invocations.get(inv.id)

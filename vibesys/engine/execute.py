@@ -3,7 +3,8 @@ adapter's side effects and crosses the failpoints. It decides nothing and writes
 returns what an effect showed (`engine/seen.py`: a receipt, what an error proves, the claim a
 fence read, a collection's evidence) and the planner (`plan.proven`) maps that to the next
 event. What a collection brings home on the way (log bytes, artifacts) is yielded, and the
-engine records each step before the effect goes on (`Engine.carry_out`, `records.record_step`).
+engine records each step before the effect goes on (`records.record_step`, in the step that
+carries the effect out).
 
 The error boundary is here and only here: an adapter error says what it proves through two
 fields, `maybe_submitted` and `retryable` (`vibesys.errors`), and `error_facts` reads those
