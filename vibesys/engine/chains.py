@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from vibesys.engine.observation import NO_JOB, parent_id, parent_job_of, parent_of
-from vibesys.engine.plan import carry_ahead
+from vibesys.engine.plan import CarryOn
 from vibesys.engine.records import record_provenance
 from vibesys.errors import BackendError
 from vibesys.journal_schema import Invocation
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CARRY_AHEAD_SECONDS",
     "QUEUE_PAUSE_SECONDS",
+    "carry_ahead",
     "carry_on_ahead",
     "submit_after",
     "submit_children",
@@ -71,8 +72,21 @@ def _last_job(engine: Engine, parent: Invocation) -> str | None:
     return jobs[-1] if jobs else None
 
 
+def carry_ahead(head: Invocation | None, parent: Invocation | None, owner: str) -> list[CarryOn]:
+    """What a driver whose invocation waits carries on: the first invocation ahead of it in
+    its campaign's queue when no live process drives it (the queue never waits on nobody; one
+    whose client must go with its driver is left to reconcile), and its parent when it waits
+    for the parent's next job and nobody drives the parent."""
+    carried = []
+    if head is not None and head.lease_owner != owner and not head.settings.cancel_when_orphaned:
+        carried.append(CarryOn(head.id))
+    if parent is not None and parent.state is not JobState.DONE and parent.lease_owner != owner:
+        carried.append(CarryOn(parent.id))
+    return carried
+
+
 def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
-    """Carry on what `inv` waits for when nobody drives it (`plan.carry_ahead`): the first
+    """Carry on what `inv` waits for when nobody drives it (`carry_ahead`): the first
     invocation ahead of it in its campaign's queue, and its parent. The seconds until this is
     due again: sooner when the head's deadline comes first, or its timeout's cancel was just
     sent (its end is seen soon after, once)."""

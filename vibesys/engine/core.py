@@ -196,12 +196,15 @@ class Engine:
         deadline: Deadline | None = None,
         interrupt: bool = False,
         hurry: bool = False,
+        only_cancel: bool = False,
     ) -> tuple[Invocation, Seen | None]:
         """A driver's round: the cancel that is due first (`deadline` has passed, or an
         `interrupt`), then every step that is possible now (`hurry`: the first status asked
-        for a cancelled job's shared round soon). Returns the invocation as last committed
-        and the first observation of its job (None: none was made)."""
+        for a cancelled job's shared round soon; `only_cancel`: no step). Returns the
+        invocation as last committed and the first observation of its job (None: none)."""
         cancel_by = overdue(inv, deadline, self.clock()) or ("interrupt" if interrupt else None)
+        if only_cancel:
+            return (inv if cancel_by is None else self.request_cancel(inv, cancel_by)), None
         shown = seen
         for _ in range(MAX_STEPS):
             done, seen = self._step(inv, seen, cancel_by=cancel_by, hurry=hurry and shown is None)
@@ -220,8 +223,7 @@ class Engine:
         raise RuntimeError(f"the planner did not settle {inv.id} in {MAX_STEPS} steps")
 
     def step(self, inv: Invocation, seen: Seen | None) -> Invocation:
-        """One decision of the planner, carried out (`_step`). Returns `inv` itself when
-        nothing was written."""
+        """One decision of the planner, carried out (`_step`); `inv` itself: nothing written."""
         done = self._step(inv, seen)[0]
         return self.journal.invocations.get(inv.id) if done is None else done
 
@@ -239,14 +241,12 @@ class Engine:
         cancel (`cancel_by`) as `plan_cancel` says (`only_cancel`: nothing else), else the
         observation built (the job's status when needed and not given, its outage dated, the
         journal's facts) and one plan call. Carried out: the event committed (write-ahead),
-        exactly the effects its transition authorized (or the effect to redo) carried out,
-        and the event the planner makes of what they showed committed in turn, until one
-        shows nothing. What an effect proved is a fact: if someone moved the invocation
-        meanwhile (a cancel was requested), it is recorded on the fresh row as long as that
-        still applies. Returns the invocation as last committed (`inv` itself when nothing
-        was written; None when the first commit's compare-and-swap lost, nothing written)
-        and the status it was planned by (None: none needed, or none yet from a shared
-        round, and nothing was decided)."""
+        exactly the effects it authorized (or the one to redo) carried out, and the event
+        the planner makes of what they showed committed in turn (on the fresh row, if someone
+        moved it meanwhile and it still applies), until one shows nothing. Returns the
+        invocation as last committed (`inv` itself: nothing written; None: the first
+        commit's compare-and-swap lost) and the status it was planned by (None: none
+        needed, or none yet from a shared round, and nothing was decided)."""
         step: Step | None = planned
         if step is None and cancel_by is not None:
             step = plan_cancel(inv, cancel_by)

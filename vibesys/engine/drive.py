@@ -20,7 +20,7 @@ from msgspec import Struct
 
 from vibesys.engine.chains import QUEUE_PAUSE_SECONDS, carry_on_ahead
 from vibesys.engine.clusters import release_if_asked
-from vibesys.engine.core import Engine, overdue
+from vibesys.engine.core import Engine
 from vibesys.engine.plan import follow, needs_observation
 from vibesys.engine.seen import Seen
 from vibesys.errors import BackendError
@@ -108,13 +108,15 @@ def drive(engine: Engine, invocation: Invocation, options: DriveOptions) -> Invo
                     options.taken_over = True
                     return engine.journal.invocations.get(inv.id)
             inv = engine.journal.invocations.get(inv.id)  # picks up cancels from other processes
-            if stop.is_set() and not options.owner and inv.state is not JobState.DONE:
-                # A follower's interrupt stops the following; only the deadline cancels.
-                timed_out = overdue(inv, deadline, engine.clock())
-                return inv if timed_out is None else engine.request_cancel(inv, timed_out)
-            # The owner's interrupt cancels the job; it is driven on until it has settled.
-            interrupt = stop.is_set()
-            inv, seen = engine.round(inv, deadline=deadline, interrupt=interrupt, hurry=True)
+            # The owner's interrupt cancels the job, driven on until it has settled; a
+            # follower's stops the following, and only the deadline cancels.
+            stopped = stop.is_set() and not options.owner and inv.state is not JobState.DONE
+            interrupt = stop.is_set() and options.owner
+            inv, seen = engine.round(
+                inv, deadline=deadline, interrupt=interrupt, hurry=True, only_cancel=stopped
+            )
+            if stopped:
+                return inv
             if options.tail is not None:
                 error = _pump(engine, inv, options.tail)
                 if error is not None:

@@ -102,13 +102,13 @@ def execute(
     match effect:
         case Submit():
             return _submit(engine, inv)
-        case Fence():
-            return _fence(engine, inv)
         case Collect():
             return (yield from _collect(engine, inv))
         case Cancel():
             _cancel(engine, inv)
             return None
+        case Fence():
+            return _fence(engine, inv)
     assert type(effect).__name__ in WAITING_EFFECTS, effect
     return None
 

@@ -10,7 +10,7 @@ A step is one of:
 - `Hold(why)`: nothing can be decided now; look again later;
 - `CarryOn(invocation_id)`: step another invocation first, through the same door, then plan
   again (a held child's parent that nobody drives; the driver asks it for the invocation
-  ahead in its campaign's queue, `carry_ahead`).
+  ahead in its campaign's queue, `chains.carry_on_ahead`).
 
 It also maps what an effect showed (`engine/seen.py`) to the event that records it (`proven`),
 decides what a cancel commits (`plan_cancel`; `orphaned`: a client gone with its driver), and
@@ -74,7 +74,6 @@ __all__ = [
     "PlanContext",
     "Redo",
     "Step",
-    "carry_ahead",
     "follow",
     "needs_observation",
     "orphaned",
@@ -117,19 +116,6 @@ def _parent_to_carry(seen: Seen | None, ctx: PlanContext) -> CarryOn | None:
     return CarryOn(parent.id)
 
 
-def carry_ahead(head: Invocation | None, parent: Invocation | None, owner: str) -> list[CarryOn]:
-    """What a driver whose invocation waits carries on: the first invocation ahead of it in
-    its campaign's queue when no live process drives it (the queue never waits on nobody; one
-    whose client must go with its driver is left to reconcile), and its parent when it waits
-    for the parent's next job and nobody drives the parent."""
-    carried = []
-    if head is not None and head.lease_owner != owner and not head.settings.cancel_when_orphaned:
-        carried.append(CarryOn(head.id))
-    if parent is not None and parent.state is not JobState.DONE and parent.lease_owner != owner:
-        carried.append(CarryOn(parent.id))
-    return carried
-
-
 def needs_observation(inv: Invocation) -> bool:
     """Whether the next step of `inv` depends on the adapter's view of its job."""
     if inv.state is JobState.SUBMITTING:
@@ -141,22 +127,9 @@ def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
     """The next step for `inv`, given `seen` (None when it needs no observation)."""
     if (carry := _parent_to_carry(seen, ctx)) is not None:
         return carry
+    waits = _waits_for_parent(inv, ctx)  # a submission's precondition
     match inv.state:
-        case JobState.PREPARED:
-            if failed := ctx.parent_failed:
-                return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
-            if ctx.queue is not None and ctx.queue.ahead:
-                return Hold(ctx.queue.describe())
-            if waits := _waits_for_parent(inv, ctx):
-                return Hold(waits)
-            return Commit(SubmitIntended(1, inv.attempt_job_name(1)))
-        case JobState.SUBMITTING if not inv.dispatched:
-            if inv.cancel_requested:
-                return Commit(Cancelled("cancelled before the submission began: nothing sent"))
-            if failed := ctx.parent_failed:
-                return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
-            return Commit(SubmitDispatched(inv.attempt, inv.attempt_job_name(inv.attempt)))
-        case JobState.SUBMITTING:
+        case JobState.SUBMITTING if inv.dispatched:
             return _unsettled(inv, _need(seen), ctx)
         case JobState.RUNNING:
             return _running(inv, _need(seen), ctx)
@@ -165,7 +138,21 @@ def plan(inv: Invocation, seen: Seen | None, ctx: PlanContext) -> Step:
         case JobState.COLLECTING:
             return _collecting(inv)
         case JobState.RETRYING:
-            return _retrying(inv, ctx)
+            return _retrying(inv, ctx, waits)
+        case JobState.PREPARED:
+            if failed := ctx.parent_failed:
+                return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
+            if ctx.queue is not None and ctx.queue.ahead:
+                return Hold(ctx.queue.describe())
+            if waits:
+                return Hold(waits)
+            return Commit(SubmitIntended(1, inv.attempt_job_name(1)))
+        case JobState.SUBMITTING:  # its intent recorded, nothing sent yet
+            if inv.cancel_requested:
+                return Commit(Cancelled("cancelled before the submission began: nothing sent"))
+            if failed := ctx.parent_failed:
+                return Commit(ParentFailed(_parent_id(ctx), f"{failed}: nothing submitted"))
+            return Commit(SubmitDispatched(inv.attempt, inv.attempt_job_name(inv.attempt)))
     return Hold("done")
 
 
@@ -285,7 +272,7 @@ def _collecting(inv: Invocation) -> Step:
     return Redo(Collect())
 
 
-def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
+def _retrying(inv: Invocation, ctx: PlanContext, waits: str | None) -> Step:
     if failed := ctx.parent_failed:
         # Before a cancel: a dependency's cancel is not an interrupt (exit 66, never 130).
         return Commit(ParentFailed(_parent_id(ctx), f"{failed}: no further attempt"))
@@ -296,7 +283,7 @@ def _retrying(inv: Invocation, ctx: PlanContext) -> Step:
         return Commit(RetryBudgetSpent(inv.failure_class, inv.retries - 1))
     if inv.not_before and inv.not_before > ctx.now:
         return Hold(f"backoff until {iso(inv.not_before)}")
-    if waits := _waits_for_parent(inv, ctx):
+    if waits:
         return Hold(waits)
     return Commit(SubmitIntended(inv.attempt + 1, inv.attempt_job_name(inv.attempt + 1)))
 
