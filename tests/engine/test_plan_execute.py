@@ -134,7 +134,8 @@ def test_one_step_executes_exactly_the_decided_effects(
         return None
 
     monkeypatch.setattr(core_module, "execute", record)
-    decided = plan(replace(inv), seen, observed_context(engine, inv))
+    place = journal.queue.queue_place(inv.id) if inv.state is JobState.PREPARED else None
+    decided = plan(replace(inv), seen, observed_context(engine, inv, None, place))
     before = journal.invocations.history(inv.id)
     after = engine.step(inv, seen)
     written = journal.invocations.history(inv.id)[len(before) :]

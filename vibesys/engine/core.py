@@ -6,19 +6,12 @@ transition committed (write-ahead), exactly the effects `decide()` returned for 
 (`execute`), what each proved committed in turn. A driver's round (`Engine.round`) commits a
 due cancel first, then steps until the planner holds. A failpoint sits after every commit and
 after every effect, so crash tests can stop the process at each seam.
-
-An invocation's deadline (a bridge evaluation's, recorded once with its request: first
-acceptance plus the timeout that applies) is cancelled at the second its timeout is over,
-wherever the job is then; the cancel's `by` marks it as the timeout's (a scheduler's own limit
-is whole minutes and ends the job with its own state). The bridge's own thread cancels at the
-second; any other driver (`drive`, a queue carrying on its head, `reconcile`) on its next
-round past the deadline, so a dead bridge never leaves it running past its time.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -50,7 +43,7 @@ from vibesys.engine.plan import (
     proven,
 )
 from vibesys.engine.records import date_outage, record_step
-from vibesys.engine.seen import Carried, ClaimRead, Deadline, Progressed, Seen
+from vibesys.engine.seen import Carried, ClaimRead, Deadline, Seen
 from vibesys.engine.shared_poll import SharedPoll
 from vibesys.errors import StaleState
 from vibesys.journal_schema import Invocation, Journal, utc_now
@@ -66,18 +59,6 @@ T = TypeVar("T")
 
 #: A planner that never holds is a bug; stop it rather than spin.
 MAX_STEPS = 64
-
-
-def recorded(journal: Journal, steps: Generator[Progressed, None, T]) -> T:
-    """Run an effect that brings things home (`execute`, the spool), recording each step it
-    yields before it goes on; return what it showed."""
-    while True:
-        try:
-            step = next(steps)
-        except StopIteration as end:
-            shown: T = end.value
-            return shown
-        record_step(journal, step)
 
 
 def overdue(inv: Invocation, deadline: Deadline | None, now: datetime) -> str | None:
@@ -203,11 +184,12 @@ class Engine:
         for a cancelled job's shared round soon; `only_cancel`: no step). Returns the
         invocation as last committed and the first observation of its job (None: none)."""
         cancel_by = overdue(inv, deadline, self.clock()) or ("interrupt" if interrupt else None)
-        if only_cancel:
-            return (inv if cancel_by is None else self.request_cancel(inv, cancel_by)), None
+        if only_cancel and cancel_by is None:
+            return inv, None
         shown = seen
         for _ in range(MAX_STEPS):
-            done, seen = self._step(inv, seen, cancel_by=cancel_by, hurry=hurry and shown is None)
+            hurry = hurry and shown is None
+            done, seen = self._step(inv, seen, cancel_by, only_cancel, hurry=hurry)
             after = self.journal.invocations.get(inv.id) if done is None else done
             shown = shown or seen
             if after is inv or after.version == inv.version:
@@ -231,9 +213,9 @@ class Engine:
         self,
         inv: Invocation,
         seen: Seen | None,
-        *,
         cancel_by: str | None = None,
         only_cancel: bool = False,
+        *,
         hurry: bool = False,
         planned: Commit | None = None,
     ) -> tuple[Invocation | None, Seen | None]:
@@ -258,15 +240,20 @@ class Engine:
             elif seen is None and (seen := look(self, inv, hurry=hurry)) is None:
                 return inv, None  # a shared round will tell; nothing to decide before
             dated = None if seen is None else date_outage(self.journal, self.clock(), inv, seen)
-            ctx = observed_context(self, inv, self.owner)
-            step = plan(inv, dated, ctx)
-            if isinstance(step, CarryOn):  # the planner asks: carry the parent on first
-                carried = self.carry_on(step.invocation_id)
+            carrier: str | None = self.owner
+            place = (
+                self.journal.queue.queue_place(inv.id) if inv.state is JobState.PREPARED else None
+            )
+            while True:
+                ctx = observed_context(self, inv, carrier, place)
+                step = plan(inv, dated, ctx)
+                if not isinstance(step, CarryOn):
+                    break
+                # The planner asks: carry the parent on first, then plan again (once).
+                carried, carrier = self.carry_on(step.invocation_id), None
                 if carried is not None and carried.failed is not None:
                     why = f"its parent {step.invocation_id} could not be carried on"
                     self.notes[inv.id] = f"{why}: {carried.failed}"
-                ctx = observed_context(self, inv)
-                step = plan(inv, dated, ctx)
             self.waiting.pop(inv.id, None)
             if isinstance(step, Hold):
                 held = inv.state is JobState.RETRYING and ctx.parent is not None
@@ -382,7 +369,7 @@ class Engine:
         """Commit what the planner says a cancel commits now (`plan_cancel`) and carry out
         its effect: the cancel is sent, or the invocation settles at once."""
         while True:
-            after = self._step(inv, None, cancel_by=by, only_cancel=True)[0]
+            after = self._step(inv, None, by, only_cancel=True)[0]
             if after is not None:
                 return after
             inv = self.journal.invocations.get(inv.id)
@@ -391,10 +378,14 @@ class Engine:
         self.notes[inv.id] = text
 
     def spool(self, inv: Invocation) -> int:
-        """Copy new log bytes of the current attempt home (remote adapters only)."""
+        """Copy new log bytes of the current attempt home (remote adapters only); each new
+        offset is recorded before the spool goes on."""
         if inv.attempt < 1:
             return 0
-        return recorded(
-            self.journal,
-            spool_logs(self.journal, self.adapters.backend(inv), self.adapters.job_ref(inv)),
-        )
+        backend, ref = self.adapters.backend(inv), self.adapters.job_ref(inv)
+        steps = spool_logs(self.journal, backend, ref)
+        try:
+            while True:
+                record_step(self.journal, next(steps))
+        except StopIteration as end:
+            return int(end.value)

@@ -119,7 +119,13 @@ def settings_of(
     )
 
 
-# -- the deadline recorded with a bridge evaluation (`engine/core.py`) ----------------------
+# -- the deadline recorded with a bridge evaluation ------------------------------------------
+# An invocation's deadline (a bridge evaluation's, recorded once with its request: first
+# acceptance plus the timeout that applies) is cancelled at the second its timeout is over,
+# wherever the job is then; the cancel's `by` marks it as the timeout's (a scheduler's own limit
+# is whole minutes and ends the job with its own state). The bridge's own thread cancels at the
+# second; any other driver (`drive`, a queue carrying on its head, `reconcile`) on its next
+# round past the deadline, so a dead bridge never leaves it running past its time.
 
 
 def deadline_of(row: RecordedEvaluation) -> Deadline | None:
@@ -227,18 +233,20 @@ def _parent_job_failed(
     return f"job {job} of {parent.id}, which it waited on, failed ({parent.state})"
 
 
-def observed_context(engine: Engine, inv: Invocation, carrier: str | None = None) -> PlanContext:
+def observed_context(
+    engine: Engine, inv: Invocation, carrier: str | None = None, queue: QueuePlace | None = None
+) -> PlanContext:
     """What the planner decides `inv`'s next step by, read from the journal now: the time,
-    the settings recorded with it (never this process's own), its queue place, its parent."""
+    the settings recorded with it (never this process's own), its parent; `queue`, its place
+    in its campaign's queue (PREPARED), as the step read it."""
     settings = inv.settings
-    place = engine.journal.queue.queue_place(inv.id) if inv.state is JobState.PREPARED else None
     parent = parent_of(engine, inv)
     return plan_context(
         engine.clock(),
         policy_of(inv.max_retries, settings),
         timedelta(seconds=settings.unreachable_timeout_seconds),
         parent,
-        place,
+        queue,
         None if parent is None else waited_on(engine, inv),
         carrier,
     )
