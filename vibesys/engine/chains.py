@@ -21,12 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from vibesys.engine.observation import NO_JOB, parent_id, parent_job_of, parent_of
-from vibesys.engine.plan import CarryOn
 from vibesys.engine.records import record_provenance
-from vibesys.errors import BackendError
+from vibesys.errors import BackendError, VibesysError
 from vibesys.journal_schema import Invocation
-from vibesys.states import JobState
+from vibesys.states import FailureClass, JobState, Outcome
 
 if TYPE_CHECKING:
     from vibesys.adapters.requests import AdapterRequest
@@ -34,9 +32,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CARRY_AHEAD_SECONDS",
+    "NO_JOB",
     "QUEUE_PAUSE_SECONDS",
     "carry_ahead",
     "carry_on_ahead",
+    "live_job",
+    "parent_id",
+    "parent_job_of",
+    "parent_of",
     "submit_after",
     "submit_children",
 ]
@@ -50,6 +53,45 @@ CARRY_AHEAD_SECONDS: Final = 5.0
 #: States of a child that a parent's new job may move on: held before a submission, or
 #: submitted on a job of the parent that has failed since (the scheduler killed it).
 _MOVED_ON = (JobState.PREPARED, JobState.RETRYING, JobState.RUNNING, JobState.UNRESOLVED)
+
+
+#: The parent's job a child waits on once the parent has completed: none.
+NO_JOB = "none"
+
+
+def parent_job_of(parent: Invocation) -> str | None:
+    """The parent's job a child submitted now waits on: its current attempt's, NO_JOB once
+    it has completed; None while it has none (between attempts, or failed)."""
+    if parent.state is JobState.DONE:
+        return NO_JOB if parent.outcome is Outcome.COMPLETED else None
+    return live_job(parent)
+
+
+def live_job(parent: Invocation) -> str | None:
+    """The parent's job that may still succeed, as far as the journal knows."""
+    if parent.state in (JobState.RUNNING, JobState.UNRESOLVED):
+        return parent.job_id
+    if parent.state is JobState.COLLECTING and parent.failure_class is FailureClass.COMPLETED:
+        return parent.job_id
+    return None
+
+
+def parent_id(engine: Engine, inv: Invocation) -> str | None:
+    try:
+        return engine.adapters.request_of(inv).runs_after()
+    except Exception:  # a request that no longer parses fails where it is used, not here
+        return None
+
+
+def parent_of(engine: Engine, inv: Invocation) -> Invocation | None:
+    """The invocation `inv` runs after, as the journal has it now."""
+    found = parent_id(engine, inv)
+    if found is None:
+        return None
+    try:
+        return engine.journal.invocations.get(found)
+    except VibesysError:
+        return None
 
 
 def submit_after(engine: Engine, inv: Invocation, request: AdapterRequest) -> str | None:
@@ -72,16 +114,16 @@ def _last_job(engine: Engine, parent: Invocation) -> str | None:
     return jobs[-1] if jobs else None
 
 
-def carry_ahead(head: Invocation | None, parent: Invocation | None, owner: str) -> list[CarryOn]:
+def carry_ahead(head: Invocation | None, parent: Invocation | None, owner: str) -> list[str]:
     """What a driver whose invocation waits carries on: the first invocation ahead of it in
     its campaign's queue when no live process drives it (the queue never waits on nobody; one
     whose client must go with its driver is left to reconcile), and its parent when it waits
     for the parent's next job and nobody drives the parent."""
     carried = []
     if head is not None and head.lease_owner != owner and not head.settings.cancel_when_orphaned:
-        carried.append(CarryOn(head.id))
+        carried.append(head.id)
     if parent is not None and parent.state is not JobState.DONE and parent.lease_owner != owner:
-        carried.append(CarryOn(parent.id))
+        carried.append(parent.id)
     return carried
 
 
@@ -94,13 +136,13 @@ def carry_on_ahead(engine: Engine, inv: Invocation) -> float:
     ahead = place.ahead[0] if place is not None and place.ahead else None
     head = None if ahead is None else engine.journal.invocations.get(ahead)
     pause = CARRY_AHEAD_SECONDS
-    for carry in carry_ahead(head, parent_of(engine, inv), engine.owner):
-        carried = engine.carry_on(carry.invocation_id)
+    for other in carry_ahead(head, parent_of(engine, inv), engine.owner):
+        carried = engine.carry_on(other)
         if carried is None:
             continue
-        if head is None or carry.invocation_id != head.id:  # held for its parent's next job
+        if head is None or other != head.id:  # held for its parent's next job
             if carried.failed is not None:
-                why = f"its parent {carry.invocation_id} could not be carried on"
+                why = f"its parent {other} could not be carried on"
                 engine.notes[inv.id] = f"{why}: {carried.failed}"
             continue
         if isinstance(carried.failed, BackendError):

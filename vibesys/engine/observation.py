@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 
 from vibesys.adapters.base import RemoteStatus
+from vibesys.engine.chains import NO_JOB, live_job, parent_job_of, parent_of
 from vibesys.engine.observe import seen_error, seen_status
-from vibesys.engine.records import known_provenance, record_provenance
+from vibesys.engine.records import record_provenance
 from vibesys.engine.seen import Deadline, Seen
-from vibesys.errors import BackendError, VibesysError
+from vibesys.errors import BackendError
 from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.settings import Settings
-from vibesys.states import FailureClass, JobState, Outcome
+from vibesys.states import JobState, Outcome
 from vibesys.states.events import TIMEOUT_CANCEL
 
 if TYPE_CHECKING:
@@ -28,15 +29,11 @@ if TYPE_CHECKING:
     from vibesys.journal_schema.queue import QueuePlace
 
 __all__ = [
-    "NO_JOB",
     "PlanContext",
     "RetryPolicy",
     "deadline_of",
     "look",
     "observed_context",
-    "parent_id",
-    "parent_job_of",
-    "parent_of",
     "plan_context",
     "policy_of",
     "seen_of",
@@ -136,30 +133,6 @@ def deadline_of(row: RecordedEvaluation) -> Deadline | None:
     return Deadline(row.created_at + timedelta(seconds=timeout), f"{TIMEOUT_CANCEL} {timeout} s")
 
 
-# -- a chain's parent -----------------------------------------------------------------------
-
-
-#: The parent's job a child waits on once the parent has completed: none.
-NO_JOB = "none"
-
-
-def parent_job_of(parent: Invocation) -> str | None:
-    """The parent's job a child submitted now waits on: its current attempt's, NO_JOB once
-    it has completed; None while it has none (between attempts, or failed)."""
-    if parent.state is JobState.DONE:
-        return NO_JOB if parent.outcome is Outcome.COMPLETED else None
-    return _live_job(parent)
-
-
-def _live_job(parent: Invocation) -> str | None:
-    """The parent's job that may still succeed, as far as the journal knows."""
-    if parent.state in (JobState.RUNNING, JobState.UNRESOLVED):
-        return parent.job_id
-    if parent.state is JobState.COLLECTING and parent.failure_class is FailureClass.COMPLETED:
-        return parent.job_id
-    return None
-
-
 class PlanContext(Struct, frozen=True):
     """The observation the planner decides by, besides the invocation and its job's status:
     data only (`plan_context` derives the parent's answers once)."""
@@ -227,7 +200,7 @@ def _parent_job_failed(
         return None
     if failed:
         return failed
-    live = parent.job_id if parent.state is JobState.DONE else _live_job(parent)
+    live = parent.job_id if parent.state is JobState.DONE else live_job(parent)
     if live == job:
         return None
     return f"job {job} of {parent.id}, which it waited on, failed ({parent.state})"
@@ -252,30 +225,12 @@ def observed_context(
     )
 
 
-def parent_id(engine: Engine, inv: Invocation) -> str | None:
-    try:
-        return engine.adapters.request_of(inv).runs_after()
-    except Exception:  # a request that no longer parses fails where it is used, not here
-        return None
-
-
-def parent_of(engine: Engine, inv: Invocation) -> Invocation | None:
-    """The invocation `inv` runs after, as the journal has it now."""
-    found = parent_id(engine, inv)
-    if found is None:
-        return None
-    try:
-        return engine.journal.invocations.get(found)
-    except VibesysError:
-        return None
-
-
 def waited_on(engine: Engine, inv: Invocation) -> str | None:
-    """The parent's job the current attempt of `inv` was submitted to wait on."""
+    """The parent's job the current attempt of `inv` was submitted to wait on (its recorded
+    provenance, read now: another process may have submitted it)."""
     if inv.attempt < 1:
         return None
-    job = known_provenance(engine, inv).get("after_job")
-    if job is None:  # another process may have submitted it since this one last read
-        engine.provenance_seen.pop((inv.id, inv.attempt), None)
-        job = known_provenance(engine, inv).get("after_job")
-    return job
+    for attempt in engine.journal.invocations.attempts(inv.id):
+        if attempt.attempt == inv.attempt and "after_job" in attempt.provenance:
+            return str(attempt.provenance["after_job"])
+    return None
