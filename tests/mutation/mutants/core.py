@@ -69,7 +69,7 @@ MUTANTS: list[Mutant] = [
     # -- exit statuses of run and wait -------------------------------------------------------
     M("exit-infra-75-to-1", EXITS, "EXIT_INFRA_FAILED = 75", "EXIT_INFRA_FAILED = 1", "an exhausted retry budget exits like an application failure"),
     M("exit-unresolved-4-to-0", EXITS, "EXIT_UNRESOLVED = 4", "EXIT_UNRESOLVED = 0", "an outcome that cannot be proven exits as success"),
-    M("exit-interrupted-130-to-0", EXITS, "            return EXIT_INTERRUPTED", "            return 0", "a cancelled run exits as success"),
+    M("exit-interrupted-130-to-0", EXITS, "            return EXIT_TIMEOUT if timed_out else EXIT_INTERRUPTED", "            return EXIT_TIMEOUT if timed_out else 0", "a cancelled run exits as success"),
     M("exit-bad-input-2-to-1", EXITS, "            return EXIT_BAD_INPUT", "            return 1", "a rejected request exits like a failed command"),
     M("exit-app-failure-without-code-is-0", EXITS, "inv.exit_code if inv.exit_code not in (None, 0) else 1", "inv.exit_code or 0", "a failure without a recorded code exits 0"),
     M("exit-detached-is-1", EXITS, "return 0  # detached", "return 1  # detached", "`run --detach` of a healthy job exits as a failure"),
