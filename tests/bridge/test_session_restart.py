@@ -174,10 +174,11 @@ def test_whoever_drives_a_bridge_evaluation_enforces_its_recorded_deadline(
         done = subprocess.run(argv, capture_output=True, text=True, timeout=BUDGET, check=False)
         assert done.returncode in (0, 4), done.stderr
         assert timeout_cancels(tmp_path, invocation_id) == ["timeout: 1 s"]
-    # `wait` drives it to its end (the kill seen); the bridge's reading of it is TIMEOUT.
+    # `wait` drives it to its end (the kill seen) and tells it as the bridge does: TIMEOUT.
     wait = [sys.executable, "-m", "vibesys", "wait", invocation_id, "--journal", journal]
     waited = subprocess.run(wait, capture_output=True, text=True, timeout=20, check=False)
-    assert "DONE CANCELLED" in waited.stderr, waited.stderr
+    assert "DONE TIMEOUT" in waited.stderr, waited.stderr
+    assert waited.returncode == 124, waited.stderr
     assert timeout_cancels(tmp_path, invocation_id) == ["timeout: 1 s"]
     assert not alive(pid)
     store = open_journal(Path(journal), readonly=True)
