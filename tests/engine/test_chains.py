@@ -152,6 +152,43 @@ def test_whoever_looks_next_submits_the_killed_child_again(
     ran_once(journal, fake, child)
 
 
+@pytest.mark.parametrize(
+    ("shown_by", "outcome"),
+    [(None, Outcome.COMPLETED), ("1000", Outcome.CANCELLED)],
+    ids=["slurms-kill", "a-users-scancel"],
+)
+def test_a_killed_child_first_seen_as_a_plain_cancel(
+    journal: Journal,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shown_by: str | None,
+    outcome: Outcome,
+) -> None:
+    """Looked at only after squeue forgot why Slurm killed it, the child shows as sacct keeps
+    it: CANCELLED, never started, no uid. Its parent's job having failed, that is the
+    dependency's kill: fenced, then submitted again after the parent's next attempt. A
+    cancel sacct names a user for stays that user's cancel."""
+    fake = FakeBackend(list(RETRIED))
+    fake.dependency_kill_shown_as = (S.CANCELLED, shown_by)
+    parent = detached(engine_of(journal, fake), tmp_path)
+    driven_elsewhere(journal, parent)
+    child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
+    with monkeypatch.context() as patch:
+        patch.setattr(core_module, "submit_children", lambda *args: None)
+        driver = engine_of(journal, fake, owner=ELSEWHERE)
+        parent = drive(driver, journal.invocations.get(parent.id), DriveOptions(detach=True))
+    journal.leases.release_lease(parent.id, ELSEWHERE)
+    for _ in range(4):
+        reconcile(engine_of(journal, fake))
+    if outcome is Outcome.COMPLETED:
+        ran_once(journal, fake, child)
+    else:
+        child = journal.invocations.get(child.id)
+        assert (child.outcome, child.attempt) == (Outcome.CANCELLED, 1)
+        assert ("fence", f"vibesys-{child.id}-1") not in fake.calls
+        assert journal.invocations.get(parent.id).outcome is Outcome.COMPLETED
+
+
 def test_a_killed_child_waits_until_its_parents_failure_is_recorded(
     journal: Journal, tmp_path: Path
 ) -> None:

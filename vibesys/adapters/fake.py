@@ -83,6 +83,10 @@ class FakeBackend(Backend):
         self.ran: list[str] = []
         #: the parent's job each job was submitted to wait on
         self.waits_on: dict[str, str | None] = {}
+        #: how a dependency kill is shown (state, cancelled by): None, as squeue shows it
+        #: (DEPENDENCY_NEVER_SATISFIED); (CANCELLED, None), as sacct keeps it once squeue has
+        #: forgotten the job; (CANCELLED, "1000"), as a user's scancel
+        self.dependency_kill_shown_as: tuple[RemoteState, str | None] | None = None
 
     # -- what the engine may ask of it (adapters.base.Backend) ---------------------------
 
@@ -188,10 +192,14 @@ class FakeBackend(Backend):
             return self._status_of(JobRef(job.name, job.job_id, Path()))
         ended = last is not None and last not in (RemoteState.PENDING, RemoteState.RUNNING)
         if job.cancelled or ended or (parent is not None and parent.cancelled):
-            state = (
-                RemoteState.CANCELLED if job.cancelled else RemoteState.DEPENDENCY_NEVER_SATISFIED
+            state, by = RemoteState.DEPENDENCY_NEVER_SATISFIED, None
+            if job.cancelled:
+                state = RemoteState.CANCELLED
+            elif self.dependency_kill_shown_as is not None:
+                state, by = self.dependency_kill_shown_as
+            return RemoteStatus(
+                job.name, job.job_id, state, cancelled_by=by, observation=f"fake: {state}"
             )
-            return RemoteStatus(job.name, job.job_id, state, observation=f"fake: {state}")
         return RemoteStatus(
             job.name, job.job_id, RemoteState.PENDING, observation="fake: waits on its parent"
         )

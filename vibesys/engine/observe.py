@@ -62,7 +62,10 @@ def seen_status(status: RemoteStatus) -> Seen:
     ended = _ended(status)
     if ended is not None:
         failure, code = ended
-        return Seen(Sight.ENDED, evidence, status.job_id, failure, code, final=True)
+        unnamed = state is RemoteState.CANCELLED and claim is None and not status.cancelled_by
+        return Seen(
+            Sight.ENDED, evidence, status.job_id, failure, code, final=True, unnamed_cancel=unnamed
+        )
     if state in (RemoteState.PENDING, RemoteState.RUNNING):
         if state is RemoteState.RUNNING:
             sight = Sight.RUNNING

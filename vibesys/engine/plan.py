@@ -224,6 +224,11 @@ def _ended(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
         # Cancelled while it waited on its parent, which failed: its command never ran.
         why = f"{seen.evidence}; {failed}, so its command never ran"
         return Commit(Finished(FailureClass.DEPENDENCY_FAILED, None, why))
+    if seen.unnamed_cancel and ctx.parent_job_failed and not inv.cancel_requested:
+        # Killed before it started, by no one sacct names, the job it waited on having
+        # failed: Slurm's kill for that dependency, read after squeue forgot why. A fence
+        # proves it never ran before it waits for the parent's next attempt.
+        return _unsatisfiable(inv, seen, ctx)
     if failure in OUTCOME_OF:
         return Commit(Finished(failure, seen.exit_code, seen.evidence))
     return Commit(InfraFailed(failure, seen.evidence, _retry_at(inv, ctx)))

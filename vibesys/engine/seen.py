@@ -53,6 +53,11 @@ class Seen(Struct, frozen=True):
     reason: str | None = None
     partition: str | None = None
     nodes: str | None = None
+    #: ENDED cancelled before it started, by no one the scheduler names (no uid, not vibesys):
+    #: how sacct keeps Slurm's own kill of a job whose dependency failed once squeue has
+    #: forgotten the reason it gave (`DependencyNeverSatisfied`). Last: a recorded Seen is
+    #: positional, and those recorded before it still decode.
+    unnamed_cancel: bool = False
 
     @property
     def named(self) -> str:
