@@ -133,3 +133,22 @@ def test_squeue_speaks_for_a_cancel_whose_reason_sacct_has_not_written_yet() -> 
     scancelled = killed.replace("DependencyNeverSatisfied", "Priority")
     seen = status(scripted(scancelled, sacct=unwritten))
     assert seen.state is RemoteState.CANCELLED and seen.observation.startswith("sacct: "), seen
+
+
+def test_only_sacct_tells_a_cancel_that_never_got_a_node() -> None:
+    """A cancel the planner may read as Slurm's dependency kill (no one named, never
+    started) is sacct's to tell: its row names the uid of a scancel and a node list only for
+    a job that got a node; squeue's row names neither, and proves nothing of the kind."""
+    gone = ""
+    killed = f"581|{NAME}|CANCELLED|0:0|None|2026-12-01T03:00:46|None|main|None assigned|\n"
+    seen = status(scripted(gone, sacct=killed))
+    assert (seen.state, seen.cancelled_by, seen.never_started) == (
+        RemoteState.CANCELLED,
+        None,
+        True,
+    ), seen
+    ran = killed.replace("None assigned", "node1")
+    assert not status(scripted(gone, sacct=ran)).never_started
+    listed = f"581|{NAME}|CANCELLED|Priority|main|N/A||N/A|2026-12-01T03:00:46|1\n"
+    seen = status(scripted(listed, sacct=""))
+    assert seen.state is RemoteState.CANCELLED and not seen.never_started, seen

@@ -189,6 +189,28 @@ def test_a_killed_child_first_seen_as_a_plain_cancel(
         assert journal.invocations.get(parent.id).outcome is Outcome.COMPLETED
 
 
+def test_a_plain_cancel_seen_before_the_parents_failure_is_recorded_waits_for_it(
+    journal: Journal, tmp_path: Path
+) -> None:
+    """The forgotten kill seen while the journal still has the parent running that job: the
+    child holds (nothing fenced, nothing ended), then runs after the parent's retry."""
+    fake = FakeBackend(list(RETRIED))
+    fake.dependency_kill_shown_as = (S.CANCELLED, None)
+    parent = detached(engine_of(journal, fake), tmp_path)
+    driven_elsewhere(journal, parent)
+    child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
+    ref = engine_of(journal, fake).adapters.job_ref(parent)
+    fake.status([ref])
+    assert fake.status([ref])[ref.job_name].state is S.NODE_FAIL  # only the scheduler knows
+    rows = {row.invocation_id: row for row in reconcile(engine_of(journal, fake))}
+    assert journal.invocations.get(child.id).state is JobState.RUNNING, rows[child.id]
+    assert ("fence", f"vibesys-{child.id}-1") not in fake.calls
+    journal.leases.release_lease(parent.id, ELSEWHERE)
+    for _ in range(4):
+        reconcile(engine_of(journal, fake))
+    ran_once(journal, fake, child)
+
+
 def test_a_killed_child_waits_until_its_parents_failure_is_recorded(
     journal: Journal, tmp_path: Path
 ) -> None:

@@ -121,6 +121,9 @@ class RemoteStatus(Struct, frozen=True):
     reason: str | None = None
     partition: str | None = None
     nodes: str | None = None
+    #: CANCELLED, and the scheduler's record of the job shows it never got a node (it never
+    #: started): what a cancel by no one named needs to be read as a dependency's kill
+    never_started: bool = False
 
 
 class Backend(Protocol):

@@ -198,7 +198,12 @@ class FakeBackend(Backend):
             elif self.dependency_kill_shown_as is not None:
                 state, by = self.dependency_kill_shown_as
             return RemoteStatus(
-                job.name, job.job_id, state, cancelled_by=by, observation=f"fake: {state}"
+                job.name,
+                job.job_id,
+                state,
+                cancelled_by=by,
+                observation=f"fake: {state}",
+                never_started=state is RemoteState.CANCELLED,
             )
         return RemoteStatus(
             job.name, job.job_id, RemoteState.PENDING, observation="fake: waits on its parent"

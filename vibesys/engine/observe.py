@@ -62,7 +62,8 @@ def seen_status(status: RemoteStatus) -> Seen:
     ended = _ended(status)
     if ended is not None:
         failure, code = ended
-        unnamed = state is RemoteState.CANCELLED and claim is None and not status.cancelled_by
+        unnamed = state is RemoteState.CANCELLED and status.never_started
+        unnamed = unnamed and claim is None and not status.cancelled_by
         return Seen(
             Sight.ENDED, evidence, status.job_id, failure, code, final=True, unnamed_cancel=unnamed
         )

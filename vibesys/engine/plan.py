@@ -109,7 +109,7 @@ def _parent_to_carry(seen: Seen | None, ctx: PlanContext) -> CarryOn | None:
     parent = ctx.parent
     if ctx.carrier is None or parent is None or seen is None:
         return None
-    if seen.sight not in (Sight.QUEUED, Sight.UNSATISFIABLE):
+    if seen.sight not in (Sight.QUEUED, Sight.UNSATISFIABLE) and not seen.unnamed_cancel:
         return None
     if parent.state is JobState.DONE or parent.lease_owner == ctx.carrier:
         return None
@@ -224,14 +224,21 @@ def _ended(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:
         # Cancelled while it waited on its parent, which failed: its command never ran.
         why = f"{seen.evidence}; {failed}, so its command never ran"
         return Commit(Finished(FailureClass.DEPENDENCY_FAILED, None, why))
-    if seen.unnamed_cancel and ctx.parent_job_failed and not inv.cancel_requested:
-        # Killed before it started, by no one sacct names, the job it waited on having
-        # failed: Slurm's kill for that dependency, read after squeue forgot why. A fence
-        # proves it never ran before it waits for the parent's next attempt.
+    if _killed_over_its_dependency(inv, seen, ctx):
         return _unsatisfiable(inv, seen, ctx)
     if failure in OUTCOME_OF:
         return Commit(Finished(failure, seen.exit_code, seen.evidence))
     return Commit(InfraFailed(failure, seen.evidence, _retry_at(inv, ctx)))
+
+
+def _killed_over_its_dependency(inv: Invocation, seen: Seen, ctx: PlanContext) -> bool:
+    """Cancelled before it started, by no one sacct names: Slurm's kill for a dependency that
+    failed, read after squeue forgot why. Once the parent's record shows that job failed, a
+    fence proves it never ran before it waits for the parent's next attempt; until then it
+    holds (and carries the parent on), unless the parent has ended well."""
+    if not seen.unnamed_cancel or ctx.parent is None or inv.cancel_requested:
+        return False
+    return bool(ctx.parent_job_failed) or ctx.parent.state is not JobState.DONE
 
 
 def _unsatisfiable(inv: Invocation, seen: Seen, ctx: PlanContext) -> Step:

@@ -310,11 +310,14 @@ def classify(
     cancelled_by: str | None = None
     if row.state == "CANCELLED" and never_satisfied(row):
         state = RemoteState.DEPENDENCY_NEVER_SATISFIED
+    never_started = False
     if state is RemoteState.CANCELLED:
         if cancel_requested_by_us:
             cancelled_by = "vibesys"
         elif isinstance(row, SacctRow):
             cancelled_by = row.cancelled_by
+            # Only sacct's record says who (squeue names no one) and whether it had a node.
+            never_started = row.nodes in (None, "", "None assigned")
     reason = row.reason if row.reason not in (None, "None") else None
     return RemoteStatus(
         job_name=name,
@@ -326,6 +329,7 @@ def classify(
         reason=reason,
         partition=row.partition if isinstance(row, SqueueRow) else None,
         nodes=row.nodes if isinstance(row, SqueueRow) else None,
+        never_started=never_started,
     )
 
 
