@@ -82,3 +82,17 @@ def test_wait_on_a_timed_out_invocation_says_timeout_as_its_result_does(tmp_path
     assert waited.returncode == 124, waited.stderr
     assert f"vibesys: {handle.id} DONE TIMEOUT" in waited.stderr
     assert "its timeout cancelled it" in waited.stderr
+
+
+def test_a_clients_timeout_is_kept_by_whoever_drives_next(tmp_path: Path) -> None:
+    """The timeout is recorded with the submission: the client gone (its job runs on), a
+    `vibesys wait` that drives it next cancels it at the deadline, as the client would have."""
+    journal = tmp_path / "journal.db"
+    with Client(journal) as client:
+        handle = client.submit([PY, "-c", "import time; time.sleep(60)"], timeout=2)
+        wait_until(lambda: handle.status().state == "RUNNING", 30, "the job running")
+    assert not handle.status().ended  # the client closed: nothing cancelled it
+    waited = vibesys_cli("wait", "--journal", str(journal), handle.id, cwd=tmp_path, timeout=30)
+    assert (waited.returncode, "DONE TIMEOUT" in waited.stderr) == (124, True), waited.stderr
+    with Client(journal) as client:
+        assert client.attach(handle.id).result(10).status is JobStatus.TIMEOUT

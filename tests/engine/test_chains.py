@@ -128,12 +128,11 @@ def test_a_waiting_child_carries_a_parent_nobody_drives(journal: Journal, tmp_pa
     ran_once(journal, fake, child)
 
 
-def test_whoever_looks_next_submits_the_killed_child_again(
-    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A crash right after the parent's new job was recorded (before its children were
-    carried on): the next look at the child, a reconcile, submits it to wait on that job."""
-    fake = FakeBackend(list(RETRIED))
+def retried_without_its_children(
+    journal: Journal, fake: FakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Invocation, Invocation]:
+    """A parent and its waiting child; the parent's job fails and its driver elsewhere submits
+    its retry, then crashes before carrying its children on: (parent, child)."""
     parent = detached(engine_of(journal, fake), tmp_path)
     driven_elsewhere(journal, parent)
     child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
@@ -141,6 +140,16 @@ def test_whoever_looks_next_submits_the_killed_child_again(
         patch.setattr(core_module, "submit_children", lambda *args: None)
         driver = engine_of(journal, fake, owner=ELSEWHERE)
         parent = drive(driver, journal.invocations.get(parent.id), DriveOptions(detach=True))
+    return parent, child
+
+
+def test_whoever_looks_next_submits_the_killed_child_again(
+    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash right after the parent's new job was recorded (before its children were
+    carried on): the next look at the child, a reconcile, submits it to wait on that job."""
+    fake = FakeBackend(list(RETRIED))
+    parent, child = retried_without_its_children(journal, fake, tmp_path, monkeypatch)
     driven_elsewhere(journal, parent)
     assert parent.attempt == 2 and journal.invocations.get(child.id).attempt == 1
     rows = {row.invocation_id: row for row in reconcile(engine_of(journal, fake))}
@@ -170,13 +179,7 @@ def test_a_killed_child_first_seen_as_a_plain_cancel(
     cancel sacct names a user for stays that user's cancel."""
     fake = FakeBackend(list(RETRIED))
     fake.dependency_kill_shown_as = (S.CANCELLED, shown_by)
-    parent = detached(engine_of(journal, fake), tmp_path)
-    driven_elsewhere(journal, parent)
-    child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
-    with monkeypatch.context() as patch:
-        patch.setattr(core_module, "submit_children", lambda *args: None)
-        driver = engine_of(journal, fake, owner=ELSEWHERE)
-        parent = drive(driver, journal.invocations.get(parent.id), DriveOptions(detach=True))
+    parent, child = retried_without_its_children(journal, fake, tmp_path, monkeypatch)
     journal.leases.release_lease(parent.id, ELSEWHERE)
     for _ in range(4):
         reconcile(engine_of(journal, fake))

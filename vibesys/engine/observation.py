@@ -18,7 +18,7 @@ from vibesys.engine.observe import seen_error, seen_status
 from vibesys.engine.records import record_provenance
 from vibesys.engine.seen import Deadline, Seen
 from vibesys.errors import BackendError
-from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
+from vibesys.journal_schema.recorded_evaluations import CLIENT_RUN, RecordedEvaluation
 from vibesys.journal_schema.records import Invocation
 from vibesys.journal_schema.settings import Settings
 from vibesys.states import JobState, Outcome
@@ -126,7 +126,14 @@ def settings_of(
 
 
 def deadline_of(row: RecordedEvaluation) -> Deadline | None:
-    """The deadline a bridge request's row records; None when it has no timeout."""
+    """The deadline a bridge request's row records, or a client submission's (its `timeout`,
+    counted from its recording, as its handle counts it); None when it has no timeout."""
+    if row.run_id == CLIENT_RUN:
+        seconds = float(row.body.get("timeout") or 0)
+        if seconds <= 0:
+            return None
+        by = f"{TIMEOUT_CANCEL} {seconds:g} s"
+        return Deadline(row.created_at + timedelta(seconds=seconds), by)
     timeout = int(row.body.get("effective_timeout_seconds") or 0)
     if timeout <= 0:
         return None

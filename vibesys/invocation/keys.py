@@ -32,7 +32,7 @@ from vibesys.engine.core import new_invocation_id
 from vibesys.engine.failpoints import failpoint
 from vibesys.errors import UsageError
 from vibesys.journal_schema import Invocation, Journal
-from vibesys.journal_schema.recorded_evaluations import RecordedEvaluation
+from vibesys.journal_schema.recorded_evaluations import CLIENT_RUN, RecordedEvaluation
 
 __all__ = [
     "CLIENT_RUN",
@@ -48,9 +48,6 @@ __all__ = [
     "submission_of",
 ]
 
-#: The bridge table's run id for the client's rows (a bridge run id starts with a letter or
-#: digit, so none is this one).
-CLIENT_RUN: Final = ":client"
 KIND: Final = "client"
 MAX_KEY: Final = 200
 

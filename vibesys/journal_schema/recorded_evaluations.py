@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from msgspec import Struct
 
 from vibesys.journal_schema.clock import moment, now_iso
 from vibesys.journal_schema.journal_file import JournalFile
 
-__all__ = ["BridgeStore", "RecordedEvaluation"]
+__all__ = ["CLIENT_RUN", "BridgeStore", "RecordedEvaluation"]
 
 _COLUMNS = "run_id, request_id, invocation_id, uid, workspace, kind, body, results_dir, created_at"
+
+
+#: The run id of `vibesys.Client`'s rows (a bridge run id starts with a letter or digit, so
+#: none is this one); their body is the client's submission, its `timeout` included.
+CLIENT_RUN: Final = ":client"
 
 
 class RecordedEvaluation(Struct, frozen=True):
