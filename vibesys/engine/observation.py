@@ -128,16 +128,12 @@ def settings_of(
 def deadline_of(row: RecordedEvaluation) -> Deadline | None:
     """The deadline a bridge request's row records, or a client submission's (its `timeout`,
     counted from its recording, as its handle counts it); None when it has no timeout."""
+    seconds: float = int(row.body.get("effective_timeout_seconds") or 0)
     if row.run_id == CLIENT_RUN:
         seconds = float(row.body.get("timeout") or 0)
-        if seconds <= 0:
-            return None
-        by = f"{TIMEOUT_CANCEL} {seconds:g} s"
-        return Deadline(row.created_at + timedelta(seconds=seconds), by)
-    timeout = int(row.body.get("effective_timeout_seconds") or 0)
-    if timeout <= 0:
+    if seconds <= 0:
         return None
-    return Deadline(row.created_at + timedelta(seconds=timeout), f"{TIMEOUT_CANCEL} {timeout} s")
+    return Deadline(row.created_at + timedelta(seconds=seconds), f"{TIMEOUT_CANCEL} {seconds:g} s")
 
 
 class PlanContext(Struct, frozen=True):
