@@ -16,6 +16,7 @@ from vibesys.adapters.base import RemoteState
 from vibesys.adapters.fake import FakeAttempt, FakeBackend, FakeRequest
 from vibesys.engine import DriveOptions, Engine, RetryPolicy, drive, reconcile
 from vibesys.engine import core as core_module
+from vibesys.engine.reconcile import ReconcileRow
 from vibesys.journal_schema import Invocation, Journal
 from vibesys.journal_schema.verify import verify_journal
 from vibesys.states import FailureClass, JobState, Outcome, SubmitIntended
@@ -192,13 +193,11 @@ def test_a_killed_child_first_seen_as_a_plain_cancel(
         assert journal.invocations.get(parent.id).outcome is Outcome.COMPLETED
 
 
-def test_a_plain_cancel_seen_before_the_parents_failure_is_recorded_waits_for_it(
-    journal: Journal, tmp_path: Path
-) -> None:
-    """The forgotten kill seen while the journal still has the parent running that job: the
-    child holds (nothing fenced, nothing ended), then runs after the parent's retry."""
-    fake = FakeBackend(list(RETRIED))
-    fake.dependency_kill_shown_as = (S.CANCELLED, None)
+def failed_unseen_then_reconciled(
+    journal: Journal, fake: FakeBackend, tmp_path: Path
+) -> tuple[Invocation, Invocation, dict[str, ReconcileRow]]:
+    """A parent whose job failed where only the scheduler knows (its live driver elsewhere
+    has not looked yet), and its child; a reconcile has run: (parent, child, its rows)."""
     parent = detached(engine_of(journal, fake), tmp_path)
     driven_elsewhere(journal, parent)
     child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
@@ -206,6 +205,17 @@ def test_a_plain_cancel_seen_before_the_parents_failure_is_recorded_waits_for_it
     fake.status([ref])
     assert fake.status([ref])[ref.job_name].state is S.NODE_FAIL  # only the scheduler knows
     rows = {row.invocation_id: row for row in reconcile(engine_of(journal, fake))}
+    return parent, child, rows
+
+
+def test_a_plain_cancel_seen_before_the_parents_failure_is_recorded_waits_for_it(
+    journal: Journal, tmp_path: Path
+) -> None:
+    """The forgotten kill seen while the journal still has the parent running that job: the
+    child holds (nothing fenced, nothing ended), then runs after the parent's retry."""
+    fake = FakeBackend(list(RETRIED))
+    fake.dependency_kill_shown_as = (S.CANCELLED, None)
+    parent, child, rows = failed_unseen_then_reconciled(journal, fake, tmp_path)
     assert journal.invocations.get(child.id).state is JobState.RUNNING, rows[child.id]
     assert ("fence", f"vibesys-{child.id}-1") not in fake.calls
     journal.leases.release_lease(parent.id, ELSEWHERE)
@@ -220,13 +230,7 @@ def test_a_killed_child_waits_until_its_parents_failure_is_recorded(
     """The scheduler killed the child, but the journal still has the parent running that job
     (its live driver has not looked yet): nothing is decided, nothing fenced or submitted."""
     fake = FakeBackend(list(RETRIED))
-    parent = detached(engine_of(journal, fake), tmp_path)
-    driven_elsewhere(journal, parent)
-    child = detached(engine_of(journal, fake), tmp_path, after=parent.id)
-    ref = engine_of(journal, fake).adapters.job_ref(parent)
-    fake.status([ref])
-    assert fake.status([ref])[ref.job_name].state is S.NODE_FAIL  # only the scheduler knows
-    rows = {row.invocation_id: row for row in reconcile(engine_of(journal, fake))}
+    _, child, rows = failed_unseen_then_reconciled(journal, fake, tmp_path)
     assert rows[child.id].evidence.startswith("unsatisfiable: "), rows[child.id]
     assert journal.invocations.get(child.id).state is JobState.RUNNING
     assert ("fence", f"vibesys-{child.id}-1") not in fake.calls
